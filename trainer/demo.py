@@ -1,0 +1,243 @@
+"""Build the demo workspace: a tiny IndexTTS-shaped model and Amharic data a newcomer can train on at once.
+
+``python -m trainer.demo --out DIR`` writes, in seconds on a CPU:
+
+- ``DIR/checkpoints/config.yaml``: a tiny IndexTTS-1.5 config (same layout as the real one);
+- ``DIR/checkpoints/gpt.pth``: a random-init base GPT in the real state-dict layout (``{"model": ...}``);
+- ``DIR/checkpoints/bpe.model``: a base BPE tokenizer trained on English (the stand-in for IndexTTS's own);
+- ``DIR/checkpoints/dvae.pth``: a random-init tiny DVAE, so audio preprocessing can be tried too;
+- ``DIR/tokenizers/amharic_extended.model``: the base tokenizer extended with Amharic pieces;
+- ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
+  made deterministically from the text, so the loss visibly falls within a minute of CPU training.
+
+Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from data_tools.config import save_config
+from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.text import normalize_text
+
+ASSETS = Path(__file__).resolve().parent / "demo_assets"
+BASE_VOCAB = 1000
+AMHARIC_PIECES = 800
+SPEAKERS = ("spk_abebe", "spk_selam", "spk_tigist")
+DEMO_CODE_RANGE = 256  # the demo's "speech" only uses the first 256 codes, which keeps it learnable
+CODES_PER_CHAR = 2
+SAMPLES_PER_CODE = 1024  # gpt.mel_length_compression at 24 kHz
+
+
+def demo_config(number_text_tokens: int) -> dict:
+    """The demo's config.yaml: IndexTTS-1.5 layout at a size that trains on a laptop CPU."""
+    return {
+        "dataset": {
+            "bpe_model": "bpe.model",
+            "sample_rate": 24000,
+            "squeeze": False,
+            "mel": {"sample_rate": 24000, "n_fft": 1024, "hop_length": 256, "win_length": 1024,
+                    "n_mels": 100, "mel_fmin": 0, "normalize": False},
+        },
+        "gpt": {
+            "model_dim": 64,
+            "max_mel_tokens": 128,
+            "max_text_tokens": 64,
+            "heads": 4,
+            "use_mel_codes_as_input": True,
+            "mel_length_compression": SAMPLES_PER_CODE,
+            "layers": 2,
+            "number_text_tokens": number_text_tokens,
+            "number_mel_codes": 8194,
+            "start_mel_token": 8192,
+            "stop_mel_token": 8193,
+            "start_text_token": 0,
+            "stop_text_token": 1,
+            "train_solo_embeddings": False,
+            "condition_num_latent": 8,
+            "condition_type": "conformer_perceiver",
+            "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4,
+                                 "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2},
+        },
+        "vqvae": {"channels": 100, "num_tokens": 256, "hidden_dim": 32, "num_resnet_blocks": 1,
+                  "codebook_dim": 16, "num_layers": 2, "positional_dims": 1, "kernel_size": 3,
+                  "smooth_l1_loss": True, "use_transposed_convs": False},
+        "dvae_checkpoint": "dvae.pth",
+        "gpt_checkpoint": "gpt.pth",
+        "version": 1.5,
+    }
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    root: Path
+    config: Path
+    base_checkpoint: Path
+    base_tokenizer: Path
+    extended_tokenizer: Path
+    dvae: Path
+    train_manifest: Path
+    val_manifest: Path
+    output_dir: Path
+
+    @classmethod
+    def under(cls, root: Path) -> DemoPaths:
+        root = Path(root)
+        ckpt = root / "checkpoints"
+        return cls(
+            root=root,
+            config=ckpt / "config.yaml",
+            base_checkpoint=ckpt / "gpt.pth",
+            base_tokenizer=ckpt / "bpe.model",
+            extended_tokenizer=root / "tokenizers" / "amharic_extended.model",
+            dvae=ckpt / "dvae.pth",
+            train_manifest=root / "data" / "train.jsonl",
+            val_manifest=root / "data" / "val.jsonl",
+            output_dir=root / "runs" / "demo",
+        )
+
+    def exists(self) -> bool:
+        return all(p.is_file() for p in (self.config, self.base_checkpoint, self.base_tokenizer,
+                                         self.extended_tokenizer, self.train_manifest, self.val_manifest))
+
+    def train_argv(self, max_steps: int = 200) -> list[str]:
+        """Trainer flags for a short demo run (the quick start and the UI's demo preset use these)."""
+        return [
+            "--train-manifest", str(self.train_manifest), "--val-manifest", str(self.val_manifest),
+            "--tokenizer", str(self.extended_tokenizer), "--config", str(self.config),
+            "--base-checkpoint", str(self.base_checkpoint), "--output-dir", str(self.output_dir),
+            "--max-steps", str(max_steps), "--batch-size", "8", "--learning-rate", "3e-3",
+            "--warmup-steps", "10", "--log-interval", "5", "--val-interval", "20", "--save-interval", "20",
+            "--device", "cpu", "--amp", "off",
+        ]
+
+
+def _stable_int(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+
+
+def codes_for_text(text: str) -> np.ndarray:
+    """Deterministic stand-in for DVAE codes: each normalised character becomes CODES_PER_CHAR codes."""
+    codes: list[int] = []
+    for ch in normalize_text(text, "am"):
+        value = _stable_int(ch)
+        for k in range(CODES_PER_CHAR):
+            codes.append((value >> (9 * k)) % DEMO_CODE_RANGE)
+    return np.asarray(codes, dtype=np.int16)
+
+
+def cond_mel_for(speaker: str, utterance: str, frames: int) -> np.ndarray:
+    """A speaker-specific log-mel-like prompt: a fixed spectral envelope plus per-utterance noise."""
+    envelope = np.random.default_rng(_stable_int(speaker) % 2**32).normal(-4.0, 1.5, size=(100, 1))
+    noise = np.random.default_rng(_stable_int(utterance) % 2**32).normal(0.0, 0.3, size=(100, frames))
+    return (envelope + noise).astype(np.float32)
+
+
+def _write_npy(path: Path, array: np.ndarray) -> None:
+    atomic_write_with(path, lambda handle: np.save(handle, array))
+
+
+def _write_data(paths: DemoPaths, sentences: list[str], n_val: int) -> None:
+    data = paths.train_manifest.parent
+    lines: list[str] = []
+    for index, sentence in enumerate(sentences):
+        speaker = SPEAKERS[index % len(SPEAKERS)]
+        utt_id = f"{speaker}_{index:04d}"
+        codes = codes_for_text(sentence)
+        # The prompt is another utterance of the same speaker, as preprocessing does, to avoid prompt bleed.
+        prompt_id = f"{speaker}_{(index + len(SPEAKERS)) % len(sentences):04d}"
+        frames = 48 + _stable_int(prompt_id) % 40
+        _write_npy(data / "codes" / f"{utt_id}.npy", codes)
+        _write_npy(data / "cond_mels" / f"{utt_id}.npy", cond_mel_for(speaker, prompt_id, frames))
+        duration = round(len(codes) * SAMPLES_PER_CODE / 24000, 3)
+        lines.append(json.dumps({
+            "id": utt_id, "text": sentence, "codes": f"codes/{utt_id}.npy",
+            "cond_mel": f"cond_mels/{utt_id}.npy", "speaker": speaker, "language": "am", "duration": duration,
+        }, ensure_ascii=False))
+    atomic_write_text(paths.val_manifest, "\n".join(lines[:n_val]) + "\n")
+    atomic_write_text(paths.train_manifest, "\n".join(lines[n_val:]) + "\n")
+
+
+def _write_tokenizers(paths: DemoPaths, scratch: Path) -> None:
+    from data_tools.tokenizer import extend_tokenizer, train_tokenizer
+
+    base = train_tokenizer([ASSETS / "english_corpus.txt"], scratch / "base", vocab_size=BASE_VOCAB,
+                           model_type="bpe", language="en")
+    paths.base_tokenizer.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_with(paths.base_tokenizer, lambda handle: handle.write(Path(base).read_bytes()))
+    amharic = train_tokenizer([ASSETS / "amharic_corpus.txt", ASSETS / "amharic_sentences.txt"],
+                              scratch / "amharic", vocab_size=AMHARIC_PIECES, model_type="bpe", language="am")
+    extend_tokenizer(paths.base_tokenizer, Path(amharic), paths.extended_tokenizer, target_size=None)
+
+
+def _write_models(paths: DemoPaths, config: dict, seed: int) -> None:
+    from trainer.model import build_model
+
+    torch.manual_seed(seed)
+    model = build_model(config["gpt"])
+    state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
+    atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+    try:
+        from data_tools.dvae import build_dvae
+    except ImportError:  # the DVAE module is optional for training; skip the demo DVAE without it
+        return
+    torch.manual_seed(seed)
+    dvae = build_dvae(config["vqvae"])
+    dvae_state = {key: value.detach().clone() for key, value in dvae.state_dict().items()}
+    atomic_write_with(paths.dvae, lambda handle: torch.save({"model": dvae_state}, handle))
+
+
+def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False) -> DemoPaths:
+    """Create the demo workspace under ``out`` (idempotent: an existing complete workspace is kept)."""
+    import tempfile
+
+    paths = DemoPaths.under(Path(out))
+    if paths.exists() and not force:
+        return paths
+    sentences = [s for s in (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
+    with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
+        _write_tokenizers(paths, Path(scratch))
+    from data_tools.text_tokenizer import TextTokenizer
+
+    config = demo_config(TextTokenizer(paths.base_tokenizer).vocab_size)
+    save_config(config, paths.config)
+    _write_models(paths, config, seed)
+    _write_data(paths, sentences, n_val)
+    atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
+    return paths
+
+
+_WORKSPACE_README = """\
+IndexTTS Fine-tuning Studio demo workspace
+===========================================
+checkpoints/   a tiny IndexTTS-1.5-shaped base model (config.yaml, gpt.pth, dvae.pth) and its English
+               base tokenizer (bpe.model). The weights are random: this is for learning the tool, not a voice.
+tokenizers/    amharic_extended.model: bpe.model plus Amharic pieces (base ids unchanged).
+data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences; codes/ and cond_mels/ hold
+               their .npy files (codes are derived from the text so the model has something to learn).
+runs/          training output directories.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=Path, help="folder to create the workspace in")
+    parser.add_argument("--force", action="store_true", help="rebuild even if a complete workspace exists")
+    args = parser.parse_args(argv)
+    paths = build_demo(args.out, force=args.force)
+    print(f"demo workspace ready: {paths.root}")
+    print("train it with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *paths.train_argv()]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
