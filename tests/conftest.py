@@ -1,0 +1,51 @@
+"""Shared fixtures: the demo workspace (built once per session), ../shared lookup, tool availability."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require_tool(name: str, why: str) -> str:
+    """Path of an external program; skip locally without it, but fail in CI (which installs it)."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed ({why})"
+        if in_ci():
+            pytest.fail(message + "; CI must install it")
+        pytest.skip(message)
+    return path
+
+
+def shared_file(*parts: str) -> Path:
+    """A large reference fixture from ../shared; skipped with the reason where the folder is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        if in_ci():
+            pytest.fail(f"{path} is missing; CI always has ../shared beside the checkout")
+        pytest.skip(f"reference fixture {path} not present (../shared is not beside this checkout)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_workspace(tmp_path_factory: pytest.TempPathFactory):
+    """The demo workspace, built once per test session. Tests must not modify it: copy what they change."""
+    from trainer.demo import build_demo
+
+    return build_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO
