@@ -1,0 +1,502 @@
+"""The IndexTTS GPT model (UnifiedVoice), v1.5 and v2, built from the `gpt:` section of a config.yaml.
+
+State-dict keys and shapes are exactly upstream's, so a real `gpt.pth` ({"model": state_dict}) loads
+strictly. The maths follow shared/reference/ARCHITECTURE.md; the sequence layout and losses follow
+README.md / README_indextts2.md there:
+
+    [conditioning latents] [start, text..., stop-padding, stop] [start, codes..., stop-padding, stop]
+
+run causally through GPT-2 with no padding mask. Targets are each segment shifted by one.
+
+Differences from upstream, on purpose: inputs are never modified in place; the v1.5 and v2 forwards both
+return logits and losses (`ModelOutput`); `loss_mode="masked"` (the default) averages only over real
+tokens plus each item's first stop, like the community v2 trainer.
+
+Optional gpt-config key (not an upstream constructor argument, strip it before handing a config to
+upstream IndexTTS): `gpt_dropout` (float, default 0.1 as upstream): the GPT-2 embedding, attention and
+residual dropout, active in train mode only. The conformers and perceivers have no dropout upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from data_tools.config import ConfigError, effective_gpt_config, text_vocab_size
+from trainer.modules.conformer import ConformerEncoder
+from trainer.modules.gpt2 import GPT2Backbone
+from trainer.modules.perceiver import PerceiverResampler
+
+LossMode = Literal["indextts", "masked"]
+LOSS_MODES = ("indextts", "masked")
+DEFAULT_GPT_DROPOUT = 0.1
+INFERENCE_ONLY_PREFIXES = ("inference_model.", "gpt.wte.")
+CONDITION_MODULE_KEYS = (
+    "output_size",
+    "linear_units",
+    "attention_heads",
+    "num_blocks",
+    "input_layer",
+    "perceiver_mult",
+)
+
+
+@dataclass
+class ModelOutput:
+    loss_text: Tensor  # float32 scalar
+    loss_mel: Tensor  # float32 scalar
+    mel_top1: Tensor  # float32 scalar, argmax accuracy over counted mel positions, no grad
+    text_logits: Tensor  # (B, text_vocab, T+2), float32
+    mel_logits: Tensor  # (B, mel_vocab, M+2), float32
+    conds: Tensor  # (B, n_cond, D): the conditioning block in front of the text
+    text_tokens: int  # counted text positions (real tokens + first stop per item)
+    mel_tokens: int  # counted mel positions (real codes + first stop per item)
+
+
+@dataclass
+class WrappedSegment:
+    padded: Tensor  # (B, W): positions >= length replaced by stop
+    inputs: Tensor  # (B, W+2): start, padded, stop
+    targets: Tensor  # (B, W+2): padded, stop, stop
+    counted: Tensor  # (B, W+2) bool: target positions j < length + 1
+
+
+@dataclass
+class _SequenceRun:
+    text: WrappedSegment
+    mel: WrappedSegment
+    text_hidden: Tensor  # (B, T+2, D), final-normed
+    mel_hidden: Tensor  # (B, M+2, D), final-normed
+    text_tokens: int
+    mel_tokens: int
+
+
+class StateDictMismatchError(ValueError):
+    """A state dict whose keys or shapes do not fit the model; the message names them."""
+
+
+def pad_and_wrap(ids: Tensor, lengths: Tensor, start: int, stop: int) -> WrappedSegment:
+    """Upstream's padding rewrite and start/stop wrapping, without touching `ids`."""
+    width = ids.size(1)
+    positions = torch.arange(width, device=ids.device).unsqueeze(0)
+    lengths = lengths.to(ids.device).unsqueeze(1)
+    padded = torch.where(positions < lengths, ids, torch.full_like(ids, stop))
+    batch = ids.size(0)
+    starts = torch.full((batch, 1), start, dtype=ids.dtype, device=ids.device)
+    stops = torch.full((batch, 1), stop, dtype=ids.dtype, device=ids.device)
+    inputs = torch.cat((starts, padded, stops), dim=1)
+    targets = torch.cat((padded, stops, stops), dim=1)
+    counted = torch.arange(width + 2, device=ids.device).unsqueeze(0) < lengths + 1
+    return WrappedSegment(padded=padded, inputs=inputs, targets=targets, counted=counted)
+
+
+class LearnedPositionEmbeddings(nn.Module):
+    """Rows 0..S-1 of a learned table (key `emb.weight`); every segment restarts at 0."""
+
+    def __init__(self, rows: int, dim: int) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(rows, dim)
+        nn.init.normal_(self.emb.weight, std=0.02)
+
+    def forward(self, length: int) -> Tensor:
+        return self.emb.weight[:length]
+
+
+def _condition_module_args(gpt: Mapping[str, Any], key: str) -> dict[str, Any]:
+    module = gpt.get(key)
+    if not isinstance(module, Mapping):
+        raise ConfigError(f"gpt.{key} must be a mapping")
+    missing = [name for name in CONDITION_MODULE_KEYS if name not in module]
+    unknown = sorted(set(module) - set(CONDITION_MODULE_KEYS))
+    if missing or unknown:
+        problems = [f"lacks {', '.join(missing)}"] if missing else []
+        problems += [f"has unsupported key(s) {', '.join(unknown)}"] if unknown else []
+        raise ConfigError(f"gpt.{key} {' and '.join(problems)}")
+    if module["input_layer"] != "conv2d2":
+        raise ConfigError(
+            f"gpt.{key}.input_layer {module['input_layer']!r} is not supported (only 'conv2d2')"
+        )
+    return dict(module)
+
+
+def _check_lengths(name: str, lengths: Tensor, batch: int, width: int) -> list[int]:
+    if lengths.dim() != 1 or lengths.size(0) != batch:
+        raise ValueError(f"{name} must have shape ({batch},), got {tuple(lengths.shape)}")
+    values = [int(v) for v in lengths.tolist()]
+    bad = [v for v in values if v < 0 or v > width]
+    if bad:
+        raise ValueError(f"{name} must lie in 0..{width} (the padded width), got {bad}")
+    return values
+
+
+class UnifiedVoice(nn.Module):
+    """IndexTTS-1.5 GPT: conformer+perceiver conditioning over a 100-band log-mel, GPT-2, two heads."""
+
+    version = "1.5"
+    cond_input_size = 100
+
+    def __init__(self, gpt_config: Mapping[str, Any]) -> None:
+        super().__init__()
+        gpt = effective_gpt_config(dict(gpt_config))
+        if gpt["condition_type"] != "conformer_perceiver":
+            raise ConfigError(
+                f"gpt.condition_type {gpt['condition_type']!r} is not supported (only conformer_perceiver)"
+            )
+        if not gpt["use_mel_codes_as_input"]:
+            raise ConfigError("gpt.use_mel_codes_as_input false is not supported")
+        if gpt["train_solo_embeddings"]:
+            raise ConfigError("gpt.train_solo_embeddings true is not supported")
+        dropout = float(gpt.get("gpt_dropout", DEFAULT_GPT_DROPOUT))
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"gpt.gpt_dropout must be in [0, 1), got {dropout}")
+        cond = _condition_module_args(gpt, "condition_module")
+        self.gpt_config: dict[str, Any] = gpt
+        self.model_dim = dim = int(gpt["model_dim"])
+        self.text_vocab_size = text_vocab_size(gpt)
+        self.mel_vocab_size = int(gpt["number_mel_codes"])
+        self.start_text_token = int(gpt["start_text_token"])
+        self.stop_text_token = int(gpt["stop_text_token"])
+        self.start_mel_token = int(gpt["start_mel_token"])
+        self.stop_mel_token = int(gpt["stop_mel_token"])
+        self.num_cond_latents = int(gpt["condition_num_latent"])
+
+        self.conditioning_encoder = ConformerEncoder(
+            input_size=self.cond_input_size,
+            output_size=cond["output_size"],
+            attention_heads=cond["attention_heads"],
+            linear_units=cond["linear_units"],
+            num_blocks=cond["num_blocks"],
+        )
+        self.perceiver_encoder = PerceiverResampler(
+            dim,
+            context_dim=cond["output_size"],
+            num_latents=self.num_cond_latents,
+            heads=cond["attention_heads"],
+            ff_mult=cond["perceiver_mult"],
+        )
+        self.text_embedding = nn.Embedding(self.text_vocab_size, dim)
+        self.mel_embedding = nn.Embedding(self.mel_vocab_size, dim)
+        nn.init.normal_(self.text_embedding.weight, std=0.02)
+        nn.init.normal_(self.mel_embedding.weight, std=0.02)
+        self.gpt = GPT2Backbone(
+            dim,
+            int(gpt["layers"]),
+            int(gpt["heads"]),
+            activation=gpt.get("activation_function") or "gelu_new",
+            dropout=dropout,
+        )
+        self.mel_pos_embedding = LearnedPositionEmbeddings(int(gpt["max_mel_tokens"]) + 3, dim)
+        self.text_pos_embedding = LearnedPositionEmbeddings(int(gpt["max_text_tokens"]) + 2, dim)
+        self.final_norm = nn.LayerNorm(dim, eps=1e-5)
+        self.text_head = nn.Linear(dim, self.text_vocab_size)
+        self.mel_head = nn.Linear(dim, self.mel_vocab_size)
+
+    # ----- conditioning -------------------------------------------------------------------------
+
+    def get_conditioning(self, cond_mels: Tensor, cond_mel_lengths: Tensor | None = None) -> Tensor:
+        """(B, C, frames) features + (B,) valid frame counts -> (B, n_latent, D) latents."""
+        hidden, mask = self.conditioning_encoder(cond_mels.transpose(1, 2), cond_mel_lengths)
+        return self.perceiver_encoder(hidden, mask)
+
+    def _conds_from_inputs(self, cond_mels: Tensor | None, cond_mel_lengths: Tensor | None) -> Tensor:
+        if cond_mels is None:
+            raise ValueError("cond_mels is required (B, 100, frames)")
+        return self.get_conditioning(cond_mels, cond_mel_lengths)
+
+    # ----- forward ------------------------------------------------------------------------------
+
+    def set_gradient_checkpointing(self, enabled: bool) -> None:
+        """Recompute each GPT-2 block in backward (torch.utils.checkpoint, use_reentrant=False)."""
+        self.gpt.gradient_checkpointing = bool(enabled)
+
+    def forward(
+        self,
+        text_ids: Tensor,
+        text_lengths: Tensor,
+        codes: Tensor,
+        code_lengths: Tensor,
+        cond_mels: Tensor | None = None,
+        cond_mel_lengths: Tensor | None = None,
+        loss_mode: LossMode = "masked",
+    ) -> ModelOutput:
+        conds = self._conds_from_inputs(cond_mels, cond_mel_lengths)
+        return self.forward_with_conds(
+            conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode
+        )
+
+    def forward_latent(
+        self,
+        text_ids: Tensor,
+        text_lengths: Tensor,
+        codes: Tensor,
+        code_lengths: Tensor,
+        cond_mels: Tensor | None = None,
+        cond_mel_lengths: Tensor | None = None,
+    ) -> Tensor:
+        """Upstream's `return_latent=True`: final-normed mel hidden states minus the last two, (B, M, D)."""
+        conds = self._conds_from_inputs(cond_mels, cond_mel_lengths)
+        return self.latent_with_conds(conds, text_ids, text_lengths, codes, code_lengths)
+
+    def forward_with_conds(
+        self,
+        conds: Tensor,
+        text_ids: Tensor,
+        text_lengths: Tensor,
+        codes: Tensor,
+        code_lengths: Tensor,
+        loss_mode: LossMode = "masked",
+    ) -> ModelOutput:
+        """Logits and losses given a ready conditioning block (B, n_cond, D)."""
+        if loss_mode not in LOSS_MODES:
+            raise ValueError(f"loss_mode must be one of {LOSS_MODES}, got {loss_mode!r}")
+        run = self._run(conds, text_ids, text_lengths, codes, code_lengths)
+        text, mel = run.text, run.mel
+        text_logits = self.text_head(run.text_hidden).float()  # (B, T+2, V): CE wants the class dim last
+        mel_logits = self.mel_head(run.mel_hidden).float()
+        loss_text = _cross_entropy(text_logits, text.targets, text.counted, loss_mode)
+        loss_mel = _cross_entropy(mel_logits, mel.targets, mel.counted, loss_mode)
+        with torch.no_grad():
+            hits = (mel_logits.argmax(dim=-1) == mel.targets) & mel.counted
+            mel_top1 = hits.sum().float() / mel.counted.sum().clamp(min=1).float()
+        return ModelOutput(
+            loss_text=loss_text,
+            loss_mel=loss_mel,
+            mel_top1=mel_top1,
+            text_logits=text_logits.permute(0, 2, 1),
+            mel_logits=mel_logits.permute(0, 2, 1),
+            conds=conds,
+            text_tokens=run.text_tokens,
+            mel_tokens=run.mel_tokens,
+        )
+
+    def latent_with_conds(
+        self, conds: Tensor, text_ids: Tensor, text_lengths: Tensor, codes: Tensor, code_lengths: Tensor
+    ) -> Tensor:
+        return self._run(conds, text_ids, text_lengths, codes, code_lengths).mel_hidden[:, :-2]
+
+    def _run(
+        self, conds: Tensor, text_ids: Tensor, text_lengths: Tensor, codes: Tensor, code_lengths: Tensor
+    ) -> _SequenceRun:
+        batch = text_ids.size(0)
+        if text_ids.dim() != 2 or codes.dim() != 2 or codes.size(0) != batch:
+            raise ValueError(
+                f"text_ids and codes must be (B, T) and (B, M) with one batch size, "
+                f"got {tuple(text_ids.shape)} and {tuple(codes.shape)}"
+            )
+        if conds.dim() != 3 or conds.size(0) != batch or conds.size(2) != self.model_dim:
+            raise ValueError(f"conds must be ({batch}, n, {self.model_dim}), got {tuple(conds.shape)}")
+        text_counts = _check_lengths("text_lengths", text_lengths, batch, text_ids.size(1))
+        code_counts = _check_lengths("code_lengths", code_lengths, batch, codes.size(1))
+        text_rows = self.text_pos_embedding.emb.num_embeddings
+        mel_rows = self.mel_pos_embedding.emb.num_embeddings
+        if text_ids.size(1) + 2 > text_rows:
+            raise ValueError(
+                f"text too long: {text_ids.size(1)} tokens, at most {text_rows - 2} fit (max_text_tokens)"
+            )
+        if codes.size(1) + 2 > mel_rows:
+            raise ValueError(
+                f"codes too long: {codes.size(1)} codes, at most {mel_rows - 2} fit (max_mel_tokens)"
+            )
+
+        text = pad_and_wrap(text_ids, text_lengths, self.start_text_token, self.stop_text_token)
+        mel = pad_and_wrap(codes, code_lengths, self.start_mel_token, self.stop_mel_token)
+        text_emb = self.text_embedding(text.inputs) + self.text_pos_embedding(text.inputs.size(1))
+        mel_emb = self.mel_embedding(mel.inputs) + self.mel_pos_embedding(mel.inputs.size(1))
+        sequence = torch.cat((conds.to(text_emb.dtype), text_emb, mel_emb), dim=1)
+        hidden = self.final_norm(self.gpt(sequence)[:, conds.size(1) :])
+        text_len = text.inputs.size(1)
+        return _SequenceRun(
+            text=text,
+            mel=mel,
+            text_hidden=hidden[:, :text_len],
+            mel_hidden=hidden[:, text_len:],
+            text_tokens=sum(text_counts) + batch,
+            mel_tokens=sum(code_counts) + batch,
+        )
+
+
+def _cross_entropy(logits: Tensor, targets: Tensor, counted: Tensor, loss_mode: LossMode) -> Tensor:
+    """logits (B, L, V) float32. indextts: mean over every position; masked: sum/count over counted."""
+    per_token = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
+    if loss_mode == "indextts":
+        return per_token.mean()
+    weights = counted.reshape(-1).to(per_token.dtype)
+    return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
+
+
+class UnifiedVoiceV2(UnifiedVoice):
+    """IndexTTS2 GPT: w2v-BERT (1024-dim) speaker conditioning, emotion vector, two speed rows.
+
+    The conditioning block is 34 vectors: the speaker latents each plus emo_vec, then speed_emb[1],
+    speed_emb[0]. All feature inputs are channels-first (B, 1024, frames), like `cond_mels` in v1.5
+    (upstream's `get_emovec` takes (B, frames, 1024); ours does not).
+    """
+
+    version = "2"
+    cond_input_size = 1024
+    emo_dim = 1024  # hard-coded width of the emotion perceiver upstream
+
+    def __init__(self, gpt_config: Mapping[str, Any]) -> None:
+        super().__init__(gpt_config)
+        emo = _condition_module_args(self.gpt_config, "emo_condition_module")
+        self.emo_conditioning_encoder = ConformerEncoder(
+            input_size=self.cond_input_size,
+            output_size=emo["output_size"],
+            attention_heads=emo["attention_heads"],
+            linear_units=emo["linear_units"],
+            num_blocks=emo["num_blocks"],
+        )
+        self.emo_perceiver_encoder = PerceiverResampler(
+            self.emo_dim,
+            context_dim=emo["output_size"],
+            num_latents=1,
+            heads=emo["attention_heads"],
+            ff_mult=emo["perceiver_mult"],
+        )
+        self.emovec_layer = nn.Linear(self.emo_dim, self.model_dim)
+        self.emo_layer = nn.Linear(self.model_dim, self.model_dim)
+        self.speed_emb = nn.Embedding(2, self.model_dim)
+        nn.init.zeros_(self.speed_emb.weight)
+
+    def get_emo_conditioning(
+        self, emo_cond_mels: Tensor, emo_cond_mel_lengths: Tensor | None = None
+    ) -> Tensor:
+        """(B, 1024, frames) -> (B, 1024): the emotion perceiver's single latent."""
+        hidden, mask = self.emo_conditioning_encoder(emo_cond_mels.transpose(1, 2), emo_cond_mel_lengths)
+        return self.emo_perceiver_encoder(hidden, mask).squeeze(1)
+
+    def get_emovec(self, emo_cond_mels: Tensor, emo_cond_mel_lengths: Tensor | None = None) -> Tensor:
+        """(B, 1024, frames) -> emo_vec (B, D) = emo_layer(emovec_layer(emotion latent))."""
+        return self.emo_layer(
+            self.emovec_layer(self.get_emo_conditioning(emo_cond_mels, emo_cond_mel_lengths))
+        )
+
+    def build_conds(self, condition: Tensor, emo_vec: Tensor) -> Tensor:
+        """Speaker latents (B, n, D) + emo_vec (B, D) -> the (B, n+2, D) conditioning block."""
+        batch = condition.size(0)
+        speed = (
+            self.speed_emb(torch.tensor([1, 0], device=condition.device)).unsqueeze(0).expand(batch, -1, -1)
+        )
+        latents = condition + emo_vec.unsqueeze(1)
+        return torch.cat((latents, speed.to(latents.dtype)), dim=1)
+
+    def _conds_v2(
+        self,
+        cond_mels: Tensor | None,
+        cond_mel_lengths: Tensor | None,
+        condition: Tensor | None,
+        emo_vec: Tensor | None,
+        emo_cond_mels: Tensor | None,
+        emo_cond_mel_lengths: Tensor | None,
+    ) -> Tensor:
+        if condition is None:
+            if cond_mels is None:
+                raise ValueError("pass either condition (B, 32, D) or cond_mels (B, 1024, frames)")
+            condition = self.get_conditioning(cond_mels, cond_mel_lengths)
+        if emo_vec is None:
+            if emo_cond_mels is None:
+                # Like upstream inference without an emotion prompt: the speaker prompt sets the emotion.
+                emo_cond_mels, emo_cond_mel_lengths = cond_mels, cond_mel_lengths
+            if emo_cond_mels is None:
+                raise ValueError("pass emo_vec (B, D), emo_cond_mels or cond_mels (B, 1024, frames)")
+            emo_vec = self.get_emovec(emo_cond_mels, emo_cond_mel_lengths)
+        return self.build_conds(condition, emo_vec)
+
+    def forward(  # type: ignore[override]
+        self,
+        text_ids: Tensor,
+        text_lengths: Tensor,
+        codes: Tensor,
+        code_lengths: Tensor,
+        cond_mels: Tensor | None = None,
+        cond_mel_lengths: Tensor | None = None,
+        loss_mode: LossMode = "masked",
+        *,
+        condition: Tensor | None = None,
+        emo_vec: Tensor | None = None,
+        emo_cond_mels: Tensor | None = None,
+        emo_cond_mel_lengths: Tensor | None = None,
+    ) -> ModelOutput:
+        conds = self._conds_v2(
+            cond_mels, cond_mel_lengths, condition, emo_vec, emo_cond_mels, emo_cond_mel_lengths
+        )
+        return self.forward_with_conds(
+            conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode
+        )
+
+    def forward_latent(  # type: ignore[override]
+        self,
+        text_ids: Tensor,
+        text_lengths: Tensor,
+        codes: Tensor,
+        code_lengths: Tensor,
+        cond_mels: Tensor | None = None,
+        cond_mel_lengths: Tensor | None = None,
+        *,
+        condition: Tensor | None = None,
+        emo_vec: Tensor | None = None,
+        emo_cond_mels: Tensor | None = None,
+        emo_cond_mel_lengths: Tensor | None = None,
+    ) -> Tensor:
+        """The v2 upstream forward's return value: mel-segment latents (B, M, D)."""
+        conds = self._conds_v2(
+            cond_mels, cond_mel_lengths, condition, emo_vec, emo_cond_mels, emo_cond_mel_lengths
+        )
+        return self.latent_with_conds(conds, text_ids, text_lengths, codes, code_lengths)
+
+
+def build_model(config: Mapping[str, Any]) -> UnifiedVoice:
+    """Build the v1.5 or v2 GPT from a `gpt:` section (raw or effective) or a whole loaded config.
+
+    v2 is chosen when the section has `emo_condition_module`. Weights are freshly initialised; build
+    under `torch.device("meta")` to only inspect keys and shapes.
+    """
+    gpt = config["gpt"] if "gpt" in config and "model_dim" not in config else config
+    if not isinstance(gpt, Mapping):
+        raise ConfigError("gpt section must be a mapping")
+    model_class = UnifiedVoiceV2 if "emo_condition_module" in gpt else UnifiedVoice
+    return model_class(gpt)
+
+
+def state_dict_mismatches(model: nn.Module, state_dict: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between a state dict and the model's keys and shapes (empty if none)."""
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    problems: list[str] = []
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    if missing:
+        problems.append(f"missing {len(missing)} key(s): {_preview(missing)}")
+    if unexpected:
+        problems.append(f"unexpected {len(unexpected)} key(s): {_preview(unexpected)}")
+    for name in sorted(set(expected) & set(state_dict)):
+        value = state_dict[name]
+        if not isinstance(value, Tensor):
+            problems.append(f"{name}: checkpoint holds {type(value).__name__}, not a tensor")
+        elif tuple(value.shape) != expected[name]:
+            problems.append(f"{name}: checkpoint {list(value.shape)} vs model {list(expected[name])}")
+    return problems
+
+
+def _preview(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown}, ... ({len(names) - limit} more)"
+
+
+def load_gpt_state_dict(model: nn.Module, state_dict: Mapping[str, Any]) -> list[str]:
+    """Strict load after dropping inference-only aliases (`gpt.wte.*`, `inference_model.*`).
+
+    Returns the sorted dropped key names. Raises StateDictMismatchError (a ValueError) naming every
+    missing / unexpected key and shape mismatch; the model is left untouched in that case.
+    """
+    dropped = sorted(name for name in state_dict if name.startswith(INFERENCE_ONLY_PREFIXES))
+    kept = {name: value for name, value in state_dict.items() if not name.startswith(INFERENCE_ONLY_PREFIXES)}
+    problems = state_dict_mismatches(model, kept)
+    if problems:
+        raise StateDictMismatchError("state dict does not fit the model: " + "; ".join(problems))
+    model.load_state_dict(kept, strict=True)
+    return dropped
