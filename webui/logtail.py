@@ -39,6 +39,7 @@ def file_size(path: Path) -> int:
 def read_log_chunk(path: Path, offset: int, max_bytes: int = DEFAULT_CHUNK_BYTES) -> LogChunk:
     """Read at most ``max_bytes`` from ``offset``; consume complete lines and overwritten progress."""
     size = file_size(path)
+    offset = max(0, offset)
     reset = offset > size
     if reset:
         offset = 0

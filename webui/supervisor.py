@@ -50,6 +50,7 @@ from webui.run_record import (
 REPO_ROOT = Path(__file__).resolve().parents[1]
 IDLE = "idle"
 _TAIL_BYTES = 8192
+_EXIT_GRACE_S = 2.0
 
 
 class RunAlreadyActive(RuntimeError):
@@ -148,6 +149,11 @@ class RunSupervisor:
     def record(self) -> dict[str, Any] | None:
         return read_record(self.output_dir)
 
+    def _wrapper_alive(self, record: dict[str, Any]) -> bool:
+        if self._proc is not None and self._proc_run_id == record.get("run_id"):
+            return self._proc.poll() is None
+        return is_process_alive(record.get("pid"), record.get("create_time"))
+
     def _is_alive(self, record: dict[str, Any]) -> bool:
         if self._proc is not None and self._proc_run_id == record.get("run_id"):
             if self._proc.poll() is None:
@@ -244,6 +250,10 @@ class RunSupervisor:
                 record = read_record(self.output_dir) or record
                 if record.get("status") == RUNNING:
                     record = self._finalize_lost(record)
+            elif record.get("status") in FINAL_STATES:
+                # The wrapper records the outcome a moment before it exits: let it finish exiting, so that
+                # a final state also means the run's processes are gone.
+                wait_until(lambda: not self._wrapper_alive(record), _EXIT_GRACE_S)
             if self._proc is not None and self._proc.poll() is not None:
                 self._proc = None  # reaped
             return self._status_from(record)
