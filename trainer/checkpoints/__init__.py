@@ -1,0 +1,81 @@
+"""Training checkpoints: the crash-safe format, saving, resume selection, validation and the toolkit.
+
+CLI: ``python -m trainer.checkpoints verify|inspect|list|repair|export`` (see ``__main__``).
+"""
+
+from trainer.checkpoints.format import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    REQUIRED_KEYS,
+    CheckpointError,
+    UnsafeValueError,
+    bare_model_message,
+    build_checkpoint,
+    checkpoint_kind,
+    manifest_record,
+    manifests_record,
+    model_state_of,
+    optimizer_param_names,
+    to_plain,
+    tokenizer_record,
+    versions_record,
+)
+from trainer.checkpoints.loading import load_checkpoint
+from trainer.checkpoints.lock import LockHeld, OutputDirLock, lock_holder
+from trainer.checkpoints.resume import ResumeChoice, checkpoint_files_exist, select_resume
+from trainer.checkpoints.rng import RngStateError, capture_rng_state, check_rng_state, restore_rng_state
+from trainer.checkpoints.store import (
+    BEST,
+    LATEST,
+    CheckpointManager,
+    CheckpointSaveError,
+    step_checkpoints,
+    step_file_name,
+    write_checkpoint_file,
+)
+from trainer.checkpoints.validate import (
+    Expectation,
+    ValidationReport,
+    expected_state_shapes,
+    validate_checkpoint,
+)
+
+__all__ = [
+    "BEST",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "LATEST",
+    "REQUIRED_KEYS",
+    "CheckpointError",
+    "CheckpointManager",
+    "CheckpointSaveError",
+    "Expectation",
+    "LockHeld",
+    "OutputDirLock",
+    "ResumeChoice",
+    "RngStateError",
+    "UnsafeValueError",
+    "ValidationReport",
+    "bare_model_message",
+    "build_checkpoint",
+    "capture_rng_state",
+    "check_rng_state",
+    "checkpoint_files_exist",
+    "checkpoint_kind",
+    "expected_state_shapes",
+    "load_checkpoint",
+    "lock_holder",
+    "manifest_record",
+    "manifests_record",
+    "model_state_of",
+    "optimizer_param_names",
+    "restore_rng_state",
+    "select_resume",
+    "step_checkpoints",
+    "step_file_name",
+    "to_plain",
+    "tokenizer_record",
+    "validate_checkpoint",
+    "versions_record",
+    "write_checkpoint_file",
+]

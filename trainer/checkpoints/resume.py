@@ -1,0 +1,102 @@
+"""Choosing what to resume from: ``--resume auto`` with fallback, or an explicit path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer.checkpoints.format import CheckpointError
+from trainer.checkpoints.loading import load_checkpoint
+from trainer.checkpoints.store import BEST, LATEST, step_checkpoints
+from trainer.checkpoints.validate import Expectation, ValidationReport, validate_checkpoint
+
+
+@dataclass
+class ResumeChoice:
+    path: Path
+    checkpoint: dict[str, Any]
+    notes: list[str] = field(default_factory=list)  # fallbacks taken and validation warnings, to print
+    report: ValidationReport = field(default_factory=ValidationReport)
+
+
+def checkpoint_files_exist(output_dir: str | Path) -> bool:
+    """Any checkpoint file at all (latest, best or model_step) in ``output_dir``."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return False
+    return (output_dir / LATEST).exists() or (output_dir / BEST).exists() or bool(step_checkpoints(output_dir))
+
+
+def _try(path: Path, expectation: Expectation | None) -> tuple[dict[str, Any] | None, ValidationReport | str]:
+    """Load and validate; the checkpoint and its report, or (None, reason) when it cannot be used."""
+    try:
+        ckpt = load_checkpoint(path)
+    except CheckpointError as exc:
+        return None, str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
+    report = validate_checkpoint(ckpt, expectation, path)
+    if not report.ok:
+        return None, report.message()
+    return ckpt, report
+
+
+def _choice(path: Path, ckpt: dict[str, Any], report: ValidationReport, notes: list[str]) -> ResumeChoice:
+    return ResumeChoice(path=path, checkpoint=ckpt, notes=[*notes, *report.warnings], report=report)
+
+
+def select_resume(output_dir: str | Path, resume: str | Path | None,
+                  expectation: Expectation | None = None) -> ResumeChoice | None:
+    """What to resume from, or None for a fresh start; raises CheckpointError (one line) to refuse.
+
+    - empty/None: fresh start.
+    - "auto": ``latest.pth``; if it is missing, unreadable, torn or fails validation, the newest valid
+      ``model_step<N>.pth`` (the notes say which and why). With nothing usable: None when no checkpoint
+      file exists at all, otherwise a refusal (an existing run is never silently discarded).
+    - a path: that file, which must load and validate.
+    """
+    if resume is None or str(resume).strip() == "":
+        return None
+    output_dir = Path(output_dir)
+    if str(resume).strip() != "auto":
+        path = Path(resume)
+        ckpt, outcome = _try(path, expectation)
+        if ckpt is None:
+            raise CheckpointError(f"cannot resume from {path}: {outcome}")
+        assert isinstance(outcome, ValidationReport)
+        return _choice(path, ckpt, outcome, [])
+
+    if not checkpoint_files_exist(output_dir):
+        return None
+    candidates: list[Path] = [output_dir / LATEST]
+    candidates += [path for _, path in reversed(step_checkpoints(output_dir))]
+    notes: list[str] = []
+    failures: list[tuple[Path, str]] = []
+    for path in candidates:
+        if not path.exists():
+            if path.name == LATEST:
+                notes.append(f"{path} is missing")
+            continue
+        ckpt, outcome = _try(path, expectation)
+        if ckpt is None:
+            assert isinstance(outcome, str)
+            failures.append((path, outcome))
+            continue
+        assert isinstance(outcome, ValidationReport)
+        if failures or notes:
+            why = "; ".join(f"{p.name}: {reason}" for p, reason in failures) or "; ".join(notes)
+            notes = [f"resuming from {path.name} instead of latest.pth ({why})"]
+        return _choice(path, ckpt, outcome, notes)
+
+    if not failures:
+        raise CheckpointError(f"cannot resume in {output_dir}: only best.pth exists; pass --resume "
+                              f"{output_dir / BEST} to continue from it, or use a new --output-dir")
+    first_path, first_reason = failures[0]
+    others = len(failures) - 1
+    also = ""
+    if others:
+        same = all(reason == first_reason for _, reason in failures[1:])
+        also = (f"; the {others} other checkpoint(s) fail the same way" if same
+                else f"; {others} other checkpoint(s) unusable too (newest: {failures[1][0].name}: {failures[1][1]})")
+    raise CheckpointError(
+        f"cannot resume in {output_dir}: {first_path.name}: {first_reason}{also}; not starting fresh over an "
+        f"existing run (pass --resume PATH, or use a new --output-dir)")
