@@ -1,8 +1,17 @@
 """The text front-end: one implementation for tokenizer training, data checks, training and export.
 
-``normalize_text(text, language)`` runs the language's own normaliser (a pluggable hook; see
-``register_language``) and then IndexTTS's convention: CJK characters split by spaces and
-everything upper-cased (IndexTTS's BPE models are trained on upper-case text).
+``normalize_text(text, language)`` runs, in order:
+
+1. ``basic_normalize``: Unicode NFC, control characters to spaces, whitespace folded (every language);
+2. the language's own normaliser, a pluggable hook (``register_language``); ``language=None`` picks the
+   language from the dominant script of the text (Ethiopic -> ``am``);
+3. IndexTTS's convention: CJK characters split by spaces and everything upper-cased (IndexTTS's BPE
+   models are trained on upper-case text).
+
+Adding a language is one small module under ``data_tools/languages/`` that defines its normaliser and
+calls ``register_language("xx", normalize_xx, script="...")``, plus its import in
+``data_tools.languages.load_builtin``. The function must be idempotent: normalising twice gives the
+same text as normalising once (tests check this for every registered language).
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ from collections.abc import Callable
 LanguageNormalizer = Callable[[str], str]
 
 _LANGUAGES: dict[str, LanguageNormalizer] = {}
+_SCRIPT_LANGUAGE: dict[str, str] = {"latin": "en"}  # script -> language guessed for text dominated by it
+_builtins_loaded = False
 
 _CJK_RANGES = (
     "\u1100-\u11ff"  # Hangul Jamo
@@ -25,9 +36,15 @@ _CJK_CHAR = re.compile(f"([{_CJK_RANGES}])")
 _SPACES = re.compile(r"\s+")
 
 
-def register_language(code: str, normalizer: LanguageNormalizer) -> None:
-    """Add or replace the normaliser for a language code (e.g. ``"am"``)."""
+def register_language(code: str, normalizer: LanguageNormalizer, *, script: str | None = None) -> None:
+    """Add or replace the normaliser for a language code (e.g. ``"am"``).
+
+    ``script`` (a name from ``script_of``, e.g. ``"ethiopic"``) makes ``detect_language`` answer ``code``
+    for text dominated by that script.
+    """
     _LANGUAGES[code] = normalizer
+    if script is not None:
+        _SCRIPT_LANGUAGE[script] = code
 
 
 def registered_languages() -> list[str]:
@@ -35,8 +52,15 @@ def registered_languages() -> list[str]:
     return sorted(_LANGUAGES)
 
 
+def language_normalizer(code: str) -> LanguageNormalizer | None:
+    _load_builtin_languages()
+    return _LANGUAGES.get(code)
+
+
 def _load_builtin_languages() -> None:
-    if "am" not in _LANGUAGES:
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
         from data_tools.languages import load_builtin
 
         load_builtin()
@@ -93,13 +117,46 @@ def script_counts(text: str) -> dict[str, int]:
 
 
 def detect_language(text: str) -> str | None:
-    """A script-level guess: ``"am"`` when Ethiopic letters dominate, ``"en"`` for Latin, else None."""
+    """A script-level guess: ``"am"`` when Ethiopic letters dominate, ``"en"`` for Latin, else None.
+
+    Each registered script maps to one language (``register_language(..., script=...)``); a script
+    "dominates" with at least half of the letters (Ethiopic wins a tie with Latin).
+    """
+    _load_builtin_languages()
     counts = script_counts(text)
     total = sum(counts.values())
     if not total:
         return None
-    if counts["ethiopic"] / total >= 0.5:
-        return "am"
-    if counts["latin"] / total >= 0.5:
-        return "en"
+    for script in ("ethiopic", "latin"):
+        if counts[script] / total >= 0.5:
+            return _SCRIPT_LANGUAGE.get(script)
     return None
+
+
+# Character repertoires of scripts, for tokenizer extension ("every letter of the script is a piece")
+# and coverage reports. Ethiopic: every assigned code point of the main block U+1200-U+137F
+# (syllables, gemination marks, punctuation, numerals).
+_REPERTOIRE_BLOCKS = {"ethiopic": ((0x1200, 0x137F),)}
+
+
+def script_repertoire(script: str) -> str:
+    """All assigned characters of ``script``'s main block ("" for scripts without one)."""
+    chars = []
+    for start, end in _REPERTOIRE_BLOCKS.get(script, ()):
+        chars.extend(chr(cp) for cp in range(start, end + 1) if unicodedata.category(chr(cp)) != "Cn")
+    return "".join(chars)
+
+
+def script_letters(script: str) -> str:
+    """The letters (syllabary) of ``script``'s main block: e.g. the 326 Ethiopic syllables."""
+    return "".join(ch for ch in script_repertoire(script) if unicodedata.category(ch).startswith("L"))
+
+
+def scripts_in(text: str) -> set[str]:
+    """Names of the scripts whose repertoire has characters in ``text`` (e.g. ``{"ethiopic"}``)."""
+    found = set()
+    for script in _REPERTOIRE_BLOCKS:
+        repertoire = set(script_repertoire(script))
+        if any(ch in repertoire for ch in text):
+            found.add(script)
+    return found
