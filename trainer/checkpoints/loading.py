@@ -38,7 +38,7 @@ def _header_reason(path: Path) -> str | None:
 def explain_load_failure(exc: BaseException, path: Path | None = None) -> str:
     """Turn torch.load's exception into a short reason a user understands."""
     message = str(exc)
-    global_marker = re.search(r"unsupported GLOBAL (\S+)", message, flags=re.IGNORECASE)
+    global_marker = re.search(r"\bGLOBAL ([\w.]+)", message)
     if global_marker:
         culprit = global_marker.group(1).rstrip(".,")
         return (f"it references Python code or classes ({culprit}), not just tensors and plain values; "
@@ -48,6 +48,9 @@ def explain_load_failure(exc: BaseException, path: Path | None = None) -> str:
         return by_bytes
     if isinstance(exc, pickle.UnpicklingError) and "Unsupported operand" in message:
         return "not a PyTorch checkpoint (a plain pickle or unrecognised bytes); nothing in it was executed"
+    if "Weights only load failed" in message and "Unsupported operand" not in message:
+        return ("it holds Python objects beyond tensors and plain values; loading it could run code, so it is "
+                "refused and nothing in it was executed")
     if isinstance(exc, pickle.UnpicklingError) or "invalid load key" in message:
         return "not a PyTorch checkpoint (unrecognised bytes)"
     lowered = message.lower()

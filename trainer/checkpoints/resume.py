@@ -94,7 +94,10 @@ def select_resume(output_dir: str | Path, resume: str | Path | None,
     others = len(failures) - 1
     also = ""
     if others:
-        same = all(reason == first_reason for _, reason in failures[1:])
+        def generic(path: Path, reason: str) -> str:
+            return reason.replace(str(path), "<file>")
+
+        same = all(generic(p, r) == generic(first_path, first_reason) for p, r in failures[1:])
         also = (f"; the {others} other checkpoint(s) fail the same way" if same
                 else f"; {others} other checkpoint(s) unusable too (newest: {failures[1][0].name}: {failures[1][1]})")
     raise CheckpointError(
