@@ -8,5 +8,14 @@ from __future__ import annotations
 from data_tools.tokenizer.extend import ExtendReport, extend_tokenizer
 from data_tools.tokenizer.spm_model import TokenizerToolError
 from data_tools.tokenizer.train import train_tokenizer
+from data_tools.tokenizer.verify import Check, VerifyReport, verify_tokenizer
 
-__all__ = ["ExtendReport", "TokenizerToolError", "extend_tokenizer", "train_tokenizer"]
+__all__ = [
+    "Check",
+    "ExtendReport",
+    "TokenizerToolError",
+    "VerifyReport",
+    "extend_tokenizer",
+    "train_tokenizer",
+    "verify_tokenizer",
+]
