@@ -23,6 +23,7 @@ class WorkspacePaths:
     base_checkpoint: Path  # checkpoints/gpt.pth
     base_tokenizer: Path  # checkpoints/bpe.model
     tokenizer: Path  # tokenizers/amharic_extended.model
+    dvae: Path  # checkpoints/dvae.pth
     train_manifest: Path  # data/train.jsonl
     val_manifest: Path  # data/val.jsonl
     data_dir: Path  # data/
@@ -39,6 +40,7 @@ class WorkspacePaths:
             base_checkpoint=root / "checkpoints" / "gpt.pth",
             base_tokenizer=root / "checkpoints" / "bpe.model",
             tokenizer=root / "tokenizers" / "amharic_extended.model",
+            dvae=root / "checkpoints" / "dvae.pth",
             train_manifest=root / "data" / "train.jsonl",
             val_manifest=root / "data" / "val.jsonl",
             data_dir=root / "data",
@@ -58,13 +60,14 @@ class StudioContext:
     paths: WorkspacePaths
     registry: SupervisorRegistry
     repo_root: Path = REPO_ROOT
+    host: str = "127.0.0.1"  # the interface the studio listens on (helper servers such as TensorBoard use it too)
     python: str = field(default=sys.executable)
 
     @classmethod
-    def create(cls, workspace: Path) -> StudioContext:
+    def create(cls, workspace: Path, host: str = "127.0.0.1") -> StudioContext:
         workspace = Path(workspace).resolve()
         return cls(workspace=workspace, paths=WorkspacePaths.for_workspace(workspace),
-                   registry=SupervisorRegistry(workspace))
+                   registry=SupervisorRegistry(workspace), host=host)
 
     def module_argv(self, module: str, *args: str) -> list[str]:
         """``[python, -m, module, *args]`` with the studio's interpreter."""

@@ -119,6 +119,19 @@ class LogTail:
         self.partial = ""
         self.total_lines = 0
 
+    @classmethod
+    def for_run(cls, path: Path, run_offset: int, tail_bytes: int = 64 * 1024, **kwargs: int) -> LogTail:
+        """A view of one run's log (which starts at ``run_offset``): its last ``tail_bytes``, from a line start."""
+        size = file_size(path)
+        begin = max(run_offset, size - tail_bytes)
+        if begin > run_offset:
+            with open(path, "rb") as handle:
+                handle.seek(begin - 1)
+                window = handle.read(min(tail_bytes, size - begin + 1))
+            newline = window.find(b"\n")
+            begin = begin + newline if newline >= 0 else size
+        return cls(path, start_offset=begin, tail_bytes=tail_bytes, **kwargs)
+
     def _append(self, line: str) -> None:
         if len(line) > self.max_line_chars:
             line = line[: self.max_line_chars] + " …"

@@ -110,7 +110,7 @@ class RunStatus:
         return f"{self.state}{code}"
 
 
-def _child_env(env: dict[str, str] | None) -> dict[str, str]:
+def child_env(env: dict[str, str] | None) -> dict[str, str]:
     merged = dict(os.environ if env is None else env)
     merged["PYTHONUNBUFFERED"] = "1"
     # The wrapper and `python -m trainer...` must import from this checkout whatever the cwd.
@@ -207,7 +207,7 @@ class RunSupervisor:
                 log.write(f"\n=== {record['started_at']} run {run_id[:8]}: {shlex.join(argv)}\n".encode())
                 try:
                     proc = subprocess.Popen(
-                        launcher, cwd=record["cwd"], env=_child_env(env), stdin=subprocess.DEVNULL,
+                        launcher, cwd=record["cwd"], env=child_env(env), stdin=subprocess.DEVNULL,
                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
                     )
                 except OSError as exc:

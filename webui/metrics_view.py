@@ -1,0 +1,177 @@
+"""Curves and progress from a run's metrics.jsonl, read incrementally with bounded memory (no Gradio)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+METRICS_FILE = "metrics.jsonl"
+PLOT_COLUMNS = ["step", "value", "series"]
+
+
+@dataclass
+class Series:
+    """(step, value) points, halved in resolution whenever they exceed ``max_points``."""
+
+    max_points: int = 2000
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    stride: int = 1  # keep one point in ``stride`` after decimation
+    _seen: int = 0
+
+    def add(self, step: int, value: float) -> None:
+        self._seen += 1
+        if (self._seen - 1) % self.stride:
+            return
+        self.steps.append(step)
+        self.values.append(value)
+        if len(self.steps) > self.max_points:
+            self.steps = self.steps[::2]
+            self.values = self.values[::2]
+            self.stride *= 2
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+class MetricsReader:
+    """Follows ``<output-dir>/metrics.jsonl`` from a byte offset; starts over if the file is replaced."""
+
+    TRAIN_KEYS = ("text_loss", "mel_loss", "mel_top1", "lr")
+    VAL_KEYS = ("text_loss", "mel_loss", "mel_top1")
+
+    def __init__(self, output_dir: Path, max_points: int = 2000) -> None:
+        self.path = Path(output_dir) / METRICS_FILE
+        self.max_points = max_points
+        self._reset()
+
+    def _reset(self) -> None:
+        self.offset = 0
+        self.inode: int | None = None
+        self.series: dict[str, Series] = {}
+        self.last_train: dict[str, Any] | None = None
+        self.last_event: dict[str, Any] | None = None
+        self.version = 0  # bumps when anything new was read
+
+    def _series(self, name: str) -> Series:
+        if name not in self.series:
+            self.series[name] = Series(self.max_points)
+        return self.series[name]
+
+    def _take(self, event: dict[str, Any]) -> None:
+        kind, step = event.get("event"), event.get("step")
+        if not isinstance(step, int):
+            return
+        self.last_event = event
+        if kind == "train":
+            self.last_train = event
+            keys, prefix = self.TRAIN_KEYS, "train"
+        elif kind == "val":
+            keys, prefix = self.VAL_KEYS, "val"
+        else:
+            return
+        for key in keys:
+            value = _number(event.get(key))
+            if value is not None:
+                self._series(f"{prefix} {key}").add(step, value)
+
+    def poll(self, max_bytes: int = 4 * 1024 * 1024) -> bool:
+        """Read newly appended complete lines; True if anything new arrived."""
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            if self.inode is not None:
+                self._reset()
+                return True
+            return False
+        if self.inode is not None and (stat.st_ino != self.inode or stat.st_size < self.offset):
+            self._reset()  # rewritten (e.g. truncated to the resumed step) or replaced
+        self.inode = stat.st_ino
+        if stat.st_size == self.offset:
+            return False
+        changed = False
+        with open(self.path, "rb") as handle:
+            while True:
+                handle.seek(self.offset)
+                data = handle.read(max_bytes)
+                end = data.rfind(b"\n")
+                if end < 0:
+                    break
+                for line in data[: end + 1].splitlines():
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue  # a torn line from a killed run
+                    if isinstance(event, dict):
+                        self._take(event)
+                        changed = True
+                self.offset += end + 1
+                if len(data) < max_bytes:
+                    break
+        if changed:
+            self.version += 1
+        return changed
+
+    def frame(self, names: tuple[str, ...]) -> pd.DataFrame:
+        rows = [
+            (step, value, name)
+            for name in names
+            if name in self.series
+            for step, value in zip(self.series[name].steps, self.series[name].values)
+        ]
+        return pd.DataFrame(rows, columns=PLOT_COLUMNS)
+
+    def loss_frame(self) -> pd.DataFrame:
+        return self.frame(("train text_loss", "train mel_loss", "val text_loss", "val mel_loss"))
+
+    def top1_frame(self) -> pd.DataFrame:
+        return self.frame(("train mel_top1", "val mel_top1"))
+
+    def lr_frame(self) -> pd.DataFrame:
+        return self.frame(("train lr",))
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "?"
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def progress_html(event: dict[str, Any] | None, running: bool) -> str:
+    """A progress bar with step / total and ETA from the last train event."""
+    if not event:
+        return '<div id="train-progress-bar" data-step="">no training metrics yet</div>'
+    step = int(event.get("step") or 0)
+    total = event.get("total_steps")
+    total = int(total) if isinstance(total, (int, float)) and total > 0 else None
+    percent = min(100.0, 100.0 * step / total) if total else 0.0
+    eta = format_duration(_number(event.get("eta_s"))) if running else "-"
+    speed = _number(event.get("tokens_per_s"))
+    detail = f"step {step}" + (f" / {total} ({percent:.0f}%)" if total else "")
+    detail += f", epoch {event.get('epoch', '?')}"
+    if running:
+        detail += f", ETA {eta}"
+    if speed:
+        detail += f", {speed:,.0f} tokens/s"
+    return (
+        f'<div id="train-progress-bar" data-step="{step}" data-total="{total or ""}">'
+        '<div style="background:#e5e8eb;border-radius:6px;height:14px;overflow:hidden;">'
+        f'<div style="width:{percent:.1f}%;background:#2e86de;height:14px;"></div></div>'
+        f'<span style="font-size:0.9em;">{html.escape(detail)}</span></div>'
+    )

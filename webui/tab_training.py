@@ -1,0 +1,409 @@
+"""Training tab: the form from the trainer's options, pre-flight, the exact command, and the live run.
+
+The run itself is a supervised subprocess (``python -m trainer.train ...``); this tab starts it, stops it
+and shows it. What each browser session has seen of the log and metrics lives in a per-session
+``RunView`` (byte offsets), so a reload shows the run again from its console.log and metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import html
+import shlex
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from webui import training_form as tf
+from webui.context import StudioContext
+from webui.logtail import LogTail, file_size
+from webui.metrics_view import MetricsReader, progress_html
+from webui.preflight_view import preflight_html, run_preflight
+from webui.run_record import CONSOLE_LOG
+from webui.supervisor import RunAlreadyActive, RunStatus
+
+TRAIN_LABEL = "train"
+TENSORBOARD_JOB = "tensorboard"
+POLL_S = 1.0
+STOP_GRACE_S = 120.0
+_STATE_COLORS = {"running": "#2e86de", "finished": "#1f8f4e", "stopped": "#c98a00", "failed": "#c0392b",
+                 "killed": "#c0392b", "idle": "#5b6b7b"}
+
+
+# -- what the form starts with ---------------------------------------------------------------------------
+def workspace_files(ctx: StudioContext, output_dir: Path | None = None) -> tf.WorkspaceFiles:
+    paths = ctx.paths
+    return tf.WorkspaceFiles(train_manifest=paths.train_manifest, val_manifest=paths.val_manifest,
+                             tokenizer=paths.tokenizer, config=paths.config,
+                             base_checkpoint=paths.base_checkpoint,
+                             output_dir=output_dir or paths.default_output_dir)
+
+
+def latest_training_run(ctx: StudioContext) -> RunStatus | None:
+    """The running training run of this workspace, else the most recently started one."""
+    runs = [s for s in ctx.registry.statuses() if s.label == TRAIN_LABEL]
+    runs.sort(key=lambda s: (s.running, float(s.record.get("started_at_epoch") or 0.0)))
+    return runs[-1] if runs else None
+
+
+def initial_values(ctx: StudioContext) -> dict[str, Any]:
+    """The last training run's options (so a reload or restart shows it again), else the demo preset."""
+    run = latest_training_run(ctx)
+    if run is not None:
+        values = tf.values_from_trainer_argv(run.argv)
+        if values is not None:
+            return values
+    return tf.apply_preset(tf.DEMO_PRESET, {}, workspace_files(ctx))
+
+
+# -- checkpoints for the resume dropdown -------------------------------------------------------------------
+_checkpoint_cache: dict[Path, tuple[tuple, list[tuple[str, str]]]] = {}
+
+
+def _dir_signature(output_dir: Path) -> tuple:
+    try:
+        return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in output_dir.glob("*.pth")))
+    except OSError:
+        return ()
+
+
+def checkpoint_choices(output_dir: str) -> list[tuple[str, str]]:
+    """(label, value) pairs: "latest (auto)" first, then the output dir's checkpoints, newest step first."""
+    choices = [(tf.RESUME_AUTO_LABEL, tf.RESUME_AUTO)]
+    if not output_dir.strip():
+        return choices
+    directory = Path(output_dir).expanduser()
+    signature = _dir_signature(directory)
+    cached = _checkpoint_cache.get(directory)
+    if cached is not None and cached[0] == signature:
+        return choices + cached[1]
+    entries: list[tuple[str, str]] = []
+    try:
+        from trainer.checkpoints import list_checkpoints  # loads checkpoint metadata on the CPU only
+    except ImportError:
+        list_checkpoints = None
+    if list_checkpoints is not None and signature:
+        try:
+            summaries = list_checkpoints(directory)
+        except Exception as exc:  # a broken file must not break the form
+            summaries = []
+            entries.append((f"(could not list checkpoints: {exc})", tf.RESUME_AUTO))
+        for s in sorted(summaries, key=lambda s: (s.step if s.step is not None else -1), reverse=True):
+            val = f"{s.val_loss:.4f}" if isinstance(s.val_loss, (int, float)) else "-"
+            entries.append((f"{Path(s.path).name} · step {s.step} · val loss {val} · {s.verdict}", str(s.path)))
+    else:
+        for path in sorted(directory.glob("*.pth")):
+            entries.append((path.name, str(path)))
+    _checkpoint_cache[directory] = (signature, entries)
+    return choices + entries
+
+
+# -- the per-session view of a run ---------------------------------------------------------------------------
+@dataclass
+class RunView:
+    output_dir: str
+    run_id: str | None
+    log: LogTail
+    metrics: MetricsReader
+    last_status: str = ""
+    last_state: str = ""
+    shown: set[str] = field(default_factory=set)
+
+
+def status_html(status: RunStatus) -> str:
+    color = _STATE_COLORS.get(status.state, "#5b6b7b")
+    parts = [
+        f'<div id="train-status-line" data-state="{status.state}" data-run="{status.run_id or ""}">'
+        f'<span style="background:{color};color:#fff;padding:2px 10px;border-radius:6px;font-weight:600;">'
+        f"{status.state.upper()}</span> <span id=\"train-status-summary\">{html.escape(status.summary)}</span>"
+    ]
+    if status.ended_at:
+        parts.append(f" <small>ended {html.escape(status.ended_at)}</small>")
+    parts.append("</div>")
+    if status.state in ("failed", "killed") and status.tail:
+        tail = "\n".join(status.tail.splitlines()[-25:])
+        parts.append(f'<pre id="train-status-tail" style="max-height:18em;overflow:auto;">{html.escape(tail)}</pre>')
+    return "".join(parts)
+
+
+def _new_view(output_dir: str, status: RunStatus) -> RunView:
+    directory = Path(output_dir)
+    console = directory / CONSOLE_LOG
+    log = LogTail.for_run(console, status.log_offset) if status.run_id else LogTail(console, file_size(console))
+    return RunView(output_dir=output_dir, run_id=status.run_id, log=log, metrics=MetricsReader(directory))
+
+
+def _frames(view: RunView) -> tuple[Any, Any, Any]:
+    return view.metrics.loss_frame(), view.metrics.top1_frame(), view.metrics.lr_frame()
+
+
+def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str) -> tuple[Any, ...]:
+    """One timer tick: (view, status, progress, log, loss, top1, lr, resume choices); gr.skip() where unchanged."""
+    output_dir = (output_dir or "").strip()
+    skip = gr.skip()
+    if not output_dir:
+        return (None, status_html(RunStatus(state="idle", output_dir=Path("."))), "", "", skip, skip, skip, skip)
+    status = ctx.registry.get(Path(output_dir)).poll()
+    fresh = view is None or view.output_dir != output_dir or view.run_id != status.run_id
+    if fresh:
+        view = _new_view(output_dir, status)
+    assert view is not None
+    log_changed = view.log.poll()
+    metrics_changed = view.metrics.poll()
+    status_text = status_html(status)
+    ended_now = view.last_state == "running" and status.state != "running"
+    outputs: list[Any] = [view]
+    outputs.append(status_text if (fresh or status_text != view.last_status) else skip)
+    outputs.append(progress_html(view.metrics.last_train, status.running) if (fresh or metrics_changed
+                                                                               or ended_now) else skip)
+    outputs.append(view.log.text() if (fresh or log_changed) else skip)
+    outputs.extend(_frames(view) if (fresh or metrics_changed) else (skip, skip, skip))
+    outputs.append(gr.update(choices=checkpoint_choices(output_dir)) if (fresh or ended_now) else skip)
+    view.last_status, view.last_state = status_text, status.state
+    return tuple(outputs)
+
+
+# -- TensorBoard ---------------------------------------------------------------------------------------------
+def _free_port(host: str, start: int = 6006, tries: int = 50) -> int:
+    for port in range(start, start + tries):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host if host not in ("0.0.0.0", "") else "127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError(f"no free port for TensorBoard in {start}-{start + tries - 1}")
+
+
+def start_tensorboard(ctx: StudioContext, output_dir: str, request: gr.Request | None) -> str:
+    if not output_dir.strip():
+        return '<span class="status-bad">set the output dir first</span>'
+    logdir = Path(output_dir).expanduser()
+    supervisor = ctx.registry.get(ctx.job_dir(TENSORBOARD_JOB))
+    status = supervisor.poll()
+    argv = list(status.argv)
+    if status.running and str(logdir) in argv:
+        port = argv[argv.index("--port") + 1]
+    else:
+        if status.running:
+            supervisor.stop(grace_s=5, term_s=5)
+        port = str(_free_port(ctx.host))
+        argv = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", port,
+                "--host", ctx.host]
+        try:
+            supervisor.start(argv, cwd=ctx.repo_root, label=TENSORBOARD_JOB)
+        except (RunAlreadyActive, RuntimeError) as exc:
+            return f'<span class="status-bad">{html.escape(str(exc))}</span>'
+    browser_host = ctx.host if ctx.host not in ("0.0.0.0", "") else "127.0.0.1"
+    if request is not None and request.client is not None:
+        header_host = (request.headers.get("host") or "").rsplit(":", 1)[0]
+        if header_host and not header_host.endswith("gradio.live"):
+            browser_host = header_host
+    url = f"http://{browser_host}:{port}/"
+    return (f'<a id="train-tensorboard-url" href="{html.escape(url)}" target="_blank">TensorBoard: {html.escape(url)}</a>'
+            " <small>(started as a supervised process; reachable where this machine's port is)</small>")
+
+
+# -- the tab -------------------------------------------------------------------------------------------------
+def _component(option: tf.Option, value: Any) -> gr.components.Component:
+    label = f"{option.flag}" + (" *" if option.required else "")
+    common = {"label": label, "info": option.help, "elem_id": tf.elem_id(option)}
+    if option.repeatable:
+        return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
+    if option.kind == "bool":
+        return gr.Checkbox(value=value, **common)
+    if option.kind == "int":
+        return gr.Number(value=value, precision=0, minimum=option.minimum, **common)
+    if option.kind == "float":
+        return gr.Number(value=value, minimum=option.minimum, step=1e-9, **common)
+    if option.kind == "choice":
+        return gr.Dropdown(choices=list(option.choices or ()), value=value, **common)
+    return gr.Textbox(value=value, **common)
+
+
+def _form_updates(values: dict[str, Any], output_dir_choices: bool = True) -> list[Any]:
+    fields, resume_ticked, resume_from = tf.form_from_values(values)
+    choices = checkpoint_choices(str(values.get("output_dir") or ""))
+    if resume_from not in [value for _, value in choices]:
+        choices.append((resume_from, resume_from))
+    return [*fields, resume_ticked, gr.update(choices=choices, value=resume_from),
+            shlex.join(tf.trainer_argv(values))]
+
+
+def build(ctx: StudioContext) -> None:
+    values = initial_values(ctx)
+    fields_init, resume_init, resume_from_init = tf.form_from_values(values)
+    by_name: dict[str, gr.components.Component] = {}
+
+    with gr.Row(equal_height=True):
+        preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset", elem_id="train-preset",
+                             scale=3)
+        apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
+    with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"), gr.Row():
+        save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml", scale=1)
+        yaml_file = gr.File(label="Saved form", interactive=False, elem_id="train-yaml-file", height=90, scale=2)
+        load_yaml = gr.File(label="Load form from YAML (a saved form or a run's train_config.yaml)",
+                            file_types=[".yaml", ".yml"], type="filepath", elem_id="train-load-yaml", height=90,
+                            scale=2)
+    form_message = gr.Markdown(elem_id="train-form-message")
+
+    field_list: list[gr.components.Component] = []
+    for group in tf.GROUPS:
+        with gr.Accordion(group, open=group == tf.GROUPS[0], elem_id=f"train-group-{group.split()[0].lower()}"):
+            for option, value in zip(tf.FORM_OPTIONS, fields_init):
+                if option.group == group:
+                    by_name[option.name] = _component(option, value)
+    field_list = [by_name[option.name] for option in tf.FORM_OPTIONS]
+    output_dir = by_name["output_dir"]
+
+    with gr.Row(equal_height=True):
+        resume = gr.Checkbox(value=resume_init, label="Resume", elem_id="train-resume", scale=1,
+                             info="continue this output dir's run (optimizer, schedule and data position too)")
+        resume_from = gr.Dropdown(
+            choices=checkpoint_choices(str(values.get("output_dir") or "")), value=resume_from_init,
+            label="Resume from", allow_custom_value=True, elem_id="train-resume-from", scale=3,
+        )
+        refresh_checkpoints = gr.Button("Refresh checkpoints", elem_id="train-refresh-checkpoints", scale=1)
+
+    command = gr.Textbox(value=shlex.join(tf.trainer_argv(values)), label="Command (exactly what Start runs)",
+                         lines=2, interactive=False, buttons=["copy"], elem_id="train-command")
+    with gr.Row():
+        preflight = gr.Button("Pre-flight check", elem_id="train-preflight")
+        start = gr.Button("Start", variant="primary", elem_id="train-start")
+        stop = gr.Button("Stop (save, then exit)", elem_id="train-stop")
+        force_stop = gr.Button("Force stop", variant="stop", elem_id="train-force-stop")
+    preflight_report = gr.HTML(elem_id="train-preflight-report")
+    status = gr.HTML(elem_id="train-status")
+    progress = gr.HTML(elem_id="train-progress")
+    log = gr.Textbox(label="Log", lines=18, max_lines=18, interactive=False, autoscroll=True,
+                     elem_id="training-log")
+    with gr.Row():
+        plot_args = {"x": "step", "y": "value", "color": "series", "height": 260}
+        loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
+        top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
+        lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
+    with gr.Row():
+        tensorboard = gr.Button("Start TensorBoard", elem_id="train-tensorboard", scale=1)
+        tensorboard_link = gr.HTML(elem_id="train-tensorboard-link")
+    view = gr.State(None, time_to_live=24 * 3600)
+    timer = gr.Timer(POLL_S)
+
+    form_inputs = [*field_list, resume, resume_from]
+    form_outputs = [*field_list, resume, resume_from, command]
+
+    def values_of(*raw: Any) -> dict[str, Any]:
+        return tf.values_from_form(list(raw[: len(field_list)]), bool(raw[-2]), raw[-1])
+
+    def show_command(*raw: Any) -> str:
+        try:
+            return shlex.join(tf.trainer_argv(values_of(*raw)))
+        except tf.FormError as exc:
+            return f"error: {exc}"
+
+    gr.on([c.input for c in form_inputs], show_command, inputs=form_inputs, outputs=command,
+          show_progress="hidden", queue=False)
+
+    def on_resume_ticked(*raw: Any) -> tuple[Any, str]:
+        values = values_of(*raw)
+        choices = checkpoint_choices(str(values.get("output_dir") or ""))
+        return gr.update(choices=choices), shlex.join(tf.trainer_argv(values))
+
+    resume.input(on_resume_ticked, inputs=form_inputs, outputs=[resume_from, command], show_progress="hidden")
+    refresh_checkpoints.click(lambda out: gr.update(choices=checkpoint_choices(out or "")), inputs=output_dir,
+                              outputs=resume_from)
+
+    def on_apply_preset(name: str, *raw: Any) -> list[Any]:
+        try:
+            current = values_of(*raw)
+        except tf.FormError:
+            current = {}
+        return [*_form_updates(tf.apply_preset(name, current, workspace_files(ctx))), f"preset **{name}** applied"]
+
+    apply_preset.click(on_apply_preset, inputs=[preset, *form_inputs], outputs=[*form_outputs, form_message])
+
+    def on_save_yaml(*raw: Any) -> tuple[Any, str]:
+        try:
+            text = tf.form_yaml(values_of(*raw))
+        except tf.FormError as exc:
+            return None, f"error: {exc}"
+        folder = Path(tempfile.mkdtemp(prefix="studio-form-"))
+        path = folder / "training_form.yaml"
+        path.write_text(text, encoding="utf-8")
+        return str(path), "form saved: download it above"
+
+    save_yaml.click(on_save_yaml, inputs=form_inputs, outputs=[yaml_file, form_message])
+
+    def on_load_yaml(path: str | None) -> list[Any]:
+        if not path:
+            return [gr.skip()] * len(form_outputs) + [""]
+        try:
+            loaded, notes = tf.values_from_yaml(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tf.FormError) as exc:
+            return [gr.skip()] * len(form_outputs) + [f"error: cannot load the form: {exc}"]
+        message = "form loaded" + (f" ({'; '.join(notes)})" if notes else "")
+        return [*_form_updates(loaded), message]
+
+    load_yaml.upload(on_load_yaml, inputs=load_yaml, outputs=[*form_outputs, form_message])
+
+    def on_preflight(*raw: Any) -> tuple[str, str]:
+        try:
+            values = values_of(*raw)
+        except tf.FormError as exc:
+            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', gr.skip()
+        missing = tf.missing_required(values)
+        if missing:
+            return f'<div class="status-bad">error: required: {", ".join(missing)}</div>', gr.skip()
+        return preflight_html(run_preflight(values)), shlex.join(tf.trainer_argv(values))
+
+    preflight.click(on_preflight, inputs=form_inputs, outputs=[preflight_report, command])
+
+    def on_start(*raw: Any) -> tuple[str, str]:
+        try:
+            values = values_of(*raw)
+        except tf.FormError as exc:
+            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', gr.skip()
+        missing = tf.missing_required(values)
+        if missing:
+            return f'<div class="status-bad">error: required: {", ".join(missing)}</div>', gr.skip()
+        argv = tf.trainer_argv(values)
+        supervisor = ctx.registry.get(Path(values["output_dir"]).expanduser())
+        try:
+            started = supervisor.start(argv, cwd=ctx.repo_root, label=TRAIN_LABEL)
+        except (RunAlreadyActive, RuntimeError) as exc:
+            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', shlex.join(argv)
+        return status_html(started), shlex.join(argv)
+
+    start.click(on_start, inputs=form_inputs, outputs=[status, command])
+
+    def on_stop(out: str, force: bool) -> str:
+        if not (out or "").strip():
+            return gr.skip()
+        supervisor = ctx.registry.get(Path(out).expanduser())
+        try:
+            final = supervisor.force_stop() if force else supervisor.stop(grace_s=STOP_GRACE_S)
+        except RuntimeError as exc:
+            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>'
+        return status_html(final)
+
+    stop.click(lambda out: on_stop(out, False), inputs=output_dir, outputs=status, concurrency_limit=None)
+    force_stop.click(lambda out: on_stop(out, True), inputs=output_dir, outputs=status, concurrency_limit=None)
+
+    def on_tensorboard(out: str, request: gr.Request) -> str:
+        return start_tensorboard(ctx, out or "", request)
+
+    tensorboard.click(on_tensorboard, inputs=output_dir, outputs=tensorboard_link)
+
+    tick_outputs = [view, status, progress, log, loss_plot, top1_plot, lr_plot, resume_from]
+    timer.tick(lambda v, out: poll_view(ctx, v, out), inputs=[view, output_dir], outputs=tick_outputs,
+               show_progress="hidden", concurrency_limit=None, trigger_mode="always_last")
+
+    def on_load() -> list[Any]:
+        # The last (or running) training run's options, so a reload or a restarted UI shows it again.
+        return [*_form_updates(initial_values(ctx)), None]
+
+    gr.on(triggers=None, fn=on_load, outputs=[*form_outputs, view], show_progress="hidden")
+

@@ -1,0 +1,221 @@
+"""The training form as plain data: options <-> form fields <-> values <-> trainer argv, presets, YAML.
+
+Everything comes from ``trainer.options`` (the one declaration of the trainer's options); this module only
+translates between what Gradio components hold and the trainer's values. No Gradio here, so the round
+trip (form -> argv -> trainer parser -> same values) is tested without a browser.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer import options as trainer_options
+from trainer.options import OPTIONS, Option
+
+TRAINER_MODULE = "trainer.train"
+RESUME = "resume"
+RESUME_AUTO = "auto"
+RESUME_AUTO_LABEL = "latest (auto: latest.pth, else the newest valid checkpoint)"
+
+# Options the form shows as ordinary fields: everything with form=True except resume (its own checkbox).
+FORM_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o.form and o.name != RESUME)
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(o.group for o in FORM_OPTIONS))
+
+
+def elem_id(option: Option) -> str:
+    return f"opt-{option.name.replace('_', '-')}"
+
+
+# -- one field <-> one value -----------------------------------------------------------------------------
+def to_field(option: Option, value: Any) -> Any:
+    """The value a Gradio component of this option holds for the trainer value ``value``."""
+    if option.repeatable:
+        return "\n".join(str(item) for item in value or [])
+    if option.kind == "bool":
+        return bool(value)
+    if option.kind in ("int", "float"):
+        return value
+    return "" if value is None else str(value)
+
+
+class FormError(ValueError):
+    """A form field holds something the trainer would refuse; the message names the field."""
+
+
+def from_field(option: Option, raw: Any) -> Any:
+    """The trainer value for what the component holds (empty numbers fall back to the default)."""
+    if option.repeatable:
+        text = raw if isinstance(raw, str) else "\n".join(str(item) for item in raw or [])
+        return [line.strip() for line in text.splitlines() if line.strip()]
+    if option.kind == "bool":
+        return bool(raw)
+    if option.kind in ("int", "float"):
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return option.default
+        try:
+            number = float(raw)
+        except (TypeError, ValueError):
+            raise FormError(f"{option.flag}: expected a number, got {raw!r}") from None
+        if option.kind == "int":
+            if not math.isfinite(number) or number != int(number):
+                raise FormError(f"{option.flag}: expected a whole number, got {raw!r}")
+            return int(number)
+        return number
+    return "" if raw is None else str(raw).strip()
+
+
+# -- the whole form --------------------------------------------------------------------------------------
+def resume_value(resume_ticked: bool, resume_from: str | None) -> str:
+    if not resume_ticked:
+        return ""
+    return (resume_from or RESUME_AUTO).strip() or RESUME_AUTO
+
+
+def values_from_form(fields: list[Any], resume_ticked: bool, resume_from: str | None) -> dict[str, Any]:
+    """Trainer values from the form's fields (in FORM_OPTIONS order) and its resume controls."""
+    if len(fields) != len(FORM_OPTIONS):
+        raise ValueError(f"expected {len(FORM_OPTIONS)} form fields, got {len(fields)}")
+    values = trainer_options.default_values()
+    for option, raw in zip(FORM_OPTIONS, fields):
+        values[option.name] = from_field(option, raw)
+    values[RESUME] = resume_value(resume_ticked, resume_from)
+    return values
+
+
+def form_from_values(values: dict[str, Any]) -> tuple[list[Any], bool, str]:
+    """(fields in FORM_OPTIONS order, resume ticked, resume choice) for ``values``."""
+    merged = {**trainer_options.default_values(), **values}
+    fields = [to_field(option, merged[option.name]) for option in FORM_OPTIONS]
+    resume = str(merged.get(RESUME) or "")
+    return fields, bool(resume), resume or RESUME_AUTO
+
+
+def missing_required(values: dict[str, Any]) -> list[str]:
+    return [o.flag for o in FORM_OPTIONS if o.required and not values.get(o.name)]
+
+
+def trainer_argv(values: dict[str, Any], python: str = sys.executable) -> list[str]:
+    """Exactly the command Start runs."""
+    return [python, "-m", TRAINER_MODULE, *trainer_options.options_to_argv(values)]
+
+
+def preflight_argv(values: dict[str, Any], report_path: Path, python: str = sys.executable) -> list[str]:
+    return [*trainer_argv(values, python), "--preflight", "--preflight-json", str(report_path)]
+
+
+def values_from_trainer_argv(argv: list[str] | tuple[str, ...]) -> dict[str, Any] | None:
+    """Values of a recorded trainer command (``python -m trainer.train ...``), or None if it is not one."""
+    argv = list(argv)
+    if len(argv) < 3 or argv[1:3] != ["-m", TRAINER_MODULE]:
+        return None
+    try:
+        values = trainer_options.parse_argv(argv[3:])
+    except SystemExit:
+        return None
+    values["preflight"] = False
+    values["preflight_json"] = ""
+    return values
+
+
+# -- presets ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkspaceFiles:
+    """The files a preset points at (the demo workspace layout)."""
+
+    train_manifest: Path
+    val_manifest: Path
+    tokenizer: Path
+    config: Path
+    base_checkpoint: Path
+    output_dir: Path
+
+
+DEMO_PRESET = "Demo (CPU, tiny)"
+GPU24_PRESET = "Amharic on one 24 GB GPU"
+GPU80_PRESET = "Amharic on 80 GB GPU"
+
+# Hyper-parameters per preset; paths are filled from the workspace (demo) or kept from the form (GPU).
+_PRESET_SETTINGS: dict[str, dict[str, Any]] = {
+    DEMO_PRESET: {
+        "epochs": 10, "max_steps": 200, "batch_size": 8, "grad_accumulation": 1, "num_workers": 0,
+        "learning_rate": 3e-3, "warmup_steps": 10, "log_interval": 5, "val_interval": 20, "save_interval": 20,
+        "max_val_batches": 50, "keep_checkpoints": 3, "device": "cpu", "amp": "off", "grad_checkpointing": False,
+    },
+    GPU24_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 4, "grad_accumulation": 8, "num_workers": 4,
+        "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": True,
+    },
+    GPU80_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 24, "grad_accumulation": 2, "num_workers": 8,
+        "learning_rate": 3e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": False,
+    },
+}
+PRESETS: tuple[str, ...] = tuple(_PRESET_SETTINGS)
+
+
+def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
+    values = trainer_options.default_values()
+    values.update(
+        train_manifest=[str(files.train_manifest)], val_manifest=[str(files.val_manifest)],
+        tokenizer=str(files.tokenizer), config=str(files.config), base_checkpoint=str(files.base_checkpoint),
+        output_dir=str(files.output_dir),
+    )
+    return values
+
+
+def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:
+    """The demo preset resets everything to the workspace's demo; GPU presets keep the form's paths."""
+    if name not in _PRESET_SETTINGS:
+        raise KeyError(f"no preset named {name!r}")
+    base = workspace_values(files) if name == DEMO_PRESET else {**trainer_options.default_values(), **current}
+    base.update(_PRESET_SETTINGS[name])
+    if name == DEMO_PRESET:
+        base[RESUME] = ""
+    return base
+
+
+# -- YAML ------------------------------------------------------------------------------------------------
+def form_yaml(values: dict[str, Any]) -> str:
+    header = "# IndexTTS Fine-tuning Studio training form (also readable as the trainer's train_config.yaml)\n"
+    plain = {k: v for k, v in trainer_options.resolved_config(values).items()
+             if trainer_options.option_by_name(k).form}
+    return header + yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
+
+
+def values_from_yaml(text: str) -> tuple[dict[str, Any], list[str]]:
+    """Values from a saved form or a run's train_config.yaml, and notes on what was ignored."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FormError(f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise FormError("expected a mapping of option names to values")
+    values = trainer_options.default_values()
+    notes: list[str] = []
+    for key, raw in data.items():
+        name = str(key).replace("-", "_").lstrip("_")
+        try:
+            option = trainer_options.option_by_name(name)
+        except KeyError:
+            notes.append(f"ignored unknown option {key!r}")
+            continue
+        if not option.form:
+            continue
+        if option.repeatable and isinstance(raw, str):
+            raw = [raw]
+        if option.kind == "bool" and not isinstance(raw, bool):
+            raise FormError(f"{option.flag}: expected true or false, got {raw!r}")
+        if option.kind == "choice" and raw not in (option.choices or ()):
+            raise FormError(f"{option.flag}: expected one of {', '.join(option.choices or ())}, got {raw!r}")
+        values[option.name] = from_field(option, raw) if option.kind != "bool" else raw
+    return values, notes
