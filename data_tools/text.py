@@ -16,6 +16,7 @@ same text as normalising once (tests check this for every registered language).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -75,7 +76,8 @@ def indextts_convention(text: str) -> str:
 def basic_normalize(text: str) -> str:
     """Language-independent clean-up: Unicode NFC, control characters dropped, whitespace folded."""
     text = unicodedata.normalize("NFC", text)
-    text = "".join(ch if unicodedata.category(ch)[0] != "C" or ch in "\t\n" else " " for ch in text)
+    if not text.isprintable():  # fast path: printable text has no control or format characters
+        text = "".join(ch if unicodedata.category(ch)[0] != "C" or ch in "\t\n" else " " for ch in text)
     return _SPACES.sub(" ", text).strip()
 
 
@@ -86,7 +88,7 @@ def normalize_text(text: str, language: str | None = None) -> str:
     code = language or detect_language(text)
     hook = _LANGUAGES.get(code) if code else None
     if hook is not None:
-        text = hook(text)
+        text = _SPACES.sub(" ", hook(text))
     return indextts_convention(text)
 
 
@@ -95,6 +97,7 @@ def is_ethiopic(ch: str) -> bool:
     return 0x1200 <= cp <= 0x139F or 0x2D80 <= cp <= 0x2DDF or 0xAB00 <= cp <= 0xAB2F or 0x1E7E0 <= cp <= 0x1E7FF
 
 
+@functools.lru_cache(maxsize=8192)
 def script_of(ch: str) -> str | None:
     """``"ethiopic"``, ``"latin"``, ``"other"`` for letters; ``None`` for spaces, digits, punctuation."""
     if is_ethiopic(ch):

@@ -15,10 +15,11 @@ tokenizer and the model only ever see these):
 - ordinals (a number written with the suffix ኛ): 1ኛ = አንደኛ, 2ኛ = ሁለተኛ, 9ኛ = ዘጠነኛ, 20ኛ = ሃያኛ.
 
 Ethiopic numerals (፩-፱, ፲-፺, ፻, ፼) are parsed to integers first. Two writing conventions are accepted:
-the standard one where each group of two digits carries its own power of a hundred (7,654,321 =
-፯፻፼፷፭፼፵፫፻፳፩: 7x100x10000, 65x10000, 43x100, 21), and the compact one where ፼ multiplies everything
-before it (7,654,321 = ፯፻፷፭፼፵፫፻፳፩; also 1,000,000 = ፼፻). A numeral is read the standard way when its
-groups' powers strictly decrease (which the standard way always produces), otherwise the compact way.
+the standard one where each group of two digits carries its own power of a hundred, written ፻ first
+and then ፼s (7,654,321 = ፯፻፼፷፭፼፵፫፻፳፩: 7x100x10000, 65x10000, 43x100, 21; 1,000,000 = ፻፼, while
+፼፻ is 10,100), and the compact one where ፼ multiplies everything before it (7,654,321 =
+፯፻፷፭፼፵፫፻፳፩). A numeral is read the standard way when its groups' powers strictly decrease (which the
+standard way always produces), otherwise the compact way.
 """
 
 from __future__ import annotations
@@ -115,23 +116,24 @@ def parse_ethiopic_numeral(numeral: str) -> int:
     """The integer value of an Ethiopic numeral (raises NumberError on other characters)."""
     if not numeral:
         raise NumberError("empty numeral")
-    groups: list[tuple[int, int]] = []  # (value of the digits before the marks, power of 100 of the marks)
+    # Standard reading: groups of [digits] [፻] [፼...]; a group without digits stands for 1.
+    groups: list[tuple[int, int]] = []  # (value of the digits, power of a hundred of the marks)
     digits = 0
     power = 0
     have_digits = False
     for ch in numeral:
-        if ch in ETHIOPIC_DIGITS or ch in ETHIOPIC_TENS:
-            if power:  # a new group starts after marks
-                groups.append((digits if have_digits else 1, power))
-                digits, power, have_digits = 0, 0, False
+        is_digit = ch in ETHIOPIC_DIGITS or ch in ETHIOPIC_TENS
+        if not is_digit and ch not in (ETHIOPIC_HUNDRED, ETHIOPIC_TEN_THOUSAND):
+            raise NumberError(f"{ch!r} is not an Ethiopic numeral")
+        # A new group starts at digits after marks, and at a ፻ after a ፼ (marks are ፻ first, then ፼s).
+        if (is_digit and power) or (ch == ETHIOPIC_HUNDRED and (power % 2 or power >= 2)):
+            groups.append((digits if have_digits else 1, power))
+            digits, power, have_digits = 0, 0, False
+        if is_digit:
             digits += ETHIOPIC_DIGITS.get(ch, 0) + ETHIOPIC_TENS.get(ch, 0)
             have_digits = True
-        elif ch == ETHIOPIC_HUNDRED:
-            power += 1
-        elif ch == ETHIOPIC_TEN_THOUSAND:
-            power += 2
         else:
-            raise NumberError(f"{ch!r} is not an Ethiopic numeral")
+            power += 1 if ch == ETHIOPIC_HUNDRED else 2
     groups.append((digits if have_digits else 1, power))
     powers = [p for _, p in groups]
     if all(a > b for a, b in itertools.pairwise(powers)):
@@ -139,26 +141,47 @@ def parse_ethiopic_numeral(numeral: str) -> int:
     return _parse_compact(numeral)
 
 
+def ethiopic_numeral(n: int) -> str:
+    """Write ``n >= 1`` in Ethiopic numerals, the standard way: groups of two digits from the right, the
+    group at position i followed by its power of a hundred (i odd: ፻ then i//2 x ፼; i even: i//2 x ፼),
+    and a group equal to 1 written by its marks alone (100 = ፻, 10000 = ፼, 1,000,000 = ፻፼) where that
+    cannot be misread (10,010,000 = ፲፻፼፩፼)."""
+    if n < 1:
+        raise NumberError(f"Ethiopic numerals have no zero or negatives: {n}")
+    tens_chars = {v: k for k, v in ETHIOPIC_TENS.items()}
+    digit_chars = {v: k for k, v in ETHIOPIC_DIGITS.items()}
+    pairs: list[int] = []
+    while n:
+        n, pair = divmod(n, 100)
+        pairs.append(pair)
+    out: list[str] = []
+    for position in range(len(pairs) - 1, -1, -1):
+        pair = pairs[position]
+        if not pair:
+            continue
+        # A lone 1 is left out before its marks (100 = ፻), except before ፼ in mid-number, where
+        # "፻፼" + "፼" would read as one group (10^10), not 10^6 + 10^4.
+        leading = position == len(pairs) - 1
+        if not (pair == 1 and position > 0 and (leading or position % 2)):
+            tens, ones = divmod(pair, 10)
+            out.append(tens_chars.get(tens * 10, "") + digit_chars.get(ones, ""))
+        out.append(ETHIOPIC_HUNDRED * (position % 2) + ETHIOPIC_TEN_THOUSAND * (position // 2))
+    return "".join(out)
+
+
 def _parse_compact(numeral: str) -> int:
-    """The compact convention: ፻ multiplies the digits just before it, ፼ everything before it, and
-    a mark right after another mark multiplies everything before it too."""
+    """The compact reading: ፻ multiplies the digits just before it, ፼ everything before it."""
     total = 0
     pending = 0
-    after_mark = False
     for ch in numeral:
-        if ch in ETHIOPIC_DIGITS or ch in ETHIOPIC_TENS:
-            pending += ETHIOPIC_DIGITS.get(ch, 0) + ETHIOPIC_TENS.get(ch, 0)
-            after_mark = False
-            continue
-        factor = 100 if ch == ETHIOPIC_HUNDRED else 10000
-        if after_mark and not pending:
-            total *= factor
-        elif ch == ETHIOPIC_HUNDRED:
-            total += (pending or 1) * factor
+        if ch == ETHIOPIC_HUNDRED:
+            total += (pending or 1) * 100
+            pending = 0
+        elif ch == ETHIOPIC_TEN_THOUSAND:
+            total = (total + pending or 1) * 10000
+            pending = 0
         else:
-            total = (total + (pending or (0 if total else 1))) * factor
-        pending = 0
-        after_mark = True
+            pending += ETHIOPIC_DIGITS.get(ch, 0) + ETHIOPIC_TENS.get(ch, 0)
     return total + pending
 
 
