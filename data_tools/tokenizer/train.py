@@ -173,4 +173,5 @@ def _progress_bar(enabled: bool, desc: str):
         return _NoBar()
     from tqdm import tqdm
 
-    return tqdm(desc=desc, unit=" lines", file=sys.stderr, leave=False)
+    # disable=None: no bar when stderr is not a terminal (logs and pipes stay clean)
+    return tqdm(desc=desc, unit=" lines", file=sys.stderr, leave=False, disable=None)
