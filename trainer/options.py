@@ -1,0 +1,259 @@
+"""Every trainer option, declared once.
+
+From ``OPTIONS`` come the CLI parser (``build_parser``), the resolved ``train_config.yaml`` written at
+start (``write_train_config``), the UI's training form (``Option.group`` / ``Option.form``) and the argv the
+UI runs (``options_to_argv``). ``parse_argv(options_to_argv(values)) == values`` for every option.
+
+Value types: ``str``/``path``/``choice`` -> str (``""`` means "not given"), ``int`` -> int, ``float`` ->
+float, ``bool`` -> bool (flags ``--x`` / ``--no-x``), repeatable options -> list of str.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from data_tools.fileio import atomic_write_text
+
+KINDS = ("str", "path", "int", "float", "bool", "choice")
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+GROUP_DATA = "Data and model"
+GROUP_SCHEDULE = "Length and batches"
+GROUP_OPTIM = "Optimisation"
+GROUP_LOGGING = "Logging and checkpoints"
+GROUP_RUN = "Run"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # python name, e.g. "train_manifest"
+    flag: str  # "--train-manifest"
+    kind: str  # one of KINDS
+    default: Any
+    help: str
+    group: str  # the UI form's section title
+    choices: tuple[str, ...] | None = None
+    repeatable: bool = False  # list value, flag given once per item
+    required: bool = False
+    form: bool = True  # shown in the UI's training form
+    minimum: float | None = None  # int/float: smallest accepted value
+
+
+def _opt(name: str, kind: str, default: Any, help: str, group: str, **extra: Any) -> Option:
+    return Option(name=name, flag="--" + name.replace("_", "-"), kind=kind, default=default, help=help,
+                  group=group, **extra)
+
+
+OPTIONS: tuple[Option, ...] = (
+    # --- data and model
+    _opt("train_manifest", "path", [], "codes manifest (JSONL) to train on; repeat for several",
+         GROUP_DATA, repeatable=True, required=True),
+    _opt("val_manifest", "path", [], "codes manifest for validation; repeat for several (none: no validation)",
+         GROUP_DATA, repeatable=True),
+    _opt("tokenizer", "path", "", "SentencePiece model for the text (base or extended vocabulary)",
+         GROUP_DATA, required=True),
+    _opt("config", "path", "", "IndexTTS config.yaml whose gpt: section defines the model", GROUP_DATA,
+         required=True),
+    _opt("base_checkpoint", "path", "", "IndexTTS gpt.pth to start from (empty: random initialisation)",
+         GROUP_DATA),
+    _opt("output_dir", "path", "", "run folder: checkpoints, metrics.jsonl, TensorBoard logs", GROUP_DATA,
+         required=True),
+    _opt("loss_mode", "choice", "masked",
+         "masked: mean over real tokens + first stop; indextts: upstream's mean over every position",
+         GROUP_DATA, choices=("masked", "indextts")),
+    _opt("freeze_base_rows", "bool", True,
+         "with an extended vocabulary keep the base rows of text_embedding/text_head bitwise unchanged",
+         GROUP_DATA),
+    # --- length and batches
+    _opt("epochs", "int", 10, "passes over the training data", GROUP_SCHEDULE, minimum=1),
+    _opt("max_steps", "int", 0, "stop after this many optimizer steps (0: only --epochs limits)",
+         GROUP_SCHEDULE, minimum=0),
+    _opt("batch_size", "int", 8, "items per micro-batch (per process)", GROUP_SCHEDULE, minimum=1),
+    _opt("grad_accumulation", "int", 1, "micro-batches per optimizer step", GROUP_SCHEDULE, minimum=1),
+    _opt("num_workers", "int", 2, "DataLoader worker processes (0: load in the training process)",
+         GROUP_SCHEDULE, minimum=0),
+    # --- optimisation
+    _opt("learning_rate", "float", 2e-5, "peak learning rate (AdamW)", GROUP_OPTIM, minimum=0.0),
+    _opt("weight_decay", "float", 0.01, "AdamW weight decay on weight matrices (not biases/norms/embeddings)",
+         GROUP_OPTIM, minimum=0.0),
+    _opt("warmup_steps", "int", 500, "linear warm-up steps, then cosine decay to 10% of the peak",
+         GROUP_OPTIM, minimum=0),
+    _opt("grad_clip", "float", 1.0, "clip the gradient norm to this (0: no clipping)", GROUP_OPTIM, minimum=0.0),
+    _opt("text_loss_weight", "float", 0.2, "weight of the text loss in the training loss", GROUP_OPTIM,
+         minimum=0.0),
+    _opt("mel_loss_weight", "float", 0.8, "weight of the mel-code loss in the training loss", GROUP_OPTIM,
+         minimum=0.0),
+    _opt("amp", "choice", "off", "mixed precision: bf16 (CPU or GPU), fp16 (GPU only, grad scaler), off",
+         GROUP_OPTIM, choices=("bf16", "fp16", "off")),
+    _opt("grad_checkpointing", "bool", False, "recompute GPT blocks in backward (less memory, slower)",
+         GROUP_OPTIM),
+    # --- logging and checkpoints
+    _opt("log_interval", "int", 10, "print and record training metrics every N steps", GROUP_LOGGING,
+         minimum=1),
+    _opt("val_interval", "int", 500, "validate every N steps (and at the end)", GROUP_LOGGING, minimum=1),
+    _opt("max_val_batches", "int", 50, "validate on at most N batches (0: the whole validation set)",
+         GROUP_LOGGING, minimum=0),
+    _opt("save_interval", "int", 1000, "save latest.pth and model_step<N>.pth every N steps", GROUP_LOGGING,
+         minimum=1),
+    _opt("keep_checkpoints", "int", 3, "model_step<N>.pth files to keep (latest.pth and best.pth are extra)",
+         GROUP_LOGGING, minimum=1),
+    # --- run
+    _opt("resume", "str", "", "auto: continue from <output-dir>/latest.pth (or the newest valid "
+         "model_step); PATH: that checkpoint; empty: fresh start", GROUP_RUN),
+    _opt("init_from", "path", "", "start from this checkpoint's weights with a fresh optimizer, "
+         "scheduler and scaler at step 0 (e.g. after changing the tokenizer)", GROUP_RUN),
+    _opt("seed", "int", 1234, "seed of the data order, initialisation and dropout", GROUP_RUN, minimum=0),
+    _opt("device", "str", "auto", "auto, cpu, cuda or cuda:N", GROUP_RUN),
+    _opt("preflight", "bool", False, "only run the pre-flight checks and print them (exit 0 ok, 2 not)",
+         GROUP_RUN, form=False),
+    _opt("preflight_json", "path", "", "with --preflight, also write the report as JSON here", GROUP_RUN,
+         form=False),
+)
+
+_BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def option_by_name(name: str) -> Option:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no trainer option named {name!r}") from None
+
+
+def default_values() -> dict[str, Any]:
+    return {option.name: list(option.default) if option.repeatable else option.default for option in OPTIONS}
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse that reports bad input as exactly one line ``error: ...`` on stderr and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(2)
+
+
+def _number_type(option: Option) -> Callable[[str], Any]:
+    convert = int if option.kind == "int" else float
+    what = "an integer" if option.kind == "int" else "a number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if option.kind == "float" and value != value:  # NaN
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        if option.minimum is not None and value < option.minimum:
+            bound = int(option.minimum) if option.kind == "int" else option.minimum
+            raise argparse.ArgumentTypeError(f"must be >= {bound}, got {text}")
+        return value
+
+    return parse
+
+
+def _device_type(text: str) -> str:
+    if not DEVICE_PATTERN.match(text):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(
+        prog="python -m trainer.train",
+        description="Fine-tune the IndexTTS GPT on a codes manifest.",
+        allow_abbrev=False,
+    )
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for option in OPTIONS:
+        if option.group not in groups:
+            groups[option.group] = parser.add_argument_group(option.group)
+        group = groups[option.group]
+        kwargs: dict[str, Any] = {"dest": option.name, "help": option.help.replace("%", "%%")}
+        if option.kind == "bool":
+            kwargs.update(action=argparse.BooleanOptionalAction, default=option.default)
+        elif option.repeatable:
+            kwargs.update(action="append", default=None, metavar=option.kind.upper(), required=option.required)
+        else:
+            kwargs.update(default=option.default, required=option.required)
+            if option.kind in ("int", "float"):
+                kwargs["type"] = _number_type(option)
+            elif option.kind == "choice":
+                kwargs["choices"] = option.choices
+            elif option.name == "device":
+                kwargs["type"] = _device_type
+            if option.kind in ("path", "str"):
+                kwargs["metavar"] = "PATH" if option.kind == "path" else option.name.upper()
+        group.add_argument(option.flag, **kwargs)
+    return parser
+
+
+def parse_argv(argv: Sequence[str]) -> dict[str, Any]:
+    """Parse trainer argv into ``{name: value}`` with defaults filled (bad input: exit 2, one line)."""
+    namespace = build_parser().parse_args(list(argv))
+    values = vars(namespace)
+    for option in OPTIONS:
+        if option.repeatable and values[option.name] is None:
+            values[option.name] = list(option.default)
+    return {option.name: values[option.name] for option in OPTIONS}
+
+
+def _format_value(option: Option, value: Any) -> str:
+    if option.kind == "float":
+        return repr(float(value))
+    if option.kind == "int":
+        return str(int(value))
+    return str(value)
+
+
+def _flag_and_value(flag: str, text: str) -> list[str]:
+    # "--flag=-x" keeps argparse from taking a value that starts with "-" for a flag.
+    return [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+
+
+def options_to_argv(values: dict[str, Any]) -> list[str]:
+    """The argv for ``values``: every required option and every value that differs from its default."""
+    unknown = sorted(set(values) - set(_BY_NAME))
+    if unknown:
+        raise KeyError(f"unknown trainer option(s): {', '.join(unknown)}")
+    argv: list[str] = []
+    for option in OPTIONS:
+        if option.name not in values:
+            continue
+        value = values[option.name]
+        if option.kind == "bool":
+            if bool(value) != bool(option.default):
+                argv.append(option.flag if value else "--no-" + option.flag[2:])
+        elif option.repeatable:
+            for item in value or []:
+                argv += _flag_and_value(option.flag, str(item))
+        elif option.required or value != option.default:
+            argv += _flag_and_value(option.flag, _format_value(option, value))
+    return argv
+
+
+def resolved_config(values: dict[str, Any]) -> dict[str, Any]:
+    """Plain YAML-safe values (paths as str) in declaration order."""
+    out: dict[str, Any] = {}
+    for option in OPTIONS:
+        value = values.get(option.name, option.default)
+        if option.repeatable:
+            value = [str(item) for item in value or []]
+        elif isinstance(value, Path):
+            value = str(value)
+        out[option.name] = value
+    return out
+
+
+def write_train_config(values: dict[str, Any], path: str | Path) -> None:
+    """Write the resolved options as ``train_config.yaml`` (atomic)."""
+    header = "# Resolved options of this run (python -m trainer.train); flags are these names with dashes.\n"
+    text = yaml.safe_dump(resolved_config(values), sort_keys=False, allow_unicode=True)
+    atomic_write_text(Path(path), header + text)
