@@ -61,12 +61,6 @@ def find_output_dirs(workspace: Path, max_dirs: int = 200) -> list[str]:
     return [str(path) for path in ordered]
 
 
-def _field(item: Any, name: str, default: Any = None) -> Any:
-    if isinstance(item, dict):
-        return item.get(name, default)
-    return getattr(item, name, default)
-
-
 def _modified(mtime: Any) -> str:
     if mtime is None:
         return ""
@@ -74,11 +68,6 @@ def _modified(mtime: Any) -> str:
         return _dt.datetime.fromtimestamp(float(mtime)).strftime("%Y-%m-%d %H:%M:%S")
     except (TypeError, ValueError, OSError):
         return str(mtime)
-
-
-def _verdict_text(verdict: Any) -> str:
-    value = getattr(verdict, "value", verdict)
-    return "" if value is None else str(value)
 
 
 @dataclass
@@ -90,7 +79,8 @@ class ListView:
 
 def list_view(output_dir: str, workspace: Path | str) -> ListView:
     """The output directory's checkpoints as a table (newest first), and their paths for the picker."""
-    from trainer.checkpoints import CheckpointError, list_checkpoints
+    from trainer.checkpoints import CheckpointError
+    from trainer.checkpoints.listing import list_checkpoints
 
     folder = resolve_path(output_dir, workspace)
     if folder is None:
@@ -104,19 +94,18 @@ def list_view(output_dir: str, workspace: Path | str) -> ListView:
     rows = []
     paths: list[str] = []
     for summary in summaries:
-        path = Path(_field(summary, "path"))
-        paths.append(str(path))
+        paths.append(str(summary.path))
         rows.append({
-            "file": path.name,
-            "kind": _field(summary, "kind"),
-            "step": _field(summary, "step"),
-            "epoch": _field(summary, "epoch"),
-            "val loss": format_number(_field(summary, "val_loss")),
-            "verdict": _verdict_text(_field(summary, "verdict")),
-            "size": format_bytes(_field(summary, "size_bytes")),
-            "modified": _modified(_field(summary, "mtime")),
+            "file": Path(summary.path).name,
+            "kind": summary.kind,
+            "step": summary.step,
+            "epoch": summary.epoch,
+            "val loss": format_number(summary.val_loss),
+            "verdict": summary.verdict + (f" ({summary.reason})" if summary.reason else ""),
+            "size": format_bytes(summary.size_bytes),
+            "modified": _modified(summary.mtime),
         })
-    table = pd.DataFrame(rows, columns=LIST_COLUMNS) if rows else empty_frame(LIST_COLUMNS)
+    table = records_frame(rows, LIST_COLUMNS)
     if not rows:
         message = message_html(f"no checkpoints in {folder}", "info")
     else:
@@ -160,16 +149,28 @@ def verify_view(checkpoint: str, tokenizer: str, config: str, workspace: Path | 
     return VerifyView(verdict=verdict, table=records_frame(rows, VERIFY_COLUMNS))
 
 
+# The facts shown first, in this order; everything else inspect_checkpoint reports follows.
+KEY_FACTS = ("kind", "step", "epoch", "position", "last_losses", "last_val_loss", "best_val_loss", "saved_at",
+             "modified", "file_bytes", "format_version", "model", "optimizer", "scheduler_step", "grad_scaler",
+             "rng", "sampler", "tokenizer", "base_vocab_size", "versions")
+
+
 def inspect_view(checkpoint: str, workspace: Path | str) -> tuple[str, pd.DataFrame]:
     """Key facts of one checkpoint as a two-column table (message, table)."""
-    from trainer.checkpoints import CheckpointError, inspect_checkpoint
+    from trainer.checkpoints import CheckpointError
+    from trainer.checkpoints.inspect import inspect_checkpoint
 
     try:
         path = existing_file(checkpoint, workspace, "checkpoint")
         facts = inspect_checkpoint(path)
     except (InputProblem, CheckpointError, OSError) as exc:
         return message_html(str(exc)), empty_frame(["field", "value"])
-    return badge_html("INSPECTED", path.name, "info"), key_value_frame(facts)
+    ordered = {key: facts[key] for key in KEY_FACTS if key in facts}
+    if isinstance(ordered.get("file_bytes"), int):
+        ordered["file_bytes"] = f"{format_bytes(ordered['file_bytes'])} ({ordered['file_bytes']:,} bytes)"
+    ordered.update({key: value for key, value in facts.items() if key not in ordered and key != "path"})
+    detail = f"{path.name}: {facts.get('kind')} checkpoint, step {facts.get('step')}, epoch {facts.get('epoch')}"
+    return badge_html("INSPECTED", detail, "info"), key_value_frame(ordered)
 
 
 def default_export_dir(checkpoint: str, workspace: Path | str) -> str:
@@ -181,36 +182,27 @@ def default_export_dir(checkpoint: str, workspace: Path | str) -> str:
     return str(Path(workspace) / "exports" / f"{path.parent.name}_{path.stem}_{stamp}")
 
 
-def export_view(checkpoint: str, out_dir: str, dtype: str, safetensors: bool,
+def export_view(checkpoint: str, out_dir: str, dtype: str, safetensors: bool, config: str, tokenizer: str,
                 workspace: Path | str) -> tuple[str, pd.DataFrame]:
-    """Export an inference bundle; the result line and a table of the files written."""
-    from trainer.checkpoints import CheckpointError, export_checkpoint
+    """Export an inference bundle (gpt.pth, config.yaml, bpe.model); the result line and the files written."""
+    from data_tools.config import ConfigError
+    from trainer.checkpoints import CheckpointError
+    from trainer.checkpoints.export import export_checkpoint
 
     try:
         path = existing_file(checkpoint, workspace, "checkpoint")
         if dtype not in DTYPES:
             raise InputProblem(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        config_path = existing_file(config, workspace, "config", required=False)
+        tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
         target = resolve_path(out_dir, workspace) or Path(default_export_dir(str(path), workspace))
-        result = export_checkpoint(path, target, dtype=dtype, safetensors=bool(safetensors))
-    except (InputProblem, CheckpointError, OSError, ValueError) as exc:
+        report = export_checkpoint(path, target, dtype=dtype, safetensors=bool(safetensors), config=config_path,
+                                   tokenizer=tokenizer_path)
+    except (InputProblem, CheckpointError, ConfigError, OSError) as exc:
         return message_html(str(exc)), empty_frame(EXPORT_COLUMNS)
-    files = _exported_files(result, target)
-    rows = [{"file": str(f), "size": format_bytes(f.stat().st_size if f.exists() else None)} for f in files]
-    return (badge_html("EXPORTED", str(target), "ok"),
-            pd.DataFrame(rows, columns=EXPORT_COLUMNS) if rows else empty_frame(EXPORT_COLUMNS))
-
-
-def _exported_files(result: Any, target: Path) -> list[Path]:
-    """The files the export reports (a list of paths, an object with ``files``/``paths``, or the folder)."""
-    if isinstance(result, (list, tuple)):
-        return [Path(p) for p in result]
-    for name in ("files", "paths", "outputs"):
-        value = _field(result, name)
-        if isinstance(value, dict):
-            return [Path(p) for p in value.values()]
-        if isinstance(value, (list, tuple)):
-            return [Path(p) for p in value]
-    return sorted(p for p in Path(target).iterdir() if p.is_file()) if Path(target).is_dir() else []
+    rows = [{"file": str(f), "size": format_bytes(f.stat().st_size if f.exists() else None)} for f in report.files]
+    rows += [{"file": f"note: {note}", "size": ""} for note in report.notes]
+    return badge_html("EXPORTED", str(report.out_dir), "ok"), records_frame(rows, EXPORT_COLUMNS)
 
 
 # -- layout -----------------------------------------------------------------------------------------------
@@ -262,6 +254,11 @@ def build(ctx: StudioContext) -> None:
                          elem_id="ckpt-export-dtype")
         safetensors = gr.Checkbox(value=False, label="Also write gpt.safetensors", scale=1,
                                   elem_id="ckpt-export-safetensors")
+    with gr.Row():
+        export_config = gr.Textbox(value=str(ctx.paths.config), elem_id="ckpt-export-config",
+                                   label="Config for the non-GPT sections of config.yaml (dataset, vqvae, ...)")
+        export_tokenizer = gr.Textbox(value="", elem_id="ckpt-export-tokenizer",
+                                      label="Tokenizer (only when the checkpoint's recorded one is not available)")
     export_button = gr.Button("Export", variant="primary", elem_id="ckpt-export-run")
     export_result = gr.HTML(elem_id="ckpt-export-result")
     export_table = gr.Dataframe(value=empty_frame(EXPORT_COLUMNS), interactive=False, label="Files written",
@@ -294,5 +291,6 @@ def build(ctx: StudioContext) -> None:
     verify_button.click(on_verify, inputs=[checkpoint, tokenizer, config], outputs=[verify_verdict, verify_table])
     inspect_button.click(lambda path: inspect_view(path, workspace), inputs=checkpoint,
                          outputs=[inspect_message, inspect_table])
-    export_button.click(lambda path, out, dt, st: export_view(path, out, dt, st, workspace),
-                        inputs=[checkpoint, export_dir, dtype, safetensors], outputs=[export_result, export_table])
+    export_button.click(lambda *values: export_view(*values, workspace),
+                        inputs=[checkpoint, export_dir, dtype, safetensors, export_config, export_tokenizer],
+                        outputs=[export_result, export_table])
