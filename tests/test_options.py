@@ -19,12 +19,13 @@ from trainer.options import (
 )
 
 CONTRACT_FLAGS = (
-    "--train-manifest --val-manifest --tokenizer --config --base-checkpoint --output-dir --epochs --max-steps "
-    "--batch-size --grad-accumulation --num-workers --learning-rate --weight-decay --warmup-steps --grad-clip "
-    "--text-loss-weight --mel-loss-weight --log-interval --val-interval --save-interval --keep-checkpoints --amp "
-    "--grad-checkpointing --resume --seed --device --max-val-batches --init-from --freeze-base-rows --loss-mode "
-    "--preflight"
-).split()
+    '--train-manifest', '--val-manifest', '--tokenizer', '--config', '--base-checkpoint', '--output-dir',
+    '--epochs', '--max-steps', '--batch-size', '--grad-accumulation', '--num-workers', '--learning-rate',
+    '--weight-decay', '--warmup-steps', '--grad-clip', '--text-loss-weight', '--mel-loss-weight', '--log-interval',
+    '--val-interval', '--save-interval', '--keep-checkpoints', '--amp', '--grad-checkpointing', '--resume',
+    '--seed', '--device', '--max-val-batches', '--init-from', '--freeze-base-rows', '--loss-mode',
+    '--preflight',
+)
 
 REQUIRED = ["--train-manifest", "t.jsonl", "--tokenizer", "tok.model", "--config", "c.yaml", "--output-dir", "out"]
 

@@ -1,0 +1,166 @@
+"""Data loading: manifest -> items (drops counted), length-bucketed epoch order, O(1) position, padding."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from data_tools.manifest import ManifestError
+from data_tools.text_tokenizer import TextTokenizer
+from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, make_loader
+
+
+@pytest.fixture(scope="module")
+def tokenizer(demo_workspace):
+    return TextTokenizer(demo_workspace.extended_tokenizer)
+
+
+def write_manifest(folder, rows, name="m.jsonl"):
+    """rows: (id, text, n_codes, cond_frames); writes .npy files next to the manifest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for utt, text, n_codes, frames in rows:
+        np.save(folder / f"{utt}.codes.npy", (np.arange(n_codes) % 256).astype(np.int16))
+        np.save(folder / f"{utt}.mel.npy", np.full((100, frames), -4.0, dtype=np.float32))
+        lines.append(json.dumps({"id": utt, "text": text, "codes": f"{utt}.codes.npy", "cond_mel": f"{utt}.mel.npy"}))
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_load_items_tokenizes_and_counts_drops(tmp_path, tokenizer):
+    manifest = write_manifest(tmp_path, [
+        ("ok1", "ሰላም ለዓለም", 20, 30),
+        ("ok2", "hello world", 25, 40),
+        ("long_codes", "ሰላም", 200, 30),
+        ("long_text", "ሰላም ለዓለም " * 40, 20, 30),
+    ])
+    items, report = load_items([manifest], tokenizer, max_text_tokens=32, max_codes=128)
+    assert [item.id for item in items] == ["ok1", "ok2"]
+    assert report.kept == 2 and report.dropped == 2
+    assert report.too_many_codes == [f"{manifest}:3"]
+    assert report.too_many_text_tokens == [f"{manifest}:4"]
+    lines = report.lines("train", 32, 128)
+    assert "2 items kept, 2 dropped" in lines[0]
+    assert any("more than max_mel_tokens=128 codes" in line and f"{manifest}:3" in line for line in lines)
+    assert list(items[0].text_ids) == tokenizer.encode("ሰላም ለዓለም")
+    assert items[0].num_codes == 20 and items[0].length == 20 + len(items[0].text_ids)
+
+
+@pytest.mark.parametrize("problem, expected", [
+    ("missing_codes", "codes file not found"),
+    ("bad_mel_shape", "must be a float array [100, frames]"),
+    ("float_codes", "must hold a 1-D integer array"),
+    ("malformed_line", ":2: malformed JSON"),
+])
+def test_bad_entries_name_file_and_line(tmp_path, tokenizer, problem, expected):
+    manifest = write_manifest(tmp_path, [("a", "ሰላም", 10, 20), ("b", "ለዓለም", 10, 20)])
+    if problem == "missing_codes":
+        (tmp_path / "b.codes.npy").unlink()
+    elif problem == "bad_mel_shape":
+        np.save(tmp_path / "b.mel.npy", np.zeros((80, 20), dtype=np.float32))
+    elif problem == "float_codes":
+        np.save(tmp_path / "b.codes.npy", np.zeros(10, dtype=np.float32))
+    else:
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+        manifest.write_text(lines[0] + "\n{not json\n", encoding="utf-8")
+    with pytest.raises(ManifestError) as exc:
+        load_items([manifest], tokenizer, 64, 128)
+    assert str(exc.value).startswith(f"{manifest}:2: ")
+    assert expected in str(exc.value)
+
+
+def test_duplicate_ids_across_manifests_refused(tmp_path, tokenizer):
+    first = write_manifest(tmp_path / "a", [("same", "ሰላም", 10, 20)])
+    second = write_manifest(tmp_path / "b", [("same", "ለዓለም", 10, 20)])
+    with pytest.raises(ManifestError, match="duplicate id 'same'"):
+        load_items([first, second], tokenizer, 64, 128)
+
+
+def lengths_for(n, seed=0):
+    return np.random.default_rng(seed).integers(5, 300, size=n).tolist()
+
+
+def test_epoch_order_is_a_pure_function_of_seed_and_epoch():
+    lengths = lengths_for(500)
+    a = BucketBatchSampler(lengths, 8, seed=7)
+    b = BucketBatchSampler(lengths, 8, seed=7)
+    assert a.batches(3) == b.batches(3)
+    assert a.batches(3) != a.batches(4)
+    assert a.batches(0) != BucketBatchSampler(lengths, 8, seed=8).batches(0)
+    for epoch in (0, 1):
+        flat = sorted(i for batch in a.batches(epoch) for i in batch)
+        assert flat == list(range(500))  # every item exactly once per epoch
+    assert len(a) == len(a.batches(0)) == len(a.batches(5)) == 63
+
+
+def test_bucketing_keeps_padding_low():
+    lengths = np.asarray(lengths_for(1000))
+
+    def padding(batches):
+        return sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in batches) / lengths.sum()
+
+    bucketed = BucketBatchSampler(lengths, 8, seed=1).batches(0)
+    shuffled = np.random.default_rng(1).permutation(1000)
+    random_batches = [shuffled[i:i + 8] for i in range(0, 1000, 8)]
+    assert padding(bucketed) < 0.1 < padding(random_batches)
+
+
+def test_resume_position_is_a_slice_and_state_is_small():
+    sampler = BucketBatchSampler(lengths_for(200), 4, seed=3)
+    state = sampler.state_dict(epoch=2, position=17)
+    assert state["epoch"] == 2 and state["position"] == 17
+    assert len(json.dumps(state)) < 300  # O(1): no index lists in the state
+    fresh = BucketBatchSampler(lengths_for(200), 4, seed=3)
+    assert fresh.describe_change(state) is None
+    assert fresh.batches(2)[17:] == sampler.batches(2)[17:]
+    changed = BucketBatchSampler(lengths_for(201), 4, seed=3)
+    assert "num_items 200 -> 201" in changed.describe_change(state)
+
+
+def test_ranks_get_disjoint_equal_shares():
+    lengths = lengths_for(203)
+    world = [BucketBatchSampler(lengths, 4, seed=5, rank=r, world_size=3) for r in range(3)]
+    shares = [w.batches(1) for w in world]
+    assert len({len(s) for s in shares}) == 1
+    seen = [i for share in shares for batch in share for i in batch]
+    assert len(seen) == len(set(seen))
+    global_batches = BucketBatchSampler(lengths, 4, seed=5, world_size=3)._global_batches(1)
+    assert shares[1][0] == global_batches[1]
+
+
+def test_collate_pads_and_counts(tmp_path, tokenizer):
+    manifest = write_manifest(tmp_path, [("a", "ሰላም", 7, 20), ("b", "ሰላም ለዓለም", 12, 33)])
+    items, _ = load_items([manifest], tokenizer, 64, 128)
+    dataset = CodesDataset(items, num_codes_valid=8192)
+    batch = Collator(text_pad=1, code_pad=8193)([dataset[0], dataset[1]])
+    assert batch["ids"] == ["a", "b"]
+    assert batch["code_lengths"].tolist() == [7, 12]
+    assert batch["codes"].shape == (2, 12) and batch["codes"][0, 7:].eq(8193).all()
+    assert batch["cond_mels"].shape == (2, 100, 33) and batch["cond_mel_lengths"].tolist() == [20, 33]
+    assert batch["text_ids"].dtype == torch.long
+    assert batch["num_tokens"] == int(batch["text_lengths"].sum()) + 19
+
+
+def test_bad_codes_become_an_error_entry_not_an_exception(tmp_path, tokenizer):
+    manifest = write_manifest(tmp_path, [("a", "ሰላም", 7, 20)])
+    np.save(tmp_path / "a.codes.npy", np.array([1, 2, 9000], dtype=np.int64))
+    items, _ = load_items([manifest], tokenizer, 64, 128)
+    batch = Collator()([CodesDataset(items, num_codes_valid=8192)[0]])
+    assert batch["error"].startswith(f"{manifest}:1 (id a): codes must lie in 0..8191")
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_loader_yields_the_given_batches_and_leaves_global_rng_alone(tmp_path, tokenizer, workers):
+    manifest = write_manifest(tmp_path, [(f"u{i}", "ሰላም " * (1 + i % 3), 5 + i, 20) for i in range(10)])
+    items, _ = load_items([manifest], tokenizer, 64, 128)
+    batches = BucketBatchSampler([item.length for item in items], 3, seed=0).batches(0)[1:]
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    loader = make_loader(CodesDataset(items, 8192), batches, Collator(), workers, False, seed=0)
+    got = [batch["ids"] for batch in loader]
+    assert torch.equal(torch.get_rng_state(), before)
+    assert got == [[items[i].id for i in batch] for batch in batches]

@@ -1,0 +1,389 @@
+"""Training data: the codes manifest -> tokenized items -> length-bucketed batches -> padded tensors.
+
+- ``load_items`` reads the manifests (``file:line`` errors), tokenizes each text once with the run's
+  tokenizer (front-end inside), reads only the ``.npy`` headers to learn lengths, and drops items longer
+  than the model's limits, counting every drop (``DropReport``) so nothing is discarded silently.
+- ``BucketBatchSampler`` makes the batches of an epoch as a pure function of ``(seed, epoch)``: shuffle,
+  sort within large chunks by length (low padding), cut into batches, shuffle the batches. The position
+  inside an epoch is just "batches consumed", so resuming mid-epoch slices the list: O(1), no replay.
+  Under DDP every rank builds the same list and takes every ``world_size``-th batch.
+- ``CodesDataset`` loads one item's arrays; a bad file becomes an ``error`` entry in the batch rather
+  than an exception (worker processes would wrap it in a traceback), and the trainer refuses with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from data_tools.manifest import ManifestEntry, ManifestError, read_manifest
+from data_tools.text_tokenizer import TextTokenizer
+
+MEL_BANDS = 100
+# The conformer's sinusoidal table has 5000 rows and subsamples 2x, so longer prompts cannot be encoded.
+MAX_COND_FRAMES = 2 * 5000
+BUCKET_BATCHES = 32  # batches per sorting chunk: larger -> less padding, less randomness
+
+
+@dataclass(frozen=True)
+class DataItem:
+    id: str
+    where: str  # manifest:line
+    text_ids: np.ndarray  # int32 token ids (no start/stop)
+    codes: Path
+    num_codes: int
+    cond_mel: Path | None
+    cond_audio: Path | None
+
+    @property
+    def length(self) -> int:
+        return int(self.text_ids.size) + self.num_codes
+
+
+@dataclass
+class DropReport:
+    """Why items were left out; ``lines()`` is what the trainer logs."""
+
+    kept: int = 0
+    too_many_text_tokens: list[str] = field(default_factory=list)
+    too_many_codes: list[str] = field(default_factory=list)
+    cond_too_long: list[str] = field(default_factory=list)
+    empty_text: list[str] = field(default_factory=list)
+    empty_codes: list[str] = field(default_factory=list)
+    with_unknown_tokens: list[str] = field(default_factory=list)  # kept, but worth knowing
+
+    @property
+    def dropped(self) -> int:
+        return (len(self.too_many_text_tokens) + len(self.too_many_codes) + len(self.cond_too_long)
+                + len(self.empty_text) + len(self.empty_codes))
+
+    def lines(self, name: str, max_text_tokens: int, max_codes: int) -> list[str]:
+        out = [f"{name}: {self.kept} items kept, {self.dropped} dropped"]
+        reasons = (
+            (self.too_many_text_tokens, f"more than max_text_tokens={max_text_tokens} text tokens"),
+            (self.too_many_codes, f"more than max_mel_tokens={max_codes} codes"),
+            (self.cond_too_long, f"conditioning mel longer than {MAX_COND_FRAMES} frames"),
+            (self.empty_text, "no text tokens after the front-end"),
+            (self.empty_codes, "no codes"),
+        )
+        for items, why in reasons:
+            if items:
+                out.append(f"  dropped {len(items)} with {why} (e.g. {', '.join(items[:3])})")
+        if self.with_unknown_tokens:
+            out.append(f"  warning: {len(self.with_unknown_tokens)} kept items contain unknown tokens "
+                       f"(e.g. {', '.join(self.with_unknown_tokens[:3])}); is --tokenizer the right one?")
+        return out
+
+
+def npy_shape(path: Path) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from an .npy header, without reading the data."""
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+        else:
+            array = np.load(path, mmap_mode="r")
+            shape, dtype = array.shape, array.dtype
+            del array
+    return tuple(int(n) for n in shape), np.dtype(dtype)
+
+
+def _codes_length(entry: ManifestEntry) -> int:
+    path = entry.codes
+    try:
+        shape, dtype = npy_shape(path)
+    except FileNotFoundError:
+        raise ManifestError(entry.manifest, entry.line, f"codes file not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise ManifestError(entry.manifest, entry.line, f"codes file {path} is not a readable .npy ({exc})") from None
+    non_unit_dims = [n for n in shape if n != 1]
+    if not shape or len(non_unit_dims) > 1 or dtype.kind not in "iu":
+        raise ManifestError(entry.manifest, entry.line,
+                            f"codes file {path} must hold a 1-D integer array, got shape {list(shape)} {dtype}")
+    return int(np.prod(shape))
+
+
+def _cond_frames(entry: ManifestEntry) -> int:
+    if entry.cond_mel is None:
+        return _audio_frames(entry)
+    path = entry.cond_mel
+    try:
+        shape, dtype = npy_shape(path)
+    except FileNotFoundError:
+        raise ManifestError(entry.manifest, entry.line, f"cond_mel file not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise ManifestError(entry.manifest, entry.line, f"cond_mel file {path} is not a readable .npy ({exc})") from None
+    if len(shape) == 3 and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) != 2 or shape[0] != MEL_BANDS or shape[1] < 1 or dtype.kind != "f":
+        raise ManifestError(entry.manifest, entry.line,
+                            f"cond_mel file {path} must be a float array [{MEL_BANDS}, frames], got {list(shape)} {dtype}")
+    return shape[1]
+
+
+def _audio_frames(entry: ManifestEntry) -> int:
+    from data_tools.audio import AudioError, audio_info
+    from data_tools.features import HOP_LENGTH, SAMPLE_RATE
+
+    path = entry.cond_audio
+    assert path is not None
+    if not path.is_file():
+        raise ManifestError(entry.manifest, entry.line, f"cond_audio file not found: {path}")
+    try:
+        duration, _rate = audio_info(path)
+    except AudioError as exc:
+        raise ManifestError(entry.manifest, entry.line, f"cond_audio: {exc}") from None
+    return 1 + int(duration * SAMPLE_RATE) // HOP_LENGTH
+
+
+def _progress(iterable: Sequence[Any], desc: str) -> Any:
+    if len(iterable) < 2000:
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, desc=desc, unit="item", file=sys.stderr, mininterval=1.0)
+
+
+def load_items(
+    manifests: Sequence[str | Path],
+    tokenizer: TextTokenizer,
+    max_text_tokens: int,
+    max_codes: int,
+    name: str = "train",
+) -> tuple[list[DataItem], DropReport]:
+    """Read, tokenize and length-check every entry; raises ManifestError (``file:line: what``)."""
+    entries: list[ManifestEntry] = []
+    seen: dict[str, str] = {}
+    for manifest in manifests:
+        for entry in read_manifest(manifest):
+            if entry.id in seen:
+                raise ManifestError(entry.manifest, entry.line, f"duplicate id '{entry.id}' (also at {seen[entry.id]})")
+            seen[entry.id] = entry.where
+            entries.append(entry)
+    report = DropReport()
+    items: list[DataItem] = []
+    unk = tokenizer.unk_id
+    for entry in _progress(entries, f"reading {name} data"):
+        ids = np.asarray(tokenizer.encode(entry.text, entry.language), dtype=np.int32)
+        num_codes = _codes_length(entry)
+        frames = _cond_frames(entry)
+        if ids.size == 0:
+            report.empty_text.append(entry.where)
+        elif num_codes == 0:
+            report.empty_codes.append(entry.where)
+        elif ids.size > max_text_tokens:
+            report.too_many_text_tokens.append(entry.where)
+        elif num_codes > max_codes:
+            report.too_many_codes.append(entry.where)
+        elif frames > MAX_COND_FRAMES:
+            report.cond_too_long.append(entry.where)
+        else:
+            if unk >= 0 and bool((ids == unk).any()):
+                report.with_unknown_tokens.append(entry.where)
+            items.append(DataItem(id=entry.id, where=entry.where, text_ids=ids, codes=entry.codes,
+                                  num_codes=num_codes, cond_mel=entry.cond_mel, cond_audio=entry.cond_audio))
+    report.kept = len(items)
+    return items, report
+
+
+# ----- the epoch order ------------------------------------------------------------------------------
+
+
+class BucketBatchSampler:
+    """Length-bucketed batches per epoch, a pure function of (seed, epoch); this rank's share only."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, *, rank: int = 0,
+                 world_size: int = 1, bucket_batches: int = BUCKET_BATCHES) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.bucket_batches = bucket_batches
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    def fingerprint(self) -> str:
+        """Changes when the data (lengths, order) or batching would differ."""
+        digest = hashlib.sha256(self.lengths.tobytes())
+        digest.update(f"{self.batch_size}/{self.world_size}/{self.bucket_batches}".encode())
+        return digest.hexdigest()[:16]
+
+    def _global_batches(self, epoch: int) -> list[list[int]]:
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.lengths))
+        chunk = self.batch_size * self.bucket_batches * self.world_size
+        batches: list[list[int]] = []
+        for start in range(0, len(order), chunk):
+            part = order[start:start + chunk]
+            part = part[np.argsort(self.lengths[part], kind="stable")]
+            batches += [part[i:i + self.batch_size].tolist() for i in range(0, len(part), self.batch_size)]
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches of ``epoch`` in order (cached for the current epoch)."""
+        if self._cache is None or self._cache[0] != epoch:
+            batches = self._global_batches(epoch)
+            if self.world_size > 1:
+                usable = len(batches) - len(batches) % self.world_size
+                batches = batches[self.rank:usable:self.world_size]
+            self._cache = (epoch, batches)
+        return self._cache[1]
+
+    def __len__(self) -> int:
+        """Batches per epoch for this rank (the same every epoch)."""
+        return len(self.batches(0))
+
+    def state_dict(self, epoch: int, position: int) -> dict[str, Any]:
+        return {"epoch": int(epoch), "position": int(position), "seed": int(self.seed),
+                "batch_size": int(self.batch_size), "world_size": int(self.world_size),
+                "num_items": len(self.lengths), "fingerprint": self.fingerprint()}
+
+    def describe_change(self, state: dict[str, Any] | None) -> str | None:
+        """Why a saved sampler state would give a different order now (None: the same order)."""
+        if not state:
+            return "the checkpoint has no sampler state"
+        now = self.state_dict(0, 0)
+        diffs = [f"{key} {state.get(key)!r} -> {now[key]!r}" for key in
+                 ("seed", "batch_size", "world_size", "num_items", "fingerprint") if state.get(key) != now[key]]
+        return ", ".join(diffs) or None
+
+
+# ----- loading items --------------------------------------------------------------------------------
+
+
+def _load_audio_mel(path: Path) -> torch.Tensor:
+    from data_tools.audio import load_audio
+    from data_tools.features import mel_spectrogram
+
+    return mel_spectrogram(torch.from_numpy(np.ascontiguousarray(load_audio(path), dtype=np.float32)))
+
+
+class CodesDataset(Dataset):
+    def __init__(self, items: Sequence[DataItem], num_codes_valid: int) -> None:
+        self.items = list(items)
+        self.num_codes_valid = num_codes_valid  # codes must lie in 0..num_codes_valid-1 (below start_mel)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def lengths(self) -> list[int]:
+        return [item.length for item in self.items]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        item = self.items[index]
+        try:
+            codes = np.load(item.codes, allow_pickle=False).reshape(-1)
+            if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= self.num_codes_valid):
+                raise ValueError(f"codes must lie in 0..{self.num_codes_valid - 1}, found "
+                                 f"{int(codes.min())}..{int(codes.max())} in {item.codes}")
+            if item.cond_mel is not None:
+                mel = np.load(item.cond_mel, allow_pickle=False)
+                cond = torch.from_numpy(np.ascontiguousarray(mel.reshape(MEL_BANDS, -1), dtype=np.float32))
+            else:
+                assert item.cond_audio is not None
+                cond = _load_audio_mel(item.cond_audio)
+        except (OSError, ValueError) as exc:
+            return {"error": f"{item.where} (id {item.id}): {exc}"}
+        return {
+            "id": item.id,
+            "text_ids": torch.from_numpy(item.text_ids.astype(np.int64)),
+            "codes": torch.from_numpy(codes.astype(np.int64)),
+            "cond_mel": cond,
+        }
+
+
+@dataclass(frozen=True)
+class Collator:
+    """Pad a list of items into one batch (text with stop_text, codes with stop_mel, mels with 0)."""
+
+    text_pad: int = 1
+    code_pad: int = 8193
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        errors = [item["error"] for item in items if "error" in item]
+        if errors:
+            return {"error": errors[0]}
+        size = len(items)
+        text_len = torch.tensor([len(item["text_ids"]) for item in items], dtype=torch.long)
+        code_len = torch.tensor([len(item["codes"]) for item in items], dtype=torch.long)
+        mel_len = torch.tensor([item["cond_mel"].shape[-1] for item in items], dtype=torch.long)
+        text = torch.full((size, int(text_len.max())), self.text_pad, dtype=torch.long)
+        codes = torch.full((size, int(code_len.max())), self.code_pad, dtype=torch.long)
+        mels = torch.zeros((size, MEL_BANDS, int(mel_len.max())), dtype=torch.float32)
+        for row, item in enumerate(items):
+            text[row, : text_len[row]] = item["text_ids"]
+            codes[row, : code_len[row]] = item["codes"]
+            mels[row, :, : mel_len[row]] = item["cond_mel"]
+        return {
+            "ids": [item["id"] for item in items],
+            "text_ids": text,
+            "text_lengths": text_len,
+            "codes": codes,
+            "code_lengths": code_len,
+            "cond_mels": mels,
+            "cond_mel_lengths": mel_len,
+            "num_tokens": int(text_len.sum() + code_len.sum()),
+        }
+
+
+def _die_with_parent(trainer_pid: int) -> None:
+    """Linux: the kernel SIGKILLs this worker when the trainer process dies (even by SIGKILL).
+
+    Forked workers inherit the trainer's open files, including the output-dir lock; an orphaned worker
+    would keep the directory locked after a crash. Elsewhere workers are spawned and inherit nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != trainer_pid:  # the trainer died before prctl took effect
+        os._exit(1)
+
+
+def _worker_init(trainer_pid: int, _worker_id: int) -> None:
+    _die_with_parent(trainer_pid)
+    # Ctrl-C and the UI's stop signal the whole process group; the trainer process decides when to
+    # stop (after the current optimizer step), so its workers must not die first.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def make_loader(dataset: CodesDataset, batches: list[list[int]], collate: Callable[[list[dict]], dict],
+                num_workers: int, pin_memory: bool, seed: int, persistent: bool = False) -> DataLoader:
+    """A DataLoader over exactly ``batches``, in order.
+
+    The loader gets its own generator, so creating it never draws from the global torch RNG (which
+    drives dropout): a resumed run's random stream stays identical to an uninterrupted one's.
+    """
+    return DataLoader(
+        dataset,
+        batch_sampler=batches,
+        collate_fn=collate,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        generator=torch.Generator().manual_seed(seed),
+        worker_init_fn=functools.partial(_worker_init, os.getpid()) if num_workers else None,
+        persistent_workers=persistent and num_workers > 0,
+        prefetch_factor=4 if num_workers else None,
+    )
