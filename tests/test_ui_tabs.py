@@ -1,0 +1,301 @@
+"""The Data, Tokenizer and Checkpoints tabs' callbacks, called as plain functions (no browser).
+
+Each callback must turn bad input into a one-line message (never raise), and turn library results into
+the tables and plots the tab shows. The demo workspace is shared by the session and never modified:
+tests that write use ``tmp_path`` as their workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from webui import plots
+from webui.job_view import job_view, progress_from_log
+
+# -- shared helpers ----------------------------------------------------------------------------------------
+
+
+def test_histogram_from_counts_keeps_bin_order_and_rejects_bad_edges():
+    frame = plots.histogram_from_counts([0.5, 1.0, 2.0, 10.0], [3, 0, 7], unit="s")
+    assert list(frame["bin"]) == ["0.5–1 s", "1–2 s", "2–10 s"]
+    assert list(frame["count"]) == [3, 0, 7]
+    with pytest.raises(ValueError, match="one more edge"):
+        plots.histogram_from_counts([0, 1], [1, 2])
+
+
+def test_histogram_frame_counts_every_value_once():
+    values = [0.1, 0.2, 0.25, 3.0, 7.5, 7.5, 9.99]
+    frame = plots.histogram_frame(values, bins=5)
+    assert frame["count"].sum() == len(values)
+    assert plots.histogram_frame([]).empty
+    single = plots.histogram_frame([4.0, 4.0])
+    assert list(single["count"]) == [2]
+
+
+def test_badge_escapes_text_and_picks_tone():
+    html = plots.badge_html("ERRORS", "<script>x</script>")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert 'data-tone="error"' in html
+    assert 'data-tone="ok"' in plots.badge_html("COMPLETE")
+    assert 'data-tone="warn"' in plots.badge_html("PARTIAL")
+
+
+def test_paths_typed_in_boxes(tmp_path: Path):
+    assert plots.split_paths(" a.jsonl, 'b.jsonl'\n\n c.jsonl ") == ["a.jsonl", "b.jsonl", "c.jsonl"]
+    assert plots.resolve_path("", tmp_path) is None
+    assert plots.resolve_path("x/y.txt", tmp_path) == tmp_path / "x" / "y.txt"
+    with pytest.raises(plots.InputProblem, match=r"manifest not found: .*nope\.jsonl"):
+        plots.existing_file("nope.jsonl", tmp_path, "manifest")
+    with pytest.raises(plots.InputProblem, match="is not a file"):
+        plots.existing_file(str(tmp_path), tmp_path, "manifest")
+
+
+def test_key_value_frame_flattens_nested_facts():
+    frame = plots.key_value_frame({"step": 5, "model": {"tensors": 3, "dtypes": ["float32", "float16"]},
+                                   "loss": float("nan")})
+    rows = dict(zip(frame["field"], frame["value"]))
+    assert rows == {"step": "5", "model.tensors": "3", "model.dtypes": "float32, float16", "loss": ""}
+
+
+def test_progress_from_a_tqdm_log_tail():
+    tail = "loading dvae\nprepare:  10%|#         | 10/100 [00:01<00:09]\rprepare:  45%|####5     | 45/100 [00:03<00:04]"
+    assert progress_from_log(tail) == (45, 100)
+    assert progress_from_log("prepare: 2.5k/10.0k [00:03<00:09, 800it/s]") == (2500, 10000)
+    assert progress_from_log("no bar here") is None
+
+
+def test_job_view_reports_state_and_progress():
+    class Status:
+        state, summary, running = "failed", "failed: missing file: dvae.pth (exit 2)", False
+
+    view = job_view(Status(), "prepare: 3/10 [00:01<00:02]\nerror: dvae.pth not found")
+    assert "FAILED" in view.status and "missing file" in view.status and 'data-tone="error"' in view.status
+    assert 'data-done="3"' in view.progress and not view.running
+
+
+# -- Tokenizer tab -----------------------------------------------------------------------------------------
+
+
+def test_sample_text_side_by_side(demo_workspace):
+    from data_tools.text_tokenizer import TextTokenizer
+    from webui import tab_tokenizer
+
+    text = "ሰላም ለዓለም። hello"
+    view = tab_tokenizer.compare_tokenization(text, str(demo_workspace.base_tokenizer),
+                                              str(demo_workspace.extended_tokenizer), "auto", demo_workspace.root)
+    assert view.message == ""
+    rows = view.summary.set_index("tokenizer")
+    base_size = TextTokenizer(demo_workspace.base_tokenizer).vocab_size
+    extended_ids = TextTokenizer(demo_workspace.extended_tokenizer).encode(text)
+    assert view.extended_ids == " ".join(map(str, extended_ids))
+    assert rows.loc["extended", "tokens"] == len(extended_ids)
+    assert rows.loc["extended", "new ids"] == sum(1 for i in extended_ids if i >= base_size) > 0
+    assert rows.loc["base", "new ids"] == 0
+    assert rows.loc["base", "unknown"] > 0 and rows.loc["extended", "unknown"] == 0
+    assert [label for _, label in view.extended_pieces].count("new") == rows.loc["extended", "new ids"]
+
+
+def test_sample_text_with_a_missing_tokenizer_says_so(demo_workspace):
+    from webui import tab_tokenizer
+
+    view = tab_tokenizer.compare_tokenization("hello", "missing.model", str(demo_workspace.extended_tokenizer),
+                                              "auto", demo_workspace.root)
+    assert "base tokenizer not found" in view.message and view.summary.empty
+
+
+def test_train_extend_verify_round(demo_workspace, tmp_path: Path):
+    from webui import tab_tokenizer
+
+    trained = tab_tokenizer.train_action(str(demo_workspace.train_manifest), "am_small", 300, "bpe", "am", tmp_path)
+    assert "TRAINED" in trained.message, trained.message
+    assert Path(trained.model_path) == tmp_path / "tokenizers" / "am_small.model" and Path(trained.model_path).is_file()
+
+    extended, table = tab_tokenizer.extend_action(str(demo_workspace.base_tokenizer), trained.model_path,
+                                                  "am_small_ext", 0, tmp_path)
+    assert "EXTENDED" in extended.message, extended.message
+    facts = dict(zip(table["what"], table["value"]))
+    assert int(facts["final size"]) == int(facts["base pieces (ids unchanged)"]) + int(facts["appended pieces"])
+
+    verified = tab_tokenizer.verify_view(extended.model_path, str(demo_workspace.base_tokenizer),
+                                         str(demo_workspace.val_manifest), "", tab_tokenizer.BASE_SAMPLE_TEXT,
+                                         "", "", "auto", tmp_path)
+    assert "PASSED" in verified.verdict, verified.verdict
+    statuses = dict(zip(verified.table["check"], verified.table["status"]))
+    assert statuses["base_pieces_unchanged"] == "pass" and statuses["base_language_identical"] == "pass"
+    assert statuses["manifest_max_text_tokens"] == "skipped"  # no manifest given: never claimed
+
+
+def test_verify_fails_on_swapped_tokenizers_and_names_the_check(demo_workspace):
+    from webui import tab_tokenizer
+
+    view = tab_tokenizer.verify_view(str(demo_workspace.base_tokenizer), str(demo_workspace.extended_tokenizer),
+                                     "", "", "", "", "", "auto", demo_workspace.root)
+    assert "FAILED" in view.verdict and "sizes" in view.verdict
+    assert dict(zip(view.table["check"], view.table["status"]))["sizes"] == "fail"
+
+
+def test_tokenizer_actions_report_bad_input_in_one_line(demo_workspace, tmp_path: Path):
+    from webui import tab_tokenizer
+
+    assert "corpus file not found" in tab_tokenizer.train_action("nope.txt", "x", 100, "bpe", "am", tmp_path).message
+    assert "vocab size must be positive" in tab_tokenizer.train_action(
+        str(demo_workspace.train_manifest), "x", 0, "bpe", "am", tmp_path).message
+    view, table = tab_tokenizer.extend_action(str(demo_workspace.base_tokenizer), "", "y", 0, tmp_path)
+    assert "no new-language tokenizer given" in view.message and table.empty
+    assert "extended tokenizer not found" in tab_tokenizer.verify_view(
+        "gone.model", "", "", "", "", "", "", "auto", tmp_path).verdict
+
+
+# -- Data tab ----------------------------------------------------------------------------------------------
+
+
+def test_find_manifests_skips_metrics_and_hidden_folders(tmp_path: Path):
+    from webui import tab_data
+
+    for name in ("data/a.jsonl", "runs/demo/metrics.jsonl", ".hidden/b.jsonl", "jobs/prep/out/c.jsonl", "d.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    assert tab_data.find_manifests(tmp_path) == [str(tmp_path / "data/a.jsonl"), str(tmp_path / "jobs/prep/out/c.jsonl")]
+    assert tab_data.add_manifest("a.jsonl", "b.jsonl") == "a.jsonl\nb.jsonl"
+    assert tab_data.add_manifest("a.jsonl\nb.jsonl", "a.jsonl") == "a.jsonl\nb.jsonl"
+
+
+def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
+    from webui import tab_data
+
+    view = tab_data.check_data(str(demo_workspace.train_manifest), str(demo_workspace.val_manifest),
+                               str(demo_workspace.extended_tokenizer), str(demo_workspace.config), "am", True,
+                               demo_workspace.root, report_dir=tmp_path)
+    assert "CLEAN" in view.verdict and 'data-tone="ok"' in view.verdict
+    assert view.problems.empty
+    train_lines = sum(1 for line in demo_workspace.train_manifest.read_text().splitlines() if line.strip())
+    assert view.durations["count"].sum() == train_lines
+    assert view.text_lengths["count"].sum() == train_lines
+    assert set(view.speakers["split"]) == {"train", "val"} and len(set(view.speakers["speaker"])) == 3
+    assert view.scripts.set_index(["split", "script"]).loc[("train", "ethiopic"), "share %"] == 100.0
+    report = json.loads(Path(view.report_path).read_text())
+    assert report["verdict"] == "clean"
+
+
+def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path: Path):
+    from webui import tab_data
+
+    lines = demo_workspace.train_manifest.read_text(encoding="utf-8").splitlines()[:5]
+    lines[2] = '{"id": "broken", "text": '
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for folder in ("codes", "cond_mels"):
+        shutil.copytree(demo_workspace.train_manifest.parent / folder, tmp_path / folder)
+    view = tab_data.check_data(str(broken), "", "", "", "am", True, tmp_path)
+    assert "ERRORS" in view.verdict and 'data-tone="error"' in view.verdict
+    row = view.problems[view.problems["code"] == "malformed-json"].iloc[0]
+    assert row["severity"] == "error" and row["file:line"] == f"{broken}:3"
+
+
+def test_check_with_missing_manifest_gives_one_line(tmp_path: Path):
+    from webui import tab_data
+
+    view = tab_data.check_data("nope.jsonl", "", "", "", "am", True, tmp_path)
+    assert "manifest not found" in view.verdict and "\n" not in view.verdict and view.problems.empty
+    assert "give at least one training manifest" in tab_data.check_data("", "", "", "", "am", True, tmp_path).verdict
+
+
+# -- Checkpoints tab ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, demo_workspace) -> Path:
+    """An output directory with model_step10/20, latest and best, recording the demo's base tokenizer."""
+    from data_tools.fileio import sha256_file
+    from tests.checkpoint_factory import make_checkpoint, trained_state
+    from trainer.checkpoints import CheckpointManager
+
+    output_dir = tmp_path / "runs" / "tiny"
+    tokenizer = demo_workspace.base_tokenizer
+    record = {"path": str(tokenizer), "sha256": sha256_file(tokenizer), "vocab_size": 40}
+    manager = CheckpointManager(output_dir, keep=3)
+    state = trained_state()
+    for step in (10, 20):
+        manager.save(make_checkpoint(step, state=state, tokenizer=record), step, is_best=step == 10)
+    return output_dir
+
+
+def test_list_newest_first_and_feeds_the_picker(run_dir: Path, tmp_path: Path):
+    from webui import tab_checkpoints
+
+    assert str(run_dir) in tab_checkpoints.find_output_dirs(tmp_path)
+    view = tab_checkpoints.list_view(str(run_dir), tmp_path)
+    assert list(view.table.columns) == tab_checkpoints.LIST_COLUMNS
+    assert set(view.table["file"]) == {"latest.pth", "best.pth", "model_step10.pth", "model_step20.pth"}
+    assert view.table["step"].iloc[0] == 20 and view.table["step"].iloc[-1] == 10
+    assert [Path(p).name for p in view.paths] == list(view.table["file"])
+    assert all(v.startswith(("COMPLETE", "PARTIAL")) for v in view.table["verdict"])
+
+
+def test_list_of_a_missing_folder_says_so(tmp_path: Path):
+    from webui import tab_checkpoints
+
+    view = tab_checkpoints.list_view("runs/none", tmp_path)
+    assert "output directory not found" in view.message and view.table.empty and view.paths == []
+
+
+def test_verify_inspect_export(run_dir: Path, tmp_path: Path):
+    from webui import tab_checkpoints
+
+    latest = str(run_dir / "latest.pth")
+    verified = tab_checkpoints.verify_view(latest, "", "", tmp_path)
+    components = dict(zip(verified.table["component"], verified.table["status"]))
+    assert components["model weights"] == "ok" and components["optimizer"] == "ok"
+    assert any(word in verified.verdict for word in ("COMPLETE", "PARTIAL"))
+
+    message, facts = tab_checkpoints.inspect_view(latest, tmp_path)
+    rows = dict(zip(facts["field"], facts["value"]))
+    assert "INSPECTED" in message and rows["step"] == "20" and rows["kind"] == "studio"
+
+    out = tmp_path / "export"
+    message, files = tab_checkpoints.export_view(latest, str(out), "fp16", True, "", "", tmp_path)
+    assert "EXPORTED" in message, message
+    written = {Path(f).name for f in files["file"] if not f.startswith("note:")}
+    assert written == {"gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model"}
+    assert all((out / name).is_file() for name in written)
+    again, _ = tab_checkpoints.export_view(latest, str(out), "fp16", False, "", "", tmp_path)
+    assert "already holds" in again  # never overwrites an earlier export
+
+
+def test_checkpoint_actions_report_bad_input_in_one_line(tmp_path: Path):
+    from webui import tab_checkpoints
+
+    garbage = tmp_path / "garbage.pth"
+    garbage.write_bytes(b"not a checkpoint at all")
+    verified = tab_checkpoints.verify_view(str(garbage), "", "", tmp_path)
+    assert "INVALID" in verified.verdict
+    assert "checkpoint not found" in tab_checkpoints.verify_view("gone.pth", "", "", tmp_path).verdict
+    message, table = tab_checkpoints.inspect_view(str(garbage), tmp_path)
+    assert "not a loadable checkpoint" in message and table.empty
+    message, _ = tab_checkpoints.export_view(str(garbage), "", "bf16", False, "", "", tmp_path)
+    assert 'data-tone="error"' in message
+
+
+# -- the tabs build ----------------------------------------------------------------------------------------
+
+
+def test_tabs_build_with_their_element_ids(demo_workspace):
+    import gradio as gr
+
+    from webui import tab_checkpoints, tab_data, tab_tokenizer
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(demo_workspace.root)
+    with gr.Blocks() as blocks:
+        for module in (tab_data, tab_tokenizer, tab_checkpoints):
+            with gr.Tab(module.__name__):
+                module.build(ctx)
+    ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
+    expected = {"data-check-run", "data-check-verdict", "data-check-problems", "data-check-durations",
+                "tok-verify-run", "tok-verify-table", "tok-verify-verdict", "tok-sample-table",
+                "ckpt-list-run", "ckpt-list-table", "ckpt-verify-run", "ckpt-verify-verdict", "ckpt-export-run"}
+    assert expected <= ids
