@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import IO
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def fsync_dir(directory: Path) -> None:
     """Make a rename in ``directory`` durable (no-op where directories cannot be opened)."""
     try:
@@ -33,6 +39,7 @@ def atomic_open(path: Path, mode: str = "wb", encoding: str | None = None) -> It
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the result should look like any new file
         with os.fdopen(fd, mode, encoding=encoding) as handle:
             yield handle
             handle.flush()

@@ -143,7 +143,9 @@ def cond_mel_for(speaker: str, utterance: str, frames: int) -> np.ndarray:
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:
-    atomic_write_with(path, lambda handle: np.save(handle, array))
+    # Plain writes: hundreds of small regenerable files; fsync-ing each costs seconds for no safety gained.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, array)
 
 
 def _write_data(paths: DemoPaths, sentences: list[str], n_val: int) -> None:
