@@ -145,7 +145,10 @@ def verify_view(checkpoint: str, tokenizer: str, config: str, workspace: Path | 
         detail += f" · usable as {', '.join(report.usable_as)}"
     verdict = badge_html(report.verdict, detail)
     if compatibility is not None and not compatibility.ok:
-        verdict += badge_html("INCOMPATIBLE", compatibility.message(), "error")
+        errors = compatibility.errors
+        first = errors[0] if len(errors[0]) <= 240 else errors[0][:240] + "…"
+        more = f" (+{len(errors) - 1} more in the table)" if len(errors) > 1 else ""
+        verdict += badge_html("INCOMPATIBLE", first + more, "error")
     return VerifyView(verdict=verdict, table=records_frame(rows, VERIFY_COLUMNS))
 
 
