@@ -37,6 +37,7 @@ from data_tools.tokenizer.spm_model import (
     TEXT_PIECE_TYPES,
     UNKNOWN,
     ModelProto,
+    model_type_name,
     parse_model_proto,
     surface_processor,
     surface_text,
@@ -133,7 +134,7 @@ def _check_layout_without_base(ext: ModelProto, base_n: int, ext_name: str) -> l
     notes = [f"the base tokenizer was not given: its {base_n} pieces are taken to be the first {base_n} of "
              f"{ext_name} (nothing contradicts it)"]
     lowest = min(p.score for p in ext.pieces[:base_n])
-    if ext.trainer_spec.model_type == 2 and any(p.score >= lowest for p in ext.pieces[base_n:]):  # BPE
+    if model_type_name(ext) == "bpe" and any(p.score >= lowest for p in ext.pieces[base_n:]):
         notes.append("note: some appended BPE pieces score above the base's lowest; this tokenizer was not made "
                      "by `data_tools.tokenizer extend` and may encode base-language text differently")
     return notes
