@@ -304,3 +304,23 @@ def test_cli_bad_input_is_one_error_line_and_exit_2(args: tuple[str, ...]) -> No
     assert run.returncode == 2
     assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1, run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_pieces_the_base_normaliser_rewrites_are_dropped(workdir: Path) -> None:
+    """An NFKC base (SentencePiece's default, as upstream models may use) never sees "…" or "ﬁ":
+    pieces with them would be dead rows, so the extension drops them and verify still passes."""
+    lines = [normalize_text(line, "en") for line in _lines("english_train.txt")]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(workdir / "nfkc"),
+                                   vocab_size=BASE_VOCAB, model_type="bpe", character_coverage=1.0, minloglevel=2)
+    assert load_model_proto(workdir / "nfkc.model").normalizer_spec.name == "nmt_nfkc"
+    corpus = workdir / "am_nfkc.txt"
+    corpus.write_text("\n".join(_lines("amharic_train.txt") + ["ሰላም… ﬁ ｆｕｌｌ"] * 5) + "\n", encoding="utf-8")
+    new = train_tokenizer([corpus], workdir / "am_nfkc", NEW_VOCAB, "bpe", "am")
+    out = workdir / "nfkc_ext.model"
+    report = extend_tokenizer(workdir / "nfkc.model", new, out, extra_characters="…ﬁｆ")
+    assert {"…", "ﬁ", "ｆ"} <= set(report.dropped_unreachable)
+    pieces = {p.piece for p in load_model_proto(out).pieces}
+    assert not pieces & {"…", "ﬁ", "ｆ"}
+    check = verify_tokenizer(out, workdir / "nfkc.model", _lines("amharic_heldout.txt"), _lines("english_heldout.txt"),
+                             language="am", base_language="en")
+    assert check.ok, check.table()

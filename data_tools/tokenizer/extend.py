@@ -14,9 +14,10 @@ The rules, and why:
 - BPE base: appended pieces keep the new model's merge order and get scores strictly below the base's
   lowest, so every base merge still wins over every new one. Unigram base: a unigram new model keeps its
   own log-probabilities; a BPE new model gets scores that favour the fewest pieces.
-- Reachability: a piece is kept only if encoding its own surface (exact whitespace, no dummy prefix)
-  yields that piece; an unreachable piece can never be produced in any context, so dropping it changes
-  no encoding. The check uses SentencePiece itself, and repeats until nothing is dropped, refilling up to
+- Reachability: a piece is kept only if encoding its own surface (the base's normaliser rules, exact
+  whitespace, no dummy prefix) yields that piece; an unreachable piece can never be produced in any
+  context, so dropping it changes no encoding. This also drops pieces the base's normaliser rewrites
+  (e.g. "…" under NFKC), whose rows would never train. The check uses SentencePiece itself, and repeats until nothing is dropped, refilling up to
   ``target_size`` from the remaining candidates.
 """
 
@@ -222,28 +223,34 @@ def _select(multi: list[_Candidate], forced: list[_Candidate], base: ModelProto,
             budget: int | None, report: ExtendReport) -> list[_Candidate]:
     """Pick the appended pieces: all forced characters, then the longer pieces in order, minus the
     unreachable ones, refilled from the remaining candidates until the selection is stable."""
-    room = None if budget is None else budget - len(forced)
     queue = list(multi)
     chosen: list[_Candidate] = []
+    forced = list(forced)
+
+    def selection() -> list[_Candidate]:
+        return _in_candidate_order(chosen, multi) + forced
+
+    def drop_unreachable() -> bool:
+        nonlocal chosen, forced
+        current = selection()
+        unreachable = _unreachable(_build(base, current, new_type), len(base.pieces), current)
+        chosen = [c for c in chosen if c.piece not in unreachable]
+        forced = [c for c in forced if c.piece not in unreachable]
+        report.dropped_unreachable.extend(c.piece for c in current if c.piece in unreachable)
+        return bool(unreachable)
+
     for round_no in range(1, MAX_ROUNDS + 1):
         report.rounds = round_no
-        while queue and (room is None or len(chosen) < room):
+        while queue and (budget is None or len(chosen) + len(forced) < budget):
             chosen.append(queue.pop(0))
-        selection = _in_candidate_order(chosen, multi) + forced
-        unreachable = _unreachable(_build(base, selection, new_type), len(base.pieces), selection)
-        if not unreachable:
+        if not drop_unreachable():
             break
-        chosen = [c for c in chosen if c.piece not in unreachable]
-        report.dropped_unreachable.extend(sorted(unreachable))
     else:
-        # Out of rounds: keep only what is reachable now (dropping an unreachable piece changes nothing).
-        selection = _in_candidate_order(chosen, multi) + forced
-        unreachable = _unreachable(_build(base, selection, new_type), len(base.pieces), selection)
-        chosen = [c for c in chosen if c.piece not in unreachable]
-        report.dropped_unreachable.extend(sorted(unreachable))
+        # Out of rounds: what is left is reachable (dropping an unreachable piece changes no encoding).
+        drop_unreachable()
         report.notes.append(f"note: reachability did not settle in {MAX_ROUNDS} rounds; stopped filling")
     report.candidates_unused = len(queue)
-    return _in_candidate_order(chosen, multi) + forced
+    return selection()
 
 
 def _in_candidate_order(chosen: list[_Candidate], multi: list[_Candidate]) -> list[_Candidate]:
@@ -280,8 +287,6 @@ def _unreachable(proto: ModelProto, base_size: int, selection: Sequence[_Candida
     processor = surface_processor(proto)
     missing: set[str] = set()
     for offset, candidate in enumerate(selection):
-        if candidate.type == USER_DEFINED or candidate.is_char:
-            continue  # matched whole / initial symbols: always produced
         if processor.EncodeAsIds(surface_text(candidate.piece)) != [base_size + offset]:
             missing.add(candidate.piece)
     return missing

@@ -95,13 +95,12 @@ def processor_from_proto(proto: ModelProto) -> spm.SentencePieceProcessor:
 
 
 def surface_processor(proto: ModelProto) -> spm.SentencePieceProcessor:
-    """A copy of ``proto`` that encodes text exactly as written: no normaliser rules, no dummy prefix,
-    whitespace kept. Encoding a piece's own surface with it answers "can this piece ever be produced?"."""
+    """A copy of ``proto`` that encodes a piece's own surface text as it stands: the model's normaliser
+    rules (e.g. NFKC) still apply, but no dummy prefix is added and whitespace is kept. "Does the piece's
+    surface encode to that piece?" then answers "can this piece ever be produced?"."""
     raw = ModelProto()
     raw.CopyFrom(proto)
     spec = raw.normalizer_spec
-    spec.name = "identity"
-    spec.precompiled_charsmap = b""
     spec.add_dummy_prefix = False
     spec.remove_extra_whitespaces = False
     spec.escape_whitespaces = True
