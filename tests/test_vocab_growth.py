@@ -186,17 +186,26 @@ def grown_model(tokenizers: Tokenizers) -> tuple[TinyTextModel, dict[str, torch.
 
 
 def train_steps(model: nn.Module, optimizer: torch.optim.Optimizer, freezer: BaseRowFreezer | None, steps: int,
-                vocab: int, seed: int, autocast: bool = False) -> None:
+                vocab: int, seed: int, amp: torch.dtype | None = None) -> None:
+    """A training loop shaped like the trainer's: autocast, optional fp16 grad scaler, clipping, step."""
     gen = torch.Generator().manual_seed(seed)
+    scaler = torch.amp.GradScaler("cpu") if amp == torch.float16 else None
     for _ in range(steps):
         ids = torch.randint(0, vocab, (4, 12), generator=gen)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast("cpu", dtype=amp or torch.bfloat16, enabled=amp is not None):
             logits = model(ids[:, :-1])
         loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        if scaler is None:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
         if freezer is not None:
             freezer.after_optimizer_step()
 
@@ -207,14 +216,20 @@ def _frozen_rows_equal(model: nn.Module, reference: dict[str, torch.Tensor], row
     return all(bitwise_equal(params[k].detach()[index], reference[k][index]) for k in TEXT_TENSORS)
 
 
-@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
-def test_frozen_rows_stay_bitwise_equal_and_new_rows_move(tokenizers: Tokenizers, autocast: bool) -> None:
+@pytest.mark.parametrize(("amp", "optimizer_kwargs"), [
+    (None, {"foreach": False}),
+    (None, {"foreach": True}),
+    (torch.bfloat16, {"fused": True}),
+    (torch.float16, {"fused": True}),
+], ids=["fp32", "fp32-foreach", "bf16-autocast-fused", "fp16-gradscaler-fused"])
+def test_frozen_rows_stay_bitwise_equal_and_new_rows_move(tokenizers: Tokenizers, amp: torch.dtype | None,
+                                                          optimizer_kwargs: dict) -> None:
     model, grown, frozen = grown_model(tokenizers)
     freezer = BaseRowFreezer(model, base_rows=tokenizers.base_size, extra_row=tokenizers.size)
     assert freezer.rows == frozen
     assert freezer.num_frozen_params == len(frozen) * (DIM + DIM + 1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
-    train_steps(model, optimizer, freezer, 30, tokenizers.size, seed=1, autocast=autocast)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1, **optimizer_kwargs)
+    train_steps(model, optimizer, freezer, 30, tokenizers.size, seed=1, amp=amp)
     assert _frozen_rows_equal(model, grown, frozen)
     assert freezer.mismatches() == []
     new = torch.arange(tokenizers.base_size, tokenizers.size)
