@@ -1,0 +1,227 @@
+"""The pieces of one training step and of validation, kept out of train.py so it reads top to bottom.
+
+Weight decay (a decision, documented in the README): AdamW decays only weight matrices of linear and
+convolution layers. Biases, norm gains, embedding tables (text, mel, both position tables) and the
+perceiver's latents and the conformer's positional biases are not decayed: they are lookups or
+offsets, and shrinking them toward 0 only loses information. The frozen base rows of an extended
+vocabulary do not rely on this: ``BaseRowFreezer`` restores them after every optimizer step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainer.errors import UsageError
+
+NO_DECAY_NAME_PARTS = ("latents", "pos_bias_u", "pos_bias_v")
+
+
+def resolve_device(option: str, local_rank: int = 0, distributed: bool = False) -> torch.device:
+    if option == "auto":
+        option = "cuda" if torch.cuda.is_available() else "cpu"
+    if option.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {option}: CUDA is not available on this machine (use --device cpu)")
+        if distributed:
+            return torch.device("cuda", local_rank)
+        index = int(option.split(":", 1)[1]) if ":" in option else 0
+        if index >= torch.cuda.device_count():
+            raise UsageError(f"--device {option}: only {torch.cuda.device_count()} CUDA device(s) present")
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def check_amp(amp: str, device: torch.device) -> None:
+    if amp == "fp16" and device.type != "cuda":
+        raise UsageError("--amp fp16 needs a CUDA device (its grad scaler is GPU-only); use --amp bf16 or off on CPU")
+    if amp == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UsageError("--amp bf16 is not supported by this GPU; use --amp fp16 or off")
+
+
+def autocast(device: torch.device, amp: str) -> contextlib.AbstractContextManager:
+    if amp == "off":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def make_scaler(amp: str, device: torch.device) -> torch.amp.GradScaler | None:
+    return torch.amp.GradScaler("cuda") if amp == "fp16" and device.type == "cuda" else None
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two AdamW groups: decayed weight matrices, and everything else (see the module docstring)."""
+    embedding_weights = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        skip = (param.dim() < 2 or id(param) in embedding_weights
+                or any(part in name for part in NO_DECAY_NAME_PARTS))
+        (no_decay if skip else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(model: nn.Module, lr: float, weight_decay: float, device: torch.device) -> torch.optim.AdamW:
+    fused = device.type == "cuda"
+    return torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=(0.9, 0.999), eps=1e-8,
+                             fused=fused)
+
+
+def apply_hparams(optimizer: torch.optim.Optimizer, weight_decay: float) -> None:
+    """After restoring an optimizer, use this run's weight decay (the decayed group is the first)."""
+    optimizer.param_groups[0]["weight_decay"] = weight_decay
+    for group in optimizer.param_groups[1:]:
+        group["weight_decay"] = 0.0
+
+
+def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    non_blocking = device.type == "cuda"
+    return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def model_inputs(batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    keys = ("text_ids", "text_lengths", "codes", "code_lengths", "cond_mels", "cond_mel_lengths")
+    return {key: batch[key] for key in keys}
+
+
+@dataclass
+class LossWeights:
+    text: float
+    mel: float
+
+
+@dataclass
+class StepLosses:
+    """Per-step sums of the micro-batch values (detached tensors, so logging needs no sync per step)."""
+
+    loss: torch.Tensor
+    text: torch.Tensor
+    mel: torch.Tensor
+    top1: torch.Tensor
+    tokens: int
+
+
+@dataclass
+class Window:
+    """Metrics between two log lines."""
+
+    started: float = field(default_factory=time.perf_counter)
+    steps: list[tuple[int, StepLosses]] = field(default_factory=list)
+    grad_norms: list[torch.Tensor] = field(default_factory=list)
+
+    def add(self, step: int, losses: StepLosses, grad_norm: torch.Tensor | None) -> None:
+        self.steps.append((step, losses))
+        if grad_norm is not None:
+            self.grad_norms.append(grad_norm.detach())
+
+    def summary(self, world_size: int) -> dict[str, Any]:
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        n = len(self.steps)
+        stacked = torch.stack([torch.stack([s.loss, s.text, s.mel, s.top1]) for _, s in self.steps]).double().cpu()
+        per_step = {str(step): float(v) for (step, _), v in zip(self.steps, stacked[:, 0].tolist())}
+        means = stacked.mean(dim=0).tolist()
+        tokens = sum(s.tokens for _, s in self.steps) * world_size
+        out = {
+            "loss": means[0], "text_loss": means[1], "mel_loss": means[2], "mel_top1": means[3],
+            "tokens_per_s": tokens / elapsed, "seconds_per_step": elapsed / n, "losses": per_step,
+        }
+        if self.grad_norms:
+            out["grad_norm"] = float(torch.stack(self.grad_norms).double().mean().cpu())
+        return out
+
+
+def format_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(max(0, seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def train_line(step: int, total: int, epoch: int, epochs: int, m: dict[str, Any], lr: float, eta_s: float) -> str:
+    return (f"step {step}/{total} | epoch {epoch + 1}/{epochs} | loss {m['loss']:.4f} "
+            f"(text {m['text_loss']:.4f}, mel {m['mel_loss']:.4f}) | mel_top1 {m['mel_top1']:.3f} | "
+            f"lr {lr:.3e} | {m['tokens_per_s']:,.0f} tok/s | ETA {format_eta(eta_s)}")
+
+
+def micro_step(model: nn.Module, batch: dict[str, Any], device: torch.device, amp: str, loss_mode: str,
+               weights: LossWeights, scale: float, scaler: torch.amp.GradScaler | None,
+               sync: contextlib.AbstractContextManager) -> StepLosses:
+    """Forward and backward one micro-batch; ``scale`` = 1 / micro-batches in this optimizer step."""
+    batch = to_device(batch, device)
+    with sync:
+        with autocast(device, amp):
+            out = model(**model_inputs(batch), loss_mode=loss_mode)
+        loss = weights.text * out.loss_text + weights.mel * out.loss_mel
+        scaled = loss * scale
+        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+    return StepLosses(loss=loss.detach() * scale, text=out.loss_text.detach() * scale,
+                      mel=out.loss_mel.detach() * scale, top1=out.mel_top1.detach() * scale,
+                      tokens=int(batch["num_tokens"]))
+
+
+def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
+                   grad_clip: float) -> torch.Tensor | None:
+    """Unscale, clip, step, zero the gradients; returns the gradient norm before clipping (or None)."""
+    norm = None
+    if grad_clip > 0:
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return norm
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: Iterable[dict[str, Any]], device: torch.device, amp: str,
+             loss_mode: str) -> list[float]:
+    """Token-weighted sums over the given batches: [text_loss*n_text, n_text, mel_loss*n_mel, top1*n_mel, n_mel]."""
+    was_training = model.training
+    model.eval()
+    sums = [0.0, 0.0, 0.0, 0.0, 0.0]
+    try:
+        for batch in batches:
+            if "error" in batch:
+                raise UsageError(batch["error"])
+            batch = to_device(batch, device)
+            with autocast(device, amp):
+                out = model(**model_inputs(batch), loss_mode=loss_mode)
+            sums[0] += float(out.loss_text) * out.text_tokens
+            sums[1] += out.text_tokens
+            sums[2] += float(out.loss_mel) * out.mel_tokens
+            sums[3] += float(out.mel_top1) * out.mel_tokens
+            sums[4] += out.mel_tokens
+    finally:
+        model.train(was_training)
+    return sums
+
+
+def val_metrics(sums: list[float], weights: LossWeights) -> dict[str, float]:
+    text = sums[0] / max(sums[1], 1.0)
+    mel = sums[2] / max(sums[4], 1.0)
+    return {"text_loss": text, "mel_loss": mel, "mel_top1": sums[3] / max(sums[4], 1.0),
+            "loss": weights.text * text + weights.mel * mel}
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def iter_unwrapped(model: nn.Module) -> nn.Module:
+    """The plain model inside a DDP wrapper (its state dict has IndexTTS's key names)."""
+    return model.module if hasattr(model, "module") else model

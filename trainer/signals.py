@@ -1,0 +1,109 @@
+"""Graceful stop: SIGINT/SIGTERM ask the loop to stop at the next optimizer-step boundary.
+
+The handlers only set a flag, so a signal can never interrupt a step or a checkpoint write halfway: the
+loop finishes the current optimizer step, saves ``latest.pth`` and exits 130. A second signal while
+that happens is reported and ignored (the save is committed first).
+
+Test hooks (environment variables, for the fault-injection tests; unset in normal use):
+
+- ``STUDIO_TEST_STOP_AFTER_STEP=N``: after optimizer step N the trainer sends itself SIGINT
+  (a deterministic Ctrl-C); ``STUDIO_TEST_STOP_SIGNAL=TERM`` sends SIGTERM instead.
+- ``STUDIO_TEST_KILL_AFTER_STEP=N``: after optimizer step N (and any save at that step) the trainer
+  SIGKILLs itself, like a pre-empted machine.
+- ``STUDIO_TEST_FAIL_SAVE_AT_STEP=N``: the checkpoint write at step N fails as if the disk were full.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+STOP_AFTER_ENV = "STUDIO_TEST_STOP_AFTER_STEP"
+STOP_SIGNAL_ENV = "STUDIO_TEST_STOP_SIGNAL"
+KILL_AFTER_ENV = "STUDIO_TEST_KILL_AFTER_STEP"
+FAIL_SAVE_ENV = "STUDIO_TEST_FAIL_SAVE_AT_STEP"
+
+
+class GracefulStop:
+    """Owns the SIGINT/SIGTERM handlers for the life of a run (``install`` / ``restore``)."""
+
+    def __init__(self, announce: Callable[[str], None] = print) -> None:
+        self.requested: str | None = None  # the signal name once a stop was asked for
+        self.saving = False
+        self._announce = announce
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> GracefulStop:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.requested is None:
+            self.requested = name
+            self._announce(f"{name} received: finishing the current optimizer step, then saving latest.pth "
+                           "(a second signal is ignored until the checkpoint is committed)")
+        elif self.saving:
+            self._announce(f"{name} received again: still saving the checkpoint, please wait")
+        else:
+            self._announce(f"{name} received again: already stopping after this step")
+        sys.stdout.flush()
+
+    @contextmanager
+    def saving_checkpoint(self):
+        self.saving = True
+        try:
+            yield
+        finally:
+            self.saving = False
+
+
+def _env_step(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def after_step_test_hooks(step: int) -> None:
+    """Apply the STOP/KILL test hooks after optimizer step ``step`` (see the module docstring)."""
+    if _env_step(KILL_AFTER_ENV) == step:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    if _env_step(STOP_AFTER_ENV) == step:
+        signame = os.environ.get(STOP_SIGNAL_ENV, "INT").upper().removeprefix("SIG")
+        os.kill(os.getpid(), signal.SIGTERM if signame == "TERM" else signal.SIGINT)
+
+
+@contextmanager
+def simulated_disk_full(step: int):
+    """At ``STUDIO_TEST_FAIL_SAVE_AT_STEP``: ``torch.save`` writes a few bytes, then fails with ENOSPC."""
+    if _env_step(FAIL_SAVE_ENV) != step:
+        yield
+        return
+    import torch
+
+    real_save = torch.save
+
+    def failing_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        if hasattr(f, "write"):
+            f.write(b"PK\x03\x04partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    torch.save = failing_save
+    try:
+        yield
+    finally:
+        torch.save = real_save
