@@ -3,6 +3,7 @@
 CLI: ``python -m trainer.checkpoints verify|inspect|list|repair|export`` (see ``__main__``).
 """
 
+from trainer.checkpoints.export import ExportReport, export_checkpoint
 from trainer.checkpoints.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -20,8 +21,11 @@ from trainer.checkpoints.format import (
     tokenizer_record,
     versions_record,
 )
+from trainer.checkpoints.inspect import inspect_checkpoint
+from trainer.checkpoints.listing import CheckpointSummary, list_checkpoints
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.lock import LockHeld, OutputDirLock, lock_holder
+from trainer.checkpoints.repair import RepairReport, repair_checkpoint
 from trainer.checkpoints.resume import ResumeChoice, checkpoint_files_exist, select_resume
 from trainer.checkpoints.rng import RngStateError, capture_rng_state, check_rng_state, restore_rng_state
 from trainer.checkpoints.store import (
@@ -39,23 +43,32 @@ from trainer.checkpoints.validate import (
     expected_state_shapes,
     validate_checkpoint,
 )
+from trainer.checkpoints.verify import COMPLETE, INVALID, PARTIAL, Component, VerifyReport, verify_checkpoint
 
 __all__ = [
     "BEST",
+    "COMPLETE",
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "INVALID",
     "LATEST",
+    "PARTIAL",
     "REQUIRED_KEYS",
     "CheckpointError",
     "CheckpointManager",
     "CheckpointSaveError",
+    "CheckpointSummary",
+    "Component",
     "Expectation",
+    "ExportReport",
     "LockHeld",
     "OutputDirLock",
+    "RepairReport",
     "ResumeChoice",
     "RngStateError",
     "UnsafeValueError",
     "ValidationReport",
+    "VerifyReport",
     "bare_model_message",
     "build_checkpoint",
     "capture_rng_state",
@@ -63,12 +76,16 @@ __all__ = [
     "checkpoint_files_exist",
     "checkpoint_kind",
     "expected_state_shapes",
+    "export_checkpoint",
+    "inspect_checkpoint",
+    "list_checkpoints",
     "load_checkpoint",
     "lock_holder",
     "manifest_record",
     "manifests_record",
     "model_state_of",
     "optimizer_param_names",
+    "repair_checkpoint",
     "restore_rng_state",
     "select_resume",
     "step_checkpoints",
@@ -76,6 +93,7 @@ __all__ = [
     "to_plain",
     "tokenizer_record",
     "validate_checkpoint",
+    "verify_checkpoint",
     "versions_record",
     "write_checkpoint_file",
 ]

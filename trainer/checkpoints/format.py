@@ -141,12 +141,12 @@ def unsafe_values(value: Any, where: str = "checkpoint", limit: int = 5) -> list
 def tokenizer_record(path: str | Path, sha256: str | None = None, vocab_size: int | None = None) -> dict[str, Any]:
     """{path, sha256, vocab_size} of a SentencePiece model (computed when not given)."""
     path = Path(path)
-    if sha256 is None:
-        sha256 = sha256_file(path)
     if vocab_size is None:
         from data_tools.text_tokenizer import TextTokenizer
 
-        vocab_size = TextTokenizer(path).vocab_size
+        vocab_size = TextTokenizer(path).vocab_size  # TokenizerError (one line) when missing or not a model
+    if sha256 is None:
+        sha256 = sha256_file(path)
     return {"path": str(path), "sha256": sha256, "vocab_size": int(vocab_size)}
 
 

@@ -1,0 +1,155 @@
+"""``python -m trainer.checkpoints verify|inspect|list|repair|export``: the checkpoint toolkit.
+
+Exit codes: verify 0 COMPLETE / 1 PARTIAL / 2 INVALID or incompatible; the other verbs 0 done, 2 refused
+(one line ``error: ...`` on stderr). The UI calls the same library functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse would print the usage too)
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(EXIT_REFUSED)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m trainer.checkpoints", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    verify = verbs.add_parser("verify", help="check every component; COMPLETE / PARTIAL / INVALID (exit 0/1/2)")
+    verify.add_argument("path", type=Path)
+    verify.add_argument("-v", "--verbose", action="store_true", help="details of the sound components too")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--tokenizer", type=Path, help="also check it fits this tokenizer")
+    verify.add_argument("--config", type=Path, help="also check it fits this config.yaml")
+
+    inspect = verbs.add_parser("inspect", help="step, epoch, losses, hyper-parameters, sizes, versions")
+    inspect.add_argument("path", type=Path)
+    inspect.add_argument("--json", action="store_true")
+
+    listing = verbs.add_parser("list", help="every checkpoint of an output directory, newest first")
+    listing.add_argument("dir", type=Path)
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--no-verify", action="store_true", help="do not load the files (faster, no verdicts)")
+
+    repair = verbs.add_parser("repair", help="upgrade an older/community checkpoint into a NEW file")
+    repair.add_argument("path", type=Path)
+    repair.add_argument("--out", type=Path, required=True, help="new file to write (never the input)")
+    repair.add_argument("--config", type=Path, help="config.yaml the run started from (needed for community files)")
+    repair.add_argument("--tokenizer", type=Path, help="the tokenizer the run used (records its sha256)")
+    repair.add_argument("--base-vocab-size", type=int, help="text vocabulary of the base model (frozen rows)")
+    repair.add_argument("--json", action="store_true")
+
+    export = verbs.add_parser("export", help="inference bundle: gpt.pth, config.yaml, bpe.model")
+    export.add_argument("path", type=Path)
+    export.add_argument("--out", type=Path, required=True, help="output folder")
+    export.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default="fp32")
+    export.add_argument("--safetensors", action="store_true", help="also write gpt.safetensors")
+    export.add_argument("--config", type=Path, help="base config.yaml for the non-gpt sections")
+    export.add_argument("--tokenizer", type=Path, help="tokenizer model (default: the one the checkpoint records)")
+    export.add_argument("--force", action="store_true", help="replace an earlier export in --out")
+    return parser
+
+
+def _print_json(payload: Any) -> None:
+    print(json.dumps(payload, indent=2, default=str, ensure_ascii=False))
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from trainer.checkpoints.verify import verify_checkpoint
+
+    report = verify_checkpoint(args.path, tokenizer=args.tokenizer, config=args.config)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print("\n".join(report.lines(verbose=args.verbose)))
+    return report.exit_code
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
+
+    info = inspect_checkpoint(args.path)
+    if args.json:
+        _print_json(info)
+    else:
+        print("\n".join(inspect_lines(info)))
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    from trainer.checkpoints.listing import list_checkpoints, listing_lines
+
+    if not args.dir.is_dir():
+        raise _Refusal(f"not a directory: {args.dir}")
+    summaries = list_checkpoints(args.dir, verify=not args.no_verify)
+    if args.json:
+        _print_json([s.to_dict() for s in summaries])
+    elif not summaries:
+        print(f"no checkpoints in {args.dir}")
+    else:
+        print("\n".join(listing_lines(summaries)))
+    return EXIT_OK
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from trainer.checkpoints.repair import repair_checkpoint
+
+    report = repair_checkpoint(args.path, args.out, tokenizer=args.tokenizer, config=args.config,
+                               base_vocab_size=args.base_vocab_size)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print("\n".join(report.lines()))
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from trainer.checkpoints.export import export_checkpoint
+
+    with tqdm(total=1, desc="export", file=sys.stderr, disable=None) as bar:
+        report = export_checkpoint(args.path, args.out, args.dtype, args.safetensors, config=args.config,
+                                   tokenizer=args.tokenizer, force=args.force)
+        bar.update(1)
+    print("\n".join(report.lines()))
+    return EXIT_OK
+
+
+class _Refusal(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from data_tools.config import ConfigError
+    from data_tools.text_tokenizer import TokenizerError
+    from trainer.checkpoints.format import CheckpointError
+
+    handlers = {"verify": _verify, "inspect": _inspect, "list": _list, "repair": _repair, "export": _export}
+    try:
+        return handlers[args.verb](args)
+    except (CheckpointError, ConfigError, TokenizerError, _Refusal) as exc:
+        sys.stdout.flush()
+        sys.stderr.write("error: " + " ".join(str(exc).split()) + "\n")
+        return EXIT_REFUSED
+    except OSError as exc:
+        sys.stdout.flush()
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        sys.stderr.write(f"error: {exc.strerror or exc}{where}\n")
+        return EXIT_REFUSED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""``export``: an inference bundle IndexTTS loads unchanged.
+
+``OUT/gpt.pth`` ({"model": state_dict} in the IndexTTS layout), ``OUT/gpt.safetensors`` (optional, the
+same tensors), ``OUT/config.yaml`` (the gpt section of the checkpoint's model, so ``number_text_tokens``
+matches the grown vocabulary; the other sections from ``--config`` when given) and ``OUT/bpe.model``
+(the tokenizer the checkpoint was trained with, checked by sha256).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from data_tools.fileio import (
+    atomic_open,
+    atomic_write_bytes,
+    atomic_write_text,
+    atomic_write_with,
+    sha256_file,
+)
+from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of
+from trainer.checkpoints.loading import load_checkpoint
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model")
+
+
+@dataclass
+class ExportReport:
+    out_dir: Path
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"exported to {self.out_dir}:"]
+        for path in self.files:
+            out.append(f"  {path.name:<16} {path.stat().st_size:>14,} bytes")
+        out += [f"  note: {note}" for note in self.notes]
+        return out
+
+
+def _gpt_config(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Tensor],
+                raw_config: dict[str, Any] | None, config: str | Path | None) -> dict[str, Any]:
+    from data_tools.config import effective_gpt_config
+
+    if kind == "studio" and isinstance(ckpt.get("model_config"), Mapping):
+        return effective_gpt_config(dict(ckpt["model_config"]), source="the checkpoint's model config")
+    if raw_config is None:
+        raise CheckpointError(f"this {kind} checkpoint does not record its model config: pass --config with the "
+                              "config.yaml it was trained from")
+    gpt = effective_gpt_config(dict(raw_config["gpt"]), source=str(config))
+    weight = state.get("text_embedding.weight")
+    if weight is not None:
+        gpt["number_text_tokens"] = (int(weight.shape[0]) - 1) // int(gpt.get("types", 1))
+    return gpt
+
+
+def _config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
+    """The base config with its gpt section made to describe the exported weights."""
+    if raw_config is None:
+        data: dict[str, Any] = {"gpt": dict(gpt)}
+        notes.append("config.yaml holds only the gpt section (pass --config to carry the other sections over)")
+    else:
+        data = dict(raw_config)
+        section = dict(data.get("gpt") or {})
+        changed = [f"{k} {section.get(k)!r} -> {v!r}" for k, v in gpt.items()
+                   if k in section and section[k] != v]
+        section.update({k: v for k, v in gpt.items() if k in section or k == "number_text_tokens"})
+        data["gpt"] = section
+        if changed:
+            notes.append("config.yaml gpt section updated from the checkpoint: " + ", ".join(changed))
+    dataset = dict(data.get("dataset") or {})
+    dataset["bpe_model"] = "bpe.model"
+    data["dataset"] = dataset
+    data["gpt_checkpoint"] = "gpt.pth"
+    return data
+
+
+def _tokenizer_source(ckpt: dict[str, Any], tokenizer: str | Path | None, notes: list[str]) -> Path:
+    record = ckpt.get("tokenizer") if isinstance(ckpt.get("tokenizer"), Mapping) else {}
+    recorded_sha = record.get("sha256")
+    if tokenizer is not None:
+        path = Path(tokenizer)
+        if not path.is_file():
+            raise CheckpointError(f"tokenizer not found: {path}")
+        sha = sha256_file(path)
+        if recorded_sha and sha != recorded_sha:
+            raise CheckpointError(f"--tokenizer {path} (sha256 {sha[:12]}…) is not the tokenizer the checkpoint was "
+                                  f"trained with (sha256 {recorded_sha[:12]}…, {record.get('path')})")
+        if not recorded_sha:
+            notes.append(f"the checkpoint does not record its tokenizer hash: trusting --tokenizer {path}")
+        return path
+    recorded = Path(str(record.get("path") or ""))
+    if record.get("path") and recorded.is_file():
+        if recorded_sha and sha256_file(recorded) != recorded_sha:
+            raise CheckpointError(f"the recorded tokenizer {recorded} has changed since training (sha256 differs): "
+                                  "pass --tokenizer with the one the run used")
+        return recorded
+    raise CheckpointError("the checkpoint's tokenizer file is not available"
+                          + (f" ({record.get('path')})" if record.get("path") else "")
+                          + ": pass --tokenizer with the tokenizer the run was trained with")
+
+
+def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32", safetensors: bool = False,
+                      *, config: str | Path | None = None, tokenizer: str | Path | None = None,
+                      force: bool = False) -> ExportReport:
+    """Write the inference bundle of checkpoint ``path`` into ``out_dir`` (see the module docstring)."""
+    from trainer.checkpoints.validate import expected_state_shapes, shape_differences
+    from trainer.model import INFERENCE_ONLY_PREFIXES
+
+    if dtype not in DTYPES:
+        raise CheckpointError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    path, out_dir = Path(path), Path(out_dir)
+    existing = [name for name in BUNDLE_FILES if (out_dir / name).exists()]
+    if existing and not force:
+        raise CheckpointError(f"{out_dir} already holds {', '.join(existing)}: choose an empty --out folder "
+                              "(or pass --force to replace an earlier export)")
+    ckpt = load_checkpoint(path)
+    kind = checkpoint_kind(ckpt)
+    state = model_state_of(ckpt)
+    if kind == "unknown" or state is None:
+        raise CheckpointError(f"{path} holds no IndexTTS model weights to export")
+    raw_config = None
+    if config is not None:
+        from data_tools.config import load_config
+
+        load_config(config)  # validates it (raises ConfigError with a one-line reason)
+        raw_config = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+    report = ExportReport(out_dir=out_dir)
+    gpt = _gpt_config(ckpt, kind, state, raw_config, config)
+    weights = {k: v for k, v in state.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
+    diffs = shape_differences(weights, expected_state_shapes(gpt))
+    if diffs:
+        raise CheckpointError("the weights do not fit their model config: " + "; ".join(diffs))
+    target = DTYPES[dtype]
+    weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
+               for k, v in weights.items()}
+    tokenizer_path = _tokenizer_source(ckpt, tokenizer, report.notes)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gpt_path = out_dir / "gpt.pth"
+    atomic_write_with(gpt_path, lambda handle: torch.save({"model": weights}, handle))
+    report.files.append(gpt_path)
+    if safetensors:
+        from safetensors.torch import save as safetensors_bytes
+
+        st_path = out_dir / "gpt.safetensors"
+        atomic_write_bytes(st_path, safetensors_bytes(weights, metadata={"format": "pt"}))
+        report.files.append(st_path)
+    bpe_path = out_dir / "bpe.model"
+    with atomic_open(bpe_path, "wb") as handle, open(tokenizer_path, "rb") as source:
+        handle.write(source.read())
+    report.files.append(bpe_path)
+    config_path = out_dir / "config.yaml"
+    atomic_write_text(config_path, yaml.safe_dump(_config_yaml(gpt, raw_config, report.notes), sort_keys=False,
+                                                  allow_unicode=True))
+    report.files.append(config_path)
+    report.notes.insert(0, f"{len(weights)} tensors as {dtype}, number_text_tokens {gpt['number_text_tokens']}")
+    return report

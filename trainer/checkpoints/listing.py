@@ -1,0 +1,90 @@
+"""``list``: every checkpoint of an output directory, newest first, with its verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer.checkpoints.store import BEST, LATEST, step_of
+
+KIND_ORDER = {"latest": 0, "step": 1, "best": 2, "other": 3}
+
+
+@dataclass
+class CheckpointSummary:
+    path: Path
+    kind: str  # latest | best | step | other
+    step: int | None
+    epoch: int | None
+    val_loss: float | None
+    verdict: str  # COMPLETE | PARTIAL | INVALID (or "" when not verified)
+    size_bytes: int
+    mtime: float
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "kind": self.kind, "step": self.step, "epoch": self.epoch,
+                "val_loss": self.val_loss, "verdict": self.verdict, "size_bytes": self.size_bytes,
+                "mtime": self.mtime, "reason": self.reason}
+
+
+def _kind(path: Path) -> str:
+    if path.name == LATEST:
+        return "latest"
+    if path.name == BEST:
+        return "best"
+    return "step" if step_of(path) is not None else "other"
+
+
+def list_checkpoints(output_dir: str | Path, verify: bool = True) -> list[CheckpointSummary]:
+    """Every ``*.pth`` in ``output_dir``: latest, best, model_step files (and others), newest step first.
+
+    ``verify=False`` skips loading (step from the file name only). Hard-linked files (latest.pth is the
+    newest model_step file) are loaded once.
+    """
+    from trainer.checkpoints.verify import verify_checkpoint
+
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    summaries: list[CheckpointSummary] = []
+    verified: dict[tuple[int, int], Any] = {}
+    for path in sorted(output_dir.glob("*.pth")):
+        if not path.is_file():
+            continue
+        stat = path.stat()
+        step, epoch, val_loss, verdict, reason = step_of(path), None, None, "", ""
+        if verify:
+            key = (stat.st_dev, stat.st_ino)
+            report = verified.get(key)
+            if report is None:
+                report = verified[key] = verify_checkpoint(path)
+            verdict, reason = report.verdict, report.reason
+            details = report.details
+            if isinstance(details.get("step"), int):
+                step = details["step"]
+            epoch = details.get("epoch") if isinstance(details.get("epoch"), int) else None
+            val_loss = details.get("val_loss")
+        summaries.append(CheckpointSummary(path, _kind(path), step, epoch, val_loss, verdict, stat.st_size,
+                                           stat.st_mtime, reason))
+    summaries.sort(key=lambda s: (-(s.step if s.step is not None else -1), KIND_ORDER[s.kind], -s.mtime,
+                                  s.path.name))
+    return summaries
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
+
+
+def listing_lines(summaries: list[CheckpointSummary]) -> list[str]:
+    header = f"{'file':<24} {'kind':<7} {'step':>8} {'val loss':>9}  {'verdict':<9} {'size':>10}"
+    lines = [header]
+    for s in summaries:
+        loss = f"{s.val_loss:.4f}" if s.val_loss is not None else "-"
+        step = str(s.step) if s.step is not None else "-"
+        lines.append(f"{s.path.name:<24} {s.kind:<7} {step:>8} {loss:>9}  {s.verdict or '-':<9} {_size(s.size_bytes):>10}")
+    return lines

@@ -1,0 +1,422 @@
+"""``repair``: upgrade an older or foreign training checkpoint into the current format, honestly.
+
+Inputs it understands:
+
+- this project's format version 1 (``batch_idx`` instead of ``position``; no sampler state, no
+  optimizer parameter names, no base vocabulary size);
+- ``model_step<N>.pth`` of the community IndexTTS trainers (keys ``model``, ``optimizer``, ``scheduler``,
+  ``scaler``, ``epoch``, ``step``, ``batch_idx``, ``recent_checkpoints``, ``extra``, ``last_losses``);
+- their ``latest.pth``, which adds ``rng_state`` with a numpy array and a ``TorchVersion``. That file does
+  not load with plain ``weights_only=True``. Decision: repair loads it still with ``weights_only=True``,
+  allow-listing exactly the data-only numpy array/dtype reconstructors and ``TorchVersion`` (a str), and
+  converts them to tensors/str. A file that needs anything else is refused: no ``weights_only=False``
+  path exists, so no pickle can run code here.
+
+What cannot be recovered is left out and said ("RNG state missing: resume will not be bit-exact");
+optimizer state is never invented: it is carried over (re-laid out by parameter name into this trainer's
+parameter groups) or dropped together with the scheduler and grad scaler. The input is never written.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.checkpoints.format import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    CheckpointError,
+    bare_model_message,
+    checkpoint_kind,
+    now_iso,
+    to_plain,
+    tokenizer_record,
+    versions_record,
+)
+from trainer.checkpoints.loading import explain_load_failure, load_checkpoint
+from trainer.checkpoints.store import write_checkpoint_file
+from trainer.checkpoints.verify import VerifyReport, verify_checkpoint
+
+AMP_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "float32": "off", "off": "off"}
+UPGRADABLE = ("studio-v1", "community")
+
+
+@dataclass
+class RepairReport:
+    source: Path
+    out: Path
+    source_kind: str
+    filled: list[str] = field(default_factory=list)  # what repair supplied, and from where
+    costs: list[str] = field(default_factory=list)  # what is lost for resuming
+    kept: list[str] = field(default_factory=list)  # carried over unchanged
+    verify: VerifyReport | None = None
+
+    def lines(self) -> list[str]:
+        out = [f"repaired {self.source} ({self.source_kind}) -> {self.out}"]
+        out += [f"  kept:   {line}" for line in self.kept]
+        out += [f"  filled: {line}" for line in self.filled]
+        out += [f"  cost:   {line}" for line in self.costs]
+        if self.verify is not None:
+            out.append(f"  verify: {self.verify.verdict}" + (f" ({self.verify.reason})" if self.verify.reason else ""))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": str(self.source), "out": str(self.out), "source_kind": self.source_kind,
+                "kept": self.kept, "filled": self.filled, "costs": self.costs,
+                "verdict": None if self.verify is None else self.verify.verdict}
+
+
+# ----- loading the community latest.pth -------------------------------------------------------------
+
+
+def _community_latest_globals() -> list[Any]:
+    """The data-only classes a community latest.pth needs: numpy array reconstruction and TorchVersion."""
+    import numpy as np
+    from torch.torch_version import TorchVersion
+
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
+    allowed: list[Any] = [_reconstruct, np.ndarray, np.dtype, TorchVersion]
+    allowed += [getattr(np.dtypes, name) for name in ("UInt32DType", "Float64DType", "Int64DType")
+                if hasattr(np, "dtypes") and hasattr(np.dtypes, name)]
+    return allowed
+
+
+def load_for_repair(path: Path) -> tuple[dict[str, Any], bool]:
+    """Load ``path``; returns (checkpoint, needed_numpy_allow_list). Refuses anything that could run code."""
+    try:
+        return load_checkpoint(path), False
+    except CheckpointError as first:
+        if "could run code" not in str(first):
+            raise
+        try:
+            with torch.serialization.safe_globals(_community_latest_globals()):
+                obj = torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as exc:  # still refused: not just numpy data
+            raise CheckpointError(f"{path} is not a loadable checkpoint: {explain_load_failure(exc, path)}") from None
+        if not isinstance(obj, dict):
+            raise CheckpointError(f"{path} is not a loadable checkpoint: it holds a {type(obj).__name__}") from None
+        return to_plain(obj), True
+
+
+# ----- pieces -----------------------------------------------------------------------------------------
+
+
+def _clean_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Drop inference-only aliases and store contiguous tensors (community saves channels_last convs)."""
+    from trainer.model import INFERENCE_ONLY_PREFIXES
+
+    return {k: v.contiguous() for k, v in state.items()
+            if not k.startswith(INFERENCE_ONLY_PREFIXES) and ".lora_" not in k}
+
+
+def _meta_model(cfg: Mapping[str, Any]) -> torch.nn.Module:
+    from trainer.model import build_model
+
+    with torch.device("meta"):
+        return build_model(dict(cfg))
+
+
+def trainer_param_names(cfg: Mapping[str, Any], weight_decay: float = 0.01) -> list[list[str]]:
+    """Parameter names per group in the layout this project's trainer builds its AdamW with."""
+    from trainer.loop import parameter_groups
+
+    model = _meta_model(cfg)
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    return [[name_of[id(p)] for p in group["params"]] for group in parameter_groups(model, weight_decay)]
+
+
+def relayout_optimizer(optimizer: Mapping[str, Any], scheduler: Mapping[str, Any] | None,
+                       saved_names: list[list[str]], cfg: Mapping[str, Any]
+                       ) -> tuple[dict[str, Any], dict[str, Any] | None, list[list[str]]]:
+    """Move AdamW state saved under ``saved_names`` into this trainer's parameter groups, by name.
+
+    Raises ValueError (with the reason) when the state does not belong to this model's parameters.
+    """
+    model = _meta_model(cfg)
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    groups = optimizer.get("param_groups")
+    if not isinstance(groups, list) or len(groups) != len(saved_names):
+        raise ValueError("its parameter groups do not match the recorded parameter names")
+    index_to_name: dict[int, str] = {}
+    for group, names in zip(groups, saved_names):
+        ids = group.get("params", [])
+        if len(ids) != len(names):
+            raise ValueError(f"a parameter group lists {len(ids)} parameters, the model has {len(names)} there")
+        index_to_name.update(zip(ids, names))
+    for index, entry in optimizer.get("state", {}).items():
+        name = index_to_name.get(index)
+        if name is None or name not in shapes:
+            raise ValueError(f"state for parameter #{index}, which this model does not have")
+        moment = entry.get("exp_avg") if isinstance(entry, Mapping) else None
+        if isinstance(moment, torch.Tensor) and tuple(moment.shape) != shapes[name]:
+            raise ValueError(f"moments of {name} are {list(moment.shape)}, the weight is {list(shapes[name])}")
+    new_names = trainer_param_names(cfg, float(groups[0].get("weight_decay", 0.01)))
+    flat_index = {name: i for i, name in enumerate(n for g in new_names for n in g)}
+    template = {k: v for k, v in groups[0].items() if k != "params"}
+    new_groups, offset = [], 0
+    for number, names in enumerate(new_names):
+        group = copy.deepcopy(template)
+        if number > 0:
+            group["weight_decay"] = 0.0
+        group["params"] = list(range(offset, offset + len(names)))
+        offset += len(names)
+        new_groups.append(group)
+    new_state = {flat_index[index_to_name[i]]: entry for i, entry in optimizer.get("state", {}).items()
+                 if index_to_name[i] in flat_index}
+    new_optimizer = {"state": dict(sorted(new_state.items())), "param_groups": new_groups}
+    new_scheduler = None
+    if isinstance(scheduler, Mapping):
+        new_scheduler = dict(scheduler)
+        for key in ("base_lrs", "_last_lr"):
+            values = scheduler.get(key)
+            if isinstance(values, list) and values:
+                new_scheduler[key] = [values[0]] * len(new_groups)
+        new_scheduler["lr_lambdas"] = [None] * len(new_groups)
+    return new_optimizer, new_scheduler, new_names
+
+
+def _convert_rng(rng: Any) -> dict[str, Any] | None:
+    """The community ``rng_state`` (torch_cpu, torch_cuda, numpy tuple, python tuple) in our shape."""
+    if not isinstance(rng, Mapping):
+        return None
+    try:
+        numpy_state = rng["numpy"]
+        keys = numpy_state[1]
+        if not isinstance(keys, torch.Tensor):
+            keys = torch.tensor(list(keys), dtype=torch.int64)
+        py_version, py_state, py_gauss = rng["python"]
+        out = {
+            "python": {"version": int(py_version), "state": [int(v) for v in py_state],
+                       "gauss": None if py_gauss is None else float(py_gauss)},
+            "numpy": {"keys": keys.to(torch.int64).to(torch.uint32), "pos": int(numpy_state[2]),
+                      "has_gauss": int(numpy_state[3]), "cached_gaussian": float(numpy_state[4])},
+            "torch_cpu": rng["torch_cpu"].to(torch.uint8),
+            "torch_cuda": [t.to(torch.uint8) for t in (rng.get("torch_cuda") or [])],
+        }
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+    from trainer.checkpoints.rng import check_rng_state
+
+    return None if check_rng_state(out) else out
+
+
+def _manifest_records(value: Any) -> dict[str, list[dict[str, Any]]] | None:
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, list[dict[str, Any]]] = {}
+    for split in ("train", "val"):
+        out[split] = [{"path": str(r.get("path")), "lines": r.get("count", r.get("lines")), "sha256": r.get("sha256")}
+                      for r in value.get(split) or [] if isinstance(r, Mapping)]
+    return out
+
+
+# ----- upgrades -----------------------------------------------------------------------------------------
+
+
+def _upgrade_v1(old: dict[str, Any], report: RepairReport, base_vocab_size: int | None) -> dict[str, Any]:
+    ckpt = {k: v for k, v in old.items() if k != "batch_idx"}
+    ckpt["format_version"] = FORMAT_VERSION
+    ckpt["position"] = int(old.get("batch_idx", 0))
+    report.filled.append(f"position {ckpt['position']} from batch_idx")
+    ckpt.setdefault("recent_checkpoints", [])
+    ckpt["sampler"] = None
+    report.costs.append("sampler state missing: the current epoch's data order is not the original one "
+                        "(the run continues at the same position of a freshly derived order)")
+    ckpt["base_vocab_size"] = base_vocab_size
+    if base_vocab_size is not None:
+        report.filled.append(f"base vocabulary size {base_vocab_size} (from --base-vocab-size)")
+    else:
+        report.costs.append("base vocabulary size unknown (pass --base-vocab-size): base rows are not frozen "
+                            "when resuming")
+    ckpt["optimizer_param_names"] = None
+    if ckpt.get("optimizer") is not None:
+        try:
+            saved = _saved_layout_v1(ckpt)
+            opt, sched, names = relayout_optimizer(ckpt["optimizer"], ckpt.get("scheduler"), saved,
+                                                   ckpt["model_config"])
+        except (ValueError, KeyError, TypeError) as exc:
+            _drop_optimizer(ckpt, report, f"it does not match this model's parameters ({exc})")
+        else:
+            ckpt["optimizer"], ckpt["scheduler"], ckpt["optimizer_param_names"] = opt, sched, names
+            report.kept.append("optimizer + scheduler + grad scaler (parameter names recorded)")
+    for name in ("rng", "tokenizer", "manifests", "model_config", "hparams"):
+        if ckpt.get(name) is not None:
+            report.kept.append(name)
+    return ckpt
+
+
+def _saved_layout_v1(ckpt: Mapping[str, Any]) -> list[list[str]]:
+    """Version 1 used the same two AdamW groups as now; recompute their names from the model config."""
+    wd = float((ckpt.get("hparams") or {}).get("weight_decay", 0.01))
+    names = trainer_param_names(ckpt["model_config"], wd)
+    sizes = [len(g.get("params", [])) for g in ckpt["optimizer"]["param_groups"]]
+    if sizes != [len(g) for g in names]:
+        raise ValueError(f"parameter group sizes {sizes} differ from this trainer's {[len(g) for g in names]}")
+    return names
+
+
+def _drop_optimizer(ckpt: dict[str, Any], report: RepairReport, why: str) -> None:
+    ckpt["optimizer"] = ckpt["scheduler"] = ckpt["scaler"] = None
+    ckpt["optimizer_param_names"] = None
+    report.costs.append(f"optimizer state dropped ({why}): optimizer, scheduler and grad scaler start fresh")
+
+
+def _community_config(state: Mapping[str, torch.Tensor], config: str | Path | None,
+                      report: RepairReport) -> tuple[dict[str, Any], int]:
+    from data_tools.config import load_config
+    from trainer.checkpoints.validate import expected_state_shapes, shape_differences
+
+    if config is None:
+        raise CheckpointError("a community checkpoint does not record its model config: pass --config with the "
+                              "config.yaml the run was started from")
+    gpt = dict(load_config(config)["gpt"])
+    weight = state.get("text_embedding.weight")
+    if weight is None:
+        raise CheckpointError("the weights have no text_embedding.weight: not an IndexTTS GPT")
+    types = int(gpt.get("types", 1))
+    tokens = (int(weight.shape[0]) - 1) // types
+    config_tokens = int(gpt["number_text_tokens"])
+    gpt["number_text_tokens"] = tokens
+    diffs = shape_differences(state, expected_state_shapes(gpt))
+    if diffs:
+        raise CheckpointError(f"the weights do not fit --config {config}: " + "; ".join(diffs))
+    report.filled.append(f"model config from --config {config}"
+                         + (f" (number_text_tokens {config_tokens} -> {tokens} from the weights)"
+                            if tokens != config_tokens else ""))
+    return gpt, config_tokens
+
+
+def _community_tokenizer(old: Mapping[str, Any], tokenizer: str | Path | None, tokens: int,
+                         report: RepairReport) -> dict[str, Any]:
+    extra = old.get("extra") if isinstance(old.get("extra"), Mapping) else {}
+    candidate = Path(tokenizer) if tokenizer is not None else (Path(extra["tokenizer"]) if extra.get("tokenizer")
+                                                               else None)
+    if candidate is not None and candidate.is_file():
+        record = tokenizer_record(candidate)
+        if record["vocab_size"] != tokens:
+            raise CheckpointError(f"tokenizer {candidate} has {record['vocab_size']:,} pieces, the weights "
+                                  f"{tokens:,} text tokens: it is not the tokenizer this checkpoint was trained with")
+        report.filled.append(f"tokenizer record from {candidate} (sha256 {record['sha256'][:12]}…)")
+        return record
+    if tokenizer is not None:
+        raise CheckpointError(f"tokenizer not found: {tokenizer}")
+    report.costs.append("tokenizer hash unknown (pass --tokenizer): resume only checks the vocabulary size")
+    return {"path": str(extra.get("tokenizer") or ""), "sha256": None, "vocab_size": tokens}
+
+
+def _upgrade_community(old: dict[str, Any], report: RepairReport, *, tokenizer: str | Path | None,
+                       config: str | Path | None, base_vocab_size: int | None) -> dict[str, Any]:
+    state = _clean_state(old["model"])
+    report.kept.append(f"model weights ({len(state)} tensors)")
+    gpt, config_tokens = _community_config(state, config, report)
+    tokens = int(gpt["number_text_tokens"])
+    if base_vocab_size is None:
+        base_vocab_size = min(config_tokens, tokens)
+        report.filled.append(f"base vocabulary size {base_vocab_size} (the --config's number_text_tokens)")
+    extra = old.get("extra") if isinstance(old.get("extra"), Mapping) else {}
+    step, epoch, batch = int(old.get("step", 0)), int(old.get("epoch", 0)), int(old.get("batch_idx") or 0)
+    ckpt: dict[str, Any] = {
+        "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "saved_at": now_iso(), "model": state,
+        "optimizer": old.get("optimizer"), "scheduler": old.get("scheduler"), "scaler": old.get("scaler"),
+        "optimizer_param_names": None, "epoch": epoch, "position": batch, "step": step, "sampler": None,
+        "rng": None, "recent_checkpoints": [], "manifests": None, "tokenizer": None,
+        "base_vocab_size": int(base_vocab_size), "model_config": gpt, "hparams": {}, "last_losses": None,
+        "last_val_loss": None, "best_val_loss": None, "versions": versions_record(),
+    }
+    report.kept.append(f"step {step}, epoch {epoch}, position {batch} (the community trainer's next epoch/batch)")
+    report.costs.append("sampler state missing: epoch continues at batch "
+                        f"{batch} of this trainer's own order, so some items of that epoch may repeat or be skipped")
+    if ckpt["optimizer"] is None:
+        _drop_optimizer(ckpt, report, "not in the file")
+    elif not isinstance(ckpt["scheduler"], Mapping):
+        _drop_optimizer(ckpt, report, "the scheduler state is missing, and they are restored as one set")
+    else:
+        try:
+            model_names = [[n for n, _ in _meta_model(gpt).named_parameters()]]
+            opt, sched, names = relayout_optimizer(ckpt["optimizer"], ckpt["scheduler"], model_names, gpt)
+        except (ValueError, KeyError, TypeError) as exc:
+            _drop_optimizer(ckpt, report, f"it does not match this model's parameters: {exc}")
+        else:
+            ckpt["optimizer"], ckpt["scheduler"], ckpt["optimizer_param_names"] = opt, sched, names
+            report.kept.append("optimizer moments (re-laid out by parameter name into this trainer's two AdamW "
+                               "groups) + scheduler position" + (" + grad scaler" if ckpt["scaler"] else ""))
+            report.costs.append("learning-rate schedule: continues at step "
+                                f"{sched.get('last_epoch') if sched else step} with this trainer's warm-up/cosine "
+                                "shape and --learning-rate; weight decay now skips biases, norms and embeddings")
+    rng = _convert_rng(old.get("rng_state"))
+    if rng is not None:
+        ckpt["rng"] = rng
+        report.kept.append("RNG state (python, numpy, torch) from the community latest.pth")
+    else:
+        report.costs.append("RNG state missing: resume will not be bit-exact")
+    ckpt["tokenizer"] = _community_tokenizer(old, tokenizer, tokens, report)
+    manifests = _manifest_records(old.get("manifests") or extra.get("manifests"))
+    if manifests is not None:
+        ckpt["manifests"] = manifests
+        report.filled.append("manifest records (paths and line counts; no content hashes)")
+    else:
+        ckpt["manifests"] = {"train": [], "val": []}
+        report.costs.append("manifests not recorded: resume cannot tell whether the data changed")
+    hparams: dict[str, Any] = {}
+    for key in ("batch_size", "grad_accumulation"):
+        if isinstance(old.get(key), int):
+            hparams[key] = old[key]
+    amp = AMP_NAMES.get(str(extra.get("amp_dtype") or old.get("amp_dtype") or ""))
+    if amp:
+        hparams["amp"] = amp
+    ckpt["hparams"] = hparams
+    if isinstance(old.get("last_losses"), Mapping):
+        ckpt["last_losses"] = {k: float(v) for k, v in old["last_losses"].items() if isinstance(v, (int, float))}
+    if isinstance(old.get("recent_checkpoints"), list):
+        ckpt["recent_checkpoints"] = [Path(str(p)).name for p in old["recent_checkpoints"]]
+    return ckpt
+
+
+def _source_kind(old: dict[str, Any], path: Path) -> str:
+    kind = checkpoint_kind(old)
+    if kind == "studio":
+        version = old.get("format_version")
+        if version == FORMAT_VERSION:
+            raise CheckpointError(f"{path} is already in the current format (version {FORMAT_VERSION}): nothing to "
+                                  "repair; check it with `python -m trainer.checkpoints verify`")
+        if isinstance(version, int) and version == 1:
+            return "studio-v1"
+        raise CheckpointError(f"{path} has format version {version!r}, which this project cannot upgrade")
+    if kind == "community":
+        return "community"
+    if kind == "bare":
+        raise CheckpointError(bare_model_message(path) + "; a weights-only file has no training state to repair")
+    raise CheckpointError(f"{path} is neither an older checkpoint of this project nor a community trainer's "
+                          f"(top-level keys: {', '.join(sorted(map(str, old))[:8])})")
+
+
+def repair_checkpoint(path: str | Path, out: str | Path, *, tokenizer: str | Path | None = None,
+                      config: str | Path | None = None, base_vocab_size: int | None = None) -> RepairReport:
+    """Write the current-format upgrade of ``path`` to the NEW file ``out`` (never over the input)."""
+    path, out = Path(path), Path(out)
+    if out.exists() or out.resolve() == path.resolve():
+        raise CheckpointError(f"--out {out} already exists: repair never overwrites a file; choose a new path")
+    old, allow_listed = load_for_repair(path)
+    kind = _source_kind(old, path)
+    report = RepairReport(source=path, out=out, source_kind=kind)
+    if allow_listed:
+        report.source_kind = "community-latest"
+        report.filled.append("loaded with weights_only=True plus the numpy-array/TorchVersion allow-list that the "
+                             "community latest.pth needs (data only; converted to tensors/str)")
+    if kind == "studio-v1":
+        ckpt = _upgrade_v1(old, report, base_vocab_size)
+    else:
+        ckpt = _upgrade_community(old, report, tokenizer=tokenizer, config=config, base_vocab_size=base_vocab_size)
+    ckpt["repaired_from"] = {"path": str(path), "kind": report.source_kind, "at": now_iso(),
+                             "filled": list(report.filled), "costs": list(report.costs)}
+    write_checkpoint_file(to_plain(ckpt), out)
+    report.verify = verify_checkpoint(out)
+    return report
