@@ -25,6 +25,7 @@ import torch
 
 from data_tools.config import load_config
 from data_tools.fileio import atomic_write_text
+from data_tools.manifest import ManifestError
 from data_tools.text_tokenizer import TextTokenizer
 from trainer import loop
 from trainer.checkpoints import (
@@ -95,6 +96,9 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         loop.check_amp(opts["amp"], device)
         config = load_config(opts["config"])
         tokenizer = TextTokenizer(opts["tokenizer"])
+        for manifest in [*opts["train_manifest"], *opts["val_manifest"]]:
+            if not Path(manifest).is_file():
+                raise ManifestError(Path(manifest), None, "manifest not found")
         manifests = manifests_record(opts["train_manifest"], opts["val_manifest"])
         tok_record = tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size)
         hparams = resolved_config(opts)
@@ -268,7 +272,9 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
                 say(f"note: {note}")
         else:
             torch.manual_seed(opts["seed"] + ctx.rank)
-        saved_step = state.step if choice is not None else -1
+        # The step whose state latest.pth holds (-1: none yet; after a fallback latest.pth is torn or stale).
+        resumed_from_latest = choice is not None and choice.path.resolve() == manager.latest_path.resolve()
+        saved_step = state.step if resumed_from_latest else -1
         stopping = any_rank(ctx, stop.requested is not None, device)
         window = loop.Window()
         accumulation = opts["grad_accumulation"]
