@@ -1,0 +1,516 @@
+"""The per-line half of the data checker: one worker checks one byte range of one manifest.
+
+A chunk is a run of whole lines. The worker parses them, checks structure, text, language and
+(optionally) the referenced files, and returns compact per-entry arrays plus its problems with
+chunk-local line numbers; ``data_tools.check_data`` merges chunks in order and does everything that
+needs the whole data set (duplicates, leakage, speakers, histograms).
+
+The parse loop is lean on purpose: a line that passes a quick type check is taken as it is, and
+only a line that fails it goes through ``data_tools.manifest.parse_manifest_line``, the single
+definition of a valid manifest line, which names the problem.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from data_tools.manifest import ManifestError, parse_manifest_line
+from data_tools.text import detect_language, normalize_text
+from data_tools.text_keys import SCRIPTS, TextBatch
+
+SAMPLE_RATE = 24_000
+SAMPLES_PER_CODE = 1024  # gpt.mel_length_compression: one DVAE code per 1024 samples at 24 kHz
+MEL_CHANNELS = 100
+MIN_COND_FRAMES = 3  # the conformer's conv2d2 subsampling needs three frames
+LANGUAGE_SCRIPTS = {"am": "ethiopic", "ti": "ethiopic", "gez": "ethiopic", "tig": "ethiopic",
+                    "en": "latin", "fr": "latin", "de": "latin", "es": "latin", "it": "latin",
+                    "pt": "latin", "nl": "latin", "sw": "latin", "om": "latin", "so": "latin"}
+MIN_DURATION_S = 0.5
+MAX_CHARS_PER_SECOND = 40.0
+MIN_CHARS_PER_SECOND = 1.0
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """What every worker needs to know; plain values so it pickles cheaply."""
+
+    check_files: bool = True
+    language: str | None = None
+    tokenizer: str | None = None
+    max_text_tokens: int | None = None
+    max_mel_tokens: int | None = None
+    mel_code_limit: int = 8192  # valid codes are [0, limit): start/stop ids sit at limit, limit + 1
+    start_mel_token: int = 8192
+    stop_mel_token: int = 8193
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    manifest: str
+    manifest_index: int
+    start: int
+    end: int
+
+
+@dataclass
+class ChunkResult:
+    """Per-entry lists and arrays (one row per valid entry) plus chunk-level tallies."""
+
+    manifest_index: int
+    start: int
+    line_count: int
+    bytes_read: int
+    problems: list[tuple[str, str, int, str]] = field(default_factory=list)  # severity, code, line, message
+    ids: list[str] = field(default_factory=list)
+    text_hash: np.ndarray | None = None  # uint64 of ``text_key``
+    codes_hash: np.ndarray | None = None  # uint64 of the codes' values (file checks) or path; 0 = unknown
+    codes_by_path: bool = False  # codes_hash identifies the file path, not the values
+    lines: np.ndarray | None = None  # int64, chunk-local line numbers
+    durations: np.ndarray | None = None  # float64 seconds, NaN when unknown
+    text_chars: np.ndarray | None = None  # int64
+    text_tokens: np.ndarray | None = None  # int64, -1 without a tokenizer
+    codes_lengths: np.ndarray | None = None  # int64, -1 without file checks
+    speakers: np.ndarray | None = None  # int64 index into speaker_names, -1 for none
+    speaker_names: list[str] = field(default_factory=list)
+    script_letters: dict[str, int] = field(default_factory=dict)
+    lines_by_script: dict[str, int] = field(default_factory=dict)
+    lines_not_expected: int = 0
+    tokens_total: int = 0
+    unknown_tokens: int = 0
+    unknown_chars: Counter = field(default_factory=Counter)
+    unknown_where: dict[str, int] = field(default_factory=dict)  # char -> first chunk-local line
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-process state: the tokenizer is loaded once per worker, the script table grows as needed.
+
+_TOKENIZER_CACHE: dict[str, object] = {}
+
+
+def _tokenizer(path: str):
+    tok = _TOKENIZER_CACHE.get(path)
+    if tok is None:
+        from data_tools.text_tokenizer import TextTokenizer
+
+        tok = TextTokenizer(path)
+        _TOKENIZER_CACHE[path] = tok
+    return tok
+
+
+def _hash64(data: bytes) -> int:
+    """A deterministic 64-bit hash, never 0 (0 marks "unknown")."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") or 1
+
+
+def _hash_strings(keys: list[str]) -> np.ndarray:
+    """Deterministic 64-bit hashes of strings (the same in every process), as a uint64 array."""
+    blake = hashlib.blake2b
+    digests = b"".join([blake(key.encode("utf-8", "surrogatepass"), digest_size=8).digest() for key in keys])
+    return np.frombuffer(digests, dtype=np.uint64).copy() if keys else np.zeros(0, dtype=np.uint64)
+
+
+@functools.cache
+def _script_language(script: str) -> str | None:
+    """The language ``data_tools.text.detect_language`` answers for text of ``script``."""
+    sample = {"ethiopic": "\u1200", "latin": "a"}.get(script)
+    return detect_language(sample) if sample else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Structure
+
+
+def problem_code(err: ManifestError) -> str:
+    """A stable short code for a ManifestError (for filtering and tables)."""
+    message = err.message
+    for prefix, code in (
+        ("malformed JSON", "malformed-json"),
+        ("not valid UTF-8", "not-utf8"),
+        ("expected a JSON object", "not-an-object"),
+        ("missing field", "missing-field"),
+        ("needs 'cond_mel' or 'cond_audio'", "missing-field"),
+        ("empty", "empty-field"),
+        ("field 'duration'", "wrong-type"),
+        ("field '", "wrong-type"),
+    ):
+        if message.startswith(prefix):
+            return code
+    return "invalid-entry"
+
+
+def _quick_entry(obj: object) -> tuple | None:
+    """The fields of a line that is certainly valid, else None (then the manifest parser decides)."""
+    if type(obj) is not dict:
+        return None
+    uid = obj.get("id")
+    text = obj.get("text")
+    codes = obj.get("codes")
+    if type(uid) is not str or type(text) is not str or type(codes) is not str:
+        return None
+    cond_mel = obj.get("cond_mel")
+    cond_audio = obj.get("cond_audio")
+    speaker = obj.get("speaker")
+    language = obj.get("language")
+    duration = obj.get("duration")
+    for value in (cond_mel, cond_audio, speaker, language):
+        if value is not None and type(value) is not str:
+            return None
+    if duration is not None and (type(duration) not in (int, float) or not duration >= 0):
+        return None
+    if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)):
+        return None
+    return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
+
+
+def _entry_fields(raw: str, manifest: Path, lineno: int) -> tuple:
+    """Fields of a line the quick check refused; raises ManifestError naming the problem."""
+    entry = parse_manifest_line(raw, manifest, lineno)
+    if entry is None:
+        raise ManifestError(manifest, lineno, "blank line")  # unreachable: blanks are skipped earlier
+    obj = json.loads(raw)
+    return (entry.id, entry.text, obj["codes"], obj.get("cond_mel") or None, obj.get("cond_audio") or None,
+            entry.speaker, entry.language, entry.duration)
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def _read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, _fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+        else:
+            shape, _fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+    return tuple(shape), dtype
+
+
+def check_codes_file(path: str, settings: CheckSettings) -> tuple[list[tuple[str, str, str]], int, int]:
+    """Problems ``(severity, code, message)``, the number of codes (-1 unknown), the values' hash (0)."""
+    if not os.path.isfile(path):
+        return [("error", "file-missing", f"codes file not found: {path}")], -1, 0
+    try:
+        codes = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        return [("error", "file-unreadable", f"codes file unreadable: {path} ({_one_line(exc)})")], -1, 0
+    if codes.dtype.kind not in "iu":
+        return [("error", "codes-dtype", f"codes must be integers, {path} holds {codes.dtype}")], -1, 0
+    if codes.ndim != 1:
+        return [("error", "codes-shape", f"codes must be 1-D [frames], {path} has shape {list(codes.shape)}")], -1, 0
+    length = int(codes.shape[0])
+    if length == 0:
+        return [("error", "codes-empty", f"codes file holds no codes: {path}")], 0, 0
+    problems: list[tuple[str, str, str]] = []
+    low, high = int(codes.min()), int(codes.max())
+    limit = settings.mel_code_limit
+    if low < 0 or high >= limit:
+        special = {settings.start_mel_token, settings.stop_mel_token}
+        if special & set(np.unique(codes[codes >= limit]).tolist()):
+            detail = (f"contains start/stop ids ({settings.start_mel_token}/{settings.stop_mel_token}); "
+                      "store the bare codes, the model adds them")
+        else:
+            detail = f"values {low}..{high} outside [0, {limit})"
+        problems.append(("error", "codes-range", f"codes {detail}: {path}"))
+    if settings.max_mel_tokens is not None and length > settings.max_mel_tokens + 1:
+        problems.append(("error", "codes-too-long",
+                         f"{length} codes, at most {settings.max_mel_tokens + 1} fit (gpt.max_mel_tokens "
+                         f"{settings.max_mel_tokens}): {path}"))
+    return problems, length, _hash64(np.ascontiguousarray(codes, dtype=np.int64).tobytes())
+
+
+def check_cond_mel_file(path: str) -> list[tuple[str, str, str]]:
+    """Header-only check of a conditioning mel: float [100, frames >= 3]."""
+    if not os.path.isfile(path):
+        return [("error", "file-missing", f"cond_mel file not found: {path}")]
+    try:
+        shape, dtype = _read_npy_header(path)
+    except (OSError, ValueError, EOFError) as exc:
+        return [("error", "file-unreadable", f"cond_mel file unreadable: {path} ({_one_line(exc)})")]
+    if dtype.kind != "f":
+        return [("error", "cond-mel-dtype", f"cond_mel must be float, {path} holds {dtype}")]
+    if len(shape) != 2 or shape[0] != MEL_CHANNELS:
+        return [("error", "cond-mel-shape", f"cond_mel must be [{MEL_CHANNELS}, frames], {path} has shape {list(shape)}")]
+    if shape[1] < MIN_COND_FRAMES:
+        return [("error", "cond-mel-shape", f"cond_mel has {shape[1]} frames, at least {MIN_COND_FRAMES} needed: {path}")]
+    return []
+
+
+def check_cond_audio_file(path: str) -> list[tuple[str, str, str]]:
+    from data_tools.audio import AudioError, audio_info
+
+    try:
+        duration, _rate = audio_info(path)
+    except AudioError as exc:
+        code = "file-missing" if "not found" in str(exc) else "file-unreadable"
+        return [("error", code, f"cond_audio: {exc}")]
+    if duration <= 0:
+        return [("error", "cond-audio-empty", f"cond_audio has no samples: {path}")]
+    return []
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# The chunk
+
+
+def _read_lines(task: ChunkTask) -> tuple[list[str | None], int]:
+    """The chunk's lines (None where a line is not UTF-8) and the bytes read."""
+    with open(task.manifest, "rb") as handle:
+        handle.seek(task.start)
+        data = handle.read(task.end - task.start)
+    try:
+        lines: list[str | None] = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        lines = []
+        for raw in data.split(b"\n"):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                lines.append(None)
+    if lines and lines[-1] == "":
+        lines.pop()  # the text after the last newline
+    return lines, len(data)
+
+
+def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
+    """Check one chunk of whole lines; line numbers in the result are 1-based within the chunk."""
+    lines, nbytes = _read_lines(task)
+    result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
+                         bytes_read=nbytes)
+    entries, entry_lines = _parse_lines(lines, Path(task.manifest), result.problems)
+    n = len(entries)
+    ids = [e[0] for e in entries]
+    texts = [e[1] for e in entries]
+    languages = [e[6] or settings.language for e in entries]
+    durations = np.array([np.nan if e[7] is None else e[7] for e in entries], dtype=np.float64)
+    batch = TextBatch(texts)
+    counts = batch.script_counts()
+    _tally_scripts(result, counts, languages, ids, texts, entry_lines)
+
+    speaker_index: dict[str, int] = {}
+    result.speakers = np.array(
+        [-1 if e[5] is None else speaker_index.setdefault(e[5], len(speaker_index)) for e in entries],
+        dtype=np.int64,
+    )
+    result.speaker_names = list(speaker_index)
+    result.ids = ids
+    result.text_hash = batch.key_hashes()
+    result.lines = np.asarray(entry_lines, dtype=np.int64)
+    result.text_chars = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+    result.text_tokens = np.full(n, -1, dtype=np.int64)
+    result.codes_lengths = np.full(n, -1, dtype=np.int64)
+
+    base = os.path.dirname(task.manifest)
+    prefix = base + os.sep if base else ""
+    codes_paths = [e[2] if e[2].startswith("/") else prefix + e[2] for e in entries]
+    if settings.tokenizer:
+        _check_texts(result, settings, entries, entry_lines, languages, counts)
+    if settings.check_files:
+        result.codes_hash = _check_files(result, settings, entries, entry_lines, codes_paths, base, durations)
+    else:
+        normpath = os.path.normpath
+        result.codes_hash = _hash_strings([normpath(p) if "/." in p or "//" in p else p for p in codes_paths])
+        result.codes_by_path = True
+        _estimate_lengths(result, settings, entries, entry_lines, durations)
+    _check_durations(result.problems, ids, entry_lines, durations, result.text_chars)
+    result.durations = durations
+    result.problems.sort(key=lambda problem: problem[2])  # line order, whatever the chunking
+    return result
+
+
+def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tuple[list[tuple], list[int]]:
+    """The lean parse loop: fields of every valid line, a problem for every invalid one."""
+    loads = json.loads
+    quick = _quick_entry
+    entries: list[tuple] = []
+    entry_lines: list[int] = []
+    for lineno, raw in enumerate(lines, 1):
+        if raw is None:
+            problems.append(("error", "not-utf8", lineno, "not valid UTF-8"))
+            continue
+        try:
+            fields = quick(loads(raw))
+        except ValueError:
+            if not raw or raw.isspace():
+                continue
+            fields = None
+        if fields is None:
+            if raw.isspace():
+                continue
+            try:
+                fields = _entry_fields(raw, manifest, lineno)
+            except ManifestError as err:
+                problems.append(("error", problem_code(err), lineno, err.message))
+                continue
+        entries.append(fields)
+        entry_lines.append(lineno)
+    return entries, entry_lines
+
+
+def _check_texts(result: ChunkResult, settings: CheckSettings, entries: list[tuple], entry_lines: list[int],
+                 languages: list[str | None], counts: np.ndarray) -> None:
+    """The text front-end and the tokenizer: token counts, unknown pieces, length limit."""
+    tokenizer = _tokenizer(settings.tokenizer)
+    detected = _detected_languages(counts)
+    cache: dict[tuple[str, str | None], str] = {}
+    for i, fields in enumerate(entries):
+        code = languages[i] or detected[i]
+        key = (fields[1], code)
+        normalized = cache.get(key)
+        if normalized is None:
+            normalized = cache[key] = normalize_text(fields[1], code)
+        if not normalized:
+            result.problems.append(("error", "empty-text", entry_lines[i],
+                                    f"text is empty after normalisation (id {fields[0]})"))
+            continue
+        _check_tokens(result, tokenizer, normalized, fields[0], entry_lines[i], i, result.text_tokens, settings)
+
+
+def _check_files(result: ChunkResult, settings: CheckSettings, entries: list[tuple], entry_lines: list[int],
+                 codes_paths: list[str], base: str, durations: np.ndarray) -> np.ndarray:
+    """Codes (values read), conditioning mel (header) or audio (header); returns the codes' hashes."""
+    problems = result.problems
+    digests = np.zeros(len(entries), dtype=np.uint64)
+    for i, (uid, _text, _codes, cond_mel, cond_audio, _spk, _lang, duration) in enumerate(entries):
+        lineno = entry_lines[i]
+        found, length, digest = check_codes_file(codes_paths[i], settings)
+        if cond_mel is not None:
+            found += check_cond_mel_file(os.path.join(base, cond_mel))
+        elif cond_audio is not None:
+            found += check_cond_audio_file(os.path.join(base, cond_audio))
+        for severity, code, message in found:
+            problems.append((severity, code, lineno, f"{message} (id {uid})"))
+        result.codes_lengths[i] = length
+        digests[i] = digest
+        if length > 0:
+            _check_duration_against_codes(problems, lineno, uid, duration, length)
+            if duration is None:
+                durations[i] = length * SAMPLES_PER_CODE / SAMPLE_RATE
+    return digests
+
+
+def _estimate_lengths(result: ChunkResult, settings: CheckSettings, entries: list[tuple], entry_lines: list[int],
+                      durations: np.ndarray) -> None:
+    """Without file checks, codes lengths are estimated from durations (one code per 1024 samples)."""
+    if settings.max_mel_tokens is None or not len(durations):
+        return
+    estimates = np.ceil(np.nan_to_num(durations, nan=0.0) * SAMPLE_RATE / SAMPLES_PER_CODE)
+    limit = settings.max_mel_tokens + 1
+    for i in np.flatnonzero(estimates > limit).tolist():
+        result.problems.append(("error", "codes-too-long", entry_lines[i],
+                                f"{durations[i]:.2f} s is about {int(estimates[i])} codes, at most {limit} fit "
+                                f"(gpt.max_mel_tokens {settings.max_mel_tokens}) (id {entries[i][0]})"))
+
+
+def _detected_languages(counts: np.ndarray) -> list[str | None]:
+    """``data_tools.text.detect_language`` from precomputed letter counts."""
+    letters = counts[:, 1:].sum(axis=1)
+    ethiopic, latin = _script_language("ethiopic"), _script_language("latin")
+    out: list[str | None] = []
+    for total, eth, lat in zip(letters.tolist(), counts[:, 1].tolist(), counts[:, 2].tolist()):
+        if total and eth / total >= 0.5:
+            out.append(ethiopic)
+        elif total and lat / total >= 0.5:
+            out.append(latin)
+        else:
+            out.append(None)
+    return out
+
+
+def _tally_scripts(result: ChunkResult, counts: np.ndarray, languages: list[str | None], ids: list[str],
+                   texts: list[str], entry_lines: list[int]) -> None:
+    letters = counts[:, 1:]
+    totals = letters.sum(axis=0)
+    result.script_letters = {name: int(totals[k]) for k, name in enumerate(SCRIPTS)}
+    per_line = letters.sum(axis=1)
+    has_letters = per_line > 0
+    dominant = letters.argmax(axis=1)
+    result.lines_by_script = {name: int(np.sum(has_letters & (dominant == k))) for k, name in enumerate(SCRIPTS)}
+    result.lines_by_script["none"] = int(np.sum(~has_letters))
+    columns = np.array([SCRIPTS.index(LANGUAGE_SCRIPTS[lang]) if lang in LANGUAGE_SCRIPTS else -1
+                        for lang in languages], dtype=np.int64)
+    known = (columns >= 0) & has_letters
+    expected = letters[np.arange(len(columns)), np.maximum(columns, 0)]
+    flagged = np.flatnonzero(known & (2 * expected < per_line))
+    result.lines_not_expected = int(flagged.size)
+    for i in flagged.tolist():
+        script = SCRIPTS[int(columns[i])]
+        share = int(expected[i]) / int(per_line[i])
+        found = SCRIPTS[int(dominant[i])]
+        result.problems.append((
+            "warning", "wrong-language", entry_lines[i],
+            f"text is {100 * (1 - share):.0f}% non-{script.title()} letters (mostly {found.title()}), "
+            f"expected {languages[i]} (id {ids[i]}): {_preview(texts[i])}",
+        ))
+
+
+def _check_tokens(result: ChunkResult, tokenizer, normalized: str, uid: str, lineno: int, i: int,
+                  tokens: np.ndarray, settings: CheckSettings) -> None:
+    ids = tokenizer.encode_normalized(normalized)
+    tokens[i] = len(ids)
+    result.tokens_total += len(ids)
+    unk = tokenizer.unk_id
+    if unk in ids:
+        unknown = ids.count(unk)
+        result.unknown_tokens += unknown
+        pieces = tokenizer.sp.EncodeAsPieces(normalized)
+        chars = [p.lstrip("▁") for p, t in zip(pieces, ids) if t == unk]
+        for piece in chars:
+            for ch in piece or "?":
+                result.unknown_chars[ch] += 1
+                result.unknown_where.setdefault(ch, lineno)
+        shown = ", ".join(repr(c) for c in dict.fromkeys(chars))
+        result.problems.append(("warning", "unknown-tokens", lineno,
+                                f"{unknown} of {len(ids)} tokens unknown to the tokenizer ({shown}) (id {uid})"))
+    if settings.max_text_tokens is not None and len(ids) > settings.max_text_tokens:
+        result.problems.append(("error", "text-too-long", lineno,
+                                f"{len(ids)} text tokens, at most {settings.max_text_tokens} fit "
+                                f"(gpt.max_text_tokens) (id {uid})"))
+
+
+def _check_duration_against_codes(problems: list, lineno: int, uid: str, duration: float | None,
+                                  length: int) -> None:
+    if duration is None:
+        return
+    expected = duration * SAMPLE_RATE / SAMPLES_PER_CODE
+    if abs(expected - length) > 2 + 0.05 * expected:
+        problems.append(("warning", "duration-mismatch", lineno,
+                         f"duration {duration:.2f} s means about {expected:.0f} codes, the codes file has "
+                         f"{length} (id {uid})"))
+
+
+def _check_durations(problems: list, ids: list[str], entry_lines: list[int], durations: np.ndarray,
+                     chars: np.ndarray) -> None:
+    """Very short clips, and transcripts whose length does not fit the audio's (a misaligned pair)."""
+    if not len(durations):
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = chars / durations
+    known = np.isfinite(durations)
+    short = known & (durations < MIN_DURATION_S)
+    odd = known & ~short & ((rate > MAX_CHARS_PER_SECOND) | ((rate < MIN_CHARS_PER_SECOND) & (durations > 3)))
+    for i in np.flatnonzero(short | odd).tolist():
+        if short[i]:
+            problems.append(("warning", "very-short", entry_lines[i], f"only {durations[i]:.2f} s of audio (id {ids[i]})"))
+        else:
+            problems.append(("warning", "text-audio-mismatch", entry_lines[i],
+                             f"{int(chars[i])} characters in {durations[i]:.1f} s ({rate[i]:.1f}/s): transcript "
+                             f"and audio may not belong together (id {ids[i]})"))
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

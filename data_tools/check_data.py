@@ -1,0 +1,511 @@
+"""Check codes manifests before a long training run: structure, files, lengths, language, speakers,
+durations, duplicates and train/val leakage.
+
+Library: ``check_manifests(train, val, tokenizer, config, language, workers) -> DataReport`` (the web
+UI calls it and shows the report's tables). CLI::
+
+    python -m data_tools.check_data --manifest M [--manifest M2 ...] [--val-manifest V ...]
+        [--tokenizer T] [--config C] [--language am] [--json report.json] [--workers N] [--no-file-checks]
+
+Exit codes: 0 clean, 1 problems found (errors or warnings; the verdict says which), 2 usage (bad flags,
+a manifest, tokenizer or config that cannot be opened) with one ``error: ...`` line on stderr.
+
+Severity: an *error* means training would fail or learn garbage (unparseable lines, missing or broken
+files, codes containing start/stop ids or out of range, text or codes longer than the model fits,
+duplicate ids, the same utterance (id or codes) in train and val, an empty manifest). Everything else
+is a *warning*: duplicate texts or codes inside a split, the same text in train and val, lines not in
+the expected language, unknown tokens, very short clips, transcripts that do not fit their audio's
+length, and speaker-diversity concerns.
+
+Speed: manifests are cut into chunks of whole lines, checked in worker processes (one per core) and
+merged in order; duplicate and leakage detection run on 64-bit hashes with numpy. ``.npy`` conditioning
+mels are checked from their header; codes files are read (they are small) to check their values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from data_tools.check_chunks import LANGUAGE_SCRIPTS, CheckSettings, ChunkResult, ChunkTask, check_chunk
+from data_tools.check_report import (
+    DataReport,
+    NumberSummary,
+    Problem,
+    SpeakerStat,
+    SplitStats,
+    UnknownChar,
+)
+from data_tools.text_keys import SCRIPTS
+
+MAX_LISTED_PER_CODE = 1000
+CHUNK_TIMEOUT_S = 900.0
+MIN_CHUNK_BYTES = 256 * 1024
+MAX_CHUNK_BYTES = 4 * 1024 * 1024
+SINGLE_SPEAKER_SHARE = 0.75  # warn when one speaker holds more than this share of a multi-speaker set
+
+ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+class CheckUsageError(ValueError):
+    """Inputs the checker cannot start on (missing manifest, unreadable tokenizer/config, bad option)."""
+
+
+def check_manifests(
+    train: Sequence[str | Path],
+    val: Sequence[str | Path] = (),
+    tokenizer: str | Path | None = None,
+    config: str | Path | None = None,
+    language: str | None = None,
+    workers: int = 0,
+    *,
+    check_files: bool = True,
+    chunk_bytes: int | None = None,
+    progress: ProgressCallback | None = None,
+    max_listed: int = MAX_LISTED_PER_CODE,
+) -> DataReport:
+    """Check train (and val) manifests; ``workers=0`` uses every core. Raises CheckUsageError on bad inputs."""
+    started = time.perf_counter()
+    train_paths = [Path(p) for p in train]
+    val_paths = [Path(p) for p in val]
+    if not train_paths:
+        raise CheckUsageError("no train manifest given")
+    for path in (*train_paths, *val_paths):
+        if not path.is_file():
+            raise CheckUsageError(f"{path}: manifest not found")
+    settings = _settings(tokenizer, config, language, check_files)
+    workers = workers or _cpu_count()
+
+    manifests = [*train_paths, *val_paths]
+    sizes = [path.stat().st_size for path in manifests]
+    step = chunk_bytes or max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, sum(sizes) // max(1, 4 * workers) + 1))
+    tasks = [task for index, path in enumerate(manifests) for task in _chunk_tasks(path, index, step)]
+    problems = _ProblemList(max_listed)
+    train_acc = _SplitAccumulator("train", train_paths, 0, problems)
+    val_acc = _SplitAccumulator("val", val_paths, len(train_paths), problems)
+    total_bytes = sum(sizes)
+    done_bytes = 0
+    for result in _run_chunks(tasks, settings, workers):
+        (train_acc if result.manifest_index < len(train_paths) else val_acc).add(result)
+        done_bytes += result.bytes_read
+        if progress is not None:
+            progress(done_bytes, total_bytes)
+
+    train_stats = train_acc.finish(settings)
+    val_stats = val_acc.finish(settings) if val_paths else None
+    leakage = val_acc.find_leakage(train_acc) if val_paths else {}
+    _speaker_warnings(train_stats, problems)
+
+    elapsed = time.perf_counter() - started
+    lines = train_stats.lines + (val_stats.lines if val_stats else 0)
+    errors = [p for p in problems.items if p.severity == "error"]
+    warnings = [p for p in problems.items if p.severity == "warning"]
+    verdict = "errors" if errors else "warnings" if warnings else "clean"
+    return DataReport(
+        verdict=verdict,
+        errors=errors,
+        warnings=warnings,
+        problem_counts=dict(problems.counts),
+        train=train_stats,
+        val=val_stats,
+        leakage=leakage,
+        settings={
+            "check_files": check_files,
+            "language": language,
+            "tokenizer": str(tokenizer) if tokenizer else None,
+            "config": str(config) if config else None,
+            "max_text_tokens": settings.max_text_tokens,
+            "max_mel_tokens": settings.max_mel_tokens,
+            "mel_code_limit": settings.mel_code_limit,
+            "workers": min(workers, len(tasks)) if len(tasks) > 1 else 1,
+        },
+        elapsed_s=round(elapsed, 3),
+        lines_per_s=round(lines / elapsed, 1) if elapsed > 0 else 0.0,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _settings(tokenizer: str | Path | None, config: str | Path | None, language: str | None,
+              check_files: bool) -> CheckSettings:
+    if language is not None and language not in LANGUAGE_SCRIPTS:
+        known = ", ".join(sorted(LANGUAGE_SCRIPTS))
+        raise CheckUsageError(f"--language {language}: no script known for it (known: {known})")
+    if tokenizer is not None:
+        from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+
+        try:
+            TextTokenizer(tokenizer)
+        except TokenizerError as exc:
+            raise CheckUsageError(str(exc)) from None
+    values: dict = {}
+    if config is not None:
+        from data_tools.config import ConfigError, load_config
+
+        try:
+            gpt = load_config(config)["gpt"]
+        except ConfigError as exc:
+            raise CheckUsageError(str(exc)) from None
+        values = {
+            "max_text_tokens": int(gpt["max_text_tokens"]),
+            "max_mel_tokens": int(gpt["max_mel_tokens"]),
+            "mel_code_limit": int(gpt["number_mel_codes"]) - 2,
+            "start_mel_token": int(gpt["start_mel_token"]),
+            "stop_mel_token": int(gpt["stop_mel_token"]),
+        }
+    return CheckSettings(check_files=check_files, language=language,
+                         tokenizer=str(tokenizer) if tokenizer is not None else None, **values)
+
+
+def _chunk_tasks(path: Path, index: int, step: int) -> list[ChunkTask]:
+    """Byte ranges of whole lines, about ``step`` bytes each."""
+    size = path.stat().st_size
+    tasks: list[ChunkTask] = []
+    start = 0
+    with open(path, "rb") as handle:
+        while start < size:
+            end = min(size, start + step)
+            if end < size:
+                handle.seek(end)
+                end += len(handle.readline())
+            tasks.append(ChunkTask(str(path), index, start, end))
+            start = end
+    if not tasks:
+        tasks.append(ChunkTask(str(path), index, 0, 0))
+    return tasks
+
+
+def _run_chunks(tasks: list[ChunkTask], settings: CheckSettings, workers: int):
+    """Chunk results in task order; a process pool when there is more than one chunk and core."""
+    run = functools.partial(check_chunk, settings=settings)
+    if workers <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            yield run(task)
+        return
+    context = multiprocessing.get_context(_start_method())
+    with context.Pool(min(workers, len(tasks))) as pool:
+        results = pool.imap(run, tasks)
+        for _ in tasks:
+            try:
+                yield results.next(timeout=CHUNK_TIMEOUT_S)
+            except multiprocessing.TimeoutError:
+                raise RuntimeError(f"a data-check worker gave no answer in {CHUNK_TIMEOUT_S:.0f} s") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging
+
+
+def _start_method() -> str:
+    """fork where it is safe (a single-threaded process: CLI, scripts), spawn beside threads (the web UI).
+
+    fork starts workers in milliseconds and needs no ``if __name__ == "__main__"`` guard in the caller;
+    forking a process with other threads can deadlock a child on a lock one of them held.
+    """
+    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
+class _ProblemList:
+    """Problems in order, at most ``max_listed`` listed per code; every occurrence counted."""
+
+    def __init__(self, max_listed: int) -> None:
+        self.max_listed = max_listed
+        self.items: list[Problem] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, severity: str, code: str, where: str, message: str) -> None:
+        count = self.counts.get(code, 0)
+        self.counts[code] = count + 1
+        if count < self.max_listed:
+            self.items.append(Problem(severity, code, where, message))
+
+
+class _SplitAccumulator:
+    """Merges one split's chunk results in order: problems with global lines, duplicates, leakage, tallies."""
+
+    def __init__(self, name: str, manifests: list[Path], first_index: int, problems: _ProblemList) -> None:
+        self.name = name
+        self.manifests = manifests
+        self.first_index = first_index
+        self.problems = problems
+        self.line_offsets: dict[int, int] = {}
+        self.entries_per_manifest: dict[int, int] = {}
+        self.problems_per_manifest: dict[int, int] = {}
+        self.ids: list[str] = []
+        self.loc_manifest = array("l")
+        self.loc_line = array("q")
+        self.codes_by_path = False
+        self.first_id: dict[str, int] = {}
+        self.duplicates = {"ids": 0, "texts": 0, "codes": 0}
+        self.arrays: dict[str, list[np.ndarray]] = {}
+        self.speakers: dict[str, list[float]] = {}  # name -> [utterances, seconds]
+        self.entries_without_speaker = 0
+        self.script_letters: dict[str, int] = {}
+        self.lines_by_script: dict[str, int] = {}
+        self.lines_not_expected = 0
+        self.tokens_total = 0
+        self.unknown_tokens = 0
+        self.unknown_chars: dict[str, list] = {}  # char -> [count, where]
+
+    def where(self, i: int) -> str:
+        return f"{self.manifests[self.loc_manifest[i] - self.first_index]}:{self.loc_line[i]}"
+
+    def add(self, chunk: ChunkResult) -> None:
+        index = chunk.manifest_index
+        offset = self.line_offsets.get(index, 0)
+        self.line_offsets[index] = offset + chunk.line_count
+        path = self.manifests[index - self.first_index]
+        for severity, code, line, message in chunk.problems:
+            self.problems.add(severity, code, f"{path}:{offset + line}", message)
+        self.problems_per_manifest[index] = self.problems_per_manifest.get(index, 0) + len(chunk.problems)
+        n = len(chunk.ids)
+        self.entries_per_manifest[index] = self.entries_per_manifest.get(index, 0) + n
+        self.ids.extend(chunk.ids)
+        self.loc_manifest.extend([index] * n)
+        self.loc_line.extend((chunk.lines + offset).tolist())
+        self.codes_by_path = chunk.codes_by_path
+        for key in ("text_hash", "codes_hash", "durations", "text_chars", "text_tokens", "codes_lengths"):
+            self.arrays.setdefault(key, []).append(getattr(chunk, key))
+        seconds = np.nan_to_num(chunk.durations, nan=0.0)
+        for k, name in enumerate(chunk.speaker_names):
+            mine = chunk.speakers == k
+            entry = self.speakers.setdefault(name, [0, 0.0])
+            entry[0] += int(mine.sum())
+            entry[1] += float(seconds[mine].sum())
+        self.entries_without_speaker += int(np.sum(chunk.speakers < 0))
+        for key, value in chunk.script_letters.items():
+            self.script_letters[key] = self.script_letters.get(key, 0) + value
+        for key, value in chunk.lines_by_script.items():
+            self.lines_by_script[key] = self.lines_by_script.get(key, 0) + value
+        self.lines_not_expected += chunk.lines_not_expected
+        self.tokens_total += chunk.tokens_total
+        self.unknown_tokens += chunk.unknown_tokens
+        for ch, count in chunk.unknown_chars.items():
+            entry = self.unknown_chars.setdefault(ch, [0, f"{path}:{offset + chunk.unknown_where[ch]}"])
+            entry[0] += count
+
+    def codes_what(self) -> str:
+        return "codes file" if self.codes_by_path else "codes"
+
+    def find_duplicates(self) -> None:
+        """Every entry whose id, text or codes repeat an earlier entry of this split."""
+        first: dict[str, int] = {}
+        for i, uid in enumerate(self.ids):
+            j = first.setdefault(uid, i)
+            if j != i:
+                self.duplicates["ids"] += 1
+                self.problems.add("error", "duplicate-id", self.where(i), f"duplicate id '{uid}' (first at {self.where(j)})")
+        self.first_id = first
+        for kind, key, code in (("texts", "text_hash", "duplicate-text"), ("codes", "codes_hash", "duplicate-codes")):
+            what = "text" if kind == "texts" else self.codes_what()
+            for i, j in _repeats(self.array(key).astype(np.uint64)):
+                self.duplicates[kind] += 1
+                self.problems.add("warning", code, self.where(i),
+                                  f"duplicate {what}: id {self.ids[i]} repeats {self.where(j)} (id {self.ids[j]})")
+
+    def find_leakage(self, train: _SplitAccumulator) -> dict[str, int]:
+        """Val entries (this split) whose id, text or codes also occur in train."""
+        leakage = {"ids": 0}
+        for i, uid in enumerate(self.ids):
+            j = train.first_id.get(uid)
+            if j is not None:
+                leakage["ids"] += 1
+                self.problems.add("error", "val-leak-id", self.where(i),
+                                  f"val id '{uid}' is also in train ({train.where(j)})")
+        for kind, key, severity, code in (("texts", "text_hash", "warning", "val-leak-text"),
+                                          ("codes", "codes_hash", "error", "val-leak-codes")):
+            what = "text" if kind == "texts" else self.codes_what()
+            leakage[kind] = 0
+            for i, j in _matches(self.array(key).astype(np.uint64), train.array(key).astype(np.uint64)):
+                leakage[kind] += 1
+                self.problems.add(severity, code, self.where(i),
+                                  f"val entry {self.ids[i]} has the same {what} as train {train.where(j)} "
+                                  f"(id {train.ids[j]})")
+        return leakage
+
+    def array(self, key: str) -> np.ndarray:
+        parts = self.arrays.get(key)
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def finish(self, settings: CheckSettings) -> SplitStats:
+        for k, path in enumerate(self.manifests):
+            index = self.first_index + k
+            if not self.entries_per_manifest.get(index) and not self.problems_per_manifest.get(index):
+                self.problems.add("error", "empty-manifest", str(path), "manifest has no entries")
+        durations = self.array("durations")
+        stats = SplitStats(name=self.name, manifests=[str(p) for p in self.manifests],
+                           lines=sum(self.line_offsets.values()), entries=len(self.ids))
+        stats.hours = float(np.nansum(durations)) / 3600 if durations.size else 0.0
+        stats.entries_without_duration = int(np.isnan(durations).sum()) if durations.size else 0
+        stats.durations_s = NumberSummary.of(durations)
+        stats.text_chars = NumberSummary.of(self.array("text_chars"))
+        if settings.tokenizer:
+            tokens = self.array("text_tokens")
+            stats.text_tokens = NumberSummary.of(tokens[tokens >= 0])
+        if settings.check_files:
+            codes_lengths = self.array("codes_lengths")
+            stats.codes_lengths = NumberSummary.of(codes_lengths[codes_lengths >= 0])
+        letters = sum(self.script_letters.values())
+        stats.script_letters = {name: self.script_letters.get(name, 0) for name in SCRIPTS}
+        stats.script_shares = {name: (self.script_letters.get(name, 0) / letters if letters else 0.0)
+                               for name in SCRIPTS}
+        stats.lines_by_script = {name: self.lines_by_script.get(name, 0) for name in (*SCRIPTS, "none")}
+        stats.lines_not_expected_language = self.lines_not_expected
+        self._speaker_stats(stats)
+        if settings.tokenizer:
+            stats.tokens_total = self.tokens_total
+            stats.unknown_tokens = self.unknown_tokens
+            stats.unknown_rate = self.unknown_tokens / self.tokens_total if self.tokens_total else 0.0
+            stats.unknown_chars = [
+                UnknownChar(ch, f"U+{ord(ch):04X}", count, where)
+                for ch, (count, where) in sorted(self.unknown_chars.items(), key=lambda kv: -kv[1][0])
+            ]
+        self.find_duplicates()
+        stats.duplicate_ids = self.duplicates["ids"]
+        stats.duplicate_texts = self.duplicates["texts"]
+        stats.duplicate_codes = self.duplicates["codes"]
+        return stats
+
+    def _speaker_stats(self, stats: SplitStats) -> None:
+        stats.speaker_count = len(self.speakers)
+        stats.entries_without_speaker = self.entries_without_speaker
+        total_seconds = sum(v[1] for v in self.speakers.values())
+        total_utts = sum(v[0] for v in self.speakers.values())
+        rows = []
+        for name, (utts, seconds) in self.speakers.items():
+            share = seconds / total_seconds if total_seconds > 0 else (utts / total_utts if total_utts else 0.0)
+            rows.append(SpeakerStat(name, int(utts), round(seconds / 3600, 4), round(share, 4)))
+        rows.sort(key=lambda s: (-s.share, s.speaker))
+        stats.speakers = rows
+        stats.largest_speaker_share = rows[0].share if rows else None
+
+
+def _repeats(hashes: np.ndarray) -> list[tuple[int, int]]:
+    """(i, j) for every entry i whose hash occurred first at j < i (0 = unknown, ignored)."""
+    known = np.flatnonzero(hashes != 0)
+    if known.size < 2:
+        return []
+    _values, first, inverse, counts = np.unique(hashes[known], return_index=True, return_inverse=True,
+                                                return_counts=True)
+    repeated = np.flatnonzero((counts[inverse] > 1) & (first[inverse] != np.arange(known.size)))
+    return [(int(known[k]), int(known[first[inverse[k]]])) for k in repeated.tolist()]
+
+
+def _matches(hashes: np.ndarray, reference: np.ndarray) -> list[tuple[int, int]]:
+    """(i, j) for every i whose hash occurs in ``reference``, j its first occurrence there."""
+    if not hashes.size or not reference.size:
+        return []
+    unique, first = np.unique(reference, return_index=True)
+    hits = np.flatnonzero(np.isin(hashes, unique) & (hashes != 0))
+    return [(int(i), int(first[np.searchsorted(unique, hashes[i])])) for i in hits.tolist()]
+
+
+def _speaker_warnings(stats: SplitStats, problems: _ProblemList) -> None:
+    if not stats.entries:
+        return
+    if stats.speaker_count == 0:
+        problems.add("warning", "no-speakers", "", "no entry names a speaker: no speaker statistics, and a "
+                     "split cannot keep speakers apart")
+        return
+    if stats.entries_without_speaker:
+        problems.add("warning", "missing-speaker", "",
+                     f"{stats.entries_without_speaker} of {stats.entries} train entries name no speaker")
+    if stats.speaker_count == 1:
+        problems.add("warning", "single-speaker", "", f"all train data is one speaker ({stats.speakers[0].speaker}): "
+                     "the model may lose the ability to clone other voices")
+    elif stats.largest_speaker_share is not None and stats.largest_speaker_share > SINGLE_SPEAKER_SHARE:
+        top = stats.speakers[0]
+        problems.add("warning", "dominant-speaker", "",
+                     f"speaker {top.speaker} holds {100 * top.share:.0f}% of the train data")
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (project CLI convention)
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m data_tools.check_data",
+                     description="Check codes manifests before training (exit 0 clean, 1 problems, 2 usage).")
+    parser.add_argument("--manifest", action="append", required=True, type=Path, metavar="M",
+                        help="train manifest (repeatable)")
+    parser.add_argument("--val-manifest", action="append", default=[], type=Path, metavar="V",
+                        help="validation manifest (repeatable); enables the leakage check")
+    parser.add_argument("--tokenizer", type=Path, help="SentencePiece model: text lengths and unknown tokens")
+    parser.add_argument("--config", type=Path, help="IndexTTS config.yaml: length limits and the code range")
+    parser.add_argument("--language", help="expected language of the text, e.g. am")
+    parser.add_argument("--json", type=Path, dest="json_path", metavar="PATH", help="write the full report as JSON")
+    parser.add_argument("--workers", type=int, default=0, help="worker processes (default: every core)")
+    parser.add_argument("--no-file-checks", action="store_true", help="skip the referenced .npy / audio files")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.workers < 0:
+        print("error: --workers must be >= 0", file=sys.stderr)
+        return 2
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, unit="B", unit_scale=True, desc="checking", file=sys.stderr, leave=False)
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+    try:
+        report = check_manifests(args.manifest, args.val_manifest, tokenizer=args.tokenizer, config=args.config,
+                                 language=args.language, workers=args.workers,
+                                 check_files=not args.no_file_checks, progress=progress)
+    except CheckUsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if bar is not None:
+            bar.close()
+    print(report.summary_text())
+    if args.json_path is not None:
+        from data_tools.fileio import atomic_write_text
+
+        try:
+            atomic_write_text(args.json_path, json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n")
+        except OSError as exc:
+            print(f"error: cannot write {args.json_path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
