@@ -457,3 +457,28 @@ def test_cli_bad_flags_exit_2_with_one_line(tmp_path):
     result = run_cli("export", tmp_path / "x.pth")
     assert result.returncode == 2 and result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
     assert cli_main(["inspect", str(tmp_path / "missing.pth")]) == 2
+
+
+# ----- end to end: a repaired community checkpoint is resumable by the trainer ---------------------------
+
+
+def test_trainer_resumes_from_a_repaired_community_checkpoint(tmp_path, demo_workspace, cli):
+    tokenizer = TextTokenizer(demo_workspace.extended_tokenizer)
+    gpt = dict(load_config(demo_workspace.config)["gpt"], number_text_tokens=tokenizer.vocab_size)
+    source = tmp_path / "model_step40.pth"
+    torch.save(community_checkpoint(gpt, state=trained_state(gpt, steps=1)), source)
+    repaired = tmp_path / "repaired.pth"
+    done = cli("repair", source, "--out", repaired, "--config", demo_workspace.config,
+               "--tokenizer", demo_workspace.extended_tokenizer)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "run"
+    argv = [*demo_workspace.train_argv(max_steps=42), "--output-dir", str(out), "--resume", str(repaired),
+            "--num-workers", "0", "--val-interval", "1000", "--save-interval", "1000"]
+    result = subprocess.run([sys.executable, "-m", "trainer.train", *argv], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"resumed from {repaired} at step 40, epoch 2, position 5" in result.stdout
+    assert "optimizer + scheduler" in result.stdout  # the re-laid-out moments were restored, not reset
+    final = load_checkpoint(out / "latest.pth")
+    assert final["step"] == 42 and final["format_version"] == 2
+    assert verify_checkpoint(out / "latest.pth").verdict == COMPLETE
