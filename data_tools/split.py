@@ -1,0 +1,278 @@
+"""Split a codes manifest into train and val: deterministic, speaker-aware, never leaking.
+
+Library: ``split_manifest(manifest, out_dir, val_fraction, seed, held_out_speakers) -> SplitResult``
+(``plan_split`` does the choosing on parsed entries). CLI::
+
+    python -m data_tools.split --manifest M --out-dir D [--val-fraction 0.05] [--seed 0] [--held-out-speakers N]
+
+writes ``D/train.jsonl`` and ``D/val.jsonl`` atomically (relative paths rewritten against ``D``; every
+other field kept as it was).
+
+- Never leaking: entries that share an id, a text ("same text" as the data checker defines it,
+  before and after the text front-end) or a codes file form one group, and a group goes to one side.
+- Speaker-aware: by default val holds utterances of speakers that also stay in train (each speaker
+  keeps at least one group in train, and gives about ``val_fraction`` of its utterances to val).
+  ``--held-out-speakers N`` additionally moves every utterance of N whole speakers to val (unseen
+  voices); use ``--val-fraction 0`` to have only those in val.
+- Deterministic: the same manifest and seed give the same split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from data_tools.fileio import atomic_write_text
+from data_tools.manifest import ManifestError, parse_manifest_line
+from data_tools.text import normalize_text
+from data_tools.text_keys import text_key
+
+PATH_FIELDS = ("codes", "cond_mel", "cond_audio")
+
+
+class SplitError(ValueError):
+    """Input the splitter refuses (one-line message)."""
+
+
+@dataclass
+class SplitResult:
+    train_path: Path
+    val_path: Path
+    train_count: int
+    val_count: int
+    groups: int  # leak-free groups the entries formed
+    held_out: list[str] = field(default_factory=list)  # speakers only in val
+    val_speakers: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"train: {self.train_count} entries -> {self.train_path}",
+                 f"val: {self.val_count} entries from {self.val_speakers} speaker(s) -> {self.val_path}"]
+        if self.held_out:
+            lines.append(f"held-out speakers (val only): {', '.join(self.held_out)}")
+        lines.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SplitItem:
+    """What the splitter needs to know about one entry."""
+
+    id: str
+    text: str
+    speaker: str | None
+    codes: str  # resolved path
+    language: str | None = None
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def leak_groups(items: list[SplitItem]) -> list[list[int]]:
+    """Indices grouped so that entries sharing an id, text or codes file are together (first-seen order)."""
+    uf = _UnionFind(len(items))
+    first: dict[tuple[str, str], int] = {}
+    for i, item in enumerate(items):
+        keys = {("id", item.id), ("codes", item.codes), ("text", text_key(item.text)),
+                ("text", text_key(normalize_text(item.text, item.language)))}
+        for key in keys:
+            if key[0] == "text" and not key[1]:
+                continue  # a text of punctuation only says nothing
+            j = first.setdefault(key, i)
+            if j != i:
+                uf.union(i, j)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(items)):
+        groups[uf.find(i)].append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+@dataclass
+class SplitPlan:
+    train: list[int]  # entry indices, manifest order
+    val: list[int]
+    held_out: list[str]
+    groups: int
+
+
+def plan_split(items: list[SplitItem], val_fraction: float, seed: int, held_out_speakers: int = 0) -> SplitPlan:
+    """Choose the val entries (see the module docstring); raises SplitError for impossible requests."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise SplitError(f"--val-fraction must be in [0, 1), got {val_fraction}")
+    rng = random.Random(seed)
+    groups = leak_groups(items)
+    speakers_of = [Counter(items[i].speaker for i in group) for group in groups]
+    in_val = [False] * len(groups)
+
+    all_speakers = sorted({item.speaker for item in items if item.speaker is not None})
+    held_out: list[str] = []
+    if held_out_speakers:
+        if held_out_speakers < 0:
+            raise SplitError("--held-out-speakers must be >= 0")
+        if held_out_speakers >= len(all_speakers):
+            raise SplitError(f"--held-out-speakers {held_out_speakers}: the manifest has {len(all_speakers)} "
+                             "speaker(s); at least one must stay in train")
+        shuffled = all_speakers[:]
+        rng.shuffle(shuffled)
+        held_out = sorted(shuffled[:held_out_speakers])
+        held = set(held_out)
+        for g, speakers in enumerate(speakers_of):
+            if held & set(speakers):
+                in_val[g] = True
+
+    train_left = Counter(items[i].speaker for i in range(len(items)))
+    for g, speakers in enumerate(speakers_of):
+        if in_val[g]:
+            train_left.subtract(speakers)
+    seen = [s for s in all_speakers if s not in set(held_out)]
+    seen_total = sum(train_left[s] for s in seen) + train_left[None]
+    target = round(val_fraction * seen_total)
+    if val_fraction > 0 and seen_total >= 2:
+        target = max(1, target)
+    quota = {s: round(val_fraction * train_left[s]) for s in (*seen, None)}
+    taken: Counter = Counter()
+
+    order = list(range(len(groups)))
+    rng.shuffle(order)
+    chosen = 0
+    for respect_quota in (True, False):  # first per-speaker quotas, then fill up to the target
+        for g in order:
+            if chosen >= target:
+                break
+            if in_val[g]:
+                continue
+            size = sum(speakers_of[g].values())
+            if chosen + size > target:
+                continue
+            if not _keeps_speakers_seen(speakers_of[g], train_left):
+                continue
+            if respect_quota and any(taken[s] + n > quota.get(s, 0) for s, n in speakers_of[g].items()):
+                continue
+            in_val[g] = True
+            chosen += size
+            taken.update(speakers_of[g])
+            train_left.subtract(speakers_of[g])
+
+    train = sorted(i for g, group in enumerate(groups) if not in_val[g] for i in group)
+    val = sorted(i for g, group in enumerate(groups) if in_val[g] for i in group)
+    return SplitPlan(train, val, held_out, len(groups))
+
+
+def _keeps_speakers_seen(speakers: Counter, train_left: Counter) -> bool:
+    """Whether moving a group to val leaves every named speaker of it with an utterance in train."""
+    return all(speaker is None or train_left[speaker] - n >= 1 for speaker, n in speakers.items())
+
+
+def _rebase(obj: dict, manifest_dir: Path, out_dir: Path) -> dict:
+    """Relative paths in ``obj`` rewritten so they still point at the same files from ``out_dir``."""
+    out = dict(obj)
+    for key in PATH_FIELDS:
+        value = obj.get(key)
+        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+            out[key] = Path(os.path.relpath(manifest_dir / value, out_dir)).as_posix()
+    return out
+
+
+def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: float = 0.05, seed: int = 0,
+                   held_out_speakers: int = 0) -> SplitResult:
+    """Split ``manifest`` into ``out_dir``/train.jsonl and val.jsonl (raises SplitError on bad input)."""
+    manifest = Path(manifest).absolute()
+    out_dir = Path(out_dir).absolute()
+    train_path, val_path = out_dir / "train.jsonl", out_dir / "val.jsonl"
+    if manifest in (train_path, val_path):
+        raise SplitError(f"--out-dir {out_dir} would overwrite the input manifest {manifest}")
+    items, objects = _read(manifest)
+    plan = plan_split(items, val_fraction, seed, held_out_speakers)
+    notes = []
+    duplicate_ids = len(items) - len({item.id for item in items})
+    if duplicate_ids:
+        notes.append(f"{duplicate_ids} duplicate id(s) kept on one side; the data checker reports them")
+    if val_fraction > 0 and not plan.val:
+        notes.append("val is empty: every group is needed in train to keep its speaker seen")
+    for path, indices in ((train_path, plan.train), (val_path, plan.val)):
+        text = "".join(json.dumps(_rebase(objects[i], manifest.parent, out_dir), ensure_ascii=False) + "\n"
+                       for i in indices)
+        atomic_write_text(path, text)
+    val_speakers = {items[i].speaker for i in plan.val if items[i].speaker is not None}
+    return SplitResult(train_path=train_path, val_path=val_path, train_count=len(plan.train),
+                       val_count=len(plan.val), groups=plan.groups, held_out=plan.held_out,
+                       val_speakers=len(val_speakers), notes=notes)
+
+
+def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
+    """Every entry (validated by the manifest parser) and its JSON object; SplitError on the first bad line."""
+    items: list[SplitItem] = []
+    objects: list[dict] = []
+    try:
+        with open(manifest, encoding="utf-8") as handle:
+            for lineno, raw in enumerate(handle, 1):
+                entry = parse_manifest_line(raw, manifest, lineno)
+                if entry is None:
+                    continue
+                items.append(SplitItem(entry.id, entry.text, entry.speaker, os.path.normpath(entry.codes),
+                                       entry.language))
+                objects.append(json.loads(raw))
+    except FileNotFoundError:
+        raise SplitError(f"{manifest}: manifest not found") from None
+    except UnicodeDecodeError:
+        raise SplitError(f"{manifest}: not valid UTF-8") from None
+    except ManifestError as exc:
+        raise SplitError(str(exc)) from None
+    if not items:
+        raise SplitError(f"{manifest}: manifest has no entries")
+    return items, objects
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (project CLI convention)
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m data_tools.split",
+                     description="Split a codes manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
+    parser.add_argument("--manifest", required=True, type=Path, help="codes manifest to split")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for train.jsonl and val.jsonl")
+    parser.add_argument("--val-fraction", type=float, default=0.05, help="share of utterances for val (0.05)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same split)")
+    parser.add_argument("--held-out-speakers", type=int, default=0, metavar="N",
+                        help="also move every utterance of N whole speakers to val")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = split_manifest(args.manifest, args.out_dir, args.val_fraction, args.seed, args.held_out_speakers)
+    except SplitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot write to {args.out_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
