@@ -30,6 +30,7 @@ SAMPLE_RATE = 24_000
 SAMPLES_PER_CODE = 1024  # gpt.mel_length_compression: one DVAE code per 1024 samples at 24 kHz
 MEL_CHANNELS = 100
 MIN_COND_FRAMES = 3  # the conformer's conv2d2 subsampling needs three frames
+MAX_COND_FRAMES = 10_000  # the trainer drops longer prompts (trainer/data.py MAX_COND_FRAMES)
 LANGUAGE_SCRIPTS = {"am": "ethiopic", "ti": "ethiopic", "gez": "ethiopic", "tig": "ethiopic",
                     "en": "latin", "fr": "latin", "de": "latin", "es": "latin", "it": "latin",
                     "pt": "latin", "nl": "latin", "sw": "latin", "om": "latin", "so": "latin"}
@@ -220,10 +221,10 @@ def check_codes_file(path: str, settings: CheckSettings) -> tuple[list[tuple[str
         else:
             detail = f"values {low}..{high} outside [0, {limit})"
         problems.append(("error", "codes-range", f"codes {detail}: {path}"))
-    if settings.max_mel_tokens is not None and length > settings.max_mel_tokens + 1:
+    if settings.max_mel_tokens is not None and length > settings.max_mel_tokens:
         problems.append(("error", "codes-too-long",
-                         f"{length} codes, at most {settings.max_mel_tokens + 1} fit (gpt.max_mel_tokens "
-                         f"{settings.max_mel_tokens}): {path}"))
+                         f"{length} codes, more than gpt.max_mel_tokens {settings.max_mel_tokens} (the trainer "
+                         f"drops it): {path}"))
     return problems, length, _hash64(np.ascontiguousarray(codes, dtype=np.int64).tobytes())
 
 
@@ -241,6 +242,9 @@ def check_cond_mel_file(path: str) -> list[tuple[str, str, str]]:
         return [("error", "cond-mel-shape", f"cond_mel must be [{MEL_CHANNELS}, frames], {path} has shape {list(shape)}")]
     if shape[1] < MIN_COND_FRAMES:
         return [("error", "cond-mel-shape", f"cond_mel has {shape[1]} frames, at least {MIN_COND_FRAMES} needed: {path}")]
+    if shape[1] > MAX_COND_FRAMES:
+        return [("error", "cond-mel-too-long",
+                 f"cond_mel has {shape[1]} frames, more than {MAX_COND_FRAMES} (the trainer drops it): {path}")]
     return []
 
 
@@ -317,7 +321,7 @@ def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     prefix = base + os.sep if base else ""
     codes_paths = [e[2] if e[2].startswith("/") else prefix + e[2] for e in entries]
     if settings.tokenizer:
-        _check_texts(result, settings, entries, entry_lines, languages, counts)
+        _check_texts(result, settings, entries, entry_lines, counts)
     if settings.check_files:
         result.codes_hash = _check_files(result, settings, entries, entry_lines, codes_paths, base, durations)
     else:
@@ -361,13 +365,13 @@ def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tup
 
 
 def _check_texts(result: ChunkResult, settings: CheckSettings, entries: list[tuple], entry_lines: list[int],
-                 languages: list[str | None], counts: np.ndarray) -> None:
+                 counts: np.ndarray) -> None:
     """The text front-end and the tokenizer: token counts, unknown pieces, length limit."""
     tokenizer = _tokenizer(settings.tokenizer)
     detected = _detected_languages(counts)
     cache: dict[tuple[str, str | None], str] = {}
     for i, fields in enumerate(entries):
-        code = languages[i] or detected[i]
+        code = fields[6] or detected[i]  # as the trainer: the entry's language, else the text's script
         key = (fields[1], code)
         normalized = cache.get(key)
         if normalized is None:
@@ -408,11 +412,11 @@ def _estimate_lengths(result: ChunkResult, settings: CheckSettings, entries: lis
     if settings.max_mel_tokens is None or not len(durations):
         return
     estimates = np.ceil(np.nan_to_num(durations, nan=0.0) * SAMPLE_RATE / SAMPLES_PER_CODE)
-    limit = settings.max_mel_tokens + 1
+    limit = settings.max_mel_tokens
     for i in np.flatnonzero(estimates > limit).tolist():
         result.problems.append(("error", "codes-too-long", entry_lines[i],
-                                f"{durations[i]:.2f} s is about {int(estimates[i])} codes, at most {limit} fit "
-                                f"(gpt.max_mel_tokens {settings.max_mel_tokens}) (id {entries[i][0]})"))
+                                f"{durations[i]:.2f} s is about {int(estimates[i])} codes, more than "
+                                f"gpt.max_mel_tokens {limit} (the trainer drops it) (id {entries[i][0]})"))
 
 
 def _detected_languages(counts: np.ndarray) -> list[str | None]:
@@ -477,8 +481,8 @@ def _check_tokens(result: ChunkResult, tokenizer, normalized: str, uid: str, lin
                                 f"{unknown} of {len(ids)} tokens unknown to the tokenizer ({shown}) (id {uid})"))
     if settings.max_text_tokens is not None and len(ids) > settings.max_text_tokens:
         result.problems.append(("error", "text-too-long", lineno,
-                                f"{len(ids)} text tokens, at most {settings.max_text_tokens} fit "
-                                f"(gpt.max_text_tokens) (id {uid})"))
+                                f"{len(ids)} text tokens, more than gpt.max_text_tokens {settings.max_text_tokens} "
+                                f"(the trainer drops it) (id {uid})"))
 
 
 def _check_duration_against_codes(problems: list, lineno: int, uid: str, duration: float | None,
