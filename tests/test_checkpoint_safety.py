@@ -244,3 +244,13 @@ def test_auto_resume_with_incompatible_tokenizer_refuses_with_the_difference(tmp
     with pytest.raises(CheckpointError) as info:
         select_resume(tmp_path, "auto", Expectation(tokenizer=other))
     assert "tokenizer differs" in str(info.value) and "fail the same way" in str(info.value)
+
+
+def test_mmap_loading_gives_the_same_tensors_and_reads_legacy_files(tmp_path, good_bytes):
+    path = tmp_path / "ckpt.pth"
+    path.write_bytes(good_bytes)
+    mapped, read = load_checkpoint(path, mmap=True), load_checkpoint(path)
+    assert all(torch.equal(mapped["model"][k], v) for k, v in read["model"].items())
+    legacy = tmp_path / "legacy.pth"
+    torch.save({"model": {"w": torch.ones(2)}}, legacy, _use_new_zipfile_serialization=False)
+    assert torch.equal(load_checkpoint(legacy, mmap=True)["model"]["w"], torch.ones(2))

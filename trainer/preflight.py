@@ -173,7 +173,7 @@ def _check_weights_file(name: str, flag: str, path: Path, config: dict[str, Any]
     from trainer.checkpoints.validate import shape_differences
 
     try:
-        ckpt = load_checkpoint(path)
+        ckpt = load_checkpoint(path, mmap=True)
     except CheckpointError as exc:
         report.add(name, False, f"{flag}: {_one_line(exc)}")
         return
@@ -235,7 +235,7 @@ def _check_resume(values: dict[str, Any], config: dict[str, Any], tokenizer: Any
             report.add("resume", True, "fresh start at step 0 (no --resume)")
         return
     try:
-        choice = select_resume(out_dir, resume, expectation_for_run(values, config, tokenizer))
+        choice = select_resume(out_dir, resume, expectation_for_run(values, config, tokenizer), mmap=True)
     except CheckpointError as exc:
         report.add("resume", False, _one_line(exc))
         return

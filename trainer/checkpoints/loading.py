@@ -63,10 +63,11 @@ def explain_load_failure(exc: BaseException, path: Path | None = None) -> str:
     return f"corrupt ({type(exc).__name__}: {_first_line(message)})"
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, *, mmap: bool = False) -> dict[str, Any]:
     """Load ``path`` with ``torch.load(weights_only=True, map_location="cpu")``.
 
-    Raises CheckpointError "<path> is not a loadable checkpoint: <reason>" for a missing, empty,
+    ``mmap=True`` maps the tensors instead of reading them (checks that only look at shapes, e.g.
+    pre-flight on a multi-GB checkpoint); files in torch's legacy format are read normally. Raises CheckpointError "<path> is not a loadable checkpoint: <reason>" for a missing, empty,
     truncated, random or code-carrying file, or anything that is not a dict. Nothing in it executes.
     """
     path = Path(path)
@@ -87,7 +88,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # torch warns about pickle protocols of foreign files
-                obj = torch.load(path, weights_only=True, map_location="cpu")
+                use_mmap = mmap and zipfile.is_zipfile(path)
+                obj = torch.load(path, weights_only=True, map_location="cpu", mmap=use_mmap)
         except PermissionError as exc:
             reason = f"cannot read it ({exc.strerror or exc})"
         except (Exception, MemoryError) as exc:  # torch raises many types for bad bytes; all mean "refused"

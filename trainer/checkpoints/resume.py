@@ -28,10 +28,11 @@ def checkpoint_files_exist(output_dir: str | Path) -> bool:
     return (output_dir / LATEST).exists() or (output_dir / BEST).exists() or bool(step_checkpoints(output_dir))
 
 
-def _try(path: Path, expectation: Expectation | None) -> tuple[dict[str, Any] | None, ValidationReport | str]:
+def _try(path: Path, expectation: Expectation | None,
+         mmap: bool = False) -> tuple[dict[str, Any] | None, ValidationReport | str]:
     """Load and validate; the checkpoint and its report, or (None, reason) when it cannot be used."""
     try:
-        ckpt = load_checkpoint(path)
+        ckpt = load_checkpoint(path, mmap=mmap)
     except CheckpointError as exc:
         return None, str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
     report = validate_checkpoint(ckpt, expectation, path)
@@ -45,7 +46,7 @@ def _choice(path: Path, ckpt: dict[str, Any], report: ValidationReport, notes: l
 
 
 def select_resume(output_dir: str | Path, resume: str | Path | None,
-                  expectation: Expectation | None = None) -> ResumeChoice | None:
+                  expectation: Expectation | None = None, *, mmap: bool = False) -> ResumeChoice | None:
     """What to resume from, or None for a fresh start; raises CheckpointError (one line) to refuse.
 
     - empty/None: fresh start.
@@ -53,13 +54,15 @@ def select_resume(output_dir: str | Path, resume: str | Path | None,
       ``model_step<N>.pth`` (the notes say which and why). With nothing usable: None when no checkpoint
       file exists at all, otherwise a refusal (an existing run is never silently discarded).
     - a path: that file, which must load and validate.
+
+    ``mmap=True`` maps tensors instead of reading them (pre-flight only inspects the choice).
     """
     if resume is None or str(resume).strip() == "":
         return None
     output_dir = Path(output_dir)
     if str(resume).strip() != "auto":
         path = Path(resume)
-        ckpt, outcome = _try(path, expectation)
+        ckpt, outcome = _try(path, expectation, mmap)
         if ckpt is None:
             raise CheckpointError(f"cannot resume from {path}: {outcome}")
         assert isinstance(outcome, ValidationReport)
@@ -76,7 +79,7 @@ def select_resume(output_dir: str | Path, resume: str | Path | None,
             if path.name == LATEST:
                 notes.append(f"{path} is missing")
             continue
-        ckpt, outcome = _try(path, expectation)
+        ckpt, outcome = _try(path, expectation, mmap)
         if ckpt is None:
             assert isinstance(outcome, str)
             failures.append((path, outcome))
