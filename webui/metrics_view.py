@@ -164,7 +164,8 @@ def progress_html(event: dict[str, Any] | None, running: bool) -> str:
     eta = format_duration(_number(event.get("eta_s"))) if running else "-"
     speed = _number(event.get("tokens_per_s"))
     detail = f"step {step}" + (f" / {total} ({percent:.0f}%)" if total else "")
-    detail += f", epoch {event.get('epoch', '?')}"
+    epoch = event.get("epoch")
+    detail += f", epoch {epoch + 1}" if isinstance(epoch, int) else ""  # metrics count epochs from 0
     if running:
         detail += f", ETA {eta}"
     if speed:

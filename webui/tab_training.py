@@ -137,8 +137,16 @@ def _new_view(output_dir: str, status: RunStatus) -> RunView:
     return RunView(output_dir=output_dir, run_id=status.run_id, log=log, metrics=MetricsReader(directory))
 
 
+def _plot_update(frame: Any) -> Any:
+    """The plot's data, with a caption that says how much of the run it covers."""
+    if frame.empty:
+        return gr.update(value=frame, caption="no points yet")
+    return gr.update(value=frame, caption=f"{len(frame)} points, up to step {int(frame['step'].max())}")
+
+
 def _frames(view: RunView) -> tuple[Any, Any, Any]:
-    return view.metrics.loss_frame(), view.metrics.top1_frame(), view.metrics.lr_frame()
+    return tuple(_plot_update(f) for f in (view.metrics.loss_frame(), view.metrics.top1_frame(),
+                                           view.metrics.lr_frame()))
 
 
 def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str) -> tuple[Any, ...]:
@@ -239,56 +247,59 @@ def build(ctx: StudioContext) -> None:
     fields_init, resume_init, resume_from_init = tf.form_from_values(values)
     by_name: dict[str, gr.components.Component] = {}
 
-    with gr.Row(equal_height=True):
-        preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset", elem_id="train-preset",
-                             scale=3)
-        apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
-    with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"), gr.Row():
-        save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml", scale=1)
-        yaml_file = gr.File(label="Saved form", interactive=False, elem_id="train-yaml-file", height=90, scale=2)
-        load_yaml = gr.File(label="Load form from YAML (a saved form or a run's train_config.yaml)",
-                            file_types=[".yaml", ".yml"], type="filepath", elem_id="train-load-yaml", height=90,
-                            scale=2)
-    form_message = gr.Markdown(elem_id="train-form-message")
-
-    field_list: list[gr.components.Component] = []
-    for group in tf.GROUPS:
-        with gr.Accordion(group, open=group == tf.GROUPS[0], elem_id=f"train-group-{group.split()[0].lower()}"):
-            for option, value in zip(tf.FORM_OPTIONS, fields_init):
-                if option.group == group:
-                    by_name[option.name] = _component(option, value)
-    field_list = [by_name[option.name] for option in tf.FORM_OPTIONS]
-    output_dir = by_name["output_dir"]
-
-    with gr.Row(equal_height=True):
-        resume = gr.Checkbox(value=resume_init, label="Resume", elem_id="train-resume", scale=1,
-                             info="continue this output dir's run (optimizer, schedule and data position too)")
-        resume_from = gr.Dropdown(
-            choices=checkpoint_choices(str(values.get("output_dir") or "")), value=resume_from_init,
-            label="Resume from", allow_custom_value=True, elem_id="train-resume-from", scale=3,
-        )
-        refresh_checkpoints = gr.Button("Refresh checkpoints", elem_id="train-refresh-checkpoints", scale=1)
-
-    command = gr.Textbox(value=shlex.join(tf.trainer_argv(values)), label="Command (exactly what Start runs)",
-                         lines=2, interactive=False, buttons=["copy"], elem_id="train-command")
     with gr.Row():
-        preflight = gr.Button("Pre-flight check", elem_id="train-preflight")
-        start = gr.Button("Start", variant="primary", elem_id="train-start")
-        stop = gr.Button("Stop (save, then exit)", elem_id="train-stop")
-        force_stop = gr.Button("Force stop", variant="stop", elem_id="train-force-stop")
-    preflight_report = gr.HTML(elem_id="train-preflight-report")
-    status = gr.HTML(elem_id="train-status")
-    progress = gr.HTML(elem_id="train-progress")
-    log = gr.Textbox(label="Log", lines=18, max_lines=18, interactive=False, autoscroll=True,
-                     elem_id="training-log")
+        with gr.Column(scale=2, min_width=380):
+            with gr.Row(equal_height=True):
+                preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset",
+                                     elem_id="train-preset", scale=3)
+                apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
+            with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"):
+                save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml")
+                yaml_file = gr.File(label="Saved form", interactive=False, elem_id="train-yaml-file", height=90)
+                load_yaml = gr.File(label="Load form from YAML (a saved form or a run's train_config.yaml)",
+                                    file_types=[".yaml", ".yml"], type="filepath", elem_id="train-load-yaml",
+                                    height=90)
+            form_message = gr.Markdown(elem_id="train-form-message")
+            for group in tf.GROUPS:
+                with gr.Accordion(group, open=group == tf.GROUPS[0],
+                                  elem_id=f"train-group-{group.split()[0].lower()}"):
+                    for option, value in zip(tf.FORM_OPTIONS, fields_init):
+                        if option.group == group:
+                            by_name[option.name] = _component(option, value)
+
+        with gr.Column(scale=3, min_width=480):
+            with gr.Row(equal_height=True):
+                resume = gr.Checkbox(value=resume_init, label="Resume", elem_id="train-resume", scale=1,
+                                     info="continue this output dir's run (optimizer, schedule, data position)")
+                resume_from = gr.Dropdown(
+                    choices=checkpoint_choices(str(values.get("output_dir") or "")), value=resume_from_init,
+                    label="Resume from", allow_custom_value=True, elem_id="train-resume-from", scale=3,
+                )
+                refresh_checkpoints = gr.Button("Refresh", elem_id="train-refresh-checkpoints", scale=0,
+                                                min_width=90)
+            command = gr.Textbox(value=shlex.join(tf.trainer_argv(values)),
+                                 label="Command (exactly what Start runs)", lines=3, interactive=False,
+                                 buttons=["copy"], elem_id="train-command")
+            with gr.Row():
+                preflight = gr.Button("Pre-flight check", elem_id="train-preflight")
+                start = gr.Button("Start", variant="primary", elem_id="train-start")
+                stop = gr.Button("Stop (save, then exit)", elem_id="train-stop")
+                force_stop = gr.Button("Force stop", variant="stop", elem_id="train-force-stop")
+            preflight_report = gr.HTML(elem_id="train-preflight-report")
+            status = gr.HTML(elem_id="train-status")
+            progress = gr.HTML(elem_id="train-progress")
+            log = gr.Textbox(label="Log", lines=20, max_lines=20, interactive=False, autoscroll=True,
+                             elem_id="training-log")
+            with gr.Row(equal_height=True):
+                tensorboard = gr.Button("Start TensorBoard", elem_id="train-tensorboard", scale=1)
+                tensorboard_link = gr.HTML(elem_id="train-tensorboard-link")
     with gr.Row():
         plot_args = {"x": "step", "y": "value", "color": "series", "height": 260}
         loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
         top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
         lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
-    with gr.Row():
-        tensorboard = gr.Button("Start TensorBoard", elem_id="train-tensorboard", scale=1)
-        tensorboard_link = gr.HTML(elem_id="train-tensorboard-link")
+    field_list = [by_name[option.name] for option in tf.FORM_OPTIONS]
+    output_dir = by_name["output_dir"]
     view = gr.State(None, time_to_live=24 * 3600)
     timer = gr.Timer(POLL_S)
 

@@ -1,0 +1,219 @@
+"""The studio in a real browser: data check, tokenizer verify, train, stop, resume, reload, UI restart.
+
+One scenario, in order, on a fresh demo workspace with a tiny CPU training run. Screenshots of every
+tab go to test-artifacts/. Every wait is on a visible condition with a timeout.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.studio_process import StudioProcess
+from webui.process_tools import is_process_alive
+from webui.run_record import read_record
+
+RUN_TIMEOUT_MS = 180_000  # a trainer start (torch import, model build) on a busy 2-core CI machine
+UI_TIMEOUT_MS = 60_000
+SAVED = re.compile(r"stopped, saved at step (\d+)")
+
+
+_started = [time.monotonic()]
+
+
+def phase(name: str) -> None:
+    """Print how long the scenario took to get here (shown by pytest when the test fails)."""
+    print(f"[{time.monotonic() - _started[0]:6.1f} s] {name}", flush=True)
+
+
+def open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name, exact=True).click()
+
+
+def has_tab(page, name: str) -> bool:
+    """Whether the studio has this tab (the page must be loaded: count() does not wait)."""
+    return page.get_by_role("tab", name=name, exact=True).count() > 0
+
+
+def log_text(page) -> str:
+    return page.locator("#training-log textarea").input_value()
+
+
+def wait_log(page, pattern: str, timeout_ms: int = RUN_TIMEOUT_MS) -> re.Match[str]:
+    """Wait until the training log matches ``pattern`` (a regex, ^ and $ per line); returns the last match."""
+    page.wait_for_function(
+        "(pattern) => new RegExp(pattern, 'm').test(document.querySelector('#training-log textarea').value)",
+        arg=pattern, timeout=timeout_ms,
+    )
+    return list(re.finditer(pattern, log_text(page), flags=re.MULTILINE))[-1]
+
+
+def last_logged_step(page) -> int:
+    steps = re.findall(r"^step (\d+)/", log_text(page), flags=re.MULTILINE)
+    return int(steps[-1]) if steps else -1
+
+
+def wait_step_after(page, step: int, timeout_ms: int = RUN_TIMEOUT_MS) -> int:
+    """Wait until the log's last "step N/..." line is past ``step``; returns N."""
+    page.wait_for_function(
+        "(step) => { const found = [...document.querySelector('#training-log textarea').value"
+        ".matchAll(/^step (\\d+)\\//gm)]; return found.length > 0 && Number(found[found.length - 1][1]) > step; }",
+        arg=step, timeout=timeout_ms,
+    )
+    return last_logged_step(page)
+
+
+def plot_points(page, elem_id: str) -> tuple[int, int]:
+    """(points, last step) from the plot's caption, (0, -1) before the first point."""
+    found = re.search(r"(\d+) points, up to step (\d+)", page.locator(f"#{elem_id}").inner_text())
+    return (int(found.group(1)), int(found.group(2))) if found else (0, -1)
+
+
+def wait_plot_beyond(page, elem_id: str, step: int, timeout_ms: int = RUN_TIMEOUT_MS) -> tuple[int, int]:
+    page.wait_for_function(
+        "([id, step]) => { const m = /(\\d+) points, up to step (\\d+)/.exec("
+        "document.getElementById(id).innerText); return m && Number(m[2]) > step; }",
+        arg=[elem_id, step], timeout=timeout_ms,
+    )
+    return plot_points(page, elem_id)
+
+
+def status_text(page) -> str:
+    return page.locator("#train-status").inner_text()
+
+
+def fill_number(page, elem_id: str, value: int) -> None:
+    field = page.locator(f"#{elem_id} input")
+    field.fill(str(value))
+    field.press("Tab")
+
+
+def run_data_and_tokenizer_checks(page, artifacts: Path) -> None:
+    if has_tab(page, "Data"):
+        open_tab(page, "Data")
+        page.locator("#data-check-run").click()
+        badge = page.locator("#data-check-verdict .studio-badge")
+        badge.wait_for(timeout=UI_TIMEOUT_MS)
+        assert badge.get_attribute("data-tone") in ("ok", "warn"), page.locator("#data-check-verdict").inner_text()
+        page.screenshot(path=str(artifacts / "tab-data.png"), full_page=True)
+    if has_tab(page, "Tokenizer"):
+        open_tab(page, "Tokenizer")
+        page.locator("#tok-verify-run").click()
+        badge = page.locator("#tok-verify-verdict .studio-badge")
+        badge.wait_for(timeout=UI_TIMEOUT_MS)
+        assert badge.get_attribute("data-tone") == "ok", page.locator("#tok-verify-verdict").inner_text()
+        page.screenshot(path=str(artifacts / "tab-tokenizer.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, artifacts: Path,
+                                              tmp_path: Path) -> None:
+    _started[0] = time.monotonic()
+    output_dir = studio_workspace / "runs" / "demo"
+    app = StudioProcess(studio_workspace, tmp_path / "studio-1.log")
+    restarted: StudioProcess | None = None
+    try:
+        app.wait_ready()
+        phase("studio ready")
+        page.goto(app.url)
+        page.get_by_role("tab", name="Training", exact=True).wait_for()
+        run_data_and_tokenizer_checks(page, artifacts)
+        phase("data and tokenizer checked")
+
+        # -- a fresh run: log lines and the loss curve grow ---------------------------------------------
+        open_tab(page, "Training")
+        page.get_by_text("Length and batches").click()
+        page.get_by_text("Logging and checkpoints").click()
+        fill_number(page, "opt-max-steps", 400)
+        fill_number(page, "opt-log-interval", 1)
+        fill_number(page, "opt-save-interval", 2)
+        fill_number(page, "opt-val-interval", 1000)
+        command = page.locator("#train-command textarea")
+        page.wait_for_function(
+            "() => document.querySelector('#train-command textarea').value.includes('--val-interval 1000')")
+        assert "--max-steps 400" in command.input_value() and "--resume" not in command.input_value()
+        assert str(output_dir) in command.input_value()
+
+        page.locator("#train-start").click()
+        wait_log(page, r"^step 2/\d+")
+        phase("first run logging")
+        points, last = wait_plot_beyond(page, "train-loss-plot", 1)
+        assert points >= 2
+        more, later = wait_plot_beyond(page, "train-loss-plot", last)
+        assert more > points and later > last  # the curve grows while we watch
+        page.screenshot(path=str(artifacts / "tab-training-running.png"), full_page=True)
+
+        phase("curves grew")
+        open_tab(page, "System")
+        page.wait_for_function(
+            "() => /running/.test(document.getElementById('system-processes').innerText)", timeout=UI_TIMEOUT_MS)
+        page.screenshot(path=str(artifacts / "tab-system.png"), full_page=True)
+        open_tab(page, "Training")
+
+        # -- graceful stop: saved at step N ---------------------------------------------------------------
+        page.locator("#train-stop").click()
+        page.wait_for_function(
+            "() => /stopped, saved at step \\d+/.test(document.querySelector('#train-status').innerText)",
+            timeout=RUN_TIMEOUT_MS)
+        saved_step = int(SAVED.search(status_text(page)).group(1))
+        assert saved_step >= 2 and (output_dir / "latest.pth").is_file()
+
+        phase("stopped")
+        # -- resume: the command says so, and so does the pre-flight -------------------------------------------
+        page.locator("#train-resume input").check()
+        page.wait_for_function(
+            "() => document.querySelector('#train-command textarea').value.includes('--resume auto')")
+        page.locator("#train-preflight").click()
+        page.wait_for_function(
+            "(n) => document.querySelector('#train-preflight-report').innerText.includes('resume from step ' + n)",
+            arg=saved_step, timeout=RUN_TIMEOUT_MS)
+        assert page.locator("#preflight-verdict").get_attribute("data-ok") == "true"
+
+        phase("pre-flight says resume")
+        page.locator("#train-start").click()
+        wait_log(page, rf"resumed from \S+ at step {saved_step}\b")
+        before_reload = wait_step_after(page, saved_step)
+        run_id = page.locator("#train-status-line").get_attribute("data-run")
+        assert run_id
+
+        phase("resumed run logging")
+        # -- a page reload shows the run's log again, and it keeps going ---------------------------------------
+        page.reload()
+        open_tab(page, "Training")
+        wait_log(page, rf"resumed from \S+ at step {saved_step}\b", UI_TIMEOUT_MS)
+        after_reload = wait_step_after(page, before_reload)
+        assert after_reload > before_reload
+
+        phase("reload shows the log")
+        # -- a restarted UI finds the same run still running -----------------------------------------------------
+        app.stop()
+        record = read_record(output_dir)
+        assert record["run_id"] == run_id and is_process_alive(record["pid"], record["create_time"])
+        restarted = StudioProcess(studio_workspace, tmp_path / "studio-2.log")
+        restarted.wait_ready()
+        page.goto(restarted.url)
+        open_tab(page, "Training")
+        page.locator(f'#train-status-line[data-run="{run_id}"][data-state="running"]').wait_for(
+            timeout=UI_TIMEOUT_MS)
+        wait_log(page, rf"resumed from \S+ at step {saved_step}\b", UI_TIMEOUT_MS)
+        wait_step_after(page, after_reload)
+        assert "--resume auto" in page.locator("#train-command textarea").input_value()
+
+        phase("restarted UI reattached")
+        page.locator("#train-stop").click()
+        page.wait_for_function(
+            "() => /stopped, saved at step \\d+/.test(document.querySelector('#train-status').innerText)",
+            timeout=RUN_TIMEOUT_MS)
+        assert int(SAVED.search(status_text(page)).group(1)) > saved_step
+        page.screenshot(path=str(artifacts / "tab-training-stopped.png"), full_page=True)
+        if has_tab(page, "Checkpoints"):
+            open_tab(page, "Checkpoints")
+            page.screenshot(path=str(artifacts / "tab-checkpoints.png"), full_page=True)
+    finally:
+        page.screenshot(path=str(artifacts / "last-state.png"), full_page=True)
+        app.stop()
+        if restarted is not None:
+            restarted.stop()
