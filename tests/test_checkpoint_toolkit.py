@@ -272,6 +272,8 @@ def test_repair_community_latest_keeps_rng_without_running_code(tmp_path, state,
     torch.save(_community_latest(state, gpt), source)
     with pytest.raises(CheckpointError, match="could run code"):
         load_checkpoint(source)  # the plain weights-only load refuses its numpy/TorchVersion objects
+    as_is = verify_checkpoint(source)
+    assert as_is.verdict == INVALID and "community trainer's latest.pth" in as_is.reason and "repair" in as_is.reason
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"gpt": dict(gpt)}))
     out = tmp_path / "repaired.pth"

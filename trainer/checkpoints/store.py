@@ -8,6 +8,10 @@ Order of a save (a crash at any point leaves a usable directory):
    renamed over ``latest.pth``: no second write; a copy where links are not supported);
 3. ``best.pth`` likewise on a new best validation loss;
 4. only then are ``model_step`` files beyond ``keep`` deleted (never ``latest.pth`` or ``best.pth``).
+
+Because ``latest.pth`` (and ``best.pth``) are hard links, writing INTO one in place (``cp x latest.pth``,
+opening it for writing) also changes the model_step file it links to; replace files with a rename instead
+(tests simulating a torn ``latest.pth`` do so with ``os.replace``).
 """
 
 from __future__ import annotations

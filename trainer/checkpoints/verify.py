@@ -333,6 +333,10 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
         ckpt = load_checkpoint(path)
     except CheckpointError as exc:
         reason = str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
+        if "could run code" in reason and _is_community_latest(path):
+            reason = ("a community trainer's latest.pth: it holds numpy/TorchVersion objects that weights-only "
+                      "loading refuses; `python -m trainer.checkpoints repair` converts it (still weights-only, "
+                      "with a data-only allow-list)")
         return VerifyReport(path, "unloadable", INVALID, reason)
     kind = checkpoint_kind(ckpt)
     state = model_state_of(ckpt)
@@ -388,6 +392,16 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
     report.details = {"step": ckpt.get("step"), "epoch": ckpt.get("epoch"),
                       "val_loss": _float_or_none(ckpt.get("last_val_loss"))}
     return report
+
+
+def _is_community_latest(path: Path) -> bool:
+    from trainer.checkpoints.repair import load_for_repair
+
+    try:
+        ckpt, allow_listed = load_for_repair(path)
+    except CheckpointError:
+        return False
+    return allow_listed and checkpoint_kind(ckpt) == "community"
 
 
 def _float_or_none(value: Any) -> float | None:
