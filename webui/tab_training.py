@@ -30,6 +30,18 @@ TRAIN_LABEL = "train"
 TENSORBOARD_JOB = "tensorboard"
 POLL_S = 1.0
 STOP_GRACE_S = 120.0
+# Keep the log scrolled to its newest line unless the reader scrolled up (then leave it where it is).
+FOLLOW_LOG_JS = """() => {
+  const box = document.querySelector('#training-log textarea');
+  if (!box) return;
+  if (!box.dataset.follow) {
+    box.dataset.follow = '1';
+    box.addEventListener('scroll', () => {
+      box.dataset.follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 40 ? '1' : '0';
+    });
+  }
+  if (box.dataset.follow === '1') box.scrollTop = box.scrollHeight;
+}"""
 _STATE_COLORS = {"running": "#2e86de", "finished": "#1f8f4e", "stopped": "#c98a00", "failed": "#c0392b",
                  "killed": "#c0392b", "idle": "#5b6b7b"}
 
@@ -410,7 +422,8 @@ def build(ctx: StudioContext) -> None:
 
     tick_outputs = [view, status, progress, log, loss_plot, top1_plot, lr_plot, resume_from]
     timer.tick(lambda v, out: poll_view(ctx, v, out), inputs=[view, output_dir], outputs=tick_outputs,
-               show_progress="hidden", concurrency_limit=None, trigger_mode="always_last")
+               show_progress="hidden", concurrency_limit=None, trigger_mode="always_last").then(
+        None, js=FOLLOW_LOG_JS)
 
     def on_load() -> list[Any]:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.

@@ -1,0 +1,133 @@
+"""The training form: form values -> argv -> trainer parser -> the same values, for every option; presets; YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainer import options as trainer_options
+from webui import training_form as tf
+
+
+def unusual_value(option: trainer_options.Option) -> Any:
+    """A valid value different from the default, with spaces and dashes where a path could have them."""
+    if option.repeatable:
+        return [f"data dir/{option.name} a.jsonl", f"-{option.name}-b.jsonl"]
+    if option.kind == "bool":
+        return not option.default
+    if option.kind == "int":
+        return int(option.default) + 7
+    if option.kind == "float":
+        return float(option.default) * 3 + 0.125
+    if option.kind == "choice":
+        return next(choice for choice in option.choices if choice != option.default)
+    if option.name == "device":
+        return "cuda:1"
+    if option.name == "resume":
+        return "runs/x y/model_step40.pth"
+    return f"some dir/{option.name}.bin"
+
+
+def round_trip(values: dict[str, Any]) -> dict[str, Any]:
+    """What the trainer parses from the argv Start would run for the form showing ``values``."""
+    fields, resume_ticked, resume_from = tf.form_from_values(values)
+    from_form = tf.values_from_form(fields, resume_ticked, resume_from)
+    argv = tf.trainer_argv(from_form, python="python")
+    assert argv[:3] == ["python", "-m", "trainer.train"]
+    return trainer_options.parse_argv(argv[3:])
+
+
+def test_every_form_option_survives_the_round_trip() -> None:
+    values = trainer_options.default_values()
+    for option in trainer_options.OPTIONS:
+        if option.form:
+            values[option.name] = unusual_value(option)
+    assert round_trip(values) == values
+    covered = {o.name for o in tf.FORM_OPTIONS} | {tf.RESUME}
+    assert covered == {o.name for o in trainer_options.OPTIONS if o.form}
+
+
+@pytest.mark.parametrize("name", [o.name for o in trainer_options.OPTIONS if o.form])
+def test_each_option_alone_round_trips(name: str) -> None:
+    values = {**tf.workspace_values(_files(Path("/ws"))), name: unusual_value(trainer_options.option_by_name(name))}
+    assert round_trip(values) == {**trainer_options.default_values(), **values}
+
+
+def test_resume_checkbox_builds_resume_auto_or_the_chosen_checkpoint() -> None:
+    values = tf.workspace_values(_files(Path("/ws")))
+    fields, _, _ = tf.form_from_values(values)
+    assert "--resume" not in tf.trainer_argv(tf.values_from_form(fields, False, "auto"))
+    argv = tf.trainer_argv(tf.values_from_form(fields, True, tf.RESUME_AUTO))
+    assert argv[argv.index("--resume") + 1] == "auto"
+    argv = tf.trainer_argv(tf.values_from_form(fields, True, "/ws/runs/demo/model_step20.pth"))
+    assert argv[argv.index("--resume") + 1] == "/ws/runs/demo/model_step20.pth"
+    assert tf.form_from_values({**values, "resume": "auto"})[1:] == (True, "auto")
+
+
+def test_number_fields_from_the_browser() -> None:
+    steps = trainer_options.option_by_name("max_steps")
+    assert tf.from_field(steps, 40.0) == 40 and tf.from_field(steps, None) == steps.default
+    with pytest.raises(tf.FormError, match="--max-steps"):
+        tf.from_field(steps, 2.5)
+    lr = trainer_options.option_by_name("learning_rate")
+    assert tf.from_field(lr, 2e-5) == 2e-5 and tf.from_field(lr, "") == lr.default
+    manifests = trainer_options.option_by_name("train_manifest")
+    assert tf.from_field(manifests, " a.jsonl \n\n b c.jsonl\n") == ["a.jsonl", "b c.jsonl"]
+
+
+def _files(root: Path) -> tf.WorkspaceFiles:
+    return tf.WorkspaceFiles(train_manifest=root / "data/train.jsonl", val_manifest=root / "data/val.jsonl",
+                             tokenizer=root / "tokenizers/t.model", config=root / "checkpoints/config.yaml",
+                             base_checkpoint=root / "checkpoints/gpt.pth", output_dir=root / "runs/demo")
+
+
+@pytest.mark.parametrize("preset", tf.PRESETS)
+def test_presets_make_commands_the_trainer_accepts(preset: str) -> None:
+    current = {**tf.workspace_values(_files(Path("/mine"))), "output_dir": "/mine/runs/big"}
+    values = tf.apply_preset(preset, current, _files(Path("/ws")))
+    assert round_trip(values) == values
+    if preset == tf.DEMO_PRESET:
+        assert values["output_dir"] == "/ws/runs/demo" and values["device"] == "cpu"
+    else:
+        assert values["output_dir"] == "/mine/runs/big" and values["amp"] == "bf16"  # paths kept
+
+
+def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
+    files = tf.WorkspaceFiles(
+        train_manifest=demo_workspace.train_manifest, val_manifest=demo_workspace.val_manifest,
+        tokenizer=demo_workspace.extended_tokenizer, config=demo_workspace.config,
+        base_checkpoint=demo_workspace.base_checkpoint, output_dir=demo_workspace.output_dir)
+    values = tf.apply_preset(tf.DEMO_PRESET, {}, files)
+    demo = trainer_options.parse_argv(demo_workspace.train_argv())
+    for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
+                 "learning_rate", "batch_size", "device"):
+        assert values[name] == demo[name], name
+
+
+def test_form_yaml_round_trip_and_train_config(tmp_path: Path) -> None:
+    values = tf.workspace_values(_files(tmp_path))
+    values.update(batch_size=3, learning_rate=1.5e-4, resume="auto", amp="bf16", val_manifest=[])
+    loaded, notes = tf.values_from_yaml(tf.form_yaml(values))
+    assert loaded == values and notes == []
+    config = tmp_path / "train_config.yaml"
+    trainer_options.write_train_config(values, config)  # a run's resolved options load into the form too
+    assert tf.values_from_yaml(config.read_text())[0] == values
+
+
+def test_form_yaml_reports_what_it_cannot_use() -> None:
+    loaded, notes = tf.values_from_yaml("batch_size: 4\nno_such_option: 1\ntrain-manifest: a.jsonl\n")
+    assert loaded["batch_size"] == 4 and loaded["train_manifest"] == ["a.jsonl"]
+    assert notes == ["ignored unknown option 'no_such_option'"]
+    for bad, message in [("[1, 2]", "mapping"), ("a: [", "not valid YAML"), ("amp: fp8", "--amp"),
+                         ("grad_checkpointing: maybe", "--grad-checkpointing"), ("epochs: 1.5", "--epochs")]:
+        with pytest.raises(tf.FormError, match=message):
+            tf.values_from_yaml(bad)
+
+
+def test_recorded_trainer_command_gives_the_form_back() -> None:
+    values = {**tf.workspace_values(_files(Path("/ws"))), "resume": "auto", "max_steps": 12}
+    assert tf.values_from_trainer_argv(tf.trainer_argv(values, python="/py")) == values
+    assert tf.values_from_trainer_argv(["/py", "other.py", "--x"]) is None
+    assert tf.values_from_trainer_argv(["/py", "-m", "trainer.train", "--no-such-flag"]) is None
