@@ -84,6 +84,11 @@ def check_manifests(
     for path in (*train_paths, *val_paths):
         if not path.is_file():
             raise CheckUsageError(f"{path}: manifest not found")
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise CheckUsageError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
     settings = _settings(tokenizer, config, language, check_files)
     workers = workers or _cpu_count()
 
