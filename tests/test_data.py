@@ -164,3 +164,18 @@ def test_loader_yields_the_given_batches_and_leaves_global_rng_alone(tmp_path, t
     got = [batch["ids"] for batch in loader]
     assert torch.equal(torch.get_rng_state(), before)
     assert got == [[items[i].id for i in batch] for batch in batches]
+
+
+def test_cond_audio_prompt_becomes_a_log_mel(tmp_path, tokenizer):
+    import soundfile
+
+    np.save(tmp_path / "a.codes.npy", np.arange(9, dtype=np.int16))
+    wave = 0.1 * np.sin(np.linspace(0, 2000, 16000)).astype(np.float32)
+    soundfile.write(tmp_path / "prompt.wav", wave, 16000)  # 1 s at 16 kHz: resampled to 24 kHz
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "a", "text": "ሰላም", "codes": "a.codes.npy",
+                                    "cond_audio": "prompt.wav"}) + "\n", encoding="utf-8")
+    items, _ = load_items([manifest], tokenizer, 64, 128)
+    item = CodesDataset(items, 8192)[0]
+    assert item["cond_mel"].shape == (100, 1 + 24000 // 256)
+    assert torch.isfinite(item["cond_mel"]).all()

@@ -232,6 +232,40 @@ def test_second_trainer_on_same_dir_names_the_first_pid(demo_workspace, data, tm
         first.wait(timeout=60)
 
 
+def test_sigterm_finishes_the_step_saves_and_exits_130(demo_workspace, data, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    monkeypatch.setenv("STUDIO_TEST_STOP_AFTER_STEP", "1")
+    monkeypatch.setenv("STUDIO_TEST_STOP_SIGNAL", "TERM")
+    assert run_main(tiny_args(demo_workspace, data, out, max_steps=5)) == 130
+    text = capsys.readouterr().out
+    assert "SIGTERM received: finishing the current optimizer step" in text
+    assert f"stopped by signal at step 1; saved {out / 'latest.pth'}" in text
+    assert load(out / "latest.pth")["step"] == 1
+    assert events(out)[-1] == {**events(out)[-1], "event": "end", "status": "stopped", "signal": "SIGTERM"}
+    assert signal.getsignal(signal.SIGTERM) is not None  # the trainer's handlers were removed again
+
+
+def test_torchrun_two_processes_only_rank0_writes(demo_workspace, data, tmp_path):
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+            "trainer.train", *tiny_args(demo_workspace, data, out, max_steps=2, save_interval=2)]
+    # Its own session, so a hang can be ended as a whole (the ranks included) at the deadline.
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        stdout, stderr = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        pytest.fail("torchrun did not finish within 240 s")
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "x 2 processes" in stdout
+    assert "2 batches of 2 per epoch" in stdout  # 8 items = 4 batches, shared by 2 ranks
+    assert "validation set gives no batch" in stdout  # 2 val items = 1 batch: nothing for 2 ranks
+    assert [e["step"] for e in events(out, "train")] == [1, 2]  # one writer: no duplicate events
+    assert load(out / "latest.pth")["step"] == 2
+
+
 # ----- pieces ---------------------------------------------------------------------------------------
 
 

@@ -44,7 +44,7 @@ from trainer.checkpoints import (
 )
 from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, make_loader
 from trainer.distributed import DistContext, any_rank, init_distributed, shutdown, sum_over_ranks
-from trainer.errors import EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, UsageError, refuse, run_cli
+from trainer.errors import EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, UsageError, one_line, refuse, run_cli
 from trainer.metrics import MetricsLog, truncate_after_step
 from trainer.model import StateDictMismatchError, build_model, load_gpt_state_dict
 from trainer.model_source import (
@@ -193,8 +193,12 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
                                              rank=ctx.rank, world_size=ctx.world_size).batches(0)
             if opts["max_val_batches"]:
                 val_batches = val_batches[: opts["max_val_batches"]]
-            val_loader = make_loader(val_set, val_batches, collate, opts["num_workers"],
-                                     device.type == "cuda", opts["seed"], persistent=True)
+            if val_batches:
+                val_loader = make_loader(val_set, val_batches, collate, opts["num_workers"],
+                                         device.type == "cuda", opts["seed"], persistent=True)
+            else:
+                say(f"warning: the validation set gives no batch for each of {ctx.world_size} processes: "
+                    "no validation (and no best.pth) in this run")
         say(f"{batches_per_epoch} batches of {opts['batch_size']} per epoch, {steps_per_epoch} optimizer steps per "
             f"epoch (grad accumulation {opts['grad_accumulation']}), {total_steps} steps in total")
 
@@ -270,6 +274,8 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         if rng_state is not None:
             for note in restore_rng_state(rng_state):
                 say(f"note: {note}")
+            if ctx.rank > 0:  # only rank 0's RNG is saved: other ranks draw fresh dropout streams
+                torch.manual_seed(opts["seed"] + ctx.rank + 1_000_003 * state.step)
         else:
             torch.manual_seed(opts["seed"] + ctx.rank)
         # The step whose state latest.pth holds (-1: none yet; after a fallback latest.pth is torn or stale).
@@ -314,6 +320,10 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
                 # ---- log
                 if state.step % opts["log_interval"] == 0 or finished:
                     summary = window.summary(ctx.world_size)
+                    if ctx.enabled:  # the mean over all ranks' batches, not rank 0's alone
+                        names = ("loss", "text_loss", "mel_loss", "mel_top1")
+                        totals = sum_over_ranks(ctx, [summary[k] for k in names], device)
+                        summary.update({k: v / ctx.world_size for k, v in zip(names, totals)})
                     eta = summary["seconds_per_step"] * (total_steps - state.step)
                     state.last_losses = {k: summary[k] for k in ("loss", "text_loss", "mel_loss", "mel_top1")}
                     say(loop.train_line(state.step, total_steps, min(state.epoch, opts["epochs"] - 1),
@@ -366,6 +376,10 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         if metrics is not None:
             metrics.event("end", state.step, state.epoch, status="save_failed", error=str(exc))
         return refuse(f"{exc}; training stopped rather than going on without a safety net")
+    except Exception as exc:  # recorded for the UI's charts, then reported by run_cli (exit 2) or Python (exit 1)
+        if metrics is not None:
+            metrics.event("end", state.step, state.epoch, status="failed", error=one_line(exc))
+        raise
     finally:
         if metrics is not None:
             metrics.close()
