@@ -204,6 +204,92 @@ def test_check_with_missing_manifest_gives_one_line(tmp_path: Path):
     assert "give at least one training manifest" in tab_data.check_data("", "", "", "", "am", True, tmp_path).verdict
 
 
+def test_split_then_use_it(demo_workspace, tmp_path: Path):
+    from webui import tab_data
+
+    view = tab_data.split_action(str(demo_workspace.train_manifest), str(tmp_path / "split"), 0.1, 7, 0, tmp_path)
+    assert "SPLIT" in view.message, view.message
+    counts = dict(zip(view.table["side"], view.table["entries"]))
+    total = sum(1 for line in demo_workspace.train_manifest.read_text().splitlines() if line.strip())
+    assert counts["train"] + counts["val"] == total and counts["val"] > 0
+    again = tab_data.split_action(str(demo_workspace.train_manifest), str(tmp_path / "again"), 0.1, 7, 0, tmp_path)
+    def ids(path: str) -> list[str]:
+        return [json.loads(line)["id"] for line in Path(path).read_text(encoding="utf-8").splitlines()]
+
+    assert ids(again.val_path) == ids(view.val_path)  # same seed, same split
+    assert not set(ids(view.val_path)) & set(ids(view.train_path))
+    checked = tab_data.check_data(view.train_path, view.val_path, "", "", "am", True, tmp_path)
+    assert "ERRORS" not in checked.verdict  # relative paths were rebased, nothing leaks
+
+
+def test_split_bad_input_in_one_line(tmp_path: Path):
+    from webui import tab_data
+
+    assert "manifest not found" in tab_data.split_action("nope.jsonl", "out", 0.1, 0, 0, tmp_path).message
+    (tmp_path / "m.jsonl").write_text("{}\n")
+    assert "val share must be" in tab_data.split_action("m.jsonl", "out", 1.5, 0, 0, tmp_path).message
+
+
+def _speech_folder(root: Path) -> Path:
+    import numpy as np
+    import soundfile as sf
+
+    for speaker in ("spk_a", "spk_b"):
+        (root / speaker).mkdir(parents=True)
+        for i, text in enumerate(("ሰላም ለዓለም", "ይህ ምሳሌ ነው", "አመሰግናለሁ")):
+            rate, seconds = 16000, 0.8 + 0.2 * i + (0.1 if speaker == "spk_b" else 0.0)
+            t = np.arange(int(rate * seconds)) / rate
+            noise = np.random.default_rng(i).standard_normal(t.size) * 0.05
+            sf.write(root / speaker / f"u{i}.wav", (0.3 * np.sin(2 * np.pi * (180 + 40 * i) * t) + noise), rate)
+            (root / speaker / f"u{i}.txt").write_text(text, encoding="utf-8")
+    return root
+
+
+def _wait_until_done(ctx, timeout_s: float = 180.0):
+    import time
+
+    from webui import tab_data
+
+    deadline = time.monotonic() + timeout_s
+    view = tab_data.poll_preprocess(ctx)
+    while view.running and time.monotonic() < deadline:
+        time.sleep(0.2)
+        view = tab_data.poll_preprocess(ctx)
+    return view
+
+
+def test_preprocessing_runs_supervised_with_progress_and_log(demo_workspace, tmp_path: Path):
+    from webui import tab_data
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(tmp_path)
+    audio = _speech_folder(tmp_path / "audio")
+    message, view = tab_data.start_preprocess(ctx, str(audio), "prepared", str(demo_workspace.config), "", 1, 0.5,
+                                              None, "am", "", "cpu")
+    assert "STARTED" in message, message
+    view = _wait_until_done(ctx)
+    assert not view.running and "FINISHED" in view.status, view.log
+    assert 'data-done="6" data-total="6"' in view.progress
+    assert "manifest:" in view.log and "data_tools.preprocess" in view.log
+    checked = tab_data.check_data(str(tmp_path / "prepared" / "manifest.jsonl"), "", "", str(demo_workspace.config),
+                                  "am", True, tmp_path)
+    assert "ERRORS" not in checked.verdict, checked.summary
+
+
+def test_preprocessing_bad_input_starts_nothing(demo_workspace, tmp_path: Path):
+    from webui import tab_data
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(tmp_path)
+    message, view = tab_data.start_preprocess(ctx, "no/such/folder", "out", str(demo_workspace.config), "", 1, 0.5,
+                                              None, "am", "", "cpu")
+    assert "input not found" in message and not view.running and "IDLE" in view.status
+    message, _ = tab_data.start_preprocess(ctx, str(tmp_path), "out", "missing.yaml", "", 1, 0.5, None, "am", "",
+                                           "cpu")
+    assert "config not found" in message
+    assert not (tmp_path / "jobs" / "preprocess" / "run.json").exists()
+
+
 # -- Checkpoints tab ---------------------------------------------------------------------------------------
 
 

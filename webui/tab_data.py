@@ -19,7 +19,7 @@ import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
-from webui.job_view import JobView
+from webui.job_view import JobView, job_view
 from webui.plots import (
     InputProblem,
     badge_html,
@@ -28,6 +28,7 @@ from webui.plots import (
     histogram_from_counts,
     message_html,
     records_frame,
+    resolve_path,
     split_paths,
 )
 
@@ -44,6 +45,7 @@ HISTOGRAM_COLUMNS = ["bin", "count"]
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "logs", ".cache"}
 MAX_MANIFESTS = 500
 PREPROCESS_JOB = "preprocess"
+PREP_POLL_S = 1.0
 
 
 def language_choices() -> list[str]:
@@ -198,10 +200,124 @@ def _write_report(report: DataReport, path: Path) -> None:
     atomic_write_text(path, json.dumps(report.to_json(), ensure_ascii=False, indent=2, default=str) + "\n")
 
 
-# -- helpers used by build ----------------------------------------------------------------------------------
+# -- split ------------------------------------------------------------------------------------------------
+
+SPLIT_COLUMNS = ["side", "entries", "file"]
 
 
-def _job_outputs(view: JobView) -> tuple[Any, ...]:
+@dataclass
+class SplitView:
+    message: str
+    table: pd.DataFrame = field(default_factory=lambda: empty_frame(SPLIT_COLUMNS))
+    train_path: str = ""
+    val_path: str = ""
+
+
+def split_action(manifest: str, out_dir: str, val_fraction: float | None, seed: float | None,
+                 held_out_speakers: float | None, workspace: Path | str) -> SplitView:
+    """Split one manifest into train.jsonl / val.jsonl (deterministic by seed, speaker-aware, leak-free)."""
+    from data_tools.split import SplitError, split_manifest
+
+    try:
+        source = existing_file(manifest, workspace, "manifest")
+        target = resolve_path(out_dir, workspace)
+        if target is None:
+            raise InputProblem("give an output folder for train.jsonl and val.jsonl")
+        fraction = float(val_fraction if val_fraction is not None else 0.05)
+        if not 0.0 <= fraction < 1.0:
+            raise InputProblem(f"val share must be at least 0 and below 1, got {fraction}")
+        result = split_manifest(source, target, val_fraction=fraction, seed=int(seed or 0),
+                                held_out_speakers=int(held_out_speakers or 0))
+    except (InputProblem, SplitError, OSError) as exc:
+        return SplitView(message=message_html(str(exc)))
+    rows = [{"side": "train", "entries": result.train_count, "file": str(result.train_path)},
+            {"side": "val", "entries": result.val_count, "file": str(result.val_path)}]
+    if result.held_out:
+        rows.append({"side": "held-out speakers (val only)", "entries": len(result.held_out),
+                     "file": ", ".join(result.held_out)})
+    rows += [{"side": "note", "entries": "", "file": note} for note in result.notes]
+    detail = (f"{result.train_count} train / {result.val_count} val entries in {result.groups} leak-free groups, "
+              f"val from {result.val_speakers} speaker(s)")
+    return SplitView(message=badge_html("SPLIT", detail, "warn" if result.notes else "ok"),
+                     table=records_frame(rows, SPLIT_COLUMNS), train_path=str(result.train_path),
+                     val_path=str(result.val_path))
+
+
+# -- preprocessing (a supervised subprocess) --------------------------------------------------------------
+
+DEVICES = ("cpu", "cuda")
+LOG_TAIL_BYTES = 16 * 1024
+
+
+def preprocess_argv(python: str, input_path: Path, out_dir: Path, config: Path, dvae: Path | None, workers: int,
+                    min_duration: float, max_duration: float | None, language: str | None, speaker: str,
+                    device: str) -> list[str]:
+    """The exact command the Start button runs (``python -m data_tools.preprocess ...``)."""
+    argv = [python, "-m", "data_tools.preprocess", "--input", str(input_path), "--out-dir", str(out_dir),
+            "--config", str(config), "--workers", str(workers), "--min-duration", f"{min_duration:g}",
+            "--device", device]
+    if dvae is not None:
+        argv += ["--dvae", str(dvae)]
+    if max_duration:
+        argv += ["--max-duration", f"{max_duration:g}"]
+    if language:
+        argv += ["--language", language]
+    if speaker.strip():
+        argv += ["--speaker", speaker.strip()]
+    return argv
+
+
+def start_preprocess(ctx: StudioContext, input_text: str, out_dir: str, config: str, dvae: str,
+                     workers: float | None, min_duration: float | None, max_duration: float | None,
+                     language: str | None, speaker: str, device: str) -> tuple[str, JobView]:
+    """Validate the form, then launch preprocessing under the supervisor: (message, job view)."""
+    from webui.supervisor import RunAlreadyActive
+
+    workspace = ctx.workspace
+    try:
+        input_path = resolve_path(input_text, workspace)
+        if input_path is None:
+            raise InputProblem("give the input: a JSONL list, a metadata.csv or a folder of audio + .txt")
+        if not input_path.exists():
+            raise InputProblem(f"input not found: {input_path}")
+        target = resolve_path(out_dir, workspace)
+        if target is None:
+            raise InputProblem("give an output folder")
+        config_path = existing_file(config, workspace, "config")
+        dvae_path = existing_file(dvae, workspace, "DVAE checkpoint", required=False)
+        if device not in DEVICES:
+            raise InputProblem(f"device must be one of {', '.join(DEVICES)}")
+        argv = preprocess_argv(ctx.python, input_path, target, config_path, dvae_path, max(1, int(workers or 1)),
+                               float(min_duration or 0.0), float(max_duration) if max_duration else None,
+                               None if not language or language == NO_LANGUAGE else language, speaker or "",
+                               device)
+        supervisor = ctx.run_background(PREPROCESS_JOB, argv)
+    except (InputProblem, RunAlreadyActive, RuntimeError, OSError) as exc:
+        return message_html(str(exc)), poll_preprocess(ctx)
+    return badge_html("STARTED", f"preprocessing into {target}", "info"), _view(supervisor)
+
+
+def _view(supervisor: Any) -> JobView:
+    return job_view(supervisor.poll(), supervisor.log_tail(LOG_TAIL_BYTES))
+
+
+def poll_preprocess(ctx: StudioContext) -> JobView:
+    """The preprocessing job as it stands (also after a page reload or a UI restart)."""
+    return _view(ctx.supervisor(ctx.job_dir(PREPROCESS_JOB)))
+
+
+def stop_preprocess(ctx: StudioContext) -> JobView:
+    """Graceful stop (SIGINT: the tool saves what it finished; a rerun resumes), escalating if ignored."""
+    supervisor = ctx.supervisor(ctx.job_dir(PREPROCESS_JOB))
+    try:
+        supervisor.stop(grace_s=20.0, term_s=10.0, kill_s=10.0)
+    except RuntimeError as exc:
+        return JobView(status=message_html(str(exc)), progress="", log=supervisor.log_tail(LOG_TAIL_BYTES),
+                       running=True)
+    return _view(supervisor)
+
+
+def _job_outputs(view: JobView) -> tuple[str, str, str]:
     return view.status, view.progress, view.log
 
 
@@ -270,6 +386,93 @@ def build(ctx: StudioContext) -> None:
         speakers_top = view.speakers.nlargest(40, "hours") if len(view.speakers) else view.speakers
         return (view.verdict, view.problems, view.durations, view.text_lengths, view.scripts, speakers_top,
                 view.scripts, view.speakers, view.unknown_chars, view.summary, view.report_path)
+
+    gr.Markdown("### Split a manifest into train and val")
+    with gr.Row():
+        split_source = gr.Textbox(value="", label="Manifest to split", scale=3, elem_id="data-split-manifest",
+                                  placeholder="e.g. data/prepared/manifest.jsonl")
+        split_out = gr.Textbox(value=str(paths.data_dir / "split"), label="Output folder (train.jsonl, val.jsonl)",
+                               scale=3, elem_id="data-split-out")
+    with gr.Row():
+        split_fraction = gr.Number(value=0.05, minimum=0, maximum=0.99, step=0.01, label="Val share",
+                                   elem_id="data-split-fraction")
+        split_seed = gr.Number(value=0, precision=0, label="Seed (same seed, same split)", elem_id="data-split-seed")
+        split_held_out = gr.Number(value=0, precision=0, minimum=0, label="Whole speakers held out for val",
+                                   elem_id="data-split-held-out")
+    with gr.Row():
+        split_button = gr.Button("Split", variant="primary", elem_id="data-split-run")
+        split_use = gr.Button("Use the split in the checker", elem_id="data-split-use")
+    split_result = gr.HTML(elem_id="data-split-result")
+    split_table = gr.Dataframe(value=empty_frame(SPLIT_COLUMNS), interactive=False, wrap=True,
+                               label="Split", elem_id="data-split-table")
+    split_paths_state = gr.State(("", ""))
+
+    gr.Markdown("### Prepare audio: audio + transcripts -> DVAE codes and a codes manifest\n"
+                "Runs as its own process: it keeps going if you close the browser, and a rerun skips what "
+                "is already done.")
+    with gr.Row():
+        prep_input = gr.Textbox(value="", scale=3, elem_id="data-prep-input",
+                                label="Input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
+        prep_out = gr.Textbox(value=str(paths.data_dir / "prepared"), scale=2, label="Output folder",
+                              elem_id="data-prep-out")
+    with gr.Row():
+        prep_config = gr.Textbox(value=str(paths.config), label="Config (vqvae and gpt sections)",
+                                 elem_id="data-prep-config")
+        prep_dvae = gr.Textbox(value="", label="DVAE checkpoint (empty: the config's dvae_checkpoint)",
+                               elem_id="data-prep-dvae")
+    with gr.Row():
+        prep_workers = gr.Number(value=max(1, (os.cpu_count() or 2) - 1), precision=0, minimum=1, label="Workers",
+                                 elem_id="data-prep-workers")
+        prep_min = gr.Number(value=0.5, minimum=0, label="Min duration (s)", elem_id="data-prep-min-duration")
+        prep_max = gr.Number(value=None, minimum=0, label="Max duration (s; empty: what the model fits)",
+                             elem_id="data-prep-max-duration")
+        prep_language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
+                                    label="Language", elem_id="data-prep-language")
+        prep_speaker = gr.Textbox(value="", label="Speaker (for entries naming none)", elem_id="data-prep-speaker")
+        prep_device = gr.Radio(choices=list(DEVICES), value="cpu", label="DVAE device", elem_id="data-prep-device")
+    with gr.Row():
+        prep_start = gr.Button("Start preprocessing", variant="primary", elem_id="data-prep-start")
+        prep_stop = gr.Button("Stop", variant="stop", elem_id="data-prep-stop")
+    prep_message = gr.HTML(elem_id="data-prep-message")
+    initial_job = poll_preprocess(ctx)
+    prep_status = gr.HTML(value=initial_job.status, elem_id="data-prep-status")
+    prep_progress = gr.HTML(value=initial_job.progress, elem_id="data-prep-progress")
+    prep_log = gr.Textbox(value=initial_job.log, lines=10, max_lines=20, interactive=False, autoscroll=True,
+                          label="Preprocessing log", elem_id="data-prep-log")
+    prep_timer = gr.Timer(PREP_POLL_S, active=True)
+
+    def on_split(source: str, out: str, fraction: float, seed: float, held_out: float):
+        view = split_action(source, out, fraction, seed, held_out, workspace)
+        return view.message, view.table, (view.train_path, view.val_path)
+
+    def on_use_split(split_files: tuple[str, str]):
+        train_path, val_path = split_files or ("", "")
+        if not train_path:
+            return gr.skip(), gr.skip()
+        return train_path, val_path
+
+    def on_prep_start(*values: Any):
+        message, view = start_preprocess(ctx, *values)
+        return (message, *_job_outputs(view), gr.Timer(active=True))
+
+    def on_prep_stop():
+        view = stop_preprocess(ctx)
+        return (*_job_outputs(view), gr.Timer(active=view.running))
+
+    def on_prep_tick():
+        view = poll_preprocess(ctx)
+        return (*_job_outputs(view), gr.Timer(active=view.running))
+
+    split_button.click(on_split, inputs=[split_source, split_out, split_fraction, split_seed, split_held_out],
+                       outputs=[split_result, split_table, split_paths_state])
+    split_use.click(on_use_split, inputs=split_paths_state, outputs=[train, val])
+    job_outputs = [prep_status, prep_progress, prep_log]
+    prep_start.click(on_prep_start,
+                     inputs=[prep_input, prep_out, prep_config, prep_dvae, prep_workers, prep_min, prep_max,
+                             prep_language, prep_speaker, prep_device],
+                     outputs=[prep_message, *job_outputs, prep_timer])
+    prep_stop.click(on_prep_stop, outputs=[*job_outputs, prep_timer])
+    prep_timer.tick(on_prep_tick, outputs=[*job_outputs, prep_timer], show_progress="hidden")
 
     add_train.click(add_manifest, inputs=[train, picker], outputs=train)
     add_val.click(add_manifest, inputs=[val, picker], outputs=val)
