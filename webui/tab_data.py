@@ -424,7 +424,7 @@ def build(ctx: StudioContext) -> None:
         prep_workers = gr.Number(value=max(1, (os.cpu_count() or 2) - 1), precision=0, minimum=1, label="Workers",
                                  elem_id="data-prep-workers")
         prep_min = gr.Number(value=0.5, minimum=0, label="Min duration (s)", elem_id="data-prep-min-duration")
-        prep_max = gr.Number(value=None, minimum=0, label="Max duration (s; empty: what the model fits)",
+        prep_max = gr.Number(value=0, minimum=0, label="Max duration (s; 0: what the model fits)",
                              elem_id="data-prep-max-duration")
         prep_language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
                                     label="Language", elem_id="data-prep-language")
