@@ -59,6 +59,14 @@ def test_series_memory_is_bounded() -> None:
     assert len(series.steps) <= 100 and series.steps[0] == 0 and series.steps[-1] > 99_000
 
 
+def test_plot_frames_are_capped_and_keep_the_last_point(tmp_path: Path) -> None:
+    append(tmp_path / "metrics.jsonl", *(train_event(step) for step in range(1, 1001)))
+    reader = MetricsReader(tmp_path)
+    reader.poll()
+    frame = reader.frame(("train mel_loss",), max_points=50)
+    assert len(frame) == 50 and frame["step"].iloc[0] == 1 and frame["step"].iloc[-1] == 1000
+
+
 def test_progress_bar_and_eta() -> None:
     running = progress_html(train_event(25, eta_s=3725.0), running=True)
     assert 'data-step="25"' in running and "25 / 100 (25%)" in running and "ETA 1h 02m" in running

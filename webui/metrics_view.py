@@ -121,13 +121,18 @@ class MetricsReader:
             self.version += 1
         return changed
 
-    def frame(self, names: tuple[str, ...]) -> pd.DataFrame:
-        rows = [
-            (step, value, name)
-            for name in names
-            if name in self.series
-            for step, value in zip(self.series[name].steps, self.series[name].values)
-        ]
+    def frame(self, names: tuple[str, ...], max_points: int = 400) -> pd.DataFrame:
+        """Long-format points of these series, at most ``max_points`` each (evenly spaced, last one kept):
+        drawing cost in the browser grows with points, and a chart is no sharper than its pixels."""
+        rows: list[tuple[int, float, str]] = []
+        for name in names:
+            series = self.series.get(name)
+            if series is None or not series.steps:
+                continue
+            count = len(series.steps)
+            picks = range(count) if count <= max_points else sorted(
+                {round(i * (count - 1) / (max_points - 1)) for i in range(max_points)})
+            rows.extend((series.steps[i], series.values[i], name) for i in picks)
         return pd.DataFrame(rows, columns=PLOT_COLUMNS)
 
     def loss_frame(self) -> pd.DataFrame:
