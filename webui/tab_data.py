@@ -434,10 +434,10 @@ def build(ctx: StudioContext) -> None:
         prep_start = gr.Button("Start preprocessing", variant="primary", elem_id="data-prep-start")
         prep_stop = gr.Button("Stop", variant="stop", elem_id="data-prep-stop")
     prep_message = gr.HTML(elem_id="data-prep-message")
-    initial_job = poll_preprocess(ctx)
-    prep_status = gr.HTML(value=initial_job.status, elem_id="data-prep-status")
-    prep_progress = gr.HTML(value=initial_job.progress, elem_id="data-prep-progress")
-    prep_log = gr.Textbox(value=initial_job.log, lines=10, max_lines=20, interactive=False, autoscroll=True,
+    # Callable values are computed on every page load, so a reload shows the job as it is now.
+    prep_status = gr.HTML(value=lambda: poll_preprocess(ctx).status, elem_id="data-prep-status")
+    prep_progress = gr.HTML(value=lambda: poll_preprocess(ctx).progress, elem_id="data-prep-progress")
+    prep_log = gr.Textbox(value=lambda: poll_preprocess(ctx).log, lines=10, max_lines=20, interactive=False, autoscroll=True,
                           label="Preprocessing log", elem_id="data-prep-log")
     prep_timer = gr.Timer(PREP_POLL_S, active=True)
 
