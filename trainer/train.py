@@ -31,20 +31,17 @@ from trainer import loop
 from trainer.checkpoints import (
     CheckpointManager,
     CheckpointSaveError,
-    Expectation,
     OutputDirLock,
     build_checkpoint,
     capture_rng_state,
     checkpoint_files_exist,
-    manifests_record,
     optimizer_param_names,
     restore_rng_state,
     select_resume,
-    tokenizer_record,
 )
 from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, make_loader
 from trainer.distributed import DistContext, any_rank, init_distributed, shutdown, sum_over_ranks
-from trainer.errors import EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, UsageError, one_line, refuse, run_cli
+from trainer.errors import EXIT_OK, EXIT_STOPPED, UsageError, one_line, refuse, run_cli
 from trainer.metrics import MetricsLog, truncate_after_step
 from trainer.model import StateDictMismatchError, build_model, load_gpt_state_dict
 from trainer.model_source import (
@@ -52,9 +49,9 @@ from trainer.model_source import (
     from_init_checkpoint,
     from_resumed,
     random_init,
-    target_gpt_config,
 )
-from trainer.options import parse_argv, resolved_config, write_train_config
+from trainer.options import parse_argv, write_train_config
+from trainer.preflight import expectation_for_run
 from trainer.schedule import build_scheduler, set_peak_lr
 from trainer.signals import GracefulStop, after_step_test_hooks, simulated_disk_full
 
@@ -99,17 +96,13 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         for manifest in [*opts["train_manifest"], *opts["val_manifest"]]:
             if not Path(manifest).is_file():
                 raise ManifestError(Path(manifest), None, "manifest not found")
-        manifests = manifests_record(opts["train_manifest"], opts["val_manifest"])
-        tok_record = tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size)
-        hparams = resolved_config(opts)
+        # What a resumed checkpoint must match (the same function the pre-flight uses).
+        expectation = expectation_for_run(opts, config, tokenizer)
+        manifests, tok_record, hparams = expectation.manifests, expectation.tokenizer, expectation.hparams
         say(f"device {device}" + (f" x {ctx.world_size} processes" if ctx.enabled else "")
             + f", amp {opts['amp']}, tokenizer {opts['tokenizer']} ({tokenizer.vocab_size} pieces)")
 
         # ---------------------------------------------------------------- what to start from
-        expectation = Expectation(
-            gpt_config=target_gpt_config(config["gpt"], tokenizer), tokenizer=tok_record,
-            base_vocab_size=int(config["gpt"]["number_text_tokens"]) if opts["base_checkpoint"] else None,
-            manifests=manifests, hparams=hparams)
         choice = select_resume(out_dir, opts["resume"], expectation)
         if choice is None and checkpoint_files_exist(out_dir):
             raise UsageError(f"output dir {out_dir} already holds checkpoints of a run: continue it with "
@@ -440,18 +433,14 @@ def preflight(values: dict[str, Any]) -> int:
     from trainer.preflight import run_preflight
 
     report = run_preflight(values)
-    for check in report.checks:
-        print(f"[{'ok' if check.ok else 'FAIL'}] {check.name}: {check.message}", flush=True)
+    for line in report.lines():
+        print(line, flush=True)
     if values["preflight_json"]:
-        payload = {"ok": report.ok, "checks": [vars(c) if hasattr(c, "__dict__") else c for c in report.checks],
-                   "resume_step": report.resume_step, "resume_epoch": report.resume_epoch,
-                   "resume_path": None if report.resume_path is None else str(report.resume_path)}
-        atomic_write_text(Path(values["preflight_json"]), json.dumps(payload, indent=2, default=str))
+        atomic_write_text(Path(values["preflight_json"]), json.dumps(report.to_dict(), indent=2))
     if report.ok:
         return EXIT_OK
     failed = [check.name for check in report.checks if not check.ok]
-    refuse(f"pre-flight failed: {', '.join(failed)}")
-    return EXIT_REFUSED
+    return refuse(f"pre-flight failed: {', '.join(failed) or 'no checks ran'}")
 
 
 if __name__ == "__main__":
