@@ -124,6 +124,9 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         np.random.seed(opts["seed"])
         torch.manual_seed(opts["seed"])
         model = build_model(start.gpt_config)
+        if getattr(model, "version", "1.5") != "1.5":
+            raise UsageError(f"--config {opts['config']} describes an IndexTTS {model.version} GPT; this trainer "
+                             "trains IndexTTS-1.5 GPTs (100-band log-mel prompts)")
         if start.state_dict is not None:
             try:
                 dropped = load_gpt_state_dict(model, start.state_dict)
@@ -150,6 +153,10 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
                 f"the extra row {start.gpt_config['number_text_tokens']} of text_embedding, text_head)")
         elif start.grown:
             say("base rows are NOT frozen (--no-freeze-base-rows): they train with the new rows")
+        if freezer is not None and choice is not None and not (choice.checkpoint.get("hparams") or {}).get(
+                "freeze_base_rows", True):
+            say("warning: the run trained its base rows before this resume (--no-freeze-base-rows); they are "
+                "frozen from now on at their current values, which are no longer the base checkpoint's")
         train_model = model
         if ctx.enabled:
             train_model = torch.nn.parallel.DistributedDataParallel(
