@@ -136,3 +136,23 @@ def test_live_view_streams_and_a_new_session_sees_the_run_again(tmp_path: Path) 
     assert "stopped, saved at step" in final[1] and "stopped by signal" in final[3]
     again = poll_view(ctx, final[0], str(out))  # nothing changed: nothing is resent to the browser
     assert again[1:7] == (gr.skip(),) * 6
+
+
+def test_resume_dropdown_lists_checkpoints_newest_first(tmp_path: Path) -> None:
+    import torch
+
+    from webui.tab_training import checkpoint_choices
+
+    out = tmp_path / "run"
+    out.mkdir()
+    for step in (10, 20):
+        torch.save({"step": step, "model": {}}, out / f"model_step{step}.pth")
+    (out / "latest.pth").write_bytes(b"torn")
+    choices = checkpoint_choices(str(out))
+    assert choices[0][1] == "auto"
+    values = [value for _, value in choices[1:]]
+    assert values[:2] == [str(out / "model_step20.pth"), str(out / "model_step10.pth")]
+    labels = dict((value, label) for label, value in choices)
+    assert "step 20" in labels[str(out / "model_step20.pth")]
+    assert "INVALID" in labels[str(out / "latest.pth")]
+    assert checkpoint_choices(str(tmp_path / "missing")) == choices[:1]

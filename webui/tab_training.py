@@ -12,6 +12,7 @@ import shlex
 import socket
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,45 +76,53 @@ def initial_values(ctx: StudioContext) -> dict[str, Any]:
 
 
 # -- checkpoints for the resume dropdown -------------------------------------------------------------------
-_checkpoint_cache: dict[Path, tuple[tuple, list[tuple[str, str]]]] = {}
+# Verifying loads a checkpoint, so each file is verified once: the cache key changes when the file does.
+_verified: dict[tuple[int, int, int, int], tuple[int | None, float | None, str]] = {}
+_verified_lock = threading.Lock()
+_VERIFIED_MAX = 512
 
 
-def _dir_signature(output_dir: Path) -> tuple:
-    try:
-        return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in output_dir.glob("*.pth")))
-    except OSError:
-        return ()
+def _checkpoint_label(path: Path) -> tuple[int | None, float | None, str]:
+    """(step, val loss, verdict) of one checkpoint file, from the checkpoint toolkit (cached per file version)."""
+    from trainer.checkpoints.store import step_of
+    from trainer.checkpoints.verify import verify_checkpoint
+
+    stat = path.stat()
+    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _verified_lock:
+        if key in _verified:
+            return _verified[key]
+        try:
+            report = verify_checkpoint(path)
+            details = report.details or {}
+            step = details.get("step") if isinstance(details.get("step"), int) else step_of(path)
+            val_loss = details.get("val_loss") if isinstance(details.get("val_loss"), (int, float)) else None
+            entry = (step, val_loss, str(report.verdict))
+        except Exception as exc:  # a broken file must not break the form
+            entry = (step_of(path), None, f"unreadable: {exc}")
+        if len(_verified) >= _VERIFIED_MAX:
+            _verified.pop(next(iter(_verified)))
+        _verified[key] = entry
+        return entry
 
 
 def checkpoint_choices(output_dir: str) -> list[tuple[str, str]]:
     """(label, value) pairs: "latest (auto)" first, then the output dir's checkpoints, newest step first."""
     choices = [(tf.RESUME_AUTO_LABEL, tf.RESUME_AUTO)]
-    if not output_dir.strip():
+    directory = Path(output_dir.strip()).expanduser() if output_dir.strip() else None
+    if directory is None or not directory.is_dir():
         return choices
-    directory = Path(output_dir).expanduser()
-    signature = _dir_signature(directory)
-    cached = _checkpoint_cache.get(directory)
-    if cached is not None and cached[0] == signature:
-        return choices + cached[1]
-    entries: list[tuple[str, str]] = []
-    try:
-        from trainer.checkpoints import list_checkpoints  # loads checkpoint metadata on the CPU only
-    except ImportError:
-        list_checkpoints = None
-    if list_checkpoints is not None and signature:
+    entries: list[tuple[int, str, str]] = []
+    for path in sorted(directory.glob("*.pth")):
         try:
-            summaries = list_checkpoints(directory)
-        except Exception as exc:  # a broken file must not break the form
-            summaries = []
-            entries.append((f"(could not list checkpoints: {exc})", tf.RESUME_AUTO))
-        for s in sorted(summaries, key=lambda s: (s.step if s.step is not None else -1), reverse=True):
-            val = f"{s.val_loss:.4f}" if isinstance(s.val_loss, (int, float)) else "-"
-            entries.append((f"{Path(s.path).name} · step {s.step} · val loss {val} · {s.verdict}", str(s.path)))
-    else:
-        for path in sorted(directory.glob("*.pth")):
-            entries.append((path.name, str(path)))
-    _checkpoint_cache[directory] = (signature, entries)
-    return choices + entries
+            step, val_loss, verdict = _checkpoint_label(path)
+        except OSError:
+            continue  # rotated away meanwhile
+        loss = f"{val_loss:.4f}" if val_loss is not None else "-"
+        label = f"{path.name} · step {step if step is not None else '?'} · val loss {loss} · {verdict}"
+        entries.append((step if step is not None else -1, label, str(path)))
+    entries.sort(key=lambda entry: -entry[0])
+    return choices + [(label, value) for _, label, value in entries]
 
 
 # -- the per-session view of a run ---------------------------------------------------------------------------
@@ -322,7 +331,7 @@ def build(ctx: StudioContext) -> None:
         lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
     field_list = [by_name[option.name] for option in tf.FORM_OPTIONS]
     output_dir = by_name["output_dir"]
-    view = gr.State(None, time_to_live=24 * 3600)
+    view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
     timer = gr.Timer(POLL_S)
 
     form_inputs = [*field_list, resume, resume_from]
