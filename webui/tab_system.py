@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 from typing import Any
 
 import gradio as gr
@@ -15,7 +16,8 @@ from webui.process_tools import session_members
 
 REFRESH_S = 5.0
 GIB = 1024**3
-PROCESS_COLUMNS = ["job", "state", "pid", "processes", "CPU %", "memory (GiB)", "started", "output dir", "command"]
+PROCESS_COLUMNS = ["job", "state", "pid", "processes", "CPU %", "memory (GiB)", "started", "output dir", "outcome",
+                   "command"]
 GPU_COLUMNS = ["index", "name", "utilisation %", "memory used (GiB)", "memory total (GiB)", "temperature °C"]
 
 
@@ -52,8 +54,38 @@ def gpu_rows() -> tuple[list[list[Any]], str]:
             pynvml.nvmlShutdown()
 
 
-def host_markdown(ctx: StudioContext) -> str:
-    cpu = psutil.cpu_percent(interval=None)
+class CpuMeter:
+    """CPU use between two readings, for the host and for processes, without sharing psutil's global state."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # refreshes from several browser sessions take turns
+        self._host = psutil.cpu_times()
+        self._procs: dict[int, psutil.Process] = {}
+
+    def host_percent(self) -> float:
+        now = psutil.cpu_times()
+        busy = sum(now) - now.idle - getattr(now, "iowait", 0.0)
+        busy_before = sum(self._host) - self._host.idle - getattr(self._host, "iowait", 0.0)
+        total = sum(now) - sum(self._host)
+        self._host = now
+        return 100.0 * (busy - busy_before) / total if total > 0 else 0.0
+
+    def process_percent(self, proc: psutil.Process) -> float:
+        """% of one core since this process was last measured (0 the first time)."""
+        known = self._procs.get(proc.pid)
+        if known is None or known.create_time() != proc.create_time():
+            self._procs[proc.pid] = known = proc
+            known.cpu_percent(interval=None)
+            return 0.0
+        return known.cpu_percent(interval=None)
+
+    def forget_except(self, pids: set[int]) -> None:
+        for pid in [pid for pid in self._procs if pid not in pids]:
+            del self._procs[pid]
+
+
+def host_markdown(ctx: StudioContext, meter: CpuMeter) -> str:
+    cpu = meter.host_percent()
     load = ", ".join(f"{value:.2f}" for value in psutil.getloadavg())
     memory = psutil.virtual_memory()
     disk = shutil.disk_usage(ctx.workspace)
@@ -64,33 +96,36 @@ def host_markdown(ctx: StudioContext) -> str:
     )
 
 
-def process_rows(ctx: StudioContext) -> list[list[Any]]:
+def process_rows(ctx: StudioContext, meter: CpuMeter) -> list[list[Any]]:
+    """One row per supervised run of this workspace (running first), with its whole session's CPU and memory."""
     rows: list[list[Any]] = []
-    for status in ctx.registry.statuses():
+    seen: set[int] = set()
+    statuses = [s for s in ctx.registry.statuses() if s.state != "idle"]
+    statuses.sort(key=lambda s: (not s.running, -float(s.record.get("started_at_epoch") or 0.0)))
+    for status in statuses:
         members = session_members(status.record.get("sid")) if status.running else []
         cpu, rss = 0.0, 0
         for proc in members:
             with contextlib.suppress(psutil.Error):
-                cpu += proc.cpu_percent(interval=None)
+                cpu += meter.process_percent(proc)
                 rss += proc.memory_info().rss
-        rows.append([status.label or "-", status.summary, status.pid, len(members), round(cpu, 1),
-                     round(rss / GIB, 2), status.started_at, str(status.output_dir), status.command])
-    rows.sort(key=lambda row: (not str(row[1]).startswith(("running", "stopping")), str(row[6] or "")), reverse=False)
+                seen.add(proc.pid)
+        rows.append([status.label or "-", status.state, status.pid, len(members), round(cpu, 1),
+                     round(rss / GIB, 2), status.started_at, str(status.output_dir), status.summary,
+                     status.command])
+    meter.forget_except(seen)
     return rows
 
 
-def refresh(ctx: StudioContext) -> tuple[str, pd.DataFrame, str, pd.DataFrame]:
+def refresh(ctx: StudioContext, meter: CpuMeter) -> tuple[str, pd.DataFrame, str, pd.DataFrame]:
     gpus, note = gpu_rows()
-    return (
-        host_markdown(ctx),
-        pd.DataFrame(gpus, columns=GPU_COLUMNS),
-        note,
-        pd.DataFrame(process_rows(ctx), columns=PROCESS_COLUMNS),
-    )
+    with meter.lock:
+        host, processes = host_markdown(ctx, meter), process_rows(ctx, meter)
+    return host, pd.DataFrame(gpus, columns=GPU_COLUMNS), note, pd.DataFrame(processes, columns=PROCESS_COLUMNS)
 
 
 def build(ctx: StudioContext) -> None:
-    psutil.cpu_percent(interval=None)  # prime: the first reading is always 0
+    meter = CpuMeter()  # one for the studio: CPU shown is the use between two refreshes
     host = gr.Markdown(elem_id="system-host")
     gr.Markdown("### GPUs")
     gpus = gr.Dataframe(headers=GPU_COLUMNS, interactive=False, elem_id="system-gpus")
@@ -102,5 +137,5 @@ def build(ctx: StudioContext) -> None:
 
     outputs = [host, gpus, gpu_note, processes]
     for event in (refresh_button.click, timer.tick):
-        event(lambda: refresh(ctx), outputs=outputs, show_progress="hidden", queue=False)
-    gr.on(triggers=None, fn=lambda: refresh(ctx), outputs=outputs)  # page load
+        event(lambda: refresh(ctx, meter), outputs=outputs, show_progress="hidden", queue=False)
+    gr.on(triggers=None, fn=lambda: refresh(ctx, meter), outputs=outputs)  # page load
