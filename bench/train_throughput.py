@@ -1,12 +1,13 @@
 """Trainer throughput vs a bare forward/backward/step loop on the same model and batches.
 
-    python bench/train_throughput.py [--steps 60] [--batch-size 8] [--device auto] [--amp off] [--workspace DIR]
+    python bench/train_throughput.py [--steps 60] [--repeats 3] [--batch-size 8] [--device auto] [--amp off]
 
 Builds (or reuses) the demo workspace, runs ``python -m trainer.train`` in this process for ``--steps``
 optimizer steps (no validation, no saves until the end), and reads its tokens/s from metrics.jsonl (the
 first log window, which holds the start-up, is skipped). Then runs a bare loop over the very same
 batches, pre-collated in memory, with the same model, optimizer, clipping and AMP setting, and prints
-both rates and their ratio. Goal: ratio >= 0.95.
+both rates and their ratio. The two alternate ``--repeats`` times and the medians are compared, so
+a busy machine skews both alike. Goal: ratio >= 0.95.
 """
 
 from __future__ import annotations
@@ -64,9 +65,13 @@ def bare_rate(ws, args: argparse.Namespace) -> float:
     items, _ = load_items([ws.train_manifest], tokenizer, int(gpt["max_text_tokens"]), int(gpt["max_mel_tokens"]))
     dataset = CodesDataset(items, int(gpt["start_mel_token"]))
     collate = Collator(int(gpt["stop_text_token"]), int(gpt["stop_mel_token"]))
-    order = BucketBatchSampler(dataset.lengths(), args.batch_size, seed=1234).batches(0)
-    batches = [loop.to_device(collate([dataset[i] for i in batch]), device)
-               for batch in (order * (args.steps // len(order) + 1))[: args.steps]]
+    sampler = BucketBatchSampler(dataset.lengths(), args.batch_size, seed=1234)  # the trainer's default seed
+    order: list[list[int]] = []
+    epoch = 0
+    while len(order) < args.steps:  # the trainer's batches, epoch after epoch
+        order += sampler.batches(epoch)
+        epoch += 1
+    batches = [loop.to_device(collate([dataset[i] for i in batch]), device) for batch in order[: args.steps]]
     optimizer = loop.build_optimizer(model, 3e-3, 0.01, device)
     scaler = loop.make_scaler(args.amp, device)
     weights = loop.LossWeights(0.2, 0.8)
@@ -90,6 +95,7 @@ def bare_rate(ws, args: argparse.Namespace) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--amp", default="off", choices=("off", "bf16", "fp16"))
@@ -98,10 +104,13 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
         ws = build_demo(args.workspace or Path(tmp) / "demo")
-        trainer = trainer_rate(ws, Path(tmp) / "run", args)
-        bare = bare_rate(ws, args)
-    print(f"trainer   {trainer:12,.0f} tokens/s")
-    print(f"bare loop {bare:12,.0f} tokens/s")
+        trainer_runs, bare_runs = [], []
+        for index in range(args.repeats):
+            trainer_runs.append(trainer_rate(ws, Path(tmp) / f"run{index}", args))
+            bare_runs.append(bare_rate(ws, args))
+    trainer, bare = statistics.median(trainer_runs), statistics.median(bare_runs)
+    print(f"trainer   {trainer:12,.0f} tokens/s  (runs: {', '.join(f'{r:,.0f}' for r in trainer_runs)})")
+    print(f"bare loop {bare:12,.0f} tokens/s  (runs: {', '.join(f'{r:,.0f}' for r in bare_runs)})")
     print(f"ratio     {trainer / bare:12.3f}  (goal >= 0.95)")
     return 0
 
