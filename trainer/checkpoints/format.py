@@ -147,7 +147,8 @@ def tokenizer_record(path: str | Path, sha256: str | None = None, vocab_size: in
         vocab_size = TextTokenizer(path).vocab_size  # TokenizerError (one line) when missing or not a model
     if sha256 is None:
         sha256 = sha256_file(path)
-    return {"path": str(path), "sha256": sha256, "vocab_size": int(vocab_size)}
+    # Absolute, so export and verify find it whatever folder they run from.
+    return {"path": str(path.resolve()), "sha256": sha256, "vocab_size": int(vocab_size)}
 
 
 def manifest_record(path: str | Path) -> dict[str, Any]:
@@ -162,7 +163,7 @@ def manifest_record(path: str | Path) -> dict[str, Any]:
             digest.update(raw)
             if raw.strip():
                 lines += 1
-    return {"path": str(path), "lines": lines, "sha256": digest.hexdigest()}
+    return {"path": str(path.resolve()), "lines": lines, "sha256": digest.hexdigest()}
 
 
 def manifests_record(train: Sequence[str | Path], val: Sequence[str | Path]) -> dict[str, list[dict[str, Any]]]:

@@ -313,8 +313,10 @@ def _compatibility(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Te
                             and "sampler" not in w]
         report.info += full.info
         return report
-    if gpt is not None and state is not None:
-        diffs = shape_differences(state, expected_state_shapes(gpt))
+    if config and state is not None:
+        # Weights only: they are a starting point, grown to a larger tokenizer by the trainer, so compare them
+        # with the config as written, not with the grown model.
+        diffs = shape_differences(state, expected_state_shapes(_target_config(config, None, ckpt_cfg)))
         if diffs:
             report.errors.append(f"weights do not fit --config {config}: " + "; ".join(diffs))
     if tok_record is not None and state is not None and "text_embedding.weight" in state:
