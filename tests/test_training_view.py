@@ -136,6 +136,7 @@ def test_live_view_streams_and_a_new_session_sees_the_run_again(tmp_path: Path) 
     assert "stopped, saved at step" in final[1] and "stopped by signal" in final[3]
     again = poll_view(ctx, final[0], str(out))  # nothing changed: nothing is resent to the browser
     assert again[1:7] == (gr.skip(),) * 6
+    assert final[8] == gr.update(value=2.0) and again[8] == gr.skip()  # the timer slows down once, when idle
 
 
 def test_resume_dropdown_lists_checkpoints_newest_first(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from webui.supervisor import RunAlreadyActive, RunStatus
 TRAIN_LABEL = "train"
 TENSORBOARD_JOB = "tensorboard"
 POLL_S = 0.5  # the live log's refresh: p95 latency from trainer to browser stays under 1 s (bench/log_latency.py)
+IDLE_POLL_S = 2.0  # while no run is going: notices a run started elsewhere, costs little
 PLOT_EVERY_S = 5.0
 STOP_GRACE_S = 120.0
 # Keep the log scrolled to its newest line unless the reader scrolled up (then leave it where it is).
@@ -135,6 +136,7 @@ class RunView:
     last_status: str = ""
     last_state: str = ""
     plots_pending: bool = False  # metrics arrived that the plots do not show yet
+    interval: float = 0.0  # the polling interval this session's timer was last set to
     plotted_at: float = 0.0  # time.monotonic() of the last plot update
 
 
@@ -174,11 +176,13 @@ def _frames(view: RunView) -> tuple[Any, Any, Any]:
 
 
 def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str) -> tuple[Any, ...]:
-    """One timer tick: (view, status, progress, log, loss, top1, lr, resume choices); gr.skip() where unchanged."""
+    """One timer tick: (view, status, progress, log, loss, top1, lr, resume choices, timer); gr.skip() where
+    unchanged. The timer polls fast only while the run is going."""
     output_dir = (output_dir or "").strip()
     skip = gr.skip()
     if not output_dir:
-        return (None, status_html(RunStatus(state="idle", output_dir=Path("."))), "", "", skip, skip, skip, skip)
+        return (None, status_html(RunStatus(state="idle", output_dir=Path("."))), "", "", skip, skip, skip, skip,
+                gr.update(value=IDLE_POLL_S))
     status = ctx.registry.get(Path(output_dir)).poll()
     fresh = view is None or view.output_dir != output_dir or view.run_id != status.run_id
     if fresh:
@@ -202,7 +206,9 @@ def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str) -> tupl
     else:
         outputs.extend((skip, skip, skip))
     outputs.append(gr.update(choices=checkpoint_choices(output_dir)) if (fresh or ended_now) else skip)
-    view.last_status, view.last_state = status_text, status.state
+    interval = POLL_S if status.running else IDLE_POLL_S
+    outputs.append(gr.update(value=interval) if interval != view.interval else skip)
+    view.last_status, view.last_state, view.interval = status_text, status.state, interval
     return tuple(outputs)
 
 
@@ -403,23 +409,23 @@ def build(ctx: StudioContext) -> None:
 
     preflight.click(on_preflight, inputs=form_inputs, outputs=[preflight_report, command])
 
-    def on_start(*raw: Any) -> tuple[str, str]:
+    def on_start(*raw: Any) -> tuple[Any, Any, Any]:
         try:
             values = values_of(*raw)
         except tf.FormError as exc:
-            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', gr.skip()
+            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', gr.skip(), gr.skip()
         missing = tf.missing_required(values)
         if missing:
-            return f'<div class="status-bad">error: required: {", ".join(missing)}</div>', gr.skip()
+            return f'<div class="status-bad">error: required: {", ".join(missing)}</div>', gr.skip(), gr.skip()
         argv = tf.trainer_argv(values)
         supervisor = ctx.registry.get(Path(values["output_dir"]).expanduser())
         try:
             started = supervisor.start(argv, cwd=ctx.repo_root, label=TRAIN_LABEL)
         except (RunAlreadyActive, RuntimeError) as exc:
-            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', shlex.join(argv)
-        return status_html(started), shlex.join(argv)
+            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', shlex.join(argv), gr.skip()
+        return status_html(started), shlex.join(argv), gr.update(value=POLL_S)
 
-    start.click(on_start, inputs=form_inputs, outputs=[status, command])
+    start.click(on_start, inputs=form_inputs, outputs=[status, command, timer])
 
     def on_stop(out: str, force: bool) -> str:
         if not (out or "").strip():
@@ -439,7 +445,7 @@ def build(ctx: StudioContext) -> None:
 
     tensorboard.click(on_tensorboard, inputs=output_dir, outputs=tensorboard_link)
 
-    tick_outputs = [view, status, progress, log, loss_plot, top1_plot, lr_plot, resume_from]
+    tick_outputs = [view, status, progress, log, loss_plot, top1_plot, lr_plot, resume_from, timer]
     timer.tick(lambda v, out: poll_view(ctx, v, out), inputs=[view, output_dir], outputs=tick_outputs,
                show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
