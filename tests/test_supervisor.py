@@ -189,6 +189,17 @@ def test_record_of_a_vanished_run_is_closed_and_a_new_run_allowed(out: Path) -> 
     assert new.run_id != "old"
 
 
+def test_a_run_being_launched_by_another_ui_is_not_taken_for_dead(out: Path) -> None:
+    out.mkdir(parents=True)
+    write_record(out, {"run_id": "launching", "status": "running", "pid": None, "started_at_epoch": time.time(),
+                       "argv": ["x"], "log_offset": 0})
+    assert RunSupervisor.attach(out).poll().running
+    with pytest.raises(RunAlreadyActive):
+        RunSupervisor(out).start(fake("--steps", "1"))
+    write_record(out, {**read_record(out), "started_at_epoch": time.time() - 3600})  # it never launched
+    assert RunSupervisor.attach(out).poll().state == "killed"
+
+
 def test_pid_reuse_is_not_mistaken_for_the_run(out: Path) -> None:
     me = psutil.Process()
     assert is_process_alive(os.getpid(), me.create_time())

@@ -51,6 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 IDLE = "idle"
 _TAIL_BYTES = 8192
 _EXIT_GRACE_S = 2.0
+_LAUNCH_GRACE_S = 30.0
 
 
 class RunAlreadyActive(RuntimeError):
@@ -155,6 +156,9 @@ class RunSupervisor:
         return is_process_alive(record.get("pid"), record.get("create_time"))
 
     def _is_alive(self, record: dict[str, Any]) -> bool:
+        if record.get("pid") is None:
+            # Recorded but not launched yet (another UI process is between the record and Popen).
+            return time.time() - float(record.get("started_at_epoch") or 0.0) < _LAUNCH_GRACE_S
         if self._proc is not None and self._proc_run_id == record.get("run_id"):
             if self._proc.poll() is None:
                 return True
