@@ -47,6 +47,7 @@ from data_tools.check_report import (
     SplitStats,
     UnknownChar,
 )
+from data_tools.cli import OneLineErrorParser
 from data_tools.text_keys import SCRIPTS
 
 MAX_LISTED_PER_CODE = 1000
@@ -450,15 +451,9 @@ def _speaker_warnings(stats: SplitStats, problems: _ProblemList) -> None:
 # CLI
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (project CLI convention)
-        sys.stderr.write(f"error: {message}\n")
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m data_tools.check_data",
-                     description="Check codes manifests before training (exit 0 clean, 1 problems, 2 usage).")
+    parser = OneLineErrorParser(prog="python -m data_tools.check_data",
+                                description="Check codes manifests before training (exit 0 clean, 1 problems, 2 usage).")
     parser.add_argument("--manifest", action="append", required=True, type=Path, metavar="M",
                         help="train manifest (repeatable)")
     parser.add_argument("--val-manifest", action="append", default=[], type=Path, metavar="V",

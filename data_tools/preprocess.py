@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 
@@ -379,15 +380,9 @@ def _write_manifest(out: Path, items: list[SourceItem], finished: dict[str, dict
 # CLI
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (project CLI convention)
-        sys.stderr.write(f"error: {message}\n")
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m data_tools.preprocess",
-                     description="Audio + transcripts -> DVAE codes, conditioning mels and a codes manifest.")
+    parser = OneLineErrorParser(prog="python -m data_tools.preprocess",
+                                description="Audio + transcripts -> DVAE codes, conditioning mels and a codes manifest.")
     parser.add_argument("--input", required=True, type=Path,
                         help="JSONL list ({audio, text, speaker?, id?}), metadata.csv, or a folder of audio + .txt")
     parser.add_argument("--out-dir", required=True, type=Path, help="output folder (resumable)")

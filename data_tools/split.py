@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
 from data_tools.manifest import ManifestError, parse_manifest_line
 from data_tools.text import normalize_text
@@ -242,15 +243,9 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
     return items, objects
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (project CLI convention)
-        sys.stderr.write(f"error: {message}\n")
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m data_tools.split",
-                     description="Split a codes manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
+    parser = OneLineErrorParser(prog="python -m data_tools.split",
+                                description="Split a codes manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
     parser.add_argument("--manifest", required=True, type=Path, help="codes manifest to split")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for train.jsonl and val.jsonl")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of utterances for val (0.05)")

@@ -15,7 +15,6 @@ Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from data_tools.cli import OneLineErrorParser
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.text import normalize_text
@@ -231,7 +231,7 @@ runs/          training output directories.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder to create the workspace in")
     parser.add_argument("--force", action="store_true", help="rebuild even if a complete workspace exists")
     args = parser.parse_args(argv)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 
+from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
 
 KINDS = ("str", "path", "int", "float", "bool", "choice")
@@ -130,14 +130,6 @@ def option_by_name(name: str) -> Option:
 
 def default_values() -> dict[str, Any]:
     return {option.name: list(option.default) if option.repeatable else option.default for option in OPTIONS}
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse that reports bad input as exactly one line ``error: ...`` on stderr and exits 2."""
-
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"error: {message}\n")
-        raise SystemExit(2)
 
 
 def _number_type(option: Option) -> Callable[[str], Any]:

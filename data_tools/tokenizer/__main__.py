@@ -22,19 +22,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from data_tools.cli import OneLineErrorParser
 from data_tools.tokenizer.spm_model import TokenizerToolError
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as every CLI of the project
-        sys.stderr.write(f"error: {message}\n")
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m data_tools.tokenizer", description="Train, extend and verify tokenizers.",
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineErrorParser(prog="python -m data_tools.tokenizer", description="Train, extend and verify tokenizers.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
 
     train = sub.add_parser("train", help="train a SentencePiece model on a corpus (through the front-end)")
     train.add_argument("--input", type=Path, action="append", required=True,

@@ -12,19 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from data_tools.cli import OneLineErrorParser
+
 EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED = 0, 1, 2
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse would print the usage too)
-        sys.stderr.write(f"error: {message}\n")
-        raise SystemExit(EXIT_REFUSED)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m trainer.checkpoints", description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    parser = OneLineErrorParser(prog="python -m trainer.checkpoints", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=OneLineErrorParser)
 
     verify = verbs.add_parser("verify", help="check every component; COMPLETE / PARTIAL / INVALID (exit 0/1/2)")
     verify.add_argument("path", type=Path)
