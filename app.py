@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import secrets
+import signal
 import sys
 from pathlib import Path
 
@@ -77,6 +78,10 @@ def ensure_workspace(workspace: Path) -> None:
     build_demo(workspace)
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def launch(args: argparse.Namespace, environ: dict[str, str]) -> int:
     auth, generated = resolve_auth(args, environ)
     workspace = args.workspace.expanduser().resolve()
@@ -110,6 +115,9 @@ def launch(args: argparse.Namespace, environ: dict[str, str]) -> int:
         print(f"login: user {auth[0]!r}, password {auth[1]!r} (generated; pass --auth to choose one)", flush=True)
     elif auth is not None:
         print(f"login required: user {auth[0]!r}", flush=True)
+    # Ctrl-C or SIGTERM closes the server cleanly (also when started with SIGINT ignored, e.g. by `nohup ... &`).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         studio.block_thread()
     except KeyboardInterrupt:

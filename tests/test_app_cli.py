@@ -44,6 +44,8 @@ def test_auth_rejects_unauthenticated_requests(workspace: Path, tmp_path: Path) 
         with opener.open(app.url + "config", timeout=10) as response:
             assert response.status == 200
         assert "s3cret" not in app.output()  # a chosen password is never echoed
+        app.proc.terminate()  # SIGTERM (e.g. systemd, docker stop) closes the server cleanly
+        assert app.proc.wait(timeout=30) == 0 and "studio stopped" in app.output()
 
 
 def test_share_offline_keeps_serving_locally_with_a_generated_password(workspace: Path, tmp_path: Path) -> None:
