@@ -120,6 +120,9 @@ def test_form_yaml_reports_what_it_cannot_use() -> None:
     loaded, notes = tf.values_from_yaml("batch_size: 4\nno_such_option: 1\ntrain-manifest: a.jsonl\n")
     assert loaded["batch_size"] == 4 and loaded["train_manifest"] == ["a.jsonl"]
     assert notes == ["ignored unknown option 'no_such_option'"]
+    current = {**tf.workspace_values(_files(Path("/ws"))), "epochs": 3}
+    overlaid, _ = tf.values_from_yaml("batch_size: 4\n", base=current)  # a partial file changes only its keys
+    assert overlaid == {**current, "batch_size": 4}
     for bad, message in [("[1, 2]", "mapping"), ("a: [", "not valid YAML"), ("amp: fp8", "--amp"),
                          ("grad_checkpointing: maybe", "--grad-checkpointing"), ("epochs: 1.5", "--epochs")]:
         with pytest.raises(tf.FormError, match=message):

@@ -270,7 +270,7 @@ def _component(option: tf.Option, value: Any) -> gr.components.Component:
     return gr.Textbox(value=value, **common)
 
 
-def _form_updates(values: dict[str, Any], output_dir_choices: bool = True) -> list[Any]:
+def _form_updates(values: dict[str, Any]) -> list[Any]:
     fields, resume_ticked, resume_from = tf.form_from_values(values)
     choices = checkpoint_choices(str(values.get("output_dir") or ""))
     if resume_from not in [value for _, value in choices]:
@@ -385,17 +385,21 @@ def build(ctx: StudioContext) -> None:
 
     save_yaml.click(on_save_yaml, inputs=form_inputs, outputs=[yaml_file, form_message])
 
-    def on_load_yaml(path: str | None) -> list[Any]:
+    def on_load_yaml(path: str | None, *raw: Any) -> list[Any]:
         if not path:
             return [gr.skip()] * len(form_outputs) + [""]
         try:
-            loaded, notes = tf.values_from_yaml(Path(path).read_text(encoding="utf-8"))
+            current = values_of(*raw)
+        except tf.FormError:
+            current = None
+        try:
+            loaded, notes = tf.values_from_yaml(Path(path).read_text(encoding="utf-8"), base=current)
         except (OSError, UnicodeDecodeError, tf.FormError) as exc:
             return [gr.skip()] * len(form_outputs) + [f"error: cannot load the form: {exc}"]
         message = "form loaded" + (f" ({'; '.join(notes)})" if notes else "")
         return [*_form_updates(loaded), message]
 
-    load_yaml.upload(on_load_yaml, inputs=load_yaml, outputs=[*form_outputs, form_message])
+    load_yaml.upload(on_load_yaml, inputs=[load_yaml, *form_inputs], outputs=[*form_outputs, form_message])
 
     def on_preflight(*raw: Any) -> tuple[str, str]:
         try:

@@ -192,15 +192,18 @@ def form_yaml(values: dict[str, Any]) -> str:
     return header + yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
 
 
-def values_from_yaml(text: str) -> tuple[dict[str, Any], list[str]]:
-    """Values from a saved form or a run's train_config.yaml, and notes on what was ignored."""
+def values_from_yaml(text: str, base: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Values from a saved form or a run's train_config.yaml, and notes on what was ignored.
+
+    Options the file does not mention keep their value from ``base`` (the form as it is), else the default.
+    """
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise FormError(f"not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise FormError("expected a mapping of option names to values")
-    values = trainer_options.default_values()
+    values = {**trainer_options.default_values(), **(base or {})}
     notes: list[str] = []
     for key, raw in data.items():
         name = str(key).replace("-", "_").lstrip("_")

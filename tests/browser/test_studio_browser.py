@@ -108,6 +108,41 @@ def run_data_and_tokenizer_checks(page, artifacts: Path) -> None:
         page.screenshot(path=str(artifacts / "tab-tokenizer.png"), full_page=True)
 
 
+def command_text(page) -> str:
+    return page.locator("#train-command textarea").input_value()
+
+
+def wait_command(page, needle: str, present: bool = True) -> None:
+    page.wait_for_function(
+        "([needle, present]) => document.querySelector('#train-command textarea').value.includes(needle) === present",
+        arg=[needle, present], timeout=UI_TIMEOUT_MS)
+
+
+def exercise_presets_and_yaml(page, scratch: Path) -> None:
+    """GPU preset, save the form as YAML, load a partial YAML over it, back to the demo preset."""
+    page.locator("#train-preset input").click()
+    page.get_by_role("option", name="Amharic on one 24 GB GPU").click()
+    page.locator("#train-apply-preset").click()
+    wait_command(page, "--grad-checkpointing")
+    assert "--amp bf16" in command_text(page) and "--device cuda" in command_text(page)
+
+    page.get_by_text("Save or load the form (YAML)").click()
+    page.locator("#train-save-yaml").click()
+    page.locator("#train-yaml-file a").first.wait_for(timeout=UI_TIMEOUT_MS)
+    partial = scratch / "partial_form.yaml"
+    partial.write_text("batch_size: 3\nnot_an_option: 1\n")
+    page.locator("#train-load-yaml input[type=file]").set_input_files(str(partial))
+    wait_command(page, "--batch-size 3")
+    assert "--grad-checkpointing" in command_text(page)  # what the file does not mention is kept
+    assert "not_an_option" in page.locator("#train-form-message").inner_text()
+
+    page.locator("#train-preset input").click()
+    page.get_by_role("option", name="Demo (CPU, tiny)").click()
+    page.locator("#train-apply-preset").click()
+    wait_command(page, "--grad-checkpointing", present=False)
+    assert "--device cpu" in command_text(page)
+
+
 @pytest.mark.slow
 def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, artifacts: Path,
                                               tmp_path: Path) -> None:
@@ -125,6 +160,8 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
 
         # -- a fresh run: log lines and the loss curve grow ---------------------------------------------
         open_tab(page, "Training")
+        exercise_presets_and_yaml(page, tmp_path)
+        phase("presets and YAML")
         page.get_by_text("Length and batches").click()
         page.get_by_text("Logging and checkpoints").click()
         fill_number(page, "opt-max-steps", 400)
@@ -190,10 +227,12 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         phase("reload shows the log")
         # -- a restarted UI finds the same run still running -----------------------------------------------------
         app.stop()
+        phase("first UI stopped")
         record = read_record(output_dir)
         assert record["run_id"] == run_id and is_process_alive(record["pid"], record["create_time"])
         restarted = StudioProcess(studio_workspace, tmp_path / "studio-2.log")
         restarted.wait_ready()
+        phase("second UI ready")
         page.goto(restarted.url)
         open_tab(page, "Training")
         page.locator(f'#train-status-line[data-run="{run_id}"][data-state="running"]').wait_for(
