@@ -18,6 +18,8 @@ import signal
 import sys
 from pathlib import Path
 
+from data_tools.cli import OneLineErrorParser
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported anywhere
 
 AUTH_ENV = "STUDIO_AUTH"
@@ -29,7 +31,7 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python app.py", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="python app.py", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 for all)")
     parser.add_argument("--port", type=int, default=7860, help="port to listen on")
     parser.add_argument("--workspace", type=Path, default=Path("workspace"),
