@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -266,6 +268,34 @@ class BucketBatchSampler:
 # ----- loading items --------------------------------------------------------------------------------
 
 
+# The header np.save writes, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (100, 87), } + padding.
+_PLAIN_NPY_HEADER = re.compile(r"\{'descr': '(?P<descr>[<>|=]?[biuf]\d+)', 'fortran_order': False, "
+                               r"'shape': \((?P<shape>[\d, ]*)\), \}\s*")
+
+
+def read_npy(path: Path) -> np.ndarray:
+    """``np.load(path)`` for the plain arrays np.save writes, without numpy's header parser.
+
+    That parser (``ast.literal_eval``) costs more than reading a small file, and the loader reads two
+    files per item every epoch. Any other header (Fortran order, structured dtypes) goes to ``np.load``.
+    """
+    with open(path, "rb") as handle:
+        data = bytearray(handle.read())  # writable, so tensors made from it are too
+    if data[:6] == b"\x93NUMPY" and data[6] in (1, 2, 3):
+        size_bytes = 2 if data[6] == 1 else 4
+        start = 8 + size_bytes
+        end = start + int.from_bytes(data[8:start], "little")
+        match = _PLAIN_NPY_HEADER.fullmatch(data[start:end].decode("latin-1"))
+        if match is not None:
+            shape = tuple(int(n) for n in match["shape"].split(",") if n.strip())
+            dtype, count = np.dtype(match["descr"]), math.prod(shape)
+            if len(data) < end + count * dtype.itemsize:
+                raise ValueError(f"{path} is truncated: {len(data) - end} data bytes for an array of shape "
+                                 f"{list(shape)} {dtype}")
+            return np.frombuffer(data, dtype=dtype, count=count, offset=end).reshape(shape)
+    return np.load(path, allow_pickle=False)
+
+
 def _load_audio_mel(path: Path) -> torch.Tensor:
     from data_tools.audio import load_audio
     from data_tools.features import mel_spectrogram
@@ -287,12 +317,12 @@ class CodesDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         item = self.items[index]
         try:
-            codes = np.load(item.codes, allow_pickle=False).reshape(-1)
+            codes = read_npy(item.codes).reshape(-1)
             if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= self.num_codes_valid):
                 raise ValueError(f"codes must lie in 0..{self.num_codes_valid - 1}, found "
                                  f"{int(codes.min())}..{int(codes.max())} in {item.codes}")
             if item.cond_mel is not None:
-                mel = np.load(item.cond_mel, allow_pickle=False)
+                mel = read_npy(item.cond_mel)
                 cond = torch.from_numpy(np.ascontiguousarray(mel.reshape(MEL_BANDS, -1), dtype=np.float32))
             else:
                 assert item.cond_audio is not None
@@ -319,25 +349,27 @@ class Collator:
         if errors:
             return {"error": errors[0]}
         size = len(items)
-        text_len = torch.tensor([len(item["text_ids"]) for item in items], dtype=torch.long)
-        code_len = torch.tensor([len(item["codes"]) for item in items], dtype=torch.long)
-        mel_len = torch.tensor([item["cond_mel"].shape[-1] for item in items], dtype=torch.long)
-        text = torch.full((size, int(text_len.max())), self.text_pad, dtype=torch.long)
-        codes = torch.full((size, int(code_len.max())), self.code_pad, dtype=torch.long)
-        mels = torch.zeros((size, MEL_BANDS, int(mel_len.max())), dtype=torch.float32)
+        text_len = [len(item["text_ids"]) for item in items]
+        code_len = [len(item["codes"]) for item in items]
+        mel_len = [item["cond_mel"].shape[-1] for item in items]
+        # Padded in numpy: torch.zeros fills a large tensor with all intra-op threads, which costs
+        # milliseconds in a training process whose threads are busy (num_workers 0).
+        text = np.full((size, max(text_len)), self.text_pad, dtype=np.int64)
+        codes = np.full((size, max(code_len)), self.code_pad, dtype=np.int64)
+        mels = np.zeros((size, MEL_BANDS, max(mel_len)), dtype=np.float32)
         for row, item in enumerate(items):
-            text[row, : text_len[row]] = item["text_ids"]
-            codes[row, : code_len[row]] = item["codes"]
-            mels[row, :, : mel_len[row]] = item["cond_mel"]
+            text[row, : text_len[row]] = np.asarray(item["text_ids"])
+            codes[row, : code_len[row]] = np.asarray(item["codes"])
+            mels[row, :, : mel_len[row]] = np.asarray(item["cond_mel"])
         return {
             "ids": [item["id"] for item in items],
-            "text_ids": text,
-            "text_lengths": text_len,
-            "codes": codes,
-            "code_lengths": code_len,
-            "cond_mels": mels,
-            "cond_mel_lengths": mel_len,
-            "num_tokens": int(text_len.sum() + code_len.sum()),
+            "text_ids": torch.from_numpy(text),
+            "text_lengths": torch.tensor(text_len, dtype=torch.long),
+            "codes": torch.from_numpy(codes),
+            "code_lengths": torch.tensor(code_len, dtype=torch.long),
+            "cond_mels": torch.from_numpy(mels),
+            "cond_mel_lengths": torch.tensor(mel_len, dtype=torch.long),
+            "num_tokens": sum(text_len) + sum(code_len),
         }
 
 
