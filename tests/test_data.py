@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 
 import numpy as np
 import pytest
 import torch
 
+import trainer.data
 from data_tools.manifest import ManifestError
 from data_tools.text_tokenizer import TextTokenizer
-from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, make_loader
+from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, make_loader, read_npy
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +181,66 @@ def test_cond_audio_prompt_becomes_a_log_mel(tmp_path, tokenizer):
     item = CodesDataset(items, 8192)[0]
     assert item["cond_mel"].shape == (100, 1 + 24000 // 256)
     assert torch.isfinite(item["cond_mel"]).all()
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(7, dtype=np.int16), np.arange(5, dtype=np.uint8), np.arange(6, dtype=">i4"), np.zeros(0, np.int64),
+    np.random.default_rng(0).random((3, 4)), np.random.default_rng(1).random((1, 100, 5)).astype(np.float32),
+    np.array(3.5), np.asfortranarray(np.random.default_rng(2).random((3, 4))),  # the last: numpy's own reader
+], ids=["int16", "uint8", "big-endian", "empty", "float64-2d", "float32-3d", "scalar", "fortran"])
+def test_read_npy_matches_np_load(tmp_path, array):
+    np.save(tmp_path / "a.npy", array)
+    got = read_npy(tmp_path / "a.npy")
+    assert got.dtype == array.dtype and got.shape == array.shape and np.array_equal(got, array)
+    assert got.flags.writeable
+
+
+def test_read_npy_refuses_a_truncated_file(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(10, dtype=np.int16))
+    (tmp_path / "a.npy").write_bytes((tmp_path / "a.npy").read_bytes()[:-4])
+    with pytest.raises(ValueError, match=r"a\.npy is truncated"):
+        read_npy(tmp_path / "a.npy")
+
+
+@pytest.mark.parametrize("by_value_max_bytes", [trainer.data.BY_VALUE_MAX_BYTES, 0])  # 0: all via shared memory
+def test_worker_batches_equal_in_process_batches(tmp_path, tokenizer, monkeypatch, by_value_max_bytes):
+    monkeypatch.setattr(trainer.data, "BY_VALUE_MAX_BYTES", by_value_max_bytes)  # before the workers fork
+    manifest = write_manifest(tmp_path, [(f"u{i}", "ሰላም " * (1 + i % 3), 5 + i, 20 + i) for i in range(6)])
+    items, _ = load_items([manifest], tokenizer, 64, 128)
+    dataset, batches = CodesDataset(items, 8192), [[0, 3], [5, 1, 2], [4]]
+    expected = [Collator()([dataset[i] for i in batch]) for batch in batches]
+    with make_loader(dataset, batches, Collator(), 1, False, seed=0) as loader:
+        got = list(loader)
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine.keys() == theirs.keys()
+        for key, value in theirs.items():
+            if isinstance(value, torch.Tensor):
+                assert mine[key].dtype == value.dtype and torch.equal(mine[key], value), key
+            else:
+                assert mine[key] == value, key
+
+
+def test_persistent_loader_walks_new_batches_each_pass_and_close_ends_its_workers(tmp_path, tokenizer):
+    manifest = write_manifest(tmp_path, [(f"u{i}", "ሰላም", 5 + i, 20) for i in range(12)])
+    items, _ = load_items([manifest], tokenizer, 64, 128)
+    sampler = BucketBatchSampler([item.length for item in items], 2, seed=0)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    loader = make_loader(CodesDataset(items, 8192), [], Collator(), 1, False, seed=0, persistent=True)
+    workers_seen = set()
+    for epoch, position in ((0, 0), (1, 2), (2, 5)):  # like an epoch resumed mid-way, and a pass left early
+        loader.batches = sampler.batches(epoch)[position:]
+        got = []
+        for batch in loader:
+            got.append(batch["ids"])
+            workers_seen.update(child.pid for child in multiprocessing.active_children())
+            if epoch == 1 and len(got) == 2:
+                break
+        expected = sampler.batches(epoch)[position:][: 2 if epoch == 1 else None]
+        assert got == [[items[i].id for i in batch] for batch in expected]
+    assert len(workers_seen) == 1  # one worker process for all passes
+    assert torch.equal(torch.get_rng_state(), before)
+    loader.close()
+    assert not workers_seen & {child.pid for child in multiprocessing.active_children()}
+    with pytest.raises(RuntimeError, match="closed"):
+        iter(loader)

@@ -87,6 +87,7 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
     lock = OutputDirLock(out_dir).acquire() if ctx.is_main else None
     stop = GracefulStop(say).install()
     metrics: MetricsLog | None = None
+    loaders = contextlib.ExitStack()  # their worker processes end with the run, however it ends
     try:
         # ---------------------------------------------------------------- device and inputs
         device = loop.resolve_device(opts["device"], ctx.local_rank, ctx.enabled)
@@ -194,8 +195,8 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
             if opts["max_val_batches"]:
                 val_batches = val_batches[: opts["max_val_batches"]]
             if val_batches:
-                val_loader = make_loader(val_set, val_batches, collate, opts["num_workers"],
-                                         device.type == "cuda", opts["seed"], persistent=True)
+                val_loader = loaders.enter_context(make_loader(val_set, val_batches, collate, opts["num_workers"],
+                                                               device.type == "cuda", opts["seed"], persistent=True))
             else:
                 say(f"warning: the validation set gives no batch for each of {ctx.world_size} processes: "
                     "no validation (and no best.pth) in this run")
@@ -284,11 +285,13 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         stopping = any_rank(ctx, stop.requested is not None, device)
         window = loop.Window()
         accumulation = opts["grad_accumulation"]
+        # One loader for the run (its workers start once); each epoch it walks that epoch's remaining batches.
+        loader = loaders.enter_context(make_loader(train_set, [], collate, opts["num_workers"], device.type == "cuda",
+                                                   opts["seed"], persistent=True))
         train_model.train()
         while state.step < total_steps and not stopping:
             epoch_batches = sampler.batches(state.epoch)
-            loader = make_loader(train_set, epoch_batches[state.position:], collate, opts["num_workers"],
-                                 device.type == "cuda", opts["seed"] + state.epoch)
+            loader.batches = epoch_batches[state.position:]
             in_step, step_parts = 0, []
             micro_total = min(accumulation, len(epoch_batches) - state.position)
             for batch in loader:
@@ -381,6 +384,7 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
             metrics.event("end", state.step, state.epoch, status="failed", error=one_line(exc))
         raise
     finally:
+        loaders.close()
         if metrics is not None:
             metrics.close()
         stop.restore()
