@@ -281,7 +281,7 @@ def read_npy(path: Path) -> np.ndarray:
     """
     with open(path, "rb") as handle:
         data = bytearray(handle.read())  # writable, so tensors made from it are too
-    if data[:6] == b"\x93NUMPY" and data[6] in (1, 2, 3):
+    if data[:6] == b"\x93NUMPY" and data[6:7] in (b"\x01", b"\x02", b"\x03"):
         size_bytes = 2 if data[6] == 1 else 4
         start = 8 + size_bytes
         end = start + int.from_bytes(data[8:start], "little")
@@ -327,7 +327,7 @@ class CodesDataset(Dataset):
             else:
                 assert item.cond_audio is not None
                 cond = _load_audio_mel(item.cond_audio)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:  # EOFError: np.load of an empty file
             return {"error": f"{item.where} (id {item.id}): {exc}"}
         return {
             "id": item.id,
