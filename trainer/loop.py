@@ -190,10 +190,14 @@ def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: t
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: Iterable[dict[str, Any]], device: torch.device, amp: str,
              loss_mode: str) -> list[float]:
-    """Token-weighted sums over the given batches: [text_loss*n_text, n_text, mel_loss*n_mel, top1*n_mel, n_mel]."""
+    """Token-weighted sums over the given batches: [text_loss*n_text, n_text, mel_loss*n_mel, top1*n_mel, n_mel].
+
+    The loss sums stay on the device (float64) until the end: one host sync per validation, not one per batch.
+    """
     was_training = model.training
     model.eval()
-    sums = [0.0, 0.0, 0.0, 0.0, 0.0]
+    weighted = torch.zeros(3, dtype=torch.float64, device=device)  # text loss, mel loss, top1; token-weighted
+    text_tokens = mel_tokens = 0
     try:
         for batch in batches:
             if "error" in batch:
@@ -201,14 +205,14 @@ def evaluate(model: nn.Module, batches: Iterable[dict[str, Any]], device: torch.
             batch = to_device(batch, device)
             with autocast(device, amp):
                 out = model(**model_inputs(batch), loss_mode=loss_mode)
-            sums[0] += float(out.loss_text) * out.text_tokens
-            sums[1] += out.text_tokens
-            sums[2] += float(out.loss_mel) * out.mel_tokens
-            sums[3] += float(out.mel_top1) * out.mel_tokens
-            sums[4] += out.mel_tokens
+            weighted += torch.stack([out.loss_text.double() * out.text_tokens, out.loss_mel.double() * out.mel_tokens,
+                                     out.mel_top1.double() * out.mel_tokens])
+            text_tokens += out.text_tokens
+            mel_tokens += out.mel_tokens
     finally:
         model.train(was_training)
-    return sums
+    text, mel, top1 = weighted.tolist()
+    return [text, float(text_tokens), mel, top1, float(mel_tokens)]
 
 
 def val_metrics(sums: list[float], weights: LossWeights) -> dict[str, float]:
