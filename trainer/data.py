@@ -3,10 +3,7 @@
 - ``load_items`` reads the manifests (``file:line`` errors), tokenizes each text once with the run's
   tokenizer (front-end inside), reads only the ``.npy`` headers to learn lengths, and drops items longer
   than the model's limits, counting every drop (``DropReport``) so nothing is discarded silently.
-- ``BucketBatchSampler`` makes the batches of an epoch as a pure function of ``(seed, epoch)``: shuffle,
-  sort within large chunks by length (low padding), cut into batches, shuffle the batches. The position
-  inside an epoch is just "batches consumed", so resuming mid-epoch slices the list: O(1), no replay.
-  Under DDP every rank builds the same list and takes every ``world_size``-th batch.
+- The epoch order (``BucketBatchSampler``) lives in ``trainer.sampler``.
 - ``CodesDataset`` loads one item's arrays; a bad file becomes an ``error`` entry in the batch rather
   than an exception (worker processes would wrap it in a traceback), and the trainer refuses with it.
 """
@@ -14,7 +11,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
 import re
@@ -31,11 +27,11 @@ from torch.utils.data import DataLoader, Dataset
 
 from data_tools.manifest import ManifestEntry, ManifestError, read_manifest
 from data_tools.text_tokenizer import TextTokenizer
+from trainer.sampler import BucketBatchSampler  # noqa: F401  (re-exported: its old home)
 
 MEL_BANDS = 100
 # The conformer's sinusoidal table has 5000 rows and subsamples 2x, so longer prompts cannot be encoded.
 MAX_COND_FRAMES = 2 * 5000
-BUCKET_BATCHES = 32  # batches per sorting chunk: larger -> less padding, less randomness
 
 
 @dataclass(frozen=True)
@@ -199,70 +195,6 @@ def load_items(
                                   num_codes=num_codes, cond_mel=entry.cond_mel, cond_audio=entry.cond_audio))
     report.kept = len(items)
     return items, report
-
-
-# ----- the epoch order ------------------------------------------------------------------------------
-
-
-class BucketBatchSampler:
-    """Length-bucketed batches per epoch, a pure function of (seed, epoch); this rank's share only."""
-
-    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, *, rank: int = 0,
-                 world_size: int = 1, bucket_batches: int = BUCKET_BATCHES) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        self.lengths = np.asarray(lengths, dtype=np.int64)
-        self.batch_size = batch_size
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
-        self.bucket_batches = bucket_batches
-        self._cache: tuple[int, list[list[int]]] | None = None
-
-    def fingerprint(self) -> str:
-        """Changes when the data (lengths, order) or batching would differ."""
-        digest = hashlib.sha256(self.lengths.tobytes())
-        digest.update(f"{self.batch_size}/{self.world_size}/{self.bucket_batches}".encode())
-        return digest.hexdigest()[:16]
-
-    def _global_batches(self, epoch: int) -> list[list[int]]:
-        rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(len(self.lengths))
-        chunk = self.batch_size * self.bucket_batches * self.world_size
-        batches: list[list[int]] = []
-        for start in range(0, len(order), chunk):
-            part = order[start:start + chunk]
-            part = part[np.argsort(self.lengths[part], kind="stable")]
-            batches += [part[i:i + self.batch_size].tolist() for i in range(0, len(part), self.batch_size)]
-        return [batches[i] for i in rng.permutation(len(batches))]
-
-    def batches(self, epoch: int) -> list[list[int]]:
-        """This rank's batches of ``epoch`` in order (cached for the current epoch)."""
-        if self._cache is None or self._cache[0] != epoch:
-            batches = self._global_batches(epoch)
-            if self.world_size > 1:
-                usable = len(batches) - len(batches) % self.world_size
-                batches = batches[self.rank:usable:self.world_size]
-            self._cache = (epoch, batches)
-        return self._cache[1]
-
-    def __len__(self) -> int:
-        """Batches per epoch for this rank (the same every epoch)."""
-        return len(self.batches(0))
-
-    def state_dict(self, epoch: int, position: int) -> dict[str, Any]:
-        return {"epoch": int(epoch), "position": int(position), "seed": int(self.seed),
-                "batch_size": int(self.batch_size), "world_size": int(self.world_size),
-                "num_items": len(self.lengths), "fingerprint": self.fingerprint()}
-
-    def describe_change(self, state: dict[str, Any] | None) -> str | None:
-        """Why a saved sampler state would give a different order now (None: the same order)."""
-        if not state:
-            return "the checkpoint has no sampler state"
-        now = self.state_dict(0, 0)
-        diffs = [f"{key} {state.get(key)!r} -> {now[key]!r}" for key in
-                 ("seed", "batch_size", "world_size", "num_items", "fingerprint") if state.get(key) != now[key]]
-        return ", ".join(diffs) or None
 
 
 # ----- loading items --------------------------------------------------------------------------------

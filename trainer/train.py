@@ -39,7 +39,7 @@ from trainer.checkpoints import (
     restore_rng_state,
     select_resume,
 )
-from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, make_loader
+from trainer.data import CodesDataset, Collator, load_items, make_loader
 from trainer.distributed import DistContext, any_rank, init_distributed, shutdown, sum_over_ranks
 from trainer.errors import EXIT_OK, EXIT_STOPPED, UsageError, one_line, refuse, run_cli
 from trainer.metrics import MetricsLog, truncate_after_step
@@ -52,6 +52,7 @@ from trainer.model_source import (
 )
 from trainer.options import parse_argv, write_train_config
 from trainer.preflight import expectation_for_run
+from trainer.sampler import BucketBatchSampler
 from trainer.schedule import build_scheduler, set_peak_lr
 from trainer.signals import GracefulStop, after_step_test_hooks, simulated_disk_full
 

@@ -1,0 +1,157 @@
+"""The epoch order: length-bucketed batches as a pure function of ``(seed, epoch)``, and where a run stands in it.
+
+``BucketBatchSampler`` shuffles, sorts within large chunks by length (low padding), cuts batches and
+shuffles the batches. The position inside an epoch is "batches consumed by this rank", so resuming
+mid-epoch slices the list: O(1), no replay. Under DDP every rank builds the same global list and takes
+every ``world_size``-th batch (the tail that does not fill a round is left out of that epoch).
+
+``resume_position`` maps a saved position onto the sampler of *this* run. With the same data and batching
+it is the saved position (bitwise-exact resume). When the batch size, the number of processes or the
+manifests changed, it continues at the same number of samples seen in the epoch, never past the epoch's
+end, and says in one line what changed. A position or step that cannot belong to the data is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+BUCKET_BATCHES = 32  # batches per sorting chunk: larger -> less padding, less randomness
+
+
+class BucketBatchSampler:
+    """Length-bucketed batches per epoch, a pure function of (seed, epoch); this rank's share only."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, *, rank: int = 0,
+                 world_size: int = 1, bucket_batches: int = BUCKET_BATCHES) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.bucket_batches = bucket_batches
+        self._cache: tuple[int, list[list[int]]] | None = None
+        self._rounds: tuple[int, np.ndarray] | None = None
+
+    def fingerprint(self) -> str:
+        """Changes when the data (lengths, order) or batching would differ."""
+        digest = hashlib.sha256(self.lengths.tobytes())
+        digest.update(f"{self.batch_size}/{self.world_size}/{self.bucket_batches}".encode())
+        return digest.hexdigest()[:16]
+
+    def _global_batches(self, epoch: int) -> list[list[int]]:
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.lengths))
+        chunk = self.batch_size * self.bucket_batches * self.world_size
+        batches: list[list[int]] = []
+        for start in range(0, len(order), chunk):
+            part = order[start:start + chunk]
+            part = part[np.argsort(self.lengths[part], kind="stable")]
+            batches += [part[i:i + self.batch_size].tolist() for i in range(0, len(part), self.batch_size)]
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def _usable_global_batches(self, epoch: int) -> list[list[int]]:
+        batches = self._global_batches(epoch)
+        return batches[: len(batches) - len(batches) % self.world_size]
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches of ``epoch`` in order (cached for the current epoch)."""
+        if self._cache is None or self._cache[0] != epoch:
+            self._cache = (epoch, self._usable_global_batches(epoch)[self.rank::self.world_size])
+        return self._cache[1]
+
+    def __len__(self) -> int:
+        """Batches per epoch for this rank (the same every epoch)."""
+        return len(self.batches(0))
+
+    def samples_after(self, epoch: int) -> np.ndarray:
+        """Samples seen by all ranks together after 0, 1, ... rounds of ``epoch`` (one batch per rank each)."""
+        if self._rounds is None or self._rounds[0] != epoch:
+            sizes = [len(batch) for batch in self._usable_global_batches(epoch)]
+            per_round = np.asarray(sizes, dtype=np.int64).reshape(-1, self.world_size).sum(axis=1)
+            self._rounds = (epoch, np.concatenate(([0], np.cumsum(per_round))))
+        return self._rounds[1]
+
+    def samples_per_epoch(self) -> int:
+        return int(self.samples_after(0)[-1])
+
+    def state_dict(self, epoch: int, position: int, samples_seen: int | None = None) -> dict[str, Any]:
+        state = {"epoch": int(epoch), "position": int(position), "seed": int(self.seed),
+                 "batch_size": int(self.batch_size), "world_size": int(self.world_size),
+                 "num_items": len(self.lengths), "fingerprint": self.fingerprint(),
+                 "samples_in_epoch": int(self.samples_after(epoch)[min(position, len(self))])}
+        if samples_seen is not None:
+            state["samples_seen"] = int(samples_seen)
+        return state
+
+    def describe_change(self, state: dict[str, Any] | None) -> str | None:
+        """Why a saved sampler state would give a different order now (None: the same order)."""
+        if not state:
+            return "the checkpoint has no sampler state"
+        now = self.state_dict(0, 0)
+        diffs = [f"{key} {state.get(key)!r} -> {now[key]!r}" for key in
+                 ("seed", "batch_size", "world_size", "num_items", "fingerprint") if state.get(key) != now[key]]
+        return ", ".join(diffs) or None
+
+
+class PositionError(ValueError):
+    """A saved position that cannot belong to this run's data."""
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    epoch: int
+    position: int  # this rank's batches of ``epoch`` already consumed
+    samples_seen: int  # all ranks, since step 0
+    change: str | None  # one line when the data or batching changed (bitwise exactness is lost)
+
+
+def saved_samples_in_epoch(state: dict[str, Any] | None, position: int) -> int:
+    """Samples of the current epoch a checkpoint had consumed (older checkpoints: from batch size x ranks)."""
+    state = state or {}
+    if isinstance(state.get("samples_in_epoch"), int):
+        return int(state["samples_in_epoch"])
+    return position * int(state.get("batch_size") or 1) * int(state.get("world_size") or 1)
+
+
+def resume_position(sampler: BucketBatchSampler, epoch: int, position: int, step: int,
+                    saved: dict[str, Any] | None, where: str) -> ResumePoint:
+    """Where this run continues, given the checkpoint's epoch / position / step and sampler state."""
+    if epoch < 0 or position < 0 or step < 0:
+        raise PositionError(f"{where}: negative step {step}, epoch {epoch} or position {position}")
+    saved = saved or {}
+    in_epoch = saved_samples_in_epoch(saved, position)
+    seen = saved.get("samples_seen")
+    change = sampler.describe_change(saved) if saved else None
+    if change is None:
+        if position > len(sampler):
+            raise PositionError(f"{where}: position {position} is beyond the {len(sampler)} batches of an epoch of "
+                                "this data: the checkpoint does not belong to these manifests and settings")
+        samples_seen = int(seen) if isinstance(seen, int) else epoch * sampler.samples_per_epoch() + in_epoch
+        return ResumePoint(epoch, position, samples_seen, None)
+    # Different data or batching: continue at the same number of samples of this epoch.
+    old_per_epoch = None
+    if isinstance(saved.get("num_items"), int) and saved.get("num_items", 0) > 0:
+        old_per_epoch = int(saved["num_items"])
+    if old_per_epoch is not None and in_epoch > old_per_epoch:
+        raise PositionError(f"{where}: {in_epoch} samples into an epoch of {old_per_epoch} items: the checkpoint's "
+                            "position cannot belong to its own data")
+    samples_seen = int(seen) if isinstance(seen, int) else epoch * (old_per_epoch or 0) + in_epoch
+    rounds = sampler.samples_after(epoch)
+    if in_epoch >= int(rounds[-1]):
+        new_epoch, new_position = epoch + 1, 0
+        where_now = f"the new epoch is {int(rounds[-1])} samples, so epoch {epoch + 1} starts"
+    else:
+        new_epoch = epoch
+        rounds_done = int(np.searchsorted(rounds, in_epoch, side="right")) - 1
+        new_position = rounds_done
+        where_now = f"continuing at sample {int(rounds[rounds_done])} of {int(rounds[-1])} of epoch {epoch + 1}"
+    line = (f"the data or batching changed since the checkpoint ({change}); it had seen {in_epoch} samples of "
+            f"epoch {epoch + 1}: {where_now}; bitwise exactness with an uninterrupted run is lost")
+    return ResumePoint(new_epoch, new_position, samples_seen, line)
