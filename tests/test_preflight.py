@@ -16,8 +16,10 @@ import yaml
 from data_tools.config import load_config
 from data_tools.text_tokenizer import TextTokenizer
 from tests.checkpoint_factory import make_checkpoint, trained_state
+from tests.test_train_cli import refusal
+from tests.trainer_helpers import run_main
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
-from trainer.options import parse_argv
+from trainer.options import options_to_argv, parse_argv
 from trainer.preflight import run_preflight
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,12 +45,13 @@ def test_preflight_passes_on_the_demo_workspace(demo):
     report = run_preflight(demo)
     assert report.ok, report.lines()
     names = [c.name for c in report.checks]
-    for name in ("manifests", "tokenizer", "config", "data", "base checkpoint", "output directory", "resume",
-                 "disk space"):
-        assert name in names
-    assert "296 items" in _check(report, "manifests").message
-    assert "grows 1,000 -> 1,916" in _check(report, "base checkpoint").message
-    assert report.resume_step is None and "fresh start" in _check(report, "resume").message
+    assert names == ["manifests", "tokenizer", "config", "device", "data", "output directory", "resume", "weights",
+                     "disk space"]
+    assert "IndexTTS-1.5 GPT" in _check(report, "config").message
+    assert "296 items usable" in _check(report, "data").message
+    assert "grown 1000 -> 1916" in _check(report, "weights").message
+    assert report.to_dict()["resume_step"] is None and "fresh start" in _check(report, "resume").message
+    assert report.to_dict()["version"] == "1.5"
     assert not Path(demo["output_dir"]).exists()  # pre-flight writes nothing
 
 
@@ -68,8 +71,9 @@ def test_preflight_cli_exit_codes_and_json(tmp_path, demo_workspace, capsys):
     code = train_main([*argv, "--tokenizer", str(tmp_path / "none.model"), "--preflight"])
     bad = capsys.readouterr()
     assert code == 2
-    assert "[FAIL] tokenizer: tokenizer not found" in bad.out
-    assert bad.err.strip().splitlines() == ["error: pre-flight failed: tokenizer"]
+    assert "[FAIL] tokenizer: --tokenizer: tokenizer not found" in bad.out
+    assert len(bad.err.strip().splitlines()) == 1
+    assert bad.err.startswith("error: --tokenizer: tokenizer not found")
     assert not out.exists()
 
 
@@ -130,12 +134,14 @@ def _break(case: str, values: dict, tmp_path: Path, demo_workspace) -> None:
 
 CASES = [
     Case("manifest-missing", "manifests", "train.jsonl: manifest not found"),
-    Case("manifest-malformed", "manifests", "train.jsonl:3: malformed JSON"),
-    Case("codes-missing", "manifests", "codes file not found"),
+    Case("manifest-malformed", "data", "train.jsonl:3: malformed JSON"),
+    Case("codes-missing", "data", "codes file not found"),
     Case("tokenizer-garbage", "tokenizer", "not a SentencePiece model"),
     Case("config-no-gpt", "config", "no 'gpt:' section"),
-    Case("base-mismatch", "base checkpoint", "gpt.number_text_tokens 1200 means 1201 text rows, the checkpoint has 1001"),
-    Case("base-random", "base checkpoint", "not a loadable checkpoint: not a PyTorch checkpoint"),
+    Case("config-v25", "config", "describes an IndexTTS-2.5 GPT"),
+    Case("config-condition-type", "config", "gpt.condition_type 'perceiver'"),
+    Case("base-mismatch", "weights", "gpt.number_text_tokens 1200 means 1201 text rows, the checkpoint has 1001"),
+    Case("base-random", "weights", "not a loadable checkpoint: not a PyTorch checkpoint"),
     Case("output-is-file", "output directory", "exists and is not a directory"),
     Case("resume-torn", "resume", "latest.pth: empty file (0 bytes)"),
     Case("existing-run-no-resume", "resume", "already holds checkpoints of a run"),
@@ -143,15 +149,39 @@ CASES = [
 ]
 
 
+def _break_more(case: str, values: dict, tmp_path: Path, demo_workspace) -> None:
+    if case in ("config-v25", "config-condition-type"):
+        config = yaml.safe_load(demo_workspace.config.read_text())
+        if case == "config-v25":
+            config["version"] = 2.5
+        else:
+            config["gpt"]["condition_type"] = "perceiver"
+        other = tmp_path / "config.yaml"
+        other.write_text(yaml.safe_dump(config))
+        values["config"] = str(other)
+    else:
+        _break(case, values, tmp_path, demo_workspace)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_preflight_fails_precisely_for_each_broken_input(tmp_path, demo, demo_workspace, case):
+def test_preflight_and_trainer_refuse_alike(tmp_path, demo, demo_workspace, case, capsys):
+    """Pre-flight red with a sentence <=> the trainer exits 2 with exactly that sentence (one run plan)."""
     if case.name == "device-fp16-on-cpu" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA: fp16 is allowed")
-    _break(case.name, demo, tmp_path, demo_workspace)
+    _break_more(case.name, demo, tmp_path, demo_workspace)
     report = run_preflight(demo)
     failed = _failed(report)
     assert not report.ok and list(failed) == [case.check], report.lines()
     assert case.expected in failed[case.check]
+    capsys.readouterr()
+    assert run_main(options_to_argv(demo)) == 2
+    assert refusal(capsys) == f"error: {failed[case.check]}"
+
+
+def test_what_preflight_passes_the_trainer_starts(demo, capsys):
+    demo["max_steps"] = 1
+    assert run_preflight(demo).ok
+    assert run_main(options_to_argv(demo)) == 0, capsys.readouterr().err
 
 
 def _resumable_checkpoint(values: dict, workspace, **overrides) -> dict:
@@ -167,10 +197,11 @@ def test_preflight_reports_the_resume_point_and_changed_hyperparameters(demo, de
     demo["resume"] = "auto"
     report = run_preflight(demo)
     assert report.ok, report.lines()
-    assert (report.resume_step, report.resume_epoch, report.resume_position) == (12, 1, 4)
-    assert report.resume_path == Path(demo["output_dir"]) / "latest.pth"
+    summary = report.to_dict()
+    assert summary["resume_step"] == 12
+    assert summary["resume_path"] == str(Path(demo["output_dir"]) / "latest.pth")
     message = _check(report, "resume").message
-    assert message.startswith("will resume from step 12, epoch 1, position 4")
+    assert message.startswith("will resume from step 12, epoch 1, position 4") or "data or batching changed" in message
     assert "learning_rate 0.001 -> 0.003" in message  # the checkpoint's hparams differ from the demo's flags
 
 
@@ -190,16 +221,16 @@ def test_preflight_names_the_pid_holding_the_output_dir(demo):
     import os
 
     assert _failed(report) == {"output directory": f"output dir {demo['output_dir']} is in use by PID {os.getpid()} "
-                                                   "(a trainer is running there)"}
+                                                   "(another trainer is running there)"}
 
 
-def test_preflight_needs_room_for_three_checkpoints(demo, monkeypatch):
-    from trainer import preflight
+def test_preflight_warns_when_three_checkpoints_do_not_fit(demo, monkeypatch):
+    from trainer import plan
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(preflight.shutil, "disk_usage", lambda _path: usage(10 << 20, 9 << 20, 1 << 20))
+    monkeypatch.setattr(plan.shutil, "disk_usage", lambda _path: usage(10 << 20, 9 << 20, 1 << 20))
     report = run_preflight(demo)
-    failed = _failed(report)
-    assert list(failed) == ["disk space"]
-    assert failed["disk space"].startswith("not enough disk: 1.0 MiB free")
-    assert "3 checkpoints need ~" in failed["disk space"] and "1,8" in failed["disk space"]  # 1.8M parameters
+    assert report.ok, report.lines()  # a warning: the trainer would start too
+    disk = _check(report, "disk space")
+    assert disk.warning and disk.message.startswith("warning: little disk left, saves may fail: 1.0 MiB free")
+    assert "3 checkpoints need ~" in disk.message and "1,8" in disk.message  # 1.8M parameters

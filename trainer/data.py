@@ -443,3 +443,8 @@ def make_loader(dataset: CodesDataset, batches: Sequence[list[int]], collate: Ca
                 num_workers: int, pin_memory: bool, seed: int, persistent: bool = False) -> BatchLoader:
     """A loader over exactly ``batches``, in order (see ``BatchLoader``)."""
     return BatchLoader(dataset, batches, collate, num_workers, pin_memory, seed, persistent)
+
+
+def make_dataset(items: Sequence[DataItem], gpt_config: dict[str, Any]) -> CodesDataset:
+    """The dataset for the run's items (codes must lie below the config's start_mel_token)."""
+    return CodesDataset(items, num_codes_valid=int(gpt_config["start_mel_token"]))

@@ -89,9 +89,15 @@ def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
+SEQUENCE_KEYS = ("text_ids", "text_lengths", "codes", "code_lengths")
+V15_PROMPT_KEYS = ("cond_mels", "cond_mel_lengths")  # IndexTTS-1.5: the prompt's log-mel, encoded in the step
+V2_PROMPT_KEYS = ("condition", "emo_vec")  # IndexTTS2: precomputed speaker latents and emotion vector
+
+
 def model_inputs(batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-    keys = ("text_ids", "text_lengths", "codes", "code_lengths", "cond_mels", "cond_mel_lengths")
-    return {key: batch[key] for key in keys}
+    """The model's keyword arguments for a collated batch of either format."""
+    prompt = V2_PROMPT_KEYS if "condition" in batch else V15_PROMPT_KEYS
+    return {key: batch[key] for key in (*SEQUENCE_KEYS, *prompt)}
 
 
 @dataclass
@@ -115,14 +121,32 @@ class StepLosses:
 class Window:
     """Metrics between two log lines."""
 
+    streak_before: int = 0  # non-finite steps in a row that ended the previous window
     started: float = field(default_factory=time.perf_counter)
     steps: list[tuple[int, StepLosses]] = field(default_factory=list)
     grad_norms: list[torch.Tensor] = field(default_factory=list)
+    nonfinite: list[torch.Tensor] = field(default_factory=list)  # per step, on the device: no sync per step
+    lr: float = 0.0  # the learning rate of the latest step
 
-    def add(self, step: int, losses: StepLosses, grad_norm: torch.Tensor | None) -> None:
+    def add(self, step: int, losses: StepLosses, grad_norm: torch.Tensor | None, nonfinite: torch.Tensor,
+            lr: float) -> None:
         self.steps.append((step, losses))
         if grad_norm is not None:
             self.grad_norms.append(grad_norm.detach())
+        self.nonfinite.append(nonfinite)
+        self.lr = lr
+
+    def nonfinite_streaks(self) -> tuple[int, int, int]:
+        """(longest run of non-finite steps, the run the window ends with, non-finite steps) incl. the carry."""
+        flags = torch.stack(self.nonfinite).cpu().tolist() if self.nonfinite else []
+        longest = run = self.streak_before
+        for flag in flags:
+            run = run + 1 if flag else 0
+            longest = max(longest, run)
+        return longest, run, int(sum(flags))
+
+    def nonfinite_streak(self) -> int:
+        return self.nonfinite_streaks()[0]
 
     def summary(self, world_size: int) -> dict[str, Any]:
         elapsed = max(time.perf_counter() - self.started, 1e-9)
@@ -137,6 +161,8 @@ class Window:
         }
         if self.grad_norms:
             out["grad_norm"] = float(torch.stack(self.grad_norms).double().mean().cpu())
+        longest, trailing, count = self.nonfinite_streaks()
+        out.update(nonfinite_streak=longest, nonfinite_trailing=trailing, nonfinite_steps=count, lr=self.lr)
         return out
 
 
@@ -170,21 +196,43 @@ def micro_step(model: nn.Module, batch: dict[str, Any], device: torch.device, am
                       tokens=int(batch["num_tokens"]))
 
 
+def sum_losses(parts: list[StepLosses]) -> StepLosses:
+    """The optimizer step's values: the sum of its micro-batches' (each already scaled by 1/micro-batches)."""
+    first = parts[0]
+    for part in parts[1:]:
+        first = StepLosses(first.loss + part.loss, first.text + part.text, first.mel + part.mel,
+                           first.top1 + part.top1, first.tokens + part.tokens)
+    return first
+
+
 def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
-                   grad_clip: float) -> torch.Tensor | None:
-    """Unscale, clip, step, zero the gradients; returns the gradient norm before clipping (or None)."""
+                   grad_clip: float, loss: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Unscale, clip, step, zero the gradients; returns (gradient norm before clipping, non-finite flag).
+
+    A non-finite loss or gradient skips the update on the device: the fused AdamW kernel reads
+    ``found_inf`` (as it does from a grad scaler) and leaves weights, moments and step counts as they
+    were, with no host sync. Under fp16 the grad scaler does the same for overflowing gradients.
+    """
     norm = None
-    if grad_clip > 0:
-        if scaler is not None:
-            scaler.unscale_(optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     if scaler is not None:
+        if grad_clip > 0:
+            scaler.unscale_(optimizer)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         scaler.step(optimizer)
         scaler.update()
+        nonfinite = ~torch.isfinite(loss.detach())
     else:
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        else:
+            norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=loss.device)
+        nonfinite = ~(torch.isfinite(norm) & torch.isfinite(loss.detach()))
+        optimizer.found_inf = nonfinite.to(torch.float32).reshape(())  # type: ignore[attr-defined]
         optimizer.step()
+        del optimizer.found_inf  # type: ignore[attr-defined]
     optimizer.zero_grad(set_to_none=True)
-    return norm
+    return norm, nonfinite
 
 
 @torch.no_grad()

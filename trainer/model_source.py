@@ -55,8 +55,8 @@ def base_tokenizer_for(config: dict[str, Any], config_path: Path) -> TextTokeniz
         return None
 
 
-def _load_weights(path: Path, what: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    ckpt = load_checkpoint(path)
+def _load_weights(path: Path, what: str, mmap: bool = False) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    ckpt = load_checkpoint(path, mmap=mmap)
     state = model_state_of(ckpt)
     if state is None:
         raise UsageError(f"{what} {path} holds no model weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
@@ -80,9 +80,9 @@ def _grow(state: dict[str, torch.Tensor], gpt: dict[str, Any], tokenizer: TextTo
 
 
 def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, config: dict[str, Any],
-                         tokenizer: TextTokenizer) -> ModelStart:
+                         tokenizer: TextTokenizer, mmap: bool = False) -> ModelStart:
     """A fresh run on a base checkpoint (bare IndexTTS gpt.pth or one of ours); grows the vocabulary if needed."""
-    _, state = _load_weights(path, "--base-checkpoint")
+    _, state = _load_weights(path, "--base-checkpoint", mmap)
     gpt = effective_gpt_config(copy.deepcopy(config_gpt))
     rows = _text_rows(state, path)
     expected_rows = int(gpt["number_text_tokens"]) * int(gpt.get("types", 1)) + 1
@@ -100,12 +100,12 @@ def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
 
 
 def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, config: dict[str, Any],
-                         tokenizer: TextTokenizer) -> ModelStart:
+                         tokenizer: TextTokenizer, mmap: bool = False) -> ModelStart:
     """``--init-from``: a checkpoint's weights (ours or bare), re-grown to ``--tokenizer`` when it is larger."""
-    ckpt, state = _load_weights(path, "--init-from")
+    ckpt, state = _load_weights(path, "--init-from", mmap)
     kind = checkpoint_kind(ckpt)
     if kind != "studio":
-        start = from_base_checkpoint(path, config_gpt, config_path, config, tokenizer)
+        start = from_base_checkpoint(path, config_gpt, config_path, config, tokenizer, mmap)
         start.source = f"--init-from {path} ({kind} weights)" + start.source.removeprefix(f"base checkpoint {path}")
         return start
     gpt = effective_gpt_config(dict(ckpt.get("model_config") or config_gpt))

@@ -54,9 +54,9 @@ def _opt(name: str, kind: str, default: Any, help: str, group: str, **extra: Any
 
 OPTIONS: tuple[Option, ...] = (
     # --- data and model
-    _opt("train_manifest", "path", [], "codes manifest (JSONL) to train on; repeat for several",
+    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest or an IndexTTS2 paired manifest; repeat for several (PATH::lang sets its language)",
          GROUP_DATA, repeatable=True, required=True),
-    _opt("val_manifest", "path", [], "codes manifest for validation; repeat for several (none: no validation)",
+    _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (none: no validation)",
          GROUP_DATA, repeatable=True),
     _opt("tokenizer", "path", "", "SentencePiece model for the text (base or extended vocabulary)",
          GROUP_DATA, required=True),
@@ -67,7 +67,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("output_dir", "path", "", "run folder: checkpoints, metrics.jsonl, TensorBoard logs", GROUP_DATA,
          required=True),
     _opt("loss_mode", "choice", "masked",
-         "masked: mean over real tokens + first stop; indextts: upstream's mean over every position",
+         "masked: token mean over each item's real tokens plus its first stop (IndexTTS-1.5 and IndexTTS2; "
+         "for IndexTTS2 this is the community trainer's loss); indextts: mean over every position, stop padding "
+         "included (IndexTTS-1.5 upstream's loss; the same formula for IndexTTS2)",
          GROUP_DATA, choices=("masked", "indextts")),
     _opt("freeze_base_rows", "bool", True,
          "with an extended vocabulary keep the base rows of text_embedding/text_head bitwise unchanged",
@@ -93,6 +95,9 @@ OPTIONS: tuple[Option, ...] = (
          minimum=0.0),
     _opt("amp", "choice", "off", "mixed precision: bf16 (CPU or GPU), fp16 (GPU only, grad scaler), off",
          GROUP_OPTIM, choices=("bf16", "fp16", "off")),
+    _opt("max_nonfinite_steps", "int", 20, "stop (exit 2, nothing saved after them) when the loss or gradient is "
+         "not finite for this many optimizer steps in a row; such steps never change the weights",
+         GROUP_OPTIM, minimum=1),
     _opt("grad_checkpointing", "bool", False, "recompute GPT blocks in backward (less memory, slower)",
          GROUP_OPTIM),
     # --- logging and checkpoints

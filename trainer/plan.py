@@ -1,0 +1,393 @@
+"""The run plan: resolved options -> everything a run needs, or the one sentence that says why it cannot start.
+
+``make_plan(opts)`` walks the checks in order (manifests, tokenizer, config and model variant, device,
+data, weights, output directory, resume, disk) and records each as a ``Check``. The pre-flight renders the
+checks (``trainer.preflight``); the trainer executes the plan, and when a check failed it refuses with
+exactly that check's sentence (exit 2). So nothing is checked twice in two ways: whatever the pre-flight
+passes, the trainer starts, and whatever the trainer refuses, the pre-flight shows red with the same words.
+
+A check whose inputs failed is left out rather than reported as another failure. Building a plan writes
+nothing and takes no lock; ``mmap=True`` (the pre-flight) maps checkpoint tensors instead of reading them.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from data_tools.config import ConfigError, load_config
+from data_tools.manifest import ManifestError
+from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+from trainer.checkpoints import (
+    CheckpointError,
+    Expectation,
+    LockHeld,
+    ResumeChoice,
+    checkpoint_files_exist,
+    expected_state_shapes,
+    lock_holder,
+    manifests_record,
+    select_resume,
+    tokenizer_record,
+)
+from trainer.data import load_items
+from trainer.errors import UsageError
+from trainer.loop import check_amp, resolve_device
+from trainer.model import INFERENCE_ONLY_PREFIXES, build_model, state_dict_mismatches
+from trainer.model_source import (
+    ModelStart,
+    from_base_checkpoint,
+    from_init_checkpoint,
+    from_resumed,
+    random_init,
+    target_gpt_config,
+)
+from trainer.options import resolved_config
+from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
+from trainer.versions import ModelVariant, model_variant
+
+CHECKPOINTS_OF_HEADROOM = 3
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    message: str
+    warning: bool = False  # ok, but worth a look (shown, never blocks)
+
+
+@dataclass
+class DataPlan:
+    items: list[Any]
+    report: Any  # trainer.data.DropReport
+    lines: list[str]
+
+
+@dataclass
+class RunPlan:
+    opts: dict[str, Any]
+    checks: list[Check] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    tokenizer: TextTokenizer | None = None
+    variant: ModelVariant | None = None
+    gpt: dict[str, Any] | None = None  # the gpt config of the model this run trains
+    device: torch.device | None = None
+    train: DataPlan | None = None
+    val: DataPlan | None = None
+    sampler: BucketBatchSampler | None = None
+    start: ModelStart | None = None  # where the weights come from (resumed, base, --init-from, random)
+    resume: ResumeChoice | None = None
+    resume_point: ResumePoint | None = None
+    expectation: Expectation | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(check.ok for check in self.checks)
+
+    @property
+    def refusal(self) -> str | None:
+        """The first failed check's sentence: what the trainer says when it refuses."""
+        return next((check.message for check in self.checks if not check.ok), None)
+
+    def add(self, name: str, ok: bool, message: str, warning: bool = False) -> bool:
+        self.checks.append(Check(name, ok, message, warning))
+        return ok
+
+    def lines(self) -> list[str]:
+        marks = {(True, False): "ok", (True, True): "warn", (False, False): "FAIL", (False, True): "FAIL"}
+        return [f"[{marks[(c.ok, c.warning)]}] {c.name}: {c.message}" for c in self.checks]
+
+    def to_dict(self) -> dict[str, Any]:
+        choice, point = self.resume, self.resume_point
+        return {
+            "ok": self.ok, "checks": [asdict(c) for c in self.checks],
+            "version": self.variant.version if self.variant else None,
+            "model": self.variant.name if self.variant else None,
+            "resume_step": int(choice.checkpoint["step"]) if choice else None,
+            "resume_epoch": point.epoch if choice and point else None,
+            "resume_position": point.position if choice and point else None,
+            "resume_path": str(choice.path) if choice else None,
+        }
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _gib(count: float) -> str:
+    return f"{count / (1 << 30):.2f} GiB" if count >= (1 << 27) else f"{count / (1 << 20):.1f} MiB"
+
+
+def manifest_file(text: str) -> Path:
+    """A manifest argument without its optional ``::lang`` suffix."""
+    path, sep, lang = str(text).rpartition("::")
+    return Path(path) if sep and lang and "/" not in lang else Path(text)
+
+
+# ----- the stages ----------------------------------------------------------------------------------
+
+
+def _manifests(plan: RunPlan) -> bool:
+    train, val = list(plan.opts.get("train_manifest") or []), list(plan.opts.get("val_manifest") or [])
+    if not train:
+        return plan.add("manifests", False, "no --train-manifest given")
+    for text in [*train, *val]:
+        path = manifest_file(text)
+        if not path.is_file():
+            what = "is not a regular file" if path.exists() else "not found"
+            return plan.add("manifests", False, f"{path}: manifest {what}")
+    extra = "" if val else "; no validation manifest (no validation, best.pth never written)"
+    return plan.add("manifests", True, f"train {len(train)} file(s), val {len(val)} file(s){extra}")
+
+
+def _tokenizer(plan: RunPlan) -> bool:
+    if not plan.opts.get("tokenizer"):
+        return plan.add("tokenizer", False, "no --tokenizer given")
+    try:
+        plan.tokenizer = TextTokenizer(plan.opts["tokenizer"])
+        plan.tokenizer.encode("preflight")
+    except (TokenizerError, OSError, RuntimeError) as exc:
+        plan.tokenizer = None
+        return plan.add("tokenizer", False, f"--tokenizer: {one_line(exc)}")
+    tok = plan.tokenizer
+    return plan.add("tokenizer", True, f"{plan.opts['tokenizer']}: {tok.vocab_size:,} pieces, sha256 {tok.sha256[:12]}…")
+
+
+def _config(plan: RunPlan) -> bool:
+    if not plan.opts.get("config"):
+        return plan.add("config", False, "no --config given")
+    path = plan.opts["config"]
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        return plan.add("config", False, one_line(exc))
+    variant = model_variant(config, f"--config {path}")
+    if variant.refusal:
+        return plan.add("config", False, variant.refusal)
+    try:
+        expected_state_shapes(config["gpt"])  # the model constructor accepts it
+    except (KeyError, TypeError, ValueError) as exc:
+        return plan.add("config", False, f"--config {path}: the gpt section does not build a model ({one_line(exc)})")
+    plan.config, plan.variant = config, variant
+    gpt = config["gpt"]
+    return plan.add("config", True, f"{path}: {variant.name} GPT, {gpt['layers']} layers, dim {gpt['model_dim']}, "
+                                    f"{gpt['number_text_tokens']:,} text tokens")
+
+
+def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
+    try:
+        plan.device = resolve_device(str(plan.opts.get("device") or "auto"), local_rank, distributed)
+        check_amp(str(plan.opts.get("amp") or "off"), plan.device)
+    except UsageError as exc:
+        plan.device = None
+        return plan.add("device", False, one_line(exc))
+    return plan.add("device", True, f"{plan.device}, amp {plan.opts.get('amp') or 'off'}")
+
+
+def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
+    """The trainer's own item loading: format, tokenize, length limits, what is dropped, batches per epoch."""
+    assert plan.tokenizer is not None and plan.gpt is not None and plan.variant is not None
+    gpt = plan.gpt
+    limits = (int(gpt["max_text_tokens"]), int(gpt["max_mel_tokens"]))
+    parts: list[str] = []
+    try:
+        for split in ("train", "val"):
+            paths = plan.opts.get(f"{split}_manifest") or []
+            if not paths:
+                continue
+            items, report = load_items(paths, plan.tokenizer, *limits, name=split)
+            data = DataPlan(items, report, report.lines(split, *limits))
+            setattr(plan, split, data)
+            if split == "train" and not items:
+                return plan.add("data", False, "no training items left after dropping the ones beyond the model's "
+                                               "limits: " + " ".join(data.lines))
+            extra = f" ({report.dropped:,} dropped: beyond the model's limits or empty)" if report.dropped else ""
+            parts.append(f"{split} {len(items):,} items usable{extra}")
+    except (ManifestError, OSError, ValueError) as exc:
+        return plan.add("data", False, one_line(exc))
+    assert plan.train is not None
+    mismatch = _format_mismatch(plan)
+    if mismatch:
+        return plan.add("data", False, mismatch)
+    lengths = [item.length for item in plan.train.items]
+    plan.sampler = BucketBatchSampler(lengths, int(plan.opts["batch_size"]), int(plan.opts["seed"]),
+                                      rank=rank, world_size=world_size)
+    if len(plan.sampler) == 0:
+        return plan.add("data", False, f"{len(lengths)} training items give no batch of {plan.opts['batch_size']} "
+                                       f"for each of {world_size} processes")
+    return plan.add("data", True, "; ".join(parts) + f"; {len(plan.sampler)} batches per epoch")
+
+
+def _format_mismatch(plan: RunPlan) -> str | None:
+    """IndexTTS2 trains on paired manifests, v1.5 on codes manifests: say so when the data is the other kind."""
+    assert plan.variant is not None and plan.train is not None
+    kinds = {getattr(item, "format", "codes") for item in plan.train.items + (plan.val.items if plan.val else [])}
+    wanted = "pairs" if plan.variant.version == "2" else "codes"
+    if not kinds or kinds == {wanted}:
+        return None
+    if wanted == "pairs":
+        return ("--config describes an IndexTTS2 GPT, which trains on paired manifests (prompt_condition_path, "
+                "target_codes_path, ...); the manifests given are IndexTTS-1.5 codes manifests")
+    return ("--config describes an IndexTTS-1.5 GPT, which trains on codes manifests (text, codes, cond_mel); "
+            "the manifests given are IndexTTS2 paired manifests")
+
+
+def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer: TextTokenizer) -> Expectation:
+    """What a resumed checkpoint must match."""
+    return Expectation(
+        gpt_config=target_gpt_config(config["gpt"], tokenizer),
+        tokenizer=tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size),
+        base_vocab_size=int(config["gpt"]["number_text_tokens"]) if opts.get("base_checkpoint") else None,
+        manifests=manifests_record([manifest_file(p) for p in opts.get("train_manifest") or []],
+                                   [manifest_file(p) for p in opts.get("val_manifest") or []]),
+        hparams=resolved_config(opts))
+
+
+def _output_dir(plan: RunPlan, own_lock: bool) -> bool:
+    if not plan.opts.get("output_dir"):
+        return plan.add("output directory", False, "no --output-dir given")
+    out_dir = Path(plan.opts["output_dir"])
+    if out_dir.exists() and not out_dir.is_dir():
+        return plan.add("output directory", False, f"--output-dir {out_dir} exists and is not a directory")
+    probe_dir = out_dir if out_dir.is_dir() else _nearest_existing(out_dir)
+    if not probe_dir.is_dir():
+        return plan.add("output directory", False, f"--output-dir {out_dir}: {probe_dir} is not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe_dir, prefix=".preflight-", delete=True):
+            pass
+    except OSError as exc:
+        return plan.add("output directory", False, f"--output-dir {out_dir} is not writable "
+                                                   f"({exc.strerror or exc} in {probe_dir})")
+    holder = None if own_lock else lock_holder(out_dir)
+    if holder is not None:
+        return plan.add("output directory", False, str(LockHeld(out_dir, holder or None)))
+    state = "exists" if out_dir.is_dir() else f"will be created under {probe_dir}"
+    return plan.add("output directory", True, f"{out_dir} {state}, writable, not in use")
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _resume(plan: RunPlan, mmap: bool) -> bool:
+    assert plan.config is not None and plan.tokenizer is not None
+    out_dir = Path(plan.opts["output_dir"])
+    resume = str(plan.opts.get("resume") or "").strip()
+    plan.expectation = expectation_for_run(plan.opts, plan.config, plan.tokenizer)
+    if not resume:
+        if checkpoint_files_exist(out_dir):
+            return plan.add("resume", False, f"output dir {out_dir} already holds checkpoints of a run: continue it "
+                                             "with --resume auto, or start a new run in a new --output-dir")
+        return plan.add("resume", True, "fresh start at step 0 (no --resume)")
+    try:
+        choice = select_resume(out_dir, resume, plan.expectation, mmap=mmap)
+    except CheckpointError as exc:
+        return plan.add("resume", False, one_line(exc))
+    if choice is None:
+        return plan.add("resume", True, f"--resume auto: no checkpoint in {out_dir} yet: fresh start at step 0")
+    ckpt = choice.checkpoint
+    try:
+        point = resume_position(plan.sampler, int(ckpt["epoch"]), int(ckpt["position"]), int(ckpt["step"]),
+                                ckpt.get("sampler"), str(choice.path)) if plan.sampler is not None else None
+    except PositionError as exc:
+        return plan.add("resume", False, f"cannot resume from {one_line(exc)}")
+    plan.resume, plan.resume_point = choice, point
+    where = (f"epoch {point.epoch}, position {point.position}" if point
+             else f"epoch {ckpt['epoch']}, position {ckpt['position']}")
+    message = f"will resume from step {int(ckpt['step'])}, {where} ({choice.path})"
+    notes = [*choice.notes, *([point.change] if point and point.change else [])]
+    if notes:
+        message += "; " + "; ".join(f"warning: {note}" for note in notes)
+    return plan.add("resume", True, message, warning=bool(notes))
+
+
+def _weights(plan: RunPlan, mmap: bool) -> bool:
+    """Where the weights come from, and that they fit the model this run builds."""
+    assert plan.config is not None and plan.tokenizer is not None
+    opts, config, tokenizer = plan.opts, plan.config, plan.tokenizer
+    config_path = Path(opts["config"])
+    try:
+        if plan.resume is not None:
+            plan.start = from_resumed(plan.resume.checkpoint, plan.resume.path)
+        elif opts.get("init_from"):
+            plan.start = from_init_checkpoint(Path(opts["init_from"]), config["gpt"], config_path, config, tokenizer,
+                                              mmap=mmap)
+        elif opts.get("base_checkpoint"):
+            plan.start = from_base_checkpoint(Path(opts["base_checkpoint"]), config["gpt"], config_path, config,
+                                              tokenizer, mmap=mmap)
+        else:
+            plan.start = random_init(config["gpt"], tokenizer)
+    except (UsageError, CheckpointError) as exc:
+        plan.start = None
+        return plan.add("weights", False, one_line(exc))
+    start = plan.start
+    variant = model_variant(start.gpt_config, f"the model of {start.source}")
+    if variant.refusal or (plan.variant and variant.version != plan.variant.version):
+        return plan.add("weights", False, f"{start.source} holds an {variant.name} GPT but --config {config_path} "
+                                          f"describes an {plan.variant.name if plan.variant else '?'} GPT")
+    if start.state_dict is not None:
+        with torch.device("meta"):
+            model = build_model(start.gpt_config)
+        kept = {k: v for k, v in start.state_dict.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
+        problems = state_dict_mismatches(model, kept)
+        if problems:
+            return plan.add("weights", False, f"{start.source} does not fit the model of --config {config_path}: "
+                                              "state dict does not fit the model: " + "; ".join(problems))
+    tokens = int(start.gpt_config["number_text_tokens"])
+    if tokenizer.vocab_size > tokens:
+        return plan.add("weights", False, f"--tokenizer has {tokenizer.vocab_size} pieces but the model of "
+                                          f"{start.source} has {tokens} text tokens")
+    note = f"; {len(start.lines)} growth note(s)" if start.lines else ""
+    return plan.add("weights", True, f"{start.source}{note}")
+
+
+def checkpoint_size_estimate(parameters: int) -> int:
+    """Bytes of one training checkpoint: fp32 weights + AdamW's two fp32 moments, plus a little metadata."""
+    return parameters * 4 * 3 + (1 << 20)
+
+
+def _disk(plan: RunPlan) -> None:
+    assert plan.gpt is not None
+    parameters = sum(math.prod(shape) for shape in expected_state_shapes(plan.gpt).values())
+    per_checkpoint = checkpoint_size_estimate(parameters)
+    needed = per_checkpoint * CHECKPOINTS_OF_HEADROOM
+    where = _nearest_existing(Path(plan.opts["output_dir"]))
+    free = shutil.disk_usage(where).free
+    message = (f"{_gib(free)} free at {where}; {CHECKPOINTS_OF_HEADROOM} checkpoints need ~{_gib(needed)} "
+               f"(~{_gib(per_checkpoint)} each: {parameters:,} parameters, weights + 2 AdamW moments)")
+    if free >= needed:
+        plan.add("disk space", True, message)
+    else:
+        plan.add("disk space", True, "warning: little disk left, saves may fail: " + message, warning=True)
+
+
+def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_size: int = 1,
+              local_rank: int = 0, distributed: bool = False, own_lock: bool = False) -> RunPlan:
+    """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``)."""
+    plan = RunPlan(opts=dict(opts))
+    manifests_ok = _manifests(plan)
+    _tokenizer(plan)
+    _config(plan)
+    _device(plan, local_rank, distributed)
+    if plan.config is not None and plan.tokenizer is not None:
+        plan.gpt = target_gpt_config(copy.deepcopy(plan.config["gpt"]), plan.tokenizer)
+        if manifests_ok:
+            _data(plan, rank, world_size)
+    dir_ok = _output_dir(plan, own_lock)
+    # The resume target cannot be judged without a usable output directory, nor the weights without it.
+    if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):
+        _weights(plan, mmap)
+    if plan.gpt is not None and dir_ok:
+        _disk(plan)
+    return plan

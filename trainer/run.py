@@ -1,0 +1,432 @@
+"""One training run, executed from its plan in short named stages.
+
+``TrainingRun(plan, ctx)`` is made from a ``RunPlan`` whose checks all passed (``trainer.plan``), so
+nothing here re-checks the inputs: it builds what the plan describes and runs it.
+
+    build_model -> build_data -> build_optimisation -> restore -> open_outputs -> loop -> finish
+
+The loop: micro-batches with gradient accumulation, one optimizer step (a non-finite loss or gradient
+skips the update on the device, without a host sync), frozen base rows, log, validate, save, stop. Only
+rank 0 writes files; every rank learns whether a save worked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainer import loop
+from trainer.checkpoints import (
+    CheckpointManager,
+    CheckpointSaveError,
+    build_checkpoint,
+    capture_rng_state,
+    optimizer_param_names,
+    restore_rng_state,
+)
+from trainer.data import Collator, make_dataset, make_loader
+from trainer.distributed import DistContext, any_rank, sum_over_ranks
+from trainer.errors import UsageError
+from trainer.metrics import MetricsLog, truncate_after_step
+from trainer.model import StateDictMismatchError, build_model, load_gpt_state_dict
+from trainer.options import write_train_config
+from trainer.plan import RunPlan
+from trainer.sampler import BucketBatchSampler
+from trainer.schedule import build_scheduler, set_peak_lr
+from trainer.signals import GracefulStop, after_step_test_hooks, simulated_disk_full
+from trainer.vocab import BaseRowFreezer
+
+
+class SaveFailed(Exception):
+    """A checkpoint could not be committed (disk full, ...): exit 2 with earlier checkpoints intact."""
+
+
+class NonFiniteLoss(Exception):
+    """The loss or gradient was not finite for too many optimizer steps in a row: exit 2, last good checkpoint kept."""
+
+
+@dataclass
+class Position:
+    step: int = 0  # optimizer steps done
+    epoch: int = 0  # epoch in progress (0-based)
+    position: int = 0  # batches of that epoch consumed (this rank's)
+    samples_seen: int = 0  # training samples consumed by all ranks since step 0
+    last_val_loss: float | None = None
+    best_val_loss: float | None = None
+    last_losses: dict[str, float] | None = None
+
+
+class TrainingRun:
+    def __init__(self, plan: RunPlan, ctx: DistContext, stop: GracefulStop) -> None:
+        assert plan.ok and plan.start is not None and plan.device is not None and plan.sampler is not None
+        self.plan, self.ctx, self.stop = plan, ctx, stop
+        self.opts = plan.opts
+        self.out_dir = Path(self.opts["output_dir"])
+        self.device: torch.device = plan.device
+        self.start = plan.start
+        self.sampler: BucketBatchSampler = plan.sampler
+        self.state = Position()
+        self.loaders = contextlib.ExitStack()  # their worker processes end with the run, however it ends
+        self.metrics: MetricsLog | None = None
+        self.freezer: BaseRowFreezer | None = None
+        self.val_loader: Any = None
+        self.saved_step = -1  # the step whose state latest.pth holds (-1: none yet)
+
+    def say(self, message: str) -> None:
+        if self.ctx.is_main:
+            print(message, flush=True)
+
+    # ----- set-up ----------------------------------------------------------------------------------
+
+    def build_model(self) -> None:
+        opts, start, plan = self.opts, self.start, self.plan
+        assert plan.variant is not None and plan.tokenizer is not None
+        self.say(f"device {self.device}" + (f" x {self.ctx.world_size} processes" if self.ctx.enabled else "")
+                 + f", amp {opts['amp']}, tokenizer {opts['tokenizer']} ({plan.tokenizer.vocab_size} pieces)")
+        random.seed(opts["seed"])
+        np.random.seed(opts["seed"])
+        torch.manual_seed(opts["seed"])
+        self.model = build_model(start.gpt_config)
+        if start.state_dict is not None:
+            try:
+                dropped = load_gpt_state_dict(self.model, start.state_dict)
+            except StateDictMismatchError as exc:  # the plan checked this; a file changed since?
+                raise UsageError(f"{start.source} does not fit the model of --config {opts['config']}: {exc}") from None
+            if dropped:
+                self.say(f"dropped {len(dropped)} inference-only alias keys (gpt.wte.*, inference_model.*)")
+        self.say(f"model: {plan.variant.name} GPT from {start.source}; {loop.count_parameters(self.model):,} "
+                 f"parameters, text vocabulary {self.model.text_vocab_size} rows")
+        for line in start.lines:
+            self.say("  " + line)
+        self.model.to(self.device)
+        self.model.set_gradient_checkpointing(opts["grad_checkpointing"])
+        self._freeze_base_rows()
+        self.train_model: torch.nn.Module = self.model
+        if self.ctx.enabled:
+            # IndexTTS2 trains on precomputed conditioning: its conditioning encoders get no gradient.
+            self.train_model = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=plan.variant.version == "2")
+
+    def _freeze_base_rows(self) -> None:
+        start, choice = self.start, self.plan.resume
+        if start.grown and self.opts["freeze_base_rows"]:
+            self.freezer = BaseRowFreezer(self.model, base_rows=int(start.base_vocab_size),
+                                          extra_row=int(start.gpt_config["number_text_tokens"]))
+            self.say(f"frozen: {self.freezer.num_frozen_params:,} parameters (base rows 0..{start.base_vocab_size - 1} "
+                     f"and the extra row {start.gpt_config['number_text_tokens']} of text_embedding, text_head)")
+            if choice is not None and not (choice.checkpoint.get("hparams") or {}).get("freeze_base_rows", True):
+                self.say("warning: the run trained its base rows before this resume (--no-freeze-base-rows); they are "
+                         "frozen from now on at their current values, which are no longer the base checkpoint's")
+        elif start.grown:
+            self.say("base rows are NOT frozen (--no-freeze-base-rows): they train with the new rows")
+
+    def build_data(self) -> None:
+        opts, plan, ctx = self.opts, self.plan, self.ctx
+        assert plan.train is not None and plan.gpt is not None
+        for data in (plan.train, plan.val):
+            for line in data.lines if data else []:
+                self.say(line)
+        gpt = self.start.gpt_config
+        self.collate = Collator(text_pad=int(gpt["stop_text_token"]), code_pad=int(gpt["stop_mel_token"]))
+        self.train_set = make_dataset(plan.train.items, gpt)
+        batches_per_epoch = len(self.sampler)
+        self.steps_per_epoch = math.ceil(batches_per_epoch / opts["grad_accumulation"])
+        self.total_steps = self.steps_per_epoch * opts["epochs"]
+        if opts["max_steps"]:
+            self.total_steps = min(self.total_steps, opts["max_steps"])
+        if plan.val is not None and plan.val.items:
+            val_set = make_dataset(plan.val.items, gpt)
+            val_batches = BucketBatchSampler(val_set.lengths(), opts["batch_size"], opts["seed"],
+                                             rank=ctx.rank, world_size=ctx.world_size).batches(0)
+            if opts["max_val_batches"]:
+                val_batches = val_batches[: opts["max_val_batches"]]
+            if val_batches:
+                self.val_loader = self.loaders.enter_context(make_loader(
+                    val_set, val_batches, self.collate, opts["num_workers"], self.device.type == "cuda", opts["seed"],
+                    persistent=True))
+            else:
+                self.say(f"warning: the validation set gives no batch for each of {ctx.world_size} processes: "
+                         "no validation (and no best.pth) in this run")
+        global_batch = opts["batch_size"] * ctx.world_size * opts["grad_accumulation"]
+        self.say(f"{batches_per_epoch} batches of {opts['batch_size']} per epoch, {self.steps_per_epoch} optimizer "
+                 f"steps per epoch (grad accumulation {opts['grad_accumulation']}, global batch {global_batch}), "
+                 f"{self.total_steps} steps in total")
+
+    def build_optimisation(self) -> None:
+        opts = self.opts
+        self.optimizer = loop.build_optimizer(self.model, opts["learning_rate"], opts["weight_decay"], self.device)
+        self.scheduler = build_scheduler(self.optimizer, opts["warmup_steps"], self.total_steps)
+        self.scaler = loop.make_scaler(opts["amp"], self.device)
+        self.weights = loop.LossWeights(opts["text_loss_weight"], opts["mel_loss_weight"])
+
+    def restore(self) -> None:
+        choice, point, opts = self.plan.resume, self.plan.resume_point, self.opts
+        if choice is None:
+            if opts["init_from"]:
+                self.say(f"initialised from {opts['init_from']} weights with a fresh optimizer, scheduler and grad "
+                         f"scaler: step 0, full warm-up of {opts['warmup_steps']} steps")
+            else:
+                self.say("starting fresh at step 0")
+            torch.manual_seed(opts["seed"] + self.ctx.rank)
+            return
+        assert point is not None
+        ckpt = choice.checkpoint
+        restored = self._restore_optimisation(ckpt)
+        state = self.state
+        state.step, state.epoch, state.position = int(ckpt["step"]), point.epoch, point.position
+        state.samples_seen = point.samples_seen
+        state.last_val_loss, state.best_val_loss = ckpt.get("last_val_loss"), ckpt.get("best_val_loss")
+        state.last_losses = ckpt.get("last_losses")
+        restored.append(f"step {state.step}, epoch {state.epoch}, position {state.position} (sampler)")
+        for note in choice.notes:
+            self.say(f"warning: {note}")
+        if point.change:
+            self.say(f"warning: {point.change}")
+        self.say(f"resumed from {choice.path} at step {state.step}, epoch {state.epoch}, position {state.position}")
+        rng = ckpt.get("rng")
+        if rng is not None:
+            restored.append("RNG (python, numpy, torch cpu" + (", cuda" if rng.get("torch_cuda") else "") + ")")
+        self.say("restored: " + ", ".join(restored))
+        if rng is not None:
+            for note in restore_rng_state(rng):
+                self.say(f"note: {note}")
+            if self.ctx.rank > 0:  # only rank 0's RNG is saved: other ranks draw fresh dropout streams
+                torch.manual_seed(opts["seed"] + self.ctx.rank + 1_000_003 * state.step)
+        else:
+            torch.manual_seed(opts["seed"] + self.ctx.rank)
+        manager_latest = (self.out_dir / "latest.pth").resolve()
+        self.saved_step = state.step if choice.path.resolve() == manager_latest else -1
+
+    def _restore_optimisation(self, ckpt: dict[str, Any]) -> list[str]:
+        """Optimizer + scheduler + scaler as one set; returns what was restored."""
+        restored = ["model weights"]
+        if ckpt.get("optimizer") is None:
+            return [*restored, "no optimizer state in the checkpoint: optimizer, scheduler and grad scaler start fresh"]
+        names = ckpt.get("optimizer_param_names")
+        if names is not None and names != optimizer_param_names(self.model, self.optimizer):
+            raise UsageError("the checkpoint's optimizer state belongs to different parameters than this model's; "
+                             "continue from its weights with --init-from instead")
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        set_peak_lr(self.scheduler, self.opts["learning_rate"])
+        loop.apply_hparams(self.optimizer, self.opts["weight_decay"])
+        parts = "optimizer + scheduler"
+        if self.scaler is not None and ckpt.get("scaler") is not None:
+            self.scaler.load_state_dict(ckpt["scaler"])
+            parts += " + grad scaler"
+        elif self.scaler is not None:
+            parts += " (grad scaler starts fresh: the checkpoint was not trained with fp16)"
+        elif ckpt.get("scaler") is not None:
+            parts += " (the checkpoint's fp16 grad scaler is not used with --amp " + self.opts["amp"] + ")"
+        return [*restored, parts]
+
+    def open_outputs(self) -> None:
+        choice, state = self.plan.resume, self.state
+        if self.ctx.is_main:
+            write_train_config(self.opts, self.out_dir / "train_config.yaml")
+            if choice is None:
+                (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)
+            else:
+                truncate_after_step(self.out_dir / "metrics.jsonl", state.step)
+        self.manager = CheckpointManager(self.out_dir, keep=self.opts["keep_checkpoints"])
+        self.metrics = MetricsLog(self.out_dir, enabled=self.ctx.is_main)
+        assert self.plan.variant is not None
+        self.metrics.event("resume" if choice else "start", state.step, state.epoch, position=state.position,
+                           samples=state.samples_seen, total_steps=self.total_steps,
+                           steps_per_epoch=self.steps_per_epoch, version=self.plan.variant.version,
+                           source=str(choice.path) if choice else self.start.source,
+                           tensorboard=str(self.metrics.tb_dir) if self.metrics.tb_dir else None)
+
+    # ----- the loop --------------------------------------------------------------------------------
+
+    def loop(self) -> bool:
+        """Train until the last step or a stop request; True when stopped by a signal."""
+        opts, state, ctx = self.opts, self.state, self.ctx
+        stopping = any_rank(ctx, self.stop.requested is not None, self.device)
+        self.window = loop.Window()
+        accumulation = opts["grad_accumulation"]
+        # One loader for the run (its workers start once); each epoch it walks that epoch's remaining batches.
+        loader = self.loaders.enter_context(make_loader(self.train_set, [], self.collate, opts["num_workers"],
+                                                        self.device.type == "cuda", opts["seed"], persistent=True))
+        self.train_model.train()
+        while state.step < self.total_steps and not stopping:
+            epoch_batches = self.sampler.batches(state.epoch)
+            rounds = self.sampler.samples_after(state.epoch)
+            loader.batches = epoch_batches[state.position:]
+            in_step, parts = 0, []
+            micro_total = min(accumulation, len(epoch_batches) - state.position)
+            for batch in loader:
+                if "error" in batch:
+                    raise UsageError(batch["error"])
+                last_micro = in_step + 1 == micro_total
+                sync = self.train_model.no_sync() if ctx.enabled and not last_micro else contextlib.nullcontext()
+                parts.append(loop.micro_step(self.train_model, batch, self.device, opts["amp"], opts["loss_mode"],
+                                             self.weights, 1.0 / micro_total, self.scaler, sync))
+                state.samples_seen += int(rounds[state.position + 1] - rounds[state.position])
+                state.position += 1
+                in_step += 1
+                if not last_micro:
+                    continue
+                epoch_done = self._optimizer_step(parts, len(epoch_batches))
+                in_step, parts = 0, []
+                micro_total = min(accumulation, len(epoch_batches) - state.position)
+                stopping = self._after_step()
+                if stopping or state.step >= self.total_steps or epoch_done:
+                    break
+            else:
+                if state.position >= len(epoch_batches):  # defensive: an epoch with no step left in it
+                    state.epoch, state.position = state.epoch + 1, 0
+        return stopping
+
+    def _optimizer_step(self, parts: list[loop.StepLosses], epoch_batches: int) -> bool:
+        state = self.state
+        losses = loop.sum_losses(parts)
+        lr = self.optimizer.param_groups[0]["lr"]
+        grad_norm, nonfinite = loop.optimizer_step(self.model, self.optimizer, self.scaler, self.opts["grad_clip"],
+                                                   losses.loss)
+        if self.freezer is not None:
+            self.freezer.after_optimizer_step()
+        self.scheduler.step()
+        state.step += 1
+        epoch_done = state.position >= epoch_batches
+        if epoch_done:
+            state.epoch, state.position = state.epoch + 1, 0
+        self.window.add(state.step, losses, grad_norm, nonfinite, lr)
+        return epoch_done
+
+    def _after_step(self) -> bool:
+        """Log, validate, save, test hooks; True when every rank should stop now."""
+        opts, state = self.opts, self.state
+        finished = state.step >= self.total_steps
+        if state.step % opts["log_interval"] == 0 or finished:
+            self._log()
+        paused_at = time.perf_counter()  # validation and saving do not count toward tokens/s
+        is_best = False
+        if self.val_loader is not None and (state.step % opts["val_interval"] == 0 or finished):
+            is_best = self._validate()
+        if state.step % opts["save_interval"] == 0 or finished or is_best:
+            self._check_nonfinite()
+            self.save(is_best)
+        self.window.started += time.perf_counter() - paused_at
+        after_step_test_hooks(state.step)
+        return any_rank(self.ctx, self.stop.requested is not None, self.device)
+
+    def _log(self) -> None:
+        state, ctx = self.state, self.ctx
+        summary = self.window.summary(ctx.world_size)
+        if ctx.enabled:  # the mean over all ranks' batches, not rank 0's alone
+            names = ("loss", "text_loss", "mel_loss", "mel_top1")
+            totals = sum_over_ranks(ctx, [summary[k] for k in names], self.device)
+            summary.update({k: v / ctx.world_size for k, v in zip(names, totals)})
+        self._check_nonfinite_summary(summary)
+        eta = summary["seconds_per_step"] * (self.total_steps - state.step)
+        lr = summary.pop("lr")
+        state.last_losses = {k: summary[k] for k in ("loss", "text_loss", "mel_loss", "mel_top1")}
+        self.say(loop.train_line(state.step, self.total_steps, min(state.epoch, self.opts["epochs"] - 1),
+                                 self.opts["epochs"], summary, lr, eta))
+        assert self.metrics is not None
+        self.metrics.event("train", state.step, state.epoch, lr=lr, eta_s=round(eta, 1), total_steps=self.total_steps,
+                           samples=state.samples_seen, **summary)
+        self.window = loop.Window(streak_before=int(summary["nonfinite_trailing"]))
+
+    def _check_nonfinite(self) -> None:
+        """At a save: the steps since the last log must not hold too long a non-finite streak."""
+        if self.window.steps:
+            self._check_nonfinite_summary({"nonfinite_streak": self.window.nonfinite_streak()})
+
+    def _check_nonfinite_summary(self, summary: dict[str, Any]) -> None:
+        streak = int(summary.get("nonfinite_streak") or 0)
+        limit = int(self.opts["max_nonfinite_steps"])
+        if streak >= limit:
+            raise NonFiniteLoss(f"the loss or gradient was not finite for {streak} optimizer steps in a row (up to "
+                                f"step {self.state.step}; --max-nonfinite-steps {limit}): those steps did not change "
+                                "the weights; lower --learning-rate, use --amp off or check the data with the Data "
+                                "tab's checker")
+
+    def _validate(self) -> bool:
+        state = self.state
+        sums = sum_over_ranks(self.ctx, loop.evaluate(self.model, self.val_loader, self.device, self.opts["amp"],
+                                                      self.opts["loss_mode"]), self.device)
+        val = loop.val_metrics(sums, self.weights)
+        state.last_val_loss = val["loss"]
+        is_best = math.isfinite(val["loss"]) and (state.best_val_loss is None or val["loss"] < state.best_val_loss)
+        if is_best:
+            state.best_val_loss = val["loss"]
+        best = f"{state.best_val_loss:.4f}" if state.best_val_loss is not None else "-"
+        self.say(f"val step {state.step} | loss {val['loss']:.4f} (text {val['text_loss']:.4f}, "
+                 f"mel {val['mel_loss']:.4f}) | mel_top1 {val['mel_top1']:.3f} | best {best}")
+        assert self.metrics is not None
+        self.metrics.event("val", state.step, state.epoch, best=is_best, **val)
+        return is_best
+
+    def save(self, is_best: bool) -> Path | None:
+        """Commit a checkpoint of the current state (rank 0); every rank learns whether it worked."""
+        state, path, failure = self.state, None, None
+        if self.ctx.is_main:
+            ckpt = build_checkpoint(
+                model_state=self.model.state_dict(), optimizer_state=self.optimizer.state_dict(),
+                scheduler_state=self.scheduler.state_dict(),
+                scaler_state=self.scaler.state_dict() if self.scaler is not None else None,
+                epoch=state.epoch, position=state.position, step=state.step,
+                sampler_state=self.sampler.state_dict(state.epoch, state.position, state.samples_seen),
+                rng_state=capture_rng_state(), manifests=self.plan.expectation.manifests,
+                tokenizer=self.plan.expectation.tokenizer, base_vocab_size=self.start.base_vocab_size,
+                model_config=self.model.gpt_config, hparams=self.plan.expectation.hparams,
+                optimizer_param_names=optimizer_param_names(self.model, self.optimizer),
+                last_losses=state.last_losses, last_val_loss=state.last_val_loss, best_val_loss=state.best_val_loss)
+            try:
+                with self.stop.saving_checkpoint(), simulated_disk_full(state.step):
+                    path = self.manager.save(ckpt, state.step, is_best=is_best)
+            except CheckpointSaveError as exc:
+                failure = str(exc)
+        if any_rank(self.ctx, failure is not None, self.device):
+            raise SaveFailed(failure or "checkpoint save failed on rank 0")
+        self.saved_step = state.step
+        if path is not None:
+            self.say(f"saved checkpoint step {state.step} -> {path}" + (" (new best)" if is_best else ""))
+            assert self.metrics is not None
+            self.metrics.event("save", state.step, state.epoch, path=str(path), best=is_best,
+                               samples=state.samples_seen)
+        return path
+
+    # ----- the end ---------------------------------------------------------------------------------
+
+    def finish(self, stopped: bool) -> bool:
+        """Final save and the end event; returns ``stopped``."""
+        state = self.state
+        assert self.metrics is not None
+        if stopped:
+            if state.step != self.saved_step and state.step > 0:
+                self._check_nonfinite()
+                self.save(False)
+            where = self.manager.latest_path if self.saved_step >= 0 else None
+            self.say(f"stopped by signal at step {state.step}; "
+                     + (f"saved {where}" if where else "no step was taken, nothing new to save"))
+            self.metrics.event("end", state.step, state.epoch, status="stopped", signal=self.stop.requested,
+                               saved_step=self.saved_step if self.saved_step >= 0 else None)
+            return True
+        if self.saved_step != state.step:
+            self.save(False)  # e.g. resumed at or beyond the end: latest.pth holds the final state
+        self.say(f"training finished at step {state.step}; latest checkpoint {self.manager.latest_path}")
+        self.metrics.event("end", state.step, state.epoch, status="completed", best_val_loss=state.best_val_loss,
+                           saved_step=self.saved_step)
+        return False
+
+    def end_event(self, status: str, error: str) -> None:
+        if self.metrics is not None:
+            self.metrics.event("end", self.state.step, self.state.epoch, status=status, error=error,
+                               saved_step=self.saved_step if self.saved_step >= 0 else None)
+
+    def close(self) -> None:
+        self.loaders.close()
+        if self.metrics is not None:
+            self.metrics.close()
