@@ -8,7 +8,8 @@
 - ``DIR/checkpoints/dvae.pth``: a random-init tiny DVAE, so audio preprocessing can be tried too;
 - ``DIR/tokenizers/amharic_extended.model``: the base tokenizer extended with Amharic pieces;
 - ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
-  made deterministically from the text, so the loss visibly falls within a minute of CPU training.
+  made deterministically from the text, so the loss visibly falls within a minute of CPU training;
+- ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data.
 
 Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
 """
@@ -202,10 +203,14 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     """Create the demo workspace under ``out`` (idempotent: an existing complete workspace is kept)."""
     import tempfile
 
+    from trainer.demo_v2 import DemoV2Paths, build_demo_v2
+
     paths = DemoPaths.under(Path(out))
-    if paths.exists() and not force:
-        return paths
     sentences = [s for s in (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
+    if paths.exists() and not force:
+        if not DemoV2Paths.under(paths.root).exists():  # a workspace made before the IndexTTS2 demo existed
+            build_demo_v2(paths.root, sentences, n_val, seed)
+        return paths
     with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
         _write_tokenizers(paths, Path(scratch))
     from data_tools.text_tokenizer import TextTokenizer
@@ -214,6 +219,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     save_config(config, paths.config)
     _write_models(paths, config, seed)
     _write_data(paths, sentences, n_val)
+    build_demo_v2(paths.root, sentences, n_val, seed)
     atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
     return paths
 
@@ -227,6 +233,8 @@ tokenizers/    amharic_extended.model: bpe.model plus Amharic pieces (base ids u
 data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences; codes/ and cond_mels/ hold
                their .npy files (codes are derived from the text so the model has something to learn).
 runs/          training output directories.
+v2/            the same for IndexTTS2: checkpoints/ (a tiny v2 GPT), data/ (community-format paired manifests
+               train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), runs/.
 """
 
 
@@ -234,10 +242,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder to create the workspace in")
     parser.add_argument("--force", action="store_true", help="rebuild even if a complete workspace exists")
+    parser.add_argument("--version", choices=("1.5", "2"), default="1.5",
+                        help="which model's training command to print (both demos are always built)")
     args = parser.parse_args(argv)
     paths = build_demo(args.out, force=args.force)
     print(f"demo workspace ready: {paths.root}")
-    print("train it with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *paths.train_argv()]))
+    if args.version == "2":
+        from trainer.demo_v2 import DemoV2Paths
+
+        argv_v = DemoV2Paths.under(paths.root).train_argv()
+    else:
+        argv_v = paths.train_argv()
+    print(f"train the IndexTTS-{args.version} demo with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *argv_v]))
     return 0
 
 

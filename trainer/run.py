@@ -314,8 +314,7 @@ class TrainingRun:
         if self.val_loader is not None and (state.step % opts["val_interval"] == 0 or finished):
             is_best = self._validate()
         if state.step % opts["save_interval"] == 0 or finished or is_best:
-            self._check_nonfinite()
-            self.save(is_best)
+            self.save_if_finite(is_best)
         self.window.started += time.perf_counter() - paused_at
         after_step_test_hooks(state.step)
         return any_rank(self.ctx, self.stop.requested is not None, self.device)
@@ -338,10 +337,15 @@ class TrainingRun:
                            samples=state.samples_seen, **summary)
         self.window = loop.Window(streak_before=int(summary["nonfinite_trailing"]))
 
-    def _check_nonfinite(self) -> None:
-        """At a save: the steps since the last log must not hold too long a non-finite streak."""
-        if self.window.steps:
-            self._check_nonfinite_summary({"nonfinite_streak": self.window.nonfinite_streak()})
+    def save_if_finite(self, is_best: bool) -> None:
+        """Save, unless the latest step's loss or gradient was not finite (a good latest.pth is never replaced by it)."""
+        longest, trailing, _count = self.window.nonfinite_streaks()
+        self._check_nonfinite_summary({"nonfinite_streak": longest})
+        if trailing:
+            kept = f"latest.pth keeps step {self.saved_step}" if self.saved_step >= 0 else "nothing saved yet"
+            self.say(f"warning: not saving step {self.state.step}: its loss or gradient was not finite ({kept})")
+            return
+        self.save(is_best)
 
     def _check_nonfinite_summary(self, summary: dict[str, Any]) -> None:
         streak = int(summary.get("nonfinite_streak") or 0)
@@ -406,8 +410,7 @@ class TrainingRun:
         assert self.metrics is not None
         if stopped:
             if state.step != self.saved_step and state.step > 0:
-                self._check_nonfinite()
-                self.save(False)
+                self.save_if_finite(False)
             where = self.manager.latest_path if self.saved_step >= 0 else None
             self.say(f"stopped by signal at step {state.step}; "
                      + (f"saved {where}" if where else "no step was taken, nothing new to save"))
@@ -415,7 +418,7 @@ class TrainingRun:
                                saved_step=self.saved_step if self.saved_step >= 0 else None)
             return True
         if self.saved_step != state.step:
-            self.save(False)  # e.g. resumed at or beyond the end: latest.pth holds the final state
+            self.save_if_finite(False)  # e.g. resumed at or beyond the end: latest.pth holds the final state
         self.say(f"training finished at step {state.step}; latest checkpoint {self.manager.latest_path}")
         self.metrics.event("end", state.step, state.epoch, status="completed", best_val_loss=state.best_val_loss,
                            saved_step=self.saved_step)
