@@ -22,15 +22,24 @@ from pathlib import Path
 
 import numpy as np
 
-from data_tools.manifest import ManifestError, parse_manifest_line
+from data_tools import item_files
+from data_tools.manifest import FORMAT_V2, FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
+from data_tools.shape_rules import (
+    MAX_COND_FRAMES,
+    MAX_ID_CHARS,
+    DataLimits,
+    RuleError,
+    valid_duration,
+)
+from data_tools.shape_rules import (
+    V1_SAMPLE_RATE as SAMPLE_RATE,
+)
+from data_tools.shape_rules import (
+    V1_SAMPLES_PER_CODE as SAMPLES_PER_CODE,
+)
 from data_tools.text import detect_language, normalize_text
 from data_tools.text_keys import SCRIPTS, TextBatch
 
-SAMPLE_RATE = 24_000
-SAMPLES_PER_CODE = 1024  # gpt.mel_length_compression: one DVAE code per 1024 samples at 24 kHz
-MEL_CHANNELS = 100
-MIN_COND_FRAMES = 3  # the conformer's conv2d2 subsampling needs three frames
-MAX_COND_FRAMES = 10_000  # the trainer drops longer prompts (trainer/data.py MAX_COND_FRAMES)
 LANGUAGE_SCRIPTS = {"am": "ethiopic", "ti": "ethiopic", "gez": "ethiopic", "tig": "ethiopic",
                     "en": "latin", "fr": "latin", "de": "latin", "es": "latin", "it": "latin",
                     "pt": "latin", "nl": "latin", "sw": "latin", "om": "latin", "so": "latin"}
@@ -51,6 +60,17 @@ class CheckSettings:
     mel_code_limit: int = 8192  # valid codes are [0, limit): start/stop ids sit at limit, limit + 1
     start_mel_token: int = 8192
     stop_mel_token: int = 8193
+    text_vocab: int | None = None  # v2 text ids lie below it (the tokenizer's size, else the config's)
+    unk_id: int | None = None
+    model_dim: int | None = None
+    condition_latents: int = 32
+
+    def limits(self) -> DataLimits:
+        """The same limits the trainer applies (``data_tools.shape_rules``)."""
+        return DataLimits(max_text_tokens=self.max_text_tokens, max_codes=self.max_mel_tokens,
+                          code_limit=self.mel_code_limit, start_mel_token=self.start_mel_token,
+                          stop_mel_token=self.stop_mel_token, text_vocab=self.text_vocab, model_dim=self.model_dim,
+                          condition_latents=self.condition_latents)
 
 
 @dataclass(frozen=True)
@@ -59,6 +79,8 @@ class ChunkTask:
     manifest_index: int
     start: int
     end: int
+    format: str = FORMAT_V15
+    language: str | None = None  # the manifest's default language (``path::lang``)
 
 
 @dataclass
@@ -88,6 +110,9 @@ class ChunkResult:
     unknown_tokens: int = 0
     unknown_chars: Counter = field(default_factory=Counter)
     unknown_where: dict[str, int] = field(default_factory=dict)  # char -> first chunk-local line
+    target_ids: list[str | None] = field(default_factory=list)  # v2: per entry
+    prompt_ids: list[str | None] = field(default_factory=list)
+    code_len_fixes: list[tuple[int, str, int, int, str]] = field(default_factory=list)  # line, id, old, new, basis
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,63 +189,56 @@ def _quick_entry(obj: object) -> tuple | None:
     for value in (cond_mel, cond_audio, speaker, language):
         if value is not None and type(value) is not str:
             return None
-    if duration is not None and (type(duration) not in (int, float) or not duration >= 0):
+    if duration is not None and valid_duration(duration) is None:
         return None
-    if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)):
+    if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)) or len(uid) > MAX_ID_CHARS:
+        return None
+    for value in (codes, cond_mel, cond_audio):
+        if value and (value[0] == "~" or "\x00" in value or len(value) > 4096):
+            return None  # the manifest parser expands or refuses it
+    if "prompt_condition_path" in obj or "target_codes_path" in obj:
         return None
     return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
 
 
 def _entry_fields(raw: str, manifest: Path, lineno: int) -> tuple:
     """Fields of a line the quick check refused; raises ManifestError naming the problem."""
+    from data_tools.fileio import expand_path
+
     entry = parse_manifest_line(raw, manifest, lineno)
     if entry is None:
         raise ManifestError(manifest, lineno, "blank line")  # unreachable: blanks are skipped earlier
     obj = json.loads(raw)
-    return (entry.id, entry.text, obj["codes"], obj.get("cond_mel") or None, obj.get("cond_audio") or None,
-            entry.speaker, entry.language, entry.duration)
+
+    def path(key: str) -> str | None:  # relative paths stay relative (the chunk joins its folder); ~ expanded
+        value = obj.get(key) or None
+        return str(expand_path(value)) if value else None
+
+    return (entry.id, entry.text, path("codes"), path("cond_mel"), path("cond_audio"), entry.speaker,
+            entry.language, entry.duration)
 
 
 # ---------------------------------------------------------------------------------------------
 # Files
 
 
-def _read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
-    with open(path, "rb") as handle:
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, _fortran, dtype = np.lib.format.read_array_header_1_0(handle)
-        else:
-            shape, _fortran, dtype = np.lib.format.read_array_header_2_0(handle)
-    return tuple(shape), dtype
-
-
 def check_codes_file(path: str, settings: CheckSettings) -> tuple[list[tuple[str, str, str]], int, int]:
-    """Problems ``(severity, code, message)``, the number of codes (-1 unknown), the values' hash (0)."""
-    if not os.path.isfile(path):
-        return [("error", "file-missing", f"codes file not found: {path}")], -1, 0
+    """Problems ``(severity, code, message)``, the number of codes (-1 unknown), the values' hash (0).
+
+    Read with the trainer's own code (``data_tools.item_files``), so both judge a file alike.
+    """
     try:
-        codes = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        return [("error", "file-unreadable", f"codes file unreadable: {path} ({_one_line(exc)})")], -1, 0
-    if codes.dtype.kind not in "iu":
-        return [("error", "codes-dtype", f"codes must be integers, {path} holds {codes.dtype}")], -1, 0
-    if codes.ndim != 1:
-        return [("error", "codes-shape", f"codes must be 1-D [frames], {path} has shape {list(codes.shape)}")], -1, 0
+        codes = item_files.load_codes(Path(path), settings.limits())
+    except RuleError as exc:
+        if exc.code != "codes-range":
+            return [("error", exc.code, str(exc))], -1, 0
+        codes = item_files.array(Path(path), "codes")
+        problems = [("error", exc.code, str(exc))]
+    else:
+        problems = []
     length = int(codes.shape[0])
     if length == 0:
-        return [("error", "codes-empty", f"codes file holds no codes: {path}")], 0, 0
-    problems: list[tuple[str, str, str]] = []
-    low, high = int(codes.min()), int(codes.max())
-    limit = settings.mel_code_limit
-    if low < 0 or high >= limit:
-        special = {settings.start_mel_token, settings.stop_mel_token}
-        if special & set(np.unique(codes[codes >= limit]).tolist()):
-            detail = (f"contains start/stop ids ({settings.start_mel_token}/{settings.stop_mel_token}); "
-                      "store the bare codes, the model adds them")
-        else:
-            detail = f"values {low}..{high} outside [0, {limit})"
-        problems.append(("error", "codes-range", f"codes {detail}: {path}"))
+        return [("error", "codes-empty", f"codes file holds no codes (the trainer drops it): {path}")], 0, 0
     if settings.max_mel_tokens is not None and length > settings.max_mel_tokens:
         problems.append(("error", "codes-too-long",
                          f"{length} codes, more than gpt.max_mel_tokens {settings.max_mel_tokens} (the trainer "
@@ -229,35 +247,25 @@ def check_codes_file(path: str, settings: CheckSettings) -> tuple[list[tuple[str
 
 
 def check_cond_mel_file(path: str) -> list[tuple[str, str, str]]:
-    """Header-only check of a conditioning mel: float [100, frames >= 3]."""
-    if not os.path.isfile(path):
-        return [("error", "file-missing", f"cond_mel file not found: {path}")]
+    """A conditioning mel: float [100, frames >= 3], finite, and not longer than the trainer keeps."""
     try:
-        shape, dtype = _read_npy_header(path)
-    except (OSError, ValueError, EOFError) as exc:
-        return [("error", "file-unreadable", f"cond_mel file unreadable: {path} ({_one_line(exc)})")]
-    if dtype.kind != "f":
-        return [("error", "cond-mel-dtype", f"cond_mel must be float, {path} holds {dtype}")]
-    if len(shape) != 2 or shape[0] != MEL_CHANNELS:
-        return [("error", "cond-mel-shape", f"cond_mel must be [{MEL_CHANNELS}, frames], {path} has shape {list(shape)}")]
-    if shape[1] < MIN_COND_FRAMES:
-        return [("error", "cond-mel-shape", f"cond_mel has {shape[1]} frames, at least {MIN_COND_FRAMES} needed: {path}")]
-    if shape[1] > MAX_COND_FRAMES:
+        mel = item_files.load_cond_mel(Path(path))
+    except RuleError as exc:
+        return [("error", exc.code, str(exc))]
+    if mel.shape[1] > MAX_COND_FRAMES:
         return [("error", "cond-mel-too-long",
-                 f"cond_mel has {shape[1]} frames, more than {MAX_COND_FRAMES} (the trainer drops it): {path}")]
+                 f"cond_mel has {mel.shape[1]} frames, more than {MAX_COND_FRAMES} (the trainer drops it): {path}")]
     return []
 
 
 def check_cond_audio_file(path: str) -> list[tuple[str, str, str]]:
-    from data_tools.audio import AudioError, audio_info
-
     try:
-        duration, _rate = audio_info(path)
-    except AudioError as exc:
-        code = "file-missing" if "not found" in str(exc) else "file-unreadable"
-        return [("error", code, f"cond_audio: {exc}")]
-    if duration <= 0:
-        return [("error", "cond-audio-empty", f"cond_audio has no samples: {path}")]
+        frames = item_files.cond_audio_frames(Path(path))
+    except RuleError as exc:
+        return [("error", exc.code, str(exc))]
+    if frames > MAX_COND_FRAMES:
+        return [("error", "cond-mel-too-long",
+                 f"cond_audio gives {frames} mel frames, more than {MAX_COND_FRAMES} (the trainer drops it): {path}")]
     return []
 
 
@@ -270,27 +278,44 @@ def _one_line(exc: BaseException) -> str:
 # The chunk
 
 
+TOO_LONG = "\x00too long"  # stands for a line over MAX_LINE_BYTES (never a real line: JSON has no raw NUL)
+
+
 def _read_lines(task: ChunkTask) -> tuple[list[str | None], int]:
-    """The chunk's lines (None where a line is not UTF-8) and the bytes read."""
-    with open(task.manifest, "rb") as handle:
+    """The chunk's lines (None where a line is not UTF-8, TOO_LONG where it is too long) and the bytes read."""
+    from data_tools.fileio import open_regular
+
+    lines: list[str | None] = []
+    done = 0
+    with open_regular(task.manifest) as handle:
         handle.seek(task.start)
-        data = handle.read(task.end - task.start)
-    try:
-        lines: list[str | None] = data.decode("utf-8").split("\n")
-    except UnicodeDecodeError:
-        lines = []
-        for raw in data.split(b"\n"):
+        size = task.end - task.start
+        while done < size:
+            raw = handle.readline(min(MAX_LINE_BYTES + 1, size - done))
+            if not raw:
+                break
+            done += len(raw)
+            if len(raw) > MAX_LINE_BYTES:
+                while done < size and not raw.endswith(b"\n"):
+                    raw = handle.readline(min(MAX_LINE_BYTES, size - done))
+                    if not raw:
+                        break
+                    done += len(raw)
+                lines.append(TOO_LONG)
+                continue
             try:
-                lines.append(raw.decode("utf-8"))
+                lines.append(raw.decode("utf-8").rstrip("\n"))
             except UnicodeDecodeError:
                 lines.append(None)
-    if lines and lines[-1] == "":
-        lines.pop()  # the text after the last newline
-    return lines, len(data)
+    return lines, done
 
 
 def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines; line numbers in the result are 1-based within the chunk."""
+    if task.format == FORMAT_V2:
+        from data_tools.check_pairs import check_pair_chunk
+
+        return check_pair_chunk(task, settings)
     lines, nbytes = _read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)
@@ -298,7 +323,7 @@ def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     n = len(entries)
     ids = [e[0] for e in entries]
     texts = [e[1] for e in entries]
-    languages = [e[6] or settings.language for e in entries]
+    languages = [e[6] or task.language or settings.language for e in entries]
     durations = np.array([np.nan if e[7] is None else e[7] for e in entries], dtype=np.float64)
     batch = TextBatch(texts)
     counts = batch.script_counts()
@@ -321,7 +346,7 @@ def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     prefix = base + os.sep if base else ""
     codes_paths = [e[2] if e[2].startswith("/") else prefix + e[2] for e in entries]
     if settings.tokenizer:
-        _check_texts(result, settings, entries, entry_lines, counts)
+        _check_texts(result, settings, entries, entry_lines, counts, task.language)
     if settings.check_files:
         result.codes_hash = _check_files(result, settings, entries, entry_lines, codes_paths, base, durations)
     else:
@@ -345,9 +370,12 @@ def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tup
         if raw is None:
             problems.append(("error", "not-utf8", lineno, "not valid UTF-8"))
             continue
+        if raw is TOO_LONG:
+            problems.append(("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes"))
+            continue
         try:
             fields = quick(loads(raw))
-        except ValueError:
+        except (ValueError, RecursionError):
             if not raw or raw.isspace():
                 continue
             fields = None
@@ -365,13 +393,13 @@ def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tup
 
 
 def _check_texts(result: ChunkResult, settings: CheckSettings, entries: list[tuple], entry_lines: list[int],
-                 counts: np.ndarray) -> None:
+                 counts: np.ndarray, default_language: str | None) -> None:
     """The text front-end and the tokenizer: token counts, unknown pieces, length limit."""
     tokenizer = _tokenizer(settings.tokenizer)
     detected = _detected_languages(counts)
     cache: dict[tuple[str, str | None], str] = {}
     for i, fields in enumerate(entries):
-        code = fields[6] or detected[i]  # as the trainer: the entry's language, else the text's script
+        code = fields[6] or default_language or detected[i]  # as the trainer: the entry's language, else the script
         key = (fields[1], code)
         normalized = cache.get(key)
         if normalized is None:

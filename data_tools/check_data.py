@@ -1,14 +1,22 @@
-"""Check codes manifests before a long training run: structure, files, lengths, language, speakers,
-durations, duplicates and train/val leakage.
+"""Check manifests before a long training run: structure, files, lengths, language, speakers,
+durations, duplicates and train/val leakage. Both formats the trainer reads: the v1.5 codes manifest and
+the IndexTTS2 paired manifest (``data_tools.check_pairs``); a manifest argument may end in ``::lang``.
 
 Library: ``check_manifests(train, val, tokenizer, config, language, workers) -> DataReport`` (the web
-UI calls it and shows the report's tables). CLI::
+UI calls it and shows the report's tables); ``write_code_len_fixes(report)`` writes corrected paired
+manifests beside the originals (``data_tools.code_lengths``). CLI::
 
     python -m data_tools.check_data --manifest M [--manifest M2 ...] [--val-manifest V ...]
         [--tokenizer T] [--config C] [--language am] [--json report.json] [--workers N] [--no-file-checks]
+        [--fix-code-len]
 
-Exit codes: 0 clean, 1 problems found (errors or warnings; the verdict says which), 2 usage (bad flags,
-a manifest, tokenizer or config that cannot be opened) with one ``error: ...`` line on stderr.
+Exit codes: 0 clean; 1 problems found (errors or warnings; the verdict says which); 2 usage (bad flags,
+a manifest, tokenizer or config that cannot be opened) with one ``error: ...`` line on stderr; 3 the
+checker itself failed (a bug: ``error: ...`` and the traceback on stderr), never confused with a verdict.
+
+Agreement with the trainer: lines are parsed by the same parsers, files read by the trainer's own code
+(``data_tools.item_files``) and judged by the same rules (``data_tools.shape_rules``), so whatever the
+trainer refuses is an error here, and data with no errors loads in the trainer.
 
 Severity: an *error* means training would fail or learn garbage (unparseable lines, missing or broken
 files, codes containing start/stop ids or out of range, text or codes longer than the model fits,
@@ -48,12 +56,16 @@ from data_tools.check_report import (
     UnknownChar,
 )
 from data_tools.cli import OneLineErrorParser
+from data_tools.code_lengths import CodeLenFix, fix_manifest
+from data_tools.fileio import UnusableFile, regular_file_size
+from data_tools.manifest import FORMAT_NAMES, ManifestError, manifest_format, parse_manifest_spec
 from data_tools.text_keys import SCRIPTS
 
 MAX_LISTED_PER_CODE = 1000
 CHUNK_TIMEOUT_S = 900.0
 MIN_CHUNK_BYTES = 256 * 1024
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
+EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE, EXIT_CHECKER_ERROR = 0, 1, 2, 3
 SINGLE_SPEAKER_SHARE = 0.75  # warn when one speaker holds more than this share of a multi-speaker set
 
 ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -78,26 +90,27 @@ def check_manifests(
 ) -> DataReport:
     """Check train (and val) manifests; ``workers=0`` uses every core. Raises CheckUsageError on bad inputs."""
     started = time.perf_counter()
-    train_paths = [Path(p) for p in train]
-    val_paths = [Path(p) for p in val]
+    train_specs = [parse_manifest_spec(p) for p in train]
+    val_specs = [parse_manifest_spec(p) for p in val]
+    train_paths = [spec.path for spec in train_specs]
+    val_paths = [spec.path for spec in val_specs]
     if not train_paths:
         raise CheckUsageError("no train manifest given")
+    sizes = []
     for path in (*train_paths, *val_paths):
-        if not path.is_file():
-            raise CheckUsageError(f"{path}: manifest not found")
         try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:
-            raise CheckUsageError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
+            sizes.append(regular_file_size(path))
+        except UnusableFile as exc:
+            raise CheckUsageError(f"{path}: manifest not found" if exc.kind == "missing" else str(exc)) from None
     settings = _settings(tokenizer, config, language, check_files)
     workers = workers or _cpu_count()
 
-    manifests = [*train_paths, *val_paths]
-    sizes = [path.stat().st_size for path in manifests]
-    step = chunk_bytes or max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, sum(sizes) // max(1, 4 * workers) + 1))
-    tasks = [task for index, path in enumerate(manifests) for task in _chunk_tasks(path, index, step)]
     problems = _ProblemList(max_listed)
+    specs = [*train_specs, *val_specs]
+    formats = _formats(specs, problems)
+    step = chunk_bytes or max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, sum(sizes) // max(1, 4 * workers) + 1))
+    tasks = [task for index, spec in enumerate(specs) if formats[index] is not None
+             for task in _chunk_tasks(spec.path, index, step, formats[index], spec.language)]
     train_acc = _SplitAccumulator("train", train_paths, 0, problems)
     val_acc = _SplitAccumulator("val", val_paths, len(train_paths), problems)
     total_bytes = sum(sizes)
@@ -112,6 +125,7 @@ def check_manifests(
     val_stats = val_acc.finish(settings) if val_paths else None
     leakage = val_acc.find_leakage(train_acc) if val_paths else {}
     _speaker_warnings(train_stats, problems)
+    fixes = train_acc.fixes + val_acc.fixes
 
     elapsed = time.perf_counter() - started
     lines = train_stats.lines + (val_stats.lines if val_stats else 0)
@@ -138,7 +152,40 @@ def check_manifests(
         },
         elapsed_s=round(elapsed, 3),
         lines_per_s=round(lines / elapsed, 1) if elapsed > 0 else 0.0,
+        formats={str(spec.path): fmt or "unknown" for spec, fmt in zip(specs, formats)},
+        code_len_fixes=fixes,
     )
+
+
+def _formats(specs: list, problems: _ProblemList) -> list[str | None]:
+    """Each manifest's format; a manifest of another format than the first is an error (the trainer refuses)."""
+    formats: list[str | None] = []
+    first: tuple[Path, str] | None = None
+    for spec in specs:
+        try:
+            fmt = manifest_format(spec.path)
+        except ManifestError as exc:
+            problems.add("error", "not-a-training-manifest", f"{exc.path}:{exc.line}" if exc.line else str(exc.path),
+                         exc.message)
+            formats.append(None)
+            continue
+        if first is None:
+            first = (spec.path, fmt)
+        elif fmt != first[1]:
+            problems.add("error", "mixed-formats", str(spec.path),
+                         f"{spec.path} is {FORMAT_NAMES[fmt]} but {first[0]} is {FORMAT_NAMES[first[1]]}: one run "
+                         "trains one format")
+        formats.append(fmt)
+    return formats
+
+
+def write_code_len_fixes(report: DataReport) -> list[Path]:
+    """Write a corrected manifest beside each manifest with padded ``target_code_len`` values (never over it)."""
+    by_manifest: dict[str, list[CodeLenFix]] = {}
+    for fix in report.code_len_fixes:
+        by_manifest.setdefault(fix["manifest"], []).append(
+            CodeLenFix(fix["line"], fix["id"], fix["old"], fix["new"], fix["basis"]))
+    return [fix_manifest(Path(manifest), fixes) for manifest, fixes in by_manifest.items()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,47 +204,62 @@ def _settings(tokenizer: str | Path | None, config: str | Path | None, language:
     if language is not None and language not in LANGUAGE_SCRIPTS:
         known = ", ".join(sorted(LANGUAGE_SCRIPTS))
         raise CheckUsageError(f"--language {language}: no script known for it (known: {known})")
+    values: dict = {}
     if tokenizer is not None:
         from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 
         try:
-            TextTokenizer(tokenizer)
+            loaded = TextTokenizer(tokenizer)
         except TokenizerError as exc:
             raise CheckUsageError(str(exc)) from None
-    values: dict = {}
+        values.update(text_vocab=loaded.vocab_size, unk_id=loaded.unk_id)
     if config is not None:
         from data_tools.config import ConfigError, load_config
+        from data_tools.shape_rules import code_limit
 
         try:
             gpt = load_config(config)["gpt"]
         except ConfigError as exc:
             raise CheckUsageError(str(exc)) from None
         values = {
+            **values,
             "max_text_tokens": int(gpt["max_text_tokens"]),
             "max_mel_tokens": int(gpt["max_mel_tokens"]),
-            "mel_code_limit": int(gpt["number_mel_codes"]) - 2,
             "start_mel_token": int(gpt["start_mel_token"]),
             "stop_mel_token": int(gpt["stop_mel_token"]),
+            "model_dim": int(gpt["model_dim"]),
+            "condition_latents": int(gpt.get("condition_num_latent", 32)),
+            "mel_code_limit": code_limit(gpt),
         }
     return CheckSettings(check_files=check_files, language=language,
                          tokenizer=str(tokenizer) if tokenizer is not None else None, **values)
 
 
-def _chunk_tasks(path: Path, index: int, step: int) -> list[ChunkTask]:
-    """Byte ranges of whole lines, about ``step`` bytes each."""
-    size = path.stat().st_size
+def _chunk_tasks(path: Path, index: int, step: int, fmt: str, language: str | None) -> list[ChunkTask]:
+    """Byte ranges of whole lines, about ``step`` bytes each (a boundary is found a block at a time)."""
+    from data_tools.fileio import open_regular
+
     tasks: list[ChunkTask] = []
     start = 0
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
         while start < size:
             end = min(size, start + step)
-            if end < size:
-                handle.seek(end)
-                end += len(handle.readline())
-            tasks.append(ChunkTask(str(path), index, start, end))
+            handle.seek(end)
+            while end < size:
+                block = handle.read(1 << 16)
+                if not block:
+                    break
+                newline = block.find(b"\n")
+                if newline >= 0:
+                    end += newline + 1
+                    break
+                end += len(block)
+            end = min(end, size)
+            tasks.append(ChunkTask(str(path), index, start, end, fmt, language))
             start = end
     if not tasks:
-        tasks.append(ChunkTask(str(path), index, 0, 0))
+        tasks.append(ChunkTask(str(path), index, 0, 0, fmt, language))
     return tasks
 
 
@@ -274,6 +336,10 @@ class _SplitAccumulator:
         self.tokens_total = 0
         self.unknown_tokens = 0
         self.unknown_chars: dict[str, list] = {}  # char -> [count, where]
+        self.target_ids: list[str | None] = []  # v2 pairs: the target and prompt utterance of each entry
+        self.prompt_ids: list[str | None] = []
+        self.fixes: list[dict] = []
+        self.speaker_of: list[str | None] = []
 
     def where(self, i: int) -> str:
         return f"{self.manifests[self.loc_manifest[i] - self.first_index]}:{self.loc_line[i]}"
@@ -289,6 +355,16 @@ class _SplitAccumulator:
         n = len(chunk.ids)
         self.entries_per_manifest[index] = self.entries_per_manifest.get(index, 0) + n
         self.ids.extend(chunk.ids)
+        if chunk.target_ids or chunk.prompt_ids:
+            self.target_ids.extend(chunk.target_ids)
+            self.prompt_ids.extend(chunk.prompt_ids)
+        else:
+            self.target_ids.extend([None] * n)
+            self.prompt_ids.extend([None] * n)
+        for line, uid, old, new, basis in chunk.code_len_fixes:
+            self.fixes.append({"manifest": str(path), "line": offset + line, "id": uid, "old": old, "new": new,
+                               "basis": basis})
+        self.speaker_of.extend(None if k < 0 else chunk.speaker_names[k] for k in chunk.speakers.tolist())
         self.loc_manifest.extend([index] * n)
         self.loc_line.extend((chunk.lines + offset).tolist())
         self.codes_by_path = chunk.codes_by_path
@@ -324,9 +400,10 @@ class _SplitAccumulator:
                 self.duplicates["ids"] += 1
                 self.problems.add("error", "duplicate-id", self.where(i), f"duplicate id '{uid}' (first at {self.where(j)})")
         self.first_id = first
+        self._pair_checks()
         for kind, key, code in (("texts", "text_hash", "duplicate-text"), ("codes", "codes_hash", "duplicate-codes")):
             what = "text" if kind == "texts" else self.codes_what()
-            for i, j in _repeats(self.array(key).astype(np.uint64)):
+            for i, j in _repeats(self.unique_targets(key)):
                 self.duplicates[kind] += 1
                 self.problems.add("warning", code, self.where(i),
                                   f"duplicate {what}: id {self.ids[i]} repeats {self.where(j)} (id {self.ids[j]})")
@@ -344,12 +421,56 @@ class _SplitAccumulator:
                                           ("codes", "codes_hash", "error", "val-leak-codes")):
             what = "text" if kind == "texts" else self.codes_what()
             leakage[kind] = 0
-            for i, j in _matches(self.array(key).astype(np.uint64), train.array(key).astype(np.uint64)):
+            for i, j in _matches(self.unique_targets(key), train.unique_targets(key)):
                 leakage[kind] += 1
                 self.problems.add(severity, code, self.where(i),
                                   f"val entry {self.ids[i]} has the same {what} as train {train.where(j)} "
                                   f"(id {train.ids[j]})")
+        if any(target is not None for target in self.target_ids):
+            leakage["utterances"] = self._utterance_leaks(train)
         return leakage
+
+    def unique_targets(self, key: str) -> np.ndarray:
+        """Hashes, 0 (ignored) for a pair whose target utterance an earlier pair of the split already had:
+        in a paired manifest each target appears with several prompts, which is not duplication."""
+        hashes = self.array(key).astype(np.uint64)
+        seen: set[str] = set()
+        for i, target in enumerate(self.target_ids):
+            if target is not None:
+                if target in seen:
+                    hashes[i] = 0
+                seen.add(target)
+        return hashes
+
+    def _pair_checks(self) -> None:
+        """v2: a pair's prompt should be an utterance of the pair's speaker (known where it is some target)."""
+        speaker_of_target: dict[str, tuple[str, int]] = {}
+        for i, (target, speaker) in enumerate(zip(self.target_ids, self.speaker_of)):
+            if target is not None and speaker is not None:
+                speaker_of_target.setdefault(target, (speaker, i))
+        for i, (prompt, speaker) in enumerate(zip(self.prompt_ids, self.speaker_of)):
+            known = speaker_of_target.get(prompt) if prompt is not None else None
+            if known is not None and speaker is not None and known[0] != speaker:
+                self.problems.add("warning", "prompt-other-speaker", self.where(i),
+                                  f"prompt {prompt} is speaker {known[0]} ({self.where(known[1])}), the pair says "
+                                  f"{speaker} (id {self.ids[i]})")
+
+    def _utterance_leaks(self, train: _SplitAccumulator) -> int:
+        """Val pairs whose target or prompt utterance is a train target (its codes were trained on)."""
+        train_targets: dict[str, int] = {}
+        for j, target in enumerate(train.target_ids):
+            if target is not None:
+                train_targets.setdefault(target, j)
+        leaks = 0
+        for i, (target, prompt) in enumerate(zip(self.target_ids, self.prompt_ids)):
+            for role, utterance in (("target", target), ("prompt", prompt)):
+                j = train_targets.get(utterance) if utterance is not None else None
+                if j is not None:
+                    leaks += 1
+                    self.problems.add("error", "val-leak-utterance", self.where(i),
+                                      f"val {role} {utterance} is a train target ({train.where(j)}) (id {self.ids[i]})")
+                    break
+        return leaks
 
     def array(self, key: str) -> np.ndarray:
         parts = self.arrays.get(key)
@@ -453,10 +574,13 @@ def _speaker_warnings(stats: SplitStats, problems: _ProblemList) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m data_tools.check_data",
-                                description="Check codes manifests before training (exit 0 clean, 1 problems, 2 usage).")
-    parser.add_argument("--manifest", action="append", required=True, type=Path, metavar="M",
-                        help="train manifest (repeatable)")
-    parser.add_argument("--val-manifest", action="append", default=[], type=Path, metavar="V",
+                                description="Check training manifests (v1.5 codes or IndexTTS2 paired) before training.",
+                                epilog="exit codes: 0 clean, 1 problems found (errors or warnings), 2 usage error "
+                                       "(bad flags, unreadable manifest/tokenizer/config), 3 the checker itself "
+                                       "failed (a bug; traceback on stderr)")
+    parser.add_argument("--manifest", action="append", required=True, metavar="M",
+                        help="train manifest (repeatable); M::am sets that manifest's language")
+    parser.add_argument("--val-manifest", action="append", default=[], metavar="V",
                         help="validation manifest (repeatable); enables the leakage check")
     parser.add_argument("--tokenizer", type=Path, help="SentencePiece model: text lengths and unknown tokens")
     parser.add_argument("--config", type=Path, help="IndexTTS config.yaml: length limits and the code range")
@@ -465,11 +589,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=0, help="worker processes (default: every core)")
     parser.add_argument("--no-file-checks", action="store_true", help="skip the referenced .npy / audio files")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--fix-code-len", action="store_true",
+                        help="paired manifests: write <name>.codelen_fixed.jsonl beside each manifest whose "
+                             "target_code_len values are batch-padded (the original is never changed)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        return _main(args)
+    except Exception as exc:  # the checker's own failure: exit 3, distinct from a verdict
+        import traceback
+
+        traceback.print_exc()
+        print(f"error: the data checker failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+              "this is a bug in the checker, not a verdict on the data", file=sys.stderr)
+        return EXIT_CHECKER_ERROR
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.workers < 0:
         print("error: --workers must be >= 0", file=sys.stderr)
         return 2
@@ -504,6 +643,16 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"error: cannot write {args.json_path}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+    if args.fix_code_len:
+        try:
+            written = write_code_len_fixes(report)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"corrected target_code_len written to {path}")
+        if not written:
+            print("no padded target_code_len found: nothing to correct")
     return report.exit_code
 
 

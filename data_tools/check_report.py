@@ -114,6 +114,9 @@ class DataReport:
     settings: dict[str, Any]
     elapsed_s: float = 0.0
     lines_per_s: float = 0.0
+    formats: dict[str, str] = field(default_factory=dict)  # manifest -> "v1.5" | "v2" | "unknown"
+    # v2: {manifest, line, id, old, new, basis} per batch-padded target_code_len (data_tools.code_lengths)
+    code_len_fixes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -173,8 +176,13 @@ def _summary_lines(report: DataReport) -> list[str]:
     out = _split_lines(report.train)
     if report.val is not None:
         out += _split_lines(report.val)
+        utterances = (f", {report.leakage['utterances']} pairs reusing train target utterances"
+                      if "utterances" in report.leakage else "")
         out.append(f"leakage train/val: {report.leakage.get('ids', 0)} ids, {report.leakage.get('texts', 0)} texts, "
-                   f"{report.leakage.get('codes', 0)} codes")
+                   f"{report.leakage.get('codes', 0)} codes{utterances}")
+    if report.code_len_fixes:
+        out.append(f"padded target_code_len: {len(report.code_len_fixes)} pairs can be corrected "
+                   "(--fix-code-len writes <name>.codelen_fixed.jsonl beside each manifest)")
     for label, problems in (("errors", report.errors), ("warnings", report.warnings)):
         if not problems:
             continue

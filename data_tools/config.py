@@ -84,8 +84,10 @@ def effective_gpt_config(gpt: dict[str, Any], source: str = "config") -> dict[st
 
 
 def text_vocab_size(gpt: dict[str, Any]) -> int:
-    """Rows of text_embedding / text_head: number_text_tokens * types + 1 (upstream's extra row)."""
-    return int(gpt["number_text_tokens"]) * int(gpt.get("types", 1)) + 1
+    """Rows of text_embedding / text_head (the rule lives in ``data_tools.shape_rules.text_rows``)."""
+    from data_tools.shape_rules import text_rows
+
+    return text_rows(gpt)
 
 
 def save_config(data: dict[str, Any], path: str | Path) -> None:

@@ -1,10 +1,11 @@
-"""Atomic file writes: a reader never sees a half-written file, a crash leaves the old one."""
+"""Atomic file writes (a reader never sees a half-written file, a crash leaves the old one) and safe reads."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,3 +75,90 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ----- reading input files safely ----------------------------------------------------------------------
+# Manifests name files; a name may point at a FIFO (open() blocks forever), a device (endless data) or a
+# directory. Every input file is stat()ed first and only regular files are opened.
+
+MAX_PATH_CHARS = 4096
+
+
+class UnusableFile(ValueError):
+    """An input file that cannot be used: ``kind`` is "missing", "not-regular" or "unreadable"."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def expand_path(value: str, base: Path | None = None) -> Path:
+    """A manifest's path string -> a Path: ``~`` / ``~user`` expanded, relative paths under ``base``.
+
+    Raises UnusableFile("missing") for what cannot name a file at all: ``~nosuchuser/x``, a NUL byte,
+    an empty or absurdly long string.
+    """
+    if not value or not value.strip():
+        raise UnusableFile("missing", "empty path")
+    if len(value) > MAX_PATH_CHARS:
+        raise UnusableFile("missing", f"path longer than {MAX_PATH_CHARS} characters ({value[:40]}...)")
+    if "\x00" in value:
+        raise UnusableFile("missing", f"path contains a NUL character ({value!r})")
+    if value.startswith("~"):
+        expanded = os.path.expanduser(value)
+        if expanded.startswith("~"):
+            user = value[1:].split("/", 1)[0]
+            raise UnusableFile("missing", f"cannot expand {value!r}: no home folder for user {user!r}"
+                               if user else f"cannot expand {value!r}: no home folder")
+        value = expanded
+    path = Path(value)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    return path
+
+
+def regular_file_size(path: str | Path) -> int:
+    """The size of a regular file; UnusableFile (by name) for anything else, without opening it."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise UnusableFile("missing", f"not found: {path}") from None
+    except NotADirectoryError:
+        raise UnusableFile("missing", f"not found: {path} (a parent is not a folder)") from None
+    except (OSError, ValueError) as exc:
+        raise UnusableFile("unreadable", f"cannot stat {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UnusableFile("not-regular", f"{path} is {_kind_of(info.st_mode)}, not a regular file")
+    return int(info.st_size)
+
+
+def open_regular(path: str | Path) -> IO[bytes]:
+    """Open a regular file for binary reading; refuses FIFOs, devices, sockets and directories by name.
+
+    The stat comes first, so a FIFO is never opened; O_NONBLOCK covers a file swapped for a FIFO between
+    the stat and the open (the open then returns at once and the fstat refuses it).
+    """
+    regular_file_size(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise UnusableFile("missing", f"not found: {path}") from None
+    except OSError as exc:
+        raise UnusableFile("unreadable", f"cannot open {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UnusableFile("not-regular", f"{path} is {_kind_of(mode)}, not a regular file")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")

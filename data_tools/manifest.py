@@ -10,12 +10,19 @@ Fields (README "Codes manifest" documents them for users):
   One of the two is required.
 - ``speaker`` (str), ``language`` (str), ``duration`` (float seconds): optional.
 
-Relative paths are resolved against the manifest's folder. Errors carry ``file:line``.
+Relative paths are resolved against the manifest's folder (``~`` expanded). Errors carry ``file:line``.
+A manifest argument may end in ``::lang`` (``train.jsonl::am``): that manifest's default language.
+
+The IndexTTS2 paired manifest (``data_tools.pairs_manifest``) is told apart by its fields
+(``prompt_condition_path`` / ``target_codes_path``); ``manifest_format`` says which one a file is. Lines
+are read as bytes and decoded one by one (a bad byte is reported at its own line), at most
+``MAX_LINE_BYTES`` each, from regular files only.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,29 +60,104 @@ class ManifestEntry:
         return f"{self.manifest}:{self.line}"
 
 
+MAX_LINE_BYTES = 1 << 20  # a longer line is refused (and skipped) without reading it into memory
+MAX_FIELD_CHARS = 100_000
+V2_MARK_FIELDS = ("prompt_condition_path", "target_codes_path")
+UTTERANCE_FEATURE_FIELDS = ("codes_path", "condition_path")
+FORMAT_V15 = "v1.5"
+FORMAT_V2 = "v2"
+FORMAT_NAMES = {FORMAT_V15: "a v1.5 codes manifest", FORMAT_V2: "an IndexTTS2 paired manifest"}
+_LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})?")
+
+
+@dataclass(frozen=True)
+class ManifestSpec:
+    """A manifest argument: ``path`` or ``path::lang`` (every line without its own language gets ``lang``)."""
+
+    path: Path
+    language: str | None = None
+
+
+def parse_manifest_spec(spec: str | Path | ManifestSpec) -> ManifestSpec:
+    if isinstance(spec, ManifestSpec):
+        return spec
+    text = str(spec)
+    head, sep, tail = text.rpartition("::")
+    if sep and head and _LANGUAGE_SUFFIX.fullmatch(tail):
+        return ManifestSpec(Path(head), tail)
+    return ManifestSpec(Path(text))
+
+
+def resolve_path(base: Path, value: str, manifest: Path, lineno: int, field: str) -> Path:
+    """A path field resolved against the manifest's folder (``~`` expanded); ManifestError if unusable."""
+    from data_tools.fileio import UnusableFile, expand_path
+
+    try:
+        return expand_path(value, base)
+    except UnusableFile as exc:
+        raise ManifestError(manifest, lineno, f"field '{field}': {exc}") from None
+
+
 def _resolve(base: Path, value: str) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path
+    from data_tools.fileio import expand_path
+
+    return expand_path(value, base)
 
 
-def parse_manifest_line(raw: str, manifest: Path, lineno: int) -> ManifestEntry | None:
-    """Parse one line; ``None`` for a blank line; raises ManifestError saying what is wrong."""
-    if not raw.strip():
-        return None
+def load_json_object(raw: str, manifest: Path, lineno: int) -> dict:
+    """One line's JSON object; ManifestError for malformed, absurdly nested or non-object lines."""
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ManifestError(manifest, lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ManifestError(manifest, lineno, "malformed JSON (nested too deep)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ManifestError(manifest, lineno, f"malformed JSON ({str(exc).splitlines()[0][:80]})") from None
     if not isinstance(obj, dict):
         raise ManifestError(manifest, lineno, f"expected a JSON object, got {type(obj).__name__}")
-    for key in REQUIRED_STR_FIELDS:
-        if key not in obj:
+    return obj
+
+
+def detect_format(obj: dict) -> str | None:
+    """FORMAT_V2 for a paired line, FORMAT_V15 for a codes line, None for neither."""
+    if any(key in obj for key in V2_MARK_FIELDS):
+        return FORMAT_V2
+    if "codes" in obj:
+        return FORMAT_V15
+    return None
+
+
+def string_field(obj: dict, key: str, manifest: Path, lineno: int, required: bool = False,
+                 limit: int = MAX_FIELD_CHARS) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
             raise ManifestError(manifest, lineno, f"missing field '{key}'")
-        if not isinstance(obj[key], str):
-            raise ManifestError(manifest, lineno, f"field '{key}' must be a string, got {type(obj[key]).__name__}")
+        return None
+    if not isinstance(value, str):
+        raise ManifestError(manifest, lineno, f"field '{key}' must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise ManifestError(manifest, lineno, f"field '{key}' is longer than {limit} characters")
+    return value
+
+
+def parse_manifest_line(raw: str, manifest: Path, lineno: int, default_language: str | None = None
+                        ) -> ManifestEntry | None:
+    """Parse one v1.5 line; ``None`` for a blank line; raises ManifestError saying what is wrong."""
+    from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
+
+    if not raw.strip():
+        return None
+    obj = load_json_object(raw, manifest, lineno)
+    if detect_format(obj) == FORMAT_V2:
+        raise ManifestError(manifest, lineno, "an IndexTTS2 paired line in a v1.5 codes manifest")
+    for key in REQUIRED_STR_FIELDS:
+        string_field(obj, key, manifest, lineno, required=True)
     for key in OPTIONAL_STR_FIELDS:
-        if obj.get(key) is not None and not isinstance(obj[key], str):
-            raise ManifestError(manifest, lineno, f"field '{key}' must be a string, got {type(obj[key]).__name__}")
+        string_field(obj, key, manifest, lineno)
+    if len(obj["id"]) > MAX_ID_CHARS:
+        raise ManifestError(manifest, lineno, f"field 'id' is longer than {MAX_ID_CHARS} characters")
     if not obj["id"].strip():
         raise ManifestError(manifest, lineno, "empty 'id'")
     if not obj["text"].strip():
@@ -86,58 +168,116 @@ def parse_manifest_line(raw: str, manifest: Path, lineno: int) -> ManifestEntry 
         raise ManifestError(manifest, lineno, f"needs 'cond_mel' or 'cond_audio' (id {obj['id']})")
     duration = obj.get("duration")
     if duration is not None:
-        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0:
-            raise ManifestError(manifest, lineno, f"field 'duration' must be a non-negative number, got {duration!r}")
-        duration = float(duration)
+        duration = valid_duration(duration)
+        if duration is None:
+            raise ManifestError(manifest, lineno, f"field 'duration' must be a number of seconds in [0, 86400], "
+                                                  f"got {_short(obj['duration'])}")
     base = manifest.parent
     return ManifestEntry(
         id=obj["id"],
         text=obj["text"],
-        codes=_resolve(base, obj["codes"]),
-        cond_mel=_resolve(base, obj["cond_mel"]) if obj.get("cond_mel") else None,
-        cond_audio=_resolve(base, obj["cond_audio"]) if obj.get("cond_audio") else None,
+        codes=resolve_path(base, obj["codes"], manifest, lineno, "codes"),
+        cond_mel=resolve_path(base, obj["cond_mel"], manifest, lineno, "cond_mel") if obj.get("cond_mel") else None,
+        cond_audio=(resolve_path(base, obj["cond_audio"], manifest, lineno, "cond_audio")
+                    if obj.get("cond_audio") else None),
         speaker=obj.get("speaker"),
-        language=obj.get("language"),
+        language=obj.get("language") or default_language,
         duration=duration,
         manifest=manifest,
         line=lineno,
     )
 
 
-def iter_manifest(path: str | Path) -> Iterator[ManifestEntry | ManifestError]:
-    """Yield every entry or the error of its line, streaming (the checker collects them all)."""
+def _short(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str | ManifestError]]:
+    """Every non-blank line as text, or the ManifestError of a line that is not UTF-8 or too long.
+
+    Read as bytes and decoded line by line, so a bad byte is reported at its own line and the lines after
+    it are read normally. Only a regular file is opened (a FIFO would block).
+    """
+    from data_tools.fileio import UnusableFile, open_regular
+
     path = Path(path)
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed by the with below)
-    except FileNotFoundError:
-        raise ManifestError(path, None, "manifest not found") from None
-    except OSError as exc:
-        raise ManifestError(path, None, f"cannot read manifest ({exc.strerror or exc})") from None
+        handle = open_regular(path)
+    except UnusableFile as exc:
+        message = "manifest not found" if exc.kind == "missing" else str(exc).replace(f"{path} is ", "manifest is ")
+        raise ManifestError(path, None, message) from None
     with handle:
         lineno = 0
         while True:
-            lineno += 1
-            try:
-                raw = handle.readline()
-            except UnicodeDecodeError:
-                yield ManifestError(path, lineno, "not valid UTF-8")
-                continue
+            raw = handle.readline(MAX_LINE_BYTES + 1)
             if not raw:
                 break
-            try:
-                entry = parse_manifest_line(raw, path, lineno)
-            except ManifestError as err:
-                yield err
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # skip the rest of the line, a block at a time
+                    raw = handle.readline(MAX_LINE_BYTES)
+                yield lineno, ManifestError(path, lineno, f"line longer than {MAX_LINE_BYTES} bytes")
                 continue
-            if entry is not None:
-                yield entry
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield lineno, ManifestError(path, lineno, f"not valid UTF-8 (byte {exc.start + 1})")
+                continue
+            if text.strip():
+                yield lineno, text
 
 
-def read_manifest(path: str | Path) -> list[ManifestEntry]:
-    """Read a whole manifest, raising the first ManifestError (the trainer refuses bad data)."""
+def iter_manifest(path: str | Path, default_language: str | None = None
+                  ) -> Iterator[ManifestEntry | ManifestError]:
+    """Yield every v1.5 entry or the error of its line, streaming (the checker collects them all)."""
+    path = Path(path)
+    for lineno, raw in iter_lines(path):
+        if isinstance(raw, ManifestError):
+            yield raw
+            continue
+        try:
+            entry = parse_manifest_line(raw, path, lineno, default_language)
+        except ManifestError as err:
+            yield err
+            continue
+        if entry is not None:
+            yield entry
+
+
+def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
+    """The format of a manifest, from its first line that is a JSON object with known fields.
+
+    Raises ManifestError for the community's per-utterance feature manifest (the trainer needs pairs) and
+    for a manifest with no recognisable line among the first ``max_lines``.
+    """
+    path = Path(path)
+    seen = 0
+    for lineno, raw in iter_lines(path):
+        seen += 1
+        if seen > max_lines:
+            break
+        if isinstance(raw, ManifestError):
+            continue
+        try:
+            obj = load_json_object(raw, path, lineno)
+        except ManifestError:
+            continue
+        found = detect_format(obj)
+        if found is not None:
+            return found
+        if all(key in obj for key in UTTERANCE_FEATURE_FIELDS):
+            raise ManifestError(path, lineno, "a per-utterance feature manifest (codes_path/condition_path): the "
+                                              "trainer needs the paired manifest (prompt_*/target_* fields) built "
+                                              "from it")
+    return FORMAT_V15
+
+
+def read_manifest(path: str | Path, default_language: str | None = None) -> list[ManifestEntry]:
+    """Read a whole v1.5 manifest, raising the first ManifestError (the trainer refuses bad data)."""
     entries: list[ManifestEntry] = []
     seen: dict[str, int] = {}
-    for item in iter_manifest(path):
+    for item in iter_manifest(path, default_language):
         if isinstance(item, ManifestError):
             raise item
         if item.id in seen:

@@ -1,19 +1,25 @@
-"""Training data: the codes manifest -> tokenized items -> length-bucketed batches -> padded tensors.
+"""Training data: manifests -> checked items -> length-bucketed batches -> padded tensors.
 
-- ``load_items`` reads the manifests (``file:line`` errors), tokenizes each text once with the run's
-  tokenizer (front-end inside), reads only the ``.npy`` headers to learn lengths, and drops items longer
-  than the model's limits, counting every drop (``DropReport``) so nothing is discarded silently.
+Two formats, told apart by their fields (``data_tools.manifest.manifest_format``); one run trains one:
+
+- the v1.5 codes manifest (text tokenized here with the run's tokenizer, DVAE codes, a prompt mel or audio);
+- the IndexTTS2 community paired manifest (precomputed text ids, semantic codes, condition and emo vec),
+  read as it is: lengths from its ``*_len`` fields, paths relative to its folder.
+
+- ``load_items`` reads the manifests (``file:line`` errors; a ``path::lang`` argument sets that manifest's
+  language), checks every item with the shared rules of ``data_tools.shape_rules`` (through
+  ``data_tools.item_files``, as the data checker does), and drops items longer than the model's limits,
+  counting every drop (``DropReport``) so nothing is discarded silently.
 - The epoch order (``BucketBatchSampler``) lives in ``trainer.sampler``.
-- ``CodesDataset`` loads one item's arrays; a bad file becomes an ``error`` entry in the batch rather
-  than an exception (worker processes would wrap it in a traceback), and the trainer refuses with it.
+- ``make_dataset`` gives the format's dataset; each loads one item's arrays, and a bad file becomes an
+  ``error`` entry in the batch rather than an exception (worker processes would wrap it in a traceback),
+  and the trainer refuses with it. ``dataset.collate`` pads a list of items into a batch dict.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -25,17 +31,37 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from data_tools.manifest import ManifestEntry, ManifestError, read_manifest
+from data_tools import item_files
+from data_tools.manifest import (
+    FORMAT_NAMES,
+    FORMAT_V2,
+    FORMAT_V15,
+    ManifestEntry,
+    ManifestError,
+    ManifestSpec,
+    iter_lines,
+    manifest_format,
+    parse_manifest_line,
+    parse_manifest_spec,
+)
+from data_tools.npy import read_npy  # noqa: F401 (the trainer's readers are data_tools'; re-exported for callers)
+from data_tools.pairs_manifest import PairEntry, parse_pair_line
+from data_tools.shape_rules import (
+    DROP_REASONS,
+    MAX_COND_FRAMES,  # noqa: F401 (re-exported)
+    MEL_BANDS,
+    DataLimits,
+    RuleError,
+    drop_reason,
+)
 from data_tools.text_tokenizer import TextTokenizer
 from trainer.sampler import BucketBatchSampler  # noqa: F401  (re-exported: its old home)
-
-MEL_BANDS = 100
-# The conformer's sinusoidal table has 5000 rows and subsamples 2x, so longer prompts cannot be encoded.
-MAX_COND_FRAMES = 2 * 5000
 
 
 @dataclass(frozen=True)
 class DataItem:
+    """A v1.5 item: tokenized text, the codes file and the prompt (mel file or audio)."""
+
     id: str
     where: str  # manifest:line
     text_ids: np.ndarray  # int32 token ids (no start/stop)
@@ -49,11 +75,39 @@ class DataItem:
         return int(self.text_ids.size) + self.num_codes
 
 
+@dataclass(frozen=True)
+class PairItem:
+    """An IndexTTS2 pair: the target's text ids (cut to target_text_len) and codes, the prompt's features."""
+
+    id: str
+    where: str
+    text_ids: np.ndarray  # int32
+    codes: Path
+    num_codes: int  # target_code_len: the codes file is cut to it
+    condition: Path
+    emo_vec: Path
+
+    @property
+    def length(self) -> int:
+        return int(self.text_ids.size) + self.num_codes
+
+
+@dataclass
+class ManifestRecord:
+    """One manifest of a split, as the checkpoint records it."""
+
+    path: str
+    count: int
+    languages: list[str]
+
+
 @dataclass
 class DropReport:
     """Why items were left out; ``lines()`` is what the trainer logs."""
 
     kept: int = 0
+    format: str = FORMAT_V15
+    manifests: list[ManifestRecord] = field(default_factory=list)
     too_many_text_tokens: list[str] = field(default_factory=list)
     too_many_codes: list[str] = field(default_factory=list)
     cond_too_long: list[str] = field(default_factory=list)
@@ -63,88 +117,20 @@ class DropReport:
 
     @property
     def dropped(self) -> int:
-        return (len(self.too_many_text_tokens) + len(self.too_many_codes) + len(self.cond_too_long)
-                + len(self.empty_text) + len(self.empty_codes))
+        return sum(len(getattr(self, reason)) for reason in DROP_REASONS)
 
     def lines(self, name: str, max_text_tokens: int, max_codes: int) -> list[str]:
-        out = [f"{name}: {self.kept} items kept, {self.dropped} dropped"]
-        reasons = (
-            (self.too_many_text_tokens, f"more than max_text_tokens={max_text_tokens} text tokens"),
-            (self.too_many_codes, f"more than max_mel_tokens={max_codes} codes"),
-            (self.cond_too_long, f"conditioning mel longer than {MAX_COND_FRAMES} frames"),
-            (self.empty_text, "no text tokens after the front-end"),
-            (self.empty_codes, "no codes"),
-        )
-        for items, why in reasons:
+        out = [f"{name}: {self.kept} items kept, {self.dropped} dropped ({FORMAT_NAMES[self.format]})"]
+        why = dict(DROP_REASONS, too_many_text_tokens=f"more than max_text_tokens={max_text_tokens} text tokens",
+                   too_many_codes=f"more than max_mel_tokens={max_codes} codes")
+        for reason, text in why.items():
+            items = getattr(self, reason)
             if items:
-                out.append(f"  dropped {len(items)} with {why} (e.g. {', '.join(items[:3])})")
+                out.append(f"  dropped {len(items)} with {text} (e.g. {', '.join(items[:3])})")
         if self.with_unknown_tokens:
             out.append(f"  warning: {len(self.with_unknown_tokens)} kept items contain unknown tokens "
                        f"(e.g. {', '.join(self.with_unknown_tokens[:3])}); is --tokenizer the right one?")
         return out
-
-
-def npy_shape(path: Path) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype from an .npy header, without reading the data."""
-    with open(path, "rb") as handle:
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
-        else:
-            array = np.load(path, mmap_mode="r")
-            shape, dtype = array.shape, array.dtype
-            del array
-    return tuple(int(n) for n in shape), np.dtype(dtype)
-
-
-def _codes_length(entry: ManifestEntry) -> int:
-    path = entry.codes
-    try:
-        shape, dtype = npy_shape(path)
-    except FileNotFoundError:
-        raise ManifestError(entry.manifest, entry.line, f"codes file not found: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise ManifestError(entry.manifest, entry.line, f"codes file {path} is not a readable .npy ({exc})") from None
-    non_unit_dims = [n for n in shape if n != 1]
-    if not shape or len(non_unit_dims) > 1 or dtype.kind not in "iu":
-        raise ManifestError(entry.manifest, entry.line,
-                            f"codes file {path} must hold a 1-D integer array, got shape {list(shape)} {dtype}")
-    return int(np.prod(shape))
-
-
-def _cond_frames(entry: ManifestEntry) -> int:
-    if entry.cond_mel is None:
-        return _audio_frames(entry)
-    path = entry.cond_mel
-    try:
-        shape, dtype = npy_shape(path)
-    except FileNotFoundError:
-        raise ManifestError(entry.manifest, entry.line, f"cond_mel file not found: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise ManifestError(entry.manifest, entry.line, f"cond_mel file {path} is not a readable .npy ({exc})") from None
-    if len(shape) == 3 and shape[0] == 1:
-        shape = shape[1:]
-    if len(shape) != 2 or shape[0] != MEL_BANDS or shape[1] < 1 or dtype.kind != "f":
-        raise ManifestError(entry.manifest, entry.line,
-                            f"cond_mel file {path} must be a float array [{MEL_BANDS}, frames], got {list(shape)} {dtype}")
-    return shape[1]
-
-
-def _audio_frames(entry: ManifestEntry) -> int:
-    from data_tools.audio import AudioError, audio_info
-    from data_tools.features import HOP_LENGTH, SAMPLE_RATE
-
-    path = entry.cond_audio
-    assert path is not None
-    if not path.is_file():
-        raise ManifestError(entry.manifest, entry.line, f"cond_audio file not found: {path}")
-    try:
-        duration, _rate = audio_info(path)
-    except AudioError as exc:
-        raise ManifestError(entry.manifest, entry.line, f"cond_audio: {exc}") from None
-    return 1 + int(duration * SAMPLE_RATE) // HOP_LENGTH
 
 
 def _progress(iterable: Sequence[Any], desc: str) -> Any:
@@ -155,77 +141,107 @@ def _progress(iterable: Sequence[Any], desc: str) -> Any:
     return tqdm(iterable, desc=desc, unit="item", file=sys.stderr, mininterval=1.0)
 
 
+def split_format(specs: Sequence[ManifestSpec]) -> str:
+    """The one format of a split's manifests; ManifestError naming both files when they differ."""
+    formats = [(spec, manifest_format(spec.path)) for spec in specs]
+    first_spec, first = formats[0]
+    for spec, fmt in formats[1:]:
+        if fmt != first:
+            raise ManifestError(spec.path, None, f"is {FORMAT_NAMES[fmt]} but {first_spec.path} is "
+                                                 f"{FORMAT_NAMES[first]}: one run trains one format")
+    return first
+
+
+def _read_entries(spec: ManifestSpec, fmt: str) -> list[ManifestEntry | PairEntry]:
+    parse = parse_pair_line if fmt == FORMAT_V2 else parse_manifest_line
+    entries = []
+    for lineno, raw in iter_lines(spec.path):
+        if isinstance(raw, ManifestError):
+            raise raw
+        entry = parse(raw, spec.path, lineno, spec.language)
+        if entry is not None:
+            entries.append(entry)
+    if not entries:
+        raise ManifestError(spec.path, None, "manifest has no entries")
+    return entries
+
+
+def _refuse(entry: ManifestEntry | PairEntry, exc: RuleError) -> ManifestError:
+    return ManifestError(entry.manifest, entry.line, f"{exc} (id {entry.id})")
+
+
 def load_items(
-    manifests: Sequence[str | Path],
+    manifests: Sequence[str | Path | ManifestSpec],
     tokenizer: TextTokenizer,
     max_text_tokens: int,
     max_codes: int,
     name: str = "train",
-) -> tuple[list[DataItem], DropReport]:
-    """Read, tokenize and length-check every entry; raises ManifestError (``file:line: what``)."""
-    entries: list[ManifestEntry] = []
+    *,
+    gpt: dict[str, Any] | None = None,
+) -> tuple[list[DataItem] | list[PairItem], DropReport]:
+    """Read and check every entry of one split; raises ManifestError (``file:line: what``).
+
+    ``gpt`` (the run's gpt config) adds its feature width (v2 condition [32, model_dim], emo vec
+    [model_dim]) and code range to the checks; v2 text ids must lie below ``tokenizer.vocab_size``.
+    """
+    specs = [parse_manifest_spec(m) for m in manifests]
+    if not specs:
+        raise ManifestError(Path(name), None, "no manifest given")
+    fmt = split_format(specs)
+    base = DataLimits.from_gpt(gpt) if gpt is not None else DataLimits()
+    limits = DataLimits(**{**base.__dict__, "max_text_tokens": max_text_tokens, "max_codes": max_codes,
+                           "text_vocab": int(tokenizer.vocab_size)})
+    entries: list[ManifestEntry | PairEntry] = []
+    report = DropReport(format=fmt)
     seen: dict[str, str] = {}
-    for manifest in manifests:
-        for entry in read_manifest(manifest):
+    for spec in specs:
+        mine = _read_entries(spec, fmt)
+        for entry in mine:
             if entry.id in seen:
                 raise ManifestError(entry.manifest, entry.line, f"duplicate id '{entry.id}' (also at {seen[entry.id]})")
             seen[entry.id] = entry.where
-            entries.append(entry)
-    report = DropReport()
-    items: list[DataItem] = []
+        languages = sorted({e.language for e in mine if e.language})
+        report.manifests.append(ManifestRecord(str(spec.path), len(mine), languages))
+        entries += mine
+    load = _load_pair if fmt == FORMAT_V2 else _load_codes_item
+    items = []
     unk = tokenizer.unk_id
     for entry in _progress(entries, f"reading {name} data"):
-        ids = np.asarray(tokenizer.encode(entry.text, entry.language), dtype=np.int32)
-        num_codes = _codes_length(entry)
-        frames = _cond_frames(entry)
-        if ids.size == 0:
-            report.empty_text.append(entry.where)
-        elif num_codes == 0:
-            report.empty_codes.append(entry.where)
-        elif ids.size > max_text_tokens:
-            report.too_many_text_tokens.append(entry.where)
-        elif num_codes > max_codes:
-            report.too_many_codes.append(entry.where)
-        elif frames > MAX_COND_FRAMES:
-            report.cond_too_long.append(entry.where)
-        else:
-            if unk >= 0 and bool((ids == unk).any()):
-                report.with_unknown_tokens.append(entry.where)
-            items.append(DataItem(id=entry.id, where=entry.where, text_ids=ids, codes=entry.codes,
-                                  num_codes=num_codes, cond_mel=entry.cond_mel, cond_audio=entry.cond_audio))
+        try:
+            item, frames = load(entry, tokenizer, limits)
+        except RuleError as exc:
+            raise _refuse(entry, exc) from None
+        reason = drop_reason(int(item.text_ids.size), item.num_codes, frames, limits)
+        if reason is not None:
+            getattr(report, reason).append(entry.where)
+            continue
+        if unk >= 0 and bool((item.text_ids == unk).any()):
+            report.with_unknown_tokens.append(entry.where)
+        items.append(item)
     report.kept = len(items)
     return items, report
 
 
+def _load_codes_item(entry: ManifestEntry, tokenizer: TextTokenizer, limits: DataLimits) -> tuple[DataItem, int]:
+    ids = np.asarray(tokenizer.encode(entry.text, entry.language), dtype=np.int32)
+    num_codes = item_files.codes_count(entry.codes)
+    if entry.cond_mel is not None:
+        frames = item_files.cond_mel_header_frames(entry.cond_mel)
+    else:
+        assert entry.cond_audio is not None
+        frames = item_files.cond_audio_frames(entry.cond_audio)
+    return DataItem(id=entry.id, where=entry.where, text_ids=ids, codes=entry.codes, num_codes=num_codes,
+                    cond_mel=entry.cond_mel, cond_audio=entry.cond_audio), frames
+
+
+def _load_pair(entry: PairEntry, _tokenizer: TextTokenizer, limits: DataLimits) -> tuple[PairItem, int]:
+    facts = item_files.inspect_pair(entry.text_ids, entry.text_len, entry.codes, entry.code_len, entry.condition,
+                                    entry.emo_vec, limits)
+    return PairItem(id=entry.id, where=entry.where, text_ids=facts.text_ids, codes=entry.codes,
+                    num_codes=facts.num_codes, condition=entry.condition, emo_vec=entry.emo_vec), 0
+
+
 # ----- loading items --------------------------------------------------------------------------------
-
-
-# The header np.save writes, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (100, 87), } + padding.
-_PLAIN_NPY_HEADER = re.compile(r"\{'descr': '(?P<descr>[<>|=]?[biuf]\d+)', 'fortran_order': False, "
-                               r"'shape': \((?P<shape>[\d, ]*)\), \}\s*")
-
-
-def read_npy(path: Path) -> np.ndarray:
-    """``np.load(path)`` for the plain arrays np.save writes, without numpy's header parser.
-
-    That parser (``ast.literal_eval``) costs more than reading a small file, and the loader reads two
-    files per item every epoch. Any other header (Fortran order, structured dtypes) goes to ``np.load``.
-    """
-    with open(path, "rb") as handle:
-        data = bytearray(handle.read())  # writable, so tensors made from it are too
-    if data[:6] == b"\x93NUMPY" and data[6:7] in (b"\x01", b"\x02", b"\x03"):
-        size_bytes = 2 if data[6] == 1 else 4
-        start = 8 + size_bytes
-        end = start + int.from_bytes(data[8:start], "little")
-        match = _PLAIN_NPY_HEADER.fullmatch(data[start:end].decode("latin-1"))
-        if match is not None:
-            shape = tuple(int(n) for n in match["shape"].split(",") if n.strip())
-            dtype, count = np.dtype(match["descr"]), math.prod(shape)
-            if len(data) < end + count * dtype.itemsize:
-                raise ValueError(f"{path} is truncated: {len(data) - end} data bytes for an array of shape "
-                                 f"{list(shape)} {dtype}")
-            return np.frombuffer(data, dtype=dtype, count=count, offset=end).reshape(shape)
-    return np.load(path, allow_pickle=False)
 
 
 def _load_audio_mel(path: Path) -> torch.Tensor:
@@ -235,10 +251,20 @@ def _load_audio_mel(path: Path) -> torch.Tensor:
     return mel_spectrogram(torch.from_numpy(np.ascontiguousarray(load_audio(path), dtype=np.float32)))
 
 
+_ITEM_ERRORS = (RuleError, OSError, ValueError, EOFError, MemoryError)
+
+
 class CodesDataset(Dataset):
-    def __init__(self, items: Sequence[DataItem], num_codes_valid: int) -> None:
+    """v1.5 items: codes, prompt mel (from its file or computed from the prompt audio)."""
+
+    format = FORMAT_V15
+
+    def __init__(self, items: Sequence[DataItem], num_codes_valid: int = 8192, limits: DataLimits | None = None,
+                 collate: Callable[[list[dict]], dict] | None = None) -> None:
         self.items = list(items)
-        self.num_codes_valid = num_codes_valid  # codes must lie in 0..num_codes_valid-1 (below start_mel)
+        self.limits = limits or DataLimits(code_limit=num_codes_valid)
+        self.num_codes_valid = self.limits.code_limit  # codes must lie in 0..num_codes_valid-1 (below start_mel)
+        self.collate = collate or Collator()
 
     def __len__(self) -> int:
         return len(self.items)
@@ -249,17 +275,13 @@ class CodesDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         item = self.items[index]
         try:
-            codes = read_npy(item.codes).reshape(-1)
-            if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= self.num_codes_valid):
-                raise ValueError(f"codes must lie in 0..{self.num_codes_valid - 1}, found "
-                                 f"{int(codes.min())}..{int(codes.max())} in {item.codes}")
+            codes = item_files.load_codes(item.codes, self.limits)
             if item.cond_mel is not None:
-                mel = read_npy(item.cond_mel)
-                cond = torch.from_numpy(np.ascontiguousarray(mel.reshape(MEL_BANDS, -1), dtype=np.float32))
+                cond = torch.from_numpy(item_files.load_cond_mel(item.cond_mel))
             else:
                 assert item.cond_audio is not None
                 cond = _load_audio_mel(item.cond_audio)
-        except (OSError, ValueError, EOFError) as exc:  # EOFError: np.load of an empty file
+        except _ITEM_ERRORS as exc:
             return {"error": f"{item.where} (id {item.id}): {exc}"}
         return {
             "id": item.id,
@@ -269,9 +291,54 @@ class CodesDataset(Dataset):
         }
 
 
+class PairDataset(Dataset):
+    """IndexTTS2 pairs: the target's codes (cut to target_code_len), the prompt's condition and emo vec."""
+
+    format = FORMAT_V2
+
+    def __init__(self, items: Sequence[PairItem], limits: DataLimits,
+                 collate: Callable[[list[dict]], dict] | None = None) -> None:
+        self.items = list(items)
+        self.limits = limits
+        self.collate = collate or PairCollator()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def lengths(self) -> list[int]:
+        return [item.length for item in self.items]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        item = self.items[index]
+        try:
+            codes = item_files.load_codes(item.codes, self.limits, item.num_codes)
+            condition = item_files.load_condition(item.condition, self.limits)
+            emo_vec = item_files.load_emo_vec(item.emo_vec, self.limits)
+        except _ITEM_ERRORS as exc:
+            return {"error": f"{item.where} (id {item.id}): {exc}"}
+        return {"id": item.id, "text_ids": item.text_ids, "codes": codes, "condition": condition, "emo_vec": emo_vec}
+
+
+def make_dataset(items: Sequence[DataItem] | Sequence[PairItem], gpt: dict[str, Any],
+                 text_vocab: int | None = None) -> CodesDataset | PairDataset:
+    """The dataset for ``items`` (either format), checking against the run's gpt config; ``.collate`` pads."""
+    limits = DataLimits.from_gpt(gpt, text_vocab)
+    if items and isinstance(items[0], PairItem):
+        return PairDataset(items, limits, PairCollator())
+    return CodesDataset(items, limits.code_limit, limits,
+                        Collator(text_pad=int(gpt.get("stop_text_token", 1)), code_pad=limits.stop_mel_token))
+
+
+def _lengths(values: list[int]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.long)
+
+
 @dataclass(frozen=True)
 class Collator:
-    """Pad a list of items into one batch (text with stop_text, codes with stop_mel, mels with 0)."""
+    """v1.5: pad a list of items into one batch (text with stop_text, codes with stop_mel, mels with 0).
+
+    ``*_lengths_host`` are the same lengths as plain lists: the trainer reads them without a device sync.
+    """
 
     text_pad: int = 1
     code_pad: int = 8193
@@ -296,12 +363,48 @@ class Collator:
         return {
             "ids": [item["id"] for item in items],
             "text_ids": torch.from_numpy(text),
-            "text_lengths": torch.tensor(text_len, dtype=torch.long),
+            "text_lengths": _lengths(text_len),
             "codes": torch.from_numpy(codes),
-            "code_lengths": torch.tensor(code_len, dtype=torch.long),
+            "code_lengths": _lengths(code_len),
             "cond_mels": torch.from_numpy(mels),
-            "cond_mel_lengths": torch.tensor(mel_len, dtype=torch.long),
+            "cond_mel_lengths": _lengths(mel_len),
             "num_tokens": sum(text_len) + sum(code_len),
+            "text_lengths_host": text_len,
+            "code_lengths_host": code_len,
+            "cond_mel_lengths_host": mel_len,
+        }
+
+
+@dataclass(frozen=True)
+class PairCollator:
+    """IndexTTS2: text ids and codes zero-padded to int64 (as the community collate; the model rewrites
+    positions past each length to stop), condition stacked to (B, 32, D), emo vec to (B, D), float32."""
+
+    pad: int = 0
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        errors = [item["error"] for item in items if "error" in item]
+        if errors:
+            return {"error": errors[0]}
+        size = len(items)
+        text_len = [len(item["text_ids"]) for item in items]
+        code_len = [len(item["codes"]) for item in items]
+        text = np.full((size, max(text_len)), self.pad, dtype=np.int64)
+        codes = np.full((size, max(code_len)), self.pad, dtype=np.int64)
+        for row, item in enumerate(items):
+            text[row, : text_len[row]] = item["text_ids"]
+            codes[row, : code_len[row]] = item["codes"]
+        return {
+            "ids": [item["id"] for item in items],
+            "text_ids": torch.from_numpy(text),
+            "text_lengths": _lengths(text_len),
+            "codes": torch.from_numpy(codes),
+            "code_lengths": _lengths(code_len),
+            "condition": torch.from_numpy(np.stack([item["condition"] for item in items])),
+            "emo_vec": torch.from_numpy(np.stack([item["emo_vec"] for item in items])),
+            "num_tokens": sum(text_len) + sum(code_len),
+            "text_lengths_host": text_len,
+            "code_lengths_host": code_len,
         }
 
 
@@ -383,7 +486,7 @@ class BatchLoader:
     uninterrupted one's.
     """
 
-    def __init__(self, dataset: CodesDataset, batches: Sequence[list[int]], collate: Callable[[list[dict]], dict],
+    def __init__(self, dataset: Dataset, batches: Sequence[list[int]], collate: Callable[[list[dict]], dict],
                  num_workers: int, pin_memory: bool, seed: int, persistent: bool = False) -> None:
         self._sampler = _BatchList(list(batches))
         self._packed = num_workers > 0 and not pin_memory
@@ -439,12 +542,8 @@ class BatchLoader:
         self._loader = None  # the last reference: the DataLoader's iterator shuts its workers down
 
 
-def make_loader(dataset: CodesDataset, batches: Sequence[list[int]], collate: Callable[[list[dict]], dict],
+def make_loader(dataset: Dataset, batches: Sequence[list[int]], collate: Callable[[list[dict]], dict],
                 num_workers: int, pin_memory: bool, seed: int, persistent: bool = False) -> BatchLoader:
     """A loader over exactly ``batches``, in order (see ``BatchLoader``)."""
     return BatchLoader(dataset, batches, collate, num_workers, pin_memory, seed, persistent)
 
-
-def make_dataset(items: Sequence[DataItem], gpt_config: dict[str, Any]) -> CodesDataset:
-    """The dataset for the run's items (codes must lie below the config's start_mel_token)."""
-    return CodesDataset(items, num_codes_valid=int(gpt_config["start_mel_token"]))

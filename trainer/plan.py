@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from data_tools.config import ConfigError, load_config
-from data_tools.manifest import ManifestError
+from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, FORMAT_V15, ManifestError, parse_manifest_spec
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from trainer.checkpoints import (
     CheckpointError,
@@ -128,8 +128,7 @@ def _gib(count: float) -> str:
 
 def manifest_file(text: str) -> Path:
     """A manifest argument without its optional ``::lang`` suffix."""
-    path, sep, lang = str(text).rpartition("::")
-    return Path(path) if sep and lang and "/" not in lang else Path(text)
+    return parse_manifest_spec(text).path
 
 
 # ----- the stages ----------------------------------------------------------------------------------
@@ -203,7 +202,7 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
             paths = plan.opts.get(f"{split}_manifest") or []
             if not paths:
                 continue
-            items, report = load_items(paths, plan.tokenizer, *limits, name=split)
+            items, report = load_items(paths, plan.tokenizer, *limits, name=split, gpt=gpt)
             data = DataPlan(items, report, report.lines(split, *limits))
             setattr(plan, split, data)
             if split == "train" and not items:
@@ -227,17 +226,20 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
 
 
 def _format_mismatch(plan: RunPlan) -> str | None:
-    """IndexTTS2 trains on paired manifests, v1.5 on codes manifests: say so when the data is the other kind."""
+    """IndexTTS2 trains on paired manifests, v1.5 on codes manifests, and train and val share one format."""
     assert plan.variant is not None and plan.train is not None
-    kinds = {getattr(item, "format", "codes") for item in plan.train.items + (plan.val.items if plan.val else [])}
-    wanted = "pairs" if plan.variant.version == "2" else "codes"
-    if not kinds or kinds == {wanted}:
+    train = plan.train.report.format
+    if plan.val is not None and plan.val.report.format != train:
+        return (f"--train-manifest is {FORMAT_NAMES[train]} but --val-manifest is "
+                f"{FORMAT_NAMES[plan.val.report.format]}: one run trains one format")
+    wanted = FORMAT_V2 if plan.variant.version == "2" else FORMAT_V15
+    if train == wanted:
         return None
-    if wanted == "pairs":
+    if wanted == FORMAT_V2:
         return ("--config describes an IndexTTS2 GPT, which trains on paired manifests (prompt_condition_path, "
-                "target_codes_path, ...); the manifests given are IndexTTS-1.5 codes manifests")
+                f"target_codes_path, ...); --train-manifest is {FORMAT_NAMES[train]}")
     return ("--config describes an IndexTTS-1.5 GPT, which trains on codes manifests (text, codes, cond_mel); "
-            "the manifests given are IndexTTS2 paired manifests")
+            f"--train-manifest is {FORMAT_NAMES[train]}")
 
 
 def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer: TextTokenizer) -> Expectation:

@@ -32,7 +32,7 @@ from trainer.checkpoints import (
     optimizer_param_names,
     restore_rng_state,
 )
-from trainer.data import Collator, make_dataset, make_loader
+from trainer.data import make_dataset, make_loader
 from trainer.distributed import DistContext, any_rank, sum_over_ranks
 from trainer.errors import UsageError
 from trainer.metrics import MetricsLog, truncate_after_step
@@ -136,15 +136,16 @@ class TrainingRun:
             for line in data.lines if data else []:
                 self.say(line)
         gpt = self.start.gpt_config
-        self.collate = Collator(text_pad=int(gpt["stop_text_token"]), code_pad=int(gpt["stop_mel_token"]))
-        self.train_set = make_dataset(plan.train.items, gpt)
+        text_vocab = plan.tokenizer.vocab_size if plan.tokenizer is not None else None
+        self.train_set = make_dataset(plan.train.items, gpt, text_vocab)
+        self.collate = self.train_set.collate
         batches_per_epoch = len(self.sampler)
         self.steps_per_epoch = math.ceil(batches_per_epoch / opts["grad_accumulation"])
         self.total_steps = self.steps_per_epoch * opts["epochs"]
         if opts["max_steps"]:
             self.total_steps = min(self.total_steps, opts["max_steps"])
         if plan.val is not None and plan.val.items:
-            val_set = make_dataset(plan.val.items, gpt)
+            val_set = make_dataset(plan.val.items, gpt, text_vocab)
             val_batches = BucketBatchSampler(val_set.lengths(), opts["batch_size"], opts["seed"],
                                              rank=ctx.rank, world_size=ctx.world_size).batches(0)
             if opts["max_val_batches"]:

@@ -1,0 +1,161 @@
+"""The data checker's per-line half for IndexTTS2 paired manifests (see ``data_tools.check_chunks``).
+
+Per line: the fields (typed, bounded), the prompt is not the target, and with file checks every array
+through ``data_tools.item_files`` (the trainer's own reading code): text ids inside the tokenizer, lengths
+that fit their arrays, codes in range, condition [32, model_dim] and emo vec [model_dim] finite float, and
+batch-padded ``target_code_len`` values (``data_tools.code_lengths``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from data_tools import item_files
+from data_tools.check_chunks import (
+    CheckSettings,
+    ChunkResult,
+    ChunkTask,
+    _check_durations,
+    _hash64,
+    _hash_strings,
+    _read_lines,
+    _tally_scripts,
+    problem_code,
+)
+from data_tools.code_lengths import padded_length, target_duration
+from data_tools.manifest import ManifestError, load_json_object
+from data_tools.pairs_manifest import PairEntry, parse_pair_object
+from data_tools.shape_rules import V2_CODES_PER_SECOND, RuleError, drop_reason
+from data_tools.text_keys import TextBatch
+
+DROP_CODES = {"empty_text": "empty-text", "empty_codes": "codes-empty", "too_many_text_tokens": "text-too-long",
+              "too_many_codes": "codes-too-long"}
+
+
+def _parse(lines: list[str | None], manifest: Path, problems: list, language: str | None
+           ) -> tuple[list[PairEntry], list[int]]:
+    entries: list[PairEntry] = []
+    entry_lines: list[int] = []
+    for lineno, raw in enumerate(lines, 1):
+        if raw is None:
+            problems.append(("error", "not-utf8", lineno, "not valid UTF-8"))
+            continue
+        if raw.isspace() or not raw:
+            continue
+        if len(raw) > (1 << 20):
+            problems.append(("error", "invalid-entry", lineno, "line longer than 1048576 bytes"))
+            continue
+        try:
+            entry = parse_pair_object(load_json_object(raw, manifest, lineno), manifest, lineno, language)
+        except ManifestError as err:
+            problems.append(("error", problem_code(err), lineno, err.message))
+            continue
+        entries.append(entry)
+        entry_lines.append(lineno)
+    return entries, entry_lines
+
+
+def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
+    lines, nbytes = _read_lines(task)
+    result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
+                         bytes_read=nbytes)
+    entries, entry_lines = _parse(lines, Path(task.manifest), result.problems, task.language)
+    n = len(entries)
+    ids = [e.id for e in entries]
+    texts = [e.target_text or "" for e in entries]
+    batch = TextBatch(texts)
+    _tally_scripts(result, batch.script_counts(), [e.language or settings.language for e in entries], ids, texts,
+                   entry_lines)
+    speaker_index: dict[str, int] = {}
+    result.speakers = np.array([-1 if e.speaker is None else speaker_index.setdefault(e.speaker, len(speaker_index))
+                                for e in entries], dtype=np.int64)
+    result.speaker_names = list(speaker_index)
+    result.ids = ids
+    result.target_ids = [e.target_id for e in entries]
+    result.prompt_ids = [e.prompt_id for e in entries]
+    result.text_hash = batch.key_hashes()
+    result.lines = np.asarray(entry_lines, dtype=np.int64)
+    result.text_chars = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+    result.text_tokens = np.array([-1 if e.text_len is None else e.text_len for e in entries], dtype=np.int64)
+    result.codes_lengths = np.array([-1 if e.code_len is None else e.code_len for e in entries], dtype=np.int64)
+    durations = np.array([np.nan if e.duration is None else e.duration for e in entries], dtype=np.float64)
+    for i, entry in enumerate(entries):
+        if entry.target_id and entry.target_id == entry.prompt_id:
+            result.problems.append(("warning", "prompt-is-target", entry_lines[i],
+                                    f"the prompt is the target utterance itself ({entry.target_id}): the model "
+                                    f"learns to copy its prompt (id {entry.id})"))
+    if settings.check_files:
+        result.codes_hash = np.zeros(n, dtype=np.uint64)
+        for i, entry in enumerate(entries):
+            _check_files(result, settings, entry, i, durations)
+    else:
+        result.codes_hash = _hash_strings([f"{os.path.normpath(e.codes)}:{e.code_len}" for e in entries])
+        result.codes_by_path = True
+        for i, entry in enumerate(entries):
+            if entry.text_len is not None and entry.code_len is not None:
+                _check_drop(result, settings, entry, entry_lines[i], entry.text_len, entry.code_len)
+    _check_durations(result.problems, ids, entry_lines, durations, result.text_chars)
+    result.durations = durations
+    result.problems.sort(key=lambda problem: problem[2])
+    return result
+
+
+def _check_drop(result: ChunkResult, settings: CheckSettings, entry: PairEntry, lineno: int, text_len: int,
+                code_len: int) -> None:
+    reason = drop_reason(text_len, code_len, 0, settings.limits())
+    if reason is not None:
+        limit = {"too_many_text_tokens": f", more than gpt.max_text_tokens {settings.max_text_tokens}",
+                 "too_many_codes": f", more than gpt.max_mel_tokens {settings.max_mel_tokens}"}.get(reason, "")
+        result.problems.append(("error", DROP_CODES[reason], lineno,
+                                f"{text_len} text ids, {code_len} codes{limit} (the trainer drops it) (id {entry.id})"))
+
+
+def _check_files(result: ChunkResult, settings: CheckSettings, entry: PairEntry, i: int,
+                 durations: np.ndarray) -> None:
+    lineno = int(result.lines[i])
+    limits = settings.limits()
+    try:
+        facts = item_files.inspect_pair(entry.text_ids, entry.text_len, entry.codes, entry.code_len,
+                                        entry.condition, entry.emo_vec, limits)
+        codes = item_files.load_codes(entry.codes, limits, facts.num_codes)
+        item_files.load_condition(entry.condition, limits)
+        item_files.load_emo_vec(entry.emo_vec, limits)
+    except RuleError as exc:
+        result.problems.append(("error", exc.code, lineno, f"{exc} (id {entry.id})"))
+        return
+    text_len = int(facts.text_ids.size)
+    result.text_tokens[i] = text_len
+    result.codes_lengths[i] = facts.num_codes
+    result.codes_hash[i] = _hash64(np.ascontiguousarray(codes, dtype=np.int64).tobytes())
+    _check_drop(result, settings, entry, lineno, text_len, facts.num_codes)
+    if settings.unk_id is not None and settings.unk_id >= 0:
+        unknown = int(np.sum(facts.text_ids == settings.unk_id))
+        if unknown:
+            result.unknown_tokens += unknown
+            result.problems.append(("warning", "unknown-tokens", lineno,
+                                    f"{unknown} of {text_len} text ids are the tokenizer's unknown id (id {entry.id})"))
+    result.tokens_total += text_len
+    duration = target_duration(entry.target_audio, entry.duration)
+    padded = padded_length(codes, duration)
+    if padded is not None:
+        new, basis = padded
+        result.code_len_fixes.append((lineno, entry.id, facts.num_codes, new, basis))
+        if basis == "duration":
+            result.problems.append(("error", "padded-code-len", lineno,
+                                    f"target_code_len {facts.num_codes} but the target lasts {duration:.2f} s "
+                                    f"(about {duration * V2_CODES_PER_SECOND:.0f} codes): batch-padded codes; "
+                                    f"the fix sets {new} (id {entry.id})"))
+        else:
+            result.problems.append(("warning", "padded-code-len", lineno,
+                                    f"the last {facts.num_codes - new} of {facts.num_codes} codes repeat one code: "
+                                    f"probably batch padding; the fix sets {new} (id {entry.id})"))
+    elif duration is not None:
+        expected = duration * V2_CODES_PER_SECOND
+        if facts.num_codes < expected - max(3, 0.05 * expected):
+            result.problems.append(("warning", "duration-mismatch", lineno,
+                                    f"duration {duration:.2f} s means about {expected:.0f} codes, target_code_len is "
+                                    f"{facts.num_codes} (id {entry.id})"))
+    durations[i] = duration if duration is not None else facts.num_codes / V2_CODES_PER_SECOND
