@@ -19,6 +19,7 @@ from tests.checkpoint_factory import make_checkpoint, trained_state
 from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
+from trainer.demo_v2 import DemoV2Paths
 from trainer.options import options_to_argv, parse_argv
 from trainer.preflight import run_preflight
 
@@ -146,6 +147,10 @@ CASES = [
     Case("resume-torn", "resume", "latest.pth: empty file (0 bytes)"),
     Case("existing-run-no-resume", "resume", "already holds checkpoints of a run"),
     Case("device-fp16-on-cpu", "device", "--amp fp16 needs a CUDA device"),
+    Case("v2-config-v15-data", "data", "describes an IndexTTS2 GPT, which trains on paired manifests"),
+    Case("v15-config-v2-data", "data", "describes an IndexTTS-1.5 GPT, which trains on codes manifests"),
+    Case("v2-val-v15", "data", "--train-manifest is an IndexTTS2 paired manifest but --val-manifest is a v1.5"),
+    Case("v2-base-for-v15-config", "weights", "does not fit the model of --config"),
 ]
 
 
@@ -159,6 +164,16 @@ def _break_more(case: str, values: dict, tmp_path: Path, demo_workspace) -> None
         other = tmp_path / "config.yaml"
         other.write_text(yaml.safe_dump(config))
         values["config"] = str(other)
+    elif case.startswith(("v2-", "v15-")):
+        v2 = DemoV2Paths.under(demo_workspace.root)
+        if case in ("v2-config-v15-data", "v2-val-v15"):
+            values.update(config=str(v2.config), base_checkpoint=str(v2.base_checkpoint))
+        if case in ("v15-config-v2-data", "v2-val-v15"):
+            values["train_manifest"] = [str(v2.train_manifest)]
+        if case == "v15-config-v2-data":
+            values["val_manifest"] = [str(v2.val_manifest)]
+        if case == "v2-base-for-v15-config":
+            values["base_checkpoint"] = str(v2.base_checkpoint)
     else:
         _break(case, values, tmp_path, demo_workspace)
 

@@ -37,7 +37,7 @@ from trainer.checkpoints import (
     select_resume,
     tokenizer_record,
 )
-from trainer.data import load_items
+from trainer.data import load_items, split_format
 from trainer.errors import UsageError
 from trainer.loop import check_amp, resolve_device
 from trainer.model import INFERENCE_ONLY_PREFIXES, build_model, state_dict_mismatches
@@ -198,6 +198,9 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     limits = (int(gpt["max_text_tokens"]), int(gpt["max_mel_tokens"]))
     parts: list[str] = []
     try:
+        mismatch = _format_mismatch(plan)
+        if mismatch:
+            return plan.add("data", False, mismatch)
         for split in ("train", "val"):
             paths = plan.opts.get(f"{split}_manifest") or []
             if not paths:
@@ -213,9 +216,6 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     except (ManifestError, OSError, ValueError) as exc:
         return plan.add("data", False, one_line(exc))
     assert plan.train is not None
-    mismatch = _format_mismatch(plan)
-    if mismatch:
-        return plan.add("data", False, mismatch)
     lengths = [item.length for item in plan.train.items]
     plan.sampler = BucketBatchSampler(lengths, int(plan.opts["batch_size"]), int(plan.opts["seed"]),
                                       rank=rank, world_size=world_size)
@@ -226,12 +226,17 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
 
 
 def _format_mismatch(plan: RunPlan) -> str | None:
-    """IndexTTS2 trains on paired manifests, v1.5 on codes manifests, and train and val share one format."""
-    assert plan.variant is not None and plan.train is not None
-    train = plan.train.report.format
-    if plan.val is not None and plan.val.report.format != train:
-        return (f"--train-manifest is {FORMAT_NAMES[train]} but --val-manifest is "
-                f"{FORMAT_NAMES[plan.val.report.format]}: one run trains one format")
+    """IndexTTS2 trains on paired manifests, v1.5 on codes manifests, and train and val share one format.
+
+    Told from the manifests' fields before any item is read, so the sentence names the real problem.
+    """
+    assert plan.variant is not None
+    train = split_format([parse_manifest_spec(p) for p in plan.opts["train_manifest"]])
+    val_paths = plan.opts.get("val_manifest") or []
+    val = split_format([parse_manifest_spec(p) for p in val_paths]) if val_paths else train
+    if val != train:
+        return (f"--train-manifest is {FORMAT_NAMES[train]} but --val-manifest is {FORMAT_NAMES[val]}: one run "
+                "trains one format")
     wanted = FORMAT_V2 if plan.variant.version == "2" else FORMAT_V15
     if train == wanted:
         return None
