@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -303,3 +304,31 @@ def test_tensorboard_and_metrics_hold_the_same_steps(finished_run):
     for scalar in acc.Scalars("train/mel_loss"):
         assert scalar.value == pytest.approx(jsonl[scalar.step]["mel_loss"], rel=1e-6)
     assert torch.tensor([e["lr"] for e in jsonl.values()]).gt(0).all()
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has installed its own SIGTERM handler (the trainer does first thing; Python does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(mask & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc to see the signal handlers")
+def test_sigint_while_importing_exits_130_without_traceback(demo_workspace, data, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.train", *tiny_args(demo_workspace, data, tmp_path / "r")],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _catches_sigterm(proc.pid):  # polling a condition with a deadline, not a sleep as sync
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert not (tmp_path / "r" / "latest.pth").exists()
