@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from data_tools.config import ConfigError
 from trainer.synthesis.ecapa import EcapaSpec, EcapaTDNN
+from trainer.synthesis.errors import SynthesisError
 
 FILTER_TAPS = 12
 FILTER_CUTOFF = 0.25
@@ -45,8 +46,8 @@ VOCODER_KEYS = (
 )
 
 
-class VocoderError(ValueError):
-    """A vocoder file or config that cannot be used; the message is one line saying what and where."""
+class VocoderError(SynthesisError):
+    """A vocoder file that cannot be used; the message is one line saying what and where."""
 
 
 @dataclass(frozen=True)
