@@ -194,7 +194,7 @@ def _quick_entry(obj: object) -> tuple | None:
     if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)) or len(uid) > MAX_ID_CHARS:
         return None
     for value in (codes, cond_mel, cond_audio):
-        if value and (value[0] == "~" or "\x00" in value or len(value) > 4096):
+        if value and (value[0] == "~" or "\x00" in value or len(value) > 4096 or value.isspace()):
             return None  # the manifest parser expands or refuses it
     if "prompt_condition_path" in obj or "target_codes_path" in obj:
         return None

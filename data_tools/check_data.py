@@ -179,10 +179,13 @@ def _formats(specs: list, problems: _ProblemList) -> list[str | None]:
     return formats
 
 
-def write_code_len_fixes(report: DataReport) -> list[Path]:
-    """Write a corrected manifest beside each manifest with padded ``target_code_len`` values (never over it)."""
+def write_code_len_fixes(report: DataReport | Sequence[dict]) -> list[Path]:
+    """Write a corrected manifest beside each manifest with padded ``target_code_len`` values (never over it).
+
+    Takes a report or its ``code_len_fixes`` list (what the web UI keeps); returns the files written.
+    """
     by_manifest: dict[str, list[CodeLenFix]] = {}
-    for fix in report.code_len_fixes:
+    for fix in report.code_len_fixes if isinstance(report, DataReport) else report:
         by_manifest.setdefault(fix["manifest"], []).append(
             CodeLenFix(fix["line"], fix["id"], fix["old"], fix["new"], fix["basis"]))
     return [fix_manifest(Path(manifest), fixes) for manifest, fixes in by_manifest.items()]

@@ -46,9 +46,9 @@ import numpy as np
 from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
+from data_tools.shape_rules import V1_SAMPLE_RATE as SAMPLE_RATE
+from data_tools.shape_rules import V1_SAMPLES_PER_CODE as SAMPLES_PER_CODE
 
-SAMPLE_RATE = 24_000
-SAMPLES_PER_CODE = 1024
 SILENCE_DBFS = -60.0  # RMS below this is taken as silence
 ITEM_TIMEOUT_S = 600.0
 STATE_DIR = ".preprocess"

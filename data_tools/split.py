@@ -15,6 +15,10 @@ other field kept as it was).
   ``--held-out-speakers N`` additionally moves every utterance of N whole speakers to val (unseen
   voices); use ``--val-fraction 0`` to have only those in val.
 - Deterministic: the same manifest and seed give the same split.
+- IndexTTS2 paired manifests split by target utterance (the same planning on the targets), and stay
+  leak-free: no utterance is a target in train and a prompt or target in val. A val pair whose prompt is a
+  train target gets another prompt of its speaker that is not (one whose prompt features the manifest
+  has); when there is none the pair is left out, and the notes say how many.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from pathlib import Path
 
 from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
-from data_tools.manifest import ManifestError, parse_manifest_line
+from data_tools.manifest import (
+    FORMAT_V2,
+    ManifestError,
+    load_json_object,
+    manifest_format,
+    parse_manifest_line,
+)
+from data_tools.pairs_manifest import PAIR_PATH_FIELDS, PairEntry, parse_pair_object
 from data_tools.text import normalize_text
 from data_tools.text_keys import text_key
 
@@ -183,10 +194,10 @@ def _keeps_speakers_seen(speakers: Counter, train_left: Counter) -> bool:
     return all(speaker is None or train_left[speaker] - n >= 1 for speaker, n in speakers.items())
 
 
-def _rebase(obj: dict, manifest_dir: Path, out_dir: Path) -> dict:
+def _rebase(obj: dict, manifest_dir: Path, out_dir: Path, fields: tuple[str, ...] = PATH_FIELDS) -> dict:
     """Relative paths in ``obj`` rewritten so they still point at the same files from ``out_dir``."""
     out = dict(obj)
-    for key in PATH_FIELDS:
+    for key in fields:
         value = obj.get(key)
         if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
             out[key] = Path(os.path.relpath(manifest_dir / value, out_dir)).as_posix()
@@ -201,6 +212,12 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
     train_path, val_path = out_dir / "train.jsonl", out_dir / "val.jsonl"
     if manifest in (train_path, val_path):
         raise SplitError(f"--out-dir {out_dir} would overwrite the input manifest {manifest}")
+    try:
+        fmt = manifest_format(manifest)
+    except ManifestError as exc:
+        raise SplitError(str(exc)) from None
+    if fmt == FORMAT_V2:
+        return _split_pairs(manifest, out_dir, train_path, val_path, val_fraction, seed, held_out_speakers)
     items, objects = _read(manifest)
     plan = plan_split(items, val_fraction, seed, held_out_speakers)
     notes = []
@@ -216,6 +233,91 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
     val_speakers = {items[i].speaker for i in plan.val if items[i].speaker is not None}
     return SplitResult(train_path=train_path, val_path=val_path, train_count=len(plan.train),
                        val_count=len(plan.val), groups=plan.groups, held_out=plan.held_out,
+                       val_speakers=len(val_speakers), notes=notes)
+
+
+PROMPT_FIELDS = ("prompt_id", "prompt_audio_path", "prompt_condition_path", "prompt_condition_len",
+                 "prompt_emo_vec_path", "prompt_duration")
+
+
+def _read_pairs(manifest: Path) -> tuple[list[PairEntry], list[dict]]:
+    from data_tools.manifest import iter_lines
+
+    entries: list[PairEntry] = []
+    objects: list[dict] = []
+    try:
+        for lineno, raw in iter_lines(manifest):
+            if isinstance(raw, ManifestError):
+                raise raw
+            obj = load_json_object(raw, manifest, lineno)
+            entries.append(parse_pair_object(obj, manifest, lineno))
+            objects.append(obj)
+    except ManifestError as exc:
+        raise SplitError(str(exc)) from None
+    if not entries:
+        raise SplitError(f"{manifest}: manifest has no entries")
+    return entries, objects
+
+
+def _utterance(entry: PairEntry, role: str) -> str:
+    """A pair's target or prompt utterance (its id, else its feature file)."""
+    if role == "target":
+        return entry.target_id or os.path.normpath(entry.codes)
+    return entry.prompt_id or os.path.normpath(entry.condition)
+
+
+def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path, val_fraction: float, seed: int,
+                 held_out_speakers: int) -> SplitResult:
+    entries, objects = _read_pairs(manifest)
+    targets: dict[str, int] = {}  # target utterance -> its first pair
+    for i, entry in enumerate(entries):
+        targets.setdefault(_utterance(entry, "target"), i)
+    names = list(targets)
+    items = [SplitItem(name, entries[i].target_text or name, entries[i].speaker, os.path.normpath(entries[i].codes),
+                       entries[i].language) for name, i in targets.items()]
+    plan = plan_split(items, val_fraction, seed, held_out_speakers)
+    val_targets = {names[k] for k in plan.val}
+    train_rows = [i for i, e in enumerate(entries) if _utterance(e, "target") not in val_targets]
+    trained = {_utterance(entries[i], "target") for i in train_rows}
+    prompt_source: dict[str, int] = {}  # prompt utterance -> a pair that has its prompt features
+    for i, entry in enumerate(entries):
+        prompt_source.setdefault(_utterance(entry, "prompt"), i)
+    val_objects: list[dict] = []
+    reprompted = dropped = 0
+    used = {(_utterance(e, "target"), _utterance(e, "prompt")) for e in entries}
+    for i, entry in enumerate(entries):
+        target = _utterance(entry, "target")
+        if target not in val_targets:
+            continue
+        obj = objects[i]
+        if _utterance(entry, "prompt") in trained:
+            choices = sorted(u for u, j in prompt_source.items()
+                             if u not in trained and u != target and entries[j].speaker == entry.speaker
+                             and (target, u) not in used)
+            if not choices:
+                dropped += 1
+                continue
+            chosen = random.Random(f"{seed}:{entry.id}").choice(choices)
+            used.add((target, chosen))
+            donor = objects[prompt_source[chosen]]
+            obj = {k: v for k, v in obj.items() if k not in PROMPT_FIELDS}
+            obj.update({k: donor[k] for k in PROMPT_FIELDS if k in donor})
+            obj["id"] = f"{target}__{donor.get('prompt_id', 'prompt')}"
+            reprompted += 1
+        val_objects.append(obj)
+    notes = []
+    if reprompted:
+        notes.append(f"{reprompted} val pair(s) got another prompt of their speaker (theirs is a train target)")
+    if dropped:
+        notes.append(f"{dropped} val pair(s) left out: no prompt of their speaker outside the train targets")
+    if val_fraction > 0 and not val_objects:
+        notes.append("val is empty: every target is needed in train to keep its speaker seen")
+    for path, rows in ((train_path, [objects[i] for i in train_rows]), (val_path, val_objects)):
+        atomic_write_text(path, "".join(json.dumps(_rebase(obj, manifest.parent, out_dir, PAIR_PATH_FIELDS),
+                                                   ensure_ascii=False) + "\n" for obj in rows))
+    val_speakers = {obj.get("speaker") for obj in val_objects if obj.get("speaker") is not None}
+    return SplitResult(train_path=train_path, val_path=val_path, train_count=len(train_rows),
+                       val_count=len(val_objects), groups=plan.groups, held_out=plan.held_out,
                        val_speakers=len(val_speakers), notes=notes)
 
 
@@ -245,7 +347,7 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m data_tools.split",
-                                description="Split a codes manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
+                                description="Split a codes or IndexTTS2 paired manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
     parser.add_argument("--manifest", required=True, type=Path, help="codes manifest to split")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for train.jsonl and val.jsonl")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of utterances for val (0.05)")

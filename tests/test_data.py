@@ -244,3 +244,45 @@ def test_persistent_loader_walks_new_batches_each_pass_and_close_ends_its_worker
     assert not workers_seen & {child.pid for child in multiprocessing.active_children()}
     with pytest.raises(RuntimeError, match="closed"):
         iter(loader)
+
+
+HOSTILE_LINES = [
+    ('{"id": ' + "1" * 5000 + ', "text": "x", "codes": "a.codes.npy", "cond_mel": "a.mel.npy"}', "malformed JSON"),
+    ("[" * 100_000 + "]" * 100_000, "malformed JSON (nested too deep)"),
+    ('{"id": "b", "text": "ሰላም", "codes": "a.codes.npy", "cond_mel": "a.mel.npy", "duration": 1e19}',
+     "field 'duration' must be a number of seconds"),
+    ('{"id": "b", "text": "ሰላም", "codes": "a.codes.npy", "cond_mel": "a.mel.npy", "duration": NaN}',
+     "field 'duration' must be a number of seconds"),
+    ('{"id": "b", "text": "ሰላም", "codes": "~nosuchuser_t/a.npy", "cond_mel": "a.mel.npy"}',
+     "no home folder for user 'nosuchuser_t'"),
+    ('{"id": "b", "text": "ሰላም", "codes": "fifo.npy", "cond_mel": "a.mel.npy"}', "is a FIFO (named pipe)"),
+    ('{"id": "b", "text": "ሰላም", "codes": "huge.npy", "cond_mel": "a.mel.npy"}', "header claims shape [999999999999]"),
+    ('{"id": "b", "text": "ሰላም", "codes": "a.codes.npy", "cond_mel": "nan.mel.npy"}', "cond_mel holds 1 NaN"),
+]
+
+
+@pytest.mark.parametrize("line, expected", HOSTILE_LINES, ids=["5000-digits", "nested", "1e19", "nan", "nosuchuser",
+                                                                "fifo", "huge-header", "nan-mel"])
+def test_hostile_input_is_refused_in_one_line_by_trainer_and_checker(tmp_path, tokenizer, line, expected):
+    import os
+
+    from data_tools.check_data import check_manifests
+
+    manifest = write_manifest(tmp_path, [("a", "ሰላም", 10, 20)])
+    os.mkfifo(tmp_path / "fifo.npy")
+    np.save(tmp_path / "huge.npy", np.arange(4, dtype=np.int16))
+    (tmp_path / "huge.npy").write_bytes((tmp_path / "huge.npy").read_bytes().replace(b"(4,)", b"(999999999999,)"))
+    mel = np.zeros((100, 20), np.float32)
+    mel[3, 4] = np.nan
+    np.save(tmp_path / "nan.mel.npy", mel)
+    manifest.write_text(manifest.read_text(encoding="utf-8") + line + "\n", encoding="utf-8")
+    try:
+        items, _ = load_items([manifest], tokenizer, 64, 128)
+        dataset = CodesDataset(items, 8192)
+        refusal = Collator()([dataset[i] for i in range(len(dataset))])["error"]
+    except ManifestError as exc:
+        refusal = str(exc)
+    assert refusal.startswith(f"{manifest}:2") and expected in refusal and "\n" not in refusal
+    report = check_manifests([manifest], workers=1)
+    assert [p.where for p in report.errors] == [f"{manifest}:2"]
+    assert expected.split(" (")[0] in report.errors[0].message

@@ -134,3 +134,38 @@ def test_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.Captur
     assert not (tmp_path / "o").exists()
     assert main(["--manifest", str(manifest), "--out-dir", str(tmp_path / "o"), "--seed", "2"]) == 0
     assert "val: 5 entries" in capsys.readouterr().out
+
+
+def test_paired_manifest_split_is_leak_free_by_utterance(tmp_path: Path) -> None:
+    """IndexTTS2 pairs: no utterance is a target in train and a prompt or target in val."""
+    import random as _random
+
+    from tests.pairs_factory import PairsBuilder
+
+    builder = PairsBuilder(tmp_path / "feats")
+    rng = _random.Random(0)
+    speakers = {"s1": [f"s1_{k}" for k in range(20)], "s2": [f"s2_{k}" for k in range(12)]}
+    for speaker, utterances in speakers.items():
+        for name in utterances:
+            builder.utterance(name, text_len=5, code_len=12)
+        for name in utterances:  # two random prompts per target, as build_gpt_prompt_pairs does
+            for prompt in rng.sample([u for u in utterances if u != name], 2):
+                builder.pair(name, prompt, speaker=speaker)
+    manifest = builder.write()
+    result = split_manifest(manifest, tmp_path / "out", val_fraction=0.2, seed=4)
+    train, val = read(result.train_path), read(result.val_path)
+    train_targets = {row["target_id"] for row in train}
+    assert val and train
+    assert not train_targets & ({row["target_id"] for row in val} | {row["prompt_id"] for row in val})
+    assert {row["speaker"] for row in val} == {"s1", "s2"}
+    assert len(train) == 2 * len(train_targets)  # a train target keeps all its pairs
+    val_targets = {row["target_id"] for row in val}
+    if len(train_targets) + len(val_targets) < 32 or len(val) < 2 * len(val_targets):
+        assert any("left out" in note for note in result.notes)  # a val pair without a clean prompt is counted
+    assert len({row["id"] for row in val}) == len(val)
+    for row in val:  # re-prompted pairs point at real feature files of their speaker
+        assert row["prompt_id"].split("_")[0] == row["speaker"] != row["target_id"]
+        assert (result.val_path.parent / row["prompt_condition_path"]).resolve().is_file()
+        assert row["id"] == f"{row['target_id']}__{row['prompt_id']}"
+    report = check_manifests([result.train_path], [result.val_path], workers=1)
+    assert report.leakage.get("utterances") == 0 and not report.errors

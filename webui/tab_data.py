@@ -1,5 +1,9 @@
 """The Data tab: check manifests, split a manifest into train/val, and prepare audio into a codes manifest.
 
+Both training formats are checked and split: v1.5 codes manifests and IndexTTS2 paired manifests (for these
+the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
+copy beside each original). A manifest path may end in ``::am`` to set its language.
+
 The checker and the split run in-process through their library functions (they stream and take seconds
 on a few hundred thousand lines); preprocessing runs for minutes to hours and touches the DVAE, so it is
 a supervised subprocess (``python -m data_tools.preprocess``) with its own log and progress bar.
@@ -94,6 +98,7 @@ class CheckView:
     durations: pd.DataFrame = field(default_factory=lambda: empty_frame(HISTOGRAM_COLUMNS))
     text_lengths: pd.DataFrame = field(default_factory=lambda: empty_frame(HISTOGRAM_COLUMNS))
     report_path: str | None = None
+    code_len_fixes: list[dict] = field(default_factory=list)  # v2: padded target_code_len, for the fix button
 
 
 def _splits(report: DataReport) -> list[SplitStats]:
@@ -163,7 +168,32 @@ def view_of_report(report: DataReport, report_path: Path | None = None) -> Check
         durations=summary_histogram(report.train.durations_s, "s"),
         text_lengths=summary_histogram(report.train.text_chars, "chars"),
         report_path=str(report_path) if report_path else None,
+        code_len_fixes=list(report.code_len_fixes),
     )
+
+
+def _manifest_arg(text: str, workspace: Path | str, what: str) -> str:
+    """A typed manifest (``path`` or ``path::lang``), checked to exist; keeps the language suffix."""
+    from data_tools.manifest import parse_manifest_spec
+
+    spec = parse_manifest_spec(text)
+    path = existing_file(str(spec.path), workspace, what)
+    return f"{path}::{spec.language}" if spec.language else str(path)
+
+
+def fix_code_len_action(fixes: list[dict] | None) -> str:
+    """Write corrected paired manifests (``<name>.codelen_fixed.jsonl``) beside the checked ones."""
+    from data_tools.check_data import write_code_len_fixes
+
+    if not fixes:
+        return message_html("nothing to correct: the last check found no batch-padded target_code_len")
+    try:
+        written = write_code_len_fixes(fixes)
+    except (OSError, ValueError) as exc:
+        return message_html(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    files = ", ".join(str(path) for path in written)
+    return badge_html("WRITTEN", f"{len(fixes)} target_code_len values corrected in {files} (originals unchanged)",
+                      "ok")
 
 
 def check_data(train: str, val: str, tokenizer: str, config: str, language: str | None,
@@ -173,10 +203,10 @@ def check_data(train: str, val: str, tokenizer: str, config: str, language: str 
     from data_tools.check_data import check_manifests
 
     try:
-        train_paths = [existing_file(p, workspace, "manifest") for p in split_paths(train)]
+        train_paths = [_manifest_arg(p, workspace, "manifest") for p in split_paths(train)]
         if not train_paths:
             raise InputProblem("give at least one training manifest")
-        val_paths = [existing_file(p, workspace, "validation manifest") for p in split_paths(val)]
+        val_paths = [_manifest_arg(p, workspace, "validation manifest") for p in split_paths(val)]
         tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
         config_path = existing_file(config, workspace, "config", required=False)
         report = check_manifests(
@@ -331,7 +361,8 @@ def build(ctx: StudioContext) -> None:
     gr.Markdown("### Check manifests")
     with gr.Row():
         train = gr.Textbox(value=str(paths.train_manifest), lines=2, scale=3,
-                           label="Training manifests (one per line)", elem_id="data-train-manifests")
+                           label="Training manifests (one per line; v1.5 codes or IndexTTS2 paired; path::am sets "
+                                 "the language)", elem_id="data-train-manifests")
         val = gr.Textbox(value=str(paths.val_manifest), lines=2, scale=3,
                          label="Validation manifests (optional, one per line)", elem_id="data-val-manifests")
     with gr.Row(equal_height=True):
@@ -373,6 +404,10 @@ def build(ctx: StudioContext) -> None:
                                 label="Speakers", elem_id="data-check-speakers")
     unknown_chars = gr.Dataframe(value=empty_frame(UNKNOWN_COLUMNS), interactive=False,
                                  label="Characters the tokenizer cannot encode", elem_id="data-check-unknown")
+    with gr.Row():
+        fix_button = gr.Button("Write corrected manifests (padded target_code_len)", elem_id="data-fix-code-len")
+    fix_result = gr.HTML(elem_id="data-fix-result")
+    fixes_state = gr.State([])
     with gr.Accordion("Full summary and JSON report", open=False):
         summary = gr.Textbox(lines=12, interactive=False, show_label=False, elem_id="data-check-summary")
         report_file = gr.File(label="data_check_report.json", interactive=False, elem_id="data-check-json")
@@ -385,11 +420,12 @@ def build(ctx: StudioContext) -> None:
         view = check_data(train_text, val_text, tok, cfg, lang, files, workspace, report_dir, report_progress)
         speakers_top = view.speakers.nlargest(40, "hours") if len(view.speakers) else view.speakers
         return (view.verdict, view.problems, view.durations, view.text_lengths, view.scripts, speakers_top,
-                view.scripts, view.speakers, view.unknown_chars, view.summary, view.report_path)
+                view.scripts, view.speakers, view.unknown_chars, view.summary, view.report_path, view.code_len_fixes)
 
     gr.Markdown("### Split a manifest into train and val")
     with gr.Row():
-        split_source = gr.Textbox(value="", label="Manifest to split", scale=3, elem_id="data-split-manifest",
+        split_source = gr.Textbox(value="", label="Manifest to split (v1.5 codes or IndexTTS2 paired)", scale=3,
+                                  elem_id="data-split-manifest",
                                   placeholder="e.g. data/prepared/manifest.jsonl")
         split_out = gr.Textbox(value=str(paths.data_dir / "split"), label="Output folder (train.jsonl, val.jsonl)",
                                scale=3, elem_id="data-split-out")
@@ -479,4 +515,5 @@ def build(ctx: StudioContext) -> None:
     rescan.click(lambda: gr.Dropdown(choices=find_manifests(workspace)), outputs=picker)
     check_button.click(on_check, inputs=[train, val, tokenizer, config, language, check_files],
                        outputs=[verdict, problems, durations, text_lengths, scripts_plot, speakers_plot, scripts,
-                                speakers, unknown_chars, summary, report_file])
+                                speakers, unknown_chars, summary, report_file, fixes_state])
+    fix_button.click(fix_code_len_action, inputs=fixes_state, outputs=fix_result)

@@ -1,0 +1,49 @@
+"""The Data tab on IndexTTS2 paired manifests: check (with the padded code_len fix) and leak-free split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tests.pairs_factory import PairsBuilder
+
+
+def paired_manifest(root: Path) -> Path:
+    builder = PairsBuilder(root)
+    for k in range(6):
+        builder.utterance(f"u{k}", text_len=5, code_len=20)
+    builder.utterance("padded", codes=np.concatenate([np.arange(10), np.full(30, 5)]).astype(np.int32))
+    for k in range(6):
+        builder.pair(f"u{k}", f"u{(k + 1) % 6}", target_duration=0.4)
+    builder.pair("padded", "u0", target_duration=0.2)
+    return builder.write("pairs.jsonl")
+
+
+def test_check_then_write_corrected_manifest(tmp_path: Path) -> None:
+    from webui import tab_data
+
+    manifest = paired_manifest(tmp_path / "data")
+    view = tab_data.check_data(f"{manifest}::am", "", "", "", "any", True, tmp_path, tmp_path / "report")
+    assert "ERRORS" in view.verdict
+    assert [(f["id"], f["old"], f["new"]) for f in view.code_len_fixes] == [("padded__u0", 40, 10)]
+    assert "padded-code-len" in set(view.problems["code"])
+    message = tab_data.fix_code_len_action(view.code_len_fixes)
+    fixed = manifest.with_name("pairs.codelen_fixed.jsonl")
+    assert "WRITTEN" in message and str(fixed) in message
+    assert json.loads(fixed.read_text(encoding="utf-8").splitlines()[-1])["target_code_len"] == 10
+    assert json.loads(manifest.read_text(encoding="utf-8").splitlines()[-1])["target_code_len"] == 40
+    assert "nothing to correct" in tab_data.fix_code_len_action([])
+
+
+def test_split_of_a_paired_manifest(tmp_path: Path) -> None:
+    from webui import tab_data
+
+    manifest = paired_manifest(tmp_path / "data")
+    view = tab_data.split_action(str(manifest), str(tmp_path / "split"), 0.3, 1, 0, tmp_path)
+    assert "SPLIT" in view.message, view.message
+    train = [json.loads(x) for x in Path(view.train_path).read_text(encoding="utf-8").splitlines()]
+    val = [json.loads(x) for x in Path(view.val_path).read_text(encoding="utf-8").splitlines()]
+    train_targets = {row["target_id"] for row in train}
+    assert val and not train_targets & ({row["target_id"] for row in val} | {row["prompt_id"] for row in val})
