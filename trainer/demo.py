@@ -29,6 +29,7 @@ from data_tools.cli import OneLineErrorParser
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.text import normalize_text
+from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "demo_assets"
 BASE_VOCAB = 1000
@@ -72,8 +73,10 @@ def demo_config(number_text_tokens: int) -> dict:
         "vqvae": {"channels": 100, "num_tokens": 256, "hidden_dim": 32, "num_resnet_blocks": 1,
                   "codebook_dim": 16, "num_layers": 2, "positional_dims": 1, "kernel_size": 3,
                   "smooth_l1_loss": True, "use_transposed_convs": False},
+        "bigvgan": demo_bigvgan_config(64),
         "dvae_checkpoint": "dvae.pth",
         "gpt_checkpoint": "gpt.pth",
+        "bigvgan_checkpoint": DEMO_VOCODER_FILE,
         "version": 1.5,
     }
 
@@ -86,6 +89,7 @@ class DemoPaths:
     base_tokenizer: Path
     extended_tokenizer: Path
     dvae: Path
+    vocoder: Path
     train_manifest: Path
     val_manifest: Path
     output_dir: Path
@@ -101,13 +105,14 @@ class DemoPaths:
             base_tokenizer=ckpt / "bpe.model",
             extended_tokenizer=root / "tokenizers" / "amharic_extended.model",
             dvae=ckpt / "dvae.pth",
+            vocoder=ckpt / DEMO_VOCODER_FILE,
             train_manifest=root / "data" / "train.jsonl",
             val_manifest=root / "data" / "val.jsonl",
             output_dir=root / "runs" / "demo",
         )
 
     def exists(self) -> bool:
-        return all(p.is_file() for p in (self.config, self.base_checkpoint, self.base_tokenizer,
+        return all(p.is_file() for p in (self.config, self.base_checkpoint, self.base_tokenizer, self.vocoder,
                                          self.extended_tokenizer, self.train_manifest, self.val_manifest))
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
@@ -118,7 +123,7 @@ class DemoPaths:
             "--base-checkpoint", str(self.base_checkpoint), "--output-dir", str(self.output_dir),
             "--max-steps", str(max_steps), "--batch-size", "8", "--learning-rate", "3e-3",
             "--warmup-steps", "10", "--log-interval", "5", "--val-interval", "20", "--save-interval", "20",
-            "--device", "cpu", "--amp", "off",
+            "--device", "cpu", "--amp", "off", "--vocoder", str(self.vocoder),
         ]
 
 
@@ -189,6 +194,7 @@ def _write_models(paths: DemoPaths, config: dict, seed: int) -> None:
     model = build_model(config["gpt"])
     state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
     atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+    write_demo_vocoder(paths.vocoder, config["bigvgan"], seed)
     try:
         from data_tools.dvae import build_dvae
     except ImportError:  # the DVAE module is optional for training; skip the demo DVAE without it
@@ -227,7 +233,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
 _WORKSPACE_README = """\
 IndexTTS Fine-tuning Studio demo workspace
 ===========================================
-checkpoints/   a tiny IndexTTS-1.5-shaped base model (config.yaml, gpt.pth, dvae.pth) and its English
+checkpoints/   a tiny IndexTTS-1.5-shaped base model (config.yaml, gpt.pth, dvae.pth, bigvgan_generator.pth) and its English
                base tokenizer (bpe.model). The weights are random: this is for learning the tool, not a voice.
 tokenizers/    amharic_extended.model: bpe.model plus Amharic pieces (base ids unchanged).
 data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences; codes/ and cond_mels/ hold

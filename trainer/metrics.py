@@ -85,6 +85,16 @@ class MetricsLog:
                 self._writer.add_scalar("train/tokens_per_s", float(fields["tokens_per_s"]), global_step=int(step))
             self._writer.flush()
 
+    def audio(self, tag: str, waveform: Any, step: int, sample_rate: int) -> None:
+        """A sample's waveform (float, [-1, 1]) as TensorBoard audio."""
+        if self._writer is None:
+            return
+        import torch
+
+        self._writer.add_audio(tag, torch.as_tensor(waveform).reshape(1, -1), global_step=int(step),
+                               sample_rate=int(sample_rate))
+        self._writer.flush()
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()

@@ -108,6 +108,12 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_LOGGING, minimum=0),
     _opt("save_interval", "int", 1000, "save latest.pth and model_step<N>.pth every N steps", GROUP_LOGGING,
          minimum=1),
+    _opt("vocoder", "path", "", "IndexTTS-1.5 BigVGAN (bigvgan_generator.pth) to speak samples at saves with "
+         "(empty: no samples)", GROUP_LOGGING),
+    _opt("sample_texts", "path", "", "texts to speak at saves, one per line (empty: the first 3 validation "
+         "transcripts)", GROUP_LOGGING),
+    _opt("sample_every", "int", 0, "make samples at saves whose step is a multiple of N (0: at every save)",
+         GROUP_LOGGING, minimum=0),
     _opt("keep_checkpoints", "int", 3, "model_step<N>.pth files to keep (latest.pth and best.pth are extra)",
          GROUP_LOGGING, minimum=1),
     # --- run

@@ -51,6 +51,7 @@ from trainer.model_source import (
 )
 from trainer.options import resolved_config
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
+from trainer.samples import SamplePlan, sample_plan
 from trainer.versions import ModelVariant, model_variant
 
 CHECKPOINTS_OF_HEADROOM = 3
@@ -87,6 +88,7 @@ class RunPlan:
     resume: ResumeChoice | None = None
     resume_point: ResumePoint | None = None
     expectation: Expectation | None = None
+    samples: SamplePlan | None = None
 
     @property
     def ok(self) -> bool:
@@ -359,6 +361,15 @@ def _weights(plan: RunPlan, mmap: bool) -> bool:
     return plan.add("weights", True, f"{start.source}{note}")
 
 
+def _samples(plan: RunPlan) -> bool:
+    assert plan.config is not None and plan.variant is not None
+    val_items = plan.val.items if plan.val is not None else []
+    plan.samples = sample_plan(plan.opts, plan.config, plan.variant.version, val_items)
+    if plan.samples.refusal:
+        return plan.add("samples", False, plan.samples.refusal)
+    return plan.add("samples", True, plan.samples.message)
+
+
 def checkpoint_size_estimate(parameters: int) -> int:
     """Bytes of one training checkpoint: fp32 weights + AdamW's two fp32 moments, plus a little metadata."""
     return parameters * 4 * 3 + (1 << 20)
@@ -395,6 +406,8 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
     if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):
         _weights(plan, mmap)
+    if plan.variant is not None and plan.train is not None:
+        _samples(plan)
     if plan.gpt is not None and dir_ok:
         _disk(plan)
     return plan

@@ -40,6 +40,7 @@ from trainer.model import StateDictMismatchError, build_model, load_gpt_state_di
 from trainer.options import write_train_config
 from trainer.plan import RunPlan
 from trainer.sampler import BucketBatchSampler
+from trainer.samples import make_samples
 from trainer.schedule import build_scheduler, set_peak_lr
 from trainer.signals import GracefulStop, after_step_test_hooks, simulated_disk_full
 from trainer.vocab import BaseRowFreezer
@@ -401,7 +402,17 @@ class TrainingRun:
             assert self.metrics is not None
             self.metrics.event("save", state.step, state.epoch, path=str(path), best=is_best,
                                samples=state.samples_seen)
+            self._speak_samples()
         return path
+
+    def _speak_samples(self) -> None:
+        """Rank 0, after a committed save: hear the model (see trainer.samples; never stops training)."""
+        plan, every = self.plan.samples, int(self.opts["sample_every"])
+        if plan is None or not plan.enabled or (every and self.state.step % every):
+            return
+        assert self.metrics is not None
+        make_samples(plan, self.model, self.plan.tokenizer, self.state.step, self.state.epoch, self.out_dir,
+                     self.metrics, self.say)
 
     # ----- the end ---------------------------------------------------------------------------------
 
