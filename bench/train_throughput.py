@@ -39,10 +39,11 @@ sys.path.insert(0, str(REPO))
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
 from trainer import loop  # noqa: E402
-from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items  # noqa: E402
+from trainer.data import load_items, make_dataset  # noqa: E402
 from trainer.demo import DemoPaths, build_demo  # noqa: E402
 from trainer.model import build_model, load_gpt_state_dict  # noqa: E402
 from trainer.model_source import ModelStart, from_base_checkpoint  # noqa: E402
+from trainer.sampler import BucketBatchSampler  # noqa: E402
 from trainer.schedule import build_scheduler  # noqa: E402
 from trainer.train import main as trainer_main  # noqa: E402
 
@@ -63,9 +64,10 @@ def planned_batches(ws: DemoPaths, batch_size: int, steps: int) -> tuple[list[di
     tokenizer = TextTokenizer(ws.extended_tokenizer)
     start = from_base_checkpoint(ws.base_checkpoint, config["gpt"], ws.config, config, tokenizer)
     gpt = start.gpt_config
-    items, _ = load_items([ws.train_manifest], tokenizer, int(gpt["max_text_tokens"]), int(gpt["max_mel_tokens"]))
-    dataset = CodesDataset(items, int(gpt["start_mel_token"]))
-    collate = Collator(int(gpt["stop_text_token"]), int(gpt["stop_mel_token"]))
+    items, _ = load_items([ws.train_manifest], tokenizer, int(gpt["max_text_tokens"]), int(gpt["max_mel_tokens"]),
+                          gpt=gpt)
+    dataset = make_dataset(items, gpt, tokenizer.vocab_size)
+    collate = dataset.collate
     sampler = BucketBatchSampler(dataset.lengths(), batch_size, seed=SEED)
     order: list[list[int]] = []
     epoch = 0

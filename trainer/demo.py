@@ -28,6 +28,7 @@ import torch
 from data_tools.cli import OneLineErrorParser
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.shape_rules import V1_SAMPLES_PER_CODE
 from data_tools.text import normalize_text
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
@@ -37,7 +38,6 @@ AMHARIC_PIECES = 800
 SPEAKERS = ("spk_abebe", "spk_selam", "spk_tigist")
 DEMO_CODE_RANGE = 256  # the demo's "speech" only uses the first 256 codes, which keeps it learnable
 CODES_PER_CHAR = 2
-SAMPLES_PER_CODE = 1024  # gpt.mel_length_compression at 24 kHz
 
 
 def demo_config(number_text_tokens: int) -> dict:
@@ -56,7 +56,7 @@ def demo_config(number_text_tokens: int) -> dict:
             "max_text_tokens": 64,
             "heads": 4,
             "use_mel_codes_as_input": True,
-            "mel_length_compression": SAMPLES_PER_CODE,
+            "mel_length_compression": V1_SAMPLES_PER_CODE,
             "layers": 2,
             "number_text_tokens": number_text_tokens,
             "number_mel_codes": 8194,
@@ -166,7 +166,7 @@ def _write_data(paths: DemoPaths, sentences: list[str], n_val: int) -> None:
         frames = 48 + _stable_int(prompt_id) % 40
         _write_npy(data / "codes" / f"{utt_id}.npy", codes)
         _write_npy(data / "cond_mels" / f"{utt_id}.npy", cond_mel_for(speaker, prompt_id, frames))
-        duration = round(len(codes) * SAMPLES_PER_CODE / 24000, 3)
+        duration = round(len(codes) * V1_SAMPLES_PER_CODE / 24000, 3)
         lines.append(json.dumps({
             "id": utt_id, "text": sentence, "codes": f"codes/{utt_id}.npy",
             "cond_mel": f"cond_mels/{utt_id}.npy", "speaker": speaker, "language": "am", "duration": duration,

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from data_tools.config import effective_gpt_config
+from data_tools.shape_rules import text_rows
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of
 from trainer.errors import UsageError
@@ -85,7 +86,7 @@ def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
     _, state = _load_weights(path, "--base-checkpoint", mmap)
     gpt = effective_gpt_config(copy.deepcopy(config_gpt))
     rows = _text_rows(state, path)
-    expected_rows = int(gpt["number_text_tokens"]) * int(gpt.get("types", 1)) + 1
+    expected_rows = text_rows(gpt)
     if rows != expected_rows:
         raise UsageError(
             f"--config {config_path} does not match --base-checkpoint {path}: the config's gpt.number_text_tokens "
