@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data_tools.paths import expand_path
 from webui import outcome
 from webui.logtail import read_complete_lines, tail_text
 from webui.process_tools import (
@@ -123,8 +124,8 @@ def child_env(env: dict[str, str] | None) -> dict[str, str]:
 class RunSupervisor:
     """Start, watch and stop the run of one output directory."""
 
-    def __init__(self, output_dir: Path) -> None:
-        self.output_dir = Path(output_dir).resolve()
+    def __init__(self, output_dir: Path | str) -> None:
+        self.output_dir = expand_path(output_dir, "output dir").resolve()
         self._proc: subprocess.Popen | None = None  # the wrapper, when this process started it
         self._proc_run_id: str | None = None
         self._lock = threading.Lock()  # Gradio calls handlers from worker threads
@@ -372,8 +373,9 @@ class SupervisorRegistry:
         self._supervisors: dict[Path, RunSupervisor] = {}
         self._lock = threading.Lock()
 
-    def get(self, output_dir: Path) -> RunSupervisor:
-        key = Path(output_dir).resolve()
+    def get(self, output_dir: Path | str) -> RunSupervisor:
+        """The supervisor of ``output_dir`` (``~`` expanded; raises data_tools.paths.PathError if it cannot be)."""
+        key = expand_path(output_dir, "output dir").resolve()
         with self._lock:
             supervisor = self._supervisors.get(key)
             if supervisor is None:

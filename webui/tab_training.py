@@ -256,7 +256,7 @@ def start_tensorboard(ctx: StudioContext, output_dir: str, request: gr.Request |
 # -- the tab -------------------------------------------------------------------------------------------------
 def _component(option: tf.Option, value: Any) -> gr.components.Component:
     label = f"{option.flag}" + (" *" if option.required else "")
-    common = {"label": label, "info": option.help, "elem_id": tf.elem_id(option)}
+    common = {"label": label, "info": tf.field_info(option), "elem_id": tf.elem_id(option)}
     if option.repeatable:
         return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
     if option.kind == "bool":
