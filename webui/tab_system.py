@@ -12,7 +12,6 @@ import pandas as pd
 import psutil
 
 from webui.context import StudioContext
-from webui.process_tools import session_members
 
 REFRESH_S = 5.0
 GIB = 1024**3
@@ -103,7 +102,7 @@ def process_rows(ctx: StudioContext, meter: CpuMeter) -> list[list[Any]]:
     statuses = [s for s in ctx.registry.statuses() if s.state != "idle"]
     statuses.sort(key=lambda s: (not s.running, -float(s.record.get("started_at_epoch") or 0.0)))
     for status in statuses:
-        members = session_members(status.record.get("sid")) if status.running else []
+        members = ctx.registry.get(status.output_dir).run_processes(status.record) if status.running else []
         cpu, rss = 0.0, 0
         for proc in members:
             with contextlib.suppress(psutil.Error):
