@@ -53,12 +53,13 @@ def _tab_error(title: str, module_name: str, what: str, exc: BaseException) -> T
 
 
 def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio",
-                 tabs: tuple[tuple[str, str, str], ...] = TABS) -> gr.Blocks:
-    """The whole studio; raises TabError naming the first tab that cannot be imported or built."""
+                 tabs: tuple[tuple[str, str, str], ...] | None = None) -> gr.Blocks:
+    """The whole studio (``tabs``: default TABS); raises TabError naming the first tab that cannot be imported
+    or built."""
     with gr.Blocks(title=title, analytics_enabled=False) as studio:
         gr.Markdown(f"## {title}\nWorkspace: `{ctx.workspace}`", elem_id="studio-header")
         with gr.Tabs(elem_id="studio-tabs"):
-            for tab_title, module_name, elem_id in tabs:
+            for tab_title, module_name, elem_id in TABS if tabs is None else tabs:
                 try:
                     module = importlib.import_module(module_name)
                 except Exception as exc:
