@@ -385,3 +385,44 @@ def test_tabs_build_with_their_element_ids(demo_workspace):
                 "tok-verify-run", "tok-verify-table", "tok-verify-verdict", "tok-sample-table",
                 "ckpt-list-run", "ckpt-list-table", "ckpt-verify-run", "ckpt-verify-verdict", "ckpt-export-run"}
     assert expected <= ids
+
+
+# -- every tab is part of the studio ---------------------------------------------------------------------------
+
+
+def test_a_tab_that_cannot_be_imported_or_built_stops_the_studio_naming_it(tmp_path: Path, monkeypatch):
+    import sys
+    import types
+
+    from webui import studio
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(tmp_path)
+    with pytest.raises(studio.TabError) as missing:
+        studio.build_studio(ctx, tabs=(("Ghost", "webui.tab_ghost_that_does_not_exist", "tab-ghost"),))
+    message = str(missing.value)
+    assert message.startswith("the Ghost tab (webui.tab_ghost_that_does_not_exist) failed to import: "
+                              "ModuleNotFoundError") and "\n" not in message
+
+    broken = types.ModuleType("webui_test_broken_tab")
+
+    def build(_ctx):
+        raise ValueError("no such\ncomponent")
+
+    broken.build = build
+    monkeypatch.setitem(sys.modules, "webui_test_broken_tab", broken)
+    with pytest.raises(studio.TabError) as failed:
+        studio.build_studio(ctx, tabs=(("Broken", "webui_test_broken_tab", "tab-broken"),))
+    message = str(failed.value)
+    assert message.startswith("the Broken tab (webui_test_broken_tab) failed to build: ValueError: no such component")
+    assert "tests/test_ui_tabs.py:" in message and "\n" not in message  # where it broke
+
+
+def test_the_studio_has_all_five_tabs(demo_workspace):
+    from webui import studio
+    from webui.context import StudioContext
+
+    blocks = studio.build_studio(StudioContext.create(demo_workspace.root))
+    ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
+    assert {elem_id for _, _, elem_id in studio.TABS} <= ids
+    assert [title for title, _, _ in studio.TABS] == ["Data", "Tokenizer", "Training", "Checkpoints", "System"]
