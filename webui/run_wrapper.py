@@ -33,7 +33,7 @@ from webui.run_record import FAILED, now_iso, status_from_exit, update_record
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_CANNOT_RUN = 127
-WATCH_INTERVAL_S = 0.25  # how often new descendants are looked for (and orphans reaped)
+WATCH_INTERVAL_S = 0.5  # how often new descendants are looked for (and orphans reaped): ~1 ms per 70 processes
 LEFTOVER_GRACE_S = 3.0  # leftovers get this long after SIGTERM before SIGKILL
 _CLEANUP_ROUNDS = 5  # a leftover may fork while being stopped: look again, a bounded number of times
 
