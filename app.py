@@ -4,7 +4,8 @@
 
 On first start with an empty or missing workspace, the demo workspace is created there. Training runs
 started from the studio live in their own process session: closing or restarting the studio does not
-stop them, and the next start finds them again.
+stop them, and the next start finds them again. A studio reachable from other machines (--share, or a
+--host other than loopback) always requires a login: without --auth a password is generated.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import ipaddress
 import os
 import secrets
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from data_tools.cli import OneLineErrorParser
@@ -30,9 +34,14 @@ class UsageError(Exception):
     """Bad command-line input: reported as one ``error:`` line, exit 2."""
 
 
+class StudioBroken(Exception):
+    """The studio cannot be built (a tab fails to import or build): one ``error:`` line, exit 1."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python app.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 for all)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="interface to listen on (0.0.0.0 for all; other than loopback, a login is required)")
     parser.add_argument("--port", type=int, default=7860, help="port to listen on")
     parser.add_argument("--workspace", type=Path, default=Path("workspace"),
                         help="workspace folder (created with the demo if empty or missing)")
@@ -40,7 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also serve through a public gradio.live link (a password is generated without --auth)")
     parser.add_argument("--auth", default=None, metavar="USER:PASSWORD",
                         help=f"require this login (or set {AUTH_ENV}=user:password)")
+    parser.add_argument("--tensorboard-host", default="127.0.0.1", metavar="HOST",
+                        help="interface TensorBoard started from the studio listens on (it has no login; "
+                             "default loopback only, reach it through an SSH tunnel)")
     return parser
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_auth(value: str | None, source: str) -> tuple[str, str] | None:
@@ -53,11 +75,17 @@ def parse_auth(value: str | None, source: str) -> tuple[str, str] | None:
 
 
 def resolve_auth(args: argparse.Namespace, environ: dict[str, str]) -> tuple[tuple[str, str] | None, bool]:
-    """The login to require and whether its password was generated here (for --share without --auth)."""
+    """The login to require and whether its password was generated here: a studio reachable from other
+    machines (--share, or --host other than loopback) never runs without one."""
     auth = parse_auth(args.auth, "--auth") or parse_auth(environ.get(AUTH_ENV), AUTH_ENV)
-    if auth is None and args.share:
+    if auth is None and (args.share or not is_loopback(args.host)):
         return (SHARE_USER, secrets.token_urlsafe(12)), True
     return auth, False
+
+
+def why_generated(args: argparse.Namespace) -> str:
+    reason = "--share makes a public link" if args.share else f"--host {args.host} is reachable from other machines"
+    return f"generated because {reason}; pass --auth to choose one"
 
 
 def is_empty_dir(path: Path) -> bool:
@@ -80,20 +108,19 @@ def ensure_workspace(workspace: Path) -> None:
     build_demo(workspace)
 
 
-def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def launch(args: argparse.Namespace, environ: dict[str, str]) -> int:
     auth, generated = resolve_auth(args, environ)
     workspace = args.workspace.expanduser().resolve()
     ensure_workspace(workspace)
 
     from webui.context import StudioContext
-    from webui.studio import CSS, build_studio
+    from webui.studio import CSS, TabError, build_studio
 
-    ctx = StudioContext.create(workspace, host=args.host)
-    studio = build_studio(ctx)
+    ctx = StudioContext.create(workspace, host=args.host, tensorboard_host=args.tensorboard_host)
+    try:
+        studio = build_studio(ctx)
+    except TabError as exc:
+        raise StudioBroken(str(exc)) from exc
     studio.queue(default_concurrency_limit=4)
     gradio_output = io.StringIO()
     try:
@@ -103,7 +130,9 @@ def launch(args: argparse.Namespace, environ: dict[str, str]) -> int:
                           auth=auth, prevent_thread_lock=True, quiet=True, show_error=True,
                           ssr_mode=False, css=CSS, enable_monitoring=False)
     except OSError as exc:
-        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
+        # Gradio's text names its own settings (GRADIO_SERVER_PORT, server_port): say it with our flags.
+        raise UsageError(f"cannot listen on {args.host}:{args.port} (the port is in use, or the address is not "
+                         "one of this machine's): choose another with --port, or check --host") from exc
 
     local_url = studio.local_url or f"http://{args.host}:{args.port}/"
     print(f"studio running at {local_url} (workspace {workspace})", flush=True)
@@ -114,21 +143,28 @@ def launch(args: argparse.Namespace, environ: dict[str, str]) -> int:
             print("share link could not be created (no internet or gradio.live unreachable); "
                   "serving locally only", flush=True)
     if auth is not None and generated:
-        print(f"login: user {auth[0]!r}, password {auth[1]!r} (generated; pass --auth to choose one)", flush=True)
+        print(f"login: user {auth[0]!r}, password {auth[1]!r} ({why_generated(args)})", flush=True)
     elif auth is not None:
         print(f"login required: user {auth[0]!r}", flush=True)
-    # Ctrl-C or SIGTERM closes the server cleanly (also when started with SIGINT ignored, e.g. by `nohup ... &`).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        studio.block_thread()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            studio.close(verbose=False)
+    wait_for_stop_signal(lambda: bool(studio.is_running))
+    with contextlib.suppress(Exception):
+        studio.close(verbose=False)
     print("studio stopped; training runs keep going and are found again on the next start", flush=True)
     return 0
+
+
+def wait_for_stop_signal(serving: Callable[[], bool], interval_s: float = 0.5) -> None:
+    """Return on Ctrl-C or SIGTERM (also when started with SIGINT ignored, e.g. by `nohup ... &`), or when the
+    server stops by itself. Gradio's own wait would print a "Keyboard interruption" line on the way out."""
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    while serving() and not stop.wait(interval_s):
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except StudioBroken as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

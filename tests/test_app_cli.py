@@ -1,8 +1,9 @@
-"""app.py: login required with --auth / STUDIO_AUTH (401 without it), --share offline, bad flags."""
+"""app.py: login required with --auth / STUDIO_AUTH (401 without it), --share and --host, bad flags, clean exits."""
 
 from __future__ import annotations
 
 import http.cookiejar
+import socket
 import subprocess
 import sys
 import urllib.parse
@@ -46,6 +47,7 @@ def test_auth_rejects_unauthenticated_requests(workspace: Path, tmp_path: Path) 
         assert "s3cret" not in app.output()  # a chosen password is never echoed
         app.proc.terminate()  # SIGTERM (e.g. systemd, docker stop) closes the server cleanly
         assert app.proc.wait(timeout=30) == 0 and "studio stopped" in app.output()
+        assert "Keyboard interruption" not in app.output() and "Traceback" not in app.output()
 
 
 def test_share_offline_keeps_serving_locally_with_a_generated_password(workspace: Path, tmp_path: Path) -> None:
@@ -77,6 +79,48 @@ def test_login_comes_from_flag_env_or_is_generated_for_share() -> None:
     (user, password), generated = app.resolve_auth(parser.parse_args(["--share"]), {})
     assert generated and user == app.SHARE_USER and len(password) >= 12
     assert parser.parse_args([]).host == "127.0.0.1" and parser.parse_args([]).port == 7860
+
+
+@pytest.mark.parametrize(("host", "needs_login"), [("0.0.0.0", True), ("192.168.1.20", True), ("::", True),
+                                                   ("gpu-box.lan", True), ("127.0.0.1", False),
+                                                   ("127.0.0.2", False), ("localhost", False), ("::1", False)])
+def test_a_studio_reachable_from_other_machines_gets_a_generated_password(host: str, needs_login: bool) -> None:
+    import app
+
+    args = app.build_parser().parse_args(["--host", host])
+    auth, generated = app.resolve_auth(args, {})
+    assert generated is needs_login and (auth is not None) is needs_login
+    if needs_login:
+        assert f"--host {host} is reachable from other machines" in app.why_generated(args)
+    chosen = app.build_parser().parse_args(["--host", host, "--auth", "alice:s3cret"])
+    assert app.resolve_auth(chosen, {}) == (("alice", "s3cret"), False)  # a chosen login is kept
+
+
+def test_a_taken_port_is_refused_naming_the_flag(workspace: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, str(REPO / "app.py"), "--workspace", str(workspace), "--port",
+                               str(port)], cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot listen on 127.0.0.1:{port}")
+    assert "--port" in lines[0] and "GRADIO_SERVER_PORT" not in done.stderr and "server_port" not in done.stderr
+
+
+def test_a_tab_that_fails_to_load_stops_the_app_with_one_line(workspace: Path) -> None:
+    script = (
+        "import sys, app, webui.studio as studio\n"
+        "studio.TABS = studio.TABS + (('Ghost', 'webui.tab_ghost_missing', 'tab-ghost'),)\n"
+        "raise SystemExit(app.main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, "--workspace", str(workspace), "--port", str(free_port())],
+                          cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith("error: the Ghost tab (webui.tab_ghost_missing) failed to import")
+    assert "studio running" not in done.stdout
 
 
 @pytest.mark.parametrize("auth", ["nocolon", ":pw", "user:"])

@@ -14,10 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from webui import outcome
 from webui.logtail import LogTail, read_complete_lines, read_log_chunk, tail_text
-from webui.process_tools import is_process_alive, session_members, wait_until
+from webui.process_tools import is_process_alive, wait_until
 from webui.run_record import read_record, write_record
-from webui.supervisor import RunAlreadyActive, RunSupervisor, SupervisorRegistry
+from webui.supervisor import RunAlreadyActive, RunSupervisor, SupervisorRegistry, child_env
 
 FAKE = Path(__file__).resolve().parent / "fake_trainer.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -33,8 +34,7 @@ def out(tmp_path: Path):
     """An output dir whose run (if any) is force-killed after the test, so a failure leaks nothing."""
     directory = tmp_path / "run"
     yield directory
-    record = read_record(directory) or {}
-    for proc in session_members(record.get("sid")):
+    for proc in RunSupervisor(directory).run_processes():
         proc.kill()
 
 
@@ -91,7 +91,8 @@ def test_graceful_stop_saves_and_leaves_no_process(out: Path) -> None:
 
     status = supervisor.stop(grace_s=WAIT_S)
     assert status.state == "stopped" and status.exit_code == 130, status
-    assert status.saved_step is not None and status.summary.startswith(f"stopped, saved at step {status.saved_step}")
+    assert status.saved_step is not None and status.saved_step >= 2
+    assert status.summary.startswith(f"stopped, saved at step {status.saved_step}")
     assert supervisor.processes() == []
     assert not any(is_process_alive(pid) for pid in [*members, grandchild])
     assert read_record(out)["stop_requested"] is True
@@ -212,25 +213,82 @@ def test_pid_reuse_is_not_mistaken_for_the_run(out: Path) -> None:
 
 # -- failures ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("code", "error", "kind", "summary"),
+    ("code", "status", "error", "kind", "summary"),
     [
-        (2, "error: --batch-size must be at least 1 (got 0)", "refused", "failed: refused: error: --batch-size"),
-        (2, "error: cannot resume: runs/x/latest.pth is not a loadable checkpoint: truncated", "invalid checkpoint",
-         "failed: invalid checkpoint"),
-        (1, "FileNotFoundError: [Errno 2] No such file or directory: 'data/codes/a.npy'", "missing file",
+        (2, "failed", "error: cannot resume: runs/x/latest.pth is not a loadable checkpoint: truncated",
+         "invalid checkpoint", "failed: invalid checkpoint: cannot resume"),
+        (1, "failed", "FileNotFoundError: [Errno 2] No such file or directory: 'data/codes/a.npy'", "missing file",
          "failed: missing file"),
-        (1, "ValueError: something odd", "unknown", "failed: unknown: ValueError: something odd (exit 1)"),
+        (2, "failed", "error: the tokenizer has 40 pieces, the checkpoint's text head 41", "refused",
+         "failed: refused: the tokenizer has 40 pieces"),
+        (2, "save_failed", "error: cannot write runs/x/model_step2.pth: No space left on device",
+         "checkpoint save failed", "failed: checkpoint save failed: cannot write"),
+        (1, "nonfinite", "the loss became nan at step 2", "non-finite loss", "failed: non-finite loss: the loss"),
+        (1, "failed", "ValueError: something odd", "unknown", "failed: unknown: ValueError: something odd; last checkpoint at step 2 (exit 1)"),
     ],
 )
-def test_failing_run_is_reported_with_kind_and_tail(out: Path, code: int, error: str, kind: str,
+def test_failing_run_is_reported_from_its_end_event(out: Path, code: int, status: str, error: str, kind: str,
                                                     summary: str) -> None:
     supervisor = RunSupervisor(out)
-    supervisor.start(fake("--steps", "2", "--fail", str(code), "--error", error))
-    status = wait_ended(supervisor)
-    assert status.state == "failed" and status.exit_code == code
-    assert status.failure.kind == kind
-    assert status.summary.startswith(summary), status.summary
-    assert error in status.tail and "step 2" in status.tail
+    supervisor.start(fake("--output-dir", str(out), "--steps", "2", "--save-interval", "1", "--fail", str(code),
+                          "--fail-status", status, "--error", error))
+    final = wait_ended(supervisor)
+    assert final.state == "failed" and final.exit_code == code
+    assert final.failure.kind == kind
+    assert final.summary.startswith(summary), final.summary
+    assert final.saved_step == 2 and "; last checkpoint at step 2" in final.summary
+    assert error in final.tail and "step 2" in final.tail
+
+
+def test_the_kind_comes_from_the_event_not_from_console_wording(out: Path) -> None:
+    """A console line that mentions memory does not make a save failure an out-of-memory failure."""
+    supervisor = RunSupervisor(out)
+    supervisor.start(fake("--output-dir", str(out), "--steps", "1", "--fail", "2", "--fail-status", "save_failed",
+                          "--error", "error: disk full; CUDA out of memory was not the problem"))
+    assert wait_ended(supervisor).failure.kind == "checkpoint save failed"
+
+
+def test_refused_before_any_event_quotes_the_error_line(out: Path) -> None:
+    supervisor = RunSupervisor(out)
+    supervisor.start(fake("--output-dir", str(out), "--refuse", "--batch-size must be at least 1 (got 0)"))
+    final = wait_ended(supervisor)
+    assert final.state == "failed" and final.failure.kind == "refused" and final.saved_step is None
+    assert final.summary == "failed: refused: error: --batch-size must be at least 1 (got 0) (exit 2)"
+
+
+def test_stop_before_the_first_save_says_nothing_was_saved(out: Path) -> None:
+    supervisor = RunSupervisor(out)
+    supervisor.start(fake("--output-dir", str(out), "--first-step-delay", "60"))
+    wait_for_log(supervisor, "starting fresh at step 0")
+    status = supervisor.stop(grace_s=WAIT_S)
+    assert status.state == "stopped" and status.saved_step is None
+    assert status.summary == "stopped, before the first checkpoint: nothing saved (exit 130)"
+    assert "step 0" not in status.summary
+
+
+def test_stop_of_a_resumed_run_before_a_new_save(out: Path) -> None:
+    out.mkdir(parents=True)
+    old_events = [{"event": "start", "step": 0, "time": time.time() - 100},
+                  {"event": "save", "step": 12, "time": time.time() - 90},
+                  {"event": "end", "step": 12, "status": "stopped", "time": time.time() - 89}]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in old_events))
+    supervisor = RunSupervisor(out)
+    supervisor.start(fake("--output-dir", str(out), "--resume-from", "12", "--first-step-delay", "60"))
+    wait_for_log(supervisor, "resumed from")
+    status = supervisor.stop(grace_s=WAIT_S)
+    assert status.saved_step is None  # the earlier run's save at step 12 is not this run's
+    assert status.summary.startswith("stopped, no new checkpoint: stopped at step 12, where it resumed")
+
+
+def test_run_events_ignore_earlier_runs_and_torn_lines(tmp_path: Path) -> None:
+    lines = [json.dumps({"event": "start", "step": 0, "time": 10.0}), json.dumps({"event": "save", "step": 4,
+             "time": 11.0}), json.dumps({"event": "resume", "step": 4, "time": 100.0}),
+             json.dumps({"event": "train", "step": 5, "time": 101.0}), '{"event": "save", "st']
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1])
+    events = outcome.read_run_events(tmp_path, since_epoch=99.5)
+    assert events.resumed_step == 4 and events.saved_step is None and events.end is None
+    assert outcome.read_run_events(tmp_path, since_epoch=200.0) == outcome.RunEvents()
+    assert outcome.read_run_events(tmp_path / "missing", since_epoch=None) == outcome.RunEvents()
 
 
 def test_unrunnable_command_fails_with_127(out: Path) -> None:
@@ -242,9 +300,9 @@ def test_unrunnable_command_fails_with_127(out: Path) -> None:
 
 def test_each_run_shows_only_its_own_log(out: Path) -> None:
     supervisor = RunSupervisor(out)
-    supervisor.start(fake("--steps", "1", "--fail", "1", "--error", "first run broke"))
+    supervisor.start(fake("--output-dir", str(out), "--steps", "1", "--fail", "1", "--error", "first run broke"))
     wait_ended(supervisor)
-    supervisor.start(fake("--steps", "1"))
+    supervisor.start(fake("--output-dir", str(out), "--steps", "1"))
     status = wait_ended(supervisor)
     assert status.state == "finished" and status.log_offset > 0
     assert "first run broke" not in status.tail and "training finished" in status.tail
@@ -315,3 +373,71 @@ def test_wrapper_forwards_a_signal_sent_to_it_alone(out: Path) -> None:
     os.kill(status.pid, signal.SIGTERM)  # e.g. `kill <pid>` by a user
     final = wait_ended(supervisor)
     assert final.state == "stopped" and final.exit_code == 130 and supervisor.processes() == []
+
+
+# -- stop means stopped: every descendant, also one in a session of its own -----------------------------
+def _wait_setsid_child(supervisor: RunSupervisor) -> psutil.Process:
+    log = wait_for_log(supervisor, "setsid child pid")
+    pid = int(next(line for line in log.splitlines() if line.startswith("setsid child pid")).split()[-1])
+    child = psutil.Process(pid)
+    assert wait_until(lambda: os.getsid(pid) == pid, WAIT_S)  # it left the run's session
+    return child
+
+
+def _no_process_of_the_run(supervisor: RunSupervisor, *extra: psutil.Process) -> bool:
+    def gone(proc: psutil.Process) -> bool:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+
+    return supervisor.processes() == [] and all(gone(proc) for proc in extra)
+
+
+@pytest.mark.parametrize("ignore_signals", [False, True])
+def test_stop_leaves_no_process_behind_even_one_that_called_setsid(out: Path, ignore_signals: bool) -> None:
+    supervisor = RunSupervisor(out)
+    flags = ["--ignore-signals"] if ignore_signals else []
+    supervisor.start(fake("--output-dir", str(out), "--setsid-child", "--grandchild", *flags))
+    escaped = _wait_setsid_child(supervisor)
+    wait_for_log(supervisor, "step 2")
+    assert escaped.pid in supervisor.processes()  # found although it is not in the run's session
+    assert wait_until(lambda: [escaped.pid, escaped.create_time()] in (read_record(out).get("descendants") or []),
+                      WAIT_S)  # recorded with its create time, for a supervisor after a wrapper's death
+    status = supervisor.stop(grace_s=0.5 if ignore_signals else WAIT_S, term_s=0.5, kill_s=WAIT_S)
+    assert status.state == ("killed" if ignore_signals else "stopped"), status
+    assert wait_until(lambda: _no_process_of_the_run(supervisor, escaped), WAIT_S)
+
+
+def test_a_finished_run_leaves_nothing_behind(out: Path) -> None:
+    supervisor = RunSupervisor(out)
+    supervisor.start(fake("--output-dir", str(out), "--setsid-child", "--steps", "20"))
+    escaped = _wait_setsid_child(supervisor)
+    final = wait_ended(supervisor)
+    assert final.state == "finished"
+    assert _no_process_of_the_run(supervisor, escaped)  # the wrapper stopped it before recording the end
+    assert "stopped 1 process(es) the run left behind" in supervisor.log_tail()
+
+
+def test_descendants_of_a_killed_wrapper_are_still_stopped(out: Path) -> None:
+    supervisor = RunSupervisor(out)
+    status = supervisor.start(fake("--output-dir", str(out), "--setsid-child"))
+    escaped = _wait_setsid_child(supervisor)
+    assert wait_until(lambda: [escaped.pid, escaped.create_time()] in (read_record(out).get("descendants") or []),
+                      WAIT_S)
+    psutil.Process(status.pid).kill()  # the wrapper dies alone; the trainer and the setsid child go on
+    assert supervisor.poll().running  # its processes still count as the run
+    assert escaped.pid in supervisor.processes()
+    supervisor.stop(grace_s=WAIT_S, term_s=1.0)
+    assert wait_until(lambda: _no_process_of_the_run(supervisor, escaped), WAIT_S)
+
+
+def test_fault_injection_variables_reach_a_run_only_when_a_test_asks(out: Path, monkeypatch) -> None:
+    monkeypatch.setenv("STUDIO_TEST_KILL_AFTER_STEP", "1")
+    assert "STUDIO_TEST_KILL_AFTER_STEP" not in child_env(None)
+    assert child_env(None, allow_test_hooks=True)["STUDIO_TEST_KILL_AFTER_STEP"] == "1"
+    probe = [sys.executable, "-c", "import os; print('hooks:', sorted(k for k in os.environ if 'STUDIO_TEST' in k))"]
+    supervisor = RunSupervisor(out)
+    supervisor.start(probe)
+    wait_ended(supervisor)
+    assert "hooks: []" in supervisor.log_tail()
+    supervisor.start(probe, allow_test_hooks=True)
+    wait_ended(supervisor)
+    assert "hooks: ['STUDIO_TEST_KILL_AFTER_STEP']" in supervisor.log_tail()

@@ -134,3 +134,60 @@ def test_recorded_trainer_command_gives_the_form_back() -> None:
     assert tf.values_from_trainer_argv(tf.trainer_argv(values, python="/py")) == values
     assert tf.values_from_trainer_argv(["/py", "other.py", "--x"]) is None
     assert tf.values_from_trainer_argv(["/py", "-m", "trainer.train", "--no-such-flag"]) is None
+
+
+# -- paths typed in the form: one rule shared with the trainer and the supervisor -------------------------
+def test_tilde_means_the_same_folder_for_form_trainer_and_supervisor(tmp_path: Path, monkeypatch) -> None:
+    from webui.supervisor import RunSupervisor, SupervisorRegistry
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    fields, _, _ = tf.form_from_values({**tf.workspace_values(_files(Path("/ws"))), "output_dir": "~/runs/a",
+                                        "train_manifest": ["~/data/t.jsonl"]})
+    values = tf.values_from_form(fields, False, "")
+    assert values["output_dir"] == str(tmp_path / "runs/a")
+    assert values["train_manifest"] == [str(tmp_path / "data/t.jsonl")]
+    argv = tf.trainer_argv(values, python="python")
+    assert "~" not in " ".join(argv)  # the command shown is the folder the trainer writes to
+    parsed = trainer_options.parse_argv(["--train-manifest", "~/data/t.jsonl", "--tokenizer", "t", "--config", "c",
+                                         "--output-dir", "~/runs/a"])
+    assert parsed["output_dir"] == values["output_dir"] and parsed["train_manifest"] == values["train_manifest"]
+    assert RunSupervisor("~/runs/a").output_dir == (tmp_path / "runs/a").resolve()
+    assert SupervisorRegistry(tmp_path).get("~/runs/a").output_dir == (tmp_path / "runs/a").resolve()
+
+
+def test_unknown_user_and_line_breaks_are_refused_in_one_line(capsys) -> None:
+    output_dir = trainer_options.option_by_name("output_dir")
+    with pytest.raises(tf.FormError, match=r"^--output-dir: cannot expand '~nosuchuser_x/r': no user") as err:
+        tf.from_field(output_dir, "~nosuchuser_x/r")
+    assert "\n" not in str(err.value)
+    with pytest.raises(tf.FormError, match=r"^--output-dir: one path only, got a line break"):
+        tf.from_field(output_dir, "runs/a\nruns/b")
+    with pytest.raises(tf.FormError, match=r"^--device: one line only"):
+        tf.from_field(trainer_options.option_by_name("device"), "cpu\ncuda")
+    with pytest.raises(SystemExit):
+        trainer_options.parse_argv(["--train-manifest", "a", "--tokenizer", "t", "--config", "c",
+                                    "--output-dir", "~nosuchuser_x/r"])
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "--output-dir" in lines[0] and "nosuchuser_x" in lines[0]
+    with pytest.raises(SystemExit):
+        trainer_options.parse_argv(["--train-manifest", "a\nb", "--tokenizer", "t", "--config", "c",
+                                    "--output-dir", "o"])
+    assert "--train-manifest: one path only" in capsys.readouterr().err.replace("argument ", "")
+
+
+def test_multi_path_fields_take_one_path_per_line_and_say_so() -> None:
+    manifests = trainer_options.option_by_name("train_manifest")
+    assert tf.from_field(manifests, "a.jsonl\n\n  \nb c.jsonl\r\n") == ["a.jsonl", "b c.jsonl"]
+    assert "one path per line" in tf.field_info(manifests)
+    assert "one path per line" not in tf.field_info(trainer_options.option_by_name("output_dir"))
+    with pytest.raises(tf.FormError, match="--train-manifest: cannot expand"):
+        tf.from_field(manifests, "a.jsonl\n~nosuchuser_x/b.jsonl")
+
+
+def test_expand_path_rules() -> None:
+    from data_tools.paths import PathError, expand_path, expand_text
+
+    assert expand_text("", "x") == "" and expand_text("rel/a", "x") == "rel/a"
+    assert expand_path("~", "x") == Path.home()
+    with pytest.raises(PathError, match=r"^x: no path given"):
+        expand_path("  ", "x")

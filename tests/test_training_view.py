@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import html
+import itertools
 import json
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -157,3 +161,176 @@ def test_resume_dropdown_lists_checkpoints_newest_first(tmp_path: Path) -> None:
     assert "step 20" in labels[str(out / "model_step20.pth")]
     assert "INVALID" in labels[str(out / "latest.pth")]
     assert checkpoint_choices(str(tmp_path / "missing")) == choices[:1]
+
+
+# -- the page never shows a stale or false state ------------------------------------------------------------
+def _demo_values(tmp_path: Path, out: Path) -> dict:
+    from webui import training_form as tf
+
+    files = tf.WorkspaceFiles(train_manifest=tmp_path / "t.jsonl", val_manifest=tmp_path / "v.jsonl",
+                              tokenizer=tmp_path / "t.model", config=tmp_path / "c.yaml",
+                              base_checkpoint=tmp_path / "g.pth", output_dir=out)
+    return tf.workspace_values(files)
+
+
+def _fake_trainer_argv(monkeypatch, *flags: str) -> None:
+    """Make Start run the fake trainer (with the form's --output-dir) instead of ``python -m trainer.train``."""
+    from webui import tab_training
+
+    def argv(values: dict, python: str = sys.executable) -> list[str]:
+        return [python, str(FAKE), "--output-dir", str(values["output_dir"]), *flags]
+
+    monkeypatch.setattr(tab_training.tf, "trainer_argv", argv)
+
+
+def test_start_shows_the_argv_it_started_and_a_refused_start_keeps_the_badge(tmp_path: Path, monkeypatch) -> None:
+    import gradio as gr
+
+    from webui.context import StudioContext
+    from webui.tab_training import start_run
+
+    _fake_trainer_argv(monkeypatch)
+    ctx = StudioContext.create(tmp_path)
+    out = tmp_path / "runs" / "a"
+    values = _demo_values(tmp_path, out)
+    try:
+        first = start_run(ctx, values)
+        record = read_record(out)
+        started = shlex.join(record["argv"])
+        assert first.command == started and first.message == ""
+        assert 'data-state="running"' in first.status and html.escape(started) in first.status
+        second = start_run(ctx, values)  # a second Start on the same output dir is refused
+        assert second.status == gr.skip()  # the RUNNING badge of the first run stays
+        assert "in use by a running process" in second.message and read_record(out)["run_id"] == record["run_id"]
+        missing = start_run(ctx, {**values, "tokenizer": ""})
+        assert missing.status == gr.skip() and "required: --tokenizer" in missing.message
+        broken = start_run(ctx, None, form_error="--epochs: expected a whole number, got 1.5")
+        assert broken.status == gr.skip() and "--epochs" in broken.message
+    finally:
+        ctx.registry.get(out).stop(grace_s=20)
+
+
+def test_a_preflight_report_about_another_command_does_not_stay(tmp_path: Path, monkeypatch) -> None:
+    import gradio as gr
+
+    from webui.context import StudioContext
+    from webui.tab_training import form_changed, start_run
+
+    values = _demo_values(tmp_path, tmp_path / "runs" / "a")
+    command = form_changed(values, None)[0]
+    assert form_changed(values, None)[1:] == (gr.skip(), gr.skip())  # no report on the page: nothing to clear
+    assert form_changed(values, command)[1:] == (gr.skip(), gr.skip())  # the report is about this command
+    other = {**values, "output_dir": str(tmp_path / "runs" / "b")}
+    assert form_changed(other, command)[1:] == ("", None)  # another output dir: the report goes
+
+    _fake_trainer_argv(monkeypatch)
+    ctx = StudioContext.create(tmp_path)
+    try:
+        started = start_run(ctx, other, preflight_for=command)
+        assert started.preflight_report == "" and started.preflight_for is None
+    finally:
+        ctx.registry.get(other["output_dir"]).stop(grace_s=20)
+
+
+def test_after_a_finished_run_resume_is_unticked_and_the_old_report_cleared(tmp_path: Path) -> None:
+    import gradio as gr
+
+    from webui.context import StudioContext
+    from webui.tab_training import poll_view
+
+    ctx = StudioContext.create(tmp_path)
+    out = tmp_path / "runs" / "a"
+    ctx.registry.get(out).start([sys.executable, str(FAKE), "--output-dir", str(out), "--steps", "3"], label="train")
+    first = poll_view(ctx, None, str(out), resume_ticked=True)
+    assert first.resume == gr.skip() and first.preflight_report == gr.skip()
+    ticks = [first]
+
+    def ended() -> bool:
+        ticks.append(poll_view(ctx, ticks[-1].view, str(out), resume_ticked=True))
+        return 'data-state="finished"' in str(ticks[-1].status)
+
+    assert wait_until(ended, 20)
+    last = ticks[-1]
+    assert last.resume is False  # "will resume from step 12" must not stay ticked under a finished run
+    assert last.preflight_report == "" and last.preflight_for is None
+    later = poll_view(ctx, last.view, str(out), resume_ticked=False)
+    assert later.resume == gr.skip() and later.preflight_report == gr.skip()
+
+
+def test_a_stopped_run_keeps_resume_but_not_the_old_report(tmp_path: Path) -> None:
+    import gradio as gr
+
+    from webui.context import StudioContext
+    from webui.tab_training import poll_view
+
+    ctx = StudioContext.create(tmp_path)
+    out = tmp_path / "runs" / "a"
+    supervisor = ctx.registry.get(out)
+    supervisor.start([sys.executable, str(FAKE), "--output-dir", str(out)], label="train")
+    view = poll_view(ctx, None, str(out), resume_ticked=True).view
+    assert wait_until(lambda: "step 1 " in supervisor.read_log(0)[0], 20)  # its signal handlers are in place
+    supervisor.stop(grace_s=20)
+    tick = poll_view(ctx, view, str(out), resume_ticked=True)
+    assert 'data-state="stopped"' in tick.status and tick.resume == gr.skip() and tick.preflight_report == ""
+
+
+def test_the_progress_bar_never_lags_the_log(tmp_path: Path) -> None:
+    from webui.context import StudioContext
+    from webui.tab_training import poll_view
+
+    ctx = StudioContext.create(tmp_path)
+    out = tmp_path / "runs" / "a"
+    supervisor = ctx.registry.get(out)
+    supervisor.start([sys.executable, str(FAKE), "--output-dir", str(out), "--steps", "40", "--interval", "0.02"],
+                     label="train")
+    state = {"view": None, "progress": 0, "log": "", "checked": 0}
+
+    def tick() -> bool:
+        result = poll_view(ctx, state["view"], str(out))
+        state["view"] = result.view
+        if isinstance(result.progress, str):
+            found = re.search(r'data-step="(\d*)"', result.progress)
+            state["progress"] = int(found.group(1) or 0)
+        if isinstance(result.log, str):
+            state["log"] = result.log
+        logged = [int(n) for n in re.findall(r"^step (\d+) ", state["log"], flags=re.MULTILINE)]
+        assert state["progress"] >= (logged[-1] if logged else 0), (state["progress"], logged[-1:])
+        state["checked"] += 1
+        return not supervisor.poll().running and state["progress"] == 40
+
+    assert wait_until(tick, 30, interval_s=0.01)
+    assert state["checked"] > 5
+
+
+def test_eta_is_smoothed_over_train_events(tmp_path: Path) -> None:
+    speeds = [1.0, 3.0] * 10  # a noisy machine: every other log window three times slower
+    append(tmp_path / "metrics.jsonl", {"event": "start", "step": 0, "epoch": 0},
+           *(train_event(step, total_steps=1000, seconds_per_step=speed) for step, speed in enumerate(speeds, 1)))
+    reader = MetricsReader(tmp_path)
+    etas = []
+    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
+        reader._take(json.loads(line))
+        if reader.eta_s is not None:
+            etas.append(reader.eta_s)
+    assert len(etas) == len(speeds)
+    jumps = [max(a, b) / min(a, b) for a, b in itertools.pairwise(etas)]
+    assert max(jumps) < 1.5, jumps  # the raw per-window ETA jumps threefold
+    assert 1.5 < reader.seconds_per_step < 2.5  # and it settles near the mean speed
+    shown = progress_html(reader.last_train, running=True, eta_s=reader.eta_s)
+    assert f"ETA {format_duration(reader.eta_s)}" in shown
+    append(tmp_path / "metrics.jsonl", {"event": "resume", "step": 20, "epoch": 0})
+    reader.poll()
+    assert reader.seconds_per_step is None  # a resumed process measures its own speed
+
+
+def test_tensorboard_is_local_and_the_page_says_how_to_reach_it() -> None:
+    from webui.tab_training import tensorboard_html
+
+    here = tensorboard_html("127.0.0.1", "6006", "127.0.0.1")
+    assert "http://127.0.0.1:6006/" in here and "ssh" not in here
+    remote = tensorboard_html("127.0.0.1", "6006", "gpu-box.lan")
+    assert "ssh -N -L 6006:127.0.0.1:6006 USER@gpu-box.lan" in remote and "--tensorboard-host" in remote
+    shared = tensorboard_html("127.0.0.1", "6007", "abcd.gradio.live")
+    assert "gradio.live" not in shared.split("ssh", 1)[1]  # a tunnel to the share host would not work
+    opened = tensorboard_html("0.0.0.0", "6006", "gpu-box.lan")
+    assert "http://gpu-box.lan:6006/" in opened and "without a login" in opened

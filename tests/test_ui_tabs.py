@@ -319,7 +319,7 @@ def test_list_newest_first_and_feeds_the_picker(run_dir: Path, tmp_path: Path):
     assert set(view.table["file"]) == {"latest.pth", "best.pth", "model_step10.pth", "model_step20.pth"}
     assert view.table["step"].iloc[0] == 20 and view.table["step"].iloc[-1] == 10
     assert [Path(p).name for p in view.paths] == list(view.table["file"])
-    assert all(v.startswith(("COMPLETE", "PARTIAL")) for v in view.table["verdict"])
+    assert list(view.table["verdict"]) == ["COMPLETE"] * 4  # complete training checkpoints, nothing less
 
 
 def test_list_of_a_missing_folder_says_so(tmp_path: Path):
@@ -336,7 +336,7 @@ def test_verify_inspect_export(run_dir: Path, tmp_path: Path):
     verified = tab_checkpoints.verify_view(latest, "", "", tmp_path)
     components = dict(zip(verified.table["component"], verified.table["status"]))
     assert components["model weights"] == "ok" and components["optimizer"] == "ok"
-    assert any(word in verified.verdict for word in ("COMPLETE", "PARTIAL"))
+    assert "COMPLETE" in verified.verdict and "PARTIAL" not in verified.verdict
 
     message, facts = tab_checkpoints.inspect_view(latest, tmp_path)
     rows = dict(zip(facts["field"], facts["value"]))
@@ -385,3 +385,44 @@ def test_tabs_build_with_their_element_ids(demo_workspace):
                 "tok-verify-run", "tok-verify-table", "tok-verify-verdict", "tok-sample-table",
                 "ckpt-list-run", "ckpt-list-table", "ckpt-verify-run", "ckpt-verify-verdict", "ckpt-export-run"}
     assert expected <= ids
+
+
+# -- every tab is part of the studio ---------------------------------------------------------------------------
+
+
+def test_a_tab_that_cannot_be_imported_or_built_stops_the_studio_naming_it(tmp_path: Path, monkeypatch):
+    import sys
+    import types
+
+    from webui import studio
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(tmp_path)
+    with pytest.raises(studio.TabError) as missing:
+        studio.build_studio(ctx, tabs=(("Ghost", "webui.tab_ghost_that_does_not_exist", "tab-ghost"),))
+    message = str(missing.value)
+    assert message.startswith("the Ghost tab (webui.tab_ghost_that_does_not_exist) failed to import: "
+                              "ModuleNotFoundError") and "\n" not in message
+
+    broken = types.ModuleType("webui_test_broken_tab")
+
+    def build(_ctx):
+        raise ValueError("no such\ncomponent")
+
+    broken.build = build
+    monkeypatch.setitem(sys.modules, "webui_test_broken_tab", broken)
+    with pytest.raises(studio.TabError) as failed:
+        studio.build_studio(ctx, tabs=(("Broken", "webui_test_broken_tab", "tab-broken"),))
+    message = str(failed.value)
+    assert message.startswith("the Broken tab (webui_test_broken_tab) failed to build: ValueError: no such component")
+    assert "tests/test_ui_tabs.py:" in message and "\n" not in message  # where it broke
+
+
+def test_the_studio_has_all_five_tabs(demo_workspace):
+    from webui import studio
+    from webui.context import StudioContext
+
+    blocks = studio.build_studio(StudioContext.create(demo_workspace.root))
+    ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
+    assert {elem_id for _, _, elem_id in studio.TABS} <= ids
+    assert [title for title, _, _ in studio.TABS] == ["Data", "Tokenizer", "Training", "Checkpoints", "System"]

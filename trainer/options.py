@@ -21,6 +21,7 @@ import yaml
 
 from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
+from data_tools.paths import PathError, expand_text
 
 KINDS = ("str", "path", "int", "float", "bool", "choice")
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -162,6 +163,18 @@ def _number_type(option: Option) -> Callable[[str], Any]:
     return parse
 
 
+def _path_type(option: Option) -> Callable[[str], str]:
+    """``~`` expanded and line breaks refused, by the one rule the studio's form uses too."""
+
+    def parse(text: str) -> str:
+        try:
+            return expand_text(text, option.flag)
+        except PathError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option.flag}: ")) from None
+
+    return parse
+
+
 def _device_type(text: str) -> str:
     if not DEVICE_PATTERN.match(text):
         raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
@@ -184,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs.update(action=argparse.BooleanOptionalAction, default=option.default)
         elif option.repeatable:
             kwargs.update(action="append", default=None, metavar=option.kind.upper(), required=option.required)
+            if option.kind == "path":
+                kwargs["type"] = _path_type(option)
         else:
             kwargs.update(default=option.default, required=option.required)
             if option.kind in ("int", "float"):
@@ -192,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
                 kwargs["choices"] = option.choices
             elif option.name == "device":
                 kwargs["type"] = _device_type
+            elif option.kind == "path":
+                kwargs["type"] = _path_type(option)
             if option.kind in ("path", "str"):
                 kwargs["metavar"] = "PATH" if option.kind == "path" else option.name.upper()
         group.add_argument(option.flag, **kwargs)

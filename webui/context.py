@@ -60,14 +60,15 @@ class StudioContext:
     paths: WorkspacePaths
     registry: SupervisorRegistry
     repo_root: Path = REPO_ROOT
-    host: str = "127.0.0.1"  # the interface the studio listens on (helper servers such as TensorBoard use it too)
+    host: str = "127.0.0.1"  # the interface the studio listens on
+    tensorboard_host: str = "127.0.0.1"  # TensorBoard has no login: loopback unless the user asks (app.py flag)
     python: str = field(default=sys.executable)
 
     @classmethod
-    def create(cls, workspace: Path, host: str = "127.0.0.1") -> StudioContext:
+    def create(cls, workspace: Path, host: str = "127.0.0.1", tensorboard_host: str = "127.0.0.1") -> StudioContext:
         workspace = Path(workspace).resolve()
         return cls(workspace=workspace, paths=WorkspacePaths.for_workspace(workspace),
-                   registry=SupervisorRegistry(workspace), host=host)
+                   registry=SupervisorRegistry(workspace), host=host, tensorboard_host=tensorboard_host)
 
     def module_argv(self, module: str, *args: str) -> list[str]:
         """``[python, -m, module, *args]`` with the studio's interpreter."""

@@ -13,6 +13,7 @@ import pandas as pd
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_COLUMNS = ["step", "value", "series"]
+ETA_SMOOTHING = 0.2  # weight of the newest train event in the moving average of seconds per step
 
 
 @dataclass
@@ -60,6 +61,7 @@ class MetricsReader:
         self.series: dict[str, Series] = {}
         self.last_train: dict[str, Any] | None = None
         self.last_event: dict[str, Any] | None = None
+        self.seconds_per_step: float | None = None  # exponential moving average over the train events
         self.version = 0  # bumps when anything new was read
 
     def _series(self, name: str) -> Series:
@@ -72,8 +74,12 @@ class MetricsReader:
         if not isinstance(step, int):
             return
         self.last_event = event
+        if kind in ("start", "resume"):
+            self.seconds_per_step = None  # a new process: its speed is measured afresh
+            return
         if kind == "train":
             self.last_train = event
+            self._smooth_speed(event)
             keys, prefix = self.TRAIN_KEYS, "train"
         elif kind == "val":
             keys, prefix = self.VAL_KEYS, "val"
@@ -83,6 +89,29 @@ class MetricsReader:
             value = _number(event.get(key))
             if value is not None:
                 self._series(f"{prefix} {key}").add(step, value)
+
+    def _smooth_speed(self, event: dict[str, Any]) -> None:
+        """Average the trainer's seconds per step (its log window's mean) so the ETA does not jump by line."""
+        speed = _number(event.get("seconds_per_step"))
+        if speed is None:  # older metrics: the trainer's own ETA over the steps left
+            eta, total, step = _number(event.get("eta_s")), _number(event.get("total_steps")), event["step"]
+            if eta is not None and total is not None and total > step:
+                speed = eta / (total - step)
+        if speed is None or speed < 0:
+            return
+        if self.seconds_per_step is None:
+            self.seconds_per_step = speed
+        else:
+            self.seconds_per_step += ETA_SMOOTHING * (speed - self.seconds_per_step)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the smoothed speed (None before a train event with a known total)."""
+        event = self.last_train
+        total = _number((event or {}).get("total_steps"))
+        if event is None or total is None or self.seconds_per_step is None:
+            return None
+        return max(0.0, total - event["step"]) * self.seconds_per_step
 
     def poll(self, max_bytes: int = 4 * 1024 * 1024) -> bool:
         """Read newly appended complete lines; True if anything new arrived."""
@@ -158,15 +187,16 @@ def format_duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
-def progress_html(event: dict[str, Any] | None, running: bool) -> str:
-    """A progress bar with step / total and ETA from the last train event."""
+def progress_html(event: dict[str, Any] | None, running: bool, eta_s: float | None = None) -> str:
+    """A progress bar with step / total from the last train event, and the ETA (``eta_s``: the smoothed one
+    of MetricsReader.eta_s; without it, the event's own)."""
     if not event:
         return '<div id="train-progress-bar" data-step="">no training metrics yet</div>'
     step = int(event.get("step") or 0)
     total = event.get("total_steps")
     total = int(total) if isinstance(total, (int, float)) and total > 0 else None
     percent = min(100.0, 100.0 * step / total) if total else 0.0
-    eta = format_duration(_number(event.get("eta_s"))) if running else "-"
+    eta = format_duration(eta_s if eta_s is not None else _number(event.get("eta_s"))) if running else "-"
     speed = _number(event.get("tokens_per_s"))
     detail = f"step {step}" + (f" / {total} ({percent:.0f}%)" if total else "")
     epoch = event.get("epoch")

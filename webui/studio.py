@@ -1,21 +1,19 @@
 """The studio's Gradio app: one tab per module under webui/, in a fixed order.
 
-A tab module exposes ``build(ctx: StudioContext) -> None`` and is called inside its ``gr.Tab``. A module
-that does not exist yet is left out; one that fails to import or build shows its error in its tab
-instead of taking the whole studio down.
+A tab module exposes ``build(ctx: StudioContext) -> None`` and is called inside its ``gr.Tab``. Every tab
+is part of the studio: one that fails to import or build stops the app with one line naming it (a
+studio that silently lacks a tab would pass for a working one).
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
 import traceback
+from pathlib import Path
 
 import gradio as gr
 
 from webui.context import StudioContext
-
-log = logging.getLogger(__name__)
 
 TABS: tuple[tuple[str, str, str], ...] = (
     # (title, module, elem_id of the tab)
@@ -31,39 +29,44 @@ CSS = """
 .status-ok { color: #15803d; font-weight: 600; }
 .status-bad { color: #b91c1c; font-weight: 600; }
 """
+_REPO = Path(__file__).resolve().parents[1]
 
 
-def _load_tab_module(module_name: str):
-    """The tab module, or None when it does not exist (yet)."""
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
+class TabError(RuntimeError):
+    """A tab could not be imported or built; the message is one line naming the tab and where it broke."""
 
 
-def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio") -> gr.Blocks:
+def _where(exc: BaseException) -> str:
+    """file:line of the deepest frame of this checkout in the exception's traceback ('' if none)."""
+    where = ""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = Path(frame.filename)
+        if path.is_relative_to(_REPO) and ".venv" not in path.parts:
+            where = f"{path.relative_to(_REPO)}:{frame.lineno}"
+    return where
+
+
+def _tab_error(title: str, module_name: str, what: str, exc: BaseException) -> TabError:
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    where = _where(exc)
+    return TabError(f"the {title} tab ({module_name}) failed to {what}: {message}" + (f" ({where})" if where else ""))
+
+
+def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio",
+                 tabs: tuple[tuple[str, str, str], ...] | None = None) -> gr.Blocks:
+    """The whole studio (``tabs``: default TABS); raises TabError naming the first tab that cannot be imported
+    or built."""
     with gr.Blocks(title=title, analytics_enabled=False) as studio:
         gr.Markdown(f"## {title}\nWorkspace: `{ctx.workspace}`", elem_id="studio-header")
         with gr.Tabs(elem_id="studio-tabs"):
-            for tab_title, module_name, elem_id in TABS:
+            for tab_title, module_name, elem_id in TABS if tabs is None else tabs:
                 try:
-                    module = _load_tab_module(module_name)
-                except Exception:  # a broken tab must not take the studio down
-                    module, error = None, traceback.format_exc()
-                    log.error("tab %s failed to import:\n%s", tab_title, error)
-                    with gr.Tab(tab_title, elem_id=elem_id):
-                        gr.Markdown(f"**This tab failed to load.**\n\n```\n{error}\n```")
-                    continue
-                if module is None:
-                    log.info("tab %s skipped: %s is not there yet", tab_title, module_name)
-                    continue
+                    module = importlib.import_module(module_name)
+                except Exception as exc:
+                    raise _tab_error(tab_title, module_name, "import", exc) from exc
                 with gr.Tab(tab_title, elem_id=elem_id):
                     try:
                         module.build(ctx)
-                    except Exception:
-                        error = traceback.format_exc()
-                        log.error("tab %s failed to build:\n%s", tab_title, error)
-                        gr.Markdown(f"**This tab failed to build.**\n\n```\n{error}\n```")
+                    except Exception as exc:
+                        raise _tab_error(tab_title, module_name, "build", exc) from exc
     return studio

@@ -21,14 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from data_tools.paths import expand_path
 from webui import outcome
 from webui.logtail import read_complete_lines, tail_text
 from webui.process_tools import (
     is_process_alive,
-    kill_session,
     process_create_time,
-    session_members,
+    run_processes,
     signal_group,
+    signal_processes,
     wait_until,
 )
 from webui.run_record import (
@@ -80,7 +83,7 @@ class RunStatus:
     stop_requested: bool = False
     log_offset: int = 0
     failure: outcome.Failure | None = None
-    saved_step: int | None = None
+    events: outcome.RunEvents = field(default_factory=outcome.RunEvents, compare=False)  # of a run that ended
     tail: str = ""
     record: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -93,6 +96,11 @@ class RunStatus:
         return shlex.join(self.argv)
 
     @property
+    def saved_step(self) -> int | None:
+        """The step of the last checkpoint this run committed (its ``save`` events), None if none."""
+        return self.events.saved_step
+
+    @property
     def summary(self) -> str:
         code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
         if self.state == IDLE:
@@ -101,18 +109,29 @@ class RunStatus:
             verb = "stopping" if self.stop_requested else "running"
             return f"{verb} (pid {self.pid}, started {self.started_at})"
         if self.state == STOPPED:
-            saved = f", saved at step {self.saved_step}" if self.saved_step is not None else ""
-            return f"stopped{saved}{code}"
+            kept = outcome.stop_summary(self.events)
+            return f"stopped, {kept}{code}" if kept else f"stopped{code}"
+        saved = f"; last checkpoint at step {self.saved_step}" if self.saved_step is not None else ""
         if self.state in (FAILED, KILLED) and self.failure is not None:
             prefix = "failed" if self.state == FAILED else "killed"
             if self.failure.kind == outcome.KILLED_BY_SIGNAL:
-                return f"{prefix}: {self.failure.detail}{code}"
-            return f"{prefix}: {self.failure.describe()}{code}"
+                return f"{prefix}: {self.failure.detail}{saved}{code}"
+            return f"{prefix}: {self.failure.describe()}{saved}{code}"
         return f"{self.state}{code}"
 
 
-def child_env(env: dict[str, str] | None) -> dict[str, str]:
+TEST_HOOK_PREFIX = "STUDIO_TEST_"  # the trainer's fault-injection switches (trainer/signals.py)
+
+
+def child_env(env: dict[str, str] | None, allow_test_hooks: bool = False) -> dict[str, str]:
+    """The environment of a supervised run: ``env`` (default: ours), unbuffered, importing this checkout.
+
+    Fault-injection variables (``STUDIO_TEST_*``) are removed unless a test asks for them: one left over in
+    a user's shell would otherwise kill or stop their real training run.
+    """
     merged = dict(os.environ if env is None else env)
+    if not allow_test_hooks:
+        merged = {key: value for key, value in merged.items() if not key.startswith(TEST_HOOK_PREFIX)}
     merged["PYTHONUNBUFFERED"] = "1"
     # The wrapper and `python -m trainer...` must import from this checkout whatever the cwd.
     paths = [str(REPO_ROOT), *[p for p in merged.get("PYTHONPATH", "").split(os.pathsep) if p]]
@@ -120,16 +139,28 @@ def child_env(env: dict[str, str] | None) -> dict[str, str]:
     return merged
 
 
+def _roots(record: dict[str, Any]) -> list[tuple[int | None, float | None]]:
+    """(pid, create_time) of the run's wrapper, its child and the descendants the wrapper recorded."""
+    roots: list[tuple[int | None, float | None]] = [
+        (record.get("pid"), record.get("create_time")),
+        (record.get("child_pid"), record.get("child_create_time")),
+    ]
+    for entry in record.get("descendants") or []:
+        if isinstance(entry, (list, tuple)) and len(entry) == 2:
+            roots.append((int(entry[0]), float(entry[1])))
+    return roots
+
+
 class RunSupervisor:
     """Start, watch and stop the run of one output directory."""
 
-    def __init__(self, output_dir: Path) -> None:
-        self.output_dir = Path(output_dir).resolve()
+    def __init__(self, output_dir: Path | str) -> None:
+        self.output_dir = expand_path(output_dir, "output dir").resolve()
         self._proc: subprocess.Popen | None = None  # the wrapper, when this process started it
         self._proc_run_id: str | None = None
         self._lock = threading.Lock()  # Gradio calls handlers from worker threads
         self._cache_key: tuple | None = None
-        self._cache: tuple[outcome.Failure | None, int | None, str] = (None, None, "")
+        self._cache: tuple[outcome.Failure | None, outcome.RunEvents, str] = (None, outcome.RunEvents(), "")
 
     # -- paths and records ------------------------------------------------------------------
     @property
@@ -159,19 +190,18 @@ class RunSupervisor:
         if record.get("pid") is None:
             # Recorded but not launched yet (another UI process is between the record and Popen).
             return time.time() - float(record.get("started_at_epoch") or 0.0) < _LAUNCH_GRACE_S
-        if self._proc is not None and self._proc_run_id == record.get("run_id"):
-            if self._proc.poll() is None:
-                return True
-            # The wrapper is gone; an orphaned child (wrapper killed alone) still counts as the run.
-            return is_process_alive(record.get("child_pid"), record.get("child_create_time"))
-        return is_process_alive(record.get("pid"), record.get("create_time")) or is_process_alive(
-            record.get("child_pid"), record.get("child_create_time")
-        )
+        if self._wrapper_alive(record):
+            return True
+        # The wrapper is gone (killed alone): an orphaned child or descendant still counts as the run.
+        return any(is_process_alive(pid, created) for pid, created in _roots(record)[1:])
 
     # -- start ---------------------------------------------------------------------------------
     def start(self, argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
-              label: str = "") -> RunStatus:
-        """Launch ``argv`` as this output dir's run; raises RunAlreadyActive if one is going on."""
+              label: str = "", allow_test_hooks: bool = False) -> RunStatus:
+        """Launch ``argv`` as this output dir's run; raises RunAlreadyActive if one is going on.
+
+        ``allow_test_hooks`` keeps ``STUDIO_TEST_*`` variables in the run's environment (tests only).
+        """
         if not argv:
             raise ValueError("empty command")
         with self._lock:
@@ -211,7 +241,7 @@ class RunSupervisor:
                 log.write(f"\n=== {record['started_at']} run {run_id[:8]}: {shlex.join(argv)}\n".encode())
                 try:
                     proc = subprocess.Popen(
-                        launcher, cwd=record["cwd"], env=child_env(env), stdin=subprocess.DEVNULL,
+                        launcher, cwd=record["cwd"], env=child_env(env, allow_test_hooks), stdin=subprocess.DEVNULL,
                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
                     )
                 except OSError as exc:
@@ -264,17 +294,17 @@ class RunSupervisor:
 
     def _status_from(self, record: dict[str, Any]) -> RunStatus:
         state = str(record.get("status") or IDLE)
-        failure, step, tail = None, None, ""
+        failure, events, tail = None, outcome.RunEvents(), ""
         if state in FINAL_STATES:
             key = (record.get("run_id"), state, record.get("exit_code"))
             if self._cache_key != key:
                 tail = tail_text(self.console_log, _TAIL_BYTES, int(record.get("log_offset") or 0))
-                step = outcome.saved_step(tail)
+                events = outcome.read_run_events(self.output_dir, record.get("started_at_epoch"))
                 if state in (FAILED, KILLED):
-                    failure = outcome.classify_failure(record.get("exit_code"), record.get("signal"), tail,
+                    failure = outcome.classify_failure(record.get("exit_code"), record.get("signal"), events, tail,
                                                        bool(record.get("stop_requested")))
-                self._cache_key, self._cache = key, (failure, step, tail)
-            failure, step, tail = self._cache
+                self._cache_key, self._cache = key, (failure, events, tail)
+            failure, events, tail = self._cache
         return RunStatus(
             state=state,
             output_dir=self.output_dir,
@@ -289,7 +319,7 @@ class RunSupervisor:
             stop_requested=bool(record.get("stop_requested")),
             log_offset=int(record.get("log_offset") or 0),
             failure=failure,
-            saved_step=step,
+            events=events,
             tail=tail,
             record=record,
         )
@@ -303,22 +333,36 @@ class RunSupervisor:
         return tail_text(self.console_log, max_bytes, int(record.get("log_offset") or 0))
 
     # -- stop ----------------------------------------------------------------------------------
+    def run_processes(self, record: dict[str, Any] | None = None) -> list[psutil.Process]:
+        """Every live process of the current run: the wrapper's tree (which adopts orphans), its session,
+        and the descendants it recorded (also those that left the session with setsid)."""
+        record = record if record is not None else (read_record(self.output_dir) or {})
+        if not record.get("run_id"):
+            return []
+        latest = read_record(self.output_dir) or record
+        if latest.get("run_id") == record.get("run_id"):
+            record = latest  # the wrapper keeps adding descendants while the run goes
+        return run_processes(_roots(record), record.get("sid"))
+
     def processes(self) -> list[int]:
-        """PIDs of every live process of the current run (its whole session)."""
-        record = read_record(self.output_dir) or {}
-        return [proc.pid for proc in session_members(record.get("sid"))]
+        """PIDs of every live process of the current run."""
+        return [proc.pid for proc in self.run_processes()]
 
     def _signal_run(self, record: dict[str, Any], sig: int) -> None:
-        """Deliver ``sig`` once: to the wrapper's group (it forwards), or to the child's if the wrapper is gone."""
+        """Deliver ``sig`` once: to the wrapper's group (it forwards), or, when the wrapper is gone, to the
+        child's group and every other process of the run (nobody else would stop them)."""
         wrapper_alive = is_process_alive(record.get("pid"), record.get("create_time"))
-        if not (wrapper_alive and signal_group(record.get("pgid"), sig)):
-            signal_group(record.get("child_pgid"), sig)
+        if wrapper_alive and signal_group(record.get("pgid"), sig):
+            return
+        signal_group(record.get("child_pgid"), sig)
+        if sig != signal.SIGINT:
+            signal_processes(self.run_processes(record), sig)
 
     def _wait_gone(self, record: dict[str, Any], timeout_s: float) -> bool:
         def gone() -> bool:
             if self._proc is not None:
                 self._proc.poll()  # reap our wrapper so it does not linger as a zombie
-            return not self._is_alive(record) and not session_members(record.get("sid"))
+            return not self._is_alive(record) and not self.run_processes(record)
 
         return wait_until(gone, timeout_s)
 
@@ -351,11 +395,14 @@ class RunSupervisor:
         update_record(self.output_dir, record.get("run_id"), force_stopped=True)
         deadline = time.monotonic() + kill_s
         while True:
-            kill_session(record.get("sid"), (record.get("pgid"), record.get("child_pgid")))
+            # The whole tree is listed before anything dies, so nothing is re-parented out of sight.
+            signal_processes(self.run_processes(record), signal.SIGKILL)
+            for pgid in (record.get("pgid"), record.get("child_pgid")):
+                signal_group(pgid, signal.SIGKILL)
             if self._wait_gone(record, min(0.5, max(0.0, deadline - time.monotonic()))):
                 break
             if time.monotonic() >= deadline:
-                survivors = [proc.pid for proc in session_members(record.get("sid"))]
+                survivors = [proc.pid for proc in self.run_processes(record)]
                 raise RuntimeError(f"processes of the run survived SIGKILL: {survivors}")
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -372,8 +419,9 @@ class SupervisorRegistry:
         self._supervisors: dict[Path, RunSupervisor] = {}
         self._lock = threading.Lock()
 
-    def get(self, output_dir: Path) -> RunSupervisor:
-        key = Path(output_dir).resolve()
+    def get(self, output_dir: Path | str) -> RunSupervisor:
+        """The supervisor of ``output_dir`` (``~`` expanded; raises data_tools.paths.PathError if it cannot be)."""
+        key = expand_path(output_dir, "output dir").resolve()
         with self._lock:
             supervisor = self._supervisors.get(key)
             if supervisor is None:

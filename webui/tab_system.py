@@ -12,9 +12,9 @@ import pandas as pd
 import psutil
 
 from webui.context import StudioContext
-from webui.process_tools import session_members
 
 REFRESH_S = 5.0
+RUNNING_REFRESH_S = 1.0  # while a run goes: its end shows within a second, not after a 5 s old snapshot
 GIB = 1024**3
 PROCESS_COLUMNS = ["job", "state", "pid", "processes", "CPU %", "memory (GiB)", "started", "output dir", "outcome",
                    "command"]
@@ -103,7 +103,7 @@ def process_rows(ctx: StudioContext, meter: CpuMeter) -> list[list[Any]]:
     statuses = [s for s in ctx.registry.statuses() if s.state != "idle"]
     statuses.sort(key=lambda s: (not s.running, -float(s.record.get("started_at_epoch") or 0.0)))
     for status in statuses:
-        members = session_members(status.record.get("sid")) if status.running else []
+        members = ctx.registry.get(status.output_dir).run_processes(status.record) if status.running else []
         cpu, rss = 0.0, 0
         for proc in members:
             with contextlib.suppress(psutil.Error):
@@ -117,11 +117,14 @@ def process_rows(ctx: StudioContext, meter: CpuMeter) -> list[list[Any]]:
     return rows
 
 
-def refresh(ctx: StudioContext, meter: CpuMeter) -> tuple[str, pd.DataFrame, str, pd.DataFrame]:
+def refresh(ctx: StudioContext, meter: CpuMeter) -> tuple[str, pd.DataFrame, str, pd.DataFrame, Any]:
+    """(host, GPUs, GPU note, processes, timer update): the timer refreshes fast while a run goes."""
     gpus, note = gpu_rows()
     with meter.lock:
         host, processes = host_markdown(ctx, meter), process_rows(ctx, meter)
-    return host, pd.DataFrame(gpus, columns=GPU_COLUMNS), note, pd.DataFrame(processes, columns=PROCESS_COLUMNS)
+    frame = pd.DataFrame(processes, columns=PROCESS_COLUMNS)
+    interval = RUNNING_REFRESH_S if (frame["state"] == "running").any() else REFRESH_S
+    return (host, pd.DataFrame(gpus, columns=GPU_COLUMNS), note, frame, gr.update(value=interval))
 
 
 def build(ctx: StudioContext) -> None:
@@ -135,7 +138,7 @@ def build(ctx: StudioContext) -> None:
     refresh_button = gr.Button("Refresh", elem_id="system-refresh", size="sm")
     timer = gr.Timer(REFRESH_S)
 
-    outputs = [host, gpus, gpu_note, processes]
+    outputs = [host, gpus, gpu_note, processes, timer]
     for event in (refresh_button.click, timer.tick):
         event(lambda: refresh(ctx, meter), outputs=outputs, show_progress="hidden", queue=False)
     gr.on(triggers=None, fn=lambda: refresh(ctx, meter), outputs=outputs)  # page load

@@ -16,10 +16,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gradio as gr
 
+from data_tools.paths import PathError, expand_path
 from webui import training_form as tf
 from webui.context import StudioContext
 from webui.logtail import LogTail, file_size
@@ -110,7 +111,10 @@ def _checkpoint_label(path: Path) -> tuple[int | None, float | None, str]:
 def checkpoint_choices(output_dir: str) -> list[tuple[str, str]]:
     """(label, value) pairs: "latest (auto)" first, then the output dir's checkpoints, newest step first."""
     choices = [(tf.RESUME_AUTO_LABEL, tf.RESUME_AUTO)]
-    directory = Path(output_dir.strip()).expanduser() if output_dir.strip() else None
+    try:
+        directory = expand_path(output_dir.strip(), "--output-dir") if output_dir.strip() else None
+    except PathError:
+        return choices
     if directory is None or not directory.is_dir():
         return choices
     entries: list[tuple[int, str, str]] = []
@@ -141,6 +145,7 @@ class RunView:
 
 
 def status_html(status: RunStatus) -> str:
+    """The run's badge and summary, and the command it runs (what was actually started, from run.json)."""
     color = _STATE_COLORS.get(status.state, "#5b6b7b")
     parts = [
         f'<div id="train-status-line" data-state="{status.state}" data-run="{status.run_id or ""}">'
@@ -150,14 +155,21 @@ def status_html(status: RunStatus) -> str:
     if status.ended_at:
         parts.append(f" <small>ended {html.escape(status.ended_at)}</small>")
     parts.append("</div>")
+    if status.argv:
+        verb = "running" if status.running else "ran"
+        parts.append(f'<div><small>{verb}: <code id="train-status-command">{html.escape(status.command)}</code>'
+                     "</small></div>")
     if status.state in ("failed", "killed") and status.tail:
         tail = "\n".join(status.tail.splitlines()[-25:])
         parts.append(f'<pre id="train-status-tail" style="max-height:18em;overflow:auto;">{html.escape(tail)}</pre>')
     return "".join(parts)
 
 
-def _new_view(output_dir: str, status: RunStatus) -> RunView:
-    directory = Path(output_dir)
+def error_html(message: str) -> str:
+    return f'<div class="status-bad">error: {html.escape(message)}</div>'
+
+
+def _new_view(output_dir: str, directory: Path, status: RunStatus) -> RunView:
     console = directory / CONSOLE_LOG
     log = LogTail.for_run(console, status.log_offset) if status.run_id else LogTail(console, file_size(console))
     return RunView(output_dir=output_dir, run_id=status.run_id, log=log, metrics=MetricsReader(directory))
@@ -175,41 +187,111 @@ def _frames(view: RunView) -> tuple[Any, Any, Any]:
                                            view.metrics.lr_frame()))
 
 
-def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str) -> tuple[Any, ...]:
-    """One timer tick: (view, status, progress, log, loss, top1, lr, resume choices, timer); gr.skip() where
-    unchanged. The timer polls fast only while the run is going."""
+class Tick(NamedTuple):
+    """What one timer tick sends to the page (``gr.skip()`` where nothing changed)."""
+
+    view: Any
+    status: Any
+    progress: Any
+    log: Any
+    loss: Any
+    top1: Any
+    lr: Any
+    resume_choices: Any
+    timer: Any
+    resume: Any  # unticked when a run finished: there is nothing left to resume
+    preflight_report: Any  # cleared when a run starts or ends: a report from before describes another moment
+    preflight_for: Any
+
+
+def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_ticked: bool = False) -> Tick:
+    """One timer tick. The timer polls fast only while the run is going."""
     output_dir = (output_dir or "").strip()
     skip = gr.skip()
-    if not output_dir:
-        return (None, status_html(RunStatus(state="idle", output_dir=Path("."))), "", "", skip, skip, skip, skip,
-                gr.update(value=IDLE_POLL_S))
-    status = ctx.registry.get(Path(output_dir)).poll()
+    try:
+        supervisor = ctx.registry.get(output_dir) if output_dir else None
+    except PathError as exc:
+        return Tick(None, error_html(str(exc)), "", "", skip, skip, skip, skip, gr.update(value=IDLE_POLL_S),
+                    skip, skip, skip)
+    if supervisor is None:
+        return Tick(None, status_html(RunStatus(state="idle", output_dir=Path("."))), "", "", skip, skip, skip, skip,
+                    gr.update(value=IDLE_POLL_S), skip, skip, skip)
+    status = supervisor.poll()
     fresh = view is None or view.output_dir != output_dir or view.run_id != status.run_id
     if fresh:
-        view = _new_view(output_dir, status)
+        view = _new_view(output_dir, supervisor.output_dir, status)
     assert view is not None
+    # The log first, then the metrics: the trainer records a step's event before printing its line, so the
+    # progress bar is never behind the log it sits above.
     log_changed = view.log.poll()
     metrics_changed = view.metrics.poll()
     status_text = status_html(status)
     ended_now = view.last_state == "running" and status.state != "running"
-    outputs: list[Any] = [view]
-    outputs.append(status_text if (fresh or status_text != view.last_status) else skip)
-    outputs.append(progress_html(view.metrics.last_train, status.running) if (fresh or metrics_changed
-                                                                               or ended_now) else skip)
-    outputs.append(view.log.text() if (fresh or log_changed) else skip)
+    started_now = status.running and (fresh or view.last_state != "running")
+    plots = (skip, skip, skip)
     # Re-drawing three charts costs the browser far more than the log does: at most every PLOT_EVERY_S.
     view.plots_pending = view.plots_pending or metrics_changed
     now = time.monotonic()
     if fresh or ended_now or (view.plots_pending and now - view.plotted_at >= PLOT_EVERY_S):
-        outputs.extend(_frames(view))
+        plots = _frames(view)
         view.plots_pending, view.plotted_at = False, now
-    else:
-        outputs.extend((skip, skip, skip))
-    outputs.append(gr.update(choices=checkpoint_choices(output_dir)) if (fresh or ended_now) else skip)
     interval = POLL_S if status.running else IDLE_POLL_S
-    outputs.append(gr.update(value=interval) if interval != view.interval else skip)
+    stale_report = ended_now or (started_now and not fresh)
+    tick = Tick(
+        view=view,
+        status=status_text if (fresh or status_text != view.last_status) else skip,
+        progress=(progress_html(view.metrics.last_train, status.running, view.metrics.eta_s)
+                  if (fresh or metrics_changed or ended_now) else skip),
+        log=view.log.text() if (fresh or log_changed) else skip,
+        loss=plots[0], top1=plots[1], lr=plots[2],
+        resume_choices=gr.update(choices=checkpoint_choices(output_dir)) if (fresh or ended_now) else skip,
+        timer=gr.update(value=interval) if interval != view.interval else skip,
+        resume=False if (ended_now and status.state == "finished" and resume_ticked) else skip,
+        preflight_report="" if stale_report else skip,
+        preflight_for=None if stale_report else skip,
+    )
     view.last_status, view.last_state, view.interval = status_text, status.state, interval
-    return tuple(outputs)
+    return tick
+
+
+# -- start ---------------------------------------------------------------------------------------------------
+class Started(NamedTuple):
+    """What Start sends to the page: the badge is replaced only by a run that really started."""
+
+    status: Any  # the new run's status, or gr.skip() (a refused Start leaves the badge of the run that goes on)
+    message: str  # '' or the one-line reason nothing started
+    command: Any  # the argv that was started (or would have been), shell-quoted
+    timer: Any
+    preflight_report: Any  # cleared unless the report was made for exactly this command
+    preflight_for: Any
+
+
+def start_run(ctx: StudioContext, values: dict[str, Any] | None, preflight_for: str | None = None,
+              form_error: str = "") -> Started:
+    """Start the trainer for the form's values (read once: the command shown is the command started)."""
+    skip = gr.skip()
+    if values is None:
+        return Started(skip, error_html(form_error), skip, skip, skip, skip)
+    missing = tf.missing_required(values)
+    if missing:
+        return Started(skip, error_html(f"required: {', '.join(missing)}"), skip, skip, skip, skip)
+    argv = tf.trainer_argv(values)
+    command = shlex.join(argv)
+    try:
+        started = ctx.registry.get(values["output_dir"]).start(argv, cwd=ctx.repo_root, label=TRAIN_LABEL)
+    except (RunAlreadyActive, RuntimeError, PathError) as exc:
+        return Started(skip, error_html(str(exc)), command, skip, skip, skip)
+    same_report = preflight_for == started.command
+    return Started(status_html(started), "", started.command, gr.update(value=POLL_S),
+                   skip if same_report else "", skip if same_report else None)
+
+
+def form_changed(values: dict[str, Any] | None, preflight_for: str | None, form_error: str = "") -> tuple[Any, ...]:
+    """(command preview, pre-flight report, pre-flight-for): a report about another command is cleared."""
+    command = shlex.join(tf.trainer_argv(values)) if values is not None else f"error: {form_error}"
+    if preflight_for is not None and preflight_for != command:
+        return command, "", None
+    return command, gr.skip(), gr.skip()
 
 
 # -- TensorBoard ---------------------------------------------------------------------------------------------
@@ -224,39 +306,66 @@ def _free_port(host: str, start: int = 6006, tries: int = 50) -> int:
     raise RuntimeError(f"no free port for TensorBoard in {start}-{start + tries - 1}")
 
 
-def start_tensorboard(ctx: StudioContext, output_dir: str, request: gr.Request | None) -> str:
+def _loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    return host in ("localhost", "") or host.startswith("127.") or host == "::1"
+
+
+def tensorboard_html(bind_host: str, port: str, page_host: str) -> str:
+    """The link to TensorBoard and, where the browser is elsewhere, how to reach a loopback-only one."""
+    if _loopback(bind_host):
+        url = f"http://127.0.0.1:{port}/"
+        link = f'<a id="train-tensorboard-url" href="{html.escape(url)}" target="_blank">TensorBoard: {html.escape(url)}</a>'
+        if _loopback(page_host):
+            return link + " <small>(listens on this machine only)</small>"
+        machine = page_host if page_host and not page_host.endswith("gradio.live") else "THE-STUDIO-MACHINE"
+        hint = f"ssh -N -L {port}:127.0.0.1:{port} USER@{machine}"
+        return (link + ' <div id="train-tensorboard-hint"><small>TensorBoard has no login, so it listens on the '
+                "studio's machine only (app.py --tensorboard-host changes that). From your computer, open a tunnel "
+                f"and then the link: <code>{html.escape(hint)}</code></small></div>")
+    shown = page_host if bind_host in ("0.0.0.0", "::") and page_host else bind_host
+    url = f"http://{shown}:{port}/"
+    return (f'<a id="train-tensorboard-url" href="{html.escape(url)}" target="_blank">TensorBoard: {html.escape(url)}</a>'
+            f" <small>(listens on {html.escape(bind_host)} without a login, as app.py --tensorboard-host asked)</small>")
+
+
+def start_tensorboard(ctx: StudioContext, output_dir: str, page_host: str = "") -> str:
     if not output_dir.strip():
         return '<span class="status-bad">set the output dir first</span>'
-    logdir = Path(output_dir).expanduser()
+    try:
+        logdir = expand_path(output_dir.strip(), "--output-dir")
+    except PathError as exc:
+        return f'<span class="status-bad">{html.escape(str(exc))}</span>'
     supervisor = ctx.registry.get(ctx.job_dir(TENSORBOARD_JOB))
     status = supervisor.poll()
     argv = list(status.argv)
-    if status.running and str(logdir) in argv:
+    if status.running and str(logdir) in argv and ctx.tensorboard_host in argv:
         port = argv[argv.index("--port") + 1]
     else:
         if status.running:
             supervisor.stop(grace_s=5, term_s=5)
-        port = str(_free_port(ctx.host))
+        port = str(_free_port(ctx.tensorboard_host))
         argv = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", port,
-                "--host", ctx.host]
+                "--host", ctx.tensorboard_host]
         try:
             supervisor.start(argv, cwd=ctx.repo_root, label=TENSORBOARD_JOB)
         except (RunAlreadyActive, RuntimeError) as exc:
             return f'<span class="status-bad">{html.escape(str(exc))}</span>'
-    browser_host = ctx.host if ctx.host not in ("0.0.0.0", "") else "127.0.0.1"
-    if request is not None and request.client is not None:
-        header_host = (request.headers.get("host") or "").rsplit(":", 1)[0]
-        if header_host and not header_host.endswith("gradio.live"):
-            browser_host = header_host
-    url = f"http://{browser_host}:{port}/"
-    return (f'<a id="train-tensorboard-url" href="{html.escape(url)}" target="_blank">TensorBoard: {html.escape(url)}</a>'
-            " <small>(started as a supervised process; reachable where this machine's port is)</small>")
+    return tensorboard_html(ctx.tensorboard_host, port, page_host)
+
+
+def page_host(request: gr.Request | None) -> str:
+    """The host name the browser used to reach the studio ('' when unknown)."""
+    if request is None:
+        return ""
+    host = request.headers.get("host") or ""
+    return host.rsplit(":", 1)[0] if not host.endswith("]") else host
 
 
 # -- the tab -------------------------------------------------------------------------------------------------
 def _component(option: tf.Option, value: Any) -> gr.components.Component:
     label = f"{option.flag}" + (" *" if option.required else "")
-    common = {"label": label, "info": option.help, "elem_id": tf.elem_id(option)}
+    common = {"label": label, "info": tf.field_info(option), "elem_id": tf.elem_id(option)}
     if option.repeatable:
         return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
     if option.kind == "bool":
@@ -322,6 +431,7 @@ def build(ctx: StudioContext) -> None:
                 start = gr.Button("Start", variant="primary", elem_id="train-start")
                 stop = gr.Button("Stop (save, then exit)", elem_id="train-stop")
                 force_stop = gr.Button("Force stop", variant="stop", elem_id="train-force-stop")
+            start_message = gr.HTML(elem_id="train-start-message")
             preflight_report = gr.HTML(elem_id="train-preflight-report")
             status = gr.HTML(elem_id="train-status")
             progress = gr.HTML(elem_id="train-progress")
@@ -338,6 +448,7 @@ def build(ctx: StudioContext) -> None:
     field_list = [by_name[option.name] for option in tf.FORM_OPTIONS]
     output_dir = by_name["output_dir"]
     view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
+    preflight_for = gr.State(None)  # the command the pre-flight report on the page was made for
     timer = gr.Timer(POLL_S)
 
     form_inputs = [*field_list, resume, resume_from]
@@ -346,21 +457,22 @@ def build(ctx: StudioContext) -> None:
     def values_of(*raw: Any) -> dict[str, Any]:
         return tf.values_from_form(list(raw[: len(field_list)]), bool(raw[-2]), raw[-1])
 
-    def show_command(*raw: Any) -> str:
+    def read_form(*raw: Any) -> tuple[dict[str, Any] | None, str]:
         try:
-            return shlex.join(tf.trainer_argv(values_of(*raw)))
+            return values_of(*raw), ""
         except tf.FormError as exc:
-            return f"error: {exc}"
+            return None, str(exc)
 
-    gr.on([c.input for c in form_inputs], show_command, inputs=form_inputs, outputs=command,
-          show_progress="hidden", queue=False)
+    def on_form_change(*raw: Any) -> tuple[Any, ...]:
+        values, problem = read_form(*raw[:-1])
+        return form_changed(values, raw[-1], problem)
 
-    def on_resume_ticked(*raw: Any) -> tuple[Any, str]:
-        values = values_of(*raw)
-        choices = checkpoint_choices(str(values.get("output_dir") or ""))
-        return gr.update(choices=choices), shlex.join(tf.trainer_argv(values))
+    # .change on resume too: a finished run unticks it from the timer, and the command must follow.
+    gr.on([*(c.input for c in form_inputs if c is not resume), resume.change], on_form_change, inputs=[*form_inputs, preflight_for],
+          outputs=[command, preflight_report, preflight_for], show_progress="hidden", queue=False)
 
-    resume.input(on_resume_ticked, inputs=form_inputs, outputs=[resume_from, command], show_progress="hidden")
+    resume.input(lambda out: gr.update(choices=checkpoint_choices(out or "")), inputs=output_dir,
+                 outputs=resume_from, show_progress="hidden")
     refresh_checkpoints.click(lambda out: gr.update(choices=checkpoint_choices(out or "")), inputs=output_dir,
                               outputs=resume_from)
 
@@ -401,57 +513,49 @@ def build(ctx: StudioContext) -> None:
 
     load_yaml.upload(on_load_yaml, inputs=[load_yaml, *form_inputs], outputs=[*form_outputs, form_message])
 
-    def on_preflight(*raw: Any) -> tuple[str, str]:
-        try:
-            values = values_of(*raw)
-        except tf.FormError as exc:
-            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', gr.skip()
+    def on_preflight(*raw: Any) -> tuple[Any, ...]:
+        values, problem = read_form(*raw)
+        if values is None:
+            return error_html(problem), gr.skip(), None
         missing = tf.missing_required(values)
         if missing:
-            return f'<div class="status-bad">error: required: {", ".join(missing)}</div>', gr.skip()
-        return preflight_html(run_preflight(values)), shlex.join(tf.trainer_argv(values))
+            return error_html(f"required: {', '.join(missing)}"), gr.skip(), None
+        shown = shlex.join(tf.trainer_argv(values))
+        return preflight_html(run_preflight(values)), shown, shown
 
-    preflight.click(on_preflight, inputs=form_inputs, outputs=[preflight_report, command])
+    preflight.click(on_preflight, inputs=form_inputs, outputs=[preflight_report, command, preflight_for])
 
-    def on_start(*raw: Any) -> tuple[Any, Any, Any]:
-        try:
-            values = values_of(*raw)
-        except tf.FormError as exc:
-            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', gr.skip(), gr.skip()
-        missing = tf.missing_required(values)
-        if missing:
-            return f'<div class="status-bad">error: required: {", ".join(missing)}</div>', gr.skip(), gr.skip()
-        argv = tf.trainer_argv(values)
-        supervisor = ctx.registry.get(Path(values["output_dir"]).expanduser())
-        try:
-            started = supervisor.start(argv, cwd=ctx.repo_root, label=TRAIN_LABEL)
-        except (RunAlreadyActive, RuntimeError) as exc:
-            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>', shlex.join(argv), gr.skip()
-        return status_html(started), shlex.join(argv), gr.update(value=POLL_S)
+    def on_start(*raw: Any) -> Started:
+        values, problem = read_form(*raw[:-1])
+        return start_run(ctx, values, raw[-1], problem)
 
-    start.click(on_start, inputs=form_inputs, outputs=[status, command, timer])
+    start.click(on_start, inputs=[*form_inputs, preflight_for],
+                outputs=[status, start_message, command, timer, preflight_report, preflight_for])
 
-    def on_stop(out: str, force: bool) -> str:
+    def on_stop(out: str, force: bool) -> tuple[Any, str]:
         if not (out or "").strip():
-            return gr.skip()
-        supervisor = ctx.registry.get(Path(out).expanduser())
+            return gr.skip(), ""
         try:
+            supervisor = ctx.registry.get(out.strip())
             final = supervisor.force_stop() if force else supervisor.stop(grace_s=STOP_GRACE_S)
-        except RuntimeError as exc:
-            return f'<div class="status-bad">error: {html.escape(str(exc))}</div>'
-        return status_html(final)
+        except (RuntimeError, PathError) as exc:
+            return gr.skip(), error_html(str(exc))
+        return status_html(final), ""
 
-    stop.click(lambda out: on_stop(out, False), inputs=output_dir, outputs=status, concurrency_limit=None)
-    force_stop.click(lambda out: on_stop(out, True), inputs=output_dir, outputs=status, concurrency_limit=None)
+    stop.click(lambda out: on_stop(out, False), inputs=output_dir, outputs=[status, start_message],
+               concurrency_limit=None)
+    force_stop.click(lambda out: on_stop(out, True), inputs=output_dir, outputs=[status, start_message],
+                     concurrency_limit=None)
 
     def on_tensorboard(out: str, request: gr.Request) -> str:
-        return start_tensorboard(ctx, out or "", request)
+        return start_tensorboard(ctx, out or "", page_host(request))
 
     tensorboard.click(on_tensorboard, inputs=output_dir, outputs=tensorboard_link)
 
-    tick_outputs = [view, status, progress, log, loss_plot, top1_plot, lr_plot, resume_from, timer]
-    timer.tick(lambda v, out: poll_view(ctx, v, out), inputs=[view, output_dir], outputs=tick_outputs,
-               show_progress="hidden", queue=False, trigger_mode="always_last").then(
+    tick_outputs = [view, status, progress, log, loss_plot, top1_plot, lr_plot, resume_from, timer, resume,
+                    preflight_report, preflight_for]
+    timer.tick(lambda v, out, ticked: poll_view(ctx, v, out, ticked), inputs=[view, output_dir, resume],
+               outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
 
     def on_load() -> list[Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from data_tools.paths import PathError, expand_text, path_lines
 from trainer import options as trainer_options
 from trainer.options import OPTIONS, Option
 
@@ -49,10 +50,18 @@ class FormError(ValueError):
 
 
 def from_field(option: Option, raw: Any) -> Any:
-    """The trainer value for what the component holds (empty numbers fall back to the default)."""
+    """The trainer value for what the component holds (empty numbers fall back to the default).
+
+    Paths go through ``data_tools.paths`` (the trainer's parser uses the same rule): ``~`` is expanded,
+    a multi-path field takes one path per line (blank lines ignored), a single-path field refuses a
+    line break.
+    """
     if option.repeatable:
         text = raw if isinstance(raw, str) else "\n".join(str(item) for item in raw or [])
-        return [line.strip() for line in text.splitlines() if line.strip()]
+        try:
+            return path_lines(text, option.flag)
+        except PathError as exc:
+            raise FormError(str(exc)) from None
     if option.kind == "bool":
         return bool(raw)
     if option.kind in ("int", "float"):
@@ -67,7 +76,24 @@ def from_field(option: Option, raw: Any) -> Any:
                 raise FormError(f"{option.flag}: expected a whole number, got {raw!r}")
             return int(number)
         return number
-    return "" if raw is None else str(raw).strip()
+    text = "" if raw is None else str(raw).strip()
+    try:
+        return expand_text(text, option.flag) if option.kind == "path" else _single_line(option, text)
+    except PathError as exc:
+        raise FormError(str(exc)) from None
+
+
+def _single_line(option: Option, text: str) -> str:
+    if "\n" in text or "\r" in text:
+        raise FormError(f"{option.flag}: one line only, got a line break in {text!r}")
+    return text
+
+
+def field_info(option: Option) -> str:
+    """The help shown under a field: the option's help, plus how a multi-path field is filled."""
+    if option.repeatable:
+        return f"{option.help} (here: one path per line; blank lines are ignored)"
+    return option.help
 
 
 # -- the whole form --------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""The studio in a real browser: data check, tokenizer verify, train, stop, resume, reload, UI restart.
+"""The studio in a real browser: all five tabs, data check, tokenizer verify, train, stop, resume, reload,
+UI restart, checkpoints.
 
-One scenario, in order, on a fresh demo workspace with a tiny CPU training run. Screenshots of every
-tab go to test-artifacts/. Every wait is on a visible condition with a timeout.
+One scenario, in order, on a fresh demo workspace with a tiny CPU training run. Every tab is part of the
+studio: a missing one fails the test. Screenshots of every tab go to test-artifacts/. Every wait is on a
+visible condition with a timeout.
 """
 
 from __future__ import annotations
@@ -33,9 +35,7 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
-def has_tab(page, name: str) -> bool:
-    """Whether the studio has this tab (the page must be loaded: count() does not wait)."""
-    return page.get_by_role("tab", name=name, exact=True).count() > 0
+TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "System")
 
 
 def log_text(page) -> str:
@@ -92,20 +92,18 @@ def fill_number(page, elem_id: str, value: int) -> None:
 
 
 def run_data_and_tokenizer_checks(page, artifacts: Path) -> None:
-    if has_tab(page, "Data"):
-        open_tab(page, "Data")
-        page.locator("#data-check-run").click()
-        badge = page.locator("#data-check-verdict .studio-badge")
-        badge.wait_for(timeout=UI_TIMEOUT_MS)
-        assert badge.get_attribute("data-tone") in ("ok", "warn"), page.locator("#data-check-verdict").inner_text()
-        page.screenshot(path=str(artifacts / "tab-data.png"), full_page=True)
-    if has_tab(page, "Tokenizer"):
-        open_tab(page, "Tokenizer")
-        page.locator("#tok-verify-run").click()
-        badge = page.locator("#tok-verify-verdict .studio-badge")
-        badge.wait_for(timeout=UI_TIMEOUT_MS)
-        assert badge.get_attribute("data-tone") == "ok", page.locator("#tok-verify-verdict").inner_text()
-        page.screenshot(path=str(artifacts / "tab-tokenizer.png"), full_page=True)
+    open_tab(page, "Data")
+    page.locator("#data-check-run").click()
+    badge = page.locator("#data-check-verdict .studio-badge")
+    badge.wait_for(timeout=UI_TIMEOUT_MS)
+    assert badge.get_attribute("data-tone") in ("ok", "warn"), page.locator("#data-check-verdict").inner_text()
+    page.screenshot(path=str(artifacts / "tab-data.png"), full_page=True)
+    open_tab(page, "Tokenizer")
+    page.locator("#tok-verify-run").click()
+    badge = page.locator("#tok-verify-verdict .studio-badge")
+    badge.wait_for(timeout=UI_TIMEOUT_MS)
+    assert badge.get_attribute("data-tone") == "ok", page.locator("#tok-verify-verdict").inner_text()
+    page.screenshot(path=str(artifacts / "tab-tokenizer.png"), full_page=True)
 
 
 def command_text(page) -> str:
@@ -155,6 +153,8 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         phase("studio ready")
         page.goto(app.url)
         page.get_by_role("tab", name="Training", exact=True).wait_for()
+        for name in TABS:  # all five, none optional
+            page.get_by_role("tab", name=name, exact=True).wait_for(timeout=UI_TIMEOUT_MS)
         run_data_and_tokenizer_checks(page, artifacts)
         phase("data and tokenizer checked")
 
@@ -177,6 +177,13 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         page.locator("#train-start").click()
         wait_log(page, r"^step 2/\d+")
         phase("first run logging")
+        # The status shows the command that was started, and it is the one the box showed.
+        assert page.locator("#train-status-command").inner_text() == command.input_value()
+        page.locator("#train-start").click()  # a second Start is refused beside the badge, not over it
+        page.wait_for_function(
+            "() => /in use by a running process/.test(document.querySelector('#train-start-message').innerText)",
+            timeout=UI_TIMEOUT_MS)
+        assert page.locator("#train-status-line").get_attribute("data-state") == "running"
         points, last = wait_plot_beyond(page, "train-loss-plot", 1)
         assert points >= 2
         more, later = wait_plot_beyond(page, "train-loss-plot", last)
@@ -248,9 +255,12 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
             timeout=RUN_TIMEOUT_MS)
         assert int(SAVED.search(status_text(page)).group(1)) > saved_step
         page.screenshot(path=str(artifacts / "tab-training-stopped.png"), full_page=True)
-        if has_tab(page, "Checkpoints"):
-            open_tab(page, "Checkpoints")
-            page.screenshot(path=str(artifacts / "tab-checkpoints.png"), full_page=True)
+        open_tab(page, "Checkpoints")
+        page.locator("#ckpt-list-run").click()
+        page.wait_for_function(
+            "() => { const t = document.getElementById('ckpt-list-table').innerText;"
+            " return t.includes('latest.pth') && t.includes('COMPLETE'); }", timeout=UI_TIMEOUT_MS)
+        page.screenshot(path=str(artifacts / "tab-checkpoints.png"), full_page=True)
     finally:
         page.screenshot(path=str(artifacts / "last-state.png"), full_page=True)
         app.stop()
