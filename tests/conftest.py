@@ -38,6 +38,12 @@ def shared_file(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _trainer_test_hooks_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process trainer runs honour STUDIO_TEST_* hooks a test sets (the trainer wants a second guard)."""
+    monkeypatch.setenv("STUDIO_TEST_HOOKS", "1")
+
+
 @pytest.fixture(scope="session")
 def demo_workspace(tmp_path_factory: pytest.TempPathFactory):
     """The demo workspace, built once per test session. Tests must not modify it: copy what they change."""

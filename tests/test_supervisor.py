@@ -440,4 +440,4 @@ def test_fault_injection_variables_reach_a_run_only_when_a_test_asks(out: Path, 
     assert "hooks: []" in supervisor.log_tail()
     supervisor.start(probe, allow_test_hooks=True)
     wait_ended(supervisor)
-    assert "hooks: ['STUDIO_TEST_KILL_AFTER_STEP']" in supervisor.log_tail()
+    assert "hooks: ['STUDIO_TEST_HOOKS', 'STUDIO_TEST_KILL_AFTER_STEP']" in supervisor.log_tail()

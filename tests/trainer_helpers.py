@@ -79,6 +79,8 @@ def run_cli(argv: list[str], env: Mapping[str, str] | None = None, timeout: floa
     # One thread per trainer: tiny models gain nothing from more, and on a busy 2-core CI machine
     # contended intra-op threads make every step many times slower.
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    if any(key.startswith("STUDIO_TEST_") for key in env or {}):
+        full_env["STUDIO_TEST_HOOKS"] = "1"  # the trainer's second guard on its fault-injection hooks
     return subprocess.run([sys.executable, "-m", "trainer.train", *argv], cwd=REPO, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 

@@ -332,11 +332,11 @@ class TrainingRun:
         eta = summary["seconds_per_step"] * (self.total_steps - state.step)
         lr = summary.pop("lr")
         state.last_losses = {k: summary[k] for k in ("loss", "text_loss", "mel_loss", "mel_top1")}
-        self.say(loop.train_line(state.step, self.total_steps, min(state.epoch, self.opts["epochs"] - 1),
-                                 self.opts["epochs"], summary, lr, eta))
-        assert self.metrics is not None
+        assert self.metrics is not None  # the event first: the studio's progress bar never lags its log
         self.metrics.event("train", state.step, state.epoch, lr=lr, eta_s=round(eta, 1), total_steps=self.total_steps,
                            samples=state.samples_seen, **summary)
+        self.say(loop.train_line(state.step, self.total_steps, min(state.epoch, self.opts["epochs"] - 1),
+                                 self.opts["epochs"], summary, lr, eta))
         self.window = loop.Window(streak_before=int(summary["nonfinite_trailing"]))
 
     def save_if_finite(self, is_best: bool) -> None:
@@ -436,10 +436,10 @@ class TrainingRun:
                            saved_step=self.saved_step)
         return False
 
-    def end_event(self, status: str, error: str) -> None:
+    def end_event(self, status: str, error: str, error_type: str) -> None:
         if self.metrics is not None:
             self.metrics.event("end", self.state.step, self.state.epoch, status=status, error=error,
-                               saved_step=self.saved_step if self.saved_step >= 0 else None)
+                               error_type=error_type, saved_step=self.saved_step if self.saved_step >= 0 else None)
 
     def close(self) -> None:
         self.loaders.close()

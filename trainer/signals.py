@@ -4,7 +4,9 @@ The handlers only set a flag, so a signal can never interrupt a step or a checkp
 loop finishes the current optimizer step, saves ``latest.pth`` and exits 130. A second signal while
 that happens is reported and ignored (the save is committed first).
 
-Test hooks (environment variables, for the fault-injection tests; unset in normal use):
+Test hooks (environment variables, for the fault-injection tests; unset in normal use). They act only
+when ``STUDIO_TEST_HOOKS=1`` is set as well, so one stray variable cannot kill a user's run, and an
+active hook is announced in the log at start:
 
 - ``STUDIO_TEST_STOP_AFTER_STEP=N``: after optimizer step N the trainer sends itself SIGINT
   (a deterministic Ctrl-C); ``STUDIO_TEST_STOP_SIGNAL=TERM`` sends SIGTERM instead.
@@ -29,6 +31,7 @@ STOP_AFTER_ENV = "STUDIO_TEST_STOP_AFTER_STEP"
 STOP_SIGNAL_ENV = "STUDIO_TEST_STOP_SIGNAL"
 KILL_AFTER_ENV = "STUDIO_TEST_KILL_AFTER_STEP"
 FAIL_SAVE_ENV = "STUDIO_TEST_FAIL_SAVE_AT_STEP"
+HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
 
 
 class GracefulStop:
@@ -73,8 +76,16 @@ class GracefulStop:
 
 
 def _env_step(name: str) -> int | None:
+    if os.environ.get(HOOKS_GUARD_ENV, "").strip() != "1":
+        return None
     value = os.environ.get(name, "").strip()
     return int(value) if value.isdigit() else None
+
+
+def active_test_hooks() -> list[str]:
+    """One line per fault-injection hook that will act in this run (the trainer prints them at start)."""
+    return [f"warning: test hook {name}={os.environ[name]} is active (fault injection, {HOOKS_GUARD_ENV}=1)"
+            for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, FAIL_SAVE_ENV) if _env_step(name) is not None]
 
 
 def after_step_test_hooks(step: int) -> None:

@@ -34,7 +34,7 @@ from trainer.errors import EXIT_OK, EXIT_STOPPED, UsageError, one_line, refuse, 
 from trainer.options import parse_argv
 from trainer.plan import make_plan
 from trainer.run import NonFiniteLoss, SaveFailed, TrainingRun
-from trainer.signals import GracefulStop
+from trainer.signals import GracefulStop, active_test_hooks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +62,8 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
             lock = OutputDirLock(out_dir).acquire()
             for stale in clean_stale_temp_files(out_dir):
                 print(f"removed {stale.name}: a checkpoint write that never finished", flush=True)
+        for line in active_test_hooks() if ctx.is_main else []:
+            print(line, flush=True)
         run = TrainingRun(plan, ctx, stop)
         run.build_model()
         run.build_data()
@@ -72,16 +74,16 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         return EXIT_STOPPED if run.finish(stopped) else EXIT_OK
     except SaveFailed as exc:
         if run is not None:
-            run.end_event("save_failed", str(exc))
+            run.end_event("save_failed", str(exc), "SaveFailed")
         return refuse(f"{exc}; training stopped rather than going on without a safety net")
     except NonFiniteLoss as exc:
         last = f"step {run.saved_step}" if run is not None and run.saved_step >= 0 else "none yet"
         if run is not None:
-            run.end_event("nonfinite", str(exc))
+            run.end_event("nonfinite", str(exc), "NonFiniteLoss")
         return refuse(f"{exc}; nothing was saved after them (last good checkpoint: {last})")
     except Exception as exc:  # recorded for the UI's charts, then reported by run_cli (exit 2) or Python (exit 1)
         if run is not None:
-            run.end_event("failed", one_line(exc))
+            run.end_event("failed", one_line(exc), type(exc).__name__)
         raise
     finally:
         if run is not None:
