@@ -332,3 +332,13 @@ def test_sigint_while_importing_exits_130_without_traceback(demo_workspace, data
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert not (tmp_path / "r" / "latest.pth").exists()
+
+
+def test_fault_injection_hooks_need_their_second_guard(demo_workspace, data, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("STUDIO_TEST_HOOKS")
+    monkeypatch.setenv("STUDIO_TEST_FAIL_SAVE_AT_STEP", "2")  # a stray variable alone does nothing
+    assert run_main(tiny_args(demo_workspace, data, tmp_path / "a", max_steps=2)) == 0
+    assert "test hook" not in capsys.readouterr().out
+    monkeypatch.setenv("STUDIO_TEST_HOOKS", "1")
+    assert run_main(tiny_args(demo_workspace, data, tmp_path / "b", max_steps=2)) == 2
+    assert "warning: test hook STUDIO_TEST_FAIL_SAVE_AT_STEP=2 is active" in capsys.readouterr().out
