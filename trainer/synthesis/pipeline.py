@@ -114,6 +114,11 @@ class Synthesizer:
         if vocoder.spec.num_mels != N_MELS:
             raise SynthesisError(f"the vocoder's speaker encoder reads {vocoder.spec.num_mels} mel bands, "
                                  f"the features have {N_MELS}")
+        gpt_device = next(model.parameters()).device
+        vocoder_device = next(vocoder.parameters()).device
+        if gpt_device != vocoder_device:
+            raise SynthesisError(f"the GPT is on {gpt_device} but the vocoder on {vocoder_device}: load the vocoder "
+                                 "on the GPT's device")
         number_text_tokens = int(model.gpt_config["number_text_tokens"])
         if tokenizer is not None and tokenizer.vocab_size > number_text_tokens:
             raise SynthesisError(f"the tokenizer has {tokenizer.vocab_size} pieces but the GPT only "
