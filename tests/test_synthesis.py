@@ -189,3 +189,41 @@ def test_demo_vocoder_is_small_deterministic_and_loads(tmp_path):
         wav = vocoder(torch.randn(1, 5, 64), torch.randn(1, 60, 100) - 4)
     assert wav.shape == (1, 1, 5 * 1024)
     assert 0.01 < float(wav.std()) < 0.5  # audible noise, not silence, not clipping
+
+
+def test_load_gpt_takes_any_checkpoint_kind(tmp_path):
+    """Ours (its model_config, a grown vocabulary), a bare gpt.pth (rows from the weights), fp16 exports."""
+    from tests.checkpoint_factory import make_checkpoint, tiny_gpt_config, trained_state
+    from trainer.synthesis import load_gpt
+
+    base = {"gpt": tiny_gpt_config(number_text_tokens=40)}
+    grown = tiny_gpt_config(number_text_tokens=60)
+    with torch.random.fork_rng(devices=[]):
+        model, optimizer, scheduler = trained_state(grown)
+    ours = tmp_path / "latest.pth"
+    torch.save(make_checkpoint(gpt=grown, state=(model, optimizer, scheduler)), ours)
+    bare = tmp_path / "gpt.pth"
+    torch.save({"model": {k: v.half() for k, v in model.state_dict().items()}}, bare)
+    for path, tol in ((ours, 0.0), (bare, 1e-3)):
+        loaded = load_gpt(path, base, "config.yaml")
+        assert loaded.gpt_config["number_text_tokens"] == 60 and not loaded.training
+        for name, value in model.state_dict().items():
+            got = loaded.state_dict()[name]
+            assert got.dtype == value.dtype
+            torch.testing.assert_close(got, value, atol=tol, rtol=tol)
+    junk = tmp_path / "junk.pth"
+    torch.save({"step": 3}, junk)
+    with pytest.raises(SynthesisError, match="holds no IndexTTS GPT weights"):
+        load_gpt(junk, base)
+
+
+def test_from_state_makes_a_private_copy(model):
+    vocoder = build_demo_vocoder(demo_bigvgan_config(64))
+    synth = Synthesizer.from_state(model.gpt_config, model.state_dict(), vocoder)
+    assert synth.model is not model
+    assert synth.model.mel_head.weight.data_ptr() != model.mel_head.weight.data_ptr()
+    mel = torch.zeros(100, 40) - 5
+    settings = DecodeSettings(mode="greedy", max_codes=5)
+    copy_result = synth.synthesize_ids([4, 5], mel, settings)
+    live_result = Synthesizer(model, vocoder).synthesize_ids([4, 5], mel, settings)
+    np.testing.assert_array_equal(copy_result.codes, live_result.codes)

@@ -13,7 +13,9 @@ The path, as upstream's infer.py runs it per sentence (shared/reference/fixtures
 Public API (the trainer's samples and the UI's Test tab call these):
 
     synth = Synthesizer.load(checkpoint, config, tokenizer, vocoder, device="cpu")
-    synth = Synthesizer(model, vocoder_model, tokenizer)          # a live model, no reloading
+    synth = Synthesizer(model, vocoder_model, tokenizer)          # the live model itself, no reloading
+    synth = Synthesizer.from_state(gpt_config, state_dict, vocoder_model, tokenizer, device)  # a private copy
+    vocoder_model = load_vocoder(path, config, device)              # trainer.synthesis.bigvgan
     results = synth.synthesize(["text", ...], reference, DecodeSettings(mode="beam"))
     results[0].waveform  # float32 numpy (N,), results[0].sample_rate == 24000
 
@@ -112,6 +114,11 @@ class Synthesizer:
         if vocoder.spec.num_mels != N_MELS:
             raise SynthesisError(f"the vocoder's speaker encoder reads {vocoder.spec.num_mels} mel bands, "
                                  f"the features have {N_MELS}")
+        gpt_device = next(model.parameters()).device
+        vocoder_device = next(vocoder.parameters()).device
+        if gpt_device != vocoder_device:
+            raise SynthesisError(f"the GPT is on {gpt_device} but the vocoder on {vocoder_device}: load the vocoder "
+                                 "on the GPT's device")
         number_text_tokens = int(model.gpt_config["number_text_tokens"])
         if tokenizer is not None and tokenizer.vocab_size > number_text_tokens:
             raise SynthesisError(f"the tokenizer has {tokenizer.vocab_size} pieces but the GPT only "
@@ -138,6 +145,18 @@ class Synthesizer:
         model = load_gpt(checkpoint, loaded, config, device)
         voc = load_vocoder(vocoder, loaded, device, source=str(config))
         return cls(model, voc, text_tokenizer, language=language)
+
+    @classmethod
+    def from_state(cls, gpt_config: dict[str, Any], state_dict: dict[str, Tensor], vocoder: BigVGAN,
+                   tokenizer: Any | None = None, device: str | torch.device = "cpu", *,
+                   language: str | None = None) -> Synthesizer:
+        """A private copy of a GPT from an in-memory state dict (e.g. a checkpoint dict's ``model``), built
+        from its effective ``gpt:`` config; the caller's tensors are not shared with training."""
+        from trainer.synthesis.gpt_loading import model_from_state
+
+        state = {k: v.detach().clone() for k, v in state_dict.items()}
+        return cls(model_from_state(gpt_config, state, "the given state dict", device), vocoder, tokenizer,
+                   language=language)
 
     @property
     def device(self) -> torch.device:

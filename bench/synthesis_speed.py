@@ -1,0 +1,130 @@
+"""Synthesis speed: KV-cached generation vs recomputing the whole prefix, and the real-time factor.
+
+    python bench/synthesis_speed.py [--lengths 32 64 128 256] [--repeats 3] [--device cpu] [--dim 256 --layers 4]
+
+1. Codes per second of greedy generation with the KV cache (``generate_codes(use_cache=True)``) and
+   without it (every step runs the whole sequence again), on a random GPT of ``--dim``/``--layers`` (its
+   stop logit is pushed down, so every run makes exactly N codes). The two alternate ``--repeats`` times
+   per length and the medians are compared: the cache should win by a factor that grows with N (each
+   uncached step costs O(prefix + N), a cached one O(1) in the sequence length, up to attention reads).
+2. The real-time factor (seconds taken per second of audio) of the whole path at the demo size: the demo
+   GPT (random, 64-dim) and the demo vocoder, ``Synthesizer.synthesize_ids`` with ``--rtf-codes`` codes,
+   split into generation and the rest (latent + BigVGAN), measured side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from trainer.demo import demo_config  # noqa: E402
+from trainer.model import build_model  # noqa: E402
+from trainer.synthesis import DecodeSettings, Synthesizer, generate_codes  # noqa: E402
+from trainer.synthesis.demo_vocoder import build_demo_vocoder, demo_bigvgan_config  # noqa: E402
+
+TEXT_TOKENS = 24
+COND_FRAMES = 300
+
+
+def gpt_config(dim: int, layers: int, max_codes: int) -> dict:
+    gpt = dict(demo_config(1000)["gpt"])
+    gpt.update(model_dim=dim, layers=layers, heads=max(1, dim // 64), max_mel_tokens=max_codes,
+               max_text_tokens=max(TEXT_TOKENS, 32), condition_num_latent=32)
+    return gpt
+
+
+def random_gpt(gpt: dict, device: torch.device, seed: int = 0) -> torch.nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(gpt)
+    with torch.no_grad():
+        model.mel_head.bias[model.stop_mel_token] = -1e4  # never stop: exactly max_codes codes
+    return model.to(device).eval()
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device: torch.device) -> float:
+    sync(device)
+    started = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - started
+
+
+def bench_cache(args: argparse.Namespace, device: torch.device) -> None:
+    longest = max(args.lengths)
+    model = random_gpt(gpt_config(args.dim, args.layers, longest), device)
+    generator = torch.Generator().manual_seed(1)
+    mel = (torch.randn(1, 100, COND_FRAMES, generator=generator) - 4).to(device)
+    text = torch.randint(2, 1000, (1, TEXT_TOKENS), generator=generator).to(device)
+    with torch.no_grad():
+        conds = model.get_conditioning(mel, torch.tensor([COND_FRAMES], device=device))
+    print(f"KV cache vs full recompute: greedy, GPT dim {args.dim} x {args.layers} layers, "
+          f"prefix {conds.size(1) + TEXT_TOKENS + 3} positions, device {device}")
+    print(f"{'codes':>6} {'cached codes/s':>15} {'recompute codes/s':>18} {'speed-up':>9}")
+    for length in args.lengths:
+        settings = DecodeSettings(mode="greedy", repetition_penalty=10.0, max_codes=length)
+        generate_codes(model, conds, text, settings)  # warm-up
+        cached, full = [], []
+        for _ in range(args.repeats):
+            cached.append(timed(lambda s=settings: generate_codes(model, conds, text, s, use_cache=True), device))
+            full.append(timed(lambda s=settings: generate_codes(model, conds, text, s, use_cache=False), device))
+        c, f = statistics.median(cached), statistics.median(full)
+        print(f"{length:>6} {length / c:>15.1f} {length / f:>18.1f} {f / c:>8.2f}x")
+
+
+def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
+    config = demo_config(1000)
+    model = random_gpt(config["gpt"], device)
+    vocoder = build_demo_vocoder(demo_bigvgan_config(config["gpt"]["model_dim"])).to(device)
+    synth = Synthesizer(model, vocoder)
+    mel = torch.randn(100, COND_FRAMES, generator=torch.Generator().manual_seed(2)) - 4
+    reference = synth.prepare_reference(mel)
+    settings = DecodeSettings(mode=args.rtf_decode, max_codes=args.rtf_codes)
+    ids = list(range(2, 2 + TEXT_TOKENS))
+    synth.synthesize_ids(ids, reference, settings)  # warm-up
+    totals, gens, audio = [], [], 0.0
+    for _ in range(args.repeats):
+        gens.append(timed(lambda: generate_codes(model, reference.conds, torch.tensor([ids], device=device),
+                                                 settings), device))
+        result = synth.synthesize_ids(ids, reference, settings)
+        totals.append(result.seconds)
+        audio = result.audio_seconds
+    total, gen = statistics.median(totals), statistics.median(gens)
+    print(f"\nwhole path at the demo size ({args.rtf_decode}, {args.rtf_codes} codes = {audio:.2f} s of audio, "
+          f"device {device}, reference prepared once in {reference.seconds:.3f} s)")
+    print(f"  total     {total:7.3f} s   real-time factor {total / audio:.3f}")
+    print(f"  generate  {gen:7.3f} s   {gen / total:6.1%} of the total")
+    print(f"  latent + vocoder {total - gen:7.3f} s   {(total - gen) / total:6.1%} of the total")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128, 256])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--rtf-codes", type=int, default=100, help="codes for the real-time factor (max 128)")
+    parser.add_argument("--rtf-decode", choices=("greedy", "beam", "sample"), default="beam")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    bench_cache(args, device)
+    bench_rtf(args, device)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
