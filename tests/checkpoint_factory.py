@@ -133,3 +133,32 @@ def torch_bytes(obj: Any) -> bytes:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     return buffer.getvalue()
+
+
+def toy_checkpoint(step: int, seed: int = 0) -> dict[str, Any]:
+    """A complete current-format checkpoint of a toy model (a few KiB: for tests that write hundreds of files).
+
+    Real pieces everywhere (a two-group AdamW with moments, a LambdaLR, every RNG stream), only the
+    model is not the GPT: nothing that checks a file's integrity or structure looks at the architecture.
+    """
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Embedding(24, 8), torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    params = list(model.parameters())
+    optimizer = torch.optim.AdamW([{"params": params[:2], "weight_decay": 0.01},
+                                   {"params": params[2:], "weight_decay": 0.0}], lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10))
+    for _ in range(2):
+        for param in params:
+            param.grad = torch.randn_like(param)
+        optimizer.step()
+        scheduler.step()
+    return build_checkpoint(
+        model_state=model.state_dict(), optimizer_state=optimizer.state_dict(),
+        scheduler_state=scheduler.state_dict(), scaler_state=None, epoch=0, position=step, step=step,
+        sampler_state={"epoch": 0, "position": step, "seed": 1, "batch_size": 2, "world_size": 1,
+                       "num_items": 50, "fingerprint": "0" * 16},
+        rng_state=capture_rng_state(), manifests=copy.deepcopy(MANIFESTS), tokenizer=dict(TOKENIZER),
+        base_vocab_size=20, model_config={"model_dim": 8, "layers": 0}, hparams=dict(HPARAMS),
+        optimizer_param_names=optimizer_param_names(model, optimizer),
+        last_losses={"text_loss": 1.0, "mel_loss": 2.0}, last_val_loss=2.5, best_val_loss=2.5,
+    )

@@ -3,6 +3,12 @@
 CLI: ``python -m trainer.checkpoints verify|inspect|list|repair|export`` (see ``__main__``).
 """
 
+from trainer.checkpoints.digest import (
+    DigestCheck,
+    check_file_digest,
+    check_file_digest_cached,
+    nonfinite_tensors,
+)
 from trainer.checkpoints.export import ExportReport, export_checkpoint
 from trainer.checkpoints.format import (
     FORMAT_NAME,
@@ -25,6 +31,7 @@ from trainer.checkpoints.inspect import inspect_checkpoint
 from trainer.checkpoints.listing import CheckpointSummary, list_checkpoints
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.lock import LockHeld, OutputDirLock, lock_holder
+from trainer.checkpoints.metadata import CheckpointMetadata, read_metadata
 from trainer.checkpoints.repair import RepairReport, repair_checkpoint
 from trainer.checkpoints.resume import ResumeChoice, checkpoint_files_exist, select_resume
 from trainer.checkpoints.rng import RngStateError, capture_rng_state, check_rng_state, restore_rng_state
@@ -57,9 +64,11 @@ __all__ = [
     "REQUIRED_KEYS",
     "CheckpointError",
     "CheckpointManager",
+    "CheckpointMetadata",
     "CheckpointSaveError",
     "CheckpointSummary",
     "Component",
+    "DigestCheck",
     "Expectation",
     "ExportReport",
     "LockHeld",
@@ -73,6 +82,8 @@ __all__ = [
     "bare_model_message",
     "build_checkpoint",
     "capture_rng_state",
+    "check_file_digest",
+    "check_file_digest_cached",
     "check_rng_state",
     "checkpoint_files_exist",
     "checkpoint_kind",
@@ -86,7 +97,9 @@ __all__ = [
     "manifest_record",
     "manifests_record",
     "model_state_of",
+    "nonfinite_tensors",
     "optimizer_param_names",
+    "read_metadata",
     "repair_checkpoint",
     "restore_rng_state",
     "select_resume",

@@ -22,11 +22,12 @@ class CheckpointSummary:
     size_bytes: int
     mtime: float
     reason: str = ""
+    has_digest: bool | None = None  # a content digest record is at the file's end (None: not looked at)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "kind": self.kind, "step": self.step, "epoch": self.epoch,
                 "val_loss": self.val_loss, "verdict": self.verdict, "size_bytes": self.size_bytes,
-                "mtime": self.mtime, "reason": self.reason}
+                "mtime": self.mtime, "reason": self.reason, "has_digest": self.has_digest}
 
 
 def _kind(path: Path) -> str:
@@ -40,34 +41,56 @@ def _kind(path: Path) -> str:
 def list_checkpoints(output_dir: str | Path, verify: bool = True) -> list[CheckpointSummary]:
     """Every ``*.pth`` in ``output_dir``: latest, best, model_step files (and others), newest step first.
 
-    ``verify=False`` skips loading (step from the file name only). Hard-linked files (latest.pth is the
-    newest model_step file) are loaded once.
+    ``verify=False`` reads only each file's metadata (no tensor data: milliseconds per file, however
+    large; see :mod:`trainer.checkpoints.metadata`), so verdicts stay empty; a file whose metadata cannot
+    be read gets its reason. ``verify=True`` runs :func:`verify_checkpoint` (loads and hashes each file).
+    Hard-linked files (latest.pth is the newest model_step file) are read once.
     """
+    from trainer.checkpoints.format import CheckpointError
+    from trainer.checkpoints.metadata import read_metadata
     from trainer.checkpoints.verify import verify_checkpoint
 
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         return []
     summaries: list[CheckpointSummary] = []
-    verified: dict[tuple[int, int], Any] = {}
+    seen: dict[tuple[int, int, int], Any] = {}
     for path in sorted(output_dir.glob("*.pth")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # rotated away meanwhile
         if not path.is_file():
             continue
-        stat = path.stat()
-        step, epoch, val_loss, verdict, reason = step_of(path), None, None, "", ""
+        step, epoch, val_loss, verdict, reason, has_digest = step_of(path), None, None, "", "", None
+        key = (stat.st_dev, stat.st_ino, stat.st_mtime_ns)
         if verify:
-            key = (stat.st_dev, stat.st_ino)
-            report = verified.get(key)
+            report = seen.get(key)
             if report is None:
-                report = verified[key] = verify_checkpoint(path)
+                report = seen[key] = verify_checkpoint(path)
             verdict, reason = report.verdict, report.reason
             details = report.details
             if isinstance(details.get("step"), int):
                 step = details["step"]
             epoch = details.get("epoch") if isinstance(details.get("epoch"), int) else None
             val_loss = details.get("val_loss")
+            digest = next((c for c in report.components if c.name == "content digest"), None)
+            has_digest = None if digest is None else digest.status != "missing"
+        else:
+            meta = seen.get(key)
+            if meta is None:
+                try:
+                    meta = seen[key] = read_metadata(path)
+                except CheckpointError as exc:
+                    meta = seen[key] = str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
+            if isinstance(meta, str):
+                reason = meta
+            else:
+                step = meta.step if meta.step is not None else step
+                epoch, val_loss, has_digest = meta.epoch, meta.last_val_loss, meta.has_digest
+                reason = meta.digest_note
         summaries.append(CheckpointSummary(path, _kind(path), step, epoch, val_loss, verdict, stat.st_size,
-                                           stat.st_mtime, reason))
+                                           stat.st_mtime, reason, has_digest))
     summaries.sort(key=lambda s: (-(s.step if s.step is not None else -1), KIND_ORDER[s.kind], -s.mtime,
                                   s.path.name))
     return summaries

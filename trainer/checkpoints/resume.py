@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.checkpoints.digest import (
+    ABSENT,
+    ABSENT_NOTE,
+    check_file_digest,
+    integrity_problem,
+    nonfinite_reason,
+    nonfinite_tensors,
+)
 from trainer.checkpoints.format import CheckpointError
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.store import BEST, LATEST, step_checkpoints
@@ -30,14 +38,34 @@ def checkpoint_files_exist(output_dir: str | Path) -> bool:
 
 def _try(path: Path, expectation: Expectation | None,
          mmap: bool = False) -> tuple[dict[str, Any] | None, ValidationReport | str]:
-    """Load and validate; the checkpoint and its report, or (None, reason) when it cannot be used."""
+    """Load, prove and validate; the checkpoint and its report, or (None, reason) when it cannot be used.
+
+    Proof first: the file's content digest must match (a mismatch is never loaded at all), and a file
+    whose pickle says it was saved with a digest must still carry it. Then no NaN/Inf in weights or
+    optimizer moments, then :func:`validate_checkpoint`.
+    """
+    try:
+        digest = check_file_digest(path) if path.is_file() else None
+    except OSError as exc:
+        return None, f"cannot read it ({exc.strerror or exc})"
+    if digest is not None and not digest.trusted and digest.status != ABSENT:
+        return None, digest.reason()
     try:
         ckpt = load_checkpoint(path, mmap=mmap)
     except CheckpointError as exc:
         return None, str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
+    if digest is not None:
+        problem = integrity_problem(digest, ckpt)
+        if problem:
+            return None, problem
+    nonfinite = nonfinite_tensors(ckpt)
+    if nonfinite:
+        return None, nonfinite_reason(nonfinite)
     report = validate_checkpoint(ckpt, expectation, path)
     if not report.ok:
         return None, report.message()
+    if digest is not None and digest.status == ABSENT:
+        report.warnings.append(f"{path.name}: {ABSENT_NOTE}")
     return ckpt, report
 
 
@@ -50,8 +78,9 @@ def select_resume(output_dir: str | Path, resume: str | Path | None,
     """What to resume from, or None for a fresh start; raises CheckpointError (one line) to refuse.
 
     - empty/None: fresh start.
-    - "auto": ``latest.pth``; if it is missing, unreadable, torn or fails validation, the newest valid
-      ``model_step<N>.pth`` (the notes say which and why). With nothing usable: None when no checkpoint
+    - "auto": ``latest.pth``; if it is missing, unreadable, torn (content digest mismatch or lost), holds
+      NaN/Inf weights or moments, or fails validation, the newest valid ``model_step<N>.pth`` (the notes
+      say which and why). With nothing usable: None when no checkpoint
       file exists at all, otherwise a refusal (an existing run is never silently discarded).
     - a path: that file, which must load and validate.
 

@@ -9,6 +9,12 @@ Order of a save (a crash at any point leaves a usable directory):
 3. ``best.pth`` likewise on a new best validation loss;
 4. only then are ``model_step`` files beyond ``keep`` deleted (never ``latest.pth`` or ``best.pth``).
 
+Every file ends with a content digest of all its bytes (see :mod:`trainer.checkpoints.digest`), written
+in the same pass, and records ``"integrity"`` so a lost digest is noticed. Model weights or optimizer
+moments holding NaN/Inf are refused by name before anything is written (a diverged run never replaces
+``latest.pth`` or rotates good files away). A SIGKILL mid-save leaves a temp file
+(``.model_step<N>.pth.<random>.tmp``); :func:`clean_stale_temp_files` removes those at the next start.
+
 Because ``latest.pth`` (and ``best.pth``) are hard links, writing INTO one in place (``cp x latest.pth``,
 opening it for writing) also changes the model_step file it links to; replace files with a rename instead
 (tests simulating a torn ``latest.pth`` do so with ``os.replace``).
@@ -29,11 +35,15 @@ from typing import Any
 import torch
 
 from data_tools.fileio import atomic_open, fsync_dir
+from trainer.checkpoints.digest import INTEGRITY_RECORD, DigestWriter, nonfinite_reason, nonfinite_tensors
 from trainer.checkpoints.format import CheckpointError, unsafe_values
+from trainer.checkpoints.lock import OutputDirLock, lock_holder
 
 LATEST = "latest.pth"
 BEST = "best.pth"
 STEP_PATTERN = re.compile(r"^model_step(\d+)\.pth$")
+# Temp files of this module's writes: atomic_open's ".<name>.<random>.tmp" and the link/copy temps.
+TEMP_PATTERN = re.compile(r"^\.(model_step\d+\.pth|latest\.pth|best\.pth)\.[^/]+\.tmp$")
 
 
 class CheckpointSaveError(CheckpointError):
@@ -58,30 +68,53 @@ def step_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, directory: Path | None = None) -> str:
     if isinstance(exc, OSError):
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             return f"disk full ({exc.strerror})"
         return exc.strerror or str(exc)
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    first = text[0] if text else type(exc).__name__
+    if "unexpected pos" in first or "inline_container" in first:
+        # torch's zip writer reports any failed write this way; say what it most likely was.
+        free = _free_bytes(directory) if directory is not None else None
+        if free is not None and free < (64 << 20):
+            return f"disk full ({free >> 20} MiB free on the disk of {directory})"
+        return "the write failed part-way (torch's zip writer stopped: a full disk or an I/O error)"
+    return first
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
 
 
 def write_checkpoint_file(ckpt: dict[str, Any], path: str | Path) -> None:
-    """Write one checkpoint atomically (temp + fsync + rename + folder fsync).
+    """Write one checkpoint atomically (temp + fsync + rename + folder fsync), ending with its content digest.
 
-    Raises CheckpointSaveError when a value would not load with weights_only=True (nothing written) or
-    when the write fails (the temp file is removed, an existing file at ``path`` is untouched).
+    Raises CheckpointSaveError when a value would not load with weights_only=True or a model weight or
+    optimizer moment is NaN/Inf (nothing written), or when the write fails (the temp file is removed, an
+    existing file at ``path`` is untouched; a full disk says "disk full").
     """
     path = Path(path)
     bad = unsafe_values(ckpt)
     if bad:
         raise CheckpointSaveError(f"refusing to save {path}: not plain data: {', '.join(bad)}")
+    nonfinite = nonfinite_tensors(ckpt)
+    if nonfinite:
+        raise CheckpointSaveError(f"refusing to save {path}: {nonfinite_reason(nonfinite)}")
+    ckpt = {**ckpt, "integrity": dict(INTEGRITY_RECORD)}
+    writer: DigestWriter | None = None
     try:
         with atomic_open(path, "wb") as handle:
-            torch.save(ckpt, handle)
-    except (OSError, RuntimeError) as exc:  # torch's zip writer reports a failed write as RuntimeError
-        raise CheckpointSaveError(f"could not write {path}: {_reason(exc)}") from exc
+            writer = DigestWriter(handle)
+            torch.save(ckpt, writer)
+            writer.finish()
+    except (OSError, RuntimeError, ValueError) as exc:  # torch's zip writer reports a failed write as RuntimeError
+        cause: BaseException = writer.error if writer is not None and writer.error is not None else exc
+        raise CheckpointSaveError(f"could not write {path}: {_reason(cause, path.parent)}") from exc
 
 
 def _replace_with_link(source: Path, target: Path) -> None:
@@ -101,6 +134,42 @@ def _replace_with_link(source: Path, target: Path) -> None:
             tmp.unlink()
         raise
     fsync_dir(target.parent)
+
+
+def stale_temp_files(output_dir: str | Path) -> list[Path]:
+    """Temp files this module's writes leave behind when killed mid-save (SIGKILL, power loss)."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    return sorted(p for p in output_dir.iterdir() if TEMP_PATTERN.match(p.name) and p.is_file())
+
+
+def clean_stale_temp_files(output_dir: str | Path) -> list[Path]:
+    """Delete the temp files a killed save left in ``output_dir``; returns what was removed.
+
+    A temp file belongs to a live writer only while that writer's trainer holds the output-dir lock
+    (:class:`OutputDirLock`), and only one trainer can hold it. So this runs only under the lock: when
+    this process holds it (the trainer calls this right after taking it) or, otherwise, while holding it
+    briefly itself. When another live process holds it, nothing is touched and LockHeld is raised.
+    """
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    if lock_holder(output_dir) == os.getpid():
+        return _remove(stale_temp_files(output_dir))
+    with OutputDirLock(output_dir):  # raises LockHeld when a live process holds it
+        return _remove(stale_temp_files(output_dir))
+
+
+def _remove(paths: list[Path]) -> list[Path]:
+    removed: list[Path] = []
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    if removed:
+        fsync_dir(removed[0].parent)
+    return removed
 
 
 @dataclass(frozen=True)
@@ -133,6 +202,10 @@ class CheckpointManager:
 
     def step_checkpoints(self) -> list[tuple[int, Path]]:
         return step_checkpoints(self.output_dir)
+
+    def clean_stale_temp_files(self) -> list[Path]:
+        """Remove temp files of saves killed mid-write (call at start, holding the output-dir lock)."""
+        return clean_stale_temp_files(self.output_dir)
 
     def _kept_after(self, step: int) -> list[str]:
         """The model_step names kept once ``step`` is saved: it and the newest ``keep - 1`` older ones.

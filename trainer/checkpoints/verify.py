@@ -15,6 +15,15 @@ from typing import Any
 
 import torch
 
+from trainer.checkpoints.digest import (
+    ABSENT,
+    ALGORITHM,
+    DigestCheck,
+    check_file_digest,
+    declares_digest,
+    integrity_problem,
+    nonfinite_tensors,
+)
 from trainer.checkpoints.format import FORMAT_VERSION, CheckpointError, checkpoint_kind, model_state_of
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.rng import check_rng_state
@@ -30,7 +39,7 @@ COMPLETE, PARTIAL, INVALID = "COMPLETE", "PARTIAL", "INVALID"
 OK, MISSING, WRONG = "ok", "missing", "wrong"
 
 COMPONENTS = ("model weights", "model config", "tokenizer record", "training counters", "optimizer",
-              "scheduler", "grad scaler", "RNG", "sampler position")
+              "scheduler", "grad scaler", "RNG", "sampler position", "content digest")
 
 # What resuming loses when a component is missing or wrong.
 COSTS = {
@@ -203,6 +212,9 @@ def _check_optimizer_set(ckpt: Mapping[str, Any], state: Mapping[str, torch.Tens
         if names is None and len(optimizer["param_groups"]) == 1:
             names = _param_names_from_model(cfg)
         problem = _optimizer_shape_problem(optimizer, names, state)
+        if problem is None:
+            bad = nonfinite_tensors({"optimizer": optimizer, "optimizer_param_names": names})
+            problem = f"NaN/Inf in {', '.join(bad)}" if bad else None
         groups = optimizer["param_groups"]
         n_params = sum(len(g.get("params", [])) for g in groups)
         if problem:
@@ -332,6 +344,13 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
     """Check every component of the checkpoint at ``path`` (and its fit to a tokenizer/config if given)."""
     path = Path(path)
     try:
+        digest = check_file_digest(path) if path.is_file() else None
+    except OSError:
+        digest = None  # load_checkpoint below says why it cannot be read
+    if digest is not None and digest.status not in ("ok", ABSENT):
+        return VerifyReport(path, "unloadable", INVALID, digest.reason(),
+                            components=[_digest_component(digest, {})])
+    try:
         ckpt = load_checkpoint(path)
     except CheckpointError as exc:
         reason = str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
@@ -362,6 +381,13 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
         report.components = _community_components(ckpt, state)
     else:
         report.components = _bare_components(state)
+    if kind != "bare":
+        report.components.append(_digest_component(digest, ckpt))
+    lost_digest = integrity_problem(digest, ckpt) if digest is not None else None
+    if lost_digest:
+        report.verdict = INVALID
+        report.reason = lost_digest
+        return report
     weights = report.component("model weights")
     if weights.status != OK:
         report.verdict = INVALID
@@ -394,6 +420,20 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
     report.details = {"step": ckpt.get("step"), "epoch": ckpt.get("epoch"),
                       "val_loss": _float_or_none(ckpt.get("last_val_loss"))}
     return report
+
+
+def _digest_component(digest: DigestCheck | None, ckpt: Mapping[str, Any]) -> Component:
+    if digest is None:
+        return Component("content digest", MISSING, "file not checked")
+    if digest.status == "ok":
+        speed = f", {digest.mb_per_s:,.0f} MB/s" if digest.mb_per_s else ""
+        return Component("content digest", OK, f"{ALGORITHM} {digest.recorded[:12]}… matches "
+                                               f"({digest.bytes_hashed:,} bytes{speed})")
+    if digest.status == ABSENT:
+        if declares_digest(ckpt):
+            return Component("content digest", WRONG, "recorded at save, missing from the file (torn)")
+        return Component("content digest", MISSING, "written before content digests: integrity cannot be proven")
+    return Component("content digest", WRONG, digest.reason())
 
 
 def _is_community_latest(path: Path) -> bool:
