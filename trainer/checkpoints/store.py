@@ -269,13 +269,3 @@ class CheckpointManager:
             fsync_dir(self.output_dir)
         return tuple(removed)
 
-
-def clean_stale_temp_files(output_dir: str | Path) -> list[Path]:
-    """Remove checkpoint temp files left by a write that never finished (call with the output-dir lock held)."""
-    output_dir = Path(output_dir)
-    if not output_dir.is_dir():
-        return []
-    stale = [path for path in output_dir.glob(".*.pth.*.tmp") if path.is_file()]
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
