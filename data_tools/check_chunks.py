@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from data_tools import item_files
-from data_tools.manifest import FORMAT_V2, FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
+from data_tools.manifest import FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
 from data_tools.shape_rules import (
     MAX_COND_FRAMES,
     MAX_ID_CHARS,
@@ -310,12 +310,11 @@ def _read_lines(task: ChunkTask) -> tuple[list[str | None], int]:
     return lines, done
 
 
-def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
-    """Check one chunk of whole lines; line numbers in the result are 1-based within the chunk."""
-    if task.format == FORMAT_V2:
-        from data_tools.check_pairs import check_pair_chunk
+def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
+    """Check one chunk of whole lines of a v1.5 codes manifest; line numbers are 1-based within the chunk.
 
-        return check_pair_chunk(task, settings)
+    ``data_tools.check_data.check_chunk`` picks this or ``check_pairs.check_pair_chunk`` by the format.
+    """
     lines, nbytes = _read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)

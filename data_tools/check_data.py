@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data_tools.check_chunks import LANGUAGE_SCRIPTS, CheckSettings, ChunkResult, ChunkTask, check_chunk
+from data_tools.check_chunks import LANGUAGE_SCRIPTS, CheckSettings, ChunkResult, ChunkTask, check_codes_chunk
+from data_tools.check_pairs import check_pair_chunk
 from data_tools.check_report import (
     DataReport,
     NumberSummary,
@@ -58,7 +59,7 @@ from data_tools.check_report import (
 from data_tools.cli import OneLineErrorParser
 from data_tools.code_lengths import CodeLenFix, fix_manifest
 from data_tools.fileio import UnusableFile, regular_file_size
-from data_tools.manifest import FORMAT_NAMES, ManifestError, manifest_format, parse_manifest_spec
+from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, ManifestError, manifest_format, parse_manifest_spec
 from data_tools.text_keys import SCRIPTS
 
 MAX_LISTED_PER_CODE = 1000
@@ -73,6 +74,13 @@ ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
 
 class CheckUsageError(ValueError):
     """Inputs the checker cannot start on (missing manifest, unreadable tokenizer/config, bad option)."""
+
+
+def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
+    """Check one chunk of whole lines with the checker of its manifest's format."""
+    if task.format == FORMAT_V2:
+        return check_pair_chunk(task, settings)
+    return check_codes_chunk(task, settings)
 
 
 def check_manifests(

@@ -9,8 +9,8 @@
    models are trained on upper-case text).
 
 Adding a language is one small module under ``data_tools/languages/`` that defines its normaliser and
-calls ``register_language("xx", normalize_xx, script="...")``, plus its import in
-``data_tools.languages.load_builtin``. The function must be idempotent: normalising twice gives the
+declares ``LANGUAGE = ("xx", normalize_xx, "<script>")``, listed in ``data_tools.languages.builtin_languages``
+(or a call ``register_language(...)`` from outside). The function must be idempotent: normalising twice gives the
 same text as normalising once (tests check this for every registered language).
 """
 
@@ -20,6 +20,8 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable
+
+from data_tools.languages import builtin_languages
 
 LanguageNormalizer = Callable[[str], str]
 
@@ -62,9 +64,8 @@ def _load_builtin_languages() -> None:
     global _builtins_loaded
     if not _builtins_loaded:
         _builtins_loaded = True
-        from data_tools.languages import load_builtin
-
-        load_builtin()
+        for code, normalizer, script in builtin_languages():
+            register_language(code, normalizer, script=script)
 
 
 def indextts_convention(text: str) -> str:

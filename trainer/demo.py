@@ -16,28 +16,23 @@ Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from data_tools.cli import OneLineErrorParser
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
-from data_tools.text import normalize_text
+from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, stable_int, write_npy
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "demo_assets"
 BASE_VOCAB = 1000
 AMHARIC_PIECES = 800
-SPEAKERS = ("spk_abebe", "spk_selam", "spk_tigist")
-DEMO_CODE_RANGE = 256  # the demo's "speech" only uses the first 256 codes, which keeps it learnable
-CODES_PER_CHAR = 2
 
 
 def demo_config(number_text_tokens: int) -> dict:
@@ -127,33 +122,6 @@ class DemoPaths:
         ]
 
 
-def _stable_int(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
-
-
-def codes_for_text(text: str) -> np.ndarray:
-    """Deterministic stand-in for DVAE codes: each normalised character becomes CODES_PER_CHAR codes."""
-    codes: list[int] = []
-    for ch in normalize_text(text, "am"):
-        value = _stable_int(ch)
-        for k in range(CODES_PER_CHAR):
-            codes.append((value >> (9 * k)) % DEMO_CODE_RANGE)
-    return np.asarray(codes, dtype=np.int16)
-
-
-def cond_mel_for(speaker: str, utterance: str, frames: int) -> np.ndarray:
-    """A speaker-specific log-mel-like prompt: a fixed spectral envelope plus per-utterance noise."""
-    envelope = np.random.default_rng(_stable_int(speaker) % 2**32).normal(-4.0, 1.5, size=(100, 1))
-    noise = np.random.default_rng(_stable_int(utterance) % 2**32).normal(0.0, 0.3, size=(100, frames))
-    return (envelope + noise).astype(np.float32)
-
-
-def _write_npy(path: Path, array: np.ndarray) -> None:
-    # Plain writes: hundreds of small regenerable files; fsync-ing each costs seconds for no safety gained.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, array)
-
-
 def _write_data(paths: DemoPaths, sentences: list[str], n_val: int) -> None:
     data = paths.train_manifest.parent
     lines: list[str] = []
@@ -163,9 +131,9 @@ def _write_data(paths: DemoPaths, sentences: list[str], n_val: int) -> None:
         codes = codes_for_text(sentence)
         # The prompt is another utterance of the same speaker, as preprocessing does, to avoid prompt bleed.
         prompt_id = f"{speaker}_{(index + len(SPEAKERS)) % len(sentences):04d}"
-        frames = 48 + _stable_int(prompt_id) % 40
-        _write_npy(data / "codes" / f"{utt_id}.npy", codes)
-        _write_npy(data / "cond_mels" / f"{utt_id}.npy", cond_mel_for(speaker, prompt_id, frames))
+        frames = 48 + stable_int(prompt_id) % 40
+        write_npy(data / "codes" / f"{utt_id}.npy", codes)
+        write_npy(data / "cond_mels" / f"{utt_id}.npy", cond_mel_for(speaker, prompt_id, frames))
         duration = round(len(codes) * V1_SAMPLES_PER_CODE / 24000, 3)
         lines.append(json.dumps({
             "id": utt_id, "text": sentence, "codes": f"codes/{utt_id}.npy",

@@ -23,6 +23,7 @@ import torch
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
+from trainer.demo_data import SPEAKERS, codes_for_text, stable_int, write_npy
 
 V2_MODEL_DIM = 64
 V2_LATENTS = 32
@@ -87,12 +88,7 @@ class DemoV2Paths:
         ]
 
 
-def _write_npy(path: Path, array: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, array)
-
-
-def speaker_latents(speaker: str, utterance: str, stable_int) -> tuple[np.ndarray, np.ndarray]:
+def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
     """A speaker-specific conditioning block and emotion vector, with a little per-utterance noise."""
     base = np.random.default_rng(stable_int(speaker) % 2**32).normal(0.0, 0.5, size=(V2_LATENTS, V2_MODEL_DIM))
     noise = np.random.default_rng(stable_int(utterance) % 2**32).normal(0.0, 0.05, size=(V2_LATENTS, V2_MODEL_DIM))
@@ -103,7 +99,6 @@ def speaker_latents(speaker: str, utterance: str, stable_int) -> tuple[np.ndarra
 def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) -> DemoV2Paths:
     """Write the v2 demo under ``workspace/v2`` (the v1.5 demo's tokenizers must exist already)."""
     from data_tools.text_tokenizer import TextTokenizer
-    from trainer.demo import SPEAKERS, _stable_int, codes_for_text
     from trainer.model import build_model
 
     paths = DemoV2Paths.under(workspace)
@@ -124,9 +119,9 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
         utt = f"{speaker}_{index:04d}"
         ids = np.asarray(extended.encode(sentence, "am"), dtype=np.int32)
         codes = codes_for_text(sentence).astype(np.int32)
-        condition, emo = speaker_latents(speaker, utt, _stable_int)
+        condition, emo = speaker_latents(speaker, utt)
         for folder, array in (("text_ids", ids), ("codes", codes), ("condition", condition), ("emo_vec", emo)):
-            _write_npy(data / folder / f"{utt}.npy", array)
+            write_npy(data / folder / f"{utt}.npy", array)
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "text_len": int(ids.size),
                            "code_len": int(codes.size), "duration": round(codes.size / CODES_HZ, 3)})
     val_ids = {u["id"] for u in utterances[:n_val]}

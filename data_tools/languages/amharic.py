@@ -31,7 +31,6 @@ from __future__ import annotations
 import re
 
 from data_tools.languages.amharic_numbers import expand_numbers
-from data_tools.text import register_language
 
 FULL_STOP = "\u1362"  # ።
 COMMA = "\u1363"  # ፣
@@ -74,4 +73,4 @@ def normalize_amharic(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-register_language("am", normalize_amharic, script="ethiopic")
+LANGUAGE = ("am", normalize_amharic, "ethiopic")  # (code, normaliser, script): registered by data_tools.text

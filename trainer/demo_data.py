@@ -1,0 +1,42 @@
+"""The demo's stand-in data, shared by the IndexTTS-1.5 and IndexTTS2 demos: codes made from the text, speaker-
+specific prompts, and stable hashing (nothing random: the workspace is the same on every machine)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from data_tools.text import normalize_text
+
+SPEAKERS = ("spk_abebe", "spk_selam", "spk_tigist")
+DEMO_CODE_RANGE = 256  # the demo's "speech" only uses the first 256 codes, which keeps it learnable
+CODES_PER_CHAR = 2
+
+
+def stable_int(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+
+
+def codes_for_text(text: str) -> np.ndarray:
+    """Deterministic stand-in for DVAE codes: each normalised character becomes CODES_PER_CHAR codes."""
+    codes: list[int] = []
+    for ch in normalize_text(text, "am"):
+        value = stable_int(ch)
+        for k in range(CODES_PER_CHAR):
+            codes.append((value >> (9 * k)) % DEMO_CODE_RANGE)
+    return np.asarray(codes, dtype=np.int16)
+
+
+def cond_mel_for(speaker: str, utterance: str, frames: int) -> np.ndarray:
+    """A speaker-specific log-mel-like prompt: a fixed spectral envelope plus per-utterance noise."""
+    envelope = np.random.default_rng(stable_int(speaker) % 2**32).normal(-4.0, 1.5, size=(100, 1))
+    noise = np.random.default_rng(stable_int(utterance) % 2**32).normal(0.0, 0.3, size=(100, frames))
+    return (envelope + noise).astype(np.float32)
+
+
+def write_npy(path: Path, array: np.ndarray) -> None:
+    # Plain writes: hundreds of small regenerable files; fsync-ing each costs seconds for no safety gained.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, array)
