@@ -54,7 +54,8 @@ def test_every_contract_flag_is_declared_once():
     for flag in CONTRACT_FLAGS:
         assert flag in flags, flag
     assert option_by_name("preflight").form is False
-    assert option_by_name("amp").choices == ("bf16", "fp16", "off")
+    assert option_by_name("amp").choices == ("auto", "bf16", "fp16", "off")  # auto: bf16 where the GPU has it
+    assert option_by_name("amp").default == "auto"
     assert option_by_name("freeze_base_rows").default is True
 
 

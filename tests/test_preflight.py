@@ -47,7 +47,7 @@ def test_preflight_passes_on_the_demo_workspace(demo):
     assert report.ok, report.lines()
     names = [c.name for c in report.checks]
     assert names == ["manifests", "tokenizer", "config", "device", "data", "output directory", "resume", "weights",
-                     "disk space"]
+                     "samples", "disk space"]
     assert "IndexTTS-1.5 GPT" in _check(report, "config").message
     assert "296 items usable" in _check(report, "data").message
     assert "grown 1000 -> 1916" in _check(report, "weights").message

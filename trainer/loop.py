@@ -39,6 +39,13 @@ def resolve_device(option: str, local_rank: int = 0, distributed: bool = False) 
     return torch.device("cpu")
 
 
+def resolve_amp(amp: str, device: torch.device) -> str:
+    """``auto``: bf16 on a CUDA device that supports it (Ampere and later), else off; other values as given."""
+    if amp != "auto":
+        return amp
+    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "off"
+
+
 def check_amp(amp: str, device: torch.device) -> None:
     if amp == "fp16" and device.type != "cuda":
         raise UsageError("--amp fp16 needs a CUDA device (its grad scaler is GPU-only); use --amp bf16 or off on CPU")

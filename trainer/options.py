@@ -94,8 +94,8 @@ OPTIONS: tuple[Option, ...] = (
          minimum=0.0),
     _opt("mel_loss_weight", "float", 0.8, "weight of the mel-code loss in the training loss", GROUP_OPTIM,
          minimum=0.0),
-    _opt("amp", "choice", "off", "mixed precision: bf16 (CPU or GPU), fp16 (GPU only, grad scaler), off",
-         GROUP_OPTIM, choices=("bf16", "fp16", "off")),
+    _opt("amp", "choice", "auto", "mixed precision: auto (bf16 on a GPU that supports it, else off), bf16 (CPU or "
+         "GPU), fp16 (GPU only, grad scaler), off", GROUP_OPTIM, choices=("auto", "bf16", "fp16", "off")),
     _opt("max_nonfinite_steps", "int", 20, "stop (exit 2, nothing saved after them) when the loss or gradient is "
          "not finite for this many optimizer steps in a row; such steps never change the weights",
          GROUP_OPTIM, minimum=1),

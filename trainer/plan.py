@@ -39,7 +39,7 @@ from trainer.checkpoints import (
 )
 from trainer.data import load_items, split_format
 from trainer.errors import UsageError
-from trainer.loop import check_amp, resolve_device
+from trainer.loop import check_amp, resolve_amp, resolve_device
 from trainer.model import INFERENCE_ONLY_PREFIXES, build_model, state_dict_mismatches
 from trainer.model_source import (
     ModelStart,
@@ -186,7 +186,8 @@ def _config(plan: RunPlan) -> bool:
 def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
     try:
         plan.device = resolve_device(str(plan.opts.get("device") or "auto"), local_rank, distributed)
-        check_amp(str(plan.opts.get("amp") or "off"), plan.device)
+        plan.opts["amp"] = resolve_amp(str(plan.opts.get("amp") or "off"), plan.device)  # the run records this
+        check_amp(plan.opts["amp"], plan.device)
     except UsageError as exc:
         plan.device = None
         return plan.add("device", False, one_line(exc))
