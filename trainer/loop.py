@@ -101,10 +101,14 @@ V15_PROMPT_KEYS = ("cond_mels", "cond_mel_lengths")  # IndexTTS-1.5: the prompt'
 V2_PROMPT_KEYS = ("condition", "emo_vec")  # IndexTTS2: precomputed speaker latents and emotion vector
 
 
-def model_inputs(batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+HOST_LENGTH_KEYS = ("text_lengths_host", "code_lengths_host")  # plain lists: no read-back from the device
+
+
+def model_inputs(batch: dict[str, Any]) -> dict[str, Any]:
     """The model's keyword arguments for a collated batch of either format."""
     prompt = V2_PROMPT_KEYS if "condition" in batch else V15_PROMPT_KEYS
-    return {key: batch[key] for key in (*SEQUENCE_KEYS, *prompt)}
+    keys = (*SEQUENCE_KEYS, *prompt, *(key for key in HOST_LENGTH_KEYS if key in batch))
+    return {key: batch[key] for key in keys}
 
 
 @dataclass

@@ -19,7 +19,7 @@ residual dropout, active in train mode only. The conformers and perceivers have 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -124,10 +124,14 @@ def _condition_module_args(gpt: Mapping[str, Any], key: str) -> dict[str, Any]:
     return dict(module)
 
 
-def _check_lengths(name: str, lengths: Tensor, batch: int, width: int) -> list[int]:
+def _check_lengths(name: str, lengths: Tensor, batch: int, width: int, host: Sequence[int] | None = None) -> list[int]:
+    """The lengths as ints, checked; ``host`` (the same values as a list, from the loader) avoids reading the
+    tensor back from the device, a host sync that would stall a GPU every micro-batch."""
     if lengths.dim() != 1 or lengths.size(0) != batch:
         raise ValueError(f"{name} must have shape ({batch},), got {tuple(lengths.shape)}")
-    values = [int(v) for v in lengths.tolist()]
+    values = [int(v) for v in (host if host is not None else lengths.tolist())]
+    if len(values) != batch:
+        raise ValueError(f"{name}: {len(values)} host lengths for a batch of {batch}")
     bad = [v for v in values if v < 0 or v > width]
     if bad:
         raise ValueError(f"{name} must lie in 0..{width} (the padded width), got {bad}")
@@ -223,10 +227,14 @@ class UnifiedVoice(nn.Module):
         cond_mels: Tensor | None = None,
         cond_mel_lengths: Tensor | None = None,
         loss_mode: LossMode = "masked",
+        *,
+        text_lengths_host: Sequence[int] | None = None,
+        code_lengths_host: Sequence[int] | None = None,
     ) -> ModelOutput:
         conds = self._conds_from_inputs(cond_mels, cond_mel_lengths)
         return self.forward_with_conds(
-            conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode
+            conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode,
+            text_lengths_host=text_lengths_host, code_lengths_host=code_lengths_host,
         )
 
     def forward_latent(
@@ -250,11 +258,14 @@ class UnifiedVoice(nn.Module):
         codes: Tensor,
         code_lengths: Tensor,
         loss_mode: LossMode = "masked",
+        *,
+        text_lengths_host: Sequence[int] | None = None,
+        code_lengths_host: Sequence[int] | None = None,
     ) -> ModelOutput:
         """Logits and losses given a ready conditioning block (B, n_cond, D)."""
         if loss_mode not in LOSS_MODES:
             raise ValueError(f"loss_mode must be one of {LOSS_MODES}, got {loss_mode!r}")
-        run = self._run(conds, text_ids, text_lengths, codes, code_lengths)
+        run = self._run(conds, text_ids, text_lengths, codes, code_lengths, text_lengths_host, code_lengths_host)
         text, mel = run.text, run.mel
         text_logits = self.text_head(run.text_hidden).float()  # (B, T+2, V): CE wants the class dim last
         mel_logits = self.mel_head(run.mel_hidden).float()
@@ -280,7 +291,8 @@ class UnifiedVoice(nn.Module):
         return self._run(conds, text_ids, text_lengths, codes, code_lengths).mel_hidden[:, :-2]
 
     def _run(
-        self, conds: Tensor, text_ids: Tensor, text_lengths: Tensor, codes: Tensor, code_lengths: Tensor
+        self, conds: Tensor, text_ids: Tensor, text_lengths: Tensor, codes: Tensor, code_lengths: Tensor,
+        text_lengths_host: Sequence[int] | None = None, code_lengths_host: Sequence[int] | None = None,
     ) -> _SequenceRun:
         batch = text_ids.size(0)
         if text_ids.dim() != 2 or codes.dim() != 2 or codes.size(0) != batch:
@@ -290,8 +302,8 @@ class UnifiedVoice(nn.Module):
             )
         if conds.dim() != 3 or conds.size(0) != batch or conds.size(2) != self.model_dim:
             raise ValueError(f"conds must be ({batch}, n, {self.model_dim}), got {tuple(conds.shape)}")
-        text_counts = _check_lengths("text_lengths", text_lengths, batch, text_ids.size(1))
-        code_counts = _check_lengths("code_lengths", code_lengths, batch, codes.size(1))
+        text_counts = _check_lengths("text_lengths", text_lengths, batch, text_ids.size(1), text_lengths_host)
+        code_counts = _check_lengths("code_lengths", code_lengths, batch, codes.size(1), code_lengths_host)
         text_rows = self.text_pos_embedding.emb.num_embeddings
         mel_rows = self.mel_pos_embedding.emb.num_embeddings
         if text_ids.size(1) + 2 > text_rows:
@@ -421,12 +433,15 @@ class UnifiedVoiceV2(UnifiedVoice):
         emo_vec: Tensor | None = None,
         emo_cond_mels: Tensor | None = None,
         emo_cond_mel_lengths: Tensor | None = None,
+        text_lengths_host: Sequence[int] | None = None,
+        code_lengths_host: Sequence[int] | None = None,
     ) -> ModelOutput:
         conds = self._conds_v2(
             cond_mels, cond_mel_lengths, condition, emo_vec, emo_cond_mels, emo_cond_mel_lengths
         )
         return self.forward_with_conds(
-            conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode
+            conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode,
+            text_lengths_host=text_lengths_host, code_lengths_host=code_lengths_host,
         )
 
     def forward_latent(  # type: ignore[override]
