@@ -33,7 +33,7 @@ from trainer.checkpoints import (
     select_resume,
     verify_checkpoint,
 )
-from trainer.checkpoints.digest import ABSENT, DAMAGED, MISMATCH, OK, TRAILER_BYTES
+from trainer.checkpoints.digest import ABSENT, ALGORITHM, CHUNK_BYTES, DAMAGED, MISMATCH, OK, TRAILER_BYTES
 from trainer.checkpoints.lock import LockHeld
 from trainer.checkpoints.verify import INVALID
 
@@ -78,6 +78,22 @@ def test_every_saved_checkpoint_carries_a_digest_of_all_its_bytes(tmp_path):
     assert check_file_digest(path).status == OK
 
 
+@pytest.mark.parametrize("length", [CHUNK_BYTES - 1, CHUNK_BYTES, CHUNK_BYTES + 1, CHUNK_BYTES + 2, 3 * CHUNK_BYTES + 1])
+def test_file_check_and_writer_agree_at_chunk_edges(tmp_path, length):
+    """The comment-length field (the last 2 hashed bytes) may straddle a chunk edge: same digest both ways."""
+    data = os.urandom(length - digest_module.EOCD_BYTES) + digest_module.EOCD_SIGNATURE + bytes(18)
+    path = tmp_path / "stream.bin"
+    with open(path, "wb") as handle:
+        writer = digest_module.DigestWriter(handle)
+        for start in range(0, length, 700_001):  # uneven slices, like torch's writes
+            writer.write(data[start:start + 700_001])
+        written = writer.finish()
+    trailer = digest_module.read_trailer(path)
+    assert trailer.digest == written and trailer.content_length == length
+    assert digest_module.compute_file_digest(path, length) == written
+    assert check_file_digest(path).status == OK
+
+
 def test_fault_injection_no_damaged_latest_is_ever_trusted(tmp_path):
     """200 single-byte flips and 50 zeroed 4 KiB blocks at seeded random offsets of a valid latest.pth."""
     _run(tmp_path, steps=(10, 20))
@@ -115,7 +131,7 @@ def test_a_mismatch_names_the_digest_and_verify_calls_it_invalid(tmp_path):
     replace_file(latest, bytes(data))
     choice = select_resume(tmp_path, "auto")
     assert choice.path.name == "model_step20.pth"
-    assert "latest.pth: content digest mismatch (sha256-4MiB-tree: the file hashes to" in choice.notes[0]
+    assert f"latest.pth: content digest mismatch ({ALGORITHM}: the file hashes to" in choice.notes[0]
     report = verify_checkpoint(latest)
     assert report.verdict == INVALID and report.exit_code == 2 and "content digest mismatch" in report.reason
     with pytest.raises(CheckpointError, match="content digest mismatch"):

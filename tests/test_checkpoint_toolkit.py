@@ -409,12 +409,20 @@ def test_export_round_trip(tmp_path, demo_workspace, demo_checkpoint, dtype, use
         args.append("--safetensors")
     result = cli(*args)
     assert result.returncode == 0, result.stderr
-    expected_files = {"gpt.pth", "config.yaml", "bpe.model"} | ({"gpt.safetensors"} if use_safetensors else set())
-    assert {p.name for p in out.iterdir()} == expected_files
+    expected_files = {"gpt.pth", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md"}
+    assert {p.name for p in out.iterdir()} == expected_files | ({"gpt.safetensors"} if use_safetensors else set())
 
     ckpt = load_checkpoint(demo_checkpoint)
     config = load_config(out / "config.yaml")
     assert config["gpt"]["number_text_tokens"] == ckpt["model_config"]["number_text_tokens"] == 1916
+    assert config["version"] == 1.5
+    notice = (out / "LICENSE-NOTICE").read_text(encoding="utf-8")
+    assert "derived from IndexTTS (IndexTTS 1.5)" in notice and "bilibili IndexTTS model licence" in notice
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "- Model version: 1.5" in card and "1,916 pieces, sha256 " + tokenizer_record(
+        demo_workspace.extended_tokenizer)["sha256"] in card
+    assert "step 3, epoch 0" in card and "train: 100 items, hours not recorded" in card
+    assert "validation: last 3.1000, best 3.0000" in card and "mel 3.0000" in card
     assert config["dataset"]["bpe_model"] == "bpe.model" and config["vqvae"]["channels"] == 100
     assert (out / "bpe.model").read_bytes() == demo_workspace.extended_tokenizer.read_bytes()
     if use_safetensors:

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--base-vocab-size", type=int, help="text vocabulary of the base model (frozen rows)")
     repair.add_argument("--json", action="store_true")
 
-    export = verbs.add_parser("export", help="inference bundle: gpt.pth, config.yaml, bpe.model")
+    export = verbs.add_parser("export", help="inference bundle: gpt.pth, config.yaml, bpe.model, LICENSE-NOTICE, MODEL_CARD.md")
     export.add_argument("path", type=Path)
     export.add_argument("--out", type=Path, required=True, help="output folder")
     export.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default="fp32")

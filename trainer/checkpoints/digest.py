@@ -10,7 +10,7 @@ included, ignore it), written in the same pass as the file, so saving reads noth
 also records ``"integrity": {...}`` so a file whose trailer was lost (torn) is not taken for a
 checkpoint written before digests existed.
 
-The hash: SHA-256 over 4 MiB chunks, then SHA-256 over the chunk digests (a hash tree of one level).
+The hash: SHA-256 over 1 MiB chunks, then SHA-256 over the chunk digests (a hash tree of one level).
 Chunks hash in parallel threads (hashlib releases the GIL), so checking a 7 GB file is bound by the
 disk, not one core. Checking a file never unpickles it: it reads bytes and compares.
 
@@ -36,8 +36,8 @@ from typing import IO, Any
 
 import torch
 
-ALGORITHM = "sha256-4MiB-tree"
-CHUNK_BYTES = 4 << 20
+ALGORITHM = "sha256-1MiB-tree"
+CHUNK_BYTES = 1 << 20
 DIGEST_MAGIC = b"indextts-studio-digest/v1 " + ALGORITHM.encode("ascii") + b" "
 TRAILER_BYTES = len(DIGEST_MAGIC) + 64  # the archive comment: magic + 64 hex digits
 EOCD_SIGNATURE = b"PK\x05\x06"
@@ -82,34 +82,83 @@ def short(digest: str | None) -> str:
     return f"{digest[:12]}…" if digest else "none"
 
 
+class _ChunkedHasher:
+    """SHA-256 of each CHUNK_BYTES piece of a byte stream fed in arbitrary slices; whole chunks in parallel.
+
+    Slices are hashed before :meth:`update` returns (callers may reuse their buffers), with no copies.
+    """
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.digests: list[bytes] = []
+        self._partial = hashlib.sha256()
+        self._partial_bytes = 0
+
+    def update(self, view: memoryview) -> None:
+        at, size = 0, len(view)
+        if self._partial_bytes:
+            take = min(CHUNK_BYTES - self._partial_bytes, size)
+            self._partial.update(view[:take])
+            self._partial_bytes += take
+            at = take
+            if self._partial_bytes == CHUNK_BYTES:
+                self._close_partial()
+        whole = (size - at) // CHUNK_BYTES
+        if whole:
+            pieces = [view[at + i * CHUNK_BYTES: at + (i + 1) * CHUNK_BYTES] for i in range(whole)]
+            self.digests += list(_pool().map(_chunk_digest, pieces)) if whole > 1 else [_chunk_digest(pieces[0])]
+            at += whole * CHUNK_BYTES
+        if at < size:
+            self._partial.update(view[at:])
+            self._partial_bytes += size - at
+        self.length += size
+
+    def _close_partial(self) -> None:
+        self.digests.append(self._partial.digest())
+        self._partial = hashlib.sha256()
+        self._partial_bytes = 0
+
+    def hexdigest(self) -> str:
+        if self._partial_bytes:
+            self._close_partial()
+        return _combine(self.digests, self.length)
+
+
 class DigestWriter:
     """A write-only file object for ``torch.save`` that hashes what passes through and ends it with the digest.
 
-    It holds back the last 22 bytes (the zip's end record) until :meth:`finish`, which sets that record's
-    comment length and appends the digest as the archive comment. ``error`` keeps the first OSError a
-    write raised: ``torch.save`` turns it into an unhelpful RuntimeError ("unexpected pos ..."), and the
-    saver reports this one instead ("disk full").
+    Bytes go straight through to ``handle`` except the last 22 (the zip's end record), held back until
+    :meth:`finish`, which writes that record with its comment length set and the digest as the comment.
+    The digest is of the stream exactly as torch wrote it (comment length 0). ``error`` keeps the first
+    OSError a write raised: ``torch.save`` turns it into an unhelpful RuntimeError ("unexpected pos ..."),
+    and the saver reports this one instead ("disk full").
     """
 
     def __init__(self, handle: IO[bytes]) -> None:
         self.handle = handle
         self.error: OSError | None = None
-        self.length = 0  # bytes torch wrote (the hashed content)
-        self._buffer = bytearray()  # not yet hashed, not yet written past the held-back tail
-        self._futures: deque[concurrent.futures.Future[bytes]] = deque()
-        self._digests: list[bytes] = []
-        self._limit = 2 * _workers()  # chunks in flight: bounds memory to a few chunks
+        self._hasher = _ChunkedHasher()
+        self._tail = b""  # the last EOCD_BYTES bytes of the stream so far, not yet written
+
+    @property
+    def length(self) -> int:
+        """Bytes torch has written so far."""
+        return self._hasher.length
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        self._buffer += view
-        self.length += len(view)
+        self._hasher.update(view)
         try:
-            while len(self._buffer) >= CHUNK_BYTES + EOCD_BYTES:
-                chunk = bytes(self._buffer[:CHUNK_BYTES])
-                del self._buffer[:CHUNK_BYTES]
-                self._submit(chunk)
-                self.handle.write(chunk)
+            if len(view) >= EOCD_BYTES:
+                if self._tail:
+                    self.handle.write(self._tail)
+                self.handle.write(view[:-EOCD_BYTES])
+                self._tail = bytes(view[-EOCD_BYTES:])
+            else:
+                combined = self._tail + bytes(view)
+                if len(combined) > EOCD_BYTES:
+                    self.handle.write(combined[:-EOCD_BYTES])
+                self._tail = combined[-EOCD_BYTES:]
         except OSError as exc:
             self.error = self.error or exc
             raise
@@ -122,21 +171,12 @@ class DigestWriter:
             self.error = self.error or exc
             raise
 
-    def _submit(self, chunk: bytes) -> None:
-        self._futures.append(_pool().submit(_chunk_digest, chunk))
-        while len(self._futures) > self._limit:
-            self._digests.append(self._futures.popleft().result())
-
     def finish(self) -> str:
-        """Hash the rest, write the end record with the digest as its comment; returns the hex digest."""
-        tail = bytes(self._buffer)
-        if len(tail) < EOCD_BYTES or tail[-EOCD_BYTES:-EOCD_BYTES + 4] != EOCD_SIGNATURE or tail[-2:] != b"\0\0":
+        """Write the end record with the digest as its comment; returns the hex digest."""
+        tail = self._tail
+        if len(tail) < EOCD_BYTES or tail[:4] != EOCD_SIGNATURE or tail[-2:] != b"\0\0":
             raise ValueError("torch.save did not end with a plain zip end record: cannot attach the digest")
-        for start in range(0, len(tail), CHUNK_BYTES):
-            self._futures.append(_pool().submit(_chunk_digest, tail[start:start + CHUNK_BYTES]))
-        while self._futures:
-            self._digests.append(self._futures.popleft().result())
-        digest = _combine(self._digests, self.length)
+        digest = self._hasher.hexdigest()
         comment = DIGEST_MAGIC + digest.encode("ascii")
         try:
             self.handle.write(tail[:-2] + len(comment).to_bytes(2, "little") + comment)
@@ -144,7 +184,7 @@ class DigestWriter:
         except OSError as exc:
             self.error = self.error or exc
             raise
-        self._buffer.clear()
+        self._tail = b""
         return digest
 
 
@@ -184,14 +224,24 @@ def _ranges(length: int) -> Iterator[tuple[int, int]]:
         yield start, min(CHUNK_BYTES, length - start)
 
 
+_BUFFERS = threading.local()
+
+
 def _hash_range(fd: int, start: int, count: int, patch_from: int) -> bytes:
-    data = os.pread(fd, count, start)
-    if len(data) != count:
-        raise OSError(f"short read at byte {start}")
+    buffer = getattr(_BUFFERS, "buffer", None)
+    if buffer is None:  # one reusable buffer per thread: no fresh pages per chunk
+        buffer = _BUFFERS.buffer = bytearray(CHUNK_BYTES)
+    view = memoryview(buffer)[:count]
+    got = 0
+    while got < count:
+        read = os.preadv(fd, [view[got:]], start + got)
+        if read <= 0:
+            raise OSError(f"short read at byte {start + got}")
+        got += read
     if start + count > patch_from:  # the comment length field: hashed as torch wrote it (0)
-        cut = patch_from - start
-        data = data[:cut] + b"\0" * (count - cut)
-    return _chunk_digest(data)
+        cut = max(0, patch_from - start)
+        view[cut:] = bytes(count - cut)
+    return _chunk_digest(view)
 
 
 def compute_file_digest(path: str | Path, content_length: int) -> str:

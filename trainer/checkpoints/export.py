@@ -1,9 +1,15 @@
-"""``export``: an inference bundle IndexTTS loads unchanged.
+"""``export``: an inference bundle IndexTTS (v1.5) and IndexTTS2 inference load unchanged.
 
-``OUT/gpt.pth`` ({"model": state_dict} in the IndexTTS layout), ``OUT/gpt.safetensors`` (optional, the
-same tensors), ``OUT/config.yaml`` (the gpt section of the checkpoint's model, so ``number_text_tokens``
-matches the grown vocabulary; the other sections from ``--config`` when given) and ``OUT/bpe.model``
-(the tokenizer the checkpoint was trained with, checked by sha256).
+- ``OUT/gpt.pth``: {"model": state_dict} in the IndexTTS layout (what stock inference loads as its gpt.pth);
+  ``OUT/gpt.safetensors`` (optional): the same tensors;
+- ``OUT/config.yaml``: the gpt section of the checkpoint's model, so ``number_text_tokens`` matches the
+  grown vocabulary, the other sections from ``--config`` when given, and ``version`` (2.0 for an
+  IndexTTS2 model, 1.5 otherwise) as the stock configs carry it;
+- ``OUT/bpe.model``: the tokenizer the checkpoint was trained with (checked by sha256);
+- ``OUT/LICENSE-NOTICE``: derivative weights of IndexTTS carry the base model's licence: the notice says
+  so and points to the base model's licence file (no legal text of our own);
+- ``OUT/MODEL_CARD.md``: base model, version, tokenizer hash and size, data items (and hours when
+  recorded), steps, final losses.
 """
 
 from __future__ import annotations
@@ -23,11 +29,33 @@ from data_tools.fileio import (
     atomic_write_with,
     sha256_file,
 )
-from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of
+from data_tools.text_tokenizer import TextTokenizer
+from trainer.checkpoints.digest import (
+    DAMAGED,
+    MISMATCH,
+    check_file_digest,
+    integrity_problem,
+    nonfinite_reason,
+    nonfinite_tensors,
+)
+from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of, now_iso
 from trainer.checkpoints.loading import load_checkpoint
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model")
+BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md")
+
+LICENSE_NOTICE = """\
+These model weights are derived from IndexTTS ({model_name}), the text-to-speech model by bilibili.
+
+They were produced by fine-tuning the IndexTTS base model ({base}) and are therefore subject to the
+bilibili IndexTTS model licence terms that apply to that base model. Anyone who uses, copies or
+redistributes these weights must comply with those terms and must distribute these weights together
+with that licence.
+
+The licence is the one distributed with the base model you started from (its licence file, e.g. the
+LICENSE / model licence file published beside the IndexTTS checkpoints). It is not reproduced here:
+read it there. This notice adds no terms of its own.
+"""
 
 
 @dataclass
@@ -60,6 +88,11 @@ def _gpt_config(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Tenso
     return gpt
 
 
+def model_version(gpt: Mapping[str, Any]) -> str:
+    """"2" for an IndexTTS2 GPT (it has an emotion conditioning module), "1.5" otherwise."""
+    return "2" if "emo_condition_module" in gpt else "1.5"
+
+
 def _config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
     """The base config with its gpt section made to describe the exported weights."""
     if raw_config is None:
@@ -78,6 +111,11 @@ def _config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, note
     dataset["bpe_model"] = "bpe.model"
     data["dataset"] = dataset
     data["gpt_checkpoint"] = "gpt.pth"
+    version = 2.0 if model_version(gpt) == "2" else 1.5
+    if data.get("version") != version:
+        if data.get("version") is not None:
+            notes.append(f"config.yaml version {data['version']!r} -> {version} (the exported model's version)")
+        data["version"] = version
     return data
 
 
@@ -106,6 +144,78 @@ def _tokenizer_source(ckpt: dict[str, Any], tokenizer: str | Path | None, notes:
                           + ": pass --tokenizer with the tokenizer the run was trained with")
 
 
+def _base_model(ckpt: Mapping[str, Any]) -> str:
+    hparams = ckpt.get("hparams") if isinstance(ckpt.get("hparams"), Mapping) else {}
+    for key, how in (("base_checkpoint", "fine-tuned from"), ("init_from", "continued from the weights of")):
+        if hparams.get(key):
+            return f"{how} {hparams[key]}"
+    repaired = ckpt.get("repaired_from")
+    if isinstance(repaired, Mapping):
+        return f"a community IndexTTS trainer's run (converted from {repaired.get('path')})"
+    return "not recorded in the checkpoint"
+
+
+def _data_lines(ckpt: Mapping[str, Any]) -> list[str]:
+    manifests = ckpt.get("manifests") if isinstance(ckpt.get("manifests"), Mapping) else {}
+    lines = []
+    for split in ("train", "val"):
+        records = [r for r in manifests.get(split) or [] if isinstance(r, Mapping)]
+        if not records:
+            lines.append(f"- {split}: not recorded")
+            continue
+        items = [r.get("lines") for r in records]
+        count = f"{sum(items):,} items" if all(isinstance(n, int) for n in items) else "items not recorded"
+        hours = [r.get("hours") for r in records]
+        duration = (f", {sum(hours):,.2f} hours" if all(isinstance(h, (int, float)) for h in hours)
+                    else ", hours not recorded")
+        names = ", ".join(Path(str(r.get("path"))).name for r in records)
+        lines.append(f"- {split}: {count}{duration} ({names})")
+    return lines
+
+
+def _fmt_loss(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "not recorded"
+
+
+def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: Path, dtype: str,
+               source: Path) -> str:
+    """The MODEL_CARD.md text of an export (facts from the checkpoint; "not recorded" where it has none)."""
+    version = model_version(gpt)
+    name = "IndexTTS2" if version == "2" else "IndexTTS 1.5"
+    vocab = TextTokenizer(tokenizer_path).vocab_size
+    losses = ckpt.get("last_losses") if isinstance(ckpt.get("last_losses"), Mapping) else {}
+    base_vocab = ckpt.get("base_vocab_size")
+    lines = [
+        f"# {name} GPT fine-tune",
+        "",
+        f"- Base model: {name}, {_base_model(ckpt)}",
+        f"- Model version: {version} (config.yaml `version: {2.0 if version == '2' else 1.5}`)",
+        f"- Architecture: {gpt.get('layers')} layers, model_dim {gpt.get('model_dim')}, "
+        f"{gpt.get('number_text_tokens')} text tokens"
+        + (f" (base vocabulary {base_vocab})" if isinstance(base_vocab, int) else ""),
+        f"- Tokenizer: bpe.model, {vocab:,} pieces, sha256 {sha256_file(tokenizer_path)}",
+        f"- Weights: gpt.pth as {dtype}, exported from {source.name} on {now_iso()}",
+        f"- Training: step {ckpt.get('step', 'not recorded')}, epoch {ckpt.get('epoch', 'not recorded')}",
+        "",
+        "## Data",
+        "",
+        *_data_lines(ckpt),
+        "",
+        "## Final losses",
+        "",
+        f"- train (last logged): text {_fmt_loss(losses.get('text_loss'))}, mel {_fmt_loss(losses.get('mel_loss'))}"
+        + (f", mel top-1 {_fmt_loss(losses.get('mel_top1'))}" if "mel_top1" in losses else ""),
+        f"- validation: last {_fmt_loss(ckpt.get('last_val_loss'))}, best {_fmt_loss(ckpt.get('best_val_loss'))}",
+        "",
+        "## Licence",
+        "",
+        "Derived from IndexTTS: subject to the bilibili IndexTTS model licence of the base model, which must",
+        "accompany these weights. See LICENSE-NOTICE.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32", safetensors: bool = False,
                       *, config: str | Path | None = None, tokenizer: str | Path | None = None,
                       force: bool = False) -> ExportReport:
@@ -120,7 +230,12 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     if existing and not force:
         raise CheckpointError(f"{out_dir} already holds {', '.join(existing)}: choose an empty --out folder "
                               "(or pass --force to replace an earlier export)")
+    digest = check_file_digest(path) if path.is_file() else None
+    if digest is not None and digest.status in (MISMATCH, DAMAGED):
+        raise CheckpointError(f"{path} cannot be exported: {digest.reason()}")
     ckpt = load_checkpoint(path)
+    if digest is not None and (problem := integrity_problem(digest, ckpt)):
+        raise CheckpointError(f"{path} cannot be exported: {problem}")
     kind = checkpoint_kind(ckpt)
     state = model_state_of(ckpt)
     if kind == "unknown" or state is None:
@@ -137,6 +252,9 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     diffs = shape_differences(weights, expected_state_shapes(gpt))
     if diffs:
         raise CheckpointError("the weights do not fit their model config: " + "; ".join(diffs))
+    nonfinite = nonfinite_tensors({"model": weights})
+    if nonfinite:
+        raise CheckpointError(f"{path} cannot be exported: {nonfinite_reason(nonfinite)}")
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
@@ -160,5 +278,15 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     atomic_write_text(config_path, yaml.safe_dump(_config_yaml(gpt, raw_config, report.notes), sort_keys=False,
                                                   allow_unicode=True))
     report.files.append(config_path)
-    report.notes.insert(0, f"{len(weights)} tensors as {dtype}, number_text_tokens {gpt['number_text_tokens']}")
+    version = model_version(gpt)
+    notice_path = out_dir / "LICENSE-NOTICE"
+    atomic_write_text(notice_path, LICENSE_NOTICE.format(
+        model_name="IndexTTS2" if version == "2" else "IndexTTS 1.5", base=_base_model(ckpt)))
+    report.files.append(notice_path)
+    card_path = out_dir / "MODEL_CARD.md"
+    atomic_write_text(card_path, model_card(ckpt, gpt, tokenizer_path, dtype, path))
+    report.files.append(card_path)
+    report.notes.insert(0, f"{len(weights)} tensors as {dtype}, IndexTTS {'2' if version == '2' else '1.5'} "
+                           f"(config version {2.0 if version == '2' else 1.5}), number_text_tokens "
+                           f"{gpt['number_text_tokens']}")
     return report

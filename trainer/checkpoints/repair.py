@@ -4,13 +4,22 @@ Inputs it understands:
 
 - this project's format version 1 (``batch_idx`` instead of ``position``; no sampler state, no
   optimizer parameter names, no base vocabulary size);
-- ``model_step<N>.pth`` of the community IndexTTS trainers (keys ``model``, ``optimizer``, ``scheduler``,
-  ``scaler``, ``epoch``, ``step``, ``batch_idx``, ``recent_checkpoints``, ``extra``, ``last_losses``);
+- ``model_step<N>.pth`` of the community IndexTTS trainers, v1.5 and IndexTTS2 (keys ``model``,
+  ``optimizer``, ``scheduler``, ``scaler``, ``epoch``, ``step``, ``batch_idx``, ``recent_checkpoints``,
+  ``accumulation_counter``, ``extra``, ``last_losses``). Their AdamW is one group over every parameter,
+  indexed in the upstream model's registration order (the order of the saved state dict, which is not
+  this project's module order for v2) and with state only for parameters that got a gradient; repair
+  moves each parameter's moments by name into this trainer's two groups (``trainer.loop``);
 - their ``latest.pth``, which adds ``rng_state`` with a numpy array and a ``TorchVersion``. That file does
   not load with plain ``weights_only=True``. Decision: repair loads it still with ``weights_only=True``,
   allow-listing exactly the data-only numpy array/dtype reconstructors and ``TorchVersion`` (a str), and
   converts them to tensors/str. A file that needs anything else is refused: no ``weights_only=False``
   path exists, so no pickle can run code here.
+
+A ``--tokenizer`` larger than the checkpoint's text vocabulary grows the text rows by meaning (the v1.5
+rule, ``trainer.vocab.grow_text_vocab``) and resets optimizer, scheduler and grad scaler together; a
+smaller one is refused. A file whose content digest does not match, or with NaN/Inf weights or moments,
+is refused.
 
 What cannot be recovered is left out and said ("RNG state missing: resume will not be bit-exact");
 optimizer state is never invented: it is carried over (re-laid out by parameter name into this trainer's
@@ -27,6 +36,15 @@ from typing import Any
 
 import torch
 
+from data_tools.text_tokenizer import TextTokenizer
+from trainer.checkpoints.digest import (
+    DAMAGED,
+    MISMATCH,
+    check_file_digest,
+    integrity_problem,
+    nonfinite_reason,
+    nonfinite_tensors,
+)
 from trainer.checkpoints.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -75,7 +93,8 @@ class RepairReport:
 
 
 def _community_latest_globals() -> list[Any]:
-    """The data-only classes a community latest.pth needs: numpy array reconstruction and TorchVersion."""
+    """Exactly what a community latest.pth needs beyond plain data, and nothing more: numpy's array
+    reconstruction (``np.random.get_state()`` holds a uint32 array) and ``TorchVersion`` (a str)."""
     import numpy as np
     from torch.torch_version import TorchVersion
 
@@ -84,8 +103,8 @@ def _community_latest_globals() -> list[Any]:
     except ImportError:  # numpy < 2
         from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
     allowed: list[Any] = [_reconstruct, np.ndarray, np.dtype, TorchVersion]
-    allowed += [getattr(np.dtypes, name) for name in ("UInt32DType", "Float64DType", "Int64DType")
-                if hasattr(np, "dtypes") and hasattr(np.dtypes, name)]
+    if hasattr(np, "dtypes"):  # numpy >= 1.25 pickles a uint32 dtype through its class
+        allowed.append(np.dtypes.UInt32DType)
     return allowed
 
 
@@ -133,12 +152,29 @@ def trainer_param_names(cfg: Mapping[str, Any], weight_decay: float = 0.01) -> l
     return [[name_of[id(p)] for p in group["params"]] for group in parameter_groups(model, weight_decay)]
 
 
+def trainer_group_template() -> list[dict[str, Any]]:
+    """The option keys of this trainer's AdamW groups (``trainer.loop.build_optimizer``), without params."""
+    from trainer.loop import build_optimizer
+
+    probe = torch.nn.Linear(2, 2)  # one decayed matrix, one bias: both groups exist
+    groups = build_optimizer(probe, 1e-3, 0.01, torch.device("cpu")).state_dict()["param_groups"]
+    return [{k: v for k, v in group.items() if k != "params"} for group in groups]
+
+
+# Options a foreign AdamW group carries over into ours (the rest is this trainer's algorithm: fused, ...).
+CARRIED_GROUP_OPTIONS = ("lr", "betas", "eps", "initial_lr")
+
+
 def relayout_optimizer(optimizer: Mapping[str, Any], scheduler: Mapping[str, Any] | None,
-                       saved_names: list[list[str]], cfg: Mapping[str, Any]
+                       saved_names: list[list[str]], cfg: Mapping[str, Any], *, foreign: bool = False
                        ) -> tuple[dict[str, Any], dict[str, Any] | None, list[list[str]]]:
     """Move AdamW state saved under ``saved_names`` into this trainer's parameter groups, by name.
 
-    Raises ValueError (with the reason) when the state does not belong to this model's parameters.
+    ``foreign=True`` (a community trainer's optimizer): the groups take this trainer's options
+    (``trainer.loop.build_optimizer``: fused kernel, ...) with the source's lr, betas, eps and initial
+    lr; weight decay as the source's in the decayed group, 0 in the other. Otherwise the source's
+    first group is the template. Raises ValueError (with the reason) when the state does not belong to
+    this model's parameters.
     """
     model = _meta_model(cfg)
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
@@ -155,15 +191,25 @@ def relayout_optimizer(optimizer: Mapping[str, Any], scheduler: Mapping[str, Any
         name = index_to_name.get(index)
         if name is None or name not in shapes:
             raise ValueError(f"state for parameter #{index}, which this model does not have")
-        moment = entry.get("exp_avg") if isinstance(entry, Mapping) else None
-        if isinstance(moment, torch.Tensor) and tuple(moment.shape) != shapes[name]:
-            raise ValueError(f"moments of {name} are {list(moment.shape)}, the weight is {list(shapes[name])}")
-    new_names = trainer_param_names(cfg, float(groups[0].get("weight_decay", 0.01)))
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"state for parameter #{index} ({name}) is not a dict")
+        for key in ("exp_avg", "exp_avg_sq"):
+            moment = entry.get(key)
+            if isinstance(moment, torch.Tensor) and tuple(moment.shape) != shapes[name]:
+                raise ValueError(f"{key} of {name} is {list(moment.shape)}, the weight is {list(shapes[name])}")
+    weight_decay = float(groups[0].get("weight_decay", 0.01))
+    new_names = trainer_param_names(cfg, weight_decay)
     flat_index = {name: i for i, name in enumerate(n for g in new_names for n in g)}
-    template = {k: v for k, v in groups[0].items() if k != "params"}
+    if foreign:
+        templates = trainer_group_template()
+        for template in templates:
+            template.update({k: copy.deepcopy(groups[0][k]) for k in CARRIED_GROUP_OPTIONS if k in groups[0]})
+        templates[0]["weight_decay"] = weight_decay
+    else:
+        templates = [{k: v for k, v in groups[0].items() if k != "params"} for _ in new_names]
     new_groups, offset = [], 0
     for number, names in enumerate(new_names):
-        group = copy.deepcopy(template)
+        group = copy.deepcopy(templates[min(number, len(templates) - 1)])
         if number > 0:
             group["weight_decay"] = 0.0
         group["params"] = list(range(offset, offset + len(names)))
@@ -181,6 +227,26 @@ def relayout_optimizer(optimizer: Mapping[str, Any], scheduler: Mapping[str, Any
                 new_scheduler[key] = [values[0]] * len(new_groups)
         new_scheduler["lr_lambdas"] = [None] * len(new_groups)
     return new_optimizer, new_scheduler, new_names
+
+
+def community_param_order(state_keys: list[str], cfg: Mapping[str, Any], group_size: int) -> tuple[list[str], str]:
+    """Parameter names in the order the community trainer's ``AdamW(model.parameters())`` indexed them.
+
+    That order is the upstream model's registration order, which its saved ``state_dict`` keeps (minus
+    the buffers); this project's modules may register in another order (they do for v2), so our own
+    ``named_parameters()`` is only the fallback when the counts say the state dict is not the whole model.
+    """
+    from trainer.model import INFERENCE_ONLY_PREFIXES
+
+    model = _meta_model(cfg)
+    buffers = {name for name, _ in model.named_buffers()}
+    from_file = [k for k in state_keys if k not in buffers and not k.startswith(INFERENCE_ONLY_PREFIXES)]
+    if len(from_file) == group_size:
+        return from_file, "the checkpoint's own key order"
+    ours = [name for name, _ in model.named_parameters()]
+    if len(ours) == group_size:
+        return ours, "this project's model order (the checkpoint's keys do not list every parameter)"
+    raise ValueError(f"its single parameter group lists {group_size} parameters, the model has {len(ours)}")
 
 
 def _convert_rng(rng: Any) -> dict[str, Any] | None:
@@ -294,29 +360,89 @@ def _community_config(state: Mapping[str, torch.Tensor], config: str | Path | No
     return gpt, config_tokens
 
 
-def _community_tokenizer(old: Mapping[str, Any], tokenizer: str | Path | None, tokens: int,
-                         report: RepairReport) -> dict[str, Any]:
+def _community_tokenizer_path(old: Mapping[str, Any], tokenizer: str | Path | None) -> Path | None:
     extra = old.get("extra") if isinstance(old.get("extra"), Mapping) else {}
-    candidate = Path(tokenizer) if tokenizer is not None else (Path(extra["tokenizer"]) if extra.get("tokenizer")
-                                                               else None)
-    if candidate is not None and candidate.is_file():
+    if tokenizer is not None:
+        path = Path(tokenizer)
+        if not path.is_file():
+            raise CheckpointError(f"tokenizer not found: {tokenizer}")
+        return path
+    recorded = Path(str(extra["tokenizer"])) if extra.get("tokenizer") else None
+    return recorded if recorded is not None and recorded.is_file() else None
+
+
+def _recorded_tokenizer(old: Mapping[str, Any]) -> Path | None:
+    """The tokenizer file the community run recorded (its ``extra.tokenizer``), when it is still there."""
+    extra = old.get("extra") if isinstance(old.get("extra"), Mapping) else {}
+    recorded = Path(str(extra["tokenizer"])) if extra.get("tokenizer") else None
+    return recorded if recorded is not None and recorded.is_file() else None
+
+
+def _grow_vocabulary(state: dict[str, torch.Tensor], gpt: dict[str, Any], tokenizer: Path, old: Mapping[str, Any],
+                     report: RepairReport) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The v1.5 rule for a larger tokenizer: grow the text rows by meaning (``trainer.vocab``)."""
+    from trainer.vocab import grow_text_vocab
+
+    base_tokenizer = _recorded_tokenizer(old)
+    if base_tokenizer is not None and base_tokenizer.resolve() == tokenizer.resolve():
+        base_tokenizer = None
+    grown = grow_text_vocab(state, gpt, tokenizer, base_tokenizer=base_tokenizer)
+    report.filled.append("text vocabulary grown by meaning to --tokenizer: " + "; ".join(grown.report_lines)
+                         + (f" (decompositions under the run's recorded tokenizer {base_tokenizer})"
+                            if base_tokenizer is not None else ""))
+    return dict(grown.state_dict), dict(grown.gpt_cfg)
+
+
+def _community_tokenizer_record(candidate: Path | None, old: Mapping[str, Any], tokens: int,
+                                report: RepairReport) -> dict[str, Any]:
+    extra = old.get("extra") if isinstance(old.get("extra"), Mapping) else {}
+    if candidate is not None:
         record = tokenizer_record(candidate)
-        if record["vocab_size"] != tokens:
-            raise CheckpointError(f"tokenizer {candidate} has {record['vocab_size']:,} pieces, the weights "
-                                  f"{tokens:,} text tokens: it is not the tokenizer this checkpoint was trained with")
         report.filled.append(f"tokenizer record from {candidate} (sha256 {record['sha256'][:12]}…)")
         return record
-    if tokenizer is not None:
-        raise CheckpointError(f"tokenizer not found: {tokenizer}")
     report.costs.append("tokenizer hash unknown (pass --tokenizer): resume only checks the vocabulary size")
     return {"path": str(extra.get("tokenizer") or ""), "sha256": None, "vocab_size": tokens}
 
 
+def _carry_optimizer(ckpt: dict[str, Any], old_keys: list[str], gpt: Mapping[str, Any], step: int,
+                     report: RepairReport) -> None:
+    """Re-lay the community AdamW (one group over every parameter) onto this trainer's groups, by name."""
+    optimizer = ckpt["optimizer"]
+    if optimizer is None:
+        _drop_optimizer(ckpt, report, "not in the file")
+        return
+    if not isinstance(ckpt["scheduler"], Mapping):
+        _drop_optimizer(ckpt, report, "the scheduler state is missing, and they are restored as one set")
+        return
+    try:
+        groups = optimizer.get("param_groups") if isinstance(optimizer, Mapping) else None
+        if not isinstance(groups, list) or len(groups) != 1:
+            raise ValueError(f"expected the community trainer's single parameter group, found "
+                             f"{len(groups) if isinstance(groups, list) else 'none'}")
+        order, source = community_param_order(old_keys, gpt, len(groups[0].get("params", [])))
+        opt, sched, names = relayout_optimizer(optimizer, ckpt["scheduler"], [order], gpt, foreign=True)
+    except (ValueError, KeyError, TypeError) as exc:
+        _drop_optimizer(ckpt, report, f"it does not match this model's parameters: {exc}")
+        return
+    ckpt["optimizer"], ckpt["scheduler"], ckpt["optimizer_param_names"] = opt, sched, names
+    total = sum(len(group) for group in names)
+    report.kept.append(f"AdamW moments of {len(opt['state'])} of {total} parameters (the others never got a "
+                       f"gradient there), matched by name ({source}) into this trainer's two groups "
+                       f"({len(names[0])} decayed, {len(names[1])} not) + scheduler position (step "
+                       f"{sched.get('last_epoch') if sched else step})" + (" + grad scaler" if ckpt["scaler"] else ""))
+    report.costs.append("learning-rate schedule: continues at step "
+                        f"{sched.get('last_epoch') if sched else step} with this trainer's warm-up/cosine "
+                        "shape and --learning-rate; weight decay now skips biases, norms and embeddings")
+
+
 def _upgrade_community(old: dict[str, Any], report: RepairReport, *, tokenizer: str | Path | None,
                        config: str | Path | None, base_vocab_size: int | None) -> dict[str, Any]:
+    old_keys = [str(k) for k in old["model"]]
     state = _clean_state(old["model"])
-    report.kept.append(f"model weights ({len(state)} tensors)")
     gpt, config_tokens = _community_config(state, config, report)
+    version = "IndexTTS2 (v2)" if "emo_condition_module" in gpt else "IndexTTS v1.5"
+    report.kept.append(f"model weights ({len(state)} tensors, {version} layout; channels_last convs stored "
+                       "contiguous)")
     tokens = int(gpt["number_text_tokens"])
     if base_vocab_size is None:
         base_vocab_size = min(config_tokens, tokens)
@@ -332,32 +458,35 @@ def _upgrade_community(old: dict[str, Any], report: RepairReport, *, tokenizer: 
         "last_val_loss": None, "best_val_loss": None, "versions": versions_record(),
     }
     report.kept.append(f"step {step}, epoch {epoch}, position {batch} (the community trainer's next epoch/batch)")
-    report.costs.append("sampler state missing: epoch continues at batch "
-                        f"{batch} of this trainer's own order, so some items of that epoch may repeat or be skipped")
-    if ckpt["optimizer"] is None:
-        _drop_optimizer(ckpt, report, "not in the file")
-    elif not isinstance(ckpt["scheduler"], Mapping):
-        _drop_optimizer(ckpt, report, "the scheduler state is missing, and they are restored as one set")
+    report.costs.append("data position: the sampler's order is not recorded, so the epoch continues at batch "
+                        f"{batch} of this trainer's own order (some items of that epoch may repeat or be skipped)")
+    accumulated = old.get("accumulation_counter")
+    if isinstance(accumulated, int) and accumulated > 0:
+        report.costs.append(f"{accumulated} micro-batch(es) of gradient accumulated toward the next step are lost")
+
+    candidate = _community_tokenizer_path(old, tokenizer)
+    pieces = TextTokenizer(candidate).vocab_size if candidate is not None else tokens
+    if pieces < tokens:
+        raise CheckpointError(f"tokenizer {candidate} has {pieces:,} pieces, the weights {tokens:,} text tokens: "
+                              "shrinking the vocabulary would drop trained rows; pass the tokenizer the run used")
+    if pieces > tokens:
+        assert candidate is not None
+        state, gpt = _grow_vocabulary(state, gpt, candidate, old, report)
+        ckpt["model"], ckpt["model_config"] = state, gpt
+        _drop_optimizer(ckpt, report, f"the text vocabulary grew {tokens:,} -> {pieces:,}, so the text rows' "
+                                      "moments and the schedule no longer describe this model")
+        tokens = pieces
     else:
-        try:
-            model_names = [[n for n, _ in _meta_model(gpt).named_parameters()]]
-            opt, sched, names = relayout_optimizer(ckpt["optimizer"], ckpt["scheduler"], model_names, gpt)
-        except (ValueError, KeyError, TypeError) as exc:
-            _drop_optimizer(ckpt, report, f"it does not match this model's parameters: {exc}")
-        else:
-            ckpt["optimizer"], ckpt["scheduler"], ckpt["optimizer_param_names"] = opt, sched, names
-            report.kept.append("optimizer moments (re-laid out by parameter name into this trainer's two AdamW "
-                               "groups) + scheduler position" + (" + grad scaler" if ckpt["scaler"] else ""))
-            report.costs.append("learning-rate schedule: continues at step "
-                                f"{sched.get('last_epoch') if sched else step} with this trainer's warm-up/cosine "
-                                "shape and --learning-rate; weight decay now skips biases, norms and embeddings")
+        _carry_optimizer(ckpt, old_keys, gpt, step, report)
     rng = _convert_rng(old.get("rng_state"))
     if rng is not None:
         ckpt["rng"] = rng
-        report.kept.append("RNG state (python, numpy, torch) from the community latest.pth")
+        report.kept.append("RNG state (python, numpy, torch CPU"
+                           + (", CUDA" if rng["torch_cuda"] else "") + ") from the community latest.pth")
     else:
-        report.costs.append("RNG state missing: resume will not be bit-exact")
-    ckpt["tokenizer"] = _community_tokenizer(old, tokenizer, tokens, report)
+        report.costs.append("RNG state missing: resume will not be bit-exact (a community model_step file has no "
+                            "RNG streams; its latest.pth does)")
+    ckpt["tokenizer"] = _community_tokenizer_record(candidate, old, tokens, report)
     manifests = _manifest_records(old.get("manifests") or extra.get("manifests"))
     if manifests is not None:
         ckpt["manifests"] = manifests
@@ -404,7 +533,15 @@ def repair_checkpoint(path: str | Path, out: str | Path, *, tokenizer: str | Pat
     path, out = Path(path), Path(out)
     if out.exists() or out.resolve() == path.resolve():
         raise CheckpointError(f"--out {out} already exists: repair never overwrites a file; choose a new path")
+    digest = check_file_digest(path) if path.is_file() else None
+    if digest is not None and digest.status in (MISMATCH, DAMAGED):
+        raise CheckpointError(f"{path} cannot be repaired: {digest.reason()}")
     old, allow_listed = load_for_repair(path)
+    if digest is not None and (problem := integrity_problem(digest, old)):
+        raise CheckpointError(f"{path} cannot be repaired: {problem}")
+    nonfinite = nonfinite_tensors(old)
+    if nonfinite:
+        raise CheckpointError(f"{path} cannot be repaired: {nonfinite_reason(nonfinite)}")
     kind = _source_kind(old, path)
     report = RepairReport(source=path, out=out, source_kind=kind)
     if allow_listed:

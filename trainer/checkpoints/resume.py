@@ -14,10 +14,11 @@ from trainer.checkpoints.digest import (
     nonfinite_reason,
     nonfinite_tensors,
 )
-from trainer.checkpoints.format import CheckpointError
+from trainer.checkpoints.format import CheckpointError, community_message
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.store import BEST, LATEST, step_checkpoints
 from trainer.checkpoints.validate import Expectation, ValidationReport, validate_checkpoint
+from trainer.checkpoints.verify import is_community_latest
 
 
 @dataclass
@@ -53,7 +54,10 @@ def _try(path: Path, expectation: Expectation | None,
     try:
         ckpt = load_checkpoint(path, mmap=mmap)
     except CheckpointError as exc:
-        return None, str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
+        reason = str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
+        if "could run code" in reason and is_community_latest(path):
+            return None, community_message(path)
+        return None, reason
     if digest is not None:
         problem = integrity_problem(digest, ckpt)
         if problem:

@@ -354,7 +354,7 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
         ckpt = load_checkpoint(path)
     except CheckpointError as exc:
         reason = str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
-        if "could run code" in reason and _is_community_latest(path):
+        if "could run code" in reason and is_community_latest(path):
             reason = ("a community trainer's latest.pth: it holds numpy/TorchVersion objects that weights-only "
                       "loading refuses; `python -m trainer.checkpoints repair` converts it (still weights-only, "
                       "with a data-only allow-list)")
@@ -436,7 +436,8 @@ def _digest_component(digest: DigestCheck | None, ckpt: Mapping[str, Any]) -> Co
     return Component("content digest", WRONG, digest.reason())
 
 
-def _is_community_latest(path: Path) -> bool:
+def is_community_latest(path: Path) -> bool:
+    """``path`` is a community trainer's latest.pth (loads only with the numpy/TorchVersion allow-list)."""
     from trainer.checkpoints.repair import load_for_repair
 
     try:
