@@ -502,13 +502,14 @@ def new_results_dir(jobs_root: Path, keep: int = KEEP_RESULTS) -> Path:
     """A fresh ``<jobs_root>/results/<time>`` folder; the oldest beyond ``keep`` are removed."""
     root = jobs_root / "results"
     root.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d_%H%M%S")
-    folder = root / stamp
-    counter = 1
-    while folder.exists():
-        counter += 1
-        folder = root / f"{stamp}_{counter}"
-    folder.mkdir()
+    while True:  # time to the nanosecond, fixed width: names sort in creation order
+        now = time.time_ns()
+        folder = root / (time.strftime("%Y%m%d_%H%M%S", time.localtime(now / 1e9)) + f"_{now % 10**9:09d}")
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            continue
     old = sorted((p for p in root.iterdir() if p.is_dir() and p != folder), key=lambda p: p.name)
     for stale in old[:max(0, len(old) - (keep - 1))]:
         shutil.rmtree(stale, ignore_errors=True)
