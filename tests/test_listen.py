@@ -77,6 +77,9 @@ def test_each_side_uses_its_own_tokenizer_config_and_vocoder(trained):
     assert tuned.tokenizer == trained.extended_tokenizer  # recorded in the checkpoint, not the config's bpe.model
     assert (tuned.config, tuned.vocoder, tuned.problem) == (trained.config, trained.vocoder, None)
     assert "step 2" in tuned.label
+    assert tuned.describe(trained.root) == (
+        "checkpoint runs/demo/model_step2.pth · tokenizer tokenizers/amharic_extended.model · config "
+        "checkpoints/config.yaml · vocoder checkpoints/bigvgan_generator.pth · tokenizer recorded in the checkpoint")
 
     other = trained.root / "my_vocoder.pth"
     shutil.copyfile(trained.vocoder, other)

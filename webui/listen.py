@@ -100,10 +100,13 @@ class ModelSpec:
             return f"{self.label}: vocoder not found: {self.vocoder}"
         return None
 
-    def describe(self) -> str:
-        """One line for the tab: which files, and the problem if there is one."""
-        parts = [f"checkpoint {self.checkpoint}", f"tokenizer {self.tokenizer or '-'}", f"config {self.config}",
-                 f"vocoder {self.vocoder or '-'}"]
+    def describe(self, root: Path | None = None) -> str:
+        """One line for the tab: which files (relative to ``root`` where inside it)."""
+        def show(path: Path | None) -> str:
+            return "-" if path is None else _relative(path, root) if root is not None else str(path)
+
+        parts = [f"checkpoint {show(self.checkpoint)}", f"tokenizer {show(self.tokenizer)}",
+                 f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
         return " · ".join(parts + list(self.notes))
 
 

@@ -216,7 +216,7 @@ def describe_pick(key: str | None, workspace: Path, vocoder: str | None) -> str:
         return badge_html("CANNOT SPEAK", str(exc), "error")
     if spec.problem:
         return badge_html("CANNOT SPEAK", spec.problem, "error")
-    return badge_html("READY", spec.describe(), "ok")
+    return badge_html("READY", spec.describe(workspace), "ok")
 
 
 # -- layout -----------------------------------------------------------------------------------------------
