@@ -8,7 +8,7 @@ shows up to ``MAX_PLAYERS`` players with their step. A step picker goes back thr
 Use (inside a tab's layout)::
 
     panel = samples_view.build("train-samples")
-    panel.wire(output_dir_textbox, timer)       # refresh on the timer, on a new output dir, on a pick
+    panel.wire(output_dir_textbox, timer)  # refresh on load, a new output dir, a step pick, each timer tick
 
 ``panel.update(output_dir, step, shown)`` is the plain function behind it (tests call it directly).
 """
@@ -92,11 +92,13 @@ class SamplesPanel:
         return (picker, note_html(gallery, len(gallery.players) - len(players)), *audio, key)
 
     def wire(self, output_dir: Any, timer: gr.Timer | None = None) -> None:
-        """Refresh on the button, a step pick, a new output directory and (quietly) on every timer tick."""
+        """Refresh on page load, a new output directory (back to the latest save), the button, a step pick,
+        and (quietly) on every tick of ``timer``."""
         inputs = [output_dir, self.step, self.shown]
+        gr.on(triggers=None, fn=lambda folder: self.update(folder, LATEST, None), inputs=output_dir,
+              outputs=self.outputs, show_progress="hidden")
         self.refresh.click(self.update, inputs=inputs, outputs=self.outputs)
         self.step.input(self.update, inputs=inputs, outputs=self.outputs)
-        output_dir.change(self.update, inputs=inputs, outputs=self.outputs)
         if timer is not None:
             timer.tick(self.update, inputs=inputs, outputs=self.outputs, show_progress="hidden")
 
