@@ -1,0 +1,126 @@
+"""The Test tab in a real browser: the base model and a fine-tuned checkpoint speak side by side.
+
+On a copy of the demo workspace with a tiny training run (with the demo vocoder, so it has samples), the
+page synthesizes with A = base model and B = the run's latest checkpoint, then fetches the audio each
+player serves and reads its header: 24 kHz, more than zero frames. Until the studio registers the Test tab
+(``webui.studio.TABS``) the page is a Blocks app with just this tab and the Training tab's samples panel,
+which is checked too; once registered, the full studio is used. Every wait has a timeout.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import soundfile
+
+from tests.studio_process import StudioProcess, free_port
+from tests.trainer_helpers import run_main, subset_manifest, tiny_args
+from trainer.demo import DemoPaths
+
+SYNTH_TIMEOUT_MS = 300_000  # two synthesis processes (torch import, model load) on a busy 2-core machine
+UI_TIMEOUT_MS = 60_000
+
+
+def studio_has_test_tab() -> bool:
+    from webui.studio import TABS
+
+    return any(module == "webui.tab_test" for _, module, _ in TABS)
+
+
+@pytest.fixture
+def trained_workspace(studio_workspace: Path, tmp_path: Path) -> Path:
+    ws = DemoPaths.under(studio_workspace)
+    data = {"train": subset_manifest(ws.train_manifest, tmp_path / "train.jsonl", 6),
+            "val": subset_manifest(ws.val_manifest, tmp_path / "val.jsonl", 3)}
+    assert run_main(tiny_args(ws, data, ws.output_dir, max_steps=2, save_interval=2, vocoder=ws.vocoder)) == 0
+    return studio_workspace
+
+
+@contextmanager
+def standalone_app(workspace: Path) -> Iterator[str]:
+    """The Test tab and a samples panel over runs/demo, served in this process; yields the URL."""
+    import gradio as gr
+
+    from webui import samples_view, tab_test
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(workspace)
+    with gr.Blocks(title="Test tab") as app:
+        tab_test.build(ctx)
+        output_dir = gr.Textbox(value=str(ctx.paths.default_output_dir), label="Run", elem_id="samples-dir")
+        panel = samples_view.build("train-samples")
+        panel.wire(output_dir, gr.Timer(2.0))
+    app.queue()
+    port = free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, ssr_mode=False)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        app.close()
+
+
+@contextmanager
+def app_url(workspace: Path, tmp_path: Path) -> Iterator[tuple[str, bool]]:
+    """(url, standalone): the full studio when it has the Test tab, else the standalone app."""
+    if studio_has_test_tab():
+        with StudioProcess(workspace, tmp_path / "studio.log") as studio:
+            studio.wait_ready()
+            yield studio.url, False
+    else:
+        with standalone_app(workspace) as url:
+            yield url, True
+
+
+def served_audio(page, elem_id: str) -> tuple[int, int]:
+    """Fetch the file the player serves (its download link) and read its header."""
+    link = page.locator(f"#{elem_id} a[data-testid='download-link']")
+    link.wait_for(state="attached", timeout=UI_TIMEOUT_MS)
+    response = page.request.get(link.get_attribute("href"))
+    assert response.ok, f"{elem_id}: GET {link.get_attribute('href')} -> {response.status}"
+    with soundfile.SoundFile(io.BytesIO(response.body())) as sound:
+        return sound.samplerate, sound.frames
+
+
+def test_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_workspace: Path, artifacts: Path,
+                                                        tmp_path: Path):
+    with app_url(trained_workspace, tmp_path) as (url, standalone):
+        page.goto(url)
+        if not standalone:
+            page.get_by_role("tab", name="Test", exact=True).click()
+        page.locator("#test-run").wait_for(timeout=UI_TIMEOUT_MS)
+        assert page.locator("#test-model-a input").input_value().startswith("base model · checkpoints")
+        assert page.locator("#test-model-b input").input_value() == "runs/demo · latest.pth (step 2)"
+        page.locator("#test-files-b .studio-badge[data-tone='ok']").wait_for(timeout=UI_TIMEOUT_MS)
+        assert "amharic_extended.model" in page.locator("#test-files-b").inner_text()  # B's own tokenizer
+        assert "bpe.model" in page.locator("#test-files-a").inner_text()
+
+        page.get_by_text("Decoding and files").click()
+        page.locator("#test-decode").get_by_label("greedy").check()
+        page.locator("#test-run").click()
+        page.wait_for_function(
+            "() => ['a', 'b'].every(side => document.querySelector(`#test-status-${side} .studio-badge`)"
+            "?.dataset.tone === 'ok') || document.querySelector('#test-message .studio-badge')?.dataset.tone "
+            "=== 'error' || ['a', 'b'].some(side => document.querySelector(`#test-status-${side} .studio-badge`)"
+            "?.dataset.tone === 'error')", timeout=SYNTH_TIMEOUT_MS)
+        for side in ("a", "b"):
+            status = page.locator(f"#test-status-{side}").inner_text()
+            assert "real-time factor" in status and "24000 Hz" in status, (side, status,
+                                                                             page.locator("#test-message").inner_text())
+            rate, frames = served_audio(page, f"test-audio-{side}")
+            assert rate == 24000 and frames > 0, (side, rate, frames)
+            assert page.locator(f"#test-audio-{side} #duration").inner_text() != "0:00"
+        page.screenshot(path=str(artifacts / "tab-test.png"), full_page=True)
+
+        if standalone:  # the samples panel the Training tab embeds
+            note = page.locator("#train-samples-note")
+            page.wait_for_function("() => document.querySelector('#train-samples-note')?.innerText.includes("
+                                   "'step 2: 3 sample(s)')", timeout=UI_TIMEOUT_MS)
+            assert "missing" not in note.inner_text()
+            for index in range(3):
+                rate, frames = served_audio(page, f"train-samples-player-{index}")
+                assert rate == 24000 and frames > 0
+            page.screenshot(path=str(artifacts / "samples-panel.png"), full_page=True)

@@ -1,0 +1,756 @@
+"""What the studio's ears need, without Gradio: models to compare, reference voices, the synthesis command,
+its result, and the training samples recorded in ``metrics.jsonl``.
+
+The Test tab (``webui.tab_test``) and the Training tab's samples view (``webui.samples_view``) only lay
+out what these functions return. Synthesis itself runs as a supervised subprocess
+(``python -m trainer.synthesize``), never in the UI process: this module builds its argv and reads the
+JSON report it writes.
+
+- :func:`model_choices` lists what can be spoken with: the base model of every config (its
+  ``gpt_checkpoint`` next to it) and every checkpoint of every run under ``runs/`` and ``v2/runs/``
+  (latest, best, step files), from file names and the runs' ``train_config.yaml`` only (cheap).
+- :func:`resolve_model` turns a picked choice into the files synthesis needs: a checkpoint of ours uses
+  the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
+  base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``.
+- :func:`synthesis_argv` builds the exact command; :func:`side_result` reads the job's outcome.
+- :class:`SampleEvents` / :func:`samples_gallery`: the ``sample`` events of a run, newest step first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BASE_PREFIX = "base:"
+RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*")
+BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml")
+TRAIN_CONFIG = "train_config.yaml"
+METRICS_FILE = "metrics.jsonl"
+V2_NO_SYNTHESIS = ("an IndexTTS2 model: synthesis in this studio is IndexTTS-1.5-only for now "
+                   "(IndexTTS2 needs its S2Mel stage and vocoder, which are not here yet)")
+KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}
+AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".m4a", ".opus")
+MAX_PLAY_BYTES = 64 * 1024 * 1024  # a player gets at most this much audio (a sample is a few hundred KB)
+MAX_REFERENCES = 50
+DECODE_MODES = ("greedy", "beam", "sample")
+DEVICES = ("auto", "cpu", "cuda")
+KEEP_RESULTS = 10
+ESPEAK_TIMEOUT_S = 30.0
+DEFAULT_TEXT = "ሰላም ለዓለም። ዛሬ አየሩ ጥሩ ነው።"
+DEFAULT_REFERENCE_TEXT = "ሰላም። ይህ ለሙከራ የተሠራ ድምፅ ነው።"
+ESPEAK_REFERENCE = "generated_espeak_am.wav"
+TONE_REFERENCE = "generated_tone.wav"
+
+
+class ListenError(ValueError):
+    """Something the Test tab cannot use; ``str(err)`` is one line saying what and where."""
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+# -- models to pick ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """One entry of the model pickers (``key`` is the dropdown value)."""
+
+    key: str
+    label: str
+    kind: str  # base | latest | best | step | other
+    step: int | None
+    version: str  # "1.5" | "2" | "?" (config unreadable)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The files one side of the Test tab synthesizes with."""
+
+    label: str
+    checkpoint: Path
+    config: Path
+    tokenizer: Path | None
+    vocoder: Path | None
+    version: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def problem(self) -> str | None:
+        """Why this model cannot be spoken with (None: it can)."""
+        if self.version == "2":
+            return f"{self.label} is {V2_NO_SYNTHESIS}"
+        if self.tokenizer is None:
+            return f"{self.label}: no tokenizer found (the checkpoint records none and the config names none)"
+        if not self.tokenizer.is_file():
+            return f"{self.label}: tokenizer not found: {self.tokenizer}"
+        if self.vocoder is None:
+            return (f"{self.label}: the config {self.config} names no bigvgan_checkpoint: give a vocoder "
+                    "(bigvgan_generator.pth)")
+        if not self.vocoder.is_file():
+            return f"{self.label}: vocoder not found: {self.vocoder}"
+        return None
+
+    def describe(self, root: Path | None = None) -> str:
+        """One line for the tab: which files (relative to ``root`` where inside it)."""
+        def show(path: Path | None) -> str:
+            return "-" if path is None else _relative(path, root) if root is not None else str(path)
+
+        parts = [f"checkpoint {show(self.checkpoint)}", f"tokenizer {show(self.tokenizer)}",
+                 f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
+        return " · ".join(parts + list(self.notes))
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _read_yaml(path: Path) -> dict[str, Any] | None:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _config_version(config: Path, cache: dict[Path, str]) -> str:
+    key = config.resolve()
+    if key not in cache:
+        from data_tools.config import ConfigError, load_config
+        from trainer.versions import model_variant
+
+        try:
+            cache[key] = model_variant(load_config(config)).version
+        except (ConfigError, ValueError):
+            cache[key] = "?"
+    return cache[key]
+
+
+def _beside(config: Path, name: object) -> Path | None:
+    """A file named in a config: absolute as is, relative next to the config (None when not named)."""
+    text = str(name or "").strip()
+    if not text:
+        return None
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else config.parent / path
+
+
+def run_dirs(workspace: Path | str) -> list[Path]:
+    """Folders under ``runs/`` and ``v2/runs/`` holding checkpoints, newest first."""
+    workspace = Path(workspace)
+    found: set[Path] = set()
+    for pattern in RUN_GLOBS:
+        for folder in workspace.glob(pattern):
+            if folder.is_dir() and any(folder.glob("*.pth")):
+                found.add(folder)
+
+    def newest(folder: Path) -> float:
+        try:
+            return max(p.stat().st_mtime for p in folder.glob("*.pth"))
+        except (OSError, ValueError):
+            return 0.0
+
+    return sorted(found, key=lambda p: (-newest(p), str(p)))
+
+
+def run_config(output_dir: Path) -> Path | None:
+    """The config.yaml a run was trained with, from its ``train_config.yaml`` (None when unknown)."""
+    options = _read_yaml(output_dir / TRAIN_CONFIG)
+    if not options or not str(options.get("config") or "").strip():
+        return None
+    return Path(str(options["config"])).expanduser()
+
+
+def _linked_steps(output_dir: Path) -> dict[tuple[int, int], int]:
+    """(device, inode) -> step of the model_step files (latest.pth is a hard link to the newest one)."""
+    from trainer.checkpoints.store import step_checkpoints
+
+    linked: dict[tuple[int, int], int] = {}
+    for step, path in step_checkpoints(output_dir):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        linked[(info.st_dev, info.st_ino)] = step
+    return linked
+
+
+def _run_choices(output_dir: Path, workspace: Path, versions: dict[Path, str]) -> list[ModelChoice]:
+    from trainer.checkpoints.listing import list_checkpoints
+
+    config = run_config(output_dir)
+    version = _config_version(config, versions) if config is not None and config.is_file() else "?"
+    linked = _linked_steps(output_dir)
+    where = _relative(output_dir, workspace)
+    choices = []
+    for summary in list_checkpoints(output_dir, verify=False):
+        step = summary.step
+        if step is None:
+            try:
+                info = summary.path.stat()
+                step = linked.get((info.st_dev, info.st_ino))
+            except OSError:
+                continue
+        label = f"{where} · {summary.path.name}" + (f" (step {step})" if step is not None else "")
+        if version == "2":
+            label += " · IndexTTS2: no synthesis yet"
+        choices.append(ModelChoice(str(summary.path), label, summary.kind, step, version))
+    choices.sort(key=lambda c: (KIND_ORDER.get(c.kind, 9), -(c.step if c.step is not None else -1), c.label))
+    return choices
+
+
+def base_configs(workspace: Path | str) -> list[Path]:
+    """Configs whose base model can be picked: the workspace's own, then every run's (no duplicates)."""
+    workspace = Path(workspace)
+    configs = [workspace / name for name in BASE_CONFIGS]
+    configs += [c for c in (run_config(folder) for folder in run_dirs(workspace)) if c is not None]
+    unique: dict[Path, Path] = {}
+    for config in configs:
+        if config.is_file():
+            unique.setdefault(config.resolve(), config)
+    return list(unique.values())
+
+
+def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None = None) -> ModelChoice:
+    version = _config_version(config, versions if versions is not None else {})
+    name = "IndexTTS2" if version == "2" else "IndexTTS-1.5" if version == "1.5" else "unknown version"
+    label = f"base model · {_relative(config.parent, workspace)} ({name})"
+    if version == "2":
+        label += " · no synthesis yet"
+    return ModelChoice(BASE_PREFIX + str(config), label, "base", None, version)
+
+
+def model_choices(workspace: Path | str) -> list[ModelChoice]:
+    """Everything the model pickers offer: base models first, then each run's checkpoints (newest run first)."""
+    workspace = Path(workspace)
+    versions: dict[Path, str] = {}
+    choices = [base_choice(config, workspace, versions) for config in base_configs(workspace)]
+    for folder in run_dirs(workspace):
+        choices += _run_choices(folder, workspace, versions)
+    return choices
+
+
+def default_pair(choices: Sequence[ModelChoice]) -> tuple[str | None, str | None]:
+    """(A, B) to start with: a v1.5 base model and the newest v1.5 run's latest checkpoint."""
+    speakable = [c for c in choices if c.version == "1.5"]
+    base = next((c.key for c in speakable if c.kind == "base"), None)
+    trained = next((c.key for c in speakable if c.kind == "latest"), None)
+    if trained is None:
+        trained = next((c.key for c in speakable if c.kind != "base"), None)
+    return base, trained
+
+
+def _resolve_base(config: Path, vocoder: Path | None) -> ModelSpec:
+    from data_tools.config import ConfigError, load_config
+    from trainer.versions import model_variant
+
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        raise ListenError(_one_line(exc)) from None
+    checkpoint = _beside(config, loaded.get("gpt_checkpoint"))
+    if checkpoint is None:
+        raise ListenError(f"{config} names no gpt_checkpoint: the base model is unknown")
+    dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
+    return ModelSpec(label=f"base model {config.parent.name}/{checkpoint.name}", checkpoint=checkpoint, config=config,
+                     tokenizer=_beside(config, dataset.get("bpe_model")),
+                     vocoder=vocoder or _beside(config, loaded.get("bigvgan_checkpoint")),
+                     version=model_variant(loaded, str(config)).version)
+
+
+def _checkpoint_config(path: Path, ckpt: Mapping[str, Any]) -> Path:
+    """The config.yaml of a checkpoint: the one its run recorded, else its run's, else one beside it."""
+    hparams = ckpt.get("hparams") if isinstance(ckpt.get("hparams"), Mapping) else {}
+    candidates = []
+    if str(hparams.get("config") or "").strip():
+        candidates.append(Path(str(hparams["config"])).expanduser())
+    from_run = run_config(path.parent)
+    if from_run is not None:
+        candidates.append(from_run)
+    candidates.append(path.parent / "config.yaml")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise ListenError(f"{path}: cannot find the config.yaml it was trained with (looked for "
+                      + ", ".join(str(c) for c in dict.fromkeys(candidates)) + ")")
+
+
+def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
+    from data_tools.config import ConfigError, load_config
+    from trainer.checkpoints import CheckpointError, checkpoint_kind, load_checkpoint
+    from trainer.versions import model_variant
+
+    if not path.is_file():
+        raise ListenError(f"checkpoint not found: {path}")
+    try:
+        ckpt = load_checkpoint(path, mmap=True)  # metadata only: the tensors stay on disk
+    except CheckpointError as exc:
+        raise ListenError(_one_line(exc)) from None
+    try:
+        kind = checkpoint_kind(ckpt)
+        config = _checkpoint_config(path, ckpt)
+        try:
+            loaded = load_config(config)
+        except ConfigError as exc:
+            raise ListenError(_one_line(exc)) from None
+        model_config = ckpt.get("model_config")
+        if isinstance(model_config, Mapping) and model_config:
+            version = model_variant({"gpt": dict(model_config)}, str(path)).version
+        else:
+            version = model_variant(loaded, str(config)).version
+        record = ckpt.get("tokenizer")
+        notes: list[str] = []
+        if isinstance(record, Mapping) and str(record.get("path") or "").strip():
+            tokenizer: Path | None = Path(str(record["path"])).expanduser()
+            notes.append("tokenizer recorded in the checkpoint")
+        elif (path.parent / "bpe.model").is_file():  # an export: gpt.pth, config.yaml, bpe.model side by side
+            tokenizer = path.parent / "bpe.model"
+        else:
+            dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
+            tokenizer = _beside(config, dataset.get("bpe_model"))
+            notes.append(f"{kind} checkpoint: the config's tokenizer")
+        step = ckpt.get("step") if isinstance(ckpt.get("step"), int) else None
+    finally:
+        del ckpt  # drop the mapped file
+    label = f"{path.parent.name}/{path.name}" + (f" (step {step})" if step is not None else "")
+    return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer,
+                     vocoder=vocoder or _beside(config, loaded.get("bigvgan_checkpoint")), version=version,
+                     notes=tuple(notes))
+
+
+def resolve_model(key: str | None, workspace: Path | str, vocoder: str | Path | None = None) -> ModelSpec:
+    """The files behind a picked (or typed) model; raises ListenError (one line) when they cannot be found.
+
+    ``key`` is a :class:`ModelChoice` key (``base:<config>`` or a checkpoint path) or a typed checkpoint path
+    (relative to the workspace). ``vocoder`` overrides the config's ``bigvgan_checkpoint``.
+    """
+    text = (key or "").strip()
+    if not text:
+        raise ListenError("no model picked")
+    workspace = Path(workspace)
+    override = None
+    if vocoder is not None and str(vocoder).strip():
+        override = Path(str(vocoder).strip()).expanduser()
+        override = override if override.is_absolute() else workspace / override
+    if text.startswith(BASE_PREFIX):
+        config = Path(text[len(BASE_PREFIX):]).expanduser()
+        if not config.is_file():
+            raise ListenError(f"config not found: {config}")
+        return _resolve_base(config, override)
+    path = Path(text).expanduser()
+    return _resolve_checkpoint(path if path.is_absolute() else workspace / path, override)
+
+
+# -- reference voices -------------------------------------------------------------------------------------
+
+
+def references_dir(workspace: Path | str) -> Path:
+    return Path(workspace) / "references"
+
+
+def _write_tone(path: Path, seconds: float = 3.0, rate: int = 24_000) -> None:
+    """A voice-like stand-in: a gliding harmonic tone with breath noise (deterministic)."""
+    import numpy as np
+    import soundfile
+
+    t = np.arange(int(seconds * rate)) / rate
+    pitch = 120.0 + 30.0 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(pitch) / rate
+    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = 0.5 * (1 - np.cos(2 * np.pi * np.minimum(t / seconds, 1.0)))
+    noise = np.random.default_rng(0).normal(0.0, 0.02, t.size)
+    wave = (0.25 * voiced * envelope + noise).astype(np.float32)
+    soundfile.write(path, np.clip(wave, -1.0, 1.0), rate, subtype="PCM_16")
+
+
+def _write_espeak(path: Path, espeak: str) -> bool:
+    try:
+        done = subprocess.run([espeak, "-v", "am", "-s", "140", "-w", str(path), DEFAULT_REFERENCE_TEXT],
+                              capture_output=True, timeout=ESPEAK_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and path.is_file() and path.stat().st_size > 1000
+
+
+def default_reference(workspace: Path | str) -> tuple[str, Path]:
+    """(label, path) of the generated reference voice, written once into ``<workspace>/references/``.
+
+    With espeak-ng installed it is its Amharic voice reading a sentence; without, a tone with noise.
+    Either way it is a stand-in for trying the tab (the demo data has prompt mels, no audio).
+    """
+    folder = references_dir(workspace)
+    espeak_path, tone_path = folder / ESPEAK_REFERENCE, folder / TONE_REFERENCE
+    if not espeak_path.is_file() and not tone_path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        espeak = shutil.which("espeak-ng")
+        scratch = folder / f".writing-{os.getpid()}.wav"
+        try:
+            if espeak and _write_espeak(scratch, espeak):
+                os.replace(scratch, espeak_path)
+            else:
+                _write_tone(scratch)
+                os.replace(scratch, tone_path)
+        finally:
+            scratch.unlink(missing_ok=True)
+    if espeak_path.is_file():
+        return "generated: espeak-ng's Amharic voice (a robot stand-in, upload a real voice)", espeak_path
+    return "generated: a tone with noise (no voice; upload a real reference)", tone_path
+
+
+def reference_choices(workspace: Path | str, val_manifests: Iterable[Path | str] = ()) -> list[tuple[str, str]]:
+    """(label, path) of reference voices to pick: audio under ``references/`` (the generated one first) and
+    validation prompts that are audio files (``cond_audio``; a prompt mel .npy is not audio and is left out)."""
+    from data_tools.manifest import ManifestEntry, ManifestError, iter_manifest
+
+    label, generated = default_reference(workspace)
+    choices = [(label, str(generated))]
+    folder = references_dir(workspace)
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if path.suffix.lower() in AUDIO_SUFFIXES and path.is_file() and path.name not in (ESPEAK_REFERENCE,
+                                                                                           TONE_REFERENCE):
+            choices.append((f"references/{path.name}", str(path)))
+    for manifest in val_manifests:
+        try:
+            for entry in iter_manifest(manifest):
+                if len(choices) >= MAX_REFERENCES:
+                    return choices
+                if isinstance(entry, ManifestEntry) and entry.cond_audio is not None:
+                    speaker = f" ({entry.speaker})" if entry.speaker else ""
+                    choices.append((f"validation prompt {entry.id}{speaker}", str(entry.cond_audio)))
+        except (ManifestError, OSError):
+            continue
+    return choices
+
+
+# -- the command ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodeChoice:
+    mode: str = "beam"
+    num_beams: int = 3
+    temperature: float = 1.0
+    top_k: int = 30
+    top_p: float = 0.8
+    seed: int = 0
+
+    def problems(self) -> list[str]:
+        from trainer.synthesis.generation import DecodeSettings
+
+        return DecodeSettings(mode=self.mode, num_beams=self.num_beams, temperature=self.temperature,  # type: ignore[arg-type]
+                              top_k=self.top_k, top_p=self.top_p, seed=self.seed).problems()
+
+    def flags(self) -> list[str]:
+        """The decoding flags of ``trainer.synthesize`` for this mode (others keep the CLI's defaults)."""
+        flags = ["--decode", self.mode]
+        if self.mode in ("beam", "sample"):
+            flags += ["--num-beams", str(self.num_beams)]
+        if self.mode == "sample":
+            flags += ["--temperature", f"{self.temperature:g}", "--top-k", str(self.top_k), "--top-p",
+                      f"{self.top_p:g}", "--seed", str(self.seed)]
+        return flags
+
+
+def decode_choice(mode: str | None, num_beams: float | None, temperature: float | None, top_k: float | None,
+                  top_p: float | None, seed: float | None) -> DecodeChoice:
+    """Form values -> DecodeChoice; raises ListenError naming what is wrong."""
+    try:
+        choice = DecodeChoice(mode=str(mode or "beam"), num_beams=int(num_beams if num_beams is not None else 3),
+                              temperature=float(temperature if temperature is not None else 1.0),
+                              top_k=int(top_k if top_k is not None else 30),
+                              top_p=float(top_p if top_p is not None else 0.8), seed=int(seed or 0))
+    except (TypeError, ValueError) as exc:
+        raise ListenError(f"decoding settings: {_one_line(exc)}") from None
+    problems = choice.problems()
+    if problems:
+        raise ListenError("decoding settings: " + "; ".join(problems))
+    return choice
+
+
+def clean_text(text: str | None) -> str:
+    """The text to speak: lines joined by spaces (one utterance per side); raises ListenError when empty."""
+    joined = " ".join(line.strip() for line in (text or "").splitlines() if line.strip())
+    if not joined:
+        raise ListenError("type a text to speak")
+    return joined
+
+
+def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out: Path, report: Path,
+                   decode: DecodeChoice, device: str = "auto") -> list[str]:
+    """The exact ``python -m trainer.synthesize`` command for one side."""
+    argv = [python, "-m", "trainer.synthesize", "--checkpoint", str(spec.checkpoint), "--config", str(spec.config),
+            "--tokenizer", str(spec.tokenizer)]
+    if spec.vocoder is not None:
+        argv += ["--vocoder", str(spec.vocoder)]
+    argv += ["--reference", str(reference), "--text", text, "--out", str(out), "--json", str(report),
+             *decode.flags(), "--device", device]
+    return argv
+
+
+def new_results_dir(jobs_root: Path, keep: int = KEEP_RESULTS) -> Path:
+    """A fresh ``<jobs_root>/results/<time>`` folder; the oldest beyond ``keep`` are removed."""
+    root = jobs_root / "results"
+    root.mkdir(parents=True, exist_ok=True)
+    while True:  # time to the nanosecond, fixed width: names sort in creation order
+        now = time.time_ns()
+        folder = root / (time.strftime("%Y%m%d_%H%M%S", time.localtime(now / 1e9)) + f"_{now % 10**9:09d}")
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            continue
+    old = sorted((p for p in root.iterdir() if p.is_dir() and p != folder), key=lambda p: p.name)
+    for stale in old[:max(0, len(old) - (keep - 1))]:
+        shutil.rmtree(stale, ignore_errors=True)
+    return folder
+
+
+def stage_reference(source: Path, folder: Path) -> Path:
+    """Copy the chosen reference into the job's folder, so the job never depends on the upload cache."""
+    if not source.is_file():
+        raise ListenError(f"reference audio not found: {source}")
+    target = folder / f"reference{source.suffix.lower() or '.wav'}"
+    shutil.copyfile(source, target)
+    return target
+
+
+# -- the job's result -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SideResult:
+    """One side's synthesis as the tab shows it."""
+
+    state: str  # idle | running | finished | failed | stopped | killed
+    message: str  # one line
+    wav: Path | None = None
+    audio_seconds: float | None = None
+    seconds: float | None = None
+    real_time_factor: float | None = None
+    sample_rate: int | None = None
+    hit_stop: bool | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value after ``flag`` in an argv (None when absent)."""
+    for index, item in enumerate(argv[:-1]):
+        if item == flag:
+            return argv[index + 1]
+    return None
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """The synthesis CLI's ``--json`` report; raises ListenError when missing or not its shape."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ListenError(f"no report at {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ListenError(f"unreadable report {path}: {_one_line(exc)}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list) or not data["items"]:
+        raise ListenError(f"report {path} lists no audio")
+    return data
+
+
+def _wav_rate(path: Path) -> int | None:
+    import soundfile
+
+    try:
+        return int(soundfile.info(str(path)).samplerate)
+    except (RuntimeError, OSError, ValueError):
+        return None
+
+
+def _error_line(status: Any) -> str:
+    summary = str(getattr(status, "summary", "") or "")
+    failure = getattr(status, "failure", None)
+    detail = getattr(failure, "detail", "") if failure is not None else ""
+    line = detail or summary or "failed"
+    line = re.sub(r"^error:\s*", "", _one_line(line))
+    code = getattr(status, "exit_code", None)
+    return f"{line} (exit {code})" if code is not None and f"exit {code}" not in line else line
+
+
+def side_result(status: Any) -> SideResult:
+    """Read one side's job (a supervisor RunStatus, duck-typed) into what the tab shows."""
+    state = str(getattr(status, "state", "idle"))
+    if state == "idle":
+        return SideResult(state, "not run yet")
+    if state == "running":
+        return SideResult(state, "synthesizing…")
+    if state != "finished":
+        return SideResult(state, _error_line(status) if state in ("failed", "killed") else f"{state}")
+    report_path = flag_value(tuple(getattr(status, "argv", ()) or ()), "--json")
+    if report_path is None:
+        return SideResult("failed", "the job's command has no --json report")
+    try:
+        report = read_report(Path(report_path))
+    except ListenError as exc:
+        return SideResult("failed", str(exc))
+    item = report["items"][0]
+    wav = Path(str(item.get("out", "")))
+    if not wav.is_file():
+        return SideResult("failed", f"the audio file is gone: {wav}")
+    audio = float(item.get("audio_seconds") or 0.0)
+    taken = float(item.get("seconds") or 0.0)
+    rtf = item.get("real_time_factor")
+    rate = _wav_rate(wav)
+    message = f"{audio:.2f} s of audio in {taken:.2f} s"
+    message += f" · real-time factor {rtf:.3f}" if isinstance(rtf, (int, float)) else ""
+    message += f" · {rate} Hz" if rate else ""
+    message += f" · on {report.get('device')}" if report.get("device") else ""
+    return SideResult("finished", message, wav=wav, audio_seconds=audio, seconds=taken,
+                      real_time_factor=float(rtf) if isinstance(rtf, (int, float)) else None, sample_rate=rate,
+                      hit_stop=bool(item.get("hit_stop")), notes=tuple(str(n) for n in item.get("notes") or ()))
+
+
+def audio_bytes(path: Path | None) -> bytes | None:
+    """The file's bytes for a player (served as they are: the 24 kHz header is kept); None when unusable."""
+    if path is None:
+        return None
+    try:
+        if path.stat().st_size > MAX_PLAY_BYTES:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+# -- training samples -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampleFile:
+    path: Path
+    name: str
+    audio_seconds: float | None
+    hit_stop: bool | None
+
+
+@dataclass(frozen=True)
+class SampleSave:
+    """One ``sample`` event: the wavs spoken at a save (or the error that stopped them)."""
+
+    step: int
+    files: tuple[SampleFile, ...] = ()
+    error: str | None = None
+    seconds: float | None = None
+
+
+def _sample_save(event: Mapping[str, Any], output_dir: Path) -> SampleSave | None:
+    step = event.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    files = []
+    for item in event.get("files") or []:
+        if not isinstance(item, Mapping) or not str(item.get("path") or "").strip():
+            continue
+        path = Path(str(item["path"]))
+        if not path.is_absolute():
+            path = output_dir / path
+        seconds = item.get("audio_seconds")
+        files.append(SampleFile(path, str(item.get("name") or path.stem),
+                                float(seconds) if isinstance(seconds, (int, float)) else None,
+                                item.get("hit_stop") if isinstance(item.get("hit_stop"), bool) else None))
+    error = event.get("error")
+    seconds = event.get("seconds")
+    return SampleSave(step, tuple(files), _one_line(error) if error else None,
+                      float(seconds) if isinstance(seconds, (int, float)) else None)
+
+
+class SampleEvents:
+    """The ``sample`` events of ``<output-dir>/metrics.jsonl``, read incrementally (bounded work per refresh).
+
+    A resumed run may save the same step twice: the later event wins. A replaced file is read anew.
+    """
+
+    def __init__(self, output_dir: Path | str) -> None:
+        self.output_dir = Path(output_dir)
+        self.path = self.output_dir / METRICS_FILE
+        self._reset()
+
+    def _reset(self) -> None:
+        self.offset = 0
+        self.identity: tuple[int, int] | None = None
+        self.saves: dict[int, SampleSave] = {}
+
+    def refresh(self) -> list[SampleSave]:
+        """Read what was appended since the last call; returns every save, newest step first."""
+        try:
+            info = self.path.stat()
+        except OSError:
+            self._reset()
+            return []
+        identity = (info.st_dev, info.st_ino)
+        if identity != self.identity or info.st_size < self.offset:
+            self._reset()
+            self.identity = identity
+        if info.st_size > self.offset:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read(info.st_size - self.offset)
+            end = chunk.rfind(b"\n") + 1  # a line still being written is read next time
+            self.offset += end
+            for raw in chunk[:end].splitlines():
+                if b'"sample"' not in raw:
+                    continue
+                try:
+                    event = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if isinstance(event, dict) and event.get("event") == "sample":
+                    save = _sample_save(event, self.output_dir)
+                    if save is not None:
+                        self.saves[save.step] = save
+        return [self.saves[step] for step in sorted(self.saves, reverse=True)]
+
+
+@dataclass
+class Gallery:
+    """What the samples view shows for one save."""
+
+    steps: list[int]  # every step with a sample event, newest first
+    step: int | None  # the one shown
+    players: list[tuple[str, Path]] = field(default_factory=list)  # (label, wav) of the files on disk
+    note: str = ""  # missing files, an error, or why there is nothing
+
+
+def samples_gallery(saves: Sequence[SampleSave], step: int | None = None) -> Gallery:
+    """The players for ``step`` (None: the newest save); missing files are skipped and named in the note."""
+    steps = [save.step for save in saves]
+    if not saves:
+        return Gallery([], None, note="no samples yet: they are spoken at each save when the run has a vocoder")
+    chosen = next((save for save in saves if save.step == step), saves[0])
+    if chosen.error:
+        return Gallery(steps, chosen.step, note=f"samples at step {chosen.step} failed: {chosen.error}")
+    players, missing = [], []
+    for item in chosen.files:
+        if item.path.is_file():
+            length = f", {item.audio_seconds:.2f} s" if item.audio_seconds is not None else ""
+            cut = ", no stop code" if item.hit_stop is False else ""
+            players.append((f"step {chosen.step} · {item.name}{length}{cut}", item.path))
+        else:
+            missing.append(item.path.name)
+    note = f"step {chosen.step}: {len(players)} sample(s)"
+    if missing:
+        note += f"; {len(missing)} file(s) missing, skipped: {', '.join(missing)}"
+    return Gallery(steps, chosen.step, players, note)

@@ -1,0 +1,334 @@
+"""The Test tab: hear two models side by side (A | B) speak the same text with the same voice and settings.
+
+Pick any base model or checkpoint of the workspace's runs for each side, type a text (Amharic works;
+paste is fine), choose a reference voice (a generated stand-in, audio under ``references/``, a validation
+prompt that is an audio file, or an upload), and decoding settings. Each side runs as its own supervised
+job (``python -m trainer.synthesize ... --json report.json``, jobs ``test_a`` / ``test_b``), never in the UI
+process; the players show the result with its length and real-time factor, or one line saying why not.
+
+All rules (which files go with a checkpoint, the command, reading the report) live in ``webui.listen``;
+callbacks here are plain functions over the context, ``build(ctx)`` wires them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from webui.listen import (
+    DECODE_MODES,
+    DEFAULT_TEXT,
+    DEVICES,
+    ListenError,
+    SideResult,
+    audio_bytes,
+    clean_text,
+    decode_choice,
+    default_pair,
+    model_choices,
+    new_results_dir,
+    reference_choices,
+    resolve_model,
+    side_result,
+    stage_reference,
+    synthesis_argv,
+)
+from webui.plots import badge_html, message_html
+
+if TYPE_CHECKING:
+    from webui.context import StudioContext
+
+SIDES = ("A", "B")
+TEST_JOB = "test"  # jobs/test/: current.json and results/<time>/ (reference copy, A.wav, A.json, ...)
+CURRENT = "current.json"
+NONE = ""
+POLL_S = 1.0
+LOG_TAIL_BYTES = 6 * 1024
+
+
+def side_job(side: str) -> str:
+    return f"test_{side.lower()}"
+
+
+@dataclass
+class SideView:
+    status: str  # HTML: badge + one line
+    wav: Path | None  # the result to play
+    detail: str  # notes (e.g. no stop code), the model
+    running: bool = False
+
+    @property
+    def audio(self) -> bytes | None:
+        return audio_bytes(self.wav)
+
+
+@dataclass
+class TestView:
+    message: str
+    sides: dict[str, SideView]
+    command: str
+    log: str
+
+    @property
+    def running(self) -> bool:
+        return any(view.running for view in self.sides.values())
+
+
+def _current_path(ctx: StudioContext) -> Path:
+    return ctx.job_dir(TEST_JOB) / CURRENT
+
+
+def _read_current(ctx: StudioContext) -> dict[str, Any]:
+    try:
+        data = json.loads(_current_path(ctx).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_current(ctx: StudioContext, current: dict[str, Any]) -> None:
+    from data_tools.fileio import atomic_write_text
+
+    path = _current_path(ctx)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(current, indent=2, ensure_ascii=False) + "\n")
+
+
+_TONES = {"finished": ("DONE", "ok"), "running": ("RUNNING", "info"), "stopped": ("STOPPED", "warn"),
+          "failed": ("FAILED", "error"), "killed": ("FAILED", "error")}
+
+
+def _side_view(result: SideResult, model: str) -> SideView:
+    label, tone = _TONES.get(result.state, (result.state.upper(), "info"))
+    notes = [f"model: {model}"] if model else []
+    if result.hit_stop is False:
+        notes.append("no stop code: the model ran to its code limit (untrained models often do)")
+    notes += [note for note in result.notes if "no stop code" not in note]
+    return SideView(status=badge_html(label, result.message, tone), wav=result.wav,
+                    detail="\n".join(notes), running=result.running)
+
+
+def poll_test(ctx: StudioContext, message: str = "") -> TestView:
+    """Both sides as they stand now (also after a page reload or a UI restart)."""
+    current = _read_current(ctx)
+    recorded = current.get("sides") if isinstance(current.get("sides"), dict) else {}
+    sides: dict[str, SideView] = {}
+    commands, logs = [], []
+    for side in SIDES:
+        entry = recorded.get(side) if isinstance(recorded.get(side), dict) else None
+        if entry is None:
+            sides[side] = SideView(status="", wav=None, detail="not run" if recorded else "")
+            continue
+        model = str(entry.get("model") or "")
+        if entry.get("error"):
+            sides[side] = SideView(status=badge_html("CANNOT RUN", str(entry["error"]), "error"), wav=None,
+                                   detail=f"model: {model}" if model else "")
+            continue
+        supervisor = ctx.supervisor(ctx.job_dir(side_job(side)))
+        status = supervisor.poll()
+        if status.run_id != entry.get("run_id"):
+            sides[side] = SideView(status=message_html("this side's job was replaced by another run", "warn"),
+                                   wav=None, detail="")
+            continue
+        sides[side] = _side_view(side_result(status), model)
+        commands.append(f"# {side}\n{status.command}")
+        logs.append(f"# {side}\n{supervisor.log_tail(LOG_TAIL_BYTES).strip()}")
+    return TestView(message=message, sides=sides, command="\n".join(commands), log="\n\n".join(logs))
+
+
+def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: str | None,
+               reference: str | None, upload: str | None, mode: str | None, num_beams: float | None,
+               temperature: float | None, top_k: float | None, top_p: float | None, seed: float | None,
+               vocoder: str | None, device: str | None) -> TestView:
+    """Check the form, then start one synthesis job per picked side (in parallel)."""
+    from webui.supervisor import RunAlreadyActive
+
+    keys = {"A": (key_a or "").strip() or None, "B": (key_b or "").strip() or None}
+    try:
+        if poll_test(ctx).running:
+            raise ListenError("a synthesis is still running: wait for it or press Stop")
+        if keys["A"] is None and keys["B"] is None:
+            raise ListenError("pick a model for A (and B to compare)")
+        spoken = clean_text(text)
+        decode = decode_choice(mode, num_beams, temperature, top_k, top_p, seed)
+        device = device or "auto"
+        if device not in DEVICES and not device.startswith("cuda:"):
+            raise ListenError(f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}")
+        source_text = (upload or "").strip() or (reference or "").strip()
+        if not source_text:
+            raise ListenError("choose a reference voice or upload one")
+        source = Path(source_text).expanduser()
+        source = source if source.is_absolute() else ctx.workspace / source
+        if not source.is_file():
+            raise ListenError(f"reference audio not found: {source}")
+        folder = new_results_dir(ctx.job_dir(TEST_JOB))
+        staged = stage_reference(source, folder)
+    except (ListenError, OSError) as exc:
+        return poll_test(ctx, message_html(str(exc)))
+    current: dict[str, Any] = {"folder": str(folder), "text": spoken, "reference": str(source), "sides": {}}
+    started = []
+    for side, key in keys.items():
+        if key is None:
+            continue
+        entry: dict[str, Any] = {"key": key}
+        try:
+            spec = resolve_model(key, ctx.workspace, vocoder)
+            entry["model"] = spec.label
+            if spec.problem:
+                raise ListenError(spec.problem)
+            argv = synthesis_argv(ctx.python, spec, spoken, staged, folder / f"{side}.wav", folder / f"{side}.json",
+                                  decode, device)
+            entry["run_id"] = ctx.run_background(side_job(side), argv).poll().run_id
+            started.append(side)
+        except (ListenError, RunAlreadyActive, RuntimeError, OSError) as exc:
+            entry["error"] = " ".join(str(exc).split())
+        current["sides"][side] = entry
+    _write_current(ctx, current)
+    if started:
+        message = badge_html("STARTED", f"synthesizing with {' and '.join(started)} ({decode.mode} decoding)", "info")
+    else:
+        message = message_html("nothing started: see each side")
+    return poll_test(ctx, message)
+
+
+def stop_test(ctx: StudioContext) -> TestView:
+    """Stop both sides' jobs (SIGINT, then escalating)."""
+    problems = []
+    for side in SIDES:
+        try:
+            ctx.supervisor(ctx.job_dir(side_job(side))).stop(grace_s=5.0, term_s=5.0, kill_s=5.0)
+        except RuntimeError as exc:
+            problems.append(f"{side}: {exc}")
+    return poll_test(ctx, message_html("; ".join(problems)) if problems else "")
+
+
+def describe_pick(key: str | None, workspace: Path, vocoder: str | None) -> str:
+    """One line under a model picker: the files it will use, or why it cannot be spoken with."""
+    if not (key or "").strip():
+        return badge_html("NOT USED", "pick a model to compare", "info")
+    try:
+        spec = resolve_model(key, workspace, vocoder)
+    except ListenError as exc:
+        return badge_html("CANNOT SPEAK", str(exc), "error")
+    if spec.problem:
+        return badge_html("CANNOT SPEAK", spec.problem, "error")
+    return badge_html("READY", spec.describe(workspace), "ok")
+
+
+# -- layout -----------------------------------------------------------------------------------------------
+
+
+def _view_outputs(view: TestView, shown: list[str] | None = None) -> tuple[Any, ...]:
+    """Values for the tab's outputs; a player whose file is already shown gets no new audio (gr.skip)."""
+    shown = shown if isinstance(shown, list) and len(shown) == len(SIDES) else [None] * len(SIDES)
+    values: list[Any] = [view.message]
+    now: list[str | None] = []
+    for side, before in zip(SIDES, shown):
+        side_view = view.sides[side]
+        wav = str(side_view.wav) if side_view.wav is not None else None
+        values += [side_view.status, gr.skip() if wav is not None and wav == before else side_view.audio,
+                   side_view.detail]
+        now.append(wav)
+    return (*values, view.command, view.log, now)
+
+
+def build(ctx: StudioContext) -> None:
+    """Lay out the Test tab (called by the shell inside ``with gr.Tab("Test")``)."""
+    workspace = ctx.workspace
+
+    def choice_list() -> list[tuple[str, str]]:
+        return [(c.label, c.key) for c in model_choices(workspace)]
+
+    choices = model_choices(workspace)
+    first_a, first_b = default_pair(choices)
+    listed = [(c.label, c.key) for c in choices]
+    references = reference_choices(workspace, [ctx.paths.val_manifest])
+
+    gr.Markdown("### Listen: two models, the same text, the same voice\n"
+                "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
+                "the browser). IndexTTS2 models cannot speak here yet: synthesis is IndexTTS-1.5-only.")
+    with gr.Row(equal_height=True):
+        model_a = gr.Dropdown(choices=listed, value=first_a, allow_custom_value=True, scale=5, label="Model A",
+                              elem_id="test-model-a", info="a base model or any checkpoint (or type a path)")
+        model_b = gr.Dropdown(choices=[("(none)", NONE), *listed], value=first_b or NONE, allow_custom_value=True,
+                              scale=5, label="Model B", elem_id="test-model-b", info="(none): A only")
+        refresh = gr.Button("Refresh models", scale=1, elem_id="test-refresh-models")
+    with gr.Row():
+        files_a = gr.HTML(value=lambda: describe_pick(first_a, workspace, ""), elem_id="test-files-a")
+        files_b = gr.HTML(value=lambda: describe_pick(first_b, workspace, ""), elem_id="test-files-b")
+    text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
+                      elem_id="test-text")
+    with gr.Row():
+        reference = gr.Dropdown(choices=references, value=references[0][1], allow_custom_value=True, scale=3,
+                                label="Reference voice", elem_id="test-reference",
+                                info="audio only: a prompt mel (.npy) cannot be used, the synthesis CLI takes audio")
+        upload = gr.Audio(sources=["upload", "microphone"], type="filepath", scale=2, elem_id="test-upload",
+                          label="…or upload / record a reference (used instead of the pick when given)")
+    with gr.Accordion("Decoding and files", open=False):
+        with gr.Row():
+            mode = gr.Radio(choices=list(DECODE_MODES), value="beam", label="Decoding", elem_id="test-decode")
+            num_beams = gr.Number(value=3, precision=0, minimum=1, label="Beams (beam, sample)",
+                                  elem_id="test-num-beams")
+            seed = gr.Number(value=0, precision=0, label="Seed (sample)", elem_id="test-seed")
+        with gr.Row():
+            temperature = gr.Number(value=1.0, minimum=0.01, step=0.05, label="Temperature (sample)",
+                                    elem_id="test-temperature")
+            top_k = gr.Number(value=30, precision=0, minimum=0, label="Top-k (sample; 0 = off)", elem_id="test-top-k")
+            top_p = gr.Number(value=0.8, minimum=0.01, maximum=1.0, step=0.05, label="Top-p (sample; 1 = off)",
+                              elem_id="test-top-p")
+        with gr.Row():
+            vocoder = gr.Textbox(value="", label="Vocoder (empty: each config's bigvgan_checkpoint)",
+                                 elem_id="test-vocoder", scale=3)
+            device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", elem_id="test-device", scale=1)
+    with gr.Row():
+        start = gr.Button("Synthesize", variant="primary", elem_id="test-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="test-stop")
+    message = gr.HTML(elem_id="test-message")
+    with gr.Row(equal_height=False):
+        with gr.Column():
+            gr.Markdown("#### A")
+            status_a = gr.HTML(elem_id="test-status-a")
+            audio_a = gr.Audio(value=None, interactive=False, label="A", buttons=["download"], elem_id="test-audio-a")
+            detail_a = gr.Textbox(value="", lines=2, interactive=False, show_label=False, elem_id="test-detail-a")
+        with gr.Column():
+            gr.Markdown("#### B")
+            status_b = gr.HTML(elem_id="test-status-b")
+            audio_b = gr.Audio(value=None, interactive=False, label="B", buttons=["download"], elem_id="test-audio-b")
+            detail_b = gr.Textbox(value="", lines=2, interactive=False, show_label=False, elem_id="test-detail-b")
+    with gr.Accordion("Commands and logs", open=False):
+        command = gr.Textbox(lines=4, interactive=False, label="Commands run (exactly)", elem_id="test-command")
+        log = gr.Textbox(lines=10, max_lines=20, interactive=False, label="Logs", elem_id="test-log")
+    timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load
+    shown = gr.State(None)  # the wav each player holds, so ticks resend no audio
+
+    outputs = [message, status_a, audio_a, detail_a, status_b, audio_b, detail_b, command, log, shown]
+
+    def on_start(*values: Any):
+        view = start_test(ctx, *values)
+        return (*_view_outputs(view), gr.Timer(active=True))
+
+    def on_stop(held: list[str] | None):
+        view = stop_test(ctx)
+        return (*_view_outputs(view, held), gr.Timer(active=view.running))
+
+    def on_tick(current_message: str, held: list[str] | None):
+        view = poll_test(ctx, current_message)
+        return (*_view_outputs(view, held), gr.Timer(active=view.running))
+
+    def on_refresh(a: str, b: str):
+        listed_now = choice_list()
+        return (gr.Dropdown(choices=listed_now, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed_now], value=b))
+
+    start.click(on_start, inputs=[model_a, model_b, text, reference, upload, mode, num_beams, temperature, top_k,
+                                  top_p, seed, vocoder, device], outputs=[*outputs, timer])
+    stop.click(on_stop, inputs=shown, outputs=[*outputs, timer])
+    timer.tick(on_tick, inputs=[message, shown], outputs=[*outputs, timer], show_progress="hidden")
+    refresh.click(on_refresh, inputs=[model_a, model_b], outputs=[model_a, model_b])
+    model_a.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[model_a, vocoder], outputs=files_a)
+    model_b.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[model_b, vocoder], outputs=files_b)
+    vocoder.change(lambda a, b, voc: (describe_pick(a, workspace, voc), describe_pick(b, workspace, voc)),
+                   inputs=[model_a, model_b, vocoder], outputs=[files_a, files_b])
