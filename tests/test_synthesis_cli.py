@@ -135,3 +135,18 @@ def test_module_entry_point_refuses_in_one_line(setup, repo_root: Path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("error: ")
+
+
+def test_a_prompt_mel_npy_is_a_reference_too(demo_workspace, tmp_path):
+    """The data's own cond_mel .npy speaks as the voice (no audio of the demo speakers exists)."""
+    import json as _json
+
+    from trainer.synthesize import main as synth_main
+
+    first = _json.loads(demo_workspace.val_manifest.read_text(encoding="utf-8").splitlines()[0])
+    mel = demo_workspace.val_manifest.parent / first["cond_mel"]
+    out = tmp_path / "mel.wav"
+    code = synth_main(["--checkpoint", str(demo_workspace.base_checkpoint), "--config", str(demo_workspace.config),
+                       "--tokenizer", str(demo_workspace.base_tokenizer), "--reference", str(mel),
+                       "--text", "hello world", "--out", str(out), "--decode", "greedy", "--max-codes", "20"])
+    assert code == 0 and out.is_file()

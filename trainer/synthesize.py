@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("--config", required=True, type=Path, help="config.yaml (gpt and bigvgan sections)")
     files.add_argument("--tokenizer", required=True, type=Path, help="the SentencePiece model the GPT was trained with")
     files.add_argument("--vocoder", type=Path, help="bigvgan_generator.pth (default: the config's bigvgan_checkpoint)")
-    files.add_argument("--reference", required=True, type=Path, help="reference voice audio (any rate, mono or not)")
+    files.add_argument("--reference", required=True, type=Path,
+                       help="reference voice: audio (any rate, mono or not) or a prompt log-mel .npy [100, frames] "
+                            "as in a codes manifest's cond_mel")
     files.add_argument("--language", help="front-end language code (default: detected from the script)")
     what = parser.add_argument_group("text and output")
     texts = what.add_mutually_exclusive_group(required=True)
@@ -109,7 +111,7 @@ def synthesize(args: argparse.Namespace) -> int:
     from trainer.synthesis import DecodeSettings, SynthesisError, Synthesizer, write_wav
 
     if not args.reference.is_file():
-        raise SynthesisError(f"--reference {args.reference}: audio file not found")
+        raise SynthesisError(f"--reference {args.reference}: file not found")
     texts = read_texts(args)
     settings = DecodeSettings(
         mode=args.decode, num_beams=args.num_beams, temperature=args.temperature, top_k=args.top_k,
@@ -125,7 +127,7 @@ def synthesize(args: argparse.Namespace) -> int:
     synth.check_settings(settings)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.text_ids(text, "--text" if args.text is not None else f"{args.texts_file}:{index + 1}")
-    reference = synth.prepare_reference(args.reference)
+    reference = synth.prepare_reference(_reference_input(args.reference))
     paths = output_paths(args.out, len(texts), single=args.text is not None)
     report: list[dict[str, Any]] = []
     with tqdm(total=len(texts), desc="synthesizing", unit="text", file=sys.stderr, disable=None) as bar:
@@ -170,3 +172,20 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _reference_input(path: Path) -> Any:
+    """A prompt mel ``.npy`` (the data's own cond_mel) is used as features; anything else is read as audio."""
+    if path.suffix.lower() != ".npy":
+        return path
+    import numpy as np
+    import torch
+
+    from data_tools.npy import read_npy
+    from trainer.synthesis.errors import SynthesisError
+
+    try:
+        mel = read_npy(path)
+    except (OSError, ValueError) as exc:
+        raise SynthesisError(f"--reference {path}: {' '.join(str(exc).split())}") from None
+    return torch.from_numpy(np.ascontiguousarray(mel, dtype=np.float32))
