@@ -247,6 +247,8 @@ def _hash_range(fd: int, start: int, count: int, patch_from: int) -> bytes:
 def compute_file_digest(path: str | Path, content_length: int) -> str:
     """The digest of the first ``content_length`` bytes of ``path`` (the file as torch wrote it)."""
     patch_from = content_length - 2
+    if not hasattr(os, "preadv"):  # Windows: no positional reads to share one file between threads
+        return _compute_sequentially(path, content_length, patch_from)
     with open(path, "rb") as handle:
         fd = handle.fileno()
         pool = _pool()
@@ -258,6 +260,21 @@ def compute_file_digest(path: str | Path, content_length: int) -> str:
                 digests.append(futures.popleft().result())
         while futures:
             digests.append(futures.popleft().result())
+    return _combine(digests, content_length)
+
+
+def _compute_sequentially(path: str | Path, content_length: int, patch_from: int) -> str:
+    buffer = bytearray(CHUNK_BYTES)
+    digests: list[bytes] = []
+    with open(path, "rb") as handle:
+        for start, count in _ranges(content_length):
+            view = memoryview(buffer)[:count]
+            if handle.readinto(view) != count:
+                raise OSError(f"short read at byte {start}")
+            if start + count > patch_from:
+                cut = max(0, patch_from - start)
+                view[cut:] = bytes(count - cut)
+            digests.append(_chunk_digest(view))
     return _combine(digests, content_length)
 
 
