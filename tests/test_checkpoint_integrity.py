@@ -404,6 +404,10 @@ def test_list_without_verify_uses_metadata_and_digest_check_is_cached(tmp_path, 
     assert summaries["latest.pth"].step == 20 and summaries["latest.pth"].val_loss == 2.5
     assert summaries["latest.pth"].has_digest is True and summaries["latest.pth"].verdict == ""
     assert summaries["model_step5.pth"].has_digest is None and "empty file" in summaries["model_step5.pth"].reason
+    from trainer.checkpoints.listing import listing_lines
+
+    lines = listing_lines(list_checkpoints(tmp_path, verify=False))
+    assert lines[0].endswith("digest") and lines[1].startswith("latest.pth") and lines[1].endswith("yes")
     calls: list[Path] = []
     real = digest_module.compute_file_digest
 
