@@ -65,6 +65,11 @@ def test_every_saved_checkpoint_carries_a_digest_of_all_its_bytes(tmp_path):
     ckpt = torch.load(path, weights_only=True)  # still a plain weights-only checkpoint, no allow-list
     assert ckpt["integrity"]["scope"] == "file" and ckpt["step"] == 10
     assert check_file_digest(manager.latest_path).status == OK  # the hard link is the same bytes
+    from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
+
+    info = inspect_checkpoint(path)
+    assert info["content_digest"]["recorded"] == check.recorded and info["content_digest"]["declared"]
+    assert any(line.startswith("digest:      sha256-1MiB-tree") for line in inspect_lines(info))
     # Every tensor is covered, not just the model: a flip in an optimizer moment and one in the RNG state.
     data = path.read_bytes()
     for needle in (ckpt["optimizer"]["state"][0]["exp_avg_sq"], ckpt["rng"]["torch_cpu"]):
@@ -91,6 +96,7 @@ def test_file_check_and_writer_agree_at_chunk_edges(tmp_path, length):
     trailer = digest_module.read_trailer(path)
     assert trailer.digest == written and trailer.content_length == length
     assert digest_module.compute_file_digest(path, length) == written
+    assert digest_module._compute_sequentially(path, length, length - 2) == written  # the Windows path
     assert check_file_digest(path).status == OK
 
 
@@ -398,6 +404,10 @@ def test_list_without_verify_uses_metadata_and_digest_check_is_cached(tmp_path, 
     assert summaries["latest.pth"].step == 20 and summaries["latest.pth"].val_loss == 2.5
     assert summaries["latest.pth"].has_digest is True and summaries["latest.pth"].verdict == ""
     assert summaries["model_step5.pth"].has_digest is None and "empty file" in summaries["model_step5.pth"].reason
+    from trainer.checkpoints.listing import listing_lines
+
+    lines = listing_lines(list_checkpoints(tmp_path, verify=False))
+    assert lines[0].endswith("digest") and lines[1].startswith("latest.pth") and lines[1].endswith("yes")
     calls: list[Path] = []
     real = digest_module.compute_file_digest
 

@@ -346,7 +346,7 @@ def test_verify_inspect_export(run_dir: Path, tmp_path: Path):
     message, files = tab_checkpoints.export_view(latest, str(out), "fp16", True, "", "", tmp_path)
     assert "EXPORTED" in message, message
     written = {Path(f).name for f in files["file"] if not f.startswith("note:")}
-    assert written == {"gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model"}
+    assert written == {"gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md"}
     assert all((out / name).is_file() for name in written)
     again, _ = tab_checkpoints.export_view(latest, str(out), "fp16", False, "", "", tmp_path)
     assert "already holds" in again  # never overwrites an earlier export

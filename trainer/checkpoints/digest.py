@@ -85,16 +85,17 @@ def short(digest: str | None) -> str:
 class _ChunkedHasher:
     """SHA-256 of each CHUNK_BYTES piece of a byte stream fed in arbitrary slices; whole chunks in parallel.
 
-    Slices are hashed before :meth:`update` returns (callers may reuse their buffers), with no copies.
+    :meth:`update` hashes partial chunks at once and hands whole ones to the thread pool, returning their
+    futures: the caller must wait for them before it reuses the buffer (no copies are made).
     """
 
     def __init__(self) -> None:
         self.length = 0
-        self.digests: list[bytes] = []
+        self._digests: list[bytes | concurrent.futures.Future[bytes]] = []
         self._partial = hashlib.sha256()
         self._partial_bytes = 0
 
-    def update(self, view: memoryview) -> None:
+    def update(self, view: memoryview) -> list[concurrent.futures.Future[bytes]]:
         at, size = 0, len(view)
         if self._partial_bytes:
             take = min(CHUNK_BYTES - self._partial_bytes, size)
@@ -103,25 +104,27 @@ class _ChunkedHasher:
             at = take
             if self._partial_bytes == CHUNK_BYTES:
                 self._close_partial()
-        whole = (size - at) // CHUNK_BYTES
-        if whole:
-            pieces = [view[at + i * CHUNK_BYTES: at + (i + 1) * CHUNK_BYTES] for i in range(whole)]
-            self.digests += list(_pool().map(_chunk_digest, pieces)) if whole > 1 else [_chunk_digest(pieces[0])]
-            at += whole * CHUNK_BYTES
+        futures = []
+        while size - at >= CHUNK_BYTES:
+            futures.append(_pool().submit(_chunk_digest, view[at:at + CHUNK_BYTES]))
+            at += CHUNK_BYTES
+        self._digests += futures
         if at < size:
             self._partial.update(view[at:])
             self._partial_bytes += size - at
         self.length += size
+        return futures
 
     def _close_partial(self) -> None:
-        self.digests.append(self._partial.digest())
+        self._digests.append(self._partial.digest())
         self._partial = hashlib.sha256()
         self._partial_bytes = 0
 
     def hexdigest(self) -> str:
         if self._partial_bytes:
             self._close_partial()
-        return _combine(self.digests, self.length)
+        digests = [d.result() if isinstance(d, concurrent.futures.Future) else d for d in self._digests]
+        return _combine(digests, self.length)
 
 
 class DigestWriter:
@@ -147,7 +150,7 @@ class DigestWriter:
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        self._hasher.update(view)
+        hashing = self._hasher.update(view)  # whole chunks hash in threads while the bytes are written
         try:
             if len(view) >= EOCD_BYTES:
                 if self._tail:
@@ -162,6 +165,8 @@ class DigestWriter:
         except OSError as exc:
             self.error = self.error or exc
             raise
+        finally:
+            concurrent.futures.wait(hashing)  # torch may reuse its buffer once write() returns
         return len(view)
 
     def flush(self) -> None:
@@ -247,6 +252,8 @@ def _hash_range(fd: int, start: int, count: int, patch_from: int) -> bytes:
 def compute_file_digest(path: str | Path, content_length: int) -> str:
     """The digest of the first ``content_length`` bytes of ``path`` (the file as torch wrote it)."""
     patch_from = content_length - 2
+    if not hasattr(os, "preadv"):  # Windows: no positional reads to share one file between threads
+        return _compute_sequentially(path, content_length, patch_from)
     with open(path, "rb") as handle:
         fd = handle.fileno()
         pool = _pool()
@@ -258,6 +265,21 @@ def compute_file_digest(path: str | Path, content_length: int) -> str:
                 digests.append(futures.popleft().result())
         while futures:
             digests.append(futures.popleft().result())
+    return _combine(digests, content_length)
+
+
+def _compute_sequentially(path: str | Path, content_length: int, patch_from: int) -> str:
+    buffer = bytearray(CHUNK_BYTES)
+    digests: list[bytes] = []
+    with open(path, "rb") as handle:
+        for start, count in _ranges(content_length):
+            view = memoryview(buffer)[:count]
+            if handle.readinto(view) != count:
+                raise OSError(f"short read at byte {start}")
+            if start + count > patch_from:
+                cut = max(0, patch_from - start)
+                view[cut:] = bytes(count - cut)
+            digests.append(_chunk_digest(view))
     return _combine(digests, content_length)
 
 

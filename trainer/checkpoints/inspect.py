@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from trainer.checkpoints.digest import ALGORITHM, declares_digest, read_trailer
 from trainer.checkpoints.format import checkpoint_kind, model_state_of
 from trainer.checkpoints.loading import load_checkpoint
 
@@ -32,6 +33,7 @@ def inspect_checkpoint(path: str | Path) -> dict[str, Any]:
     state = model_state_of(ckpt) or {}
     extra = ckpt.get("extra") if isinstance(ckpt.get("extra"), Mapping) else {}
     optimizer = ckpt.get("optimizer") if isinstance(ckpt.get("optimizer"), Mapping) else None
+    trailer = read_trailer(path)
     info: dict[str, Any] = {
         "path": str(path),
         "kind": kind,
@@ -54,6 +56,12 @@ def inspect_checkpoint(path: str | Path) -> dict[str, Any]:
                                               else None),
         "recent_checkpoints": ckpt.get("recent_checkpoints"),
         "repaired_from": ckpt.get("repaired_from"),
+        "content_digest": {
+            "algorithm": ALGORITHM,
+            "recorded": None if trailer is None or isinstance(trailer, str) else trailer.digest,
+            "declared": declares_digest(ckpt),
+            "problem": trailer if isinstance(trailer, str) else None,
+        },
         "model": {
             "tensors": len(state),
             "values": sum(t.numel() for t in state.values()),
@@ -77,7 +85,7 @@ def inspect_checkpoint(path: str | Path) -> dict[str, Any]:
             "format", "format_version", "saved_at", "model", "optimizer", "scheduler", "scaler", "step", "epoch",
             "position", "batch_idx", "last_losses", "last_val_loss", "best_val_loss", "hparams", "tokenizer",
             "base_vocab_size", "model_config", "manifests", "versions", "recent_checkpoints", "repaired_from",
-            "rng", "rng_state", "sampler", "extra", "optimizer_param_names", "pytorch_version"}),
+            "rng", "rng_state", "sampler", "extra", "optimizer_param_names", "pytorch_version", "integrity"}),
     }
     return info
 
@@ -126,6 +134,13 @@ def inspect_lines(info: Mapping[str, Any]) -> list[str]:
             "learning_rate", "weight_decay", "warmup_steps", "batch_size", "grad_accumulation", "epochs",
             "max_steps", "text_loss_weight", "mel_loss_weight", "grad_clip", "amp", "seed", "loss_mode")}
         lines.append("hparams:     " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    digest = info.get("content_digest") or {}
+    if digest.get("recorded"):
+        lines.append(f"digest:      {digest['algorithm']} {digest['recorded'][:16]}… (recorded; `verify` checks it)")
+    elif digest.get("problem") or digest.get("declared"):
+        lines.append(f"digest:      DAMAGED OR LOST ({digest.get('problem') or 'recorded at save, missing from the file'})")
+    else:
+        lines.append("digest:      none (written before content digests)")
     versions = info.get("versions") or {}
     if versions:
         lines.append("versions:    " + ", ".join(f"{k} {v}" for k, v in versions.items()))

@@ -104,10 +104,12 @@ def _size(count: int) -> str:
 
 
 def listing_lines(summaries: list[CheckpointSummary]) -> list[str]:
-    header = f"{'file':<24} {'kind':<7} {'step':>8} {'val loss':>9}  {'verdict':<9} {'size':>10}"
+    header = f"{'file':<24} {'kind':<7} {'step':>8} {'val loss':>9}  {'verdict':<9} {'size':>10}  digest"
     lines = [header]
     for s in summaries:
         loss = f"{s.val_loss:.4f}" if s.val_loss is not None else "-"
         step = str(s.step) if s.step is not None else "-"
-        lines.append(f"{s.path.name:<24} {s.kind:<7} {step:>8} {loss:>9}  {s.verdict or '-':<9} {_size(s.size_bytes):>10}")
+        digest = "-" if s.has_digest is None else ("yes" if s.has_digest else "no")
+        lines.append(f"{s.path.name:<24} {s.kind:<7} {step:>8} {loss:>9}  {s.verdict or '-':<9} "
+                     f"{_size(s.size_bytes):>10}  {digest}")
     return lines
