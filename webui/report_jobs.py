@@ -35,6 +35,7 @@ class ReportJob:
 
     name: str
     report_exits: tuple[int, ...] = (0,)  # e.g. the data checker exits 1 when it found problems
+    writes_report: bool = True  # False: the job's result is its output files (exit 0 says they are there)
 
     def folder(self, ctx: StudioContext) -> Path:
         return ctx.job_dir(self.name)
@@ -104,7 +105,9 @@ def job_result(ctx: StudioContext, job: ReportJob) -> JobResult:
     shown = _Shown(status.state, status.summary, status.running)
     if status.state in FINAL_STATES:
         report = job.report_path(ctx)
-        if status.exit_code in job.report_exits and report.is_file():
+        if not job.writes_report and status.exit_code == 0:
+            pass
+        elif status.exit_code in job.report_exits and report.is_file():
             try:
                 report_text = report.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
