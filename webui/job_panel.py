@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from webui.plots import InputProblem, badge_html, message_html
+from webui.plots import InputProblem, message_html
 from webui.report_jobs import JobResult, ReportJob, job_result, start_job, stop_job
 from webui.supervisor import RunAlreadyActive
 
@@ -75,8 +75,12 @@ def result_message(result: JobResult | None, what: str) -> str:
 
 
 def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequence[Any],
-             make_argv: Callable[..., list[str]], outputs: Sequence[Any], render: Render) -> None:
-    """Start, Stop and the polling timer of one job; ``outputs`` get ``render(result)`` when it ends."""
+             make_argv: Callable[..., list[str]], outputs: Sequence[Any], render: Render,
+             preview: Callable[..., Sequence[Any]] | None = None) -> None:
+    """Start, Stop and the polling timer of one job; ``outputs`` get ``render(result)`` when it ends.
+
+    While the job runs, ``outputs`` show ``preview(*values)`` (default: ``render(None)``, i.e. cleared).
+    """
     skip = gr.skip()
     blank = [skip] * len(outputs)
 
@@ -85,8 +89,9 @@ def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequ
         if result is None:
             return [message, skip, skip, skip, skip, *blank]
         view = result.view
-        return [badge_html("STARTED", panel.job.name, "info"), view.status, view.progress, view.log,
-                gr.Timer(active=True), *render(None)]
+        shown = preview(*values) if preview is not None else render(None)
+        return ["", view.status, view.progress, view.log,
+                gr.Timer(active=True), *shown]
 
     def on_tick(shown: str | None) -> list[Any]:
         result = job_result(ctx, panel.job)

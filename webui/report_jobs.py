@@ -112,6 +112,9 @@ def job_result(ctx: StudioContext, job: ReportJob) -> JobResult:
                 report_text = report.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 error = f"cannot read the report {report}: {exc}"
+            if report_text is not None and not report_text.strip():  # a refusal printed its error line only
+                report_text = None
+                error = _why_no_report(status.state, status.exit_code, tail, status.summary, status.stop_requested)
         else:
             error = _why_no_report(status.state, status.exit_code, tail, status.summary, status.stop_requested)
         if report_text is not None and status.exit_code != 0:
