@@ -21,6 +21,7 @@ import gradio as gr
 import pandas as pd
 
 from webui.job_panel import job_panel, wire_job
+from webui.model_version import MODEL_NAMES
 from webui.plots import (
     InputProblem,
     badge_html,
@@ -45,7 +46,6 @@ REPAIR_COLUMNS = ["what", "detail"]
 DTYPES = ("fp32", "fp16", "bf16")
 CHECKPOINT_SUFFIXES = (".pth", ".pt")
 CHECKPOINTS_CLI = "trainer.checkpoints"
-MODEL_NAMES = {"1.5": "IndexTTS-1.5", "2": "IndexTTS2"}  # trainer.versions.ModelVariant.name by version
 PENDING = "verifying…"
 NOT_VERIFIED = "not verified: List checkpoints verifies every file"
 
