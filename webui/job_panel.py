@@ -97,9 +97,10 @@ def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequ
         result = job_result(ctx, panel.job)
         view = result.view
         timer = gr.Timer(active=view.running)
+        status = "" if result.state == "idle" else view.status  # a job never run says nothing
         if result.ended and result.run_id != shown:
-            return [view.status, view.progress, view.log, timer, result.run_id, *render(result)]
-        return [view.status, view.progress, view.log, timer, shown, *blank]
+            return [status, view.progress, view.log, timer, result.run_id, *render(result)]
+        return [status, view.progress, view.log, timer, shown, *blank]
 
     def on_stop() -> list[Any]:
         try:
