@@ -23,9 +23,17 @@ def paired_manifest(root: Path) -> Path:
 
 def test_check_then_write_corrected_manifest(tmp_path: Path) -> None:
     from webui import tab_data
+    from webui.context import StudioContext
+    from webui.process_tools import wait_until
+    from webui.report_jobs import job_result, start_job
 
     manifest = paired_manifest(tmp_path / "data")
-    view = tab_data.check_data(f"{manifest}::am", "", "", "", "any", True, tmp_path, tmp_path / "report")
+    ctx = StudioContext.create(tmp_path)
+    job = tab_data.CHECK_JOB
+    start_job(ctx, job, tab_data.check_argv(ctx.python, f"{manifest}::am", "", "", "", "any", True, tmp_path,
+                                            job.report_path(ctx)))
+    assert wait_until(lambda: job_result(ctx, job).ended, 240, interval_s=0.1)
+    view = tab_data.check_view_of(job_result(ctx, job))
     assert "ERRORS" in view.verdict
     assert [(f["id"], f["old"], f["new"]) for f in view.code_len_fixes] == [("padded__u0", 40, 10)]
     assert "padded-code-len" in set(view.problems["code"])

@@ -88,7 +88,7 @@ def test_presets_make_commands_the_trainer_accepts(preset: str) -> None:
     current = {**tf.workspace_values(_files(Path("/mine"))), "output_dir": "/mine/runs/big"}
     values = tf.apply_preset(preset, current, _files(Path("/ws")))
     assert round_trip(values) == values
-    if preset == tf.DEMO_PRESET:
+    if preset in tf.DEMO_PRESETS:
         assert values["output_dir"] == "/ws/runs/demo" and values["device"] == "cpu"
     else:
         assert values["output_dir"] == "/mine/runs/big" and values["amp"] == "bf16"  # paths kept
@@ -104,6 +104,32 @@ def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "learning_rate", "batch_size", "device"):
         assert values[name] == demo[name], name
+
+
+def test_indextts2_demo_preset_matches_the_v2_demo_workspace(demo_workspace) -> None:
+    from trainer.demo_v2 import DemoV2Paths
+
+    assert tf.PRESETS[:2] == (tf.DEMO_PRESET, tf.DEMO_V2_PRESET)  # offered next to the IndexTTS-1.5 demo
+    v2 = DemoV2Paths.under(demo_workspace.root)
+    values = tf.apply_preset(tf.DEMO_V2_PRESET, {"resume": "auto"}, tf.demo_v2_files(demo_workspace.root))
+    demo = trainer_options.parse_argv(v2.train_argv())
+    for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
+                 "max_steps", "learning_rate", "batch_size", "warmup_steps", "log_interval", "val_interval",
+                 "save_interval", "device", "amp"):
+        assert values[name] == demo[name], name
+    assert values["resume"] == "" and round_trip(values) == values
+
+
+def test_what_the_form_offers_follows_the_model_version() -> None:
+    option = trainer_options.option_by_name
+    assert tf.field_label(option("train_manifest"), "2") == "--train-manifest * (IndexTTS2 paired manifest)"
+    assert tf.field_label(option("val_manifest"), "1.5") == "--val-manifest (IndexTTS-1.5 codes manifest)"
+    assert tf.field_label(option("train_manifest"), None) == "--train-manifest *"
+    for name in tf.SAMPLE_OPTIONS:
+        assert not tf.applies(option(name), "2") and tf.applies(option(name), "1.5") and tf.applies(option(name), None)
+        assert tf.field_info(option(name), "2") == tf.NOT_FOR_V2 and "\n" not in tf.NOT_FOR_V2
+        assert tf.field_info(option(name), "1.5") == option(name).help
+    assert all(tf.applies(o, "2") for o in tf.FORM_OPTIONS if o.name not in tf.SAMPLE_OPTIONS)
 
 
 def test_form_yaml_round_trip_and_train_config(tmp_path: Path) -> None:

@@ -159,8 +159,48 @@ def test_resume_dropdown_lists_checkpoints_newest_first(tmp_path: Path) -> None:
     assert values[:2] == [str(out / "model_step20.pth"), str(out / "model_step10.pth")]
     labels = dict((value, label) for label, value in choices)
     assert "step 20" in labels[str(out / "model_step20.pth")]
-    assert "INVALID" in labels[str(out / "latest.pth")]
+    assert "unreadable" in labels[str(out / "latest.pth")]
     assert checkpoint_choices(str(tmp_path / "missing")) == choices[:1]
+
+
+def test_resume_choices_name_each_checkpoints_model_from_its_metadata(demo_workspace, tmp_path: Path) -> None:
+    import shutil
+
+    from trainer.demo_v2 import DemoV2Paths
+    from webui.tab_training import checkpoint_choices
+
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(DemoV2Paths.under(demo_workspace.root).base_checkpoint, out / "model_step5.pth")
+    shutil.copy(demo_workspace.base_checkpoint, out / "model_step3.pth")
+    labels = [label for label, _ in checkpoint_choices(str(out))[1:]]
+    assert "IndexTTS2" in labels[0] and "model_step5.pth" in labels[0]
+    assert "IndexTTS-1.5" in labels[1] and "model_step3.pth" in labels[1]
+
+
+def test_the_config_decides_the_version_badge_and_the_fields(demo_workspace, tmp_path: Path) -> None:
+    from trainer.demo_v2 import DemoV2Paths
+    from webui.tab_training import VERSIONED, version_view
+
+    badge, *updates = version_view(str(DemoV2Paths.under(demo_workspace.root).config))
+    fields = dict(zip(VERSIONED, updates))
+    assert 'data-version="2"' in badge and "IndexTTS2 GPT" in badge and 'data-tone="ok"' in badge
+    assert fields["train_manifest"]["label"] == "--train-manifest * (IndexTTS2 paired manifest)"
+    assert fields["vocoder"]["interactive"] is False and "not used for IndexTTS2" in fields["vocoder"]["info"]
+
+    badge, *updates = version_view(str(demo_workspace.config))
+    fields = dict(zip(VERSIONED, updates))
+    assert 'data-version="1.5"' in badge and "IndexTTS-1.5 GPT" in badge
+    assert fields["val_manifest"]["label"] == "--val-manifest (IndexTTS-1.5 codes manifest)"
+    assert all(fields[name]["interactive"] for name in ("vocoder", "sample_texts", "sample_every"))
+
+    newer = tmp_path / "config_25.yaml"
+    newer.write_text(demo_workspace.config.read_text(encoding="utf-8") + "\nversion: 2.5\n", encoding="utf-8")
+    badge, *_ = version_view(str(newer))
+    assert "not trainable here" in badge and "IndexTTS-2.5" in badge and 'data-tone="error"' in badge
+    badge, *updates = version_view(str(tmp_path / "missing.yaml"))
+    assert 'data-version=""' in badge and "config file not found" in badge
+    assert dict(zip(VERSIONED, updates))["train_manifest"]["label"] == "--train-manifest *"
 
 
 # -- the page never shows a stale or false state ------------------------------------------------------------

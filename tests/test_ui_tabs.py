@@ -107,47 +107,92 @@ def test_sample_text_with_a_missing_tokenizer_says_so(demo_workspace):
     assert "base tokenizer not found" in view.message and view.summary.empty
 
 
-def test_train_extend_verify_round(demo_workspace, tmp_path: Path):
-    from webui import tab_tokenizer
+def run_job(ctx, job, argv, timeout_s: float = 240.0):
+    """Start a report job and wait (bounded) until it has ended; its JobResult."""
+    from webui.process_tools import wait_until
+    from webui.report_jobs import job_result, start_job
 
-    trained = tab_tokenizer.train_action(str(demo_workspace.train_manifest), "am_small", 300, "bpe", "am", tmp_path)
+    start_job(ctx, job, argv)
+    assert wait_until(lambda: job_result(ctx, job).ended, timeout_s, interval_s=0.1), job_result(ctx, job).view.log
+    return job_result(ctx, job)
+
+
+def test_train_extend_verify_round(demo_workspace, tmp_path: Path):
+    from webui import tab_tokenizer as tt
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(tmp_path)
+    argv = tt.train_argv(ctx.python, str(demo_workspace.train_manifest), "am_small", 300, "bpe", "am", tmp_path)
+    trained = tt.train_view_of(run_job(ctx, tt.TRAIN_JOB, argv))
     assert "TRAINED" in trained.message, trained.message
     assert Path(trained.model_path) == tmp_path / "tokenizers" / "am_small.model" and Path(trained.model_path).is_file()
 
-    extended, table = tab_tokenizer.extend_action(str(demo_workspace.base_tokenizer), trained.model_path,
-                                                  "am_small_ext", 0, tmp_path)
+    argv = tt.extend_argv(ctx.python, str(demo_workspace.base_tokenizer), trained.model_path, "am_small_ext", 0,
+                          tmp_path, tt.EXTEND_JOB.report_path(ctx))
+    extended, table = tt.extend_view_of(run_job(ctx, tt.EXTEND_JOB, argv))
     assert "EXTENDED" in extended.message, extended.message
     facts = dict(zip(table["what"], table["value"]))
     assert int(facts["final size"]) == int(facts["base pieces (ids unchanged)"]) + int(facts["appended pieces"])
+    assert Path(extended.model_path) == tmp_path / "tokenizers" / "am_small_ext.model"
 
-    verified = tab_tokenizer.verify_view(extended.model_path, str(demo_workspace.base_tokenizer),
-                                         str(demo_workspace.val_manifest), "", tab_tokenizer.BASE_SAMPLE_TEXT,
-                                         "", "", "auto", tmp_path)
+    argv = tt.verify_argv(ctx.python, extended.model_path, str(demo_workspace.base_tokenizer),
+                          str(demo_workspace.val_manifest), "", tt.BASE_SAMPLE_TEXT, "", "", "auto", tmp_path,
+                          tt.VERIFY_JOB.report_path(ctx))
+    verified = tt.verify_view_of(run_job(ctx, tt.VERIFY_JOB, argv))
     assert "PASSED" in verified.verdict, verified.verdict
     statuses = dict(zip(verified.table["check"], verified.table["status"]))
     assert statuses["base_pieces_unchanged"] == "pass" and statuses["base_language_identical"] == "pass"
     assert statuses["manifest_max_text_tokens"] == "skipped"  # no manifest given: never claimed
+    # The typed base-language lines reached the checker through a file beside the report.
+    written = (tt.VERIFY_JOB.folder(ctx) / "samples_base.txt").read_text(encoding="utf-8").splitlines()
+    assert written == tt.BASE_SAMPLE_TEXT.splitlines()
 
 
-def test_verify_fails_on_swapped_tokenizers_and_names_the_check(demo_workspace):
-    from webui import tab_tokenizer
+def test_verify_fails_on_swapped_tokenizers_and_names_the_check(demo_workspace, tmp_path: Path):
+    from webui import tab_tokenizer as tt
+    from webui.context import StudioContext
 
-    view = tab_tokenizer.verify_view(str(demo_workspace.base_tokenizer), str(demo_workspace.extended_tokenizer),
-                                     "", "", "", "", "", "auto", demo_workspace.root)
+    ctx = StudioContext.create(tmp_path)
+    argv = tt.verify_argv(ctx.python, str(demo_workspace.base_tokenizer), str(demo_workspace.extended_tokenizer),
+                          "", "", "", "", "", "auto", demo_workspace.root, tt.VERIFY_JOB.report_path(ctx))
+    result = run_job(ctx, tt.VERIFY_JOB, argv)
+    assert result.exit_code == 1 and "FINISHED" in result.view.status  # a failed check is a verdict, not a crash
+    view = tt.verify_view_of(result)
     assert "FAILED" in view.verdict and "sizes" in view.verdict
     assert dict(zip(view.table["check"], view.table["status"]))["sizes"] == "fail"
 
 
 def test_tokenizer_actions_report_bad_input_in_one_line(demo_workspace, tmp_path: Path):
-    from webui import tab_tokenizer
+    from webui import tab_tokenizer as tt
+    from webui.context import StudioContext
+    from webui.job_panel import start_action
 
-    assert "corpus file not found" in tab_tokenizer.train_action("nope.txt", "x", 100, "bpe", "am", tmp_path).message
-    assert "vocab size must be positive" in tab_tokenizer.train_action(
-        str(demo_workspace.train_manifest), "x", 0, "bpe", "am", tmp_path).message
-    view, table = tab_tokenizer.extend_action(str(demo_workspace.base_tokenizer), "", "y", 0, tmp_path)
-    assert "no new-language tokenizer given" in view.message and table.empty
-    assert "extended tokenizer not found" in tab_tokenizer.verify_view(
-        "gone.model", "", "", "", "", "", "", "auto", tmp_path).verdict
+    ctx = StudioContext.create(tmp_path)
+
+    def refusal(job, make_argv, *values) -> str:
+        message, result = start_action(ctx, job, make_argv, *values)
+        assert result is None and not (job.folder(ctx) / "run.json").exists()  # nothing started
+        assert "\n" not in message
+        return message
+
+    def train(*v):
+        return tt.train_argv(ctx.python, *v, tmp_path)
+
+    assert "corpus file not found" in refusal(tt.TRAIN_JOB, train, "nope.txt", "x", 100, "bpe", "am")
+    assert "vocab size must be positive" in refusal(tt.TRAIN_JOB, train, str(demo_workspace.train_manifest), "x",
+                                                    0, "bpe", "am")
+    def extend(*v):
+        return tt.extend_argv(ctx.python, *v, tmp_path, tt.EXTEND_JOB.report_path(ctx))
+
+    assert "no new-language tokenizer given" in refusal(tt.EXTEND_JOB, extend, str(demo_workspace.base_tokenizer),
+                                                        "", "y", 0)
+    def verify(*v):
+        return tt.verify_argv(ctx.python, *v, tmp_path, tt.VERIFY_JOB.report_path(ctx))
+
+    assert "extended tokenizer not found" in refusal(tt.VERIFY_JOB, verify, "gone.model", "", "", "", "", "", "",
+                                                     "auto")
+    assert "no base tokenizer given" in refusal(tt.VERIFY_JOB, verify, str(demo_workspace.extended_tokenizer), "",
+                                                "", "", "", "", "", "auto")
 
 
 # -- Data tab ----------------------------------------------------------------------------------------------
@@ -164,12 +209,23 @@ def test_find_manifests_skips_metrics_and_hidden_folders(tmp_path: Path):
     assert tab_data.add_manifest("a.jsonl\nb.jsonl", "a.jsonl") == "a.jsonl\nb.jsonl"
 
 
-def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
+def check_job(ctx, train: str, val: str, tokenizer: str, config: str, workspace: Path):
     from webui import tab_data
 
-    view = tab_data.check_data(str(demo_workspace.train_manifest), str(demo_workspace.val_manifest),
-                               str(demo_workspace.extended_tokenizer), str(demo_workspace.config), "am", True,
-                               demo_workspace.root, report_dir=tmp_path)
+    argv = tab_data.check_argv(ctx.python, train, val, tokenizer, config, "am", True, workspace,
+                               tab_data.CHECK_JOB.report_path(ctx))
+    return run_job(ctx, tab_data.CHECK_JOB, argv)
+
+
+def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
+    from webui import tab_data
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(tmp_path)
+    result = check_job(ctx, str(demo_workspace.train_manifest), str(demo_workspace.val_manifest),
+                       str(demo_workspace.extended_tokenizer), str(demo_workspace.config), demo_workspace.root)
+    assert 'data-done="' in result.view.progress and "FINISHED" in result.view.status
+    view = tab_data.check_view_of(result)
     assert "CLEAN" in view.verdict and 'data-tone="ok"' in view.verdict
     assert view.problems.empty
     train_lines = sum(1 for line in demo_workspace.train_manifest.read_text().splitlines() if line.strip())
@@ -178,11 +234,19 @@ def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
     assert set(view.speakers["split"]) == {"train", "val"} and len(set(view.speakers["speaker"])) == 3
     assert view.scripts.set_index(["split", "script"]).loc[("train", "ethiopic"), "share %"] == 100.0
     report = json.loads(Path(view.report_path).read_text())
-    assert report["verdict"] == "clean"
+    assert report["verdict"] == "clean" and Path(view.report_path) == tab_data.CHECK_JOB.report_path(ctx)
+    # The report read back is the checker's own: the library's answer, field for field.
+    from data_tools.check_data import check_manifests
+
+    direct = check_manifests([str(demo_workspace.train_manifest)], [str(demo_workspace.val_manifest)],
+                             tokenizer=demo_workspace.extended_tokenizer, config=demo_workspace.config,
+                             language="am")
+    assert view.summary.splitlines()[:-1] == direct.summary_text().splitlines()[:-1]  # all but the timing
 
 
 def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path: Path):
     from webui import tab_data
+    from webui.context import StudioContext
 
     lines = demo_workspace.train_manifest.read_text(encoding="utf-8").splitlines()[:5]
     lines[2] = '{"id": "broken", "text": '
@@ -190,7 +254,10 @@ def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path:
     broken.write_text("\n".join(lines) + "\n", encoding="utf-8")
     for folder in ("codes", "cond_mels"):
         shutil.copytree(demo_workspace.train_manifest.parent / folder, tmp_path / folder)
-    view = tab_data.check_data(str(broken), "", "", "", "am", True, tmp_path)
+    ctx = StudioContext.create(tmp_path)
+    result = check_job(ctx, str(broken), "", "", "", tmp_path)
+    assert result.exit_code == 1 and "FINISHED" in result.view.status  # problems found is a verdict
+    view = tab_data.check_view_of(result)
     assert "ERRORS" in view.verdict and 'data-tone="error"' in view.verdict
     row = view.problems[view.problems["code"] == "malformed-json"].iloc[0]
     assert row["severity"] == "error" and row["file:line"] == f"{broken}:3"
@@ -198,13 +265,35 @@ def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path:
 
 def test_check_with_missing_manifest_gives_one_line(tmp_path: Path):
     from webui import tab_data
+    from webui.context import StudioContext
+    from webui.job_panel import start_action
 
-    view = tab_data.check_data("nope.jsonl", "", "", "", "am", True, tmp_path)
-    assert "manifest not found" in view.verdict and "\n" not in view.verdict and view.problems.empty
-    assert "give at least one training manifest" in tab_data.check_data("", "", "", "", "am", True, tmp_path).verdict
+    ctx = StudioContext.create(tmp_path)
+
+    def make_argv(*values):
+        return tab_data.check_argv(ctx.python, *values, tmp_path, tab_data.CHECK_JOB.report_path(ctx))
+
+    message, result = start_action(ctx, tab_data.CHECK_JOB, make_argv, "nope.jsonl", "", "", "", "am", True)
+    assert "manifest not found" in message and "\n" not in message and result is None
+    message, _ = start_action(ctx, tab_data.CHECK_JOB, make_argv, "", "", "", "", "am", True)
+    assert "give at least one training manifest" in message
+    assert not (tab_data.CHECK_JOB.folder(ctx) / "run.json").exists()  # nothing started
+
+
+def test_a_job_report_is_read_back_into_its_dataclasses_or_refused_in_one_line():
+    from data_tools.check_report import DataReport, Problem, SplitStats
+    from webui.dataclass_json import from_json
+
+    report = DataReport(verdict="errors", errors=[Problem("error", "x", "m.jsonl:3", "bad")], warnings=[],
+                        problem_counts={"x": 1}, train=SplitStats(name="train", entries=3), val=None, leakage={},
+                        settings={})
+    assert from_json(DataReport, json.loads(json.dumps(report.to_json()))) == report
+    with pytest.raises(ValueError, match=r"^report\.errors: expected a list"):
+        from_json(DataReport, {**report.to_json(), "errors": "nope"})
 
 
 def test_split_then_use_it(demo_workspace, tmp_path: Path):
+    from data_tools.check_data import check_manifests
     from webui import tab_data
 
     view = tab_data.split_action(str(demo_workspace.train_manifest), str(tmp_path / "split"), 0.1, 7, 0, tmp_path)
@@ -218,8 +307,8 @@ def test_split_then_use_it(demo_workspace, tmp_path: Path):
 
     assert ids(again.val_path) == ids(view.val_path)  # same seed, same split
     assert not set(ids(view.val_path)) & set(ids(view.train_path))
-    checked = tab_data.check_data(view.train_path, view.val_path, "", "", "am", True, tmp_path)
-    assert "ERRORS" not in checked.verdict  # relative paths were rebased, nothing leaks
+    checked = check_manifests([view.train_path], [view.val_path], language="am")
+    assert checked.verdict != "errors"  # relative paths were rebased, nothing leaks
 
 
 def test_split_bad_input_in_one_line(tmp_path: Path):
@@ -246,16 +335,11 @@ def _speech_folder(root: Path) -> Path:
 
 
 def _wait_until_done(ctx, timeout_s: float = 180.0):
-    import time
-
     from webui import tab_data
+    from webui.process_tools import wait_until
 
-    deadline = time.monotonic() + timeout_s
-    view = tab_data.poll_preprocess(ctx)
-    while view.running and time.monotonic() < deadline:
-        time.sleep(0.2)
-        view = tab_data.poll_preprocess(ctx)
-    return view
+    wait_until(lambda: not tab_data.poll_preprocess(ctx).running, timeout_s, interval_s=0.2)
+    return tab_data.poll_preprocess(ctx)
 
 
 def test_preprocessing_runs_supervised_with_progress_and_log(demo_workspace, tmp_path: Path):
@@ -271,9 +355,11 @@ def test_preprocessing_runs_supervised_with_progress_and_log(demo_workspace, tmp
     assert not view.running and "FINISHED" in view.status, view.log
     assert 'data-done="6" data-total="6"' in view.progress
     assert "manifest:" in view.log and "data_tools.preprocess" in view.log
-    checked = tab_data.check_data(str(tmp_path / "prepared" / "manifest.jsonl"), "", "", str(demo_workspace.config),
-                                  "am", True, tmp_path)
-    assert "ERRORS" not in checked.verdict, checked.summary
+    from data_tools.check_data import check_manifests
+
+    checked = check_manifests([str(tmp_path / "prepared" / "manifest.jsonl")], [], config=demo_workspace.config,
+                              language="am")
+    assert checked.verdict != "errors", checked.summary_text()
 
 
 def test_preprocessing_bad_input_starts_nothing(demo_workspace, tmp_path: Path):
@@ -311,59 +397,146 @@ def run_dir(tmp_path: Path, demo_workspace) -> Path:
 
 
 def test_list_newest_first_and_feeds_the_picker(run_dir: Path, tmp_path: Path):
-    from webui import tab_checkpoints
+    from webui import tab_checkpoints as tc
+    from webui.context import StudioContext
 
-    assert str(run_dir) in tab_checkpoints.find_output_dirs(tmp_path)
-    view = tab_checkpoints.list_view(str(run_dir), tmp_path)
-    assert list(view.table.columns) == tab_checkpoints.LIST_COLUMNS
+    assert str(run_dir) in tc.find_output_dirs(tmp_path)
+    view = tc.list_view(str(run_dir), tmp_path)  # at once, from the files' metadata
+    assert list(view.table.columns) == tc.LIST_COLUMNS
     assert set(view.table["file"]) == {"latest.pth", "best.pth", "model_step10.pth", "model_step20.pth"}
     assert view.table["step"].iloc[0] == 20 and view.table["step"].iloc[-1] == 10
     assert [Path(p).name for p in view.paths] == list(view.table["file"])
-    assert list(view.table["verdict"]) == ["COMPLETE"] * 4  # complete training checkpoints, nothing less
+    assert set(view.table["model"]) == {"IndexTTS-1.5"} and set(view.table["verdict"]) == {tc.PENDING}
+
+    ctx = StudioContext.create(tmp_path)
+    result = run_job(ctx, tc.LIST_JOB, tc.list_argv(ctx.python, str(run_dir), tmp_path, tc.LIST_JOB.report_path(ctx)))
+    verified = tc.list_view_of(result, tmp_path)
+    assert list(verified.table["verdict"]) == ["COMPLETE"] * 4  # complete training checkpoints, nothing less
+    assert verified.paths == view.paths
 
 
 def test_list_of_a_missing_folder_says_so(tmp_path: Path):
-    from webui import tab_checkpoints
+    from webui import tab_checkpoints as tc
 
-    view = tab_checkpoints.list_view("runs/none", tmp_path)
+    view = tc.list_view("runs/none", tmp_path)
     assert "output directory not found" in view.message and view.table.empty and view.paths == []
+    with pytest.raises(plots.InputProblem, match="output directory not found"):
+        tc.list_argv("python", "runs/none", tmp_path, tmp_path / "r.json")
 
 
 def test_verify_inspect_export(run_dir: Path, tmp_path: Path):
-    from webui import tab_checkpoints
+    from webui import tab_checkpoints as tc
+    from webui.context import StudioContext
 
+    ctx = StudioContext.create(tmp_path)
     latest = str(run_dir / "latest.pth")
-    verified = tab_checkpoints.verify_view(latest, "", "", tmp_path)
+    verified = tc.verify_view_of(run_job(ctx, tc.VERIFY_JOB, tc.verify_argv(
+        ctx.python, latest, "", "", tmp_path, tc.VERIFY_JOB.report_path(ctx))))
     components = dict(zip(verified.table["component"], verified.table["status"]))
     assert components["model weights"] == "ok" and components["optimizer"] == "ok"
     assert "COMPLETE" in verified.verdict and "PARTIAL" not in verified.verdict
 
-    message, facts = tab_checkpoints.inspect_view(latest, tmp_path)
+    message, facts = tc.inspect_view_of(run_job(ctx, tc.INSPECT_JOB, tc.inspect_argv(
+        ctx.python, latest, tmp_path, tc.INSPECT_JOB.report_path(ctx))))
     rows = dict(zip(facts["field"], facts["value"]))
     assert "INSPECTED" in message and rows["step"] == "20" and rows["kind"] == "studio"
 
     out = tmp_path / "export"
-    message, files = tab_checkpoints.export_view(latest, str(out), "fp16", True, "", "", tmp_path)
+
+    def export(safetensors: bool):
+        argv = tc.export_argv(ctx.python, latest, str(out), "fp16", safetensors, "", "", tmp_path,
+                              tc.EXPORT_JOB.report_path(ctx))
+        return tc.export_view_of(run_job(ctx, tc.EXPORT_JOB, argv))
+
+    message, files = export(True)
     assert "EXPORTED" in message, message
     written = {Path(f).name for f in files["file"] if not f.startswith("note:")}
     assert written == {"gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md"}
     assert all((out / name).is_file() for name in written)
-    again, _ = tab_checkpoints.export_view(latest, str(out), "fp16", False, "", "", tmp_path)
-    assert "already holds" in again  # never overwrites an earlier export
+    again, _ = export(False)
+    assert "already holds" in again and 'data-tone="error"' in again  # never overwrites an earlier export
 
 
 def test_checkpoint_actions_report_bad_input_in_one_line(tmp_path: Path):
-    from webui import tab_checkpoints
+    from webui import tab_checkpoints as tc
+    from webui.context import StudioContext
 
+    ctx = StudioContext.create(tmp_path)
     garbage = tmp_path / "garbage.pth"
     garbage.write_bytes(b"not a checkpoint at all")
-    verified = tab_checkpoints.verify_view(str(garbage), "", "", tmp_path)
-    assert "INVALID" in verified.verdict
-    assert "checkpoint not found" in tab_checkpoints.verify_view("gone.pth", "", "", tmp_path).verdict
-    message, table = tab_checkpoints.inspect_view(str(garbage), tmp_path)
-    assert "not a loadable checkpoint" in message and table.empty
-    message, _ = tab_checkpoints.export_view(str(garbage), "", "bf16", False, "", "", tmp_path)
-    assert 'data-tone="error"' in message
+    result = run_job(ctx, tc.VERIFY_JOB, tc.verify_argv(ctx.python, str(garbage), "", "", tmp_path,
+                                                         tc.VERIFY_JOB.report_path(ctx)))
+    assert result.exit_code == 2 and "INVALID" in tc.verify_view_of(result).verdict  # a verdict, with its report
+    with pytest.raises(plots.InputProblem, match="checkpoint not found"):
+        tc.verify_argv(ctx.python, "gone.pth", "", "", tmp_path, tc.VERIFY_JOB.report_path(ctx))
+    result = run_job(ctx, tc.INSPECT_JOB, tc.inspect_argv(ctx.python, str(garbage), tmp_path,
+                                                           tc.INSPECT_JOB.report_path(ctx)))
+    message, table = tc.inspect_view_of(result)
+    assert result.report_text is None and table.empty  # a refusal prints only its error line (stderr)
+    assert "not a loadable checkpoint" in message and "\n" not in message
+    result = run_job(ctx, tc.EXPORT_JOB, tc.export_argv(ctx.python, str(garbage), "", "bf16", False, "", "",
+                                                         tmp_path, tc.EXPORT_JOB.report_path(ctx)))
+    assert 'data-tone="error"' in tc.export_view_of(result)[0]
+
+
+def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo_workspace, tmp_path: Path):
+    import torch
+
+    from data_tools.config import load_config
+    from data_tools.text_tokenizer import TextTokenizer
+    from tests.checkpoint_factory import community_checkpoint, trained_state
+    from trainer.demo_v2 import DemoV2Paths
+    from webui import tab_checkpoints as tc
+    from webui.context import StudioContext
+
+    v2 = DemoV2Paths.under(demo_workspace.root)
+    tokens = TextTokenizer(v2.extended_tokenizer).vocab_size
+    gpt = dict(load_config(v2.config)["gpt"], number_text_tokens=tokens)
+    run = tmp_path / "runs" / "community"
+    run.mkdir(parents=True)
+    source = run / "model_step40.pth"
+    torch.save(community_checkpoint(gpt, state=trained_state(gpt)), source)
+    before = source.read_bytes()
+    listed = tc.list_view(str(run), tmp_path)
+    assert list(listed.table["model"]) == ["IndexTTS2"] and list(listed.table["kind"]) == ["step"]
+
+    ctx = StudioContext.create(tmp_path)
+    argv = tc.repair_argv(ctx.python, str(source), "", str(v2.config), str(v2.extended_tokenizer), 0, tmp_path,
+                          tc.REPAIR_JOB.report_path(ctx))
+    assert argv[argv.index("--out", argv.index("repair")) + 1] == str(run / "model_step40_repaired.pth")
+    message, table = tc.repair_view_of(run_job(ctx, tc.REPAIR_JOB, argv))
+    assert "REPAIRED" in message and "model_step40_repaired.pth" in message, message
+    lines = table.groupby("what")["detail"].apply(list).to_dict()
+    assert any("model weights" in line for line in lines["kept"])
+    assert any("model config from --config" in line for line in lines["supplied"])
+    assert "RNG state missing: resume will not be bit-exact" in lines["lost"]
+    assert lines["new file"] == [f"{run / 'model_step40_repaired.pth'}: PARTIAL"]
+    assert source.read_bytes() == before  # the original is never written
+    assert tc.default_repair_path(source) == run / "model_step40_repaired_2.pth"  # the next one never overwrites
+    listed = tc.list_view(str(run), tmp_path)
+    assert set(listed.table["model"]) == {"IndexTTS2"} and len(listed.table) == 2
+
+    # Without the config it was trained from, the refusal says what is needed, in one line.
+    argv = tc.repair_argv(ctx.python, str(source), "again.pth", "", "", 0, tmp_path, tc.REPAIR_JOB.report_path(ctx))
+    message, table = tc.repair_view_of(run_job(ctx, tc.REPAIR_JOB, argv))
+    assert "pass --config" in message and table.empty and not (run / "again.pth").exists()
+
+
+def test_a_running_job_stops_and_says_so(tmp_path: Path):
+    from webui.context import StudioContext
+    from webui.process_tools import wait_until
+    from webui.report_jobs import ReportJob, job_result, start_job, stdout_report_argv, stop_job
+
+    ctx = StudioContext.create(tmp_path)
+    job = ReportJob("endless")
+    # A module that keeps printing until stopped stands in for a long check.
+    start_job(ctx, job, stdout_report_argv(ctx.python, job.report_path(ctx), "timeit", "-n", "1000000000", "pass"))
+    assert wait_until(lambda: "timeit" in job_result(ctx, job).view.log and job_result(ctx, job).view.running, 60)
+    with pytest.raises(Exception, match="in use by a running process"):
+        start_job(ctx, job, [ctx.python, "-c", "pass"])  # one run at a time per job
+    stopped = stop_job(ctx, job)
+    assert stopped.ended and stopped.report_text is None and stopped.error == "stopped before it finished"
+    assert not job.report_path(ctx).exists() and not job.report_path(ctx).with_name("report.json.partial").exists()
 
 
 # -- the tabs build ----------------------------------------------------------------------------------------
@@ -372,19 +545,36 @@ def test_checkpoint_actions_report_bad_input_in_one_line(tmp_path: Path):
 def test_tabs_build_with_their_element_ids(demo_workspace):
     import gradio as gr
 
-    from webui import tab_checkpoints, tab_data, tab_tokenizer
+    from webui import tab_checkpoints, tab_data, tab_tokenizer, tab_training
     from webui.context import StudioContext
 
     ctx = StudioContext.create(demo_workspace.root)
     with gr.Blocks() as blocks:
-        for module in (tab_data, tab_tokenizer, tab_checkpoints):
+        for module in (tab_data, tab_tokenizer, tab_training, tab_checkpoints):
             with gr.Tab(module.__name__):
                 module.build(ctx)
     ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
     expected = {"data-check-run", "data-check-verdict", "data-check-problems", "data-check-durations",
-                "tok-verify-run", "tok-verify-table", "tok-verify-verdict", "tok-sample-table",
-                "ckpt-list-run", "ckpt-list-table", "ckpt-verify-run", "ckpt-verify-verdict", "ckpt-export-run"}
+                "data-check-job-status", "data-check-job-stop", "data-check-job-log",
+                "tok-verify-run", "tok-verify-table", "tok-verify-verdict", "tok-sample-table", "tok-train-job-status",
+                "tok-extend-job-status", "tok-verify-job-status",
+                "train-model-version", "train-preset", "opt-config",
+                "ckpt-list-run", "ckpt-list-table", "ckpt-list-job-status", "ckpt-verify-run", "ckpt-verify-verdict",
+                "ckpt-export-run", "ckpt-repair-run", "ckpt-repair-table", "ckpt-repair-job-status"}
     assert expected <= ids
+
+
+def test_every_tab_builds_in_short_named_pieces():
+    import ast
+
+    from webui import studio
+
+    for _, module_name, _ in studio.TABS:
+        path = Path(__file__).resolve().parents[1] / (module_name.replace(".", "/") + ".py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name == "build":
+                length = node.end_lineno - node.lineno + 1
+                assert length <= 80, f"{module_name}.build is {length} lines: split it into named builders"
 
 
 # -- every tab is part of the studio ---------------------------------------------------------------------------

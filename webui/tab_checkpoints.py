@@ -1,13 +1,17 @@
-"""The Checkpoints tab: list, verify, inspect and export checkpoints, over the checkpoint toolkit.
+"""The Checkpoints tab: list, verify, inspect, repair and export checkpoints, over the checkpoint toolkit.
 
-Every rule (what a verdict means, how export lays out files) lives in ``trainer.checkpoints``; this
-module only turns its results into tables. Callbacks are plain functions, ``build(ctx)`` wires them.
-Loading a checkpoint happens on the CPU (``map_location="cpu"`` in the library), never on CUDA.
+Every rule (what a verdict means, how repair and export lay out files) lives in ``trainer.checkpoints``;
+this module only turns its results into tables. The list comes first from each file's metadata (no
+tensor data: milliseconds for a 7 GB file; it names the model version), then a supervised job verifies
+every file and fills in the verdicts. Verify, inspect, repair and export load whole checkpoints, so each
+runs as a job too (``python -m trainer.checkpoints VERB ... --json``, see ``webui.report_jobs``): a
+multi-GB file never blocks the page. Callbacks are plain functions; ``build(ctx)`` wires them.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 import pandas as pd
 
+from webui.job_panel import job_panel, wire_job
+from webui.model_version import MODEL_NAMES
 from webui.plots import (
     InputProblem,
     badge_html,
@@ -28,28 +34,39 @@ from webui.plots import (
     records_frame,
     resolve_path,
 )
+from webui.report_jobs import JobResult, ReportJob, stdout_report_argv
 
 if TYPE_CHECKING:
     from webui.context import StudioContext
 
-LIST_COLUMNS = ["file", "kind", "step", "epoch", "val loss", "verdict", "size", "modified"]
+LIST_COLUMNS = ["file", "kind", "model", "step", "epoch", "val loss", "verdict", "size", "modified"]
 VERIFY_COLUMNS = ["component", "status", "detail"]
 EXPORT_COLUMNS = ["file", "size"]
+REPAIR_COLUMNS = ["what", "detail"]
 DTYPES = ("fp32", "fp16", "bf16")
 CHECKPOINT_SUFFIXES = (".pth", ".pt")
+CHECKPOINTS_CLI = "trainer.checkpoints"
+PENDING = "verifying…"
+NOT_VERIFIED = "not verified: List checkpoints verifies every file"
+
+LIST_JOB = ReportJob("checkpoint_list")
+VERIFY_JOB = ReportJob("checkpoint_verify", report_exits=(0, 1, 2))  # 1 PARTIAL, 2 INVALID: verdicts
+INSPECT_JOB = ReportJob("checkpoint_inspect")
+REPAIR_JOB = ReportJob("checkpoint_repair")
+EXPORT_JOB = ReportJob("checkpoint_export")
 
 
 def find_output_dirs(workspace: Path, max_dirs: int = 200) -> list[str]:
     """Folders of the workspace that hold checkpoints: runs/* (two levels) and checkpoints/, newest first."""
     workspace = Path(workspace)
     candidates: set[Path] = set()
-    for pattern in ("runs/*", "runs/*/*", "checkpoints"):
+    for pattern in ("runs/*", "runs/*/*", "checkpoints", "v2/runs/*", "v2/checkpoints"):
         for path in workspace.glob(pattern):
             if path.is_dir() and any(child.suffix in CHECKPOINT_SUFFIXES for child in path.iterdir()):
                 candidates.add(path)
-    runs = workspace / "runs"
-    if runs.is_dir():  # an output dir without checkpoints yet is still worth listing
-        candidates.update(p for p in runs.iterdir() if p.is_dir())
+    for runs in (workspace / "runs", workspace / "v2" / "runs"):  # an output dir without checkpoints yet
+        if runs.is_dir():
+            candidates.update(p for p in runs.iterdir() if p.is_dir())
 
     def newest(path: Path) -> float:
         try:
@@ -70,6 +87,35 @@ def _modified(mtime: Any) -> str:
         return str(mtime)
 
 
+# -- model version from the metadata (no tensor data read) ----------------------------------------------------
+_versions: dict[tuple[int, int, int, int], str] = {}
+_versions_lock = threading.Lock()
+
+
+def model_name(path: Path | str) -> str:
+    """'IndexTTS2' / 'IndexTTS-1.5' from the checkpoint's metadata, '?' when it cannot be read (cached per file)."""
+    from trainer.checkpoints import CheckpointError
+    from trainer.checkpoints.metadata import read_metadata
+
+    path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError:
+        return "?"
+    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _versions_lock:
+        if key not in _versions:
+            try:
+                version = read_metadata(path).model_version
+            except CheckpointError:
+                version = None
+            if len(_versions) > 1024:
+                _versions.clear()
+            _versions[key] = MODEL_NAMES.get(str(version), "?")
+        return _versions[key]
+
+
+# -- list ---------------------------------------------------------------------------------------------------
 @dataclass
 class ListView:
     message: str = ""
@@ -77,105 +123,195 @@ class ListView:
     paths: list[str] = field(default_factory=list)  # checkpoint paths in table order, for the picker
 
 
-def list_view(output_dir: str, workspace: Path | str) -> ListView:
-    """The output directory's checkpoints as a table (newest first), and their paths for the picker."""
-    from trainer.checkpoints import CheckpointError
-    from trainer.checkpoints.listing import list_checkpoints
-
+def _output_folder(output_dir: str, workspace: Path | str) -> Path:
     folder = resolve_path(output_dir, workspace)
     if folder is None:
-        return ListView(message=message_html("choose an output directory"))
+        raise InputProblem("choose an output directory")
     if not folder.is_dir():
-        return ListView(message=message_html(f"output directory not found: {folder}"))
+        raise InputProblem(f"output directory not found: {folder}")
+    return folder
+
+
+def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] | None = None,
+              unverified: str = PENDING) -> ListView:
+    """The output directory's checkpoints (newest first) from their metadata, with ``verdicts`` by path
+    (None: none yet, each row says ``unverified``)."""
+    from trainer.checkpoints.listing import list_checkpoints
+
     try:
-        summaries = list_checkpoints(folder)
-    except (CheckpointError, OSError) as exc:
+        folder = _output_folder(output_dir, workspace)
+        summaries = list_checkpoints(folder, verify=False)
+    except (InputProblem, OSError) as exc:
         return ListView(message=message_html(str(exc)))
     rows = []
-    paths: list[str] = []
     for summary in summaries:
-        paths.append(str(summary.path))
         rows.append({
-            "file": Path(summary.path).name,
-            "kind": summary.kind,
-            "step": summary.step,
-            "epoch": summary.epoch,
-            "val loss": format_number(summary.val_loss),
-            "verdict": summary.verdict + (f" ({summary.reason})" if summary.reason else ""),
-            "size": format_bytes(summary.size_bytes),
-            "modified": _modified(summary.mtime),
+            "file": Path(summary.path).name, "kind": summary.kind, "model": model_name(summary.path),
+            "step": summary.step, "epoch": summary.epoch, "val loss": format_number(summary.val_loss),
+            "verdict": unverified if verdicts is None else verdicts.get(str(summary.path), "?"),
+            "size": format_bytes(summary.size_bytes), "modified": _modified(summary.mtime),
         })
-    table = records_frame(rows, LIST_COLUMNS)
     if not rows:
-        message = message_html(f"no checkpoints in {folder}", "info")
-    else:
-        message = badge_html(f"{len(rows)} checkpoint{'s' if len(rows) != 1 else ''}", str(folder), "info")
-    return ListView(message=message, table=table, paths=paths)
+        return ListView(message=message_html(f"no checkpoints in {folder}", "info"))
+    detail = str(folder) if verdicts is not None else f"{folder} ({unverified})"
+    return ListView(message=badge_html(f"{len(rows)} checkpoint{'s' if len(rows) != 1 else ''}", detail, "info"),
+                    table=records_frame(rows, LIST_COLUMNS), paths=[str(s.path) for s in summaries])
 
 
+def list_argv(python: str, output_dir: str, workspace: Path | str, report: Path) -> list[str]:
+    """Verify every checkpoint of the folder: ``trainer.checkpoints list DIR --json`` (stdout to REPORT)."""
+    folder = _output_folder(output_dir, workspace)
+    return stdout_report_argv(python, report, CHECKPOINTS_CLI, "list", str(folder), "--json")
+
+
+def list_view_of(result: JobResult | None, workspace: Path | str) -> ListView:
+    """The list with every file's verdict, from the list job's report."""
+    if result is None:
+        return ListView()
+    argv = list(result.argv)
+    folder = argv[argv.index("list") + 1] if "list" in argv[:-1] else ""
+    try:
+        entries = result.report_json()
+        verdicts = {str(e["path"]): str(e["verdict"]) + (f" ({e['reason']})" if e.get("reason") else "")
+                    for e in entries}
+    except (ValueError, KeyError, TypeError) as exc:
+        view = list_view(folder, workspace, {})
+        view.message = message_html(f"could not verify the checkpoints: {exc}")
+        return view
+    return list_view(folder, workspace, verdicts)
+
+
+# -- verify -------------------------------------------------------------------------------------------------
 @dataclass
 class VerifyView:
     verdict: str = ""
     table: pd.DataFrame = field(default_factory=lambda: empty_frame(VERIFY_COLUMNS))
 
 
-def verify_view(checkpoint: str, tokenizer: str, config: str, workspace: Path | str) -> VerifyView:
-    """Verify one checkpoint (optionally against a tokenizer and config): verdict badge and component table."""
-    from trainer.checkpoints import CheckpointError
-    from trainer.checkpoints.verify import verify_checkpoint
+def verify_argv(python: str, checkpoint: str, tokenizer: str, config: str, workspace: Path | str,
+                report: Path) -> list[str]:
+    path = existing_file(checkpoint, workspace, "checkpoint")
+    args = ["verify", str(path), "--json"]
+    for flag, text, what in (("--tokenizer", tokenizer, "tokenizer"), ("--config", config, "config")):
+        found = existing_file(text, workspace, what, required=False)
+        if found is not None:
+            args += [flag, str(found)]
+    return stdout_report_argv(python, report, CHECKPOINTS_CLI, *args)
 
+
+def verify_view_of(result: JobResult | None) -> VerifyView:
+    """Verdict badge and component table from ``verify --json`` (optionally against a tokenizer and config)."""
+    if result is None:
+        return VerifyView()
     try:
-        path = existing_file(checkpoint, workspace, "checkpoint")
-        tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
-        config_path = existing_file(config, workspace, "config", required=False)
-        report = verify_checkpoint(path, tokenizer=tokenizer_path, config=config_path)
-    except (InputProblem, CheckpointError, OSError, ValueError) as exc:
+        report = result.report_json()
+        rows = [{"component": c["name"], "status": c["status"], "detail": c.get("detail", "")}
+                for c in report["components"]]
+        verdict_word = str(report["verdict"])
+    except (ValueError, KeyError, TypeError) as exc:
         return VerifyView(verdict=message_html(str(exc)))
-    rows = [{"component": c.name, "status": c.status, "detail": c.detail} for c in report.components]
-    rows += [{"component": "lost on resume", "status": "", "detail": cost} for cost in report.lost]
-    compatibility = report.compatibility
+    rows += [{"component": "lost on resume", "status": "", "detail": cost} for cost in report.get("lost") or []]
+    compatibility = report.get("compatibility") or None
+    errors = list((compatibility or {}).get("errors") or [])
     if compatibility is not None:
-        rows += [{"component": "compatibility", "status": "wrong", "detail": e} for e in compatibility.errors]
-        rows += [{"component": "compatibility", "status": "warning", "detail": w} for w in compatibility.warnings]
-        if compatibility.ok:
-            rows.append({"component": "compatibility", "status": "ok",
-                         "detail": "fits the given tokenizer/config"})
-    detail = report.reason or f"{report.kind} checkpoint"
-    if report.usable_as and "usable as" not in detail:
-        detail += f" · usable as {', '.join(report.usable_as)}"
-    verdict = badge_html(report.verdict, detail)
-    if compatibility is not None and not compatibility.ok:
-        errors = compatibility.errors
+        rows += [{"component": "compatibility", "status": "wrong", "detail": e} for e in errors]
+        rows += [{"component": "compatibility", "status": "warning", "detail": w}
+                 for w in compatibility.get("warnings") or []]
+        if not errors:
+            rows.append({"component": "compatibility", "status": "ok", "detail": "fits the given tokenizer/config"})
+    detail = report.get("reason") or f"{report.get('kind')} checkpoint"
+    usable = report.get("usable_as") or []
+    if usable and "usable as" not in detail:
+        detail += f" · usable as {', '.join(usable)}"
+    verdict = badge_html(verdict_word, detail)
+    if errors:
         first = errors[0] if len(errors[0]) <= 240 else errors[0][:240] + "…"
         more = f" (+{len(errors) - 1} more in the table)" if len(errors) > 1 else ""
         verdict += badge_html("INCOMPATIBLE", first + more, "error")
     return VerifyView(verdict=verdict, table=records_frame(rows, VERIFY_COLUMNS))
 
 
+# -- inspect ------------------------------------------------------------------------------------------------
 # The facts shown first, in this order; everything else inspect_checkpoint reports follows.
 KEY_FACTS = ("kind", "step", "epoch", "position", "last_losses", "last_val_loss", "best_val_loss", "saved_at",
              "modified", "file_bytes", "format_version", "model", "optimizer", "scheduler_step", "grad_scaler",
              "rng", "sampler", "tokenizer", "base_vocab_size", "versions")
 
 
-def inspect_view(checkpoint: str, workspace: Path | str) -> tuple[str, pd.DataFrame]:
-    """Key facts of one checkpoint as a two-column table (message, table)."""
-    from trainer.checkpoints import CheckpointError
-    from trainer.checkpoints.inspect import inspect_checkpoint
+def inspect_argv(python: str, checkpoint: str, workspace: Path | str, report: Path) -> list[str]:
+    path = existing_file(checkpoint, workspace, "checkpoint")
+    return stdout_report_argv(python, report, CHECKPOINTS_CLI, "inspect", str(path), "--json")
 
+
+def inspect_view_of(result: JobResult | None) -> tuple[str, pd.DataFrame]:
+    """Key facts of one checkpoint as a two-column table (message, table), from ``inspect --json``."""
+    empty = empty_frame(["field", "value"])
+    if result is None:
+        return "", empty
     try:
-        path = existing_file(checkpoint, workspace, "checkpoint")
-        facts = inspect_checkpoint(path)
-    except (InputProblem, CheckpointError, OSError) as exc:
-        return message_html(str(exc)), empty_frame(["field", "value"])
+        facts = result.report_json()
+        if not isinstance(facts, dict):
+            raise ValueError("the inspection report is not a mapping")
+    except ValueError as exc:
+        return message_html(str(exc)), empty
     ordered = {key: facts[key] for key in KEY_FACTS if key in facts}
     if isinstance(ordered.get("file_bytes"), int):
         ordered["file_bytes"] = f"{format_bytes(ordered['file_bytes'])} ({ordered['file_bytes']:,} bytes)"
     ordered.update({key: value for key, value in facts.items() if key not in ordered and key != "path"})
-    detail = f"{path.name}: {facts.get('kind')} checkpoint, step {facts.get('step')}, epoch {facts.get('epoch')}"
+    name = Path(str(facts.get("path", ""))).name
+    detail = f"{name}: {facts.get('kind')} checkpoint, step {facts.get('step')}, epoch {facts.get('epoch')}"
     return badge_html("INSPECTED", detail, "info"), key_value_frame(ordered)
 
 
+# -- repair -------------------------------------------------------------------------------------------------
+def default_repair_path(checkpoint: Path) -> Path:
+    """``<stem>_repaired.pth`` beside the original (``_repaired_2``... when taken): repair never overwrites."""
+    candidate = checkpoint.with_name(f"{checkpoint.stem}_repaired{checkpoint.suffix}")
+    number = 2
+    while candidate.exists():
+        candidate = checkpoint.with_name(f"{checkpoint.stem}_repaired_{number}{checkpoint.suffix}")
+        number += 1
+    return candidate
+
+
+def repair_argv(python: str, checkpoint: str, out_name: str, config: str, tokenizer: str,
+                base_vocab_size: float | None, workspace: Path | str, report: Path) -> list[str]:
+    """``trainer.checkpoints repair PATH --out NEW --json``; the new file goes beside the original by default."""
+    path = existing_file(checkpoint, workspace, "checkpoint")
+    assert path is not None
+    name = (out_name or "").strip()
+    out = default_repair_path(path) if not name else (Path(name) if "/" in name else path.with_name(name))
+    out = out if out.is_absolute() else Path(workspace) / out
+    if out.exists():
+        raise InputProblem(f"{out} already exists: repair never overwrites a file; choose a new name")
+    args = ["repair", str(path), "--out", str(out), "--json"]
+    for flag, text, what in (("--config", config, "config"), ("--tokenizer", tokenizer, "tokenizer")):
+        found = existing_file(text, workspace, what, required=False)
+        if found is not None:
+            args += [flag, str(found)]
+    if base_vocab_size:
+        args += ["--base-vocab-size", str(int(base_vocab_size))]
+    return stdout_report_argv(python, report, CHECKPOINTS_CLI, *args)
+
+
+def repair_view_of(result: JobResult | None) -> tuple[str, pd.DataFrame]:
+    """What the repair carried over, what it supplied and what is lost, one row each, and the new file's verdict."""
+    if result is None:
+        return "", empty_frame(REPAIR_COLUMNS)
+    try:
+        report = result.report_json()
+        rows = [{"what": label, "detail": line} for key, label in (("kept", "kept"), ("filled", "supplied"),
+                                                                   ("costs", "lost"))
+                for line in report.get(key) or []]
+        out, verdict = str(report["out"]), str(report.get("verdict") or "?")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return message_html(str(exc)), empty_frame(REPAIR_COLUMNS)
+    rows.append({"what": "new file", "detail": f"{out}: {verdict}"})
+    detail = f"{report.get('source_kind')} checkpoint -> {out} ({verdict}; the original is unchanged)"
+    return badge_html("REPAIRED", detail, "ok" if verdict == "COMPLETE" else "warn"), records_frame(rows, REPAIR_COLUMNS)
+
+
+# -- export -------------------------------------------------------------------------------------------------
 def default_export_dir(checkpoint: str, workspace: Path | str) -> str:
     """exports/<run>_<file stem>_<time> under the workspace (never inside the run's output dir)."""
     path = resolve_path(checkpoint, workspace)
@@ -185,115 +321,166 @@ def default_export_dir(checkpoint: str, workspace: Path | str) -> str:
     return str(Path(workspace) / "exports" / f"{path.parent.name}_{path.stem}_{stamp}")
 
 
-def export_view(checkpoint: str, out_dir: str, dtype: str, safetensors: bool, config: str, tokenizer: str,
-                workspace: Path | str) -> tuple[str, pd.DataFrame]:
-    """Export an inference bundle (gpt.pth, config.yaml, bpe.model); the result line and the files written."""
-    from data_tools.config import ConfigError
-    from trainer.checkpoints import CheckpointError
-    from trainer.checkpoints.export import export_checkpoint
-
-    try:
-        path = existing_file(checkpoint, workspace, "checkpoint")
-        if dtype not in DTYPES:
-            raise InputProblem(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        config_path = existing_file(config, workspace, "config", required=False)
-        tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
-        target = resolve_path(out_dir, workspace) or Path(default_export_dir(str(path), workspace))
-        report = export_checkpoint(path, target, dtype=dtype, safetensors=bool(safetensors), config=config_path,
-                                   tokenizer=tokenizer_path)
-    except (InputProblem, CheckpointError, ConfigError, OSError) as exc:
-        return message_html(str(exc)), empty_frame(EXPORT_COLUMNS)
-    rows = [{"file": str(f), "size": format_bytes(f.stat().st_size if f.exists() else None)} for f in report.files]
-    rows += [{"file": f"note: {note}", "size": ""} for note in report.notes]
-    return badge_html("EXPORTED", str(report.out_dir), "ok"), records_frame(rows, EXPORT_COLUMNS)
+def export_argv(python: str, checkpoint: str, out_dir: str, dtype: str, safetensors: bool, config: str,
+                tokenizer: str, workspace: Path | str, report: Path) -> list[str]:
+    """``trainer.checkpoints export PATH --out DIR ...`` (its printed lines go to REPORT)."""
+    path = existing_file(checkpoint, workspace, "checkpoint")
+    if dtype not in DTYPES:
+        raise InputProblem(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    target = resolve_path(out_dir, workspace) or Path(default_export_dir(str(path), workspace))
+    args = ["export", str(path), "--out", str(target), "--dtype", dtype]
+    if safetensors:
+        args.append("--safetensors")
+    for flag, text, what in (("--config", config, "config"), ("--tokenizer", tokenizer, "tokenizer")):
+        found = existing_file(text, workspace, what, required=False)
+        if found is not None:
+            args += [flag, str(found)]
+    return stdout_report_argv(python, report, CHECKPOINTS_CLI, *args)
 
 
-# -- layout -----------------------------------------------------------------------------------------------
+def export_view_of(result: JobResult | None) -> tuple[str, pd.DataFrame]:
+    """The export folder's files (with sizes) and the export's notes."""
+    if result is None or result.report_text is None:
+        return ("" if result is None else message_html(result.error)), empty_frame(EXPORT_COLUMNS)
+    argv = list(result.argv)
+    out = Path(argv[argv.index("--out", argv.index(CHECKPOINTS_CLI)) + 1])
+    files = sorted(p for p in out.iterdir() if p.is_file()) if out.is_dir() else []
+    rows = [{"file": str(f), "size": format_bytes(f.stat().st_size)} for f in files]
+    notes = [line.strip()[len("note:"):].strip() for line in result.report_text.splitlines()
+             if line.strip().startswith("note:")]
+    rows += [{"file": f"note: {note}", "size": ""} for note in notes]
+    return badge_html("EXPORTED", str(out), "ok"), records_frame(rows, EXPORT_COLUMNS)
 
 
-def build(ctx: StudioContext) -> None:
-    """Lay out the Checkpoints tab (called by the shell inside ``with gr.Tab("Checkpoints")``)."""
+# -- layout -------------------------------------------------------------------------------------------------
+def _list_section(ctx: StudioContext) -> gr.Dropdown:
+    """The output folder, its checkpoints and the picker; returns the picker (the other sections' input)."""
     workspace = ctx.workspace
     dirs = find_output_dirs(workspace)
-    default_dir = str(ctx.paths.default_output_dir) if str(ctx.paths.default_output_dir) in dirs else (
-        dirs[0] if dirs else str(ctx.paths.default_output_dir))
-
+    default = str(ctx.paths.default_output_dir)
     gr.Markdown("### Checkpoints of an output directory")
     with gr.Row():
-        output_dir = gr.Dropdown(choices=dirs, value=default_dir, allow_custom_value=True, scale=5,
-                                 label="Output directory", elem_id="ckpt-output-dir",
+        output_dir = gr.Dropdown(choices=dirs, value=default if default in dirs else (dirs[0] if dirs else default),
+                                 allow_custom_value=True, scale=5, label="Output directory",
+                                 elem_id="ckpt-output-dir",
                                  info="a training run's --output-dir (folders under the workspace's runs/)")
         refresh = gr.Button("Refresh folders", scale=1, elem_id="ckpt-refresh-dirs")
-        list_button = gr.Button("List checkpoints", variant="primary", scale=1, elem_id="ckpt-list-run")
-    list_message = gr.HTML(elem_id="ckpt-list-message")
-    list_table = gr.Dataframe(value=empty_frame(LIST_COLUMNS), interactive=False, wrap=True,
-                              label="Checkpoints (newest first; click a row to pick it)", elem_id="ckpt-list-table")
-    paths_state = gr.State([])
+        run = gr.Button("List checkpoints", variant="primary", scale=1, elem_id="ckpt-list-run")
+    panel = job_panel(LIST_JOB, "ckpt-list")
+    message = gr.HTML(elem_id="ckpt-list-message")
+    table = gr.Dataframe(value=empty_frame(LIST_COLUMNS), interactive=False, wrap=True, elem_id="ckpt-list-table",
+                         label="Checkpoints (newest first; click a row to pick it)")
+    paths = gr.State([])
     checkpoint = gr.Dropdown(choices=[], value=None, allow_custom_value=True, label="Checkpoint",
                              elem_id="ckpt-path", info="pick from the list or type a path")
 
+    def shown(view: ListView) -> list[Any]:
+        picked = view.paths[0] if view.paths else None
+        return [view.message, view.table, gr.Dropdown(choices=view.paths, value=picked), view.paths]
+
+    def on_pick_row(listed: list[str], event: gr.SelectData):
+        row = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
+        return gr.Dropdown(value=listed[row]) if isinstance(row, int) and 0 <= row < len(listed) else gr.Dropdown()
+
+    def on_refresh(current: str):
+        choices = find_output_dirs(workspace)
+        return gr.Dropdown(choices=choices, value=current or (choices[0] if choices else None))
+
+    wire_job(ctx, panel, run, [output_dir],
+             lambda folder: list_argv(ctx.python, folder, workspace, LIST_JOB.report_path(ctx)),
+             [message, table, checkpoint, paths], lambda result: shown(list_view_of(result, workspace)),
+             preview=lambda folder: shown(list_view(folder, workspace)))
+    output_dir.change(lambda folder: shown(list_view(folder, workspace, None, NOT_VERIFIED)), inputs=output_dir,
+                      outputs=[message, table, checkpoint, paths])
+    refresh.click(on_refresh, inputs=output_dir, outputs=output_dir)
+    table.select(on_pick_row, inputs=paths, outputs=checkpoint)
+    return checkpoint
+
+
+def _verify_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
     gr.Markdown("### Verify")
     with gr.Row():
         tokenizer = gr.Textbox(value=str(ctx.paths.tokenizer), label="Tokenizer to check against (optional)",
                                elem_id="ckpt-verify-tokenizer")
         config = gr.Textbox(value=str(ctx.paths.config), label="Config to check against (optional)",
                             elem_id="ckpt-verify-config")
-    verify_button = gr.Button("Verify", variant="primary", elem_id="ckpt-verify-run")
-    verify_verdict = gr.HTML(elem_id="ckpt-verify-verdict")
-    verify_table = gr.Dataframe(value=empty_frame(VERIFY_COLUMNS), interactive=False, wrap=True,
-                                label="Components", elem_id="ckpt-verify-table")
+    run = gr.Button("Verify", variant="primary", elem_id="ckpt-verify-run")
+    panel = job_panel(VERIFY_JOB, "ckpt-verify")
+    verdict = gr.HTML(elem_id="ckpt-verify-verdict")
+    table = gr.Dataframe(value=empty_frame(VERIFY_COLUMNS), interactive=False, wrap=True, label="Components",
+                         elem_id="ckpt-verify-table")
 
+    def render(result: JobResult | None) -> list[Any]:
+        view = verify_view_of(result)
+        return [view.verdict, view.table]
+
+    wire_job(ctx, panel, run, [checkpoint, tokenizer, config],
+             lambda *values: verify_argv(ctx.python, *values, ctx.workspace, VERIFY_JOB.report_path(ctx)),
+             [verdict, table], render)
+
+
+def _inspect_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
     gr.Markdown("### Inspect")
-    inspect_button = gr.Button("Inspect", elem_id="ckpt-inspect-run")
-    inspect_message = gr.HTML(elem_id="ckpt-inspect-message")
-    inspect_table = gr.Dataframe(value=empty_frame(["field", "value"]), interactive=False, wrap=True,
-                                 label="Key facts", elem_id="ckpt-inspect-table")
+    run = gr.Button("Inspect", elem_id="ckpt-inspect-run")
+    panel = job_panel(INSPECT_JOB, "ckpt-inspect")
+    message = gr.HTML(elem_id="ckpt-inspect-message")
+    table = gr.Dataframe(value=empty_frame(["field", "value"]), interactive=False, wrap=True, label="Key facts",
+                         elem_id="ckpt-inspect-table")
+    wire_job(ctx, panel, run, [checkpoint],
+             lambda path: inspect_argv(ctx.python, path, ctx.workspace, INSPECT_JOB.report_path(ctx)),
+             [message, table], inspect_view_of)
 
+
+def _repair_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
+    gr.Markdown("### Repair a community or older checkpoint\nWrites the current format to a NEW file beside the "
+                "original (the original is never changed) and says what carried over and what could not.")
+    with gr.Row():
+        out_name = gr.Textbox(value="", label="New file name (empty: <name>_repaired.pth beside the original)",
+                              elem_id="ckpt-repair-out")
+        config = gr.Textbox(value=str(ctx.paths.config), elem_id="ckpt-repair-config",
+                            label="Config the run started from (community checkpoints do not record it)")
+        tokenizer = gr.Textbox(value="", label="Tokenizer the run used (optional: records its hash)",
+                               elem_id="ckpt-repair-tokenizer")
+        base_vocab = gr.Number(value=0, precision=0, minimum=0, label="Base vocabulary size (0: from the config)",
+                               elem_id="ckpt-repair-base-vocab")
+    run = gr.Button("Repair into a new file", variant="primary", elem_id="ckpt-repair-run")
+    panel = job_panel(REPAIR_JOB, "ckpt-repair")
+    message = gr.HTML(elem_id="ckpt-repair-result")
+    table = gr.Dataframe(value=empty_frame(REPAIR_COLUMNS), interactive=False, wrap=True,
+                         label="What the repair carried over, supplied, and could not", elem_id="ckpt-repair-table")
+    wire_job(ctx, panel, run, [checkpoint, out_name, config, tokenizer, base_vocab],
+             lambda *values: repair_argv(ctx.python, *values, ctx.workspace, REPAIR_JOB.report_path(ctx)),
+             [message, table], repair_view_of)
+
+
+def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
     gr.Markdown("### Export for IndexTTS inference")
     with gr.Row(equal_height=True):
-        export_dir = gr.Textbox(label="Export folder (empty: workspace/exports/<run>_<checkpoint>_<time>)",
-                                scale=4, elem_id="ckpt-export-dir")
+        out_dir = gr.Textbox(label="Export folder (empty: workspace/exports/<run>_<checkpoint>_<time>)", scale=4,
+                             elem_id="ckpt-export-dir")
         dtype = gr.Radio(choices=list(DTYPES), value="fp32", label="Weights dtype", scale=2,
                          elem_id="ckpt-export-dtype")
         safetensors = gr.Checkbox(value=False, label="Also write gpt.safetensors", scale=1,
                                   elem_id="ckpt-export-safetensors")
     with gr.Row():
-        export_config = gr.Textbox(value=str(ctx.paths.config), elem_id="ckpt-export-config",
-                                   label="Config for the non-GPT sections of config.yaml (dataset, vqvae, ...)")
-        export_tokenizer = gr.Textbox(value="", elem_id="ckpt-export-tokenizer",
-                                      label="Tokenizer (only when the checkpoint's recorded one is not available)")
-    export_button = gr.Button("Export", variant="primary", elem_id="ckpt-export-run")
-    export_result = gr.HTML(elem_id="ckpt-export-result")
-    export_table = gr.Dataframe(value=empty_frame(EXPORT_COLUMNS), interactive=False, label="Files written",
-                                elem_id="ckpt-export-files")
+        config = gr.Textbox(value=str(ctx.paths.config), elem_id="ckpt-export-config",
+                            label="Config for the non-GPT sections of config.yaml (dataset, vqvae, ...)")
+        tokenizer = gr.Textbox(value="", elem_id="ckpt-export-tokenizer",
+                               label="Tokenizer (only when the checkpoint's recorded one is not available)")
+    run = gr.Button("Export", variant="primary", elem_id="ckpt-export-run")
+    panel = job_panel(EXPORT_JOB, "ckpt-export")
+    result = gr.HTML(elem_id="ckpt-export-result")
+    table = gr.Dataframe(value=empty_frame(EXPORT_COLUMNS), interactive=False, label="Files written",
+                         elem_id="ckpt-export-files")
+    wire_job(ctx, panel, run, [checkpoint, out_dir, dtype, safetensors, config, tokenizer],
+             lambda *values: export_argv(ctx.python, *values, ctx.workspace, EXPORT_JOB.report_path(ctx)),
+             [result, table], export_view_of)
 
-    def on_refresh(current: str):
-        choices = find_output_dirs(workspace)
-        return gr.Dropdown(choices=choices, value=current or (choices[0] if choices else None))
 
-    def on_list(folder: str):
-        view = list_view(folder, workspace)
-        picked = view.paths[0] if view.paths else None
-        return view.message, view.table, gr.Dropdown(choices=view.paths, value=picked), view.paths
-
-    def on_pick_row(paths: list[str], event: gr.SelectData):
-        row = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
-        if isinstance(row, int) and 0 <= row < len(paths):
-            return gr.Dropdown(value=paths[row])
-        return gr.Dropdown()
-
-    def on_verify(path: str, tok: str, cfg: str):
-        view = verify_view(path, tok, cfg, workspace)
-        return view.verdict, view.table
-
-    refresh.click(on_refresh, inputs=output_dir, outputs=output_dir)
-    list_outputs = [list_message, list_table, checkpoint, paths_state]
-    list_button.click(on_list, inputs=output_dir, outputs=list_outputs)
-    output_dir.change(on_list, inputs=output_dir, outputs=list_outputs)
-    list_table.select(on_pick_row, inputs=paths_state, outputs=checkpoint)
-    verify_button.click(on_verify, inputs=[checkpoint, tokenizer, config], outputs=[verify_verdict, verify_table])
-    inspect_button.click(lambda path: inspect_view(path, workspace), inputs=checkpoint,
-                         outputs=[inspect_message, inspect_table])
-    export_button.click(lambda *values: export_view(*values, workspace),
-                        inputs=[checkpoint, export_dir, dtype, safetensors, export_config, export_tokenizer],
-                        outputs=[export_result, export_table])
+def build(ctx: StudioContext) -> None:
+    """Lay out the Checkpoints tab (called by the shell inside ``with gr.Tab("Checkpoints")``)."""
+    checkpoint = _list_section(ctx)
+    _verify_section(ctx, checkpoint)
+    _inspect_section(ctx, checkpoint)
+    _repair_section(ctx, checkpoint)
+    _export_section(ctx, checkpoint)

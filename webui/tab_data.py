@@ -4,17 +4,17 @@ Both training formats are checked and split: v1.5 codes manifests and IndexTTS2 
 the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
 copy beside each original). A manifest path may end in ``::am`` to set its language.
 
-The checker and the split run in-process through their library functions (they stream and take seconds
-on a few hundred thousand lines); preprocessing runs for minutes to hours and touches the DVAE, so it is
-a supervised subprocess (``python -m data_tools.preprocess``) with its own log and progress bar.
-Callbacks are plain functions (plain values in, plain values out); ``build(ctx)`` only wires them.
+The data check reads every line (and every .npy it names), so it runs as a supervised job
+(``python -m data_tools.check_data ... --json``, see ``webui.report_jobs``) with progress, log and Stop,
+and the tab shows the JSON report it writes. Preprocessing runs for minutes to hours and touches the
+DVAE, so it is a supervised subprocess too (``python -m data_tools.preprocess``). The split streams one
+manifest and runs in-process. Callbacks are plain functions (plain values in, plain values out);
+``build(ctx)`` only lays out and wires them, section by section.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,8 @@ import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
+from webui.dataclass_json import from_json
+from webui.job_panel import job_panel, wire_job
 from webui.job_view import JobView, job_view
 from webui.plots import (
     InputProblem,
@@ -35,6 +37,7 @@ from webui.plots import (
     resolve_path,
     split_paths,
 )
+from webui.report_jobs import JobResult, ReportJob
 
 if TYPE_CHECKING:
     from data_tools.check_report import DataReport, NumberSummary, SplitStats
@@ -50,6 +53,7 @@ SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "logs", ".c
 MAX_MANIFESTS = 500
 PREPROCESS_JOB = "preprocess"
 PREP_POLL_S = 1.0
+CHECK_JOB = ReportJob("data_check", report_exits=(0, 1))  # exit 1: the check found problems (a verdict)
 
 
 def language_choices() -> list[str]:
@@ -196,38 +200,63 @@ def fix_code_len_action(fixes: list[dict] | None) -> str:
                       "ok")
 
 
-def check_data(train: str, val: str, tokenizer: str, config: str, language: str | None,
-               check_files: bool, workspace: Path | str, report_dir: Path | str | None = None,
-               progress: Callable[[int, int], None] | None = None) -> CheckView:
-    """Run the data checker on the typed manifests; bad input gives a one-line message, never a traceback."""
-    from data_tools.check_data import check_manifests
+def check_argv(python: str, train: str, val: str, tokenizer: str, config: str, language: str | None,
+               check_files: bool, workspace: Path | str, report: Path) -> list[str]:
+    """The data checker's command for the typed form (``python -m data_tools.check_data ... --json REPORT``).
 
+    Raises InputProblem (one line) for a missing manifest, tokenizer or config: nothing starts then.
+    """
+    train_paths = [_manifest_arg(p, workspace, "manifest") for p in split_paths(train)]
+    if not train_paths:
+        raise InputProblem("give at least one training manifest")
+    val_paths = [_manifest_arg(p, workspace, "validation manifest") for p in split_paths(val)]
+    tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
+    config_path = existing_file(config, workspace, "config", required=False)
+    argv = [python, "-m", "data_tools.check_data"]
+    for path in train_paths:
+        argv += ["--manifest", path]
+    for path in val_paths:
+        argv += ["--val-manifest", path]
+    if tokenizer_path is not None:
+        argv += ["--tokenizer", str(tokenizer_path)]
+    if config_path is not None:
+        argv += ["--config", str(config_path)]
+    if language and language != NO_LANGUAGE:
+        argv += ["--language", language]
+    if not check_files:
+        argv.append("--no-file-checks")
+    return [*argv, "--json", str(report)]
+
+
+def data_report_from_json(data: Any) -> DataReport:
+    """The checker's DataReport from its ``--json`` file (raises ValueError with a one-line reason)."""
+    from data_tools.check_report import DataReport
+
+    return from_json(DataReport, data)
+
+
+def check_view_of(result: JobResult | None) -> CheckView:
+    """What the check section shows for a data-check job: nothing yet, its report, or why there is none."""
+    if result is None:
+        return CheckView()
     try:
-        train_paths = [_manifest_arg(p, workspace, "manifest") for p in split_paths(train)]
-        if not train_paths:
-            raise InputProblem("give at least one training manifest")
-        val_paths = [_manifest_arg(p, workspace, "validation manifest") for p in split_paths(val)]
-        tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
-        config_path = existing_file(config, workspace, "config", required=False)
-        report = check_manifests(
-            train_paths, val_paths, tokenizer=tokenizer_path, config=config_path,
-            language=None if not language or language == NO_LANGUAGE else language,
-            check_files=bool(check_files), progress=progress,
-        )
-    except (InputProblem, OSError, ValueError, RuntimeError) as exc:
-        return CheckView(verdict=message_html(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-    report_path = None
-    if report_dir is not None:
-        report_path = Path(report_dir) / "data_check_report.json"
-        _write_report(report, report_path)
-    return view_of_report(report, report_path)
+        report = data_report_from_json(result.report_json())
+    except ValueError as exc:
+        return CheckView(verdict=message_html(str(exc)))
+    report_path = _report_arg(result.argv)
+    return view_of_report(report, Path(report_path) if report_path else None)
 
 
-def _write_report(report: DataReport, path: Path) -> None:
-    from data_tools.fileio import atomic_write_text
+def _report_arg(argv: tuple[str, ...] | list[str]) -> str | None:
+    argv = list(argv)
+    return argv[argv.index("--json") + 1] if "--json" in argv[:-1] else None
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(report.to_json(), ensure_ascii=False, indent=2, default=str) + "\n")
+
+def check_outputs(view: CheckView) -> list[Any]:
+    """The check section's outputs in the order build() wires them."""
+    speakers_top = view.speakers.nlargest(40, "hours") if len(view.speakers) else view.speakers
+    return [view.verdict, view.problems, view.durations, view.text_lengths, view.scripts, speakers_top,
+            view.scripts, view.speakers, view.unknown_chars, view.summary, view.report_path, view.code_len_fixes]
 
 
 # -- split ------------------------------------------------------------------------------------------------
@@ -351,26 +380,46 @@ def _job_outputs(view: JobView) -> tuple[str, str, str]:
     return view.status, view.progress, view.log
 
 
-def build(ctx: StudioContext) -> None:
-    """Lay out the Data tab (called by the shell inside ``with gr.Tab("Data")``)."""
-    workspace = ctx.workspace
-    paths = ctx.paths
-    languages = language_choices()
-    report_dir = ctx.job_dir("data_check")
 
-    gr.Markdown("### Check manifests")
-    with gr.Row():
-        train = gr.Textbox(value=str(paths.train_manifest), lines=2, scale=3,
-                           label="Training manifests (one per line; v1.5 codes or IndexTTS2 paired; path::am sets "
-                                 "the language)", elem_id="data-train-manifests")
-        val = gr.Textbox(value=str(paths.val_manifest), lines=2, scale=3,
-                         label="Validation manifests (optional, one per line)", elem_id="data-val-manifests")
+# -- layout -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckForm:
+    train: gr.Textbox
+    val: gr.Textbox
+    tokenizer: gr.Textbox
+    config: gr.Textbox
+    language: gr.Dropdown
+    check_files: gr.Checkbox
+    run: gr.Button
+
+    @property
+    def inputs(self) -> list[Any]:
+        return [self.train, self.val, self.tokenizer, self.config, self.language, self.check_files]
+
+
+def _manifest_picker(workspace: Path, form_train: gr.Textbox, form_val: gr.Textbox) -> None:
     with gr.Row(equal_height=True):
         picker = gr.Dropdown(choices=find_manifests(workspace), value=None, allow_custom_value=True, scale=4,
                              label="Manifests found in the workspace", elem_id="data-manifest-picker")
         add_train = gr.Button("Add to training", scale=1, elem_id="data-add-train")
         add_val = gr.Button("Add to validation", scale=1, elem_id="data-add-val")
         rescan = gr.Button("Rescan", scale=1, elem_id="data-rescan")
+    add_train.click(add_manifest, inputs=[form_train, picker], outputs=form_train)
+    add_val.click(add_manifest, inputs=[form_val, picker], outputs=form_val)
+    rescan.click(lambda: gr.Dropdown(choices=find_manifests(workspace)), outputs=picker)
+
+
+def _check_form(ctx: StudioContext, languages: list[str]) -> CheckForm:
+    paths = ctx.paths
+    with gr.Row():
+        train = gr.Textbox(value=str(paths.train_manifest), lines=2, scale=3,
+                           label="Training manifests (one per line; v1.5 codes or IndexTTS2 paired; path::am sets "
+                                 "the language)", elem_id="data-train-manifests")
+        val = gr.Textbox(value=str(paths.val_manifest), lines=2, scale=3,
+                         label="Validation manifests (optional, one per line)", elem_id="data-val-manifests")
+    _manifest_picker(ctx.workspace, train, val)
     with gr.Row():
         tokenizer = gr.Textbox(value=str(paths.tokenizer), label="Tokenizer (optional: token lengths, unknowns)",
                                elem_id="data-check-tokenizer")
@@ -380,22 +429,25 @@ def build(ctx: StudioContext) -> None:
                                label="Expected language", elem_id="data-check-language", scale=0, min_width=140)
         check_files = gr.Checkbox(value=True, label="Check .npy / audio files", elem_id="data-check-files",
                                   scale=0, min_width=160)
-    check_button = gr.Button("Check data", variant="primary", elem_id="data-check-run")
+    run = gr.Button("Check data", variant="primary", elem_id="data-check-run")
+    return CheckForm(train, val, tokenizer, config, language, check_files, run)
+
+
+def _check_results() -> list[Any]:
+    """The check's result components, in check_outputs() order."""
     verdict = gr.HTML(elem_id="data-check-verdict")
     problems = gr.Dataframe(value=empty_frame(PROBLEM_COLUMNS), interactive=False, wrap=True, max_height=360,
                             label="Problems (errors first)", elem_id="data-check-problems")
     with gr.Row():
-        durations = gr.BarPlot(value=None, x="bin", y="count", sort=None,
-                               title="Durations (train)", x_label_angle=-45, height=260,
-                               elem_id="data-check-durations")
-        text_lengths = gr.BarPlot(value=None, x="bin", y="count", sort=None,
-                                  title="Text lengths in characters (train)", x_label_angle=-45, height=260,
-                                  elem_id="data-check-text-lengths")
+        durations = gr.BarPlot(value=None, x="bin", y="count", sort=None, title="Durations (train)",
+                               x_label_angle=-45, height=260, elem_id="data-check-durations")
+        text_lengths = gr.BarPlot(value=None, x="bin", y="count", sort=None, title="Text lengths in characters "
+                                  "(train)", x_label_angle=-45, height=260, elem_id="data-check-text-lengths")
     with gr.Row():
-        scripts_plot = gr.BarPlot(value=None, x="script", y="letters", color="split",
-                                  title="Letters by script", height=240, elem_id="data-check-scripts-plot")
-        speakers_plot = gr.BarPlot(value=None, x="speaker", y="hours", color="split",
-                                   sort="-y", title="Hours per speaker", x_label_angle=-45, height=240,
+        scripts_plot = gr.BarPlot(value=None, x="script", y="letters", color="split", title="Letters by script",
+                                  height=240, elem_id="data-check-scripts-plot")
+        speakers_plot = gr.BarPlot(value=None, x="speaker", y="hours", color="split", sort="-y",
+                                   title="Hours per speaker", x_label_angle=-45, height=240,
                                    elem_id="data-check-speakers-plot")
     with gr.Row():
         scripts = gr.Dataframe(value=empty_frame(SCRIPT_COLUMNS), interactive=False, label="Scripts",
@@ -404,116 +456,126 @@ def build(ctx: StudioContext) -> None:
                                 label="Speakers", elem_id="data-check-speakers")
     unknown_chars = gr.Dataframe(value=empty_frame(UNKNOWN_COLUMNS), interactive=False,
                                  label="Characters the tokenizer cannot encode", elem_id="data-check-unknown")
-    with gr.Row():
-        fix_button = gr.Button("Write corrected manifests (padded target_code_len)", elem_id="data-fix-code-len")
+    fix_button = gr.Button("Write corrected manifests (padded target_code_len)", elem_id="data-fix-code-len")
     fix_result = gr.HTML(elem_id="data-fix-result")
     fixes_state = gr.State([])
+    fix_button.click(fix_code_len_action, inputs=fixes_state, outputs=fix_result)
     with gr.Accordion("Full summary and JSON report", open=False):
         summary = gr.Textbox(lines=12, interactive=False, show_label=False, elem_id="data-check-summary")
         report_file = gr.File(label="data_check_report.json", interactive=False, elem_id="data-check-json")
+    return [verdict, problems, durations, text_lengths, scripts_plot, speakers_plot, scripts, speakers,
+            unknown_chars, summary, report_file, fixes_state]
 
-    def on_check(train_text: str, val_text: str, tok: str, cfg: str, lang: str, files: bool,
-                 progress: gr.Progress = gr.Progress()):  # noqa: B008 (Gradio's documented idiom)
-        def report_progress(done: int, total: int) -> None:
-            progress(done / total if total else 0.0, desc="checking")
 
-        view = check_data(train_text, val_text, tok, cfg, lang, files, workspace, report_dir, report_progress)
-        speakers_top = view.speakers.nlargest(40, "hours") if len(view.speakers) else view.speakers
-        return (view.verdict, view.problems, view.durations, view.text_lengths, view.scripts, speakers_top,
-                view.scripts, view.speakers, view.unknown_chars, view.summary, view.report_path, view.code_len_fixes)
+def _check_section(ctx: StudioContext, languages: list[str]) -> CheckForm:
+    gr.Markdown("### Check manifests\nRuns as its own process (a million-line manifest never blocks the page).")
+    form = _check_form(ctx, languages)
+    panel = job_panel(CHECK_JOB, "data-check")
+    results = _check_results()
 
+    def make_argv(*values: Any) -> list[str]:
+        return check_argv(ctx.python, *values, ctx.workspace, CHECK_JOB.report_path(ctx))
+
+    wire_job(ctx, panel, form.run, form.inputs, make_argv, results, lambda r: check_outputs(check_view_of(r)))
+    return form
+
+
+def _split_section(ctx: StudioContext, train: gr.Textbox, val: gr.Textbox) -> None:
     gr.Markdown("### Split a manifest into train and val")
     with gr.Row():
-        split_source = gr.Textbox(value="", label="Manifest to split (v1.5 codes or IndexTTS2 paired)", scale=3,
-                                  elem_id="data-split-manifest",
-                                  placeholder="e.g. data/prepared/manifest.jsonl")
-        split_out = gr.Textbox(value=str(paths.data_dir / "split"), label="Output folder (train.jsonl, val.jsonl)",
-                               scale=3, elem_id="data-split-out")
+        source = gr.Textbox(value="", label="Manifest to split (v1.5 codes or IndexTTS2 paired)", scale=3,
+                            elem_id="data-split-manifest", placeholder="e.g. data/prepared/manifest.jsonl")
+        out = gr.Textbox(value=str(ctx.paths.data_dir / "split"), label="Output folder (train.jsonl, val.jsonl)",
+                         scale=3, elem_id="data-split-out")
     with gr.Row():
-        split_fraction = gr.Number(value=0.05, minimum=0, maximum=0.99, step=0.01, label="Val share",
-                                   elem_id="data-split-fraction")
-        split_seed = gr.Number(value=0, precision=0, label="Seed (same seed, same split)", elem_id="data-split-seed")
-        split_held_out = gr.Number(value=0, precision=0, minimum=0, label="Whole speakers held out for val",
-                                   elem_id="data-split-held-out")
+        fraction = gr.Number(value=0.05, minimum=0, maximum=0.99, step=0.01, label="Val share",
+                             elem_id="data-split-fraction")
+        seed = gr.Number(value=0, precision=0, label="Seed (same seed, same split)", elem_id="data-split-seed")
+        held_out = gr.Number(value=0, precision=0, minimum=0, label="Whole speakers held out for val",
+                             elem_id="data-split-held-out")
     with gr.Row():
-        split_button = gr.Button("Split", variant="primary", elem_id="data-split-run")
-        split_use = gr.Button("Use the split in the checker", elem_id="data-split-use")
-    split_result = gr.HTML(elem_id="data-split-result")
-    split_table = gr.Dataframe(value=empty_frame(SPLIT_COLUMNS), interactive=False, wrap=True,
-                               label="Split", elem_id="data-split-table")
-    split_paths_state = gr.State(("", ""))
+        run = gr.Button("Split", variant="primary", elem_id="data-split-run")
+        use = gr.Button("Use the split in the checker", elem_id="data-split-use")
+    result = gr.HTML(elem_id="data-split-result")
+    table = gr.Dataframe(value=empty_frame(SPLIT_COLUMNS), interactive=False, wrap=True, label="Split",
+                         elem_id="data-split-table")
+    files = gr.State(("", ""))
 
+    def on_split(manifest: str, folder: str, share: float, seed_value: float, held: float):
+        view = split_action(manifest, folder, share, seed_value, held, ctx.workspace)
+        return view.message, view.table, (view.train_path, view.val_path)
+
+    def on_use(split_files: tuple[str, str]):
+        train_path, val_path = split_files or ("", "")
+        return (train_path, val_path) if train_path else (gr.skip(), gr.skip())
+
+    run.click(on_split, inputs=[source, out, fraction, seed, held_out], outputs=[result, table, files])
+    use.click(on_use, inputs=files, outputs=[train, val])
+
+
+def _preprocess_form(ctx: StudioContext, languages: list[str]) -> list[Any]:
+    """The preprocessing fields, in start_preprocess() order."""
+    paths = ctx.paths
+    with gr.Row():
+        source = gr.Textbox(value="", scale=3, elem_id="data-prep-input",
+                            label="Input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
+        out = gr.Textbox(value=str(paths.data_dir / "prepared"), scale=2, label="Output folder",
+                         elem_id="data-prep-out")
+    with gr.Row():
+        config = gr.Textbox(value=str(paths.config), label="Config (vqvae and gpt sections)",
+                            elem_id="data-prep-config")
+        dvae = gr.Textbox(value="", label="DVAE checkpoint (empty: the config's dvae_checkpoint)",
+                          elem_id="data-prep-dvae")
+    with gr.Row():
+        workers = gr.Number(value=max(1, (os.cpu_count() or 2) - 1), precision=0, minimum=1, label="Workers",
+                            elem_id="data-prep-workers")
+        min_duration = gr.Number(value=0.5, minimum=0, label="Min duration (s)", elem_id="data-prep-min-duration")
+        max_duration = gr.Number(value=0, minimum=0, label="Max duration (s; 0: what the model fits)",
+                                 elem_id="data-prep-max-duration")
+        language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
+                               label="Language", elem_id="data-prep-language")
+        speaker = gr.Textbox(value="", label="Speaker (for entries naming none)", elem_id="data-prep-speaker")
+        device = gr.Radio(choices=list(DEVICES), value="cpu", label="DVAE device", elem_id="data-prep-device")
+    return [source, out, config, dvae, workers, min_duration, max_duration, language, speaker, device]
+
+
+def _preprocess_section(ctx: StudioContext, languages: list[str]) -> None:
     gr.Markdown("### Prepare audio: audio + transcripts -> DVAE codes and a codes manifest\n"
                 "Runs as its own process: it keeps going if you close the browser, and a rerun skips what "
                 "is already done.")
+    fields = _preprocess_form(ctx, languages)
     with gr.Row():
-        prep_input = gr.Textbox(value="", scale=3, elem_id="data-prep-input",
-                                label="Input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
-        prep_out = gr.Textbox(value=str(paths.data_dir / "prepared"), scale=2, label="Output folder",
-                              elem_id="data-prep-out")
-    with gr.Row():
-        prep_config = gr.Textbox(value=str(paths.config), label="Config (vqvae and gpt sections)",
-                                 elem_id="data-prep-config")
-        prep_dvae = gr.Textbox(value="", label="DVAE checkpoint (empty: the config's dvae_checkpoint)",
-                               elem_id="data-prep-dvae")
-    with gr.Row():
-        prep_workers = gr.Number(value=max(1, (os.cpu_count() or 2) - 1), precision=0, minimum=1, label="Workers",
-                                 elem_id="data-prep-workers")
-        prep_min = gr.Number(value=0.5, minimum=0, label="Min duration (s)", elem_id="data-prep-min-duration")
-        prep_max = gr.Number(value=0, minimum=0, label="Max duration (s; 0: what the model fits)",
-                             elem_id="data-prep-max-duration")
-        prep_language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
-                                    label="Language", elem_id="data-prep-language")
-        prep_speaker = gr.Textbox(value="", label="Speaker (for entries naming none)", elem_id="data-prep-speaker")
-        prep_device = gr.Radio(choices=list(DEVICES), value="cpu", label="DVAE device", elem_id="data-prep-device")
-    with gr.Row():
-        prep_start = gr.Button("Start preprocessing", variant="primary", elem_id="data-prep-start")
-        prep_stop = gr.Button("Stop", variant="stop", elem_id="data-prep-stop")
-    prep_message = gr.HTML(elem_id="data-prep-message")
+        start = gr.Button("Start preprocessing", variant="primary", elem_id="data-prep-start")
+        stop = gr.Button("Stop", variant="stop", elem_id="data-prep-stop")
+    message = gr.HTML(elem_id="data-prep-message")
     # Callable values are computed on every page load, so a reload shows the job as it is now.
-    prep_status = gr.HTML(value=lambda: poll_preprocess(ctx).status, elem_id="data-prep-status")
-    prep_progress = gr.HTML(value=lambda: poll_preprocess(ctx).progress, elem_id="data-prep-progress")
-    prep_log = gr.Textbox(value=lambda: poll_preprocess(ctx).log, lines=10, max_lines=20, interactive=False, autoscroll=True,
-                          label="Preprocessing log", elem_id="data-prep-log")
-    prep_timer = gr.Timer(PREP_POLL_S, active=True)
+    status = gr.HTML(value=lambda: poll_preprocess(ctx).status, elem_id="data-prep-status")
+    progress = gr.HTML(value=lambda: poll_preprocess(ctx).progress, elem_id="data-prep-progress")
+    log = gr.Textbox(value=lambda: poll_preprocess(ctx).log, lines=10, max_lines=20, interactive=False,
+                     autoscroll=True, label="Preprocessing log", elem_id="data-prep-log")
+    timer = gr.Timer(PREP_POLL_S, active=True)
 
-    def on_split(source: str, out: str, fraction: float, seed: float, held_out: float):
-        view = split_action(source, out, fraction, seed, held_out, workspace)
-        return view.message, view.table, (view.train_path, view.val_path)
+    def on_start(*values: Any):
+        text, view = start_preprocess(ctx, *values)
+        return (text, *_job_outputs(view), gr.Timer(active=True))
 
-    def on_use_split(split_files: tuple[str, str]):
-        train_path, val_path = split_files or ("", "")
-        if not train_path:
-            return gr.skip(), gr.skip()
-        return train_path, val_path
-
-    def on_prep_start(*values: Any):
-        message, view = start_preprocess(ctx, *values)
-        return (message, *_job_outputs(view), gr.Timer(active=True))
-
-    def on_prep_stop():
+    def on_stop():
         view = stop_preprocess(ctx)
         return (*_job_outputs(view), gr.Timer(active=view.running))
 
-    def on_prep_tick():
+    def on_tick():
         view = poll_preprocess(ctx)
         return (*_job_outputs(view), gr.Timer(active=view.running))
 
-    split_button.click(on_split, inputs=[split_source, split_out, split_fraction, split_seed, split_held_out],
-                       outputs=[split_result, split_table, split_paths_state])
-    split_use.click(on_use_split, inputs=split_paths_state, outputs=[train, val])
-    job_outputs = [prep_status, prep_progress, prep_log]
-    prep_start.click(on_prep_start,
-                     inputs=[prep_input, prep_out, prep_config, prep_dvae, prep_workers, prep_min, prep_max,
-                             prep_language, prep_speaker, prep_device],
-                     outputs=[prep_message, *job_outputs, prep_timer])
-    prep_stop.click(on_prep_stop, outputs=[*job_outputs, prep_timer])
-    prep_timer.tick(on_prep_tick, outputs=[*job_outputs, prep_timer], show_progress="hidden")
+    outputs = [status, progress, log]
+    start.click(on_start, inputs=fields, outputs=[message, *outputs, timer])
+    stop.click(on_stop, outputs=[*outputs, timer])
+    timer.tick(on_tick, outputs=[*outputs, timer], show_progress="hidden")
 
-    add_train.click(add_manifest, inputs=[train, picker], outputs=train)
-    add_val.click(add_manifest, inputs=[val, picker], outputs=val)
-    rescan.click(lambda: gr.Dropdown(choices=find_manifests(workspace)), outputs=picker)
-    check_button.click(on_check, inputs=[train, val, tokenizer, config, language, check_files],
-                       outputs=[verdict, problems, durations, text_lengths, scripts_plot, speakers_plot, scripts,
-                                speakers, unknown_chars, summary, report_file, fixes_state])
-    fix_button.click(fix_code_len_action, inputs=fixes_state, outputs=fix_result)
+
+def build(ctx: StudioContext) -> None:
+    """Lay out the Data tab (called by the shell inside ``with gr.Tab("Data")``)."""
+    languages = language_choices()
+    form = _check_section(ctx, languages)
+    _split_section(ctx, form.train, form.val)
+    _preprocess_section(ctx, languages)

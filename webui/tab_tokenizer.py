@@ -1,9 +1,10 @@
 """The Tokenizer tab: train, extend and verify tokenizers, and see a sentence tokenized base vs extended.
 
-The callbacks are plain functions (plain values in, plain values out) so tests call them directly;
-``build(ctx)`` only lays out components and wires them. Training, extending and verifying call the
-tokenizer library (``data_tools.tokenizer``) in-process: SentencePiece work takes seconds and never
-touches CUDA.
+The sample box tokenizes one sentence in-process (two small models, cached). Training, extending and
+verifying read whole corpora and manifests, so each runs as a supervised job
+(``python -m data_tools.tokenizer train|extend|verify``, see ``webui.report_jobs``) with progress, log
+and Stop; the tab shows the JSON report it writes. The argv builders and report readers are plain
+functions tests call directly; ``build(ctx)`` only lays out and wires them, section by section.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+from webui.dataclass_json import from_json
+from webui.job_panel import job_panel, result_message, wire_job
 from webui.plots import (
     InputProblem,
     badge_html,
@@ -26,6 +29,7 @@ from webui.plots import (
     message_html,
     split_paths,
 )
+from webui.report_jobs import JobResult, ReportJob
 
 if TYPE_CHECKING:
     from webui.context import StudioContext
@@ -166,36 +170,49 @@ def compare_tokenization(text: str, base_path: str, extended_path: str, language
 # -- train ----------------------------------------------------------------------------------------------
 
 MODEL_TYPES = ("bpe", "unigram")
+TRAIN_JOB = ReportJob("tokenizer_train", writes_report=False)
+EXTEND_JOB = ReportJob("tokenizer_extend")
+VERIFY_JOB = ReportJob("tokenizer_verify", report_exits=(0, 1))  # exit 1: a hard check failed (a verdict)
+TOKENIZER_CLI = "data_tools.tokenizer"
 
 
 @dataclass
 class ActionView:
-    """The result of a train/extend action: a badge line, the log lines, and the model path written."""
+    """The result of a train/extend job: a badge line and the model path written ('' if none)."""
 
     message: str
-    log: str = ""
     model_path: str = ""
 
 
-def train_action(corpus: str, out_name: str, vocab_size: float | int | None, model_type: str,
-                 language: str | None, workspace: Path | str) -> ActionView:
-    """Train a SentencePiece model on text files / manifests through the front-end (in-process, seconds)."""
-    from data_tools.tokenizer.spm_model import TokenizerToolError
-    from data_tools.tokenizer.train import train_tokenizer
+def train_argv(python: str, corpus: str, out_name: str, vocab_size: float | int | None, model_type: str,
+               language: str | None, workspace: Path | str) -> list[str]:
+    """``python -m data_tools.tokenizer train ...`` for the form; InputProblem (one line) for bad input."""
+    inputs = [existing_file(p, workspace, "corpus file") for p in split_paths(corpus)]
+    if not inputs:
+        raise InputProblem("give at least one corpus file (text, one line each, or a .jsonl manifest)")
+    prefix = _model_prefix(out_name, workspace)
+    size = _positive_int(vocab_size, "vocab size")
+    if model_type not in MODEL_TYPES:
+        raise InputProblem(f"model type must be one of {', '.join(MODEL_TYPES)}")
+    argv = [python, "-m", TOKENIZER_CLI, "train"]
+    for path in inputs:
+        argv += ["--input", str(path)]
+    argv += ["--out", str(prefix), "--vocab-size", str(size), "--model-type", model_type]
+    lang = _language(language)
+    return argv + (["--language", lang] if lang else [])
 
-    log: list[str] = []
-    try:
-        inputs = [existing_file(p, workspace, "corpus file") for p in split_paths(corpus)]
-        if not inputs:
-            raise InputProblem("give at least one corpus file (text, one line each, or a .jsonl manifest)")
-        prefix = _model_prefix(out_name, workspace)
-        size = _positive_int(vocab_size, "vocab size")
-        if model_type not in MODEL_TYPES:
-            raise InputProblem(f"model type must be one of {', '.join(MODEL_TYPES)}")
-        model = train_tokenizer(inputs, prefix, size, model_type, _language(language), log=log.append)
-    except (InputProblem, TokenizerToolError, OSError) as exc:
-        return ActionView(message=message_html(str(exc)), log="\n".join(log))
-    return ActionView(message=badge_html("TRAINED", str(model), "ok"), log="\n".join(log), model_path=str(model))
+
+def train_view_of(result: JobResult | None) -> ActionView:
+    """A finished train job names the model it wrote (``--out PREFIX`` -> ``PREFIX.model``)."""
+    if result is None:
+        return ActionView(message="")
+    argv = list(result.argv)
+    if result.exit_code != 0 or "--out" not in argv[:-1]:
+        return ActionView(message=result_message(result, "tokenizer training"))
+    model = Path(argv[argv.index("--out") + 1] + ".model")
+    if not model.is_file():
+        return ActionView(message=message_html(f"the training finished but {model} is missing"))
+    return ActionView(message=badge_html("TRAINED", str(model), "ok"), model_path=str(model))
 
 
 def _model_prefix(out_name: str, workspace: Path | str) -> Path:
@@ -226,22 +243,32 @@ def _positive_int(value: float | int | str | None, what: str) -> int:
 EXTEND_COLUMNS = ["what", "value"]
 
 
-def extend_action(base: str, new: str, out_name: str, target_size: float | int | None,
-                  workspace: Path | str) -> tuple[ActionView, pd.DataFrame]:
-    """Append the new-language model's pieces to the base model (base ids unchanged); report as a table."""
-    from data_tools.tokenizer import TokenizerToolError, extend_tokenizer
+def extend_argv(python: str, base: str, new: str, out_name: str, target_size: float | int | None,
+                workspace: Path | str, report: Path) -> list[str]:
+    """``python -m data_tools.tokenizer extend ... --json REPORT``: the new model's pieces appended to the base."""
+    base_path = existing_file(base, workspace, "base tokenizer")
+    new_path = existing_file(new, workspace, "new-language tokenizer")
+    assert base_path is not None and new_path is not None
+    out_path = _model_prefix(out_name, workspace).with_suffix(".model")
+    if out_path.resolve() in (base_path.resolve(), new_path.resolve()):
+        raise InputProblem(f"the extended tokenizer must be a new file, not {out_path}")
+    argv = [python, "-m", TOKENIZER_CLI, "extend", "--base", str(base_path), "--new", str(new_path),
+            "--out", str(out_path)]
+    if target_size not in (None, "", 0):
+        argv += ["--target-size", str(_positive_int(target_size, "target size"))]
+    return [*argv, "--json", str(report)]
 
-    log: list[str] = []
+
+def extend_view_of(result: JobResult | None) -> tuple[ActionView, pd.DataFrame]:
+    """The extension's report as a table (base pieces, appended, final size, what was skipped)."""
+    from data_tools.tokenizer.extend import ExtendReport
+
+    if result is None:
+        return ActionView(message=""), empty_frame(EXTEND_COLUMNS)
     try:
-        base_path = existing_file(base, workspace, "base tokenizer")
-        new_path = existing_file(new, workspace, "new-language tokenizer")
-        out_path = _model_prefix(out_name, workspace).with_suffix(".model")
-        if out_path.resolve() in (base_path.resolve(), new_path.resolve()):
-            raise InputProblem(f"the extended tokenizer must be a new file, not {out_path}")
-        target = _positive_int(target_size, "target size") if target_size not in (None, "", 0) else None
-        report = extend_tokenizer(base_path, new_path, out_path, target_size=target, log=log.append)
-    except (InputProblem, TokenizerToolError, OSError) as exc:
-        return ActionView(message=message_html(str(exc)), log="\n".join(log)), empty_frame(EXTEND_COLUMNS)
+        report = from_json(ExtendReport, result.report_json())
+    except ValueError as exc:
+        return ActionView(message=message_html(str(exc))), empty_frame(EXTEND_COLUMNS)
     rows = [
         ("base pieces (ids unchanged)", report.base_size),
         ("appended pieces", report.appended),
@@ -258,8 +285,7 @@ def extend_action(base: str, new: str, out_name: str, target_size: float | int |
         rows.append(("completed scripts", ", ".join(report.completed_scripts)))
     tone = "ok" if report.target_reached else "warn"
     detail = f"{report.base_size} + {report.appended} = {report.final_size} pieces -> {report.out}"
-    lines = log or report.summary_lines()  # the library logs its summary itself
-    return (ActionView(message=badge_html("EXTENDED", detail, tone), log="\n".join(lines), model_path=report.out),
+    return (ActionView(message=badge_html("EXTENDED", detail, tone), model_path=report.out),
             pd.DataFrame([(k, str(v)) for k, v in rows], columns=EXTEND_COLUMNS))
 
 
@@ -280,163 +306,210 @@ class VerifyView:
     table: pd.DataFrame = field(default_factory=lambda: empty_frame(VERIFY_COLUMNS))
 
 
-def _sample_lines(file_text: str, typed: str, workspace: Path | str, what: str) -> list[str]:
+def _samples_file(file_text: str, typed: str, workspace: Path | str, what: str, target: Path) -> Path | None:
+    """One samples file for the CLI: the one given, or ``target`` holding the lines of several plus typed ones."""
+    from data_tools.fileio import atomic_write_text
     from data_tools.tokenizer.verify import read_samples
 
+    files = [existing_file(p, workspace, what) for p in split_paths(file_text)]
+    typed_lines = [line for line in (typed or "").splitlines() if line.strip()]
+    if len(files) == 1 and not typed_lines:
+        return files[0]
+    if not files and not typed_lines:
+        return None
     lines: list[str] = []
-    for path_text in split_paths(file_text):
-        path = existing_file(path_text, workspace, what)
-        lines.extend(read_samples(path, MAX_SAMPLES))
-    lines.extend(line for line in (typed or "").splitlines() if line.strip())
-    return lines[:MAX_SAMPLES]
-
-
-def verify_view(extended: str, base: str, samples_new_file: str, samples_base_file: str, samples_base_typed: str,
-                manifest: str, config: str, language: str | None, workspace: Path | str) -> VerifyView:
-    """Run the tokenizer verification; verdict badge and a table of every check (pass/fail/warn/skipped)."""
-    from data_tools.config import ConfigError, load_config
-    from data_tools.tokenizer import TokenizerToolError
-    from data_tools.tokenizer.verify import verify_tokenizer
-
     try:
-        extended_path = existing_file(extended, workspace, "extended tokenizer")
-        base_path = existing_file(base, workspace, "base tokenizer", required=False)
-        new_lines = _sample_lines(samples_new_file, "", workspace, "new-language samples file")
-        base_lines = _sample_lines(samples_base_file, samples_base_typed, workspace, "base-language samples file")
-        manifest_path = existing_file(manifest, workspace, "manifest", required=False)
-        config_path = existing_file(config, workspace, "config", required=False)
-        max_text_tokens = int(load_config(config_path)["gpt"]["max_text_tokens"]) if config_path else None
-        lang = _language(language)
-        report = verify_tokenizer(extended_path, base_path, new_lines, base_lines, manifest_path, max_text_tokens,
-                                  language=lang)
-    except (InputProblem, TokenizerToolError, ConfigError, OSError) as exc:
-        return VerifyView(verdict=message_html(str(exc)))
-    rows = [{"check": c.name, "status": c.status, "hard": "hard" if c.hard else "soft", "detail": c.message}
-            for c in report.checks]
-    hard = [c for c in report.checks if c.hard]
-    ran = sum(1 for c in hard if c.status != "skipped")
-    skipped = len(hard) - ran
-    if report.ok:
-        verdict = badge_html("PASSED", f"{ran} hard checks passed, {skipped} skipped", "ok")
+        for path in files:
+            assert path is not None
+            lines.extend(read_samples(path, MAX_SAMPLES))
+    except (OSError, ValueError) as exc:
+        raise InputProblem(f"cannot read the {what}: {exc}") from None
+    lines = [" ".join(line.split()) for line in [*lines, *typed_lines]][:MAX_SAMPLES]
+    atomic_write_text(target, "\n".join(lines) + "\n")
+    return target
+
+
+def verify_argv(python: str, extended: str, base: str, samples_new_file: str, samples_base_file: str,
+                samples_base_typed: str, manifest: str, config: str, language: str | None,
+                workspace: Path | str, report: Path) -> list[str]:
+    """``python -m data_tools.tokenizer verify ... --json REPORT``; typed sample lines go to a file beside it."""
+    extended_path = existing_file(extended, workspace, "extended tokenizer")
+    base_path = existing_file(base, workspace, "base tokenizer")
+    folder = report.parent
+    new = _samples_file(samples_new_file, "", workspace, "new-language samples file", folder / "samples_new.txt")
+    old = _samples_file(samples_base_file, samples_base_typed, workspace, "base-language samples file",
+                        folder / "samples_base.txt")
+    manifest_path = existing_file(manifest, workspace, "manifest", required=False)
+    config_path = existing_file(config, workspace, "config", required=False)
+    argv = [python, "-m", TOKENIZER_CLI, "verify", "--tokenizer", str(extended_path), "--base", str(base_path),
+            "--max-samples", str(MAX_SAMPLES)]
+    for flag, value in (("--samples-new", new), ("--samples-base", old), ("--manifest", manifest_path),
+                        ("--config", config_path), ("--language", _language(language))):
+        if value:
+            argv += [flag, str(value)]
+    return [*argv, "--json", str(report)]
+
+
+def verify_view_of(result: JobResult | None) -> VerifyView:
+    """Verdict badge and a table of every check (pass/fail/warn/skipped) from the verify job's report."""
+    if result is None:
+        return VerifyView(verdict="")
+    try:
+        report = result.report_json()
+        checks = [c for c in report["checks"] if isinstance(c, dict)]
+        rows = [{"check": c["name"], "status": c["status"], "hard": "hard" if c.get("hard") else "soft",
+                 "detail": c.get("message", "")} for c in checks]
+    except (ValueError, KeyError, TypeError) as exc:
+        return VerifyView(verdict=message_html(f"cannot read the verification report: {exc}"))
+    hard = [c for c in checks if c.get("hard")]
+    ran = sum(1 for c in hard if c["status"] != "skipped")
+    if report.get("ok"):
+        verdict = badge_html("PASSED", f"{ran} hard checks passed, {len(hard) - ran} skipped", "ok")
     else:
-        verdict = badge_html("FAILED", "failed: " + ", ".join(report.failed_checks), "error")
+        verdict = badge_html("FAILED", "failed: " + ", ".join(map(str, report.get("failed") or [])), "error")
     return VerifyView(verdict=verdict, table=pd.DataFrame(rows, columns=VERIFY_COLUMNS))
 
 
 # -- layout -----------------------------------------------------------------------------------------------
 
 
-def build(ctx: StudioContext) -> None:
-    """Lay out the Tokenizer tab (called by the shell inside ``with gr.Tab("Tokenizer")``)."""
-    workspace = ctx.workspace
-    paths = ctx.paths
-    languages = language_choices()
-
+def _sample_section(ctx: StudioContext, languages: list[str]) -> None:
+    paths, workspace = ctx.paths, ctx.workspace
     gr.Markdown("### How a sentence tokenizes: base vs extended")
     with gr.Row():
-        sample_base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer", elem_id="tok-sample-base-path")
-        sample_extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer",
-                                     elem_id="tok-sample-extended-path")
-        sample_language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="Front-end language",
-                                      elem_id="tok-sample-language", scale=0, min_width=140)
+        base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer", elem_id="tok-sample-base-path")
+        extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer",
+                              elem_id="tok-sample-extended-path")
+        language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="Front-end language",
+                               elem_id="tok-sample-language", scale=0, min_width=140)
     initial = compare_tokenization(SAMPLE_TEXT, str(paths.base_tokenizer), str(paths.tokenizer), AUTO_LANGUAGE,
                                    workspace)
-    sample_text = gr.Textbox(value=SAMPLE_TEXT, label="Sample text", lines=2, elem_id="tok-sample-text")
-    sample_message = gr.HTML(value=initial.message, elem_id="tok-sample-message")
-    sample_table = gr.Dataframe(value=initial.summary, interactive=False, wrap=True,
-                                label="Token counts", elem_id="tok-sample-table")
+    text = gr.Textbox(value=SAMPLE_TEXT, label="Sample text", lines=2, elem_id="tok-sample-text")
+    message = gr.HTML(value=initial.message, elem_id="tok-sample-message")
+    table = gr.Dataframe(value=initial.summary, interactive=False, wrap=True, label="Token counts",
+                         elem_id="tok-sample-table")
     with gr.Row():
         with gr.Column():
-            base_pieces = gr.HighlightedText(value=initial.base_pieces, label="Base: pieces", color_map=PIECE_COLORS, show_legend=True,
-                                             elem_id="tok-sample-base-pieces")
-            base_ids = gr.Textbox(value=initial.base_ids, label="Base: ids", lines=2, interactive=False, elem_id="tok-sample-base-ids")
+            base_pieces = gr.HighlightedText(value=initial.base_pieces, label="Base: pieces", show_legend=True,
+                                             color_map=PIECE_COLORS, elem_id="tok-sample-base-pieces")
+            base_ids = gr.Textbox(value=initial.base_ids, label="Base: ids", lines=2, interactive=False,
+                                  elem_id="tok-sample-base-ids")
         with gr.Column():
-            extended_pieces = gr.HighlightedText(value=initial.extended_pieces, label="Extended: pieces (new = id >= base size)",
-                                                 color_map=PIECE_COLORS, show_legend=True,
-                                                 elem_id="tok-sample-extended-pieces")
+            extended_pieces = gr.HighlightedText(value=initial.extended_pieces, show_legend=True,
+                                                 label="Extended: pieces (new = id >= base size)",
+                                                 color_map=PIECE_COLORS, elem_id="tok-sample-extended-pieces")
             extended_ids = gr.Textbox(value=initial.extended_ids, label="Extended: ids", lines=2, interactive=False,
                                       elem_id="tok-sample-extended-ids")
 
-    gr.Markdown("### Train a tokenizer on new-language text")
-    with gr.Row():
-        train_corpus = gr.Textbox(value=str(paths.train_manifest), lines=2, scale=3,
-                                  label="Corpus: text files (one line each) or .jsonl manifests, one per line",
-                                  elem_id="tok-train-corpus")
-        train_out = gr.Textbox(value="amharic_new", label="Output name (tokenizers/<name>.model) or path",
-                               elem_id="tok-train-out")
-    with gr.Row():
-        train_size = gr.Number(value=800, precision=0, minimum=8, label="Vocab size", elem_id="tok-train-size")
-        train_type = gr.Radio(choices=list(MODEL_TYPES), value="bpe", label="Model type", elem_id="tok-train-type")
-        train_language = gr.Dropdown(choices=languages, value="am" if "am" in languages else AUTO_LANGUAGE,
-                                     label="Front-end language", elem_id="tok-train-language")
-    train_button = gr.Button("Train", variant="primary", elem_id="tok-train-run")
-    train_result = gr.HTML(elem_id="tok-train-result")
-    train_log = gr.Textbox(label="Log", lines=3, interactive=False, elem_id="tok-train-log")
-
-    gr.Markdown("### Extend the base tokenizer (base ids never move)")
-    with gr.Row():
-        extend_base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer", elem_id="tok-extend-base")
-        extend_new = gr.Textbox(value="", label="New-language tokenizer (filled by Train)", elem_id="tok-extend-new")
-        extend_out = gr.Textbox(value="amharic_extended_new", label="Output name or path", elem_id="tok-extend-out")
-        extend_target = gr.Number(value=0, precision=0, minimum=0, label="Target size in pieces (0: all new pieces)",
-                                  elem_id="tok-extend-target")
-    extend_button = gr.Button("Extend", variant="primary", elem_id="tok-extend-run")
-    extend_result = gr.HTML(elem_id="tok-extend-result")
-    extend_table = gr.Dataframe(value=empty_frame(EXTEND_COLUMNS), interactive=False, label="Extension",
-                                elem_id="tok-extend-table")
-    extend_log = gr.Textbox(label="Log", lines=3, interactive=False, elem_id="tok-extend-log")
-
-    gr.Markdown("### Verify an extended tokenizer")
-    with gr.Row():
-        verify_extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer",
-                                     elem_id="tok-verify-tokenizer")
-        verify_base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer", elem_id="tok-verify-base")
-        verify_language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="New-language front-end",
-                                      elem_id="tok-verify-language", scale=0, min_width=140)
-    with gr.Row():
-        verify_new = gr.Textbox(value=str(paths.val_manifest), label="New-language samples (text or .jsonl)",
-                                elem_id="tok-verify-samples-new")
-        verify_base_file = gr.Textbox(value="", label="Base-language samples file (optional)",
-                                      elem_id="tok-verify-samples-base-file")
-    verify_base_typed = gr.Textbox(value=BASE_SAMPLE_TEXT, lines=3, label="Base-language sample lines",
-                                   elem_id="tok-verify-samples-base")
-    with gr.Row():
-        verify_manifest = gr.Textbox(value=str(paths.train_manifest),
-                                     label="Manifest to check against max_text_tokens (optional)",
-                                     elem_id="tok-verify-manifest")
-        verify_config = gr.Textbox(value=str(paths.config), label="Config (gives max_text_tokens)",
-                                   elem_id="tok-verify-config")
-    verify_button = gr.Button("Verify", variant="primary", elem_id="tok-verify-run")
-    verify_verdict = gr.HTML(elem_id="tok-verify-verdict")
-    verify_table = gr.Dataframe(value=empty_frame(VERIFY_COLUMNS), interactive=False, wrap=True,
-                                label="Checks", elem_id="tok-verify-table")
-
-    def on_sample(text: str, base: str, extended: str, language: str):
-        view = compare_tokenization(text, base, extended, language, workspace)
+    def on_sample(sentence: str, base_path: str, extended_path: str, lang: str):
+        view = compare_tokenization(sentence, base_path, extended_path, lang, workspace)
         return (view.message, view.summary, view.base_pieces, view.base_ids, view.extended_pieces,
                 view.extended_ids)
 
-    def on_train(corpus: str, out: str, size: float, model_type: str, language: str):
-        view = train_action(corpus, out, size, model_type, language, workspace)
-        return view.message, view.log, view.model_path or gr.skip()
-
-    def on_extend(base: str, new: str, out: str, target: float | None):
-        view, table = extend_action(base, new, out, target, workspace)
-        return view.message, table, view.log, view.model_path or gr.skip()
-
-    def on_verify(*values: str):
-        view = verify_view(*values, workspace)
-        return view.verdict, view.table
-
-    sample_inputs = [sample_text, sample_base, sample_extended, sample_language]
-    sample_outputs = [sample_message, sample_table, base_pieces, base_ids, extended_pieces, extended_ids]
-    gr.on([sample_text.submit, sample_text.change, sample_base.submit, sample_extended.submit,
-           sample_language.change], on_sample, inputs=sample_inputs, outputs=sample_outputs,
+    gr.on([text.submit, text.change, base.submit, extended.submit, language.change], on_sample,
+          inputs=[text, base, extended, language],
+          outputs=[message, table, base_pieces, base_ids, extended_pieces, extended_ids],
           trigger_mode="always_last", show_progress="hidden")
-    train_button.click(on_train, inputs=[train_corpus, train_out, train_size, train_type, train_language],
-                       outputs=[train_result, train_log, extend_new])
-    extend_button.click(on_extend, inputs=[extend_base, extend_new, extend_out, extend_target],
-                        outputs=[extend_result, extend_table, extend_log, verify_extended])
-    verify_button.click(on_verify, inputs=[verify_extended, verify_base, verify_new, verify_base_file,
-                                           verify_base_typed, verify_manifest, verify_config, verify_language],
-                        outputs=[verify_verdict, verify_table])
+
+
+def _train_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
+    """Train a new-language model; returns the box its result path goes to (the extend section's input)."""
+    gr.Markdown("### Train a tokenizer on new-language text")
+    with gr.Row():
+        corpus = gr.Textbox(value=str(ctx.paths.train_manifest), lines=2, scale=3, elem_id="tok-train-corpus",
+                            label="Corpus: text files (one line each) or .jsonl manifests, one per line")
+        out = gr.Textbox(value="amharic_new", label="Output name (tokenizers/<name>.model) or path",
+                         elem_id="tok-train-out")
+    with gr.Row():
+        size = gr.Number(value=800, precision=0, minimum=8, label="Vocab size", elem_id="tok-train-size")
+        model_type = gr.Radio(choices=list(MODEL_TYPES), value="bpe", label="Model type", elem_id="tok-train-type")
+        language = gr.Dropdown(choices=languages, value="am" if "am" in languages else AUTO_LANGUAGE,
+                               label="Front-end language", elem_id="tok-train-language")
+    run = gr.Button("Train", variant="primary", elem_id="tok-train-run")
+    panel = job_panel(TRAIN_JOB, "tok-train")
+    result = gr.HTML(elem_id="tok-train-result")
+    trained = gr.Textbox(visible=False)
+
+    def render(job: JobResult | None) -> list[Any]:
+        view = train_view_of(job)
+        return [view.message, view.model_path or gr.skip()]
+
+    wire_job(ctx, panel, run, [corpus, out, size, model_type, language],
+             lambda *values: train_argv(ctx.python, *values, ctx.workspace), [result, trained], render)
+    return trained
+
+
+def _extend_section(ctx: StudioContext, trained: gr.Textbox) -> gr.Textbox:
+    """Extend the base model; returns the box its result path goes to (the verify section's input)."""
+    gr.Markdown("### Extend the base tokenizer (base ids never move)")
+    with gr.Row():
+        base = gr.Textbox(value=str(ctx.paths.base_tokenizer), label="Base tokenizer", elem_id="tok-extend-base")
+        new = gr.Textbox(value="", label="New-language tokenizer (filled by Train)", elem_id="tok-extend-new")
+        out = gr.Textbox(value="amharic_extended_new", label="Output name or path", elem_id="tok-extend-out")
+        target = gr.Number(value=0, precision=0, minimum=0, label="Target size in pieces (0: all new pieces)",
+                           elem_id="tok-extend-target")
+    trained.change(lambda path: path, inputs=trained, outputs=new)
+    run = gr.Button("Extend", variant="primary", elem_id="tok-extend-run")
+    panel = job_panel(EXTEND_JOB, "tok-extend")
+    result = gr.HTML(elem_id="tok-extend-result")
+    table = gr.Dataframe(value=empty_frame(EXTEND_COLUMNS), interactive=False, label="Extension",
+                         elem_id="tok-extend-table")
+    extended = gr.Textbox(visible=False)
+
+    def render(job: JobResult | None) -> list[Any]:
+        view, frame = extend_view_of(job)
+        return [view.message, frame, view.model_path or gr.skip()]
+
+    wire_job(ctx, panel, run, [base, new, out, target],
+             lambda *values: extend_argv(ctx.python, *values, ctx.workspace, EXTEND_JOB.report_path(ctx)),
+             [result, table, extended], render)
+    return extended
+
+
+def _verify_section(ctx: StudioContext, languages: list[str], extended_out: gr.Textbox) -> None:
+    paths = ctx.paths
+    gr.Markdown("### Verify an extended tokenizer")
+    with gr.Row():
+        extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer", elem_id="tok-verify-tokenizer")
+        base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer", elem_id="tok-verify-base")
+        language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="New-language front-end",
+                               elem_id="tok-verify-language", scale=0, min_width=140)
+    extended_out.change(lambda path: path, inputs=extended_out, outputs=extended)
+    with gr.Row():
+        new = gr.Textbox(value=str(paths.val_manifest), label="New-language samples (text or .jsonl)",
+                         elem_id="tok-verify-samples-new")
+        base_file = gr.Textbox(value="", label="Base-language samples file (optional)",
+                               elem_id="tok-verify-samples-base-file")
+    base_typed = gr.Textbox(value=BASE_SAMPLE_TEXT, lines=3, label="Base-language sample lines",
+                            elem_id="tok-verify-samples-base")
+    with gr.Row():
+        manifest = gr.Textbox(value=str(paths.train_manifest), elem_id="tok-verify-manifest",
+                              label="Manifest to check against max_text_tokens (optional)")
+        config = gr.Textbox(value=str(paths.config), label="Config (gives max_text_tokens)",
+                            elem_id="tok-verify-config")
+    run = gr.Button("Verify", variant="primary", elem_id="tok-verify-run")
+    panel = job_panel(VERIFY_JOB, "tok-verify")
+    verdict = gr.HTML(elem_id="tok-verify-verdict")
+    table = gr.Dataframe(value=empty_frame(VERIFY_COLUMNS), interactive=False, wrap=True, label="Checks",
+                         elem_id="tok-verify-table")
+
+    def make_argv(*values: Any) -> list[str]:
+        if VERIFY_JOB.supervisor(ctx).poll().running:  # its sample files are about to be rewritten
+            raise InputProblem("a verification is running: wait for it or stop it first")
+        return verify_argv(ctx.python, *values, ctx.workspace, VERIFY_JOB.report_path(ctx))
+
+    def render(job: JobResult | None) -> list[Any]:
+        view = verify_view_of(job)
+        return [view.verdict, view.table]
+
+    wire_job(ctx, panel, run, [extended, base, new, base_file, base_typed, manifest, config, language], make_argv,
+             [verdict, table], render)
+
+
+def build(ctx: StudioContext) -> None:
+    """Lay out the Tokenizer tab (called by the shell inside ``with gr.Tab("Tokenizer")``)."""
+    languages = language_choices()
+    _sample_section(ctx, languages)
+    trained = _train_section(ctx, languages)
+    extended = _extend_section(ctx, trained)
+    _verify_section(ctx, languages, extended)

@@ -25,6 +25,7 @@ from webui import training_form as tf
 from webui.context import StudioContext
 from webui.logtail import LogTail, file_size
 from webui.metrics_view import MetricsReader, progress_html
+from webui.model_version import MODEL_NAMES, config_version, version_badge_html
 from webui.preflight_view import preflight_html, run_preflight
 from webui.run_record import CONSOLE_LOG
 from webui.supervisor import RunAlreadyActive, RunStatus
@@ -77,34 +78,43 @@ def initial_values(ctx: StudioContext) -> dict[str, Any]:
     return tf.apply_preset(tf.DEMO_PRESET, {}, workspace_files(ctx))
 
 
+def preset_files(ctx: StudioContext, name: str) -> tf.WorkspaceFiles:
+    """The files a preset fills in: the IndexTTS2 demo's for its preset, else the workspace's demo files."""
+    return tf.demo_v2_files(ctx.workspace) if name == tf.DEMO_V2_PRESET else workspace_files(ctx)
+
+
 # -- checkpoints for the resume dropdown -------------------------------------------------------------------
-# Verifying loads a checkpoint, so each file is verified once: the cache key changes when the file does.
-_verified: dict[tuple[int, int, int, int], tuple[int | None, float | None, str]] = {}
-_verified_lock = threading.Lock()
-_VERIFIED_MAX = 512
+# Metadata only (no tensor data: milliseconds for a 7 GB file), cached per file version; the pre-flight and
+# the trainer verify the checkpoint they resume from.
+_labels: dict[tuple[int, int, int, int], tuple[int | None, str]] = {}
+_labels_lock = threading.Lock()
+_LABELS_MAX = 512
 
 
-def _checkpoint_label(path: Path) -> tuple[int | None, float | None, str]:
-    """(step, val loss, verdict) of one checkpoint file, from the checkpoint toolkit (cached per file version)."""
+def _checkpoint_label(path: Path) -> tuple[int | None, str]:
+    """(step, label) of one checkpoint file from its metadata (cached per file version)."""
+    from trainer.checkpoints import CheckpointError
+    from trainer.checkpoints.metadata import read_metadata
     from trainer.checkpoints.store import step_of
-    from trainer.checkpoints.verify import verify_checkpoint
 
     stat = path.stat()
     key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    with _verified_lock:
-        if key in _verified:
-            return _verified[key]
+    with _labels_lock:
+        if key in _labels:
+            return _labels[key]
         try:
-            report = verify_checkpoint(path)
-            details = report.details or {}
-            step = details.get("step") if isinstance(details.get("step"), int) else step_of(path)
-            val_loss = details.get("val_loss") if isinstance(details.get("val_loss"), (int, float)) else None
-            entry = (step, val_loss, str(report.verdict))
-        except Exception as exc:  # a broken file must not break the form
-            entry = (step_of(path), None, f"unreadable: {exc}")
-        if len(_verified) >= _VERIFIED_MAX:
-            _verified.pop(next(iter(_verified)))
-        _verified[key] = entry
+            meta = read_metadata(path)
+            step = meta.step if meta.step is not None else step_of(path)
+            loss = f"{meta.last_val_loss:.4f}" if meta.last_val_loss is not None else "-"
+            model = MODEL_NAMES.get(str(meta.model_version), "model ?")
+            kind = "" if meta.kind == "studio" else f" · {meta.kind} (repair it in the Checkpoints tab)"
+            entry = (step, f"{path.name} · step {step if step is not None else '?'} · val loss {loss} · {model}{kind}")
+        except CheckpointError as exc:
+            reason = str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
+            entry = (step_of(path), f"{path.name} · unreadable: {reason}")
+        if len(_labels) >= _LABELS_MAX:
+            _labels.pop(next(iter(_labels)))
+        _labels[key] = entry
         return entry
 
 
@@ -120,11 +130,9 @@ def checkpoint_choices(output_dir: str) -> list[tuple[str, str]]:
     entries: list[tuple[int, str, str]] = []
     for path in sorted(directory.glob("*.pth")):
         try:
-            step, val_loss, verdict = _checkpoint_label(path)
+            step, label = _checkpoint_label(path)
         except OSError:
             continue  # rotated away meanwhile
-        loss = f"{val_loss:.4f}" if val_loss is not None else "-"
-        label = f"{path.name} · step {step if step is not None else '?'} · val loss {loss} · {verdict}"
         entries.append((step if step is not None else -1, label, str(path)))
     entries.sort(key=lambda entry: -entry[0])
     return choices + [(label, value) for _, label, value in entries]
@@ -363,9 +371,12 @@ def page_host(request: gr.Request | None) -> str:
 
 
 # -- the tab -------------------------------------------------------------------------------------------------
-def _component(option: tf.Option, value: Any) -> gr.components.Component:
-    label = f"{option.flag}" + (" *" if option.required else "")
-    common = {"label": label, "info": tf.field_info(option), "elem_id": tf.elem_id(option)}
+VERSIONED = ("train_manifest", "val_manifest", *tf.SAMPLE_OPTIONS)  # fields whose label/state follow the model
+
+
+def _component(option: tf.Option, value: Any, version: str | None) -> gr.components.Component:
+    common = {"label": tf.field_label(option, version), "info": tf.field_info(option, version),
+              "elem_id": tf.elem_id(option), "interactive": tf.applies(option, version)}
     if option.repeatable:
         return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
     if option.kind == "bool":
@@ -379,6 +390,18 @@ def _component(option: tf.Option, value: Any) -> gr.components.Component:
     return gr.Textbox(value=value, **common)
 
 
+def version_view(config: str) -> list[Any]:
+    """The model badge and the version-dependent fields' updates (VERSIONED order) for the typed config."""
+    found = config_version(config)
+    updates = []
+    for name in VERSIONED:
+        option = tf.trainer_options.option_by_name(name)
+        updates.append(gr.update(label=tf.field_label(option, found.version),
+                                 info=tf.field_info(option, found.version),
+                                 interactive=tf.applies(option, found.version)))
+    return [version_badge_html(found), *updates]
+
+
 def _form_updates(values: dict[str, Any]) -> list[Any]:
     fields, resume_ticked, resume_from = tf.form_from_values(values)
     choices = checkpoint_choices(str(values.get("output_dir") or ""))
@@ -388,133 +411,166 @@ def _form_updates(values: dict[str, Any]) -> list[Any]:
             shlex.join(tf.trainer_argv(values))]
 
 
-def build(ctx: StudioContext) -> None:
-    values = initial_values(ctx)
-    fields_init, resume_init, resume_from_init = tf.form_from_values(values)
-    by_name: dict[str, gr.components.Component] = {}
+@dataclass
+class FormColumn:
+    preset: gr.Dropdown
+    apply_preset: gr.Button
+    save_yaml: gr.Button
+    yaml_file: gr.File
+    load_yaml: gr.File
+    message: gr.Markdown
+    version: gr.HTML  # the model badge beside --config
+    fields: dict[str, Any]  # option name -> component
 
+
+@dataclass
+class RunColumn:
+    resume: gr.Checkbox
+    resume_from: gr.Dropdown
+    refresh: gr.Button
+    command: gr.Textbox
+    preflight: gr.Button
+    start: gr.Button
+    stop: gr.Button
+    force_stop: gr.Button
+    start_message: gr.HTML
+    preflight_report: gr.HTML
+    status: gr.HTML
+    progress: gr.HTML
+    log: gr.Textbox
+    tensorboard: gr.Button
+    tensorboard_link: gr.HTML
+
+
+def _form_column(values: dict[str, Any]) -> FormColumn:
+    fields_init, _, _ = tf.form_from_values(values)
+    version = config_version(str(values.get("config") or ""))
+    with gr.Row(equal_height=True):
+        preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset", elem_id="train-preset", scale=3)
+        apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
+    with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"):
+        save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml")
+        yaml_file = gr.File(label="Saved form", interactive=False, elem_id="train-yaml-file", height=90)
+        load_yaml = gr.File(label="Load form from YAML (a saved form or a run's train_config.yaml)",
+                            file_types=[".yaml", ".yml"], type="filepath", elem_id="train-load-yaml", height=90)
+    message = gr.Markdown(elem_id="train-form-message")
+    fields: dict[str, Any] = {}
+    badge = None
+    for group in tf.GROUPS:
+        with gr.Accordion(group, open=group == tf.GROUPS[0], elem_id=f"train-group-{group.split()[0].lower()}"):
+            for option, value in zip(tf.FORM_OPTIONS, fields_init):
+                if option.group == group:
+                    fields[option.name] = _component(option, value, version.version)
+                    if option.name == "config":
+                        badge = gr.HTML(version_badge_html(version), elem_id="train-model-version")
+    assert badge is not None
+    return FormColumn(preset, apply_preset, save_yaml, yaml_file, load_yaml, message, badge, fields)
+
+
+def _run_column(values: dict[str, Any]) -> RunColumn:
+    _, resume_init, resume_from_init = tf.form_from_values(values)
+    with gr.Row(equal_height=True):
+        resume = gr.Checkbox(value=resume_init, label="Resume", elem_id="train-resume", scale=1,
+                             info="continue this output dir's run (optimizer, schedule, data position)")
+        resume_from = gr.Dropdown(choices=checkpoint_choices(str(values.get("output_dir") or "")),
+                                  value=resume_from_init, label="Resume from", allow_custom_value=True,
+                                  elem_id="train-resume-from", scale=3)
+        refresh = gr.Button("Refresh", elem_id="train-refresh-checkpoints", scale=0, min_width=90)
+    command = gr.Textbox(value=shlex.join(tf.trainer_argv(values)), label="Command (exactly what Start runs)",
+                         lines=3, interactive=False, buttons=["copy"], elem_id="train-command")
     with gr.Row():
-        with gr.Column(scale=2, min_width=380):
-            with gr.Row(equal_height=True):
-                preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset",
-                                     elem_id="train-preset", scale=3)
-                apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
-            with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"):
-                save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml")
-                yaml_file = gr.File(label="Saved form", interactive=False, elem_id="train-yaml-file", height=90)
-                load_yaml = gr.File(label="Load form from YAML (a saved form or a run's train_config.yaml)",
-                                    file_types=[".yaml", ".yml"], type="filepath", elem_id="train-load-yaml",
-                                    height=90)
-            form_message = gr.Markdown(elem_id="train-form-message")
-            for group in tf.GROUPS:
-                with gr.Accordion(group, open=group == tf.GROUPS[0],
-                                  elem_id=f"train-group-{group.split()[0].lower()}"):
-                    for option, value in zip(tf.FORM_OPTIONS, fields_init):
-                        if option.group == group:
-                            by_name[option.name] = _component(option, value)
+        preflight = gr.Button("Pre-flight check", elem_id="train-preflight")
+        start = gr.Button("Start", variant="primary", elem_id="train-start")
+        stop = gr.Button("Stop (save, then exit)", elem_id="train-stop")
+        force_stop = gr.Button("Force stop", variant="stop", elem_id="train-force-stop")
+    start_message = gr.HTML(elem_id="train-start-message")
+    preflight_report = gr.HTML(elem_id="train-preflight-report")
+    status = gr.HTML(elem_id="train-status")
+    progress = gr.HTML(elem_id="train-progress")
+    log = gr.Textbox(label="Log", lines=20, max_lines=20, interactive=False, autoscroll=True, elem_id="training-log")
+    with gr.Row(equal_height=True):
+        tensorboard = gr.Button("Start TensorBoard", elem_id="train-tensorboard", scale=1)
+        tensorboard_link = gr.HTML(elem_id="train-tensorboard-link")
+    return RunColumn(resume, resume_from, refresh, command, preflight, start, stop, force_stop, start_message,
+                     preflight_report, status, progress, log, tensorboard, tensorboard_link)
 
-        with gr.Column(scale=3, min_width=480):
-            with gr.Row(equal_height=True):
-                resume = gr.Checkbox(value=resume_init, label="Resume", elem_id="train-resume", scale=1,
-                                     info="continue this output dir's run (optimizer, schedule, data position)")
-                resume_from = gr.Dropdown(
-                    choices=checkpoint_choices(str(values.get("output_dir") or "")), value=resume_from_init,
-                    label="Resume from", allow_custom_value=True, elem_id="train-resume-from", scale=3,
-                )
-                refresh_checkpoints = gr.Button("Refresh", elem_id="train-refresh-checkpoints", scale=0,
-                                                min_width=90)
-            command = gr.Textbox(value=shlex.join(tf.trainer_argv(values)),
-                                 label="Command (exactly what Start runs)", lines=3, interactive=False,
-                                 buttons=["copy"], elem_id="train-command")
-            with gr.Row():
-                preflight = gr.Button("Pre-flight check", elem_id="train-preflight")
-                start = gr.Button("Start", variant="primary", elem_id="train-start")
-                stop = gr.Button("Stop (save, then exit)", elem_id="train-stop")
-                force_stop = gr.Button("Force stop", variant="stop", elem_id="train-force-stop")
-            start_message = gr.HTML(elem_id="train-start-message")
-            preflight_report = gr.HTML(elem_id="train-preflight-report")
-            status = gr.HTML(elem_id="train-status")
-            progress = gr.HTML(elem_id="train-progress")
-            log = gr.Textbox(label="Log", lines=20, max_lines=20, interactive=False, autoscroll=True,
-                             elem_id="training-log")
-            with gr.Row(equal_height=True):
-                tensorboard = gr.Button("Start TensorBoard", elem_id="train-tensorboard", scale=1)
-                tensorboard_link = gr.HTML(elem_id="train-tensorboard-link")
-    with gr.Row():
-        plot_args = {"x": "step", "y": "value", "color": "series", "height": 260}
-        loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
-        top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
-        lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
-    field_list = [by_name[option.name] for option in tf.FORM_OPTIONS]
-    output_dir = by_name["output_dir"]
-    view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
-    preflight_for = gr.State(None)  # the command the pre-flight report on the page was made for
-    timer = gr.Timer(POLL_S)
 
-    form_inputs = [*field_list, resume, resume_from]
-    form_outputs = [*field_list, resume, resume_from, command]
+class FormIO:
+    """The form's components as one list of inputs/outputs, and reading values from what they hold."""
 
-    def values_of(*raw: Any) -> dict[str, Any]:
-        return tf.values_from_form(list(raw[: len(field_list)]), bool(raw[-2]), raw[-1])
+    def __init__(self, form: FormColumn, run: RunColumn) -> None:
+        self.fields = [form.fields[option.name] for option in tf.FORM_OPTIONS]
+        self.inputs = [*self.fields, run.resume, run.resume_from]
+        self.outputs = [*self.fields, run.resume, run.resume_from, run.command]
+        self.versioned = [form.fields[name] for name in VERSIONED]
 
-    def read_form(*raw: Any) -> tuple[dict[str, Any] | None, str]:
+    def values(self, *raw: Any) -> dict[str, Any]:
+        return tf.values_from_form(list(raw[: len(self.fields)]), bool(raw[-2]), raw[-1])
+
+    def read(self, *raw: Any) -> tuple[dict[str, Any] | None, str]:
         try:
-            return values_of(*raw), ""
+            return self.values(*raw), ""
         except tf.FormError as exc:
             return None, str(exc)
 
-    def on_form_change(*raw: Any) -> tuple[Any, ...]:
-        values, problem = read_form(*raw[:-1])
-        return form_changed(values, raw[-1], problem)
 
-    # .change on resume too: a finished run unticks it from the timer, and the command must follow.
-    gr.on([*(c.input for c in form_inputs if c is not resume), resume.change], on_form_change, inputs=[*form_inputs, preflight_for],
-          outputs=[command, preflight_report, preflight_for], show_progress="hidden", queue=False)
-
-    resume.input(lambda out: gr.update(choices=checkpoint_choices(out or "")), inputs=output_dir,
-                 outputs=resume_from, show_progress="hidden")
-    refresh_checkpoints.click(lambda out: gr.update(choices=checkpoint_choices(out or "")), inputs=output_dir,
-                              outputs=resume_from)
-
-    def on_apply_preset(name: str, *raw: Any) -> list[Any]:
-        try:
-            current = values_of(*raw)
-        except tf.FormError:
-            current = {}
-        return [*_form_updates(tf.apply_preset(name, current, workspace_files(ctx))), f"preset **{name}** applied"]
-
-    apply_preset.click(on_apply_preset, inputs=[preset, *form_inputs], outputs=[*form_outputs, form_message])
-
+def _wire_yaml(form: FormColumn, io: FormIO) -> None:
     def on_save_yaml(*raw: Any) -> tuple[Any, str]:
         try:
-            text = tf.form_yaml(values_of(*raw))
+            text = tf.form_yaml(io.values(*raw))
         except tf.FormError as exc:
             return None, f"error: {exc}"
-        folder = Path(tempfile.mkdtemp(prefix="studio-form-"))
-        path = folder / "training_form.yaml"
+        path = Path(tempfile.mkdtemp(prefix="studio-form-")) / "training_form.yaml"
         path.write_text(text, encoding="utf-8")
         return str(path), "form saved: download it above"
 
-    save_yaml.click(on_save_yaml, inputs=form_inputs, outputs=[yaml_file, form_message])
-
     def on_load_yaml(path: str | None, *raw: Any) -> list[Any]:
         if not path:
-            return [gr.skip()] * len(form_outputs) + [""]
-        try:
-            current = values_of(*raw)
-        except tf.FormError:
-            current = None
+            return [gr.skip()] * len(io.outputs) + [""]
+        current, _ = io.read(*raw)
         try:
             loaded, notes = tf.values_from_yaml(Path(path).read_text(encoding="utf-8"), base=current)
         except (OSError, UnicodeDecodeError, tf.FormError) as exc:
-            return [gr.skip()] * len(form_outputs) + [f"error: cannot load the form: {exc}"]
-        message = "form loaded" + (f" ({'; '.join(notes)})" if notes else "")
-        return [*_form_updates(loaded), message]
+            return [gr.skip()] * len(io.outputs) + [f"error: cannot load the form: {exc}"]
+        return [*_form_updates(loaded), "form loaded" + (f" ({'; '.join(notes)})" if notes else "")]
 
-    load_yaml.upload(on_load_yaml, inputs=[load_yaml, *form_inputs], outputs=[*form_outputs, form_message])
+    form.save_yaml.click(on_save_yaml, inputs=io.inputs, outputs=[form.yaml_file, form.message])
+    form.load_yaml.upload(on_load_yaml, inputs=[form.load_yaml, *io.inputs], outputs=[*io.outputs, form.message])
 
+
+def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO, preflight_for: gr.State) -> None:
+    output_dir, config = form.fields["output_dir"], form.fields["config"]
+
+    def on_form_change(*raw: Any) -> tuple[Any, ...]:
+        values, problem = io.read(*raw[:-1])
+        return form_changed(values, raw[-1], problem)
+
+    # .change on resume too: a finished run unticks it from the timer, and the command must follow.
+    gr.on([*(c.input for c in io.inputs if c is not run.resume), run.resume.change], on_form_change,
+          inputs=[*io.inputs, preflight_for], outputs=[run.command, run.preflight_report, preflight_for],
+          show_progress="hidden", queue=False)
+    # The config decides the model version: its badge, the manifests' labels, the options that apply.
+    config.change(version_view, inputs=config, outputs=[form.version, *io.versioned], show_progress="hidden")
+
+    def resume_choices(out: str) -> Any:
+        return gr.update(choices=checkpoint_choices(out or ""))
+
+    run.resume.input(resume_choices, inputs=output_dir, outputs=run.resume_from, show_progress="hidden")
+    run.refresh.click(resume_choices, inputs=output_dir, outputs=run.resume_from)
+
+    def on_apply_preset(name: str, *raw: Any) -> list[Any]:
+        current, _ = io.read(*raw)
+        values = tf.apply_preset(name, current or {}, preset_files(ctx, name))
+        return [*_form_updates(values), f"preset **{name}** applied"]
+
+    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *io.inputs], outputs=[*io.outputs, form.message])
+    _wire_yaml(form, io)
+
+
+def _wire_actions(ctx: StudioContext, run: RunColumn, io: FormIO, output_dir: Any, preflight_for: gr.State,
+                  timer: gr.Timer) -> None:
     def on_preflight(*raw: Any) -> tuple[Any, ...]:
-        values, problem = read_form(*raw)
+        values, problem = io.read(*raw)
         if values is None:
             return error_html(problem), gr.skip(), None
         missing = tf.missing_required(values)
@@ -523,14 +579,9 @@ def build(ctx: StudioContext) -> None:
         shown = shlex.join(tf.trainer_argv(values))
         return preflight_html(run_preflight(values)), shown, shown
 
-    preflight.click(on_preflight, inputs=form_inputs, outputs=[preflight_report, command, preflight_for])
-
     def on_start(*raw: Any) -> Started:
-        values, problem = read_form(*raw[:-1])
+        values, problem = io.read(*raw[:-1])
         return start_run(ctx, values, raw[-1], problem)
-
-    start.click(on_start, inputs=[*form_inputs, preflight_for],
-                outputs=[status, start_message, command, timer, preflight_report, preflight_for])
 
     def on_stop(out: str, force: bool) -> tuple[Any, str]:
         if not (out or "").strip():
@@ -542,19 +593,41 @@ def build(ctx: StudioContext) -> None:
             return gr.skip(), error_html(str(exc))
         return status_html(final), ""
 
-    stop.click(lambda out: on_stop(out, False), inputs=output_dir, outputs=[status, start_message],
-               concurrency_limit=None)
-    force_stop.click(lambda out: on_stop(out, True), inputs=output_dir, outputs=[status, start_message],
-                     concurrency_limit=None)
-
     def on_tensorboard(out: str, request: gr.Request) -> str:
         return start_tensorboard(ctx, out or "", page_host(request))
 
-    tensorboard.click(on_tensorboard, inputs=output_dir, outputs=tensorboard_link)
+    run.preflight.click(on_preflight, inputs=io.inputs, outputs=[run.preflight_report, run.command, preflight_for])
+    run.start.click(on_start, inputs=[*io.inputs, preflight_for],
+                    outputs=[run.status, run.start_message, run.command, timer, run.preflight_report, preflight_for])
+    stopped = [run.status, run.start_message]
+    run.stop.click(lambda out: on_stop(out, False), inputs=output_dir, outputs=stopped, concurrency_limit=None)
+    run.force_stop.click(lambda out: on_stop(out, True), inputs=output_dir, outputs=stopped, concurrency_limit=None)
+    run.tensorboard.click(on_tensorboard, inputs=output_dir, outputs=run.tensorboard_link)
 
-    tick_outputs = [view, status, progress, log, loss_plot, top1_plot, lr_plot, resume_from, timer, resume,
-                    preflight_report, preflight_for]
-    timer.tick(lambda v, out, ticked: poll_view(ctx, v, out, ticked), inputs=[view, output_dir, resume],
+
+def build(ctx: StudioContext) -> None:
+    values = initial_values(ctx)
+    with gr.Row():
+        with gr.Column(scale=2, min_width=380):
+            form = _form_column(values)
+        with gr.Column(scale=3, min_width=480):
+            run = _run_column(values)
+    with gr.Row():
+        plot_args = {"x": "step", "y": "value", "color": "series", "height": 260}
+        loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
+        top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
+        lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
+    io = FormIO(form, run)
+    output_dir = form.fields["output_dir"]
+    view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
+    preflight_for = gr.State(None)  # the command the pre-flight report on the page was made for
+    timer = gr.Timer(POLL_S)
+    _wire_form(ctx, form, run, io, preflight_for)
+    _wire_actions(ctx, run, io, output_dir, preflight_for, timer)
+
+    tick_outputs = [view, run.status, run.progress, run.log, loss_plot, top1_plot, lr_plot, run.resume_from, timer,
+                    run.resume, run.preflight_report, preflight_for]
+    timer.tick(lambda v, out, ticked: poll_view(ctx, v, out, ticked), inputs=[view, output_dir, run.resume],
                outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
 
@@ -562,5 +635,4 @@ def build(ctx: StudioContext) -> None:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.
         return [*_form_updates(initial_values(ctx)), None]
 
-    gr.on(triggers=None, fn=on_load, outputs=[*form_outputs, view], show_progress="hidden")
-
+    gr.on(triggers=None, fn=on_load, outputs=[*io.outputs, view], show_progress="hidden")

@@ -89,11 +89,35 @@ def _single_line(option: Option, text: str) -> str:
     return text
 
 
-def field_info(option: Option) -> str:
-    """The help shown under a field: the option's help, plus how a multi-path field is filled."""
+def field_info(option: Option, version: str | None = None) -> str:
+    """The help shown under a field: the option's help, how a multi-path field is filled, and, for a model
+    version the option does not apply to, the one-line reason instead."""
+    if not applies(option, version):
+        return NOT_FOR_V2
     if option.repeatable:
         return f"{option.help} (here: one path per line; blank lines are ignored)"
     return option.help
+
+
+# -- what applies to which model version (trainer.versions.model_variant decides the version) ----------------
+V2 = "2"
+SAMPLE_OPTIONS = ("vocoder", "sample_texts", "sample_every")
+NOT_FOR_V2 = ("not used for IndexTTS2: samples at saves need IndexTTS-1.5's BigVGAN (IndexTTS2 synthesis is not "
+              "in this studio yet), so an IndexTTS2 run ignores it")
+MANIFEST_KINDS = {V2: "IndexTTS2 paired manifest", "1.5": "IndexTTS-1.5 codes manifest"}
+
+
+def applies(option: Option, version: str | None) -> bool:
+    """Whether the option does anything for a model of ``version`` ("1.5", "2"; None: not known yet)."""
+    return not (version == V2 and option.name in SAMPLE_OPTIONS)
+
+
+def field_label(option: Option, version: str | None = None) -> str:
+    """The field's label: the flag, ``*`` when required, and for manifests which format this model reads."""
+    label = option.flag + (" *" if option.required else "")
+    if option.name in ("train_manifest", "val_manifest") and version in MANIFEST_KINDS:
+        label += f" ({MANIFEST_KINDS[version]})"
+    return label
 
 
 # -- the whole form --------------------------------------------------------------------------------------
@@ -163,16 +187,19 @@ class WorkspaceFiles:
 
 
 DEMO_PRESET = "Demo (CPU, tiny)"
+DEMO_V2_PRESET = "Demo (IndexTTS2)"
 GPU24_PRESET = "Amharic on one 24 GB GPU"
 GPU80_PRESET = "Amharic on 80 GB GPU"
 
 # Hyper-parameters per preset; paths are filled from the workspace (demo) or kept from the form (GPU).
+_DEMO_SETTINGS: dict[str, Any] = {
+    "epochs": 10, "max_steps": 200, "batch_size": 8, "grad_accumulation": 1, "num_workers": 0,
+    "learning_rate": 3e-3, "warmup_steps": 10, "log_interval": 5, "val_interval": 20, "save_interval": 20,
+    "max_val_batches": 50, "keep_checkpoints": 3, "device": "cpu", "amp": "off", "grad_checkpointing": False,
+}
 _PRESET_SETTINGS: dict[str, dict[str, Any]] = {
-    DEMO_PRESET: {
-        "epochs": 10, "max_steps": 200, "batch_size": 8, "grad_accumulation": 1, "num_workers": 0,
-        "learning_rate": 3e-3, "warmup_steps": 10, "log_interval": 5, "val_interval": 20, "save_interval": 20,
-        "max_val_batches": 50, "keep_checkpoints": 3, "device": "cpu", "amp": "off", "grad_checkpointing": False,
-    },
+    DEMO_PRESET: _DEMO_SETTINGS,
+    DEMO_V2_PRESET: _DEMO_SETTINGS,
     GPU24_PRESET: {
         "epochs": 10, "max_steps": 0, "batch_size": 4, "grad_accumulation": 8, "num_workers": 4,
         "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
@@ -187,6 +214,7 @@ _PRESET_SETTINGS: dict[str, dict[str, Any]] = {
     },
 }
 PRESETS: tuple[str, ...] = tuple(_PRESET_SETTINGS)
+DEMO_PRESETS = (DEMO_PRESET, DEMO_V2_PRESET)  # these reset the whole form to a demo workspace's files
 
 
 def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
@@ -199,13 +227,24 @@ def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
     return values
 
 
+def demo_v2_files(workspace: Path) -> WorkspaceFiles:
+    """The IndexTTS2 half of the demo workspace (``trainer.demo_v2.DemoV2Paths``) as preset files."""
+    from trainer.demo_v2 import DemoV2Paths
+
+    demo = DemoV2Paths.under(workspace)
+    return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest,
+                          tokenizer=demo.extended_tokenizer, config=demo.config, base_checkpoint=demo.base_checkpoint,
+                          output_dir=demo.output_dir)
+
+
 def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:
-    """The demo preset resets everything to the workspace's demo; GPU presets keep the form's paths."""
+    """A demo preset resets everything to ``files`` (that demo's); GPU presets keep the form's paths."""
     if name not in _PRESET_SETTINGS:
         raise KeyError(f"no preset named {name!r}")
-    base = workspace_values(files) if name == DEMO_PRESET else {**trainer_options.default_values(), **current}
+    demo = name in DEMO_PRESETS
+    base = workspace_values(files) if demo else {**trainer_options.default_values(), **current}
     base.update(_PRESET_SETTINGS[name])
-    if name == DEMO_PRESET:
+    if demo:
         base[RESUME] = ""
     return base
 

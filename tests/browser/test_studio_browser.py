@@ -266,3 +266,75 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         app.stop()
         if restarted is not None:
             restarted.stop()
+
+
+def choose_preset(page, name: str) -> None:
+    page.locator("#train-preset input").click()
+    page.get_by_role("option", name=name, exact=True).click()
+    page.locator("#train-apply-preset").click()
+
+
+def wait_stopped_at(page) -> int:
+    page.wait_for_function(
+        "() => /stopped, saved at step \\d+/.test(document.querySelector('#train-status').innerText)",
+        timeout=RUN_TIMEOUT_MS)
+    return int(SAVED.search(status_text(page)).group(1))
+
+
+@pytest.mark.slow
+def test_indextts2_demo_trains_stops_and_resumes(page, studio_workspace: Path, artifacts: Path,
+                                                 tmp_path: Path) -> None:
+    """The IndexTTS2 preset: the page names the model, offers what applies, trains, stops, resumes."""
+    _started[0] = time.monotonic()
+    output_dir = studio_workspace / "v2" / "runs" / "demo"
+    app = StudioProcess(studio_workspace, tmp_path / "studio-v2.log")
+    try:
+        app.wait_ready()
+        page.goto(app.url)
+        open_tab(page, "Training")
+        choose_preset(page, "Demo (IndexTTS2)")
+        wait_command(page, str(studio_workspace / "v2" / "data" / "train_pairs.jsonl"))
+        badge = page.locator('#train-model-version-badge[data-version="2"]')
+        badge.wait_for(timeout=UI_TIMEOUT_MS)
+        assert "IndexTTS2 GPT" in badge.inner_text()
+        assert "IndexTTS2 paired manifest" in page.locator("#opt-train-manifest").inner_text()
+        page.get_by_text("Logging and checkpoints").click()
+        assert page.locator("#opt-vocoder input, #opt-vocoder textarea").first.is_disabled()
+        assert "not used for IndexTTS2" in page.locator("#opt-vocoder").inner_text()
+        page.get_by_text("Length and batches").click()
+        fill_number(page, "opt-max-steps", 60)
+        fill_number(page, "opt-log-interval", 1)
+        fill_number(page, "opt-val-interval", 1000)
+        wait_command(page, "--val-interval 1000")
+        assert str(output_dir) in command_text(page) and "--resume" not in command_text(page)
+        phase("IndexTTS2 form ready")
+
+        page.locator("#train-start").click()
+        wait_log(page, r"^step 2/\d+")
+        assert "IndexTTS2" in log_text(page)  # the trainer says which model it built
+        phase("IndexTTS2 run logging")
+        page.locator("#train-stop").click()  # a stop saves, whatever the save interval
+        saved_step = wait_stopped_at(page)
+        assert saved_step >= 2 and (output_dir / "latest.pth").is_file()
+        phase("stopped")
+
+        page.locator("#train-resume input").check()
+        wait_command(page, "--resume auto")
+        page.locator("#train-start").click()
+        wait_log(page, rf"resumed from \S+ at step {saved_step}\b")
+        wait_step_after(page, saved_step)
+        page.locator("#train-stop").click()
+        assert wait_stopped_at(page) > saved_step
+        page.screenshot(path=str(artifacts / "tab-training-indextts2.png"), full_page=True)
+        phase("resumed and stopped again")
+
+        open_tab(page, "Checkpoints")
+        picker = page.locator("#ckpt-output-dir input")
+        picker.fill(str(output_dir))
+        picker.press("Enter")
+        page.wait_for_function(
+            "() => { const t = document.getElementById('ckpt-list-table').innerText;"
+            " return t.includes('latest.pth') && t.includes('IndexTTS2'); }", timeout=UI_TIMEOUT_MS)
+    finally:
+        page.screenshot(path=str(artifacts / "last-state-indextts2.png"), full_page=True)
+        app.stop()
