@@ -509,7 +509,7 @@ def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo
     lines = table.groupby("what")["detail"].apply(list).to_dict()
     assert any("model weights" in line for line in lines["kept"])
     assert any("model config from --config" in line for line in lines["supplied"])
-    assert "RNG state missing: resume will not be bit-exact" in lines["lost"]
+    assert any(line.startswith("RNG state missing: resume will not be bit-exact") for line in lines["lost"])
     assert lines["new file"] == [f"{run / 'model_step40_repaired.pth'}: PARTIAL"]
     assert source.read_bytes() == before  # the original is never written
     assert tc.default_repair_path(source) == run / "model_step40_repaired_2.pth"  # the next one never overwrites
@@ -608,11 +608,11 @@ def test_a_tab_that_cannot_be_imported_or_built_stops_the_studio_naming_it(tmp_p
     assert "tests/test_ui_tabs.py:" in message and "\n" not in message  # where it broke
 
 
-def test_the_studio_has_all_five_tabs(demo_workspace):
+def test_the_studio_has_all_six_tabs(demo_workspace):
     from webui import studio
     from webui.context import StudioContext
 
     blocks = studio.build_studio(StudioContext.create(demo_workspace.root))
     ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
     assert {elem_id for _, _, elem_id in studio.TABS} <= ids
-    assert [title for title, _, _ in studio.TABS] == ["Data", "Tokenizer", "Training", "Checkpoints", "System"]
+    assert [title for title, _, _ in studio.TABS] == ["Data", "Tokenizer", "Training", "Checkpoints", "Test", "System"]

@@ -170,10 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(lambda: synthesize(args))
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def _reference_input(path: Path) -> Any:
     """A prompt mel ``.npy`` (the data's own cond_mel) is used as features; anything else is read as audio."""
     if path.suffix.lower() != ".npy":
@@ -189,3 +185,8 @@ def _reference_input(path: Path) -> Any:
     except (OSError, ValueError) as exc:
         raise SynthesisError(f"--reference {path}: {' '.join(str(exc).split())}") from None
     return torch.from_numpy(np.ascontiguousarray(mel, dtype=np.float32))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

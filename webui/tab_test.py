@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -236,21 +237,10 @@ def _view_outputs(view: TestView, shown: list[str] | None = None) -> tuple[Any, 
     return (*values, view.command, view.log, now)
 
 
-def build(ctx: StudioContext) -> None:
-    """Lay out the Test tab (called by the shell inside ``with gr.Tab("Test")``)."""
-    workspace = ctx.workspace
-
-    def choice_list() -> list[tuple[str, str]]:
-        return [(c.label, c.key) for c in model_choices(workspace)]
-
+def _pickers(workspace: Path) -> SimpleNamespace:
     choices = model_choices(workspace)
     first_a, first_b = default_pair(choices)
     listed = [(c.label, c.key) for c in choices]
-    references = reference_choices(workspace, [ctx.paths.val_manifest])
-
-    gr.Markdown("### Listen: two models, the same text, the same voice\n"
-                "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
-                "the browser). IndexTTS2 models cannot speak here yet: synthesis is IndexTTS-1.5-only.")
     with gr.Row(equal_height=True):
         model_a = gr.Dropdown(choices=listed, value=first_a, allow_custom_value=True, scale=5, label="Model A",
                               elem_id="test-model-a", info="a base model or any checkpoint (or type a path)")
@@ -260,12 +250,17 @@ def build(ctx: StudioContext) -> None:
     with gr.Row():
         files_a = gr.HTML(value=lambda: describe_pick(first_a, workspace, ""), elem_id="test-files-a")
         files_b = gr.HTML(value=lambda: describe_pick(first_b, workspace, ""), elem_id="test-files-b")
+    return SimpleNamespace(model_a=model_a, model_b=model_b, refresh=refresh, files_a=files_a, files_b=files_b)
+
+
+def _inputs(ctx: StudioContext) -> SimpleNamespace:
+    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest])
     text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
                       elem_id="test-text")
     with gr.Row():
         reference = gr.Dropdown(choices=references, value=references[0][1], allow_custom_value=True, scale=3,
                                 label="Reference voice", elem_id="test-reference",
-                                info="audio only: a prompt mel (.npy) cannot be used, the synthesis CLI takes audio")
+                                info="an audio file, or type the path of a prompt log-mel .npy (a cond_mel)")
         upload = gr.Audio(sources=["upload", "microphone"], type="filepath", scale=2, elem_id="test-upload",
                           label="…or upload / record a reference (used instead of the pick when given)")
     with gr.Accordion("Decoding and files", open=False):
@@ -284,28 +279,40 @@ def build(ctx: StudioContext) -> None:
             vocoder = gr.Textbox(value="", label="Vocoder (empty: each config's bigvgan_checkpoint)",
                                  elem_id="test-vocoder", scale=3)
             device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", elem_id="test-device", scale=1)
+    return SimpleNamespace(text=text, reference=reference, upload=upload, mode=mode, num_beams=num_beams, seed=seed,
+                           temperature=temperature, top_k=top_k, top_p=top_p, vocoder=vocoder, device=device)
+
+
+def _side_column(side: str) -> tuple[Any, Any, Any]:
+    with gr.Column():
+        gr.Markdown(f"#### {side}")
+        status = gr.HTML(elem_id=f"test-status-{side.lower()}")
+        audio = gr.Audio(value=None, interactive=False, label=side, buttons=["download"],
+                         elem_id=f"test-audio-{side.lower()}")
+        detail = gr.Textbox(value="", lines=2, interactive=False, show_label=False, elem_id=f"test-detail-{side.lower()}")
+    return status, audio, detail
+
+
+def _players() -> SimpleNamespace:
     with gr.Row():
         start = gr.Button("Synthesize", variant="primary", elem_id="test-run")
         stop = gr.Button("Stop", variant="stop", elem_id="test-stop")
     message = gr.HTML(elem_id="test-message")
     with gr.Row(equal_height=False):
-        with gr.Column():
-            gr.Markdown("#### A")
-            status_a = gr.HTML(elem_id="test-status-a")
-            audio_a = gr.Audio(value=None, interactive=False, label="A", buttons=["download"], elem_id="test-audio-a")
-            detail_a = gr.Textbox(value="", lines=2, interactive=False, show_label=False, elem_id="test-detail-a")
-        with gr.Column():
-            gr.Markdown("#### B")
-            status_b = gr.HTML(elem_id="test-status-b")
-            audio_b = gr.Audio(value=None, interactive=False, label="B", buttons=["download"], elem_id="test-audio-b")
-            detail_b = gr.Textbox(value="", lines=2, interactive=False, show_label=False, elem_id="test-detail-b")
+        status_a, audio_a, detail_a = _side_column("A")
+        status_b, audio_b, detail_b = _side_column("B")
     with gr.Accordion("Commands and logs", open=False):
         command = gr.Textbox(lines=4, interactive=False, label="Commands run (exactly)", elem_id="test-command")
         log = gr.Textbox(lines=10, max_lines=20, interactive=False, label="Logs", elem_id="test-log")
-    timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load
     shown = gr.State(None)  # the wav each player holds, so ticks resend no audio
+    return SimpleNamespace(start=start, stop=stop, shown=shown,
+                           outputs=[message, status_a, audio_a, detail_a, status_b, audio_b, detail_b, command, log,
+                                    shown])
 
-    outputs = [message, status_a, audio_a, detail_a, status_b, audio_b, detail_b, command, log, shown]
+
+def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, players: SimpleNamespace,
+          timer: gr.Timer) -> None:
+    workspace, outputs, message = ctx.workspace, players.outputs, players.outputs[0]
 
     def on_start(*values: Any):
         view = start_test(ctx, *values)
@@ -320,15 +327,31 @@ def build(ctx: StudioContext) -> None:
         return (*_view_outputs(view, held), gr.Timer(active=view.running))
 
     def on_refresh(a: str, b: str):
-        listed_now = choice_list()
+        listed_now = [(c.label, c.key) for c in model_choices(workspace)]
         return (gr.Dropdown(choices=listed_now, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed_now], value=b))
 
-    start.click(on_start, inputs=[model_a, model_b, text, reference, upload, mode, num_beams, temperature, top_k,
-                                  top_p, seed, vocoder, device], outputs=[*outputs, timer])
-    stop.click(on_stop, inputs=shown, outputs=[*outputs, timer])
-    timer.tick(on_tick, inputs=[message, shown], outputs=[*outputs, timer], show_progress="hidden")
-    refresh.click(on_refresh, inputs=[model_a, model_b], outputs=[model_a, model_b])
-    model_a.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[model_a, vocoder], outputs=files_a)
-    model_b.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[model_b, vocoder], outputs=files_b)
-    vocoder.change(lambda a, b, voc: (describe_pick(a, workspace, voc), describe_pick(b, workspace, voc)),
-                   inputs=[model_a, model_b, vocoder], outputs=[files_a, files_b])
+    i = inputs
+    players.start.click(on_start, inputs=[picks.model_a, picks.model_b, i.text, i.reference, i.upload, i.mode,
+                                          i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device],
+                        outputs=[*outputs, timer])
+    players.stop.click(on_stop, inputs=players.shown, outputs=[*outputs, timer])
+    timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden")
+    picks.refresh.click(on_refresh, inputs=[picks.model_a, picks.model_b], outputs=[picks.model_a, picks.model_b])
+    picks.model_a.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[picks.model_a, i.vocoder],
+                         outputs=picks.files_a)
+    picks.model_b.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[picks.model_b, i.vocoder],
+                         outputs=picks.files_b)
+    i.vocoder.change(lambda a, b, voc: (describe_pick(a, workspace, voc), describe_pick(b, workspace, voc)),
+                     inputs=[picks.model_a, picks.model_b, i.vocoder], outputs=[picks.files_a, picks.files_b])
+
+
+def build(ctx: StudioContext) -> None:
+    """Lay out the Test tab (called by the shell inside ``with gr.Tab("Test")``)."""
+    gr.Markdown("### Listen: two models, the same text, the same voice\n"
+                "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
+                "the browser). IndexTTS2 models cannot speak here yet: synthesis is IndexTTS-1.5-only.")
+    picks = _pickers(ctx.workspace)
+    inputs = _inputs(ctx)
+    players = _players()
+    timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load
+    _wire(ctx, picks, inputs, players, timer)

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from data_tools.paths import PathError, expand_path
+from webui import samples_view
 from webui import training_form as tf
 from webui.context import StudioContext
 from webui.logtail import LogTail, file_size
@@ -617,6 +618,7 @@ def build(ctx: StudioContext) -> None:
         loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
         top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
         lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
+    samples = samples_view.build("train-samples")  # the model speaks at every save: players by step
     io = FormIO(form, run)
     output_dir = form.fields["output_dir"]
     view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
@@ -624,6 +626,7 @@ def build(ctx: StudioContext) -> None:
     timer = gr.Timer(POLL_S)
     _wire_form(ctx, form, run, io, preflight_for)
     _wire_actions(ctx, run, io, output_dir, preflight_for, timer)
+    samples.wire(output_dir, timer)
 
     tick_outputs = [view, run.status, run.progress, run.log, loss_plot, top1_plot, lr_plot, run.resume_from, timer,
                     run.resume, run.preflight_report, preflight_for]

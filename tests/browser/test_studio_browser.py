@@ -35,7 +35,7 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
-TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "System")
+TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "System")
 
 
 def log_text(page) -> str:
