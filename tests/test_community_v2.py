@@ -39,7 +39,8 @@ from trainer.checkpoints import (
     validate_checkpoint,
     verify_checkpoint,
 )
-from trainer.checkpoints.repair import _community_latest_globals, load_for_repair, repair_checkpoint
+from trainer.checkpoints.community_load import _community_latest_globals, load_for_repair
+from trainer.checkpoints.repair import repair_checkpoint
 from trainer.checkpoints.verify import PARTIAL
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

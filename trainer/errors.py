@@ -16,19 +16,16 @@ class UsageError(Exception):
 
 
 def _refusal_types() -> tuple[type[BaseException], ...]:
-    """Exception types of the layers below that mean "bad input" (each carries a one-line message)."""
+    """Exception types of the layers below that mean "bad input" (each carries a one-line message).
+
+    The trainer's own refusals (checkpoints, synthesis, ...) subclass ``UsageError``, so this module needs
+    to know no layer above data_tools.
+    """
     from data_tools.config import ConfigError
     from data_tools.manifest import ManifestError
     from data_tools.text_tokenizer import TokenizerError
 
-    types: list[type[BaseException]] = [UsageError, ConfigError, ManifestError, TokenizerError]
-    try:
-        from trainer.checkpoints import CheckpointError, LockHeld
-    except ImportError:  # the checkpoint package is optional for the pieces that never touch it
-        pass
-    else:
-        types += [CheckpointError, LockHeld]
-    return tuple(types)
+    return (UsageError, ConfigError, ManifestError, TokenizerError)
 
 
 def one_line(message: object) -> str:

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from data_tools.fileio import sha256_file
+from trainer.errors import UsageError
 
 FORMAT_NAME = "indextts-studio-checkpoint"
 FORMAT_VERSION = 2
@@ -54,7 +55,7 @@ REQUIRED_KEYS: tuple[str, ...] = (
 COMMUNITY_KEYS: tuple[str, ...] = ("model", "optimizer", "scheduler", "scaler", "epoch", "step")
 
 
-class CheckpointError(Exception):
+class CheckpointError(UsageError):
     """A checkpoint that cannot be used; ``str(err)`` is one line saying what and what to do."""
 
 

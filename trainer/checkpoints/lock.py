@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from trainer.errors import UsageError
+
 LOCK_NAME = ".trainer.lock"
 
 try:
@@ -22,7 +24,7 @@ except ImportError:  # Windows
     import msvcrt
 
 
-class LockHeld(RuntimeError):
+class LockHeld(UsageError, RuntimeError):
     """Another live process holds the output directory."""
 
     def __init__(self, output_dir: Path, pid: int | None) -> None:

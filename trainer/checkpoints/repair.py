@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from data_tools.text_tokenizer import TextTokenizer
+from trainer.checkpoints.community_load import load_for_repair
 from trainer.checkpoints.digest import (
     DAMAGED,
     MISMATCH,
@@ -56,7 +57,6 @@ from trainer.checkpoints.format import (
     tokenizer_record,
     versions_record,
 )
-from trainer.checkpoints.loading import explain_load_failure, load_checkpoint
 from trainer.checkpoints.store import write_checkpoint_file
 from trainer.checkpoints.verify import VerifyReport, verify_checkpoint
 
@@ -87,42 +87,6 @@ class RepairReport:
         return {"source": str(self.source), "out": str(self.out), "source_kind": self.source_kind,
                 "kept": self.kept, "filled": self.filled, "costs": self.costs,
                 "verdict": None if self.verify is None else self.verify.verdict}
-
-
-# ----- loading the community latest.pth -------------------------------------------------------------
-
-
-def _community_latest_globals() -> list[Any]:
-    """Exactly what a community latest.pth needs beyond plain data, and nothing more: numpy's array
-    reconstruction (``np.random.get_state()`` holds a uint32 array) and ``TorchVersion`` (a str)."""
-    import numpy as np
-    from torch.torch_version import TorchVersion
-
-    try:
-        from numpy._core.multiarray import _reconstruct
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
-    allowed: list[Any] = [_reconstruct, np.ndarray, np.dtype, TorchVersion]
-    if hasattr(np, "dtypes"):  # numpy >= 1.25 pickles a uint32 dtype through its class
-        allowed.append(np.dtypes.UInt32DType)
-    return allowed
-
-
-def load_for_repair(path: Path) -> tuple[dict[str, Any], bool]:
-    """Load ``path``; returns (checkpoint, needed_numpy_allow_list). Refuses anything that could run code."""
-    try:
-        return load_checkpoint(path), False
-    except CheckpointError as first:
-        if "could run code" not in str(first):
-            raise
-        try:
-            with torch.serialization.safe_globals(_community_latest_globals()):
-                obj = torch.load(path, weights_only=True, map_location="cpu")
-        except Exception as exc:  # still refused: not just numpy data
-            raise CheckpointError(f"{path} is not a loadable checkpoint: {explain_load_failure(exc, path)}") from None
-        if not isinstance(obj, dict):
-            raise CheckpointError(f"{path} is not a loadable checkpoint: it holds a {type(obj).__name__}") from None
-        return to_plain(obj), True
 
 
 # ----- pieces -----------------------------------------------------------------------------------------

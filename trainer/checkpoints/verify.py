@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from trainer.checkpoints.community_load import load_for_repair
 from trainer.checkpoints.digest import (
     ABSENT,
     ALGORITHM,
@@ -438,7 +439,6 @@ def _digest_component(digest: DigestCheck | None, ckpt: Mapping[str, Any]) -> Co
 
 def is_community_latest(path: Path) -> bool:
     """``path`` is a community trainer's latest.pth (loads only with the numpy/TorchVersion allow-list)."""
-    from trainer.checkpoints.repair import load_for_repair
 
     try:
         ckpt, allow_listed = load_for_repair(path)

@@ -1,0 +1,111 @@
+"""No import cycles (issue 13): the static import graph of every product module, function-level imports included.
+
+Python resolves a cycle at run time only when the import order happens to be right, and a function-level import
+hides one until that function runs. This reads every ``import`` statement (module level and inside functions) of
+app.py, trainer/, data_tools/ and webui/ and fails on any strongly connected group of modules, naming it.
+A ``from package import name`` inside the package counts as an edge to the package's ``__init__``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("trainer", "data_tools", "webui")
+
+
+def _modules() -> dict[str, Path]:
+    found = {"app": REPO / "app.py"}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def _owner(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+            for target in targets:
+                owner = _owner(target, modules)
+                if owner is not None and owner != name:
+                    graph[name].add(owner)
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iteratively; groups of more than one module (a module never imports itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return groups
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    assert len(graph) > 80  # every product module was read
+    assert strongly_connected(graph) == []
+
+
+def test_the_checker_finds_a_cycle():
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = import_graph()
+    graph["data_tools.config"].add("trainer.train")  # a layer pointing up closes a loop
+    assert any("data_tools.config" in group and "trainer.train" in group for group in strongly_connected(graph))
