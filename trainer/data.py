@@ -254,7 +254,19 @@ def _load_audio_mel(path: Path) -> torch.Tensor:
 _ITEM_ERRORS = (RuleError, OSError, ValueError, EOFError, MemoryError)
 
 
-class CodesDataset(Dataset):
+class _ItemDataset(Dataset):
+    """Items of one format; ``lengths()`` feeds the sampler, ``collate`` pads a list of loaded items."""
+
+    items: list[Any]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def lengths(self) -> list[int]:
+        return [item.length for item in self.items]
+
+
+class CodesDataset(_ItemDataset):
     """v1.5 items: codes, prompt mel (from its file or computed from the prompt audio)."""
 
     format = FORMAT_V15
@@ -265,12 +277,6 @@ class CodesDataset(Dataset):
         self.limits = limits or DataLimits(code_limit=num_codes_valid)
         self.num_codes_valid = self.limits.code_limit  # codes must lie in 0..num_codes_valid-1 (below start_mel)
         self.collate = collate or Collator()
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def lengths(self) -> list[int]:
-        return [item.length for item in self.items]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         item = self.items[index]
@@ -291,7 +297,7 @@ class CodesDataset(Dataset):
         }
 
 
-class PairDataset(Dataset):
+class PairDataset(_ItemDataset):
     """IndexTTS2 pairs: the target's codes (cut to target_code_len), the prompt's condition and emo vec."""
 
     format = FORMAT_V2
@@ -301,12 +307,6 @@ class PairDataset(Dataset):
         self.items = list(items)
         self.limits = limits
         self.collate = collate or PairCollator()
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def lengths(self) -> list[int]:
-        return [item.length for item in self.items]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         item = self.items[index]

@@ -27,7 +27,7 @@ from data_tools.cli import OneLineErrorParser
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
-from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, stable_int, write_npy
+from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "demo_assets"
@@ -112,14 +112,8 @@ class DemoPaths:
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
         """Trainer flags for a short demo run (the quick start and the UI's demo preset use these)."""
-        return [
-            "--train-manifest", str(self.train_manifest), "--val-manifest", str(self.val_manifest),
-            "--tokenizer", str(self.extended_tokenizer), "--config", str(self.config),
-            "--base-checkpoint", str(self.base_checkpoint), "--output-dir", str(self.output_dir),
-            "--max-steps", str(max_steps), "--batch-size", "8", "--learning-rate", "3e-3",
-            "--warmup-steps", "10", "--log-interval", "5", "--val-interval", "20", "--save-interval", "20",
-            "--device", "cpu", "--amp", "off", "--vocoder", str(self.vocoder),
-        ]
+        return demo_train_argv(self.train_manifest, self.val_manifest, self.extended_tokenizer, self.config,
+                               self.base_checkpoint, self.output_dir, max_steps, ("--vocoder", str(self.vocoder)))
 
 
 def _write_data(paths: DemoPaths, sentences: list[str], n_val: int) -> None:

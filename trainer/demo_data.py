@@ -40,3 +40,15 @@ def write_npy(path: Path, array: np.ndarray) -> None:
     # Plain writes: hundreds of small regenerable files; fsync-ing each costs seconds for no safety gained.
     path.parent.mkdir(parents=True, exist_ok=True)
     np.save(path, array)
+
+
+def demo_train_argv(train: Path, val: Path, tokenizer: Path, config: Path, base: Path, out: Path, max_steps: int,
+                    extra: tuple[str, ...] = ()) -> list[str]:
+    """Trainer flags for a short demo run on CPU (both demos and the studio's demo presets use these)."""
+    return [
+        "--train-manifest", str(train), "--val-manifest", str(val), "--tokenizer", str(tokenizer),
+        "--config", str(config), "--base-checkpoint", str(base), "--output-dir", str(out),
+        "--max-steps", str(max_steps), "--batch-size", "8", "--learning-rate", "3e-3",
+        "--warmup-steps", "10", "--log-interval", "5", "--val-interval", "20", "--save-interval", "20",
+        "--device", "cpu", "--amp", "off", *extra,
+    ]

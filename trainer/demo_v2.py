@@ -23,7 +23,7 @@ import torch
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
-from trainer.demo_data import SPEAKERS, codes_for_text, stable_int, write_npy
+from trainer.demo_data import SPEAKERS, codes_for_text, demo_train_argv, stable_int, write_npy
 
 V2_MODEL_DIM = 64
 V2_LATENTS = 32
@@ -78,14 +78,8 @@ class DemoV2Paths:
         return all(p.is_file() for p in (self.config, self.base_checkpoint, self.train_manifest, self.val_manifest))
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
-        return [
-            "--train-manifest", str(self.train_manifest), "--val-manifest", str(self.val_manifest),
-            "--tokenizer", str(self.extended_tokenizer), "--config", str(self.config),
-            "--base-checkpoint", str(self.base_checkpoint), "--output-dir", str(self.output_dir),
-            "--max-steps", str(max_steps), "--batch-size", "8", "--learning-rate", "3e-3",
-            "--warmup-steps", "10", "--log-interval", "5", "--val-interval", "20", "--save-interval", "20",
-            "--device", "cpu", "--amp", "off",
-        ]
+        return demo_train_argv(self.train_manifest, self.val_manifest, self.extended_tokenizer, self.config,
+                               self.base_checkpoint, self.output_dir, max_steps)
 
 
 def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
