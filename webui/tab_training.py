@@ -547,9 +547,11 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
         return form_changed(values, raw[-1], problem)
 
     # .change on resume too: a finished run unticks it from the timer, and the command must follow.
+    # Queued, one at a time, the latest last: unqueued events run in parallel and an older preview could land
+    # after a newer one (seen under load: the box lagged two quick edits).
     gr.on([*(c.input for c in io.inputs if c is not run.resume), run.resume.change], on_form_change,
           inputs=[*io.inputs, preflight_for], outputs=[run.command, run.preflight_report, preflight_for],
-          show_progress="hidden", queue=False)
+          show_progress="hidden", trigger_mode="always_last", concurrency_limit=1)
     # The config decides the model version: its badge, the manifests' labels, the options that apply.
     config.change(version_view, inputs=config, outputs=[form.version, *io.versioned], show_progress="hidden")
 

@@ -115,12 +115,14 @@ def test_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_workspace
             assert page.locator(f"#test-audio-{side} #duration").inner_text() != "0:00"
         page.screenshot(path=str(artifacts / "tab-test.png"), full_page=True)
 
-        if standalone:  # the samples panel the Training tab embeds
-            note = page.locator("#train-samples-note")
-            page.wait_for_function("() => document.querySelector('#train-samples-note')?.innerText.includes("
-                                   "'step 2: 3 sample(s)')", timeout=UI_TIMEOUT_MS)
-            assert "missing" not in note.inner_text()
-            for index in range(3):
-                rate, frames = served_audio(page, f"train-samples-player-{index}")
-                assert rate == 24000 and frames > 0
-            page.screenshot(path=str(artifacts / "samples-panel.png"), full_page=True)
+        # The Training tab's sample players (the panel alone in the standalone app) show the run's saves.
+        if not standalone:
+            page.get_by_role("tab", name="Training", exact=True).click()
+        note = page.locator("#train-samples-note")
+        page.wait_for_function("() => document.querySelector('#train-samples-note')?.innerText.includes("
+                               "'step 2: 3 sample(s)')", timeout=UI_TIMEOUT_MS)
+        assert "missing" not in note.inner_text()
+        for index in range(3):
+            rate, frames = served_audio(page, f"train-samples-player-{index}")
+            assert rate == 24000 and frames > 0
+        page.screenshot(path=str(artifacts / "samples-panel.png"), full_page=True)
