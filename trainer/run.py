@@ -28,9 +28,6 @@ from trainer.checkpoints import (
     CheckpointManager,
     CheckpointSaveError,
     build_checkpoint,
-    capture_rng_state,
-    optimizer_param_names,
-    restore_rng_state,
 )
 from trainer.data import make_dataset, make_loader
 from trainer.distributed import DistContext, any_rank, sum_over_ranks
@@ -41,8 +38,9 @@ from trainer.options import write_train_config
 from trainer.plan import RunPlan
 from trainer.sampler import BucketBatchSampler
 from trainer.samples import make_samples
-from trainer.schedule import build_scheduler, set_peak_lr
+from trainer.schedule import build_scheduler
 from trainer.signals import GracefulStop, after_step_test_hooks, simulated_disk_full
+from trainer.state import checkpoint_fields, components_of, restore_components
 from trainer.vocab import BaseRowFreezer
 
 STOP_POLL_STEPS = 10
@@ -82,6 +80,7 @@ class TrainingRun:
         self.freezer: BaseRowFreezer | None = None
         self.val_loader: Any = None
         self.saved_step = -1  # the step whose state latest.pth holds (-1: none yet)
+        self.components = components_of(self)  # what a checkpoint holds, piece by piece (trainer.state)
 
     def say(self, message: str) -> None:
         if self.ctx.is_main:
@@ -176,6 +175,7 @@ class TrainingRun:
         self.weights = loop.LossWeights(opts["text_loss_weight"], opts["mel_loss_weight"])
 
     def restore(self) -> None:
+        """A fresh start, or every component's part of the resumed checkpoint (trainer.state)."""
         choice, point, opts = self.plan.resume, self.plan.resume_point, self.opts
         if choice is None:
             if opts["init_from"]:
@@ -186,55 +186,16 @@ class TrainingRun:
             torch.manual_seed(opts["seed"] + self.ctx.rank)
             return
         assert point is not None
-        ckpt = choice.checkpoint
-        restored = self._restore_optimisation(ckpt)
-        state = self.state
-        state.step, state.epoch, state.position = int(ckpt["step"]), point.epoch, point.position
-        state.samples_seen = point.samples_seen
-        state.last_val_loss, state.best_val_loss = ckpt.get("last_val_loss"), ckpt.get("best_val_loss")
-        state.last_losses = ckpt.get("last_losses")
-        restored.append(f"step {state.step}, epoch {state.epoch}, position {state.position} (sampler)")
         for note in choice.notes:
             self.say(f"warning: {note}")
         if point.change:
             self.say(f"warning: {point.change}")
+        restored = restore_components(self.components, choice.checkpoint)
+        state = self.state
         self.say(f"resumed from {choice.path} at step {state.step}, epoch {state.epoch}, position {state.position}")
-        rng = ckpt.get("rng")
-        if rng is not None:
-            restored.append("RNG (python, numpy, torch cpu" + (", cuda" if rng.get("torch_cuda") else "") + ")")
         self.say("restored: " + ", ".join(restored))
-        if rng is not None:
-            for note in restore_rng_state(rng):
-                self.say(f"note: {note}")
-            if self.ctx.rank > 0:  # only rank 0's RNG is saved: other ranks draw fresh dropout streams
-                torch.manual_seed(opts["seed"] + self.ctx.rank + 1_000_003 * state.step)
-        else:
-            torch.manual_seed(opts["seed"] + self.ctx.rank)
         manager_latest = (self.out_dir / "latest.pth").resolve()
         self.saved_step = state.step if choice.path.resolve() == manager_latest else -1
-
-    def _restore_optimisation(self, ckpt: dict[str, Any]) -> list[str]:
-        """Optimizer + scheduler + scaler as one set; returns what was restored."""
-        restored = ["model weights"]
-        if ckpt.get("optimizer") is None:
-            return [*restored, "no optimizer state in the checkpoint: optimizer, scheduler and grad scaler start fresh"]
-        names = ckpt.get("optimizer_param_names")
-        if names is not None and names != optimizer_param_names(self.model, self.optimizer):
-            raise UsageError("the checkpoint's optimizer state belongs to different parameters than this model's; "
-                             "continue from its weights with --init-from instead")
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.scheduler.load_state_dict(ckpt["scheduler"])
-        set_peak_lr(self.scheduler, self.opts["learning_rate"])
-        loop.apply_hparams(self.optimizer, self.opts["weight_decay"])
-        parts = "optimizer + scheduler"
-        if self.scaler is not None and ckpt.get("scaler") is not None:
-            self.scaler.load_state_dict(ckpt["scaler"])
-            parts += " + grad scaler"
-        elif self.scaler is not None:
-            parts += " (grad scaler starts fresh: the checkpoint was not trained with fp16)"
-        elif ckpt.get("scaler") is not None:
-            parts += " (the checkpoint's fp16 grad scaler is not used with --amp " + self.opts["amp"] + ")"
-        return [*restored, parts]
 
     def open_outputs(self) -> None:
         choice, state = self.plan.resume, self.state
@@ -387,17 +348,7 @@ class TrainingRun:
         """Commit a checkpoint of the current state (rank 0); every rank learns whether it worked."""
         state, path, failure = self.state, None, None
         if self.ctx.is_main:
-            ckpt = build_checkpoint(
-                model_state=self.model.state_dict(), optimizer_state=self.optimizer.state_dict(),
-                scheduler_state=self.scheduler.state_dict(),
-                scaler_state=self.scaler.state_dict() if self.scaler is not None else None,
-                epoch=state.epoch, position=state.position, step=state.step,
-                sampler_state=self.sampler.state_dict(state.epoch, state.position, state.samples_seen),
-                rng_state=capture_rng_state(), manifests=self.plan.expectation.manifests,
-                tokenizer=self.plan.expectation.tokenizer, base_vocab_size=self.start.base_vocab_size,
-                model_config=self.model.gpt_config, hparams=self.plan.expectation.hparams,
-                optimizer_param_names=optimizer_param_names(self.model, self.optimizer),
-                last_losses=state.last_losses, last_val_loss=state.last_val_loss, best_val_loss=state.best_val_loss)
+            ckpt = build_checkpoint(**checkpoint_fields(self.components))
             try:
                 with self.stop.saving_checkpoint(), simulated_disk_full(state.step):
                     path = self.manager.save(ckpt, state.step, is_best=is_best)

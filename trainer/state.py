@@ -1,0 +1,249 @@
+"""Training state as components: each piece says what it saves and how it restores (torchtitan's Stateful idea).
+
+A checkpoint is assembled from the components of a run: ``checkpoint_fields(run)`` merges what every
+component saves, and ``restore_components(run, ckpt)`` hands each component its part back. Adding a piece
+of state is one class and one ``register_component`` call; nothing else changes:
+
+- the core components (weights, optimisation set, position, RNG streams, run record, metrics window, frozen
+  rows) fill the checkpoint format's own fields (``trainer.checkpoints.build_checkpoint``);
+- any other registered component is stored under ``extra["state"][name]`` and handed back on resume.
+
+Components that save nothing say so (the metrics window restarts after a resume; the frozen rows are
+restored from the weights, see ``trainer.vocab.BaseRowFreezer``), so what is and is not in a checkpoint is
+written down in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from trainer.checkpoints import capture_rng_state, optimizer_param_names, restore_rng_state
+from trainer.errors import UsageError
+from trainer.schedule import set_peak_lr
+
+TrainingRun = Any  # trainer.run.TrainingRun (not imported: it imports this module)
+
+EXTRA_STATE = "state"  # extra["state"][name]: the state of components outside the core format
+
+
+class Stateful(Protocol):
+    """What a component saves (``state_dict``) and how it restores (``load_state_dict``); the ``core`` ones
+    return checkpoint-format fields, the others any plain data (tensors, numbers, strings, lists, dicts)."""
+
+    name: str
+    core: bool
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None: ...
+
+
+ComponentFactory = Callable[[TrainingRun], Stateful]
+_REGISTERED: dict[str, ComponentFactory] = {}
+
+
+def register_component(name: str, factory: ComponentFactory) -> None:
+    """Add a component to every run built from now on (``factory(run)`` makes it when the run starts)."""
+    _REGISTERED[name] = factory
+
+
+def unregister_component(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+# ----- the core components ----------------------------------------------------------------------------------
+
+
+class Weights:
+    """The model in the IndexTTS layout, its config and the base vocabulary size (restored by the run plan)."""
+
+    name, core = "weights", True
+
+    def __init__(self, run: TrainingRun) -> None:
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        run = self.run
+        return {"model_state": run.model.state_dict(), "model_config": run.model.gpt_config,
+                "base_vocab_size": run.start.base_vocab_size}
+
+    def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
+        notes.append("model weights")  # loaded with the model (trainer.run.TrainingRun.build_model)
+
+
+class Optimisation:
+    """Optimizer, scheduler and grad scaler: saved together and restored together or not at all."""
+
+    name, core = "optimisation", True
+
+    def __init__(self, run: TrainingRun) -> None:
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        run = self.run
+        return {"optimizer_state": run.optimizer.state_dict(), "scheduler_state": run.scheduler.state_dict(),
+                "scaler_state": run.scaler.state_dict() if run.scaler is not None else None,
+                "optimizer_param_names": optimizer_param_names(run.model, run.optimizer)}
+
+    def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
+        from trainer import loop
+
+        run = self.run
+        if ckpt.get("optimizer") is None:
+            notes.append("no optimizer state in the checkpoint: optimizer, scheduler and grad scaler start fresh")
+            return
+        names = ckpt.get("optimizer_param_names")
+        if names is not None and names != optimizer_param_names(run.model, run.optimizer):
+            raise UsageError("the checkpoint's optimizer state belongs to different parameters than this model's; "
+                             "continue from its weights with --init-from instead")
+        run.optimizer.load_state_dict(ckpt["optimizer"])
+        run.scheduler.load_state_dict(ckpt["scheduler"])
+        set_peak_lr(run.scheduler, run.opts["learning_rate"])
+        loop.apply_hparams(run.optimizer, run.opts["weight_decay"])
+        parts = "optimizer + scheduler"
+        if run.scaler is not None and ckpt.get("scaler") is not None:
+            run.scaler.load_state_dict(ckpt["scaler"])
+            parts += " + grad scaler"
+        elif run.scaler is not None:
+            parts += " (grad scaler starts fresh: the checkpoint was not trained with fp16)"
+        elif ckpt.get("scaler") is not None:
+            parts += " (the checkpoint's fp16 grad scaler is not used with --amp " + run.opts["amp"] + ")"
+        notes.append(parts)
+
+
+class Position:
+    """Step, epoch, position in the epoch, the sampler's state and samples seen, and the losses so far."""
+
+    name, core = "position", True
+
+    def __init__(self, run: TrainingRun) -> None:
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self.run.state
+        return {"epoch": state.epoch, "position": state.position, "step": state.step,
+                "sampler_state": self.run.sampler.state_dict(state.epoch, state.position, state.samples_seen),
+                "last_losses": state.last_losses, "last_val_loss": state.last_val_loss,
+                "best_val_loss": state.best_val_loss}
+
+    def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
+        point, state = self.run.plan.resume_point, self.run.state
+        assert point is not None  # the plan derived where this run continues (trainer.sampler.resume_position)
+        state.step, state.epoch, state.position = int(ckpt["step"]), point.epoch, point.position
+        state.samples_seen = point.samples_seen
+        state.last_val_loss, state.best_val_loss = ckpt.get("last_val_loss"), ckpt.get("best_val_loss")
+        state.last_losses = ckpt.get("last_losses")
+        notes.append(f"step {state.step}, epoch {state.epoch}, position {state.position} (sampler)")
+
+
+class RngStreams:
+    """Python, numpy and torch (CPU and CUDA) random streams of rank 0; other ranks re-seed from (seed, rank, step)."""
+
+    name, core = "rng", True
+
+    def __init__(self, run: TrainingRun) -> None:
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng_state": capture_rng_state()}
+
+    def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
+        import torch
+
+        run, rng = self.run, ckpt.get("rng")
+        seed, rank = run.opts["seed"], run.ctx.rank
+        if rng is None:
+            torch.manual_seed(seed + rank)
+            return
+        notes.append("RNG (python, numpy, torch cpu" + (", cuda" if rng.get("torch_cuda") else "") + ")")
+        for note in restore_rng_state(rng):
+            run.say(f"note: {note}")
+        if rank > 0:  # only rank 0's RNG is saved: other ranks draw fresh dropout streams
+            torch.manual_seed(seed + rank + 1_000_003 * run.state.step)
+
+
+class RunRecord:
+    """What the run was made of (manifests, tokenizer, hyper-parameters): checked on resume by the run plan."""
+
+    name, core = "run record", True
+
+    def __init__(self, run: TrainingRun) -> None:
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        expectation = self.run.plan.expectation
+        assert expectation is not None
+        return {"manifests": expectation.manifests, "tokenizer": expectation.tokenizer,
+                "hparams": expectation.hparams}
+
+    def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
+        """Validated against this run's options by the plan (trainer.checkpoints.validate_checkpoint)."""
+
+
+class NothingSaved:
+    """A component whose state is deliberately not in checkpoints (the reason is its docstring)."""
+
+    core = True
+
+    def __init__(self, run: TrainingRun) -> None:
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
+        return None
+
+
+class MetricsWindow(NothingSaved):
+    """The losses since the last log line: a resumed run starts a new window (metrics.jsonl keeps the history)."""
+
+    name = "metrics window"
+
+
+class FrozenRows(NothingSaved):
+    """The frozen base rows: restored after every step from the weights the run started with, which on resume
+    are the checkpoint's (bitwise the base checkpoint's rows): nothing extra to store."""
+
+    name = "frozen rows"
+
+
+CORE_COMPONENTS: tuple[ComponentFactory, ...] = (Weights, Optimisation, Position, RngStreams, RunRecord,
+                                                 MetricsWindow, FrozenRows)
+
+
+def components_of(run: TrainingRun) -> list[Stateful]:
+    return [factory(run) for factory in CORE_COMPONENTS] + [factory(run) for factory in _REGISTERED.values()]
+
+
+def checkpoint_fields(components: list[Stateful]) -> dict[str, Any]:
+    """``build_checkpoint``'s keyword arguments, assembled from every component."""
+    fields: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for component in components:
+        state = component.state_dict()
+        if component.core:
+            overlap = set(fields) & set(state)
+            if overlap:
+                raise ValueError(f"component {component.name} saves {sorted(overlap)}, already saved by another")
+            fields.update(state)
+        else:
+            extra[component.name] = state
+    if extra:
+        fields["extra"] = {EXTRA_STATE: extra}
+    return fields
+
+
+def restore_components(components: list[Stateful], ckpt: dict[str, Any]) -> list[str]:
+    """Hand every component its part of ``ckpt``; returns what was restored, for the log."""
+    notes: list[str] = []
+    saved_extra = ((ckpt.get("extra") or {}).get(EXTRA_STATE) or {}) if isinstance(ckpt.get("extra"), dict) else {}
+    for component in components:
+        if component.core:
+            component.load_state_dict(ckpt, notes)
+        elif component.name in saved_extra:
+            component.load_state_dict(saved_extra[component.name], notes)
+        else:
+            notes.append(f"{component.name}: not in the checkpoint, starts fresh")
+    return notes
