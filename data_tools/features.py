@@ -97,6 +97,3 @@ def mel_spectrogram(wav: torch.Tensor) -> torch.Tensor:
     return mel.reshape(*leading, N_MELS, mel.shape[-1])
 
 
-def codes_for_frames(frames: int) -> int:
-    """DVAE codes produced from ``frames`` mel frames (two stride-2 convs)."""
-    return math.ceil(math.ceil(frames / 2) / 2)

@@ -98,11 +98,6 @@ def resolve_path(base: Path, value: str, manifest: Path, lineno: int, field: str
         raise ManifestError(manifest, lineno, f"field '{field}': {exc}") from None
 
 
-def _resolve(base: Path, value: str) -> Path:
-    from data_tools.fileio import expand_path
-
-    return expand_path(value, base)
-
 
 def load_json_object(raw: str, manifest: Path, lineno: int) -> dict:
     """One line's JSON object; ManifestError for malformed, absurdly nested or non-object lines."""
@@ -273,38 +268,4 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
     return FORMAT_V15
 
 
-def read_manifest(path: str | Path, default_language: str | None = None) -> list[ManifestEntry]:
-    """Read a whole v1.5 manifest, raising the first ManifestError (the trainer refuses bad data)."""
-    entries: list[ManifestEntry] = []
-    seen: dict[str, int] = {}
-    for item in iter_manifest(path, default_language):
-        if isinstance(item, ManifestError):
-            raise item
-        if item.id in seen:
-            raise ManifestError(item.manifest, item.line, f"duplicate id '{item.id}' (first at line {seen[item.id]})")
-        seen[item.id] = item.line
-        entries.append(item)
-    if not entries:
-        raise ManifestError(Path(path), None, "manifest has no entries")
-    return entries
 
-
-def entry_to_json(entry: ManifestEntry, relative_to: Path | None = None) -> str:
-    """Serialise an entry back to a manifest line (paths relative to ``relative_to`` if given)."""
-
-    def rel(p: Path | None) -> str | None:
-        if p is None:
-            return None
-        if relative_to is not None:
-            try:
-                return p.relative_to(relative_to).as_posix()
-            except ValueError:
-                return str(p)
-        return str(p)
-
-    obj = {"id": entry.id, "text": entry.text, "codes": rel(entry.codes)}
-    for key, value in (("cond_mel", rel(entry.cond_mel)), ("cond_audio", rel(entry.cond_audio)),
-                       ("speaker", entry.speaker), ("language", entry.language), ("duration", entry.duration)):
-        if value is not None:
-            obj[key] = value
-    return json.dumps(obj, ensure_ascii=False)

@@ -55,10 +55,6 @@ def registered_languages() -> list[str]:
     return sorted(_LANGUAGES)
 
 
-def language_normalizer(code: str) -> LanguageNormalizer | None:
-    _load_builtin_languages()
-    return _LANGUAGES.get(code)
-
 
 def _load_builtin_languages() -> None:
     global _builtins_loaded

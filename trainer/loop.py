@@ -285,6 +285,3 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def iter_unwrapped(model: nn.Module) -> nn.Module:
-    """The plain model inside a DDP wrapper (its state dict has IndexTTS's key names)."""
-    return model.module if hasattr(model, "module") else model

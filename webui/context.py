@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from webui.supervisor import REPO_ROOT, RunStatus, RunSupervisor, SupervisorRegistry
+from webui.supervisor import REPO_ROOT, RunSupervisor, SupervisorRegistry
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,6 @@ class StudioContext:
         return cls(workspace=workspace, paths=WorkspacePaths.for_workspace(workspace),
                    registry=SupervisorRegistry(workspace), host=host, tensorboard_host=tensorboard_host)
 
-    def module_argv(self, module: str, *args: str) -> list[str]:
-        """``[python, -m, module, *args]`` with the studio's interpreter."""
-        return [self.python, "-m", module, *args]
 
     def job_dir(self, job_name: str) -> Path:
         return self.paths.jobs_dir / job_name
@@ -92,5 +89,3 @@ class StudioContext:
         supervisor.start(list(argv), cwd=cwd or self.repo_root, env=env, label=job_name)
         return supervisor
 
-    def job_status(self, job_name: str, output_dir: Path | None = None) -> RunStatus:
-        return self.registry.get(output_dir or self.job_dir(job_name)).poll()

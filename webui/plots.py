@@ -98,14 +98,6 @@ def breakdown_frame(counts: Mapping[str, float], key: str, value: str, *, top: i
     return pd.DataFrame(items, columns=[key, value])
 
 
-def share_frame(counts: Mapping[str, float], key: str, *, value: str = "share %") -> pd.DataFrame:
-    """Category -> percentage of the total (0 when the total is 0), largest first."""
-    total = float(sum(counts.values()))
-    shares = {name: (100.0 * amount / total if total else 0.0) for name, amount in counts.items()}
-    frame = breakdown_frame(shares, key, value)
-    frame[value] = frame[value].round(2)
-    return frame
-
 
 def _edge_label(edge: float) -> str:
     """Bin edges short enough for an axis label: 3 significant digits, thousands without exponent."""

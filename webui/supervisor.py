@@ -163,9 +163,6 @@ class RunSupervisor:
         self._cache: tuple[outcome.Failure | None, outcome.RunEvents, str] = (None, outcome.RunEvents(), "")
 
     # -- paths and records ------------------------------------------------------------------
-    @property
-    def run_json(self) -> Path:
-        return self.output_dir / RUN_JSON
 
     @property
     def console_log(self) -> Path:

@@ -116,9 +116,6 @@ def model_type_name(proto: ModelProto) -> str:
     return _MODEL_TYPES.get(proto.trainer_spec.model_type, f"type{proto.trainer_spec.model_type}")
 
 
-def piece_type_name(piece_type: int) -> str:
-    return _TYPE_NAMES.get(piece_type, f"type{piece_type}")
-
 
 def text_characters(proto: ModelProto, pieces: Iterable[Piece] | None = None) -> set[str]:
     """Every character that occurs in a text-matchable piece (control/unknown/byte pieces excluded)."""

@@ -17,7 +17,6 @@ import torch
 from trainer.checkpoints.format import (
     FORMAT_VERSION,
     REQUIRED_KEYS,
-    CheckpointError,
     bare_model_message,
     checkpoint_kind,
     community_message,
@@ -89,10 +88,6 @@ class ValidationReport:
         """The errors as one line (for ``error: ...``)."""
         return "; ".join(self.errors)
 
-    def raise_if_errors(self, path: str | Path | None = None) -> None:
-        if self.errors:
-            prefix = f"{path}: " if path is not None else ""
-            raise CheckpointError(prefix + self.message())
 
     def to_dict(self) -> dict[str, list[str]]:
         return {"errors": list(self.errors), "warnings": list(self.warnings), "info": list(self.info)}
