@@ -333,6 +333,24 @@ def _lengths(values: list[int]) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.long)
 
 
+def _sequences(items: list[dict[str, Any]], text_pad: int, code_pad: int) -> dict[str, Any]:
+    """Text ids and codes padded to the batch's longest (int64), their lengths as tensors and as host lists.
+
+    Padded in numpy: torch.zeros fills a large tensor with all intra-op threads, which costs milliseconds in
+    a training process whose threads are busy (num_workers 0).
+    """
+    text_len = [len(item["text_ids"]) for item in items]
+    code_len = [len(item["codes"]) for item in items]
+    text = np.full((len(items), max(text_len)), text_pad, dtype=np.int64)
+    codes = np.full((len(items), max(code_len)), code_pad, dtype=np.int64)
+    for row, item in enumerate(items):
+        text[row, : text_len[row]] = np.asarray(item["text_ids"])
+        codes[row, : code_len[row]] = np.asarray(item["codes"])
+    return {"ids": [item["id"] for item in items], "text_ids": torch.from_numpy(text),
+            "text_lengths": _lengths(text_len), "codes": torch.from_numpy(codes), "code_lengths": _lengths(code_len),
+            "num_tokens": sum(text_len) + sum(code_len), "text_lengths_host": text_len, "code_lengths_host": code_len}
+
+
 @dataclass(frozen=True)
 class Collator:
     """v1.5: pad a list of items into one batch (text with stop_text, codes with stop_mel, mels with 0).
@@ -347,32 +365,12 @@ class Collator:
         errors = [item["error"] for item in items if "error" in item]
         if errors:
             return {"error": errors[0]}
-        size = len(items)
-        text_len = [len(item["text_ids"]) for item in items]
-        code_len = [len(item["codes"]) for item in items]
         mel_len = [item["cond_mel"].shape[-1] for item in items]
-        # Padded in numpy: torch.zeros fills a large tensor with all intra-op threads, which costs
-        # milliseconds in a training process whose threads are busy (num_workers 0).
-        text = np.full((size, max(text_len)), self.text_pad, dtype=np.int64)
-        codes = np.full((size, max(code_len)), self.code_pad, dtype=np.int64)
-        mels = np.zeros((size, MEL_BANDS, max(mel_len)), dtype=np.float32)
+        mels = np.zeros((len(items), MEL_BANDS, max(mel_len)), dtype=np.float32)
         for row, item in enumerate(items):
-            text[row, : text_len[row]] = np.asarray(item["text_ids"])
-            codes[row, : code_len[row]] = np.asarray(item["codes"])
             mels[row, :, : mel_len[row]] = np.asarray(item["cond_mel"])
-        return {
-            "ids": [item["id"] for item in items],
-            "text_ids": torch.from_numpy(text),
-            "text_lengths": _lengths(text_len),
-            "codes": torch.from_numpy(codes),
-            "code_lengths": _lengths(code_len),
-            "cond_mels": torch.from_numpy(mels),
-            "cond_mel_lengths": _lengths(mel_len),
-            "num_tokens": sum(text_len) + sum(code_len),
-            "text_lengths_host": text_len,
-            "code_lengths_host": code_len,
-            "cond_mel_lengths_host": mel_len,
-        }
+        return {**_sequences(items, self.text_pad, self.code_pad), "cond_mels": torch.from_numpy(mels),
+                "cond_mel_lengths": _lengths(mel_len), "cond_mel_lengths_host": mel_len}
 
 
 @dataclass(frozen=True)
@@ -386,26 +384,9 @@ class PairCollator:
         errors = [item["error"] for item in items if "error" in item]
         if errors:
             return {"error": errors[0]}
-        size = len(items)
-        text_len = [len(item["text_ids"]) for item in items]
-        code_len = [len(item["codes"]) for item in items]
-        text = np.full((size, max(text_len)), self.pad, dtype=np.int64)
-        codes = np.full((size, max(code_len)), self.pad, dtype=np.int64)
-        for row, item in enumerate(items):
-            text[row, : text_len[row]] = item["text_ids"]
-            codes[row, : code_len[row]] = item["codes"]
-        return {
-            "ids": [item["id"] for item in items],
-            "text_ids": torch.from_numpy(text),
-            "text_lengths": _lengths(text_len),
-            "codes": torch.from_numpy(codes),
-            "code_lengths": _lengths(code_len),
-            "condition": torch.from_numpy(np.stack([item["condition"] for item in items])),
-            "emo_vec": torch.from_numpy(np.stack([item["emo_vec"] for item in items])),
-            "num_tokens": sum(text_len) + sum(code_len),
-            "text_lengths_host": text_len,
-            "code_lengths_host": code_len,
-        }
+        return {**_sequences(items, self.pad, self.pad),
+                "condition": torch.from_numpy(np.stack([item["condition"] for item in items])),
+                "emo_vec": torch.from_numpy(np.stack([item["emo_vec"] for item in items]))}
 
 
 def _die_with_parent(trainer_pid: int) -> None:

@@ -124,6 +124,27 @@ def _condition_module_args(gpt: Mapping[str, Any], key: str) -> dict[str, Any]:
     return dict(module)
 
 
+def _conditioning_stack(
+    input_size: int, args: Mapping[str, Any], latent_dim: int, num_latents: int
+) -> tuple[ConformerEncoder, PerceiverResampler]:
+    """A conformer over the prompt features and the perceiver that pools it into ``num_latents`` latents."""
+    encoder = ConformerEncoder(
+        input_size=input_size,
+        output_size=args["output_size"],
+        attention_heads=args["attention_heads"],
+        linear_units=args["linear_units"],
+        num_blocks=args["num_blocks"],
+    )
+    perceiver = PerceiverResampler(
+        latent_dim,
+        context_dim=args["output_size"],
+        num_latents=num_latents,
+        heads=args["attention_heads"],
+        ff_mult=args["perceiver_mult"],
+    )
+    return encoder, perceiver
+
+
 def _check_lengths(name: str, lengths: Tensor, batch: int, width: int, host: Sequence[int] | None = None) -> list[int]:
     """The lengths as ints, checked; ``host`` (the same values as a list, from the loader) avoids reading the
     tensor back from the device, a host sync that would stall a GPU every micro-batch."""
@@ -169,19 +190,8 @@ class UnifiedVoice(nn.Module):
         self.stop_mel_token = int(gpt["stop_mel_token"])
         self.num_cond_latents = int(gpt["condition_num_latent"])
 
-        self.conditioning_encoder = ConformerEncoder(
-            input_size=self.cond_input_size,
-            output_size=cond["output_size"],
-            attention_heads=cond["attention_heads"],
-            linear_units=cond["linear_units"],
-            num_blocks=cond["num_blocks"],
-        )
-        self.perceiver_encoder = PerceiverResampler(
-            dim,
-            context_dim=cond["output_size"],
-            num_latents=self.num_cond_latents,
-            heads=cond["attention_heads"],
-            ff_mult=cond["perceiver_mult"],
+        self.conditioning_encoder, self.perceiver_encoder = _conditioning_stack(
+            self.cond_input_size, cond, dim, self.num_cond_latents
         )
         self.text_embedding = nn.Embedding(self.text_vocab_size, dim)
         self.mel_embedding = nn.Embedding(self.mel_vocab_size, dim)
@@ -356,19 +366,8 @@ class UnifiedVoiceV2(UnifiedVoice):
     def __init__(self, gpt_config: Mapping[str, Any]) -> None:
         super().__init__(gpt_config)
         emo = _condition_module_args(self.gpt_config, "emo_condition_module")
-        self.emo_conditioning_encoder = ConformerEncoder(
-            input_size=self.cond_input_size,
-            output_size=emo["output_size"],
-            attention_heads=emo["attention_heads"],
-            linear_units=emo["linear_units"],
-            num_blocks=emo["num_blocks"],
-        )
-        self.emo_perceiver_encoder = PerceiverResampler(
-            self.emo_dim,
-            context_dim=emo["output_size"],
-            num_latents=1,
-            heads=emo["attention_heads"],
-            ff_mult=emo["perceiver_mult"],
+        self.emo_conditioning_encoder, self.emo_perceiver_encoder = _conditioning_stack(
+            self.cond_input_size, emo, self.emo_dim, 1
         )
         self.emovec_layer = nn.Linear(self.emo_dim, self.model_dim)
         self.emo_layer = nn.Linear(self.model_dim, self.model_dim)
