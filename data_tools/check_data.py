@@ -56,7 +56,7 @@ from data_tools.check_report import (
     SplitStats,
     UnknownChar,
 )
-from data_tools.cli import OneLineErrorParser
+from data_tools.cli import OneLineErrorParser, progress_bar
 from data_tools.code_lengths import CodeLenFix, fix_manifest
 from data_tools.fileio import UnusableFile, regular_file_size
 from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, ManifestError, manifest_format, parse_manifest_spec
@@ -623,28 +623,14 @@ def _main(args: argparse.Namespace) -> int:
     if args.workers < 0:
         print("error: --workers must be >= 0", file=sys.stderr)
         return 2
-    bar = None
-    if not args.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=0, unit="B", unit_scale=True, desc="checking", file=sys.stderr, leave=False)
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
     try:
-        report = check_manifests(args.manifest, args.val_manifest, tokenizer=args.tokenizer, config=args.config,
-                                 language=args.language, workers=args.workers,
-                                 check_files=not args.no_file_checks, progress=progress)
+        with progress_bar(args.quiet, "checking", unit="B", unit_scale=True, leave=False) as progress:
+            report = check_manifests(args.manifest, args.val_manifest, tokenizer=args.tokenizer, config=args.config,
+                                     language=args.language, workers=args.workers,
+                                     check_files=not args.no_file_checks, progress=progress)
     except CheckUsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    finally:
-        if bar is not None:
-            bar.close()
     print(report.summary_text())
     if args.json_path is not None:
         from data_tools.fileio import atomic_write_text

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from typing import NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 EXIT_USAGE = 2
 
@@ -18,3 +20,24 @@ class OneLineErrorParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(EXIT_USAGE)
+
+
+@contextlib.contextmanager
+def progress_bar(quiet: bool, desc: str, **tqdm_args: Any) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress(done, total)`` callback drawing a tqdm bar on stderr (a no-op with ``quiet``); closed on exit."""
+    if quiet:
+        yield lambda _done, _total: None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=0, desc=desc, file=sys.stderr, **tqdm_args)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        yield progress
+    finally:
+        bar.close()

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from data_tools.cli import OneLineErrorParser
+from data_tools.cli import OneLineErrorParser, progress_bar
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import V1_SAMPLE_RATE as SAMPLE_RATE
@@ -404,22 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         print("error: --workers must be >= 1", file=sys.stderr)
         return 2
-    bar = None
-    if not args.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=0, unit="item", desc="preparing", file=sys.stderr)
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
     try:
-        report = preprocess(args.input, args.out_dir, args.config, args.dvae, workers=args.workers,
-                            min_duration=args.min_duration, max_duration=args.max_duration, language=args.language,
-                            speaker=args.speaker, device=args.device, progress=progress)
+        with progress_bar(args.quiet, "preparing", unit="item") as progress:
+            report = preprocess(args.input, args.out_dir, args.config, args.dvae, workers=args.workers,
+                                min_duration=args.min_duration, max_duration=args.max_duration,
+                                language=args.language, speaker=args.speaker, device=args.device, progress=progress)
     except PreprocessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -429,9 +418,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: finished items are kept; rerun the same command to resume", file=sys.stderr)
         return 130
-    finally:
-        if bar is not None:
-            bar.close()
     print(report.summary())
     if report.entries == 0:
         print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
