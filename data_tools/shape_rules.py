@@ -32,6 +32,13 @@ MAX_ID_CHARS = 1000
 MAX_DECLARED_LENGTH = 10_000_000
 
 
+def seconds_of_codes(num_codes: int, version: str) -> float:
+    """Audio seconds that ``num_codes`` codes stand for (v1.5 DVAE codes or IndexTTS2 semantic codes)."""
+    if version == "2":
+        return num_codes / V2_CODES_PER_SECOND
+    return num_codes * V1_SAMPLES_PER_CODE / V1_SAMPLE_RATE
+
+
 class RuleError(ValueError):
     """A broken rule: ``code`` is the checker's problem code, ``str(err)`` the one-line message."""
 

@@ -16,6 +16,7 @@ import yaml
 from data_tools.config import load_config
 from data_tools.text_tokenizer import TextTokenizer
 from tests.checkpoint_factory import make_checkpoint, trained_state
+from tests.conftest import shared_file
 from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
@@ -141,6 +142,9 @@ CASES = [
     Case("config-no-gpt", "config", "no 'gpt:' section"),
     Case("config-v25", "config", "describes an IndexTTS-2.5 GPT"),
     Case("config-condition-type", "config", "gpt.condition_type 'perceiver'"),
+    Case("config-v25-reference", "config", "describes an IndexTTS-2.5 GPT"),
+    Case("config-v2-campplus", "config", "describes an IndexTTS-2.5 GPT"),
+    Case("base-v25-weights", "weights", "holds an IndexTTS-2.5 GPT (spk_emb_proj.weight, lang_embedding.weight"),
     Case("base-mismatch", "weights", "gpt.number_text_tokens 1200 means 1201 text rows, the checkpoint has 1001"),
     Case("base-random", "weights", "not a loadable checkpoint: not a PyTorch checkpoint"),
     Case("output-is-file", "output directory", "exists and is not a directory"),
@@ -155,7 +159,20 @@ CASES = [
 
 
 def _break_more(case: str, values: dict, tmp_path: Path, demo_workspace) -> None:
-    if case in ("config-v25", "config-condition-type"):
+    v2 = DemoV2Paths.under(demo_workspace.root)
+    if case == "config-v25-reference":  # the real IndexTTS-2.5 reference config, as upstream wrote it
+        values["config"] = str(shared_file("reference", "indextts25", "tiny_config_v25.yaml"))
+    elif case == "config-v2-campplus":
+        config = yaml.safe_load(v2.config.read_text())
+        config["gpt"]["spk_cond_mode"] = "campplus"
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        values.update(config=str(tmp_path / "config.yaml"), base_checkpoint=str(v2.base_checkpoint),
+                      train_manifest=[str(v2.train_manifest)], val_manifest=[str(v2.val_manifest)])
+    elif case == "base-v25-weights":  # 2.5 ships the v2.0 config.yaml: only its weights tell it apart
+        values.update(config=str(v2.config), base_checkpoint=str(shared_file("reference", "indextts25",
+                                                                             "tiny_gpt_v25.pth")),
+                      train_manifest=[str(v2.train_manifest)], val_manifest=[str(v2.val_manifest)])
+    elif case in ("config-v25", "config-condition-type"):
         config = yaml.safe_load(demo_workspace.config.read_text())
         if case == "config-v25":
             config["version"] = 2.5
@@ -165,7 +182,6 @@ def _break_more(case: str, values: dict, tmp_path: Path, demo_workspace) -> None
         other.write_text(yaml.safe_dump(config))
         values["config"] = str(other)
     elif case.startswith(("v2-", "v15-")):
-        v2 = DemoV2Paths.under(demo_workspace.root)
         if case in ("v2-config-v15-data", "v2-val-v15"):
             values.update(config=str(v2.config), base_checkpoint=str(v2.base_checkpoint))
         if case in ("v15-config-v2-data", "v2-val-v15"):
@@ -193,10 +209,19 @@ def test_preflight_and_trainer_refuse_alike(tmp_path, demo, demo_workspace, case
     assert refusal(capsys) == f"error: {failed[case.check]}"
 
 
-def test_what_preflight_passes_the_trainer_starts(demo, capsys):
+@pytest.mark.parametrize("version", ["1.5", "2"])
+def test_what_preflight_passes_the_trainer_starts(demo, demo_workspace, version, capsys):
     demo["max_steps"] = 1
-    assert run_preflight(demo).ok
+    if version == "2":
+        v2 = DemoV2Paths.under(demo_workspace.root)
+        demo.update(config=str(v2.config), base_checkpoint=str(v2.base_checkpoint),
+                    train_manifest=[str(v2.train_manifest)], val_manifest=[str(v2.val_manifest)])
+    report = run_preflight(demo)
+    assert report.ok, report.lines()
+    assert report.to_dict()["version"] == version
     assert run_main(options_to_argv(demo)) == 0, capsys.readouterr().err
+    first = json.loads((Path(demo["output_dir"]) / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["event"] == "start" and first["version"] == version
 
 
 def _resumable_checkpoint(values: dict, workspace, **overrides) -> dict:

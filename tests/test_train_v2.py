@@ -10,15 +10,18 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from data_tools.tokenizer import train_tokenizer
 from tests.conftest import shared_file
 from tests.trainer_helpers import assert_same_training_state, events, load, run_cli, run_main, step_losses
+from trainer.checkpoints import export_checkpoint
 from trainer.demo_v2 import DemoV2Paths
 from trainer.vocab import TEXT_TENSORS
 
@@ -128,3 +131,47 @@ def test_v2_base_rows_stay_frozen_through_weight_decay_and_resume(v2_ws, v2_data
         assert torch.equal(final["model"][key][1916], base[key][1000]), key
     assert not torch.equal(final["model"]["text_head.weight"][1000:1916], base["text_head.weight"][:916])
     assert json.loads((out / "metrics.jsonl").read_text().splitlines()[0])["version"] == "2"
+
+
+@pytest.fixture(scope="module")
+def v2_short_run(v2_ws, v2_data, tmp_path_factory) -> Path:
+    """Two plain steps (masked loss, fp32): the baseline the variants below are compared with."""
+    out = tmp_path_factory.mktemp("v2_short") / "run"
+    assert run_main(v2_args(v2_ws, v2_data, out, max_steps=2)) == 0
+    return out
+
+
+@pytest.mark.parametrize("extra", [["--grad-checkpointing"], ["--amp", "bf16"], ["--loss-mode", "indextts"]],
+                         ids=["grad-checkpointing", "bf16", "loss-indextts"])
+def test_v2_trains_with_checkpointing_amp_and_either_loss(v2_ws, v2_data, v2_short_run, tmp_path, extra):
+    out = tmp_path / "run"
+    assert run_main(v2_args(v2_ws, v2_data, out, max_steps=2) + extra) == 0
+    losses, baseline = step_losses(out), step_losses(v2_short_run)
+    assert sorted(losses) == [1, 2] and all(math.isfinite(v) for v in losses.values())
+    resolved = yaml.safe_load((out / "train_config.yaml").read_text(encoding="utf-8"))
+    if extra[0] == "--grad-checkpointing":  # recomputation changes memory, not numbers (dropout replays its RNG)
+        assert resolved["grad_checkpointing"] is True
+        assert losses[1] == pytest.approx(baseline[1], abs=1e-5) and losses[2] == pytest.approx(baseline[2], abs=1e-5)
+    elif extra[0] == "--amp":
+        assert resolved["amp"] == "bf16" and losses[1] == pytest.approx(baseline[1], rel=0.05)
+    else:  # every position counts, stop padding included: another number from the same batch
+        assert resolved["loss_mode"] == "indextts" and losses[1] != pytest.approx(baseline[1], abs=1e-4)
+
+
+def test_v2_init_from_a_run_and_export_records_the_data_hours(v2_ws, v2_data, v2_short_run, tmp_path, capsys):
+    source = v2_short_run / "latest.pth"
+    out = tmp_path / "continued"
+    argv = v2_args(v2_ws, v2_data, out, max_steps=2, init_from=source)
+    argv = argv[:argv.index("--base-checkpoint")] + argv[argv.index("--base-checkpoint") + 2:]
+    assert run_main(argv) == 0
+    assert f"initialised from {source} weights with a fresh optimizer" in capsys.readouterr().out
+    ckpt = load(out / "latest.pth")
+    assert ckpt["step"] == 2
+    assert {s["step"].item() for s in ckpt["optimizer"]["state"].values()} == {2}  # fresh: only this run's steps
+
+    bundle = tmp_path / "bundle"
+    export_checkpoint(out / "latest.pth", bundle, config=v2_ws.config)
+    pairs = [json.loads(line) for line in v2_data["train"].read_text(encoding="utf-8").splitlines() if line.strip()]
+    hours = sum(p["target_code_len"] for p in pairs) / 50 / 3600  # IndexTTS2 codes: 50 per second
+    card = (bundle / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert f"- train: {len(pairs)} items, {hours:.2f} hours ({hours * 60:.1f} minutes) (exact_train.jsonl)" in card

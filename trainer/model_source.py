@@ -21,6 +21,7 @@ from data_tools.shape_rules import text_rows
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of
 from trainer.errors import UsageError
+from trainer.versions import weights_refusal
 
 
 @dataclass
@@ -61,6 +62,9 @@ def _load_weights(path: Path, what: str, mmap: bool = False) -> tuple[dict[str, 
     state = model_state_of(ckpt)
     if state is None:
         raise UsageError(f"{what} {path} holds no model weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
+    refusal = weights_refusal(state, f"{what} {path}")
+    if refusal:
+        raise UsageError(refusal)
     return ckpt, state
 
 

@@ -24,6 +24,7 @@ import torch
 
 from data_tools.config import ConfigError, load_config
 from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, FORMAT_V15, ManifestError, parse_manifest_spec
+from data_tools.shape_rules import seconds_of_codes
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from trainer.checkpoints import (
     CheckpointError,
@@ -261,6 +262,23 @@ def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer:
         hparams=resolved_config(opts))
 
 
+def _record_hours(plan: RunPlan) -> None:
+    """Each manifest record gets the hours of its items this run trains on (from their code counts)."""
+    if plan.expectation is None or plan.variant is None:
+        return
+    manifests = plan.expectation.manifests or {}
+    for split in ("train", "val"):
+        data: DataPlan | None = getattr(plan, split)
+        if data is None:
+            continue
+        seconds: dict[str, float] = {}
+        for item in data.items:
+            path = str(Path(item.where.rsplit(":", 1)[0]).resolve())
+            seconds[path] = seconds.get(path, 0.0) + seconds_of_codes(item.num_codes, plan.variant.version)
+        for record in manifests.get(split) or []:
+            record["hours"] = round(seconds.get(str(record["path"]), 0.0) / 3600, 4)
+
+
 def _output_dir(plan: RunPlan, own_lock: bool) -> bool:
     if not plan.opts.get("output_dir"):
         return plan.add("output directory", False, "no --output-dir given")
@@ -295,6 +313,7 @@ def _resume(plan: RunPlan, mmap: bool) -> bool:
     out_dir = Path(plan.opts["output_dir"])
     resume = str(plan.opts.get("resume") or "").strip()
     plan.expectation = expectation_for_run(plan.opts, plan.config, plan.tokenizer)
+    _record_hours(plan)
     if not resume:
         if checkpoint_files_exist(out_dir):
             return plan.add("resume", False, f"output dir {out_dir} already holds checkpoints of a run: continue it "

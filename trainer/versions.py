@@ -6,7 +6,7 @@ same sentence), by the studio (to show the version and offer the options that ap
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,3 +59,19 @@ def model_variant(config: Mapping[str, Any], where: str = "--config") -> ModelVa
     if refusal is None:
         return variant
     return ModelVariant(variant.version, variant.name, variant.prompt, refusal)
+
+
+# Keys only an IndexTTS-2.5 GPT has: the CAM++ speaker projection and the language table.
+V25_ONLY_KEYS = ("spk_emb_proj.weight", "lang_embedding.weight")
+
+
+def weights_refusal(state_keys: Iterable[str], where: str) -> str | None:
+    """The sentence that refuses a checkpoint whose weights are a GPT this project does not train, else None.
+
+    IndexTTS-2.5 ships the v2.0 ``config.yaml`` beside its ``gpt.pth``, so only the weights tell it apart.
+    """
+    found = [key for key in V25_ONLY_KEYS if key in set(state_keys)]
+    if not found:
+        return None
+    return (f"{where} holds an IndexTTS-2.5 GPT ({', '.join(found)}: CAM++ speaker embedding and language table); "
+            "this studio trains IndexTTS-1.5 and IndexTTS2 (2.0) GPTs")

@@ -166,11 +166,16 @@ def _data_lines(ckpt: Mapping[str, Any]) -> list[str]:
         items = [r.get("lines") for r in records]
         count = f"{sum(items):,} items" if all(isinstance(n, int) for n in items) else "items not recorded"
         hours = [r.get("hours") for r in records]
-        duration = (f", {sum(hours):,.2f} hours" if all(isinstance(h, (int, float)) for h in hours)
+        duration = (f", {_fmt_hours(sum(hours))}" if all(isinstance(h, (int, float)) for h in hours)
                     else ", hours not recorded")
         names = ", ".join(Path(str(r.get("path"))).name for r in records)
         lines.append(f"- {split}: {count}{duration} ({names})")
     return lines
+
+
+def _fmt_hours(hours: float) -> str:
+    """Hours of audio trained on; minutes where a demo-sized set would read "0.00 hours"."""
+    return f"{hours:,.2f} hours" if hours >= 1 else f"{hours:.2f} hours ({hours * 60:.1f} minutes)"
 
 
 def _fmt_loss(value: Any) -> str:
