@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.report import headline
 from data_tools.check_data import check_manifests
 
 WORDS = ("ሰላም", "ኢትዮጵያ", "አዲስ", "አበባ", "ቋንቋ", "መጽሐፍ", "ትምህርት", "ቤት", "ውሃ", "ዛሬ", "ነገ", "ጥሩ",
@@ -77,6 +78,9 @@ def main() -> int:
     print(f"check_manifests, 1 process     : {rate['single']:10,.0f} lines/s ({single_s:.2f} s)")
     print(f"ratio checker/bare             : {rate['check'] / rate['bare']:.2f} (goal >= 0.5); "
           f"single process {rate['single'] / rate['bare']:.2f}")
+    ratio = rate["check"] / rate["bare"]
+    headline("check_data_speed", "data checker / bare JSON parse, lines/s", ratio, "x", ">= 0.5", ratio >= 0.5,
+             f"{args.lines:,} lines, {report.settings['workers']} worker(s)")
     return 0
 
 

@@ -30,6 +30,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.report import headline  # noqa: E402
 from data_tools.fileio import atomic_write_with  # noqa: E402
 from trainer.checkpoints.digest import check_file_digest  # noqa: E402
 from trainer.checkpoints.store import write_checkpoint_file  # noqa: E402
@@ -96,6 +97,8 @@ def main() -> int:
     for name, seconds in median.items():
         print(f"  {name:<20} {seconds:8.3f} s  {size_mb / seconds:9,.0f} MB/s")
     print(f"digest / plain read:        {median['digest'] / median['read']:.2f}x the time")
+    headline("checkpoint_digest", "digest check / plain read of a checkpoint", median["digest"] / median["read"], "x",
+             "", None, f"{size_mb:,.0f} MB, page-cached")
     print(f"digest / torch.load:        {median['digest'] / median['load']:.2f}x the time")
     print(f"digest / 1-thread sha256:   {median['digest'] / median['sha256 1-thread']:.2f}x the time")
     print(f"save with digest / without: {median['save (with digest)'] / median['save (torch.save)']:.2f}x the time")

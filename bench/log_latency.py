@@ -22,6 +22,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.report import headline  # noqa: E402
 from tests.studio_process import StudioProcess  # noqa: E402
 from webui.supervisor import RunSupervisor  # noqa: E402
 
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = streaming_cpu / idle_cpu if idle_cpu > 0 else float("inf")
     print(f"UI process CPU  idle page {idle_cpu:.1f}%  streaming {streaming_cpu:.1f}% of one core  "
           f"(streaming/idle = {ratio:.2f})")
+    headline("log_latency", "trainer log line to browser, p95", p95, "s", f"< {GOAL_P95_S:g} s", p95 < GOAL_P95_S,
+             f"p50 {p50:.2f} s; UI CPU streaming {streaming_cpu:.0f}% vs idle {idle_cpu:.0f}% of a core")
     return 0
 
 

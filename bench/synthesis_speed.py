@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -25,6 +26,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.report import headline  # noqa: E402
 from trainer.demo import demo_config  # noqa: E402
 from trainer.model import build_model  # noqa: E402
 from trainer.synthesis import DecodeSettings, Synthesizer, generate_codes  # noqa: E402
@@ -74,6 +76,7 @@ def bench_cache(args: argparse.Namespace, device: torch.device) -> None:
     print(f"KV cache vs full recompute: greedy, GPT dim {args.dim} x {args.layers} layers, "
           f"prefix {conds.size(1) + TEXT_TOKENS + 3} positions, device {device}")
     print(f"{'codes':>6} {'cached codes/s':>15} {'recompute codes/s':>18} {'speed-up':>9}")
+    speedups: list[float] = []
     for length in args.lengths:
         settings = DecodeSettings(mode="greedy", repetition_penalty=10.0, max_codes=length)
         generate_codes(model, conds, text, settings)  # warm-up
@@ -83,6 +86,10 @@ def bench_cache(args: argparse.Namespace, device: torch.device) -> None:
             full.append(timed(lambda s=settings: generate_codes(model, conds, text, s, use_cache=False), device))
         c, f = statistics.median(cached), statistics.median(full)
         print(f"{length:>6} {length / c:>15.1f} {length / f:>18.1f} {f / c:>8.2f}x")
+        speedups.append(f / c)
+    grows = all(b > a for a, b in itertools.pairwise(speedups))
+    headline("synthesis_speed", f"KV cache speed-up at {longest} codes", speedups[-1], "x",
+             "grows with length", grows, "speed-ups " + ", ".join(f"{s:.1f}x" for s in speedups))
 
 
 def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
@@ -108,6 +115,8 @@ def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
     print(f"  total     {total:7.3f} s   real-time factor {total / audio:.3f}")
     print(f"  generate  {gen:7.3f} s   {gen / total:6.1%} of the total")
     print(f"  latent + vocoder {total - gen:7.3f} s   {(total - gen) / total:6.1%} of the total")
+    headline("synthesis_speed", "real-time factor of the whole path (demo size)", total / audio, "x", "", None,
+             f"{args.rtf_decode}, {args.rtf_codes} codes, {device}")
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.report import headline  # noqa: E402
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
 from trainer import loop  # noqa: E402
@@ -154,6 +155,8 @@ def main() -> int:
     print(f"bare loop {bare:12,.0f} tokens/s  (median; runs: {', '.join(f'{r:,.0f}' for r in bare_runs)})")
     print(f"ratio     {trainer / bare:12.3f}  (of the medians; of the best runs: "
           f"{max(trainer_runs) / max(bare_runs):.3f}); goal >= 0.95")
+    headline("train_throughput", "trainer / bare loop tokens/s", trainer / bare, "x", ">= 0.95", trainer / bare >= 0.95,
+             f"{args.steps} steps x {args.repeats} repeats, batch {args.batch_size}")
     return 0
 
 
