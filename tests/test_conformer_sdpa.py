@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from tests.test_host_syncs import count_host_reads
 from tests.test_model import tiny_batch, tiny_model
 from tests.test_model_v2 import TINY_GPT_V2
 from trainer.model import UnifiedVoice, build_model
@@ -170,3 +171,15 @@ def test_no_recompute_without_grad() -> None:
     with torch.no_grad():
         model(**tiny_batch())
     assert calls == [1]
+
+
+def test_conformer_step_reads_nothing_back_to_the_host() -> None:
+    """Padding masks and the no-valid-frame guard stay on the device: no .item()/.tolist()/bool() in a step."""
+    model = tiny_model().train()
+    model.set_gradient_checkpointing(True)
+    batch = tiny_batch()
+    calls: list[str] = []
+    with count_host_reads(calls):
+        hidden, _ = model.conditioning_encoder(batch["cond_mels"].transpose(1, 2), batch["cond_mel_lengths"])
+        hidden.square().mean().backward()
+    assert calls == []
