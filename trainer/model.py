@@ -225,8 +225,14 @@ class UnifiedVoice(nn.Module):
     # ----- forward ------------------------------------------------------------------------------
 
     def set_gradient_checkpointing(self, enabled: bool) -> None:
-        """Recompute each GPT-2 block in backward (torch.utils.checkpoint, use_reentrant=False)."""
+        """Recompute each GPT-2 block and each conformer block (speaker and, in v2, emotion) in backward.
+
+        torch.utils.checkpoint with use_reentrant=False; the perceivers are small and stay stored.
+        """
         self.gpt.gradient_checkpointing = bool(enabled)
+        for module in self.modules():
+            if isinstance(module, ConformerEncoder):
+                module.gradient_checkpointing = bool(enabled)
 
     def forward(
         self,

@@ -99,7 +99,7 @@ OPTIONS: tuple[Option, ...] = (
     _opt("max_nonfinite_steps", "int", 20, "stop (exit 2, nothing saved after them) when the loss or gradient is "
          "not finite for this many optimizer steps in a row; such steps never change the weights",
          GROUP_OPTIM, minimum=1),
-    _opt("grad_checkpointing", "bool", False, "recompute GPT blocks in backward (less memory, slower)",
+    _opt("grad_checkpointing", "bool", False, "recompute GPT-2 and conformer blocks in backward (less memory, slower)",
          GROUP_OPTIM),
     # --- logging and checkpoints
     _opt("log_interval", "int", 10, "print and record training metrics every N steps", GROUP_LOGGING,

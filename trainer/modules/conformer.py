@@ -7,6 +7,11 @@ leaks into the last valid frames through the depthwise convolution. Dropout is 0
 so none is built here: train and eval are identical.
 
 Module and parameter names match the upstream state-dict keys (`embed.conv.0`, `encoders.N.self_attn`...).
+
+Attention runs through `scaled_dot_product_attention` (see `RelPositionMultiHeadedAttention`); the
+hand-written softmax it replaced stays as `eager_attention`, selected per module by `use_eager_attention`,
+for the parity tests and bench/model_attention.py only. With `gradient_checkpointing` set on the encoder,
+each block is recomputed in backward.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 LAYER_NORM_EPS = 1e-5
 
@@ -68,7 +74,14 @@ class Conv2dSubsampling2(nn.Module):
 
 
 class RelPositionMultiHeadedAttention(nn.Module):
-    """Self-attention with the learned u/v biases and a position term on absolute key index (no shift)."""
+    """Self-attention with the learned u/v biases and a position term on absolute key index (no shift).
+
+    Scores are ``((q+u)·k + (q+v)·p) / sqrt(d_k)``. Both terms are one dot product over 2·d_k channels,
+    ``[q+u, q+v]·[k, p]``, so SDPA gets those as query and key (with the same 1/sqrt(d_k) scale) and the
+    padding mask as a boolean key mask. Nothing T x T is built outside the kernel, unlike an additive
+    float bias for the position term (which also needs a gradient and so keeps SDPA on its math path).
+    The value is zero-padded to 2·d_k because fused kernels (the CPU flash kernel) want one head size.
+    """
 
     def __init__(self, heads: int, dim: int) -> None:
         super().__init__()
@@ -83,6 +96,7 @@ class RelPositionMultiHeadedAttention(nn.Module):
         self.pos_bias_v = nn.Parameter(torch.empty(heads, self.d_k))
         nn.init.xavier_uniform_(self.pos_bias_u)
         nn.init.xavier_uniform_(self.pos_bias_v)
+        self.eager = False  # the hand-written reference path; see use_eager_attention
 
     def forward(self, x: Tensor, mask: Tensor, pos_emb: Tensor) -> Tensor:
         """x (B, T, d), mask (B, 1, T) bool over keys, pos_emb (1, T, d)."""
@@ -93,12 +107,43 @@ class RelPositionMultiHeadedAttention(nn.Module):
         p = self.linear_pos(pos_emb).view(pos_emb.size(0), frames, self.heads, self.d_k).transpose(1, 2)
         q_u = (q + self.pos_bias_u).transpose(1, 2)
         q_v = (q + self.pos_bias_v).transpose(1, 2)
-        scores = (q_u @ k.transpose(-2, -1) + q_v @ p.transpose(-2, -1)) / math.sqrt(self.d_k)
-        masked = ~mask.unsqueeze(1)  # (B, 1, 1, T): the same key mask for every head and query row
-        attn = torch.softmax(scores.masked_fill(masked, float("-inf")), dim=-1)
-        attn = attn.masked_fill(masked, 0.0)  # a fully masked row gives 0 instead of NaN
-        out = (attn @ v).transpose(1, 2).reshape(batch, frames, self.heads * self.d_k)
+        attend = eager_attention if self.eager else sdpa_attention
+        out = attend(q_u, q_v, k, p, v, mask).transpose(1, 2).reshape(batch, frames, self.heads * self.d_k)
         return self.linear_out(out)
+
+
+def eager_attention(q_u: Tensor, q_v: Tensor, k: Tensor, p: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """The scores as written in ARCHITECTURE.md §1, softmax by hand. (B, H, T, d_k) in and out."""
+    scores = (q_u @ k.transpose(-2, -1) + q_v @ p.transpose(-2, -1)) / math.sqrt(q_u.size(-1))
+    masked = ~mask.unsqueeze(1)  # (B, 1, 1, T): the same key mask for every head and query row
+    attn = torch.softmax(scores.masked_fill(masked, float("-inf")), dim=-1)
+    attn = attn.masked_fill(masked, 0.0)  # a fully masked row gives 0 instead of NaN
+    return attn @ v
+
+
+def sdpa_attention(q_u: Tensor, q_v: Tensor, k: Tensor, p: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """The same numbers as `eager_attention` through one SDPA call. (B, H, T, d_k) in and out."""
+    d_k = q_u.size(-1)
+    dtype = k.dtype  # under autocast q+u is float32 (the biases are), k and p are the autocast dtype
+    query = torch.cat((q_u, q_v), dim=-1).to(dtype)
+    key = torch.cat((k, p.to(dtype).expand(k.size(0), -1, -1, -1)), dim=-1)
+    value = F.pad(v, (0, d_k))
+    # An item with no valid key would make every score -inf (NaN out of SDPA, also in backward), so its
+    # keys stay unmasked and its output is zeroed afterwards: the eager path's 0 for a fully masked row.
+    has_keys = mask.any(dim=-1, keepdim=True)  # (B, 1, 1)
+    key_mask = (mask | ~has_keys).unsqueeze(1)  # (B, 1, 1, T)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=key_mask, scale=1.0 / math.sqrt(d_k))
+    return out[..., :d_k].masked_fill(~has_keys.unsqueeze(1), 0.0)
+
+
+def use_eager_attention(module: nn.Module, eager: bool = True) -> None:
+    """Switch every conformer attention inside ``module`` to the hand-written path (or back to SDPA).
+
+    For the parity tests and the benchmark; training always uses SDPA.
+    """
+    for sub in module.modules():
+        if isinstance(sub, RelPositionMultiHeadedAttention):
+            sub.eager = eager
 
 
 class ConvolutionModule(nn.Module):
@@ -175,6 +220,7 @@ class ConformerEncoder(nn.Module):
             ConformerBlock(output_size, attention_heads, linear_units, kernel_size) for _ in range(num_blocks)
         )
         self.after_norm = nn.LayerNorm(output_size, eps=LAYER_NORM_EPS)
+        self.gradient_checkpointing = False  # recompute each block in backward (set by the model)
 
     def forward(self, x: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
         frames = x.size(1)
@@ -184,6 +230,7 @@ class ConformerEncoder(nn.Module):
             steps = torch.arange(frames, device=x.device)
             valid = (steps.unsqueeze(0) < lengths.to(x.device).unsqueeze(1)).unsqueeze(1)
         h, pos_emb, mask = self.embed(x, valid)
+        recompute = self.gradient_checkpointing and torch.is_grad_enabled()
         for block in self.encoders:
-            h = block(h, mask, pos_emb)
+            h = checkpoint(block, h, mask, pos_emb, use_reentrant=False) if recompute else block(h, mask, pos_emb)
         return self.after_norm(h), mask
