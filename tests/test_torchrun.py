@@ -109,6 +109,9 @@ def test_rank0_alone_writes(runs):
     assert [e["step"] for e in events(out, "save")] == [2, 4, 6]
     assert stdout.count("saved checkpoint step 2 ") == 1 and stdout.count("training finished") == 1
     assert "x 2 processes" in stdout
+    assert "2 per device x 2 processes x 1 accumulated, global batch 4" in stdout
+    start = events(out, "start")[0]
+    assert (start["global_batch"], start["world_size"]) == (4, 2)
     assert sorted(p.name for p in out.glob("*.pth")) == ["best.pth", "latest.pth", "model_step2.pth",
                                                         "model_step4.pth", "model_step6.pth"]
     assert not list(out.glob("*.tmp*"))
@@ -135,7 +138,8 @@ def test_resume_with_1_process_continues_at_the_same_sample_count(runs, demo_wor
     assert done.returncode == 0, done.stderr[-3000:]
     assert "bitwise exactness with an uninterrupted run is lost" in done.stdout
     assert "RNG re-seeded" in done.stdout
-    assert events(out, "resume")[-1]["samples"] == saved
+    resume = events(out, "resume")[-1]
+    assert (resume["samples"], resume["global_batch"], resume["world_size"]) == (saved, 2, 1)
     after = [e for e in events(out, "train") if e["step"] > 2]
     assert [e["samples"] for e in after] == [saved + 2 * k for k in range(1, len(after) + 1)]  # batch 2, 1 rank
 

@@ -163,9 +163,12 @@ class TrainingRun:
             else:
                 self.say(f"warning: the validation set gives no batch for each of {ctx.world_size} processes: "
                          "no validation (and no best.pth) in this run")
-        global_batch = opts["batch_size"] * ctx.world_size * opts["grad_accumulation"]
+        self.global_batch = opts["batch_size"] * ctx.world_size * opts["grad_accumulation"]
+        composition = (f"{opts['batch_size']} per device x {ctx.world_size} processes x "
+                       f"{opts['grad_accumulation']} accumulated" if ctx.enabled
+                       else f"grad accumulation {opts['grad_accumulation']}")
         self.say(f"{batches_per_epoch} batches of {opts['batch_size']} per epoch, {self.steps_per_epoch} optimizer "
-                 f"steps per epoch (grad accumulation {opts['grad_accumulation']}, global batch {global_batch}), "
+                 f"steps per epoch ({composition}, global batch {self.global_batch}), "
                  f"{self.total_steps} steps in total")
 
     def build_optimisation(self) -> None:
@@ -212,6 +215,7 @@ class TrainingRun:
         self.metrics.event("resume" if choice else "start", state.step, state.epoch, position=state.position,
                            samples=state.samples_seen, total_steps=self.total_steps,
                            steps_per_epoch=self.steps_per_epoch, version=self.plan.variant.version,
+                           global_batch=self.global_batch, world_size=self.ctx.world_size,
                            source=str(choice.path) if choice else self.start.source,
                            tensorboard=str(self.metrics.tb_dir) if self.metrics.tb_dir else None)
 
