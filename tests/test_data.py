@@ -123,15 +123,33 @@ def test_resume_position_is_a_slice_and_state_is_small():
     assert "num_items 200 -> 201" in changed.describe_change(state)
 
 
-def test_ranks_get_disjoint_equal_shares():
+def test_ranks_get_disjoint_slices_covering_the_epoch():
     lengths = lengths_for(203)
     world = [BucketBatchSampler(lengths, 4, seed=5, rank=r, world_size=3) for r in range(3)]
     shares = [w.batches(1) for w in world]
-    assert len({len(s) for s in shares}) == 1
+    assert len({len(s) for s in shares}) == 1  # the same number of micro-batches on every rank: no DDP wait
+    assert all(batch for share in shares for batch in share)  # every rank has an item in every global batch
     seen = [i for share in shares for batch in share for i in batch]
-    assert len(seen) == len(set(seen))
-    global_batches = BucketBatchSampler(lengths, 4, seed=5, world_size=3)._global_batches(1)
-    assert shares[1][0] == global_batches[1]
+    assert sorted(seen) == list(range(203))  # disjoint and nothing left out (203 is not a multiple of 12)
+    assert world[0].samples_after(1)[-1] == 203 and len(world[0]) == 17
+
+
+def test_rank_slices_are_the_single_process_batch_with_the_global_batch_size():
+    lengths = lengths_for(203)
+    single = BucketBatchSampler(lengths, 12, seed=5).batches(2)
+    world = [BucketBatchSampler(lengths, 4, seed=5, rank=r, world_size=3).batches(2) for r in range(3)]
+    for index, batch in enumerate(single):
+        assert [i for share in world for i in share[index]] == batch
+        assert max(len(share[index]) for share in world) - min(len(share[index]) for share in world) <= 1
+
+
+def test_a_tail_shorter_than_the_world_joins_the_batch_before_it():
+    # 13 items, global batch 4 x 3 = 12: the 1 left over cannot give each of 3 ranks an item.
+    world = [BucketBatchSampler(lengths_for(13), 4, seed=0, rank=r, world_size=3) for r in range(3)]
+    assert [len(w.batches(0)) for w in world] == [1, 1, 1]
+    assert sorted(len(w.batches(0)[0]) for w in world) == [4, 4, 5]
+    assert sorted(i for w in world for i in w.batches(0)[0]) == list(range(13))
+    assert len(BucketBatchSampler(lengths_for(2), 1, seed=0, rank=0, world_size=3)) == 0  # fewer items than ranks
 
 
 def test_collate_pads_and_counts(tmp_path, tokenizer):

@@ -262,8 +262,8 @@ def test_torchrun_two_processes_only_rank0_writes(demo_workspace, data, tmp_path
         pytest.fail("torchrun did not finish within 240 s")
     assert proc.returncode == 0, stderr[-2000:]
     assert "x 2 processes" in stdout
-    assert "2 batches of 2 per epoch" in stdout  # 8 items = 4 batches, shared by 2 ranks
-    assert "validation set gives no batch" in stdout  # 2 val items = 1 batch: nothing for 2 ranks
+    assert "2 batches of 2 per epoch" in stdout  # 8 items = 2 global batches of 2 x 2, each split over the ranks
+    assert "val step 2" in stdout  # 2 val items = 1 global batch of 4, one item for each of the 2 ranks
     assert [e["step"] for e in events(out, "train")] == [1, 2]  # one writer: no duplicate events
     assert load(out / "latest.pth")["step"] == 2
 

@@ -1,8 +1,12 @@
 """torchrun support: one process per device, rank 0 writes every file.
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) the process group is initialised (NCCL on CUDA, Gloo on CPU),
-each rank trains on every ``world_size``-th batch of the shared epoch order, gradients are averaged by
-DistributedDataParallel, and only rank 0 writes checkpoints, metrics and logs.
+each rank trains on its slice of every global batch of the shared epoch order (``trainer.sampler``),
+gradients are averaged by DistributedDataParallel, and only rank 0 writes checkpoints, metrics and logs.
+
+Every collective waits at most ``--collective-timeout`` seconds: a rank that died or hangs ends the job
+with one line (``collective_failure`` recognises the backend's errors; ``trainer.train`` reports them)
+instead of the other ranks waiting forever.
 """
 
 from __future__ import annotations
@@ -10,11 +14,15 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-TIMEOUT = datetime.timedelta(minutes=30)
+DEFAULT_TIMEOUT_S = 600
+# What the Gloo and NCCL backends say when a peer is gone or a collective timed out (they raise a plain
+# RuntimeError, not always a torch.distributed.DistError).
+_BACKEND_FAILURE_WORDS = ("gloo", "nccl", "processgroup", "by peer", "timed out", "pair closure", "watchdog")
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,7 @@ class DistContext:
         return self.rank == 0
 
 
-def init_distributed(device_option: str) -> DistContext:
+def init_distributed(device_option: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> DistContext:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return DistContext()
@@ -41,7 +49,8 @@ def init_distributed(device_option: str) -> DistContext:
     use_cuda = device_option != "cpu" and torch.cuda.is_available()
     if use_cuda:
         torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=TIMEOUT)
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo",
+                            timeout=datetime.timedelta(seconds=timeout_s))
     return DistContext(rank=rank, world_size=world_size, local_rank=local_rank)
 
 
@@ -70,3 +79,64 @@ def sum_over_ranks(ctx: DistContext, values: list[float], device: torch.device) 
 def barrier(ctx: DistContext) -> None:
     if ctx.enabled:
         dist.barrier()
+
+
+_TENSOR_TAG = "__tensor__"
+
+
+def _tensors_as_bytes(obj: Any) -> Any:
+    """Tensors -> plain (dtype, shape, bytes) records: all_gather_object cannot carry tensors in every torch."""
+    if isinstance(obj, torch.Tensor):
+        flat = obj.detach().cpu().contiguous()
+        return {_TENSOR_TAG: str(flat.dtype).removeprefix("torch."), "shape": list(flat.shape),
+                "data": flat.reshape(-1).view(torch.uint8).numpy().tobytes()}
+    if isinstance(obj, dict):
+        return {key: _tensors_as_bytes(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_tensors_as_bytes(value) for value in obj)
+    return obj
+
+
+def _bytes_as_tensors(obj: Any) -> Any:
+    if isinstance(obj, dict) and _TENSOR_TAG in obj:
+        raw = torch.frombuffer(bytearray(obj["data"]), dtype=torch.uint8) if obj["data"] else torch.empty(0, dtype=torch.uint8)
+        return raw.view(getattr(torch, obj[_TENSOR_TAG])).reshape(obj["shape"]).clone()
+    if isinstance(obj, dict):
+        return {key: _bytes_as_tensors(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_bytes_as_tensors(value) for value in obj)
+    return obj
+
+
+def gather_objects(ctx: DistContext, obj: Any) -> list[Any]:
+    """Every rank's ``obj`` (plain data and CPU tensors), in rank order, on every rank (one collective;
+    ``[obj]`` in a single process)."""
+    if not ctx.enabled:
+        return [obj]
+    gathered: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(gathered, _tensors_as_bytes(obj))
+    return [_bytes_as_tensors(item) for item in gathered]
+
+
+def sum_tensor(ctx: DistContext, tensor: torch.Tensor) -> torch.Tensor:
+    """The sum of ``tensor`` over all ranks, in place on its device (no host sync; itself when single)."""
+    if ctx.enabled:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def collective_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed or timed-out collective (another rank died or stalled)."""
+    if isinstance(exc, dist.DistError):
+        return True
+    message = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(word in message for word in _BACKEND_FAILURE_WORDS)
+
+
+def collective_failure_message(ctx: DistContext, exc: BaseException, timeout_s: float) -> str:
+    """The one line for a collective failure: which rank saw it, and what most likely happened."""
+    text = " ".join(str(exc).split())
+    timed_out = "timed out" in text.lower() or "timeout" in text.lower()
+    what = (f"a collective did not complete within --collective-timeout {timeout_s:g} s (another process stalled "
+            "or died)" if timed_out else "another process died or closed its connection")
+    return f"rank {ctx.rank} of {ctx.world_size}: {what}; the backend said: {text[:300]}"

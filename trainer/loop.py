@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,10 +159,16 @@ class Window:
     def nonfinite_streak(self) -> int:
         return self.nonfinite_streaks()[0]
 
-    def summary(self, world_size: int) -> dict[str, Any]:
+    def summary(self, world_size: int, sum_over_ranks: Callable[[torch.Tensor], torch.Tensor] | None = None
+                ) -> dict[str, Any]:
+        """The window's means; under DDP ``sum_over_ranks`` makes each step's values the global batch's (each
+        rank's are its share of the global token mean, see ``GlobalMean``): one all-reduce per log line."""
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         n = len(self.steps)
-        stacked = torch.stack([torch.stack([s.loss, s.text, s.mel, s.top1]) for _, s in self.steps]).double().cpu()
+        stacked = torch.stack([torch.stack([s.loss, s.text, s.mel, s.top1]) for _, s in self.steps]).double()
+        if sum_over_ranks is not None:
+            stacked = sum_over_ranks(stacked) / world_size
+        stacked = stacked.cpu()
         per_step = {str(step): float(v) for (step, _), v in zip(self.steps, stacked[:, 0].tolist())}
         means = stacked.mean(dim=0).tolist()
         tokens = sum(s.tokens for _, s in self.steps) * world_size
@@ -191,19 +197,54 @@ def train_line(step: int, total: int, epoch: int, epochs: int, m: dict[str, Any]
             f"lr {lr:.3e} | {m['tokens_per_s']:,.0f} tok/s | ETA {format_eta(eta_s)}")
 
 
+@dataclass(frozen=True)
+class GlobalMean:
+    """Under DDP: each rank's token means become its share of the token mean over the *global* batch.
+
+    A rank's loss is a mean over its own ``n_r`` counted positions. Scaled by ``n_r x world_size / N`` (N: the
+    positions of all ranks' micro-batches together), DDP's gradient average gives exactly the gradient of the
+    global token mean, as one process with the whole global batch would compute it. The counts are summed
+    over the ranks as device tensors: one small all-reduce per micro-batch, no host sync.
+    """
+
+    world_size: int
+    sum_over_ranks: Callable[[torch.Tensor], torch.Tensor]
+
+    def factors(self, counts: list[int], device: torch.device) -> torch.Tensor:
+        local = torch.tensor(counts, dtype=torch.float64).to(device, non_blocking=True)
+        total = self.sum_over_ranks(local.clone())
+        return (local * self.world_size / total.clamp(min=1.0)).float()
+
+
+def counted_positions(out: Any, loss_mode: str) -> list[int]:
+    """What the text loss, the mel loss and mel_top1 average over on this rank (host ints, no sync)."""
+    if loss_mode == "indextts":  # every position of the padded segments
+        text = out.text_logits.size(0) * out.text_logits.size(2)
+        mel = out.mel_logits.size(0) * out.mel_logits.size(2)
+        return [text, mel, out.mel_tokens]
+    return [out.text_tokens, out.mel_tokens, out.mel_tokens]
+
+
 def micro_step(model: nn.Module, batch: dict[str, Any], device: torch.device, amp: str, loss_mode: str,
                weights: LossWeights, scale: float, scaler: torch.amp.GradScaler | None,
-               sync: contextlib.AbstractContextManager) -> StepLosses:
-    """Forward and backward one micro-batch; ``scale`` = 1 / micro-batches in this optimizer step."""
+               sync: contextlib.AbstractContextManager, global_mean: GlobalMean | None = None) -> StepLosses:
+    """Forward and backward one micro-batch; ``scale`` = 1 / micro-batches in this optimizer step.
+
+    ``global_mean`` (under DDP): the losses are this rank's share of the global batch's token means.
+    """
     batch = to_device(batch, device)
     with sync:
         with autocast(device, amp):
             out = model(**model_inputs(batch), loss_mode=loss_mode)
-        loss = weights.text * out.loss_text + weights.mel * out.loss_mel
+        text, mel, top1 = out.loss_text, out.loss_mel, out.mel_top1
+        if global_mean is not None:
+            factor = global_mean.factors(counted_positions(out, loss_mode), device)
+            text, mel, top1 = text * factor[0], mel * factor[1], top1 * factor[2]
+        loss = weights.text * text + weights.mel * mel
         scaled = loss * scale
         (scaler.scale(scaled) if scaler is not None else scaled).backward()
-    return StepLosses(loss=loss.detach() * scale, text=out.loss_text.detach() * scale,
-                      mel=out.loss_mel.detach() * scale, top1=out.mel_top1.detach() * scale,
+    return StepLosses(loss=loss.detach() * scale, text=text.detach() * scale,
+                      mel=mel.detach() * scale, top1=top1.detach() * scale,
                       tokens=int(batch["num_tokens"]))
 
 

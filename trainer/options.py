@@ -124,6 +124,9 @@ OPTIONS: tuple[Option, ...] = (
          "scheduler and scaler at step 0 (e.g. after changing the tokenizer)", GROUP_RUN),
     _opt("seed", "int", 1234, "seed of the data order, initialisation and dropout", GROUP_RUN, minimum=0),
     _opt("device", "str", "auto", "auto, cpu, cuda or cuda:N", GROUP_RUN),
+    _opt("collective_timeout", "int", 600, "under torchrun: seconds a collective (gradient all-reduce, save, "
+         "stop poll) may wait for the other processes before the job ends with an error naming the rank",
+         GROUP_RUN, form=False, minimum=1),
     _opt("preflight", "bool", False, "only run the pre-flight checks and print them (exit 0 ok, 2 not)",
          GROUP_RUN, form=False),
     _opt("preflight_json", "path", "", "with --preflight, also write the report as JSON here", GROUP_RUN,

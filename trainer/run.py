@@ -30,7 +30,7 @@ from trainer.checkpoints import (
     build_checkpoint,
 )
 from trainer.data import make_dataset, make_loader
-from trainer.distributed import DistContext, any_rank, sum_over_ranks
+from trainer.distributed import DistContext, any_rank, gather_objects, sum_over_ranks, sum_tensor
 from trainer.errors import UsageError
 from trainer.metrics import MetricsLog, truncate_after_step
 from trainer.model import StateDictMismatchError, build_model, load_gpt_state_dict
@@ -39,8 +39,8 @@ from trainer.plan import RunPlan
 from trainer.sampler import BucketBatchSampler
 from trainer.samples import make_samples
 from trainer.schedule import build_scheduler
-from trainer.signals import GracefulStop, after_step_test_hooks, simulated_disk_full
-from trainer.state import checkpoint_fields, components_of, restore_components
+from trainer.signals import GracefulStop, after_step_test_hooks, record_samples_hook, simulated_disk_full
+from trainer.state import checkpoint_fields, components_of, gather_components, restore_components
 from trainer.vocab import BaseRowFreezer
 
 STOP_POLL_STEPS = 10
@@ -81,6 +81,7 @@ class TrainingRun:
         self.val_loader: Any = None
         self.saved_step = -1  # the step whose state latest.pth holds (-1: none yet)
         self.components = components_of(self)  # what a checkpoint holds, piece by piece (trainer.state)
+        self.sample_ids: list[str] | None = [] if record_samples_hook() else None  # test hook only
 
     def say(self, message: str) -> None:
         if self.ctx.is_main:
@@ -162,9 +163,12 @@ class TrainingRun:
             else:
                 self.say(f"warning: the validation set gives no batch for each of {ctx.world_size} processes: "
                          "no validation (and no best.pth) in this run")
-        global_batch = opts["batch_size"] * ctx.world_size * opts["grad_accumulation"]
+        self.global_batch = opts["batch_size"] * ctx.world_size * opts["grad_accumulation"]
+        composition = (f"{opts['batch_size']} per device x {ctx.world_size} processes x "
+                       f"{opts['grad_accumulation']} accumulated" if ctx.enabled
+                       else f"grad accumulation {opts['grad_accumulation']}")
         self.say(f"{batches_per_epoch} batches of {opts['batch_size']} per epoch, {self.steps_per_epoch} optimizer "
-                 f"steps per epoch (grad accumulation {opts['grad_accumulation']}, global batch {global_batch}), "
+                 f"steps per epoch ({composition}, global batch {self.global_batch}), "
                  f"{self.total_steps} steps in total")
 
     def build_optimisation(self) -> None:
@@ -211,6 +215,7 @@ class TrainingRun:
         self.metrics.event("resume" if choice else "start", state.step, state.epoch, position=state.position,
                            samples=state.samples_seen, total_steps=self.total_steps,
                            steps_per_epoch=self.steps_per_epoch, version=self.plan.variant.version,
+                           global_batch=self.global_batch, world_size=self.ctx.world_size,
                            source=str(choice.path) if choice else self.start.source,
                            tensorboard=str(self.metrics.tb_dir) if self.metrics.tb_dir else None)
 
@@ -225,6 +230,7 @@ class TrainingRun:
         # One loader for the run (its workers start once); each epoch it walks that epoch's remaining batches.
         loader = self.loaders.enter_context(make_loader(self.train_set, [], self.collate, opts["num_workers"],
                                                         self.device.type == "cuda", opts["seed"], persistent=True))
+        global_mean = loop.GlobalMean(ctx.world_size, lambda t: sum_tensor(ctx, t)) if ctx.enabled else None
         self.train_model.train()
         while state.step < self.total_steps and not stopping:
             epoch_batches = self.sampler.batches(state.epoch)
@@ -235,10 +241,12 @@ class TrainingRun:
             for batch in loader:
                 if "error" in batch:
                     raise UsageError(batch["error"])
+                if self.sample_ids is not None:
+                    self.sample_ids += batch["ids"]
                 last_micro = in_step + 1 == micro_total
                 sync = self.train_model.no_sync() if ctx.enabled and not last_micro else contextlib.nullcontext()
                 parts.append(loop.micro_step(self.train_model, batch, self.device, opts["amp"], opts["loss_mode"],
-                                             self.weights, 1.0 / micro_total, self.scaler, sync))
+                                             self.weights, 1.0 / micro_total, self.scaler, sync, global_mean))
                 state.samples_seen += int(rounds[state.position + 1] - rounds[state.position])
                 state.position += 1
                 in_step += 1
@@ -293,15 +301,14 @@ class TrainingRun:
 
     def _log(self) -> None:
         state, ctx = self.state, self.ctx
-        summary = self.window.summary(ctx.world_size)
-        if ctx.enabled:  # the mean over all ranks' batches, not rank 0's alone
-            names = ("loss", "text_loss", "mel_loss", "mel_top1")
-            totals = sum_over_ranks(ctx, [summary[k] for k in names], self.device)
-            summary.update({k: v / ctx.world_size for k, v in zip(names, totals)})
+        # Under DDP every step's values are the global batch's (all ranks' shares summed), not rank 0's alone.
+        summary = self.window.summary(ctx.world_size, (lambda t: sum_tensor(ctx, t)) if ctx.enabled else None)
         self._check_nonfinite_summary(summary)
         eta = summary["seconds_per_step"] * (self.total_steps - state.step)
         lr = summary.pop("lr")
         state.last_losses = {k: summary[k] for k in ("loss", "text_loss", "mel_loss", "mel_top1")}
+        if self.sample_ids is not None:  # test hook: which items each rank trained on since the last line
+            summary["sample_ids"], self.sample_ids = gather_objects(ctx, self.sample_ids), []
         assert self.metrics is not None  # the event first: the studio's progress bar never lags its log
         self.metrics.event("train", state.step, state.epoch, lr=lr, eta_s=round(eta, 1), total_steps=self.total_steps,
                            samples=state.samples_seen, **summary)
@@ -347,6 +354,9 @@ class TrainingRun:
     def save(self, is_best: bool) -> Path | None:
         """Commit a checkpoint of the current state (rank 0); every rank learns whether it worked."""
         state, path, failure = self.state, None, None
+        # Every rank's part (its RNG streams) reaches rank 0: a collective, so no rank is still in the step
+        # when rank 0 writes, and the any_rank below is the next one.
+        gather_components(self.components)
         if self.ctx.is_main:
             ckpt = build_checkpoint(**checkpoint_fields(self.components))
             try:

@@ -1,9 +1,16 @@
 """The epoch order: length-bucketed batches as a pure function of ``(seed, epoch)``, and where a run stands in it.
 
-``BucketBatchSampler`` shuffles, sorts within large chunks by length (low padding), cuts batches and
-shuffles the batches. The position inside an epoch is "batches consumed by this rank", so resuming
-mid-epoch slices the list: O(1), no replay. Under DDP every rank builds the same global list and takes
-every ``world_size``-th batch (the tail that does not fill a round is left out of that epoch).
+``BucketBatchSampler`` shuffles, sorts within large chunks by length (low padding), cuts *global* batches
+of ``batch_size x world_size`` items and shuffles them. Under DDP every rank builds the same global list and
+takes its own contiguous slice of each global batch: rank r's micro-batch is the r-th slice of the batch a
+single process with ``batch_size x world_size`` would train on (same seed, same epoch). No item of an epoch
+is left out: a short global batch is split as evenly as possible (the first ``n % world_size`` ranks get one
+item more), and a tail of fewer items than ranks joins the global batch before it, so every rank has an item
+in every global batch (DDP never waits on a rank with nothing to do). Only an epoch of fewer items than ranks
+gives no batch at all (the run is refused; a validation set is skipped).
+
+The position inside an epoch is "global batches consumed" (the same on every rank), so resuming mid-epoch
+slices the list: O(1), no replay.
 
 ``resume_position`` maps a saved position onto the sampler of *this* run. With the same data and batching
 it is the saved position (bitwise-exact resume). When the batch size, the number of processes or the
@@ -43,39 +50,51 @@ class BucketBatchSampler:
         """Changes when the data (lengths, order) or batching would differ."""
         digest = hashlib.sha256(self.lengths.tobytes())
         digest.update(f"{self.batch_size}/{self.world_size}/{self.bucket_batches}".encode())
+        if self.world_size > 1:  # global batches split by rank (older multi-process runs interleaved batches)
+            digest.update(b"/sliced")
         return digest.hexdigest()[:16]
 
     def _global_batches(self, epoch: int) -> list[list[int]]:
+        """Every global batch of ``epoch`` in order (``batch_size x world_size`` items, the same on every rank)."""
+        size = self.batch_size * self.world_size
         rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(len(self.lengths))
-        chunk = self.batch_size * self.bucket_batches * self.world_size
+        chunk = size * self.bucket_batches
         batches: list[list[int]] = []
         for start in range(0, len(order), chunk):
             part = order[start:start + chunk]
             part = part[np.argsort(self.lengths[part], kind="stable")]
-            batches += [part[i:i + self.batch_size].tolist() for i in range(0, len(part), self.batch_size)]
+            cut = [part[i:i + size].tolist() for i in range(0, len(part), size)]
+            if len(cut[-1]) < self.world_size:  # too few for one item per rank: joins the batch before it
+                tail = cut.pop()
+                if cut:
+                    cut[-1] += tail
+            batches += cut
         return [batches[i] for i in rng.permutation(len(batches))]
 
-    def _usable_global_batches(self, epoch: int) -> list[list[int]]:
-        batches = self._global_batches(epoch)
-        return batches[: len(batches) - len(batches) % self.world_size]
+    def rank_slice(self, batch: list[int], rank: int) -> list[int]:
+        """Rank ``rank``'s contiguous share of a global batch (sizes differ by at most one, larger first)."""
+        base, extra = divmod(len(batch), self.world_size)
+        start = rank * base + min(rank, extra)
+        return batch[start:start + base + (1 if rank < extra else 0)]
 
     def batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches of ``epoch`` in order (cached for the current epoch)."""
         if self._cache is None or self._cache[0] != epoch:
-            self._cache = (epoch, self._usable_global_batches(epoch)[self.rank::self.world_size])
+            global_batches = self._global_batches(epoch)
+            mine = global_batches if self.world_size == 1 else [self.rank_slice(b, self.rank) for b in global_batches]
+            self._cache = (epoch, mine)
         return self._cache[1]
 
     def __len__(self) -> int:
-        """Batches per epoch for this rank (the same every epoch)."""
+        """Batches per epoch for this rank, which is the number of global batches (the same every epoch)."""
         return len(self.batches(0))
 
     def samples_after(self, epoch: int) -> np.ndarray:
-        """Samples seen by all ranks together after 0, 1, ... rounds of ``epoch`` (one batch per rank each)."""
+        """Samples seen by all ranks together after 0, 1, ... global batches of ``epoch``."""
         if self._rounds is None or self._rounds[0] != epoch:
-            sizes = [len(batch) for batch in self._usable_global_batches(epoch)]
-            per_round = np.asarray(sizes, dtype=np.int64).reshape(-1, self.world_size).sum(axis=1)
-            self._rounds = (epoch, np.concatenate(([0], np.cumsum(per_round))))
+            sizes = np.asarray([len(batch) for batch in self._global_batches(epoch)], dtype=np.int64)
+            self._rounds = (epoch, np.concatenate(([0], np.cumsum(sizes))))
         return self._rounds[1]
 
     def samples_per_epoch(self) -> int:
@@ -107,7 +126,7 @@ class PositionError(ValueError):
 @dataclass(frozen=True)
 class ResumePoint:
     epoch: int
-    position: int  # this rank's batches of ``epoch`` already consumed
+    position: int  # global batches of ``epoch`` already consumed (one micro-batch per rank each)
     samples_seen: int  # all ranks, since step 0
     change: str | None  # one line when the data or batching changed (bitwise exactness is lost)
 

@@ -12,7 +12,10 @@ active hook is announced in the log at start:
   (a deterministic Ctrl-C); ``STUDIO_TEST_STOP_SIGNAL=TERM`` sends SIGTERM instead.
 - ``STUDIO_TEST_KILL_AFTER_STEP=N``: after optimizer step N (and any save at that step) the trainer
   SIGKILLs itself, like a pre-empted machine.
+  Under torchrun every rank does; with ``STUDIO_TEST_KILL_RANK=R`` only rank R (a dead rank).
 - ``STUDIO_TEST_FAIL_SAVE_AT_STEP=N``: the checkpoint write at step N fails as if the disk were full.
+- ``STUDIO_TEST_RECORD_SAMPLES=1``: every ``train`` event in metrics.jsonl lists the item ids each rank trained
+  on since the previous one (``sample_ids``, one list per rank), so a test can check how the epoch was shared.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from typing import Any
 STOP_AFTER_ENV = "STUDIO_TEST_STOP_AFTER_STEP"
 STOP_SIGNAL_ENV = "STUDIO_TEST_STOP_SIGNAL"
 KILL_AFTER_ENV = "STUDIO_TEST_KILL_AFTER_STEP"
+KILL_RANK_ENV = "STUDIO_TEST_KILL_RANK"
 FAIL_SAVE_ENV = "STUDIO_TEST_FAIL_SAVE_AT_STEP"
+RECORD_SAMPLES_ENV = "STUDIO_TEST_RECORD_SAMPLES"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
 
 
@@ -85,12 +90,19 @@ def _env_step(name: str) -> int | None:
 def active_test_hooks() -> list[str]:
     """One line per fault-injection hook that will act in this run (the trainer prints them at start)."""
     return [f"warning: test hook {name}={os.environ[name]} is active (fault injection, {HOOKS_GUARD_ENV}=1)"
-            for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, FAIL_SAVE_ENV) if _env_step(name) is not None]
+            for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, FAIL_SAVE_ENV, RECORD_SAMPLES_ENV)
+            if _env_step(name) is not None]
+
+
+def record_samples_hook() -> bool:
+    """``STUDIO_TEST_RECORD_SAMPLES=1`` (with the guard): train events list each rank's item ids."""
+    return _env_step(RECORD_SAMPLES_ENV) == 1
 
 
 def after_step_test_hooks(step: int) -> None:
     """Apply the STOP/KILL test hooks after optimizer step ``step`` (see the module docstring)."""
-    if _env_step(KILL_AFTER_ENV) == step:
+    only_rank = _env_step(KILL_RANK_ENV)
+    if _env_step(KILL_AFTER_ENV) == step and only_rank in (None, int(os.environ.get("RANK", "0"))):
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
     if _env_step(STOP_AFTER_ENV) == step:

@@ -137,30 +137,64 @@ class Position:
         notes.append(f"step {state.step}, epoch {state.epoch}, position {state.position} (sampler)")
 
 
+RESEED_STEP_STRIDE = 1_000_003  # (seed, rank, step) -> a seed no other (rank, step) of the run gives
+
+
 class RngStreams:
-    """Python, numpy and torch (CPU and CUDA) random streams of rank 0; other ranks re-seed from (seed, rank, step)."""
+    """Python, numpy and torch (CPU and CUDA) random streams of every rank.
+
+    ``rng_state`` is rank 0's (what single-process tools read); under torchrun ``rng_state["ranks"]`` holds
+    every rank's, gathered before each save (``gather``, a collective every rank joins: it is also the barrier
+    before rank 0 writes). On resume with the same number of processes each rank gets its own streams back;
+    with a different number every rank re-seeds from (seed, rank, step): the run continues, not bitwise exactly
+    (the sampler's resume line says so, as the world size is part of its state).
+    """
 
     name, core = "rng", True
 
     def __init__(self, run: TrainingRun) -> None:
         self.run = run
+        self._ranks: list[dict[str, Any]] | None = None
+
+    def gather(self) -> None:
+        from trainer.distributed import gather_objects
+
+        if self.run.ctx.enabled:
+            self._ranks = gather_objects(self.run.ctx, capture_rng_state())
 
     def state_dict(self) -> dict[str, Any]:
-        return {"rng_state": capture_rng_state()}
+        if self._ranks is None:
+            return {"rng_state": capture_rng_state()}
+        ranks, self._ranks = self._ranks, None
+        return {"rng_state": {**ranks[0], "ranks": ranks}}
 
     def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
+        import random
+
+        import numpy as np
         import torch
 
         run, rng = self.run, ckpt.get("rng")
-        seed, rank = run.opts["seed"], run.ctx.rank
+        seed, rank, world = run.opts["seed"], run.ctx.rank, run.ctx.world_size
         if rng is None:
             torch.manual_seed(seed + rank)
             return
-        notes.append("RNG (python, numpy, torch cpu" + (", cuda" if rng.get("torch_cuda") else "") + ")")
-        for note in restore_rng_state(rng):
+        ranks = rng.get("ranks")
+        saved_world = len(ranks) if ranks else int((ckpt.get("sampler") or {}).get("world_size") or 1)
+        if saved_world != world:
+            reseed = seed + rank + RESEED_STEP_STRIDE * run.state.step
+            random.seed(reseed)
+            np.random.seed(reseed % 2**32)
+            torch.manual_seed(reseed)
+            notes.append(f"RNG re-seeded from (seed, rank, step): saved by {saved_world} process(es), now {world}")
+            return
+        mine = ranks[rank] if ranks else rng
+        notes.append("RNG (python, numpy, torch cpu" + (", cuda" if mine.get("torch_cuda") else "") + ")"
+                     + (f", each of {world} ranks its own" if ranks else ""))
+        for note in restore_rng_state(mine):
             run.say(f"note: {note}")
-        if rank > 0:  # only rank 0's RNG is saved: other ranks draw fresh dropout streams
-            torch.manual_seed(seed + rank + 1_000_003 * run.state.step)
+        if not ranks and rank > 0:  # an older multi-process checkpoint held rank 0's streams only
+            torch.manual_seed(seed + rank + RESEED_STEP_STRIDE * run.state.step)
 
 
 class RunRecord:
@@ -215,6 +249,14 @@ CORE_COMPONENTS: tuple[ComponentFactory, ...] = (Weights, Optimisation, Position
 
 def components_of(run: TrainingRun) -> list[Stateful]:
     return [factory(run) for factory in CORE_COMPONENTS] + [factory(run) for factory in _REGISTERED.values()]
+
+
+def gather_components(components: list[Stateful]) -> None:
+    """On every rank before a save: components whose state lives on every rank collect it (a collective)."""
+    for component in components:
+        gather = getattr(component, "gather", None)
+        if gather is not None:
+            gather()
 
 
 def checkpoint_fields(components: list[Stateful]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ finish.
 
 Exit codes: 0 finished; 2 refused (one line ``error: ...`` on stderr), also when a checkpoint cannot be
 saved or the loss stays non-finite; 130 stopped by SIGINT/SIGTERM after saving latest.pth; 1 anything
-unexpected. Under ``torchrun`` only rank 0 writes files.
+unexpected, also a collective that failed under ``torchrun`` (another rank died or stalled beyond
+``--collective-timeout``: one ``error:`` line naming the rank, no traceback, no hang). Under ``torchrun``
+only rank 0 writes files.
 """
 
 from __future__ import annotations
@@ -29,8 +31,24 @@ from typing import Any
 
 from data_tools.fileio import atomic_write_text
 from trainer.checkpoints import OutputDirLock, clean_stale_temp_files
-from trainer.distributed import DistContext, init_distributed, shutdown
-from trainer.errors import EXIT_OK, EXIT_STOPPED, UsageError, one_line, refuse, run_cli
+from trainer.distributed import (
+    DistContext,
+    collective_failure,
+    collective_failure_message,
+    gather_objects,
+    init_distributed,
+    shutdown,
+)
+from trainer.errors import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_STOPPED,
+    EXIT_UNEXPECTED,
+    UsageError,
+    one_line,
+    refuse,
+    run_cli,
+)
 from trainer.options import parse_argv
 from trainer.plan import make_plan
 from trainer.run import NonFiniteLoss, SaveFailed, TrainingRun
@@ -41,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     values = parse_argv(sys.argv[1:] if argv is None else argv)
     if values["preflight"]:
         return run_cli(lambda: preflight(values))
-    ctx = init_distributed(values["device"])
+    ctx = init_distributed(values["device"], values["collective_timeout"])
     try:
         return run_cli(lambda: train(values, ctx))
     finally:
@@ -53,10 +71,16 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
     lock = None
     run: TrainingRun | None = None
     try:
+        # Rank 0 takes the output-dir lock for the job: the other ranks do not look at it (they would find rank 0's).
         plan = make_plan(opts, rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
-                         distributed=ctx.enabled)
-        if not plan.ok:
-            raise UsageError(plan.refusal)
+                         distributed=ctx.enabled, own_lock=not ctx.is_main)
+        # The ranks refuse together (one collective), so none goes on to wait for a rank that left.
+        refusals = gather_objects(ctx, None if plan.ok else plan.refusal)
+        if any(refusals):
+            if not ctx.is_main and not refusals[0]:
+                return EXIT_REFUSED  # rank 0 says why
+            rank, refusal = next((r, text) for r, text in enumerate(refusals) if text)
+            raise UsageError(refusal if not ctx.enabled else f"rank {rank}: {refusal}")
         out_dir = Path(opts["output_dir"])
         if ctx.is_main:
             lock = OutputDirLock(out_dir).acquire()
@@ -82,6 +106,13 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
             run.end_event("nonfinite", str(exc), "NonFiniteLoss")
         return refuse(f"{exc}; nothing was saved after them (last good checkpoint: {last})")
     except Exception as exc:  # recorded for the UI's charts, then reported by run_cli (exit 2) or Python (exit 1)
+        if ctx.enabled and collective_failure(exc):  # a dead or stalled rank: one line, exit 1, no hang
+            message = collective_failure_message(ctx, exc, opts["collective_timeout"])
+            last = f"step {run.saved_step}" if run is not None and run.saved_step >= 0 else "none from this run"
+            if run is not None:
+                run.end_event("failed", message, "CollectiveFailure")
+            refuse(f"{message}; last checkpoint: {last}")
+            return EXIT_UNEXPECTED
         if run is not None:
             run.end_event("failed", one_line(exc), type(exc).__name__)
         raise
