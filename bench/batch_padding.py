@@ -20,12 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from data_tools import item_files  # noqa: E402
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
-from trainer.data import load_items  # noqa: E402
+from trainer.data import load_items, train_sampler  # noqa: E402
 from trainer.demo import build_demo  # noqa: E402
-from trainer.sampler import BucketBatchSampler  # noqa: E402
 
 GOAL = 0.10
 
@@ -66,9 +64,9 @@ def main() -> int:
         segments = {
             "text": [int(item.text_ids.size) for item in items],
             "codes": [item.num_codes for item in items],
-            "prompt": [item_files.cond_mel_header_frames(item.cond_mel) if item.cond_mel else 0 for item in items],
+            "prompt": [item.prompt_frames for item in items],
         }
-    sampler = BucketBatchSampler([item.length for item in items], args.batch_size, args.seed)
+    sampler = train_sampler(items, args.batch_size, args.seed)
     bucketed = [batch for epoch in range(args.epochs) for batch in sampler.batches(epoch)]
     order = list(range(len(items)))
     random.Random(args.seed).shuffle(order)

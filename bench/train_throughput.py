@@ -40,11 +40,10 @@ from bench.report import headline  # noqa: E402
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
 from trainer import loop  # noqa: E402
-from trainer.data import load_items, make_dataset  # noqa: E402
+from trainer.data import load_items, make_dataset, train_sampler  # noqa: E402
 from trainer.demo import DemoPaths, build_demo  # noqa: E402
 from trainer.model import build_model, load_gpt_state_dict  # noqa: E402
 from trainer.model_source import ModelStart, from_base_checkpoint  # noqa: E402
-from trainer.sampler import BucketBatchSampler  # noqa: E402
 from trainer.schedule import build_scheduler  # noqa: E402
 from trainer.train import main as trainer_main  # noqa: E402
 
@@ -69,7 +68,7 @@ def planned_batches(ws: DemoPaths, batch_size: int, steps: int) -> tuple[list[di
                           gpt=gpt)
     dataset = make_dataset(items, gpt, tokenizer.vocab_size)
     collate = dataset.collate
-    sampler = BucketBatchSampler(dataset.lengths(), batch_size, seed=SEED)
+    sampler = train_sampler(items, batch_size, seed=SEED)
     order: list[list[int]] = []
     epoch = 0
     while len(order) < steps:

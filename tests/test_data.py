@@ -111,6 +111,23 @@ def test_bucketing_keeps_padding_low():
     assert padding(bucketed) < 0.1 < padding(random_batches)
 
 
+def test_bucketing_by_prompt_length_too_when_prompts_differ():
+    rng = np.random.default_rng(4)
+    targets, prompts = rng.integers(20, 400, 1000), rng.integers(50, 600, 1000)
+
+    def padding(batches, lengths):
+        return sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in batches) / lengths.sum()
+
+    by_target = BucketBatchSampler(targets, 8, seed=1).batches(0)
+    by_both = BucketBatchSampler(targets, 8, seed=1, prompt_lengths=prompts).batches(0)
+    assert sorted(i for b in by_both for i in b) == list(range(1000))  # a reordering, nothing lost
+    assert padding(by_both, prompts) < 0.5 * padding(by_target, prompts)
+    assert padding(by_both, targets) < 0.15
+    constant = BucketBatchSampler(targets, 8, seed=1, prompt_lengths=[32] * 1000)  # IndexTTS2's fixed latents
+    assert constant.batches(0) == by_target and constant.fingerprint() == BucketBatchSampler(targets, 8, 1).fingerprint()
+    assert BucketBatchSampler(targets, 8, seed=1, prompt_lengths=prompts).fingerprint() != constant.fingerprint()
+
+
 def test_resume_position_is_a_slice_and_state_is_small():
     sampler = BucketBatchSampler(lengths_for(200), 4, seed=3)
     state = sampler.state_dict(epoch=2, position=17)

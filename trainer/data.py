@@ -55,7 +55,7 @@ from data_tools.shape_rules import (
     drop_reason,
 )
 from data_tools.text_tokenizer import TextTokenizer
-from trainer.sampler import BucketBatchSampler  # noqa: F401  (re-exported: its old home)
+from trainer.sampler import BucketBatchSampler
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class DataItem:
     num_codes: int
     cond_mel: Path | None
     cond_audio: Path | None
+    prompt_frames: int = 0  # mel frames of the prompt (bucketing key beside the target length)
 
     @property
     def length(self) -> int:
@@ -222,6 +223,13 @@ def load_items(
     return items, report
 
 
+def train_sampler(items: Sequence[DataItem] | Sequence[PairItem], batch_size: int, seed: int, *, rank: int = 0,
+                  world_size: int = 1) -> BucketBatchSampler:
+    """The training epoch order: bucketed by target length, and by prompt length where prompts differ."""
+    return BucketBatchSampler([item.length for item in items], batch_size, seed, rank=rank, world_size=world_size,
+                              prompt_lengths=[getattr(item, "prompt_frames", 0) for item in items])
+
+
 def _load_codes_item(entry: ManifestEntry, tokenizer: TextTokenizer, limits: DataLimits) -> tuple[DataItem, int]:
     ids = np.asarray(tokenizer.encode(entry.text, entry.language), dtype=np.int32)
     num_codes = item_files.codes_count(entry.codes)
@@ -231,7 +239,7 @@ def _load_codes_item(entry: ManifestEntry, tokenizer: TextTokenizer, limits: Dat
         assert entry.cond_audio is not None
         frames = item_files.cond_audio_frames(entry.cond_audio)
     return DataItem(id=entry.id, where=entry.where, text_ids=ids, codes=entry.codes, num_codes=num_codes,
-                    cond_mel=entry.cond_mel, cond_audio=entry.cond_audio), frames
+                    cond_mel=entry.cond_mel, cond_audio=entry.cond_audio, prompt_frames=frames), frames
 
 
 def _load_pair(entry: PairEntry, _tokenizer: TextTokenizer, limits: DataLimits) -> tuple[PairItem, int]:

@@ -38,7 +38,7 @@ from trainer.checkpoints import (
     select_resume,
     tokenizer_record,
 )
-from trainer.data import load_items, split_format
+from trainer.data import load_items, split_format, train_sampler
 from trainer.errors import UsageError
 from trainer.loop import check_amp, resolve_amp, resolve_device
 from trainer.model import INFERENCE_ONLY_PREFIXES, build_model, state_dict_mismatches
@@ -220,11 +220,10 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     except (ManifestError, OSError, ValueError) as exc:
         return plan.add("data", False, one_line(exc))
     assert plan.train is not None
-    lengths = [item.length for item in plan.train.items]
-    plan.sampler = BucketBatchSampler(lengths, int(plan.opts["batch_size"]), int(plan.opts["seed"]),
-                                      rank=rank, world_size=world_size)
+    plan.sampler = train_sampler(plan.train.items, int(plan.opts["batch_size"]), int(plan.opts["seed"]),
+                                 rank=rank, world_size=world_size)
     if len(plan.sampler) == 0:
-        return plan.add("data", False, f"{len(lengths)} training items give no batch of {plan.opts['batch_size']} "
+        return plan.add("data", False, f"{len(plan.train.items)} training items give no batch of {plan.opts['batch_size']} "
                                        f"for each of {world_size} processes")
     return plan.add("data", True, "; ".join(parts) + f"; {len(plan.sampler)} batches per epoch")
 

@@ -28,16 +28,26 @@ from typing import Any
 import numpy as np
 
 BUCKET_BATCHES = 32  # batches per sorting chunk: larger -> less padding, less randomness
+# Within a chunk sorted by target length, runs of this many global batches are re-sorted by prompt length:
+# the prompt (another utterance of the speaker) is padded on its own, and sorting by one key only leaves it
+# at the padding of a random batch. Measured on the demo data: 15 % -> 11 % padded positions (bench/batch_padding).
+PROMPT_GROUP_BATCHES = 4
 
 
 class BucketBatchSampler:
     """Length-bucketed batches per epoch, a pure function of (seed, epoch); this rank's share only."""
 
     def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, *, rank: int = 0,
-                 world_size: int = 1, bucket_batches: int = BUCKET_BATCHES) -> None:
+                 world_size: int = 1, bucket_batches: int = BUCKET_BATCHES,
+                 prompt_lengths: Sequence[int] | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.lengths = np.asarray(lengths, dtype=np.int64)
+        prompts = None if prompt_lengths is None else np.asarray(prompt_lengths, dtype=np.int64)
+        if prompts is not None and prompts.shape != self.lengths.shape:
+            raise ValueError("prompt_lengths must have one entry per item")
+        # Prompts of one length (IndexTTS2's fixed latents) would change nothing: the order stays by target only.
+        self.prompt_lengths = prompts if prompts is not None and prompts.size and np.ptp(prompts) > 0 else None
         self.batch_size = batch_size
         self.seed = seed
         self.rank = rank
@@ -50,6 +60,8 @@ class BucketBatchSampler:
         """Changes when the data (lengths, order) or batching would differ."""
         digest = hashlib.sha256(self.lengths.tobytes())
         digest.update(f"{self.batch_size}/{self.world_size}/{self.bucket_batches}".encode())
+        if self.prompt_lengths is not None:
+            digest.update(b"/prompt" + self.prompt_lengths.tobytes())
         if self.world_size > 1:  # global batches split by rank (older multi-process runs interleaved batches)
             digest.update(b"/sliced")
         return digest.hexdigest()[:16]
@@ -64,6 +76,10 @@ class BucketBatchSampler:
         for start in range(0, len(order), chunk):
             part = order[start:start + chunk]
             part = part[np.argsort(self.lengths[part], kind="stable")]
+            if self.prompt_lengths is not None:
+                group = size * PROMPT_GROUP_BATCHES
+                part = np.concatenate([run[np.argsort(self.prompt_lengths[run], kind="stable")]
+                                       for run in (part[i:i + group] for i in range(0, len(part), group))])
             cut = [part[i:i + size].tolist() for i in range(0, len(part), size)]
             if len(cut[-1]) < self.world_size:  # too few for one item per rank: joins the batch before it
                 tail = cut.pop()
