@@ -1,4 +1,5 @@
-"""The training form: form values -> argv -> trainer parser -> the same values, for every option; presets; YAML."""
+"""The training form: form values -> argv -> trainer (and torchrun) parser -> the same values, for every option;
+the launcher fields and the torchrun command; presets; YAML."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from trainer import options as trainer_options
+from webui import launcher
 from webui import training_form as tf
 
 
@@ -31,16 +33,21 @@ def unusual_value(option: trainer_options.Option) -> Any:
 
 
 def round_trip(values: dict[str, Any]) -> dict[str, Any]:
-    """What the trainer parses from the argv Start would run for the form showing ``values``."""
+    """What the trainer (and torchrun's options) parse from the argv Start would run for the form showing
+    ``values``."""
     fields, resume_ticked, resume_from = tf.form_from_values(values)
     from_form = tf.values_from_form(fields, resume_ticked, resume_from)
-    argv = tf.trainer_argv(from_form, python="python")
-    assert argv[:3] == ["python", "-m", "trainer.train"]
-    return trainer_options.parse_argv(argv[3:])
+    argv = tf.run_argv(from_form, python="python")
+    split = launcher.split_command(argv)
+    assert split is not None
+    launch, trainer_args = split
+    assert argv[:3] == (["python", "-m", "trainer.train"] if not launch.distributed
+                        else ["python", "-m", "torch.distributed.run"])
+    return {**trainer_options.parse_argv(trainer_args), **launcher.values_of(launch)}
 
 
 def test_every_form_option_survives_the_round_trip() -> None:
-    values = trainer_options.default_values()
+    values = tf.default_values()
     for option in trainer_options.OPTIONS:
         if option.form:
             values[option.name] = unusual_value(option)
@@ -52,7 +59,7 @@ def test_every_form_option_survives_the_round_trip() -> None:
 @pytest.mark.parametrize("name", [o.name for o in trainer_options.OPTIONS if o.form])
 def test_each_option_alone_round_trips(name: str) -> None:
     values = {**tf.workspace_values(_files(Path("/ws"))), name: unusual_value(trainer_options.option_by_name(name))}
-    assert round_trip(values) == {**trainer_options.default_values(), **values}
+    assert round_trip(values) == {**tf.default_values(), **values}
 
 
 def test_resume_checkbox_builds_resume_auto_or_the_chosen_checkpoint() -> None:
@@ -217,3 +224,75 @@ def test_expand_path_rules() -> None:
     assert expand_path("~", "x") == Path.home()
     with pytest.raises(PathError, match=r"^x: no path given"):
         expand_path("  ", "x")
+
+
+# -- processes and nodes: the torchrun command ------------------------------------------------------------
+def _launch_values(**launch: Any) -> dict[str, Any]:
+    return {**tf.workspace_values(_files(Path("/ws"))), "max_steps": 12, **launch}
+
+
+def test_one_process_on_one_node_is_the_plain_trainer_command() -> None:
+    values = _launch_values()
+    assert tf.run_argv(values, python="py") == tf.trainer_argv(values, python="py")
+    assert tf.run_argv(values, python="py")[:3] == ["py", "-m", "trainer.train"]
+
+
+@pytest.mark.parametrize("launch", [
+    {"nproc_per_node": 2},
+    {"nproc_per_node": 8, "nnodes": 2, "rdzv_endpoint": "node0.example:29500", "node_rank": 1},
+    {"nproc_per_node": 1, "nnodes": 3, "rdzv_endpoint": "[fd00::1]:29400", "node_rank": 2},
+])
+def test_launcher_fields_survive_the_round_trip_and_torchrun_accepts_the_command(launch: dict[str, Any]) -> None:
+    from torch.distributed.run import get_args_parser
+
+    values = {**tf.default_values(), **_launch_values(**launch)}
+    assert round_trip(values) == values
+    argv = tf.run_argv(values, python="py")
+    assert argv[:3] == ["py", "-m", "torch.distributed.run"]
+    parsed = get_args_parser().parse_args(argv[3:])  # torch's own parser: every flag exists in this torch
+    assert (int(parsed.nproc_per_node), int(parsed.nnodes)) == (values["nproc_per_node"], values["nnodes"])
+    assert parsed.module and parsed.training_script == "trainer.train"
+    assert parsed.training_script_args == tf.trainer_argv(values, python="py")[3:]
+    assert parsed.log_dir == "/ws/runs/demo/ranks" and parsed.tee == "3"
+    assert parsed.shutdown_timeout == launcher.STOP_GRACE_S  # torchrun never kills a save before the studio would
+    if values["nnodes"] > 1:
+        assert not parsed.standalone and parsed.rdzv_backend == "static"
+        assert (parsed.rdzv_endpoint, parsed.node_rank) == (values["rdzv_endpoint"], values["node_rank"])
+    else:
+        assert parsed.standalone
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"nnodes": 2}, r"^--rdzv-endpoint: 2 nodes need the rendezvous address HOST:PORT of node 0$"),
+    ({"nproc_per_node": 0}, r"^--nproc-per-node: processes per node must be at least 1, got 0$"),
+    ({"nproc_per_node": 1.5}, r"^--nproc-per-node: expected a whole number, got 1\.5$"),
+    ({"nnodes": "two"}, r"^--nnodes: expected a number, got 'two'$"),
+    ({"nnodes": 0}, r"^--nnodes: nodes must be at least 1, got 0$"),
+    ({"nnodes": 2, "rdzv_endpoint": "node0"}, r"^--rdzv-endpoint: expected HOST:PORT \(port 1-65535\), got 'node0'$"),
+    ({"nnodes": 2, "rdzv_endpoint": "node0:70000"}, r"^--rdzv-endpoint: expected HOST:PORT"),
+    ({"nnodes": 2, "rdzv_endpoint": "node0:29500", "node_rank": 2}, r"^--node-rank: expected 0 \.\. 1 for 2 nodes"),
+])
+def test_launcher_combinations_torchrun_cannot_run_are_refused_in_one_line(fields: dict[str, Any],
+                                                                          message: str) -> None:
+    form, ticked, resume_from = tf.form_from_values(_launch_values())
+    names = [option.name for option in tf.FIELD_OPTIONS]
+    for name, raw in fields.items():
+        form[names.index(name)] = raw
+    with pytest.raises(tf.FormError, match=message) as refused:
+        tf.values_from_form(form, ticked, resume_from)
+    assert "\n" not in str(refused.value)
+
+
+def test_saved_form_presets_and_recorded_commands_keep_the_launcher_fields() -> None:
+    values = _launch_values(nproc_per_node=4, nnodes=2, rdzv_endpoint="10.0.0.5:29500", node_rank=1)
+    text = tf.form_yaml(values)
+    assert "launcher:\n  nproc_per_node: 4\n  nnodes: 2\n" in text
+    assert tf.values_from_yaml(text)[0] == values
+    assert tf.values_from_yaml("launcher:\n  nproc_per_node: 2\n  gpus: 3\n")[1] == ["ignored unknown launcher field 'gpus'"]
+    with pytest.raises(tf.FormError, match=r"^--rdzv-endpoint: 2 nodes need"):
+        tf.values_from_yaml("launcher:\n  nnodes: 2\n")
+    for preset in tf.PRESETS:
+        kept = tf.apply_preset(preset, values, _files(Path("/ws")))
+        assert {key: kept[key] for key in launcher.LAUNCH_KEYS} == launcher.values_of(launcher.launch_of(values))
+    assert tf.values_from_trainer_argv(tf.run_argv(values, python="/py")) == values  # a reload shows it again
+    assert tf.values_from_trainer_argv(["/py", "-m", "torch.distributed.run", "--nproc-per-node", "2", "x.py"]) is None

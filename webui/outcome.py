@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from webui.process_tools import signal_name
-from webui.run_record import EXIT_REFUSED
+from webui.run_record import EXIT_REFUSED, EXIT_STOPPED
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -138,9 +138,14 @@ class Failure:
         return f"{self.kind}: {self.detail}" if self.detail else self.kind
 
 
+_RANK_PREFIX = re.compile(r"^\[[A-Za-z_]*\d+\]:")  # torchrun's --tee prefix, e.g. "[default1]:"
+
+
 def last_error_line(tail: str) -> str:
-    """The console's last ``error: ...`` line (quoted as the detail of a run that recorded no error)."""
-    lines = [line.strip() for line in tail.splitlines() if line.strip().lower().startswith("error")]
+    """The console's last ``error: ...`` line (quoted as the detail of a run that recorded no error); under
+    torchrun, with the rank's prefix kept so the reader knows which rank said it."""
+    lines = [line.strip() for line in tail.splitlines()
+             if _RANK_PREFIX.sub("", line.strip()).lower().startswith("error")]
     return lines[-1] if lines else ""
 
 
@@ -177,6 +182,17 @@ def classify_failure(exit_code: int | None, signal_num: int | None, events: RunE
     if exit_code is None:
         return Failure(UNKNOWN, "the run ended without recording an exit code")
     return Failure(UNKNOWN, quoted or "it ended without recording why; see the log")
+
+
+STOPPED_STATUS = "stopped"  # the trainer's end status after a stop that saved
+
+
+def launcher_exit(exit_code: int, events: RunEvents) -> int:
+    """The exit code a torchrun run stands for. torchrun exits 1 when any rank exits non-zero, also when every
+    rank stopped on a signal after rank 0 saved (130 each); the trainer's ``end`` event tells that case apart."""
+    if exit_code not in (0, EXIT_STOPPED) and events.end_status == STOPPED_STATUS:
+        return EXIT_STOPPED
+    return exit_code
 
 
 def stop_summary(events: RunEvents) -> str | None:

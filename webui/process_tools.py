@@ -133,6 +133,20 @@ def signal_processes(processes: Iterable[psutil.Process], sig: int) -> int:
     return count
 
 
+def signal_own_groups(processes: Iterable[psutil.Process], sig: int) -> int:
+    """Send ``sig`` to the process group each process leads (what Ctrl-C in its terminal would reach), or to
+    the process alone where it leads none; returns how many got it."""
+    count = 0
+    for proc in processes:
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            if proc.is_running() and os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+            count += 1
+    return count
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
     """Poll ``condition`` until it holds or ``timeout_s`` passes; returns its last value."""
     deadline = time.monotonic() + max(0.0, timeout_s)

@@ -12,7 +12,9 @@ setsid) is re-parented to the wrapper, so it stays findable. While the child run
 its descendants (pid + create time) in run.json, for a supervisor that has to clean up after a killed
 wrapper. When the child has exited, whatever it left behind is terminated (SIGTERM, a grace period,
 then SIGKILL) before the outcome is recorded: a run that is over has no processes left.
-The wrapper exits with the child's exit code (128+N when the child died from signal N).
+The wrapper exits with the child's exit code (128+N when the child died from signal N). A torchrun
+launcher exits 1 when its ranks stopped after saving (130 each); the trainer's ``end`` event tells, and
+the run is recorded as stopped with exit 130 (torchrun's own code kept as ``launcher_exit_code``).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from types import FrameType
 
 import psutil
 
+from webui import launcher, outcome
 from webui.process_tools import process_create_time, process_tree, set_child_subreaper, signal_name
-from webui.run_record import FAILED, now_iso, status_from_exit, update_record
+from webui.run_record import FAILED, now_iso, read_record, status_from_exit, update_record
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_CANNOT_RUN = 127
@@ -145,10 +148,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[supervisor] stopped {leftovers} process(es) the run left behind", file=sys.stderr, flush=True)
     signal_num = -returncode if returncode < 0 else None
     exit_code = 128 + signal_num if signal_num else returncode
+    extra: dict[str, int] = {}
     if signal_num:
         print(f"[supervisor] process ended by {signal_name(signal_num)}", file=sys.stderr, flush=True)
+    elif launcher.is_launch_command(command):
+        started = (read_record(args.output_dir) or {}).get("started_at_epoch")
+        ranks_exit = outcome.launcher_exit(exit_code, outcome.read_run_events(args.output_dir, started))
+        if ranks_exit != exit_code:
+            print(f"[supervisor] torchrun exited {exit_code}: its ranks stopped after rank 0 saved",
+                  file=sys.stderr, flush=True)
+            extra["launcher_exit_code"] = exit_code
+            exit_code = ranks_exit
     update_record(args.output_dir, args.run_id, status=status_from_exit(exit_code, signal_num),
-                  exit_code=exit_code, signal=signal_num, ended_at=now_iso(), descendants=[])
+                  exit_code=exit_code, signal=signal_num, ended_at=now_iso(), descendants=[], **extra)
     return exit_code
 
 

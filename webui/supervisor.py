@@ -24,13 +24,15 @@ from typing import Any
 import psutil
 
 from data_tools.paths import expand_path
-from webui import outcome
+from webui import launcher, outcome
 from webui.logtail import read_complete_lines, tail_text
 from webui.process_tools import (
     is_process_alive,
+    matching_process,
     process_create_time,
     run_processes,
     signal_group,
+    signal_own_groups,
     signal_processes,
     wait_until,
 )
@@ -55,6 +57,7 @@ IDLE = "idle"
 _TAIL_BYTES = 8192
 _EXIT_GRACE_S = 2.0
 _LAUNCH_GRACE_S = 30.0
+_LAUNCHER_EXIT_S = 10.0  # torchrun notices its workers are gone within its monitor interval (0.1 s)
 
 
 class RunAlreadyActive(RuntimeError):
@@ -363,17 +366,40 @@ class RunSupervisor:
 
         return wait_until(gone, timeout_s)
 
+    def launcher_workers(self, record: dict[str, Any]) -> list[psutil.Process]:
+        """The trainer processes a torchrun run's launcher started (its children); [] for any other run."""
+        if not launcher.is_launch_command(record.get("argv") or ()):
+            return []
+        agent = matching_process(record.get("child_pid"), record.get("child_create_time"))
+        if agent is None:
+            return []
+        with contextlib.suppress(psutil.Error):
+            return [proc for proc in agent.children() if proc.status() != psutil.STATUS_ZOMBIE]
+        return []
+
     def stop(self, grace_s: float = 60.0, term_s: float = 15.0, kill_s: float = 10.0) -> RunStatus:
         """Graceful stop: SIGINT (the trainer saves, exits 130), then SIGTERM, then SIGKILL to the session.
 
-        Returns once no process of the run is left (or raises RuntimeError naming the survivors).
+        Under torchrun the SIGINT goes to the trainer processes themselves, not to the launcher: signalled,
+        torchrun would forward it and then SIGKILL the ranks after its own shutdown timeout, whatever a
+        save still needs. The launcher exits by itself once its workers have (or gets SIGTERM). Returns
+        once no process of the run is left (or raises RuntimeError naming the survivors).
         """
         status = self.poll()
         if not status.running:
             return status
         record = update_record(self.output_dir, status.run_id, stop_requested=True,
                                stop_requested_at=now_iso()) or status.record
-        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, term_s)):
+        steps: tuple[tuple[int, float], ...] = ((signal.SIGINT, grace_s), (signal.SIGTERM, term_s))
+        workers = self.launcher_workers(record)
+        if workers:
+            identities = [(proc.pid, _created(proc)) for proc in workers]
+            signal_own_groups(workers, signal.SIGINT)
+            ended = wait_until(lambda: not any(is_process_alive(*identity) for identity in identities), grace_s)
+            if ended and self._wait_gone(record, _LAUNCHER_EXIT_S):
+                return self.poll()
+            steps = ((signal.SIGTERM, term_s),)
+        for sig, wait_s in steps:
             self._signal_run(record, sig)
             if self._wait_gone(record, wait_s):
                 return self.poll()
@@ -405,6 +431,12 @@ class RunSupervisor:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=1.0)
         return self.poll()
+
+
+def _created(proc: psutil.Process) -> float | None:
+    with contextlib.suppress(psutil.Error):
+        return proc.create_time()
+    return None
 
 
 class SupervisorRegistry:

@@ -1,8 +1,10 @@
 """Training tab: the form from the trainer's options, pre-flight, the exact command, and the live run.
 
-The run itself is a supervised subprocess (``python -m trainer.train ...``); this tab starts it, stops it
-and shows it. What each browser session has seen of the log and metrics lives in a per-session
-``RunView`` (byte offsets), so a reload shows the run again from its console.log and metrics.jsonl.
+The run itself is a supervised subprocess (``python -m trainer.train ...``, under torchrun when the form
+asks for more than one process); this tab starts it, stops it and shows it. What each browser session has
+seen of the log and metrics lives in a per-session ``RunView`` (byte offsets), so a reload shows the run
+again from its console.log and metrics.jsonl. Under torchrun the log box shows rank 0 (console.log) unless
+the reader picks another rank's file.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from data_tools.paths import PathError, expand_path
-from webui import samples_view
+from webui import launcher, rank_logs, samples_view
 from webui import training_form as tf
 from webui.context import StudioContext
 from webui.logtail import LogTail, file_size
@@ -36,7 +38,7 @@ TENSORBOARD_JOB = "tensorboard"
 POLL_S = 0.5  # the live log's refresh: p95 latency from trainer to browser stays under 1 s (bench/log_latency.py)
 IDLE_POLL_S = 2.0  # while no run is going: notices a run started elsewhere, costs little
 PLOT_EVERY_S = 5.0
-STOP_GRACE_S = 120.0
+STOP_GRACE_S = launcher.STOP_GRACE_S  # torchrun's --shutdown-timeout too: it never cuts a save shorter
 # Keep the log scrolled to its newest line unless the reader scrolled up (then leave it where it is).
 FOLLOW_LOG_JS = """() => {
   const box = document.querySelector('#training-log textarea');
@@ -146,6 +148,8 @@ class RunView:
     run_id: str | None
     log: LogTail
     metrics: MetricsReader
+    log_source: rank_logs.LogSource | None = None  # None: the run's console.log from its start offset
+    sources: tuple[tuple[str, str], ...] = ()  # the (label, value) choices the log selector was last given
     last_status: str = ""
     last_state: str = ""
     plots_pending: bool = False  # metrics arrived that the plots do not show yet
@@ -184,6 +188,37 @@ def _new_view(output_dir: str, directory: Path, status: RunStatus) -> RunView:
     return RunView(output_dir=output_dir, run_id=status.run_id, log=log, metrics=MetricsReader(directory))
 
 
+def _choose_log(view: RunView, directory: Path, status: RunStatus, wanted: str | None) -> tuple[bool, Any]:
+    """Point the view's log at the source the reader picked (rank 0's console.log unless another rank's file
+    is picked and exists); returns (whether the log box must be redrawn, the selector's update)."""
+    sources = rank_logs.log_sources(directory, status.argv, status.record.get("started_at_epoch"))
+    choices = tuple((source.label, source.value) for source in sources)
+    chosen = next((source for source in sources if source.value == wanted and source.value != rank_logs.CONSOLE),
+                  None)
+    switched = False
+    if chosen != view.log_source:
+        if chosen is None:
+            view.log = _new_view(view.output_dir, directory, status).log
+        else:
+            view.log = LogTail.for_run(chosen.path, 0)
+        view.log_source, switched = chosen, True
+    selector: Any = gr.skip()
+    if choices != view.sources:
+        view.sources = choices
+        selector = gr.update(choices=list(choices), value=chosen.value if chosen else rank_logs.CONSOLE,
+                             visible=len(choices) > 1)
+    return switched, selector
+
+
+def log_text(view: RunView) -> str:
+    """The log box: the console as it is; a rank's file under a line naming it (and saying why it is empty)."""
+    source = view.log_source
+    if source is None:
+        return view.log.text()
+    text = view.log.text()
+    return f"[{source.label}: {source.path}]\n{text}" if text else rank_logs.empty_note(source)
+
+
 def _plot_update(frame: Any) -> Any:
     """The plot's data, with a caption that says how much of the run it covers."""
     if frame.empty:
@@ -211,9 +246,11 @@ class Tick(NamedTuple):
     resume: Any  # unticked when a run finished: there is nothing left to resume
     preflight_report: Any  # cleared when a run starts or ends: a report from before describes another moment
     preflight_for: Any
+    log_source: Any = None  # the rank selector's choices (torchrun runs: rank 0's console, each rank's files)
 
 
-def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_ticked: bool = False) -> Tick:
+def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_ticked: bool = False,
+              log_source: str | None = None) -> Tick:
     """One timer tick. The timer polls fast only while the run is going."""
     output_dir = (output_dir or "").strip()
     skip = gr.skip()
@@ -221,18 +258,19 @@ def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_
         supervisor = ctx.registry.get(output_dir) if output_dir else None
     except PathError as exc:
         return Tick(None, error_html(str(exc)), "", "", skip, skip, skip, skip, gr.update(value=IDLE_POLL_S),
-                    skip, skip, skip)
+                    skip, skip, skip, skip)
     if supervisor is None:
         return Tick(None, status_html(RunStatus(state="idle", output_dir=Path("."))), "", "", skip, skip, skip, skip,
-                    gr.update(value=IDLE_POLL_S), skip, skip, skip)
+                    gr.update(value=IDLE_POLL_S), skip, skip, skip, skip)
     status = supervisor.poll()
     fresh = view is None or view.output_dir != output_dir or view.run_id != status.run_id
     if fresh:
         view = _new_view(output_dir, supervisor.output_dir, status)
     assert view is not None
+    switched, selector = _choose_log(view, supervisor.output_dir, status, log_source)
     # The log first, then the metrics: the trainer records a step's event before printing its line, so the
     # progress bar is never behind the log it sits above.
-    log_changed = view.log.poll()
+    log_changed = view.log.poll() or switched
     metrics_changed = view.metrics.poll()
     status_text = status_html(status)
     ended_now = view.last_state == "running" and status.state != "running"
@@ -251,13 +289,14 @@ def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_
         status=status_text if (fresh or status_text != view.last_status) else skip,
         progress=(progress_html(view.metrics.last_train, status.running, view.metrics.eta_s)
                   if (fresh or metrics_changed or ended_now) else skip),
-        log=view.log.text() if (fresh or log_changed) else skip,
+        log=log_text(view) if (fresh or log_changed) else skip,
         loss=plots[0], top1=plots[1], lr=plots[2],
         resume_choices=gr.update(choices=checkpoint_choices(output_dir)) if (fresh or ended_now) else skip,
         timer=gr.update(value=interval) if interval != view.interval else skip,
         resume=False if (ended_now and status.state == "finished" and resume_ticked) else skip,
         preflight_report="" if stale_report else skip,
         preflight_for=None if stale_report else skip,
+        log_source=selector,
     )
     view.last_status, view.last_state, view.interval = status_text, status.state, interval
     return tick
@@ -284,7 +323,7 @@ def start_run(ctx: StudioContext, values: dict[str, Any] | None, preflight_for: 
     missing = tf.missing_required(values)
     if missing:
         return Started(skip, error_html(f"required: {', '.join(missing)}"), skip, skip, skip, skip)
-    argv = tf.trainer_argv(values)
+    argv = tf.run_argv(values)
     command = shlex.join(argv)
     try:
         started = ctx.registry.get(values["output_dir"]).start(argv, cwd=ctx.repo_root, label=TRAIN_LABEL)
@@ -295,9 +334,17 @@ def start_run(ctx: StudioContext, values: dict[str, Any] | None, preflight_for: 
                    skip if same_report else "", skip if same_report else None)
 
 
+def command_preview(values: dict[str, Any]) -> str:
+    """The command box: exactly what Start runs, shell-quoted (or the one line why it cannot run)."""
+    try:
+        return shlex.join(tf.run_argv(values))
+    except launcher.LaunchError as exc:
+        return f"error: {exc}"
+
+
 def form_changed(values: dict[str, Any] | None, preflight_for: str | None, form_error: str = "") -> tuple[Any, ...]:
     """(command preview, pre-flight report, pre-flight-for): a report about another command is cleared."""
-    command = shlex.join(tf.trainer_argv(values)) if values is not None else f"error: {form_error}"
+    command = command_preview(values) if values is not None else f"error: {form_error}"
     if preflight_for is not None and preflight_for != command:
         return command, "", None
     return command, gr.skip(), gr.skip()
@@ -409,7 +456,7 @@ def _form_updates(values: dict[str, Any]) -> list[Any]:
     if resume_from not in [value for _, value in choices]:
         choices.append((resume_from, resume_from))
     return [*fields, resume_ticked, gr.update(choices=choices, value=resume_from),
-            shlex.join(tf.trainer_argv(values))]
+            command_preview(values)]
 
 
 @dataclass
@@ -441,6 +488,7 @@ class RunColumn:
     log: gr.Textbox
     tensorboard: gr.Button
     tensorboard_link: gr.HTML
+    log_source: gr.Dropdown
 
 
 def _form_column(values: dict[str, Any]) -> FormColumn:
@@ -464,6 +512,9 @@ def _form_column(values: dict[str, Any]) -> FormColumn:
                     fields[option.name] = _component(option, value, version.version)
                     if option.name == "config":
                         badge = gr.HTML(version_badge_html(version), elem_id="train-model-version")
+    with gr.Accordion("Processes and nodes (torchrun)", open=False, elem_id="train-group-processes"):
+        for option, value in zip(tf.LAUNCH_OPTIONS, fields_init[len(tf.FORM_OPTIONS):]):
+            fields[option.name] = _component(option, value, None)
     assert badge is not None
     return FormColumn(preset, apply_preset, save_yaml, yaml_file, load_yaml, message, badge, fields)
 
@@ -477,7 +528,7 @@ def _run_column(values: dict[str, Any]) -> RunColumn:
                                   value=resume_from_init, label="Resume from", allow_custom_value=True,
                                   elem_id="train-resume-from", scale=3)
         refresh = gr.Button("Refresh", elem_id="train-refresh-checkpoints", scale=0, min_width=90)
-    command = gr.Textbox(value=shlex.join(tf.trainer_argv(values)), label="Command (exactly what Start runs)",
+    command = gr.Textbox(value=command_preview(values), label="Command (exactly what Start runs)",
                          lines=3, interactive=False, buttons=["copy"], elem_id="train-command")
     with gr.Row():
         preflight = gr.Button("Pre-flight check", elem_id="train-preflight")
@@ -488,19 +539,23 @@ def _run_column(values: dict[str, Any]) -> RunColumn:
     preflight_report = gr.HTML(elem_id="train-preflight-report")
     status = gr.HTML(elem_id="train-status")
     progress = gr.HTML(elem_id="train-progress")
+    log_source = gr.Dropdown([("console.log", rank_logs.CONSOLE)], value=rank_logs.CONSOLE, label="Log of",
+                             visible=False, elem_id="train-log-source",
+                             info="torchrun runs: rank 0's console (every rank's lines, prefixed) or one rank's "
+                                  "own stdout / stderr")
     log = gr.Textbox(label="Log", lines=20, max_lines=20, interactive=False, autoscroll=True, elem_id="training-log")
     with gr.Row(equal_height=True):
         tensorboard = gr.Button("Start TensorBoard", elem_id="train-tensorboard", scale=1)
         tensorboard_link = gr.HTML(elem_id="train-tensorboard-link")
     return RunColumn(resume, resume_from, refresh, command, preflight, start, stop, force_stop, start_message,
-                     preflight_report, status, progress, log, tensorboard, tensorboard_link)
+                     preflight_report, status, progress, log, tensorboard, tensorboard_link, log_source)
 
 
 class FormIO:
     """The form's components as one list of inputs/outputs, and reading values from what they hold."""
 
     def __init__(self, form: FormColumn, run: RunColumn) -> None:
-        self.fields = [form.fields[option.name] for option in tf.FORM_OPTIONS]
+        self.fields = [form.fields[option.name] for option in tf.FIELD_OPTIONS]
         self.inputs = [*self.fields, run.resume, run.resume_from]
         self.outputs = [*self.fields, run.resume, run.resume_from, run.command]
         self.versioned = [form.fields[name] for name in VERSIONED]
@@ -579,7 +634,7 @@ def _wire_actions(ctx: StudioContext, run: RunColumn, io: FormIO, output_dir: An
         missing = tf.missing_required(values)
         if missing:
             return error_html(f"required: {', '.join(missing)}"), gr.skip(), None
-        shown = shlex.join(tf.trainer_argv(values))
+        shown = command_preview(values)
         return preflight_html(run_preflight(values)), shown, shown
 
     def on_start(*raw: Any) -> Started:
@@ -631,8 +686,9 @@ def build(ctx: StudioContext) -> None:
     samples.wire(output_dir, timer)
 
     tick_outputs = [view, run.status, run.progress, run.log, loss_plot, top1_plot, lr_plot, run.resume_from, timer,
-                    run.resume, run.preflight_report, preflight_for]
-    timer.tick(lambda v, out, ticked: poll_view(ctx, v, out, ticked), inputs=[view, output_dir, run.resume],
+                    run.resume, run.preflight_report, preflight_for, run.log_source]
+    timer.tick(lambda v, out, ticked, source: poll_view(ctx, v, out, ticked, source),
+               inputs=[view, output_dir, run.resume, run.log_source],
                outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
 

@@ -1,8 +1,9 @@
-"""The training form as plain data: options <-> form fields <-> values <-> trainer argv, presets, YAML.
+"""The training form as plain data: options <-> form fields <-> values <-> run argv, presets, YAML.
 
-Everything comes from ``trainer.options`` (the one declaration of the trainer's options); this module only
-translates between what Gradio components hold and the trainer's values. No Gradio here, so the round
-trip (form -> argv -> trainer parser -> same values) is tested without a browser.
+Everything comes from ``trainer.options`` (the one declaration of the trainer's options) and, for how many
+processes and nodes run it, ``webui.launcher`` (torchrun's options); this module only translates between
+what Gradio components hold and those values. No Gradio here, so the round trip (form -> argv -> trainer
+and launcher parsers -> same values) is tested without a browser.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import yaml
 from data_tools.paths import PathError, expand_text, path_lines
 from trainer import options as trainer_options
 from trainer.options import OPTIONS, Option
+from webui import launcher
+from webui.launcher import LAUNCH_KEYS, LAUNCH_OPTIONS, TRAINER_MODULE, LaunchError
 
-TRAINER_MODULE = "trainer.train"
 RESUME = "resume"
 RESUME_AUTO = "auto"
 RESUME_AUTO_LABEL = "latest (auto: latest.pth, else the newest valid checkpoint)"
@@ -27,6 +29,8 @@ RESUME_AUTO_LABEL = "latest (auto: latest.pth, else the newest valid checkpoint)
 # Options the form shows as ordinary fields: everything with form=True except resume (its own checkbox).
 FORM_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o.form and o.name != RESUME)
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(o.group for o in FORM_OPTIONS))
+# Every field of the form in order: the trainer's options, then the launcher's (processes, nodes, rendezvous).
+FIELD_OPTIONS: tuple[Option, ...] = (*FORM_OPTIONS, *LAUNCH_OPTIONS)
 
 
 def elem_id(option: Option) -> str:
@@ -127,21 +131,31 @@ def resume_value(resume_ticked: bool, resume_from: str | None) -> str:
     return (resume_from or RESUME_AUTO).strip() or RESUME_AUTO
 
 
+def default_values() -> dict[str, Any]:
+    """The form's values before anything is typed: the trainer's defaults and one process on one node."""
+    return {**trainer_options.default_values(), **launcher.default_values()}
+
+
 def values_from_form(fields: list[Any], resume_ticked: bool, resume_from: str | None) -> dict[str, Any]:
-    """Trainer values from the form's fields (in FORM_OPTIONS order) and its resume controls."""
-    if len(fields) != len(FORM_OPTIONS):
-        raise ValueError(f"expected {len(FORM_OPTIONS)} form fields, got {len(fields)}")
-    values = trainer_options.default_values()
-    for option, raw in zip(FORM_OPTIONS, fields):
+    """Form values (the trainer's and the launcher's) from the fields (FIELD_OPTIONS order) and the resume
+    controls; a launcher combination torchrun cannot run is refused here, in one line."""
+    if len(fields) != len(FIELD_OPTIONS):
+        raise ValueError(f"expected {len(FIELD_OPTIONS)} form fields, got {len(fields)}")
+    values = default_values()
+    for option, raw in zip(FIELD_OPTIONS, fields):
         values[option.name] = from_field(option, raw)
     values[RESUME] = resume_value(resume_ticked, resume_from)
+    try:
+        launcher.launch_of(values)
+    except LaunchError as exc:
+        raise FormError(str(exc)) from None
     return values
 
 
 def form_from_values(values: dict[str, Any]) -> tuple[list[Any], bool, str]:
-    """(fields in FORM_OPTIONS order, resume ticked, resume choice) for ``values``."""
-    merged = {**trainer_options.default_values(), **values}
-    fields = [to_field(option, merged[option.name]) for option in FORM_OPTIONS]
+    """(fields in FIELD_OPTIONS order, resume ticked, resume choice) for ``values``."""
+    merged = {**default_values(), **values}
+    fields = [to_field(option, merged[option.name]) for option in FIELD_OPTIONS]
     resume = str(merged.get(RESUME) or "")
     return fields, bool(resume), resume or RESUME_AUTO
 
@@ -150,9 +164,24 @@ def missing_required(values: dict[str, Any]) -> list[str]:
     return [o.flag for o in FORM_OPTIONS if o.required and not values.get(o.name)]
 
 
+def trainer_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The trainer's options out of form values (the launcher's left out)."""
+    return {key: value for key, value in values.items() if key not in LAUNCH_KEYS}
+
+
 def trainer_argv(values: dict[str, Any], python: str = sys.executable) -> list[str]:
-    """Exactly the command Start runs."""
-    return [python, "-m", TRAINER_MODULE, *trainer_options.options_to_argv(values)]
+    """The single-process trainer command for ``values`` (what one rank runs; the pre-flight runs this)."""
+    return [python, "-m", TRAINER_MODULE, *trainer_options.options_to_argv(trainer_values(values))]
+
+
+def run_argv(values: dict[str, Any], python: str = sys.executable) -> list[str]:
+    """Exactly the command Start runs: the trainer, under torchrun when more than one process takes part
+    (raises LaunchError for launcher values torchrun cannot run)."""
+    launch = launcher.launch_of(values)
+    single = trainer_argv(values, python)
+    if not launch.distributed:
+        return single
+    return launcher.command(launch, single[3:], str(values.get("output_dir") or ""), python)
 
 
 def preflight_argv(values: dict[str, Any], report_path: Path, python: str = sys.executable) -> list[str]:
@@ -160,17 +189,19 @@ def preflight_argv(values: dict[str, Any], report_path: Path, python: str = sys.
 
 
 def values_from_trainer_argv(argv: list[str] | tuple[str, ...]) -> dict[str, Any] | None:
-    """Values of a recorded trainer command (``python -m trainer.train ...``), or None if it is not one."""
-    argv = list(argv)
-    if len(argv) < 3 or argv[1:3] != ["-m", TRAINER_MODULE]:
+    """Form values of a recorded run command (``python -m trainer.train ...`` or torchrun around it), or
+    None if it is neither."""
+    split = launcher.split_command(argv)
+    if split is None:
         return None
+    launch, trainer_args = split
     try:
-        values = trainer_options.parse_argv(argv[3:])
+        values = trainer_options.parse_argv(trainer_args)
     except SystemExit:
         return None
     values["preflight"] = False
     values["preflight_json"] = ""
-    return values
+    return {**values, **launcher.values_of(launch)}
 
 
 # -- presets ---------------------------------------------------------------------------------------------
@@ -218,7 +249,7 @@ DEMO_PRESETS = (DEMO_PRESET, DEMO_V2_PRESET)  # these reset the whole form to a 
 
 
 def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
-    values = trainer_options.default_values()
+    values = default_values()
     values.update(
         train_manifest=[str(files.train_manifest)], val_manifest=[str(files.val_manifest)],
         tokenizer=str(files.tokenizer), config=str(files.config), base_checkpoint=str(files.base_checkpoint),
@@ -238,11 +269,13 @@ def demo_v2_files(workspace: Path) -> WorkspaceFiles:
 
 
 def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:
-    """A demo preset resets everything to ``files`` (that demo's); GPU presets keep the form's paths."""
+    """A demo preset resets the trainer's options to ``files`` (that demo's); GPU presets keep the form's
+    paths. Every preset keeps the launcher fields: they describe the machines, not the recipe."""
     if name not in _PRESET_SETTINGS:
         raise KeyError(f"no preset named {name!r}")
     demo = name in DEMO_PRESETS
-    base = workspace_values(files) if demo else {**trainer_options.default_values(), **current}
+    base = workspace_values(files) if demo else {**default_values(), **current}
+    base.update({key: current[key] for key in LAUNCH_KEYS if key in current})
     base.update(_PRESET_SETTINGS[name])
     if demo:
         base[RESUME] = ""
@@ -250,11 +283,28 @@ def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> d
 
 
 # -- YAML ------------------------------------------------------------------------------------------------
+LAUNCHER_KEY = "launcher"  # the saved form's mapping of the launcher fields (torchrun's, not the trainer's)
+
+
 def form_yaml(values: dict[str, Any]) -> str:
-    header = "# IndexTTS Fine-tuning Studio training form (also readable as the trainer's train_config.yaml)\n"
-    plain = {k: v for k, v in trainer_options.resolved_config(values).items()
-             if trainer_options.option_by_name(k).form}
+    header = ("# IndexTTS Fine-tuning Studio training form (the same keys as the trainer's train_config.yaml;\n"
+              f"# '{LAUNCHER_KEY}' holds how many processes and nodes run it)\n")
+    plain: dict[str, Any] = {k: v for k, v in trainer_options.resolved_config(trainer_values(values)).items()
+                             if trainer_options.option_by_name(k).form}
+    plain[LAUNCHER_KEY] = {**launcher.default_values(), **{k: values[k] for k in LAUNCH_KEYS if k in values}}
     return header + yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
+
+
+def _launcher_from_yaml(raw: Any, values: dict[str, Any], notes: list[str]) -> None:
+    if not isinstance(raw, dict):
+        raise FormError(f"{LAUNCHER_KEY}: expected a mapping of launcher fields, got {raw!r}")
+    for key, value in raw.items():
+        name = str(key).replace("-", "_").lstrip("_")
+        option = next((o for o in LAUNCH_OPTIONS if o.name == name), None)
+        if option is None:
+            notes.append(f"ignored unknown launcher field {key!r}")
+            continue
+        values[option.name] = from_field(option, value)
 
 
 def values_from_yaml(text: str, base: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -268,10 +318,13 @@ def values_from_yaml(text: str, base: dict[str, Any] | None = None) -> tuple[dic
         raise FormError(f"not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise FormError("expected a mapping of option names to values")
-    values = {**trainer_options.default_values(), **(base or {})}
+    values = {**default_values(), **(base or {})}
     notes: list[str] = []
     for key, raw in data.items():
         name = str(key).replace("-", "_").lstrip("_")
+        if name == LAUNCHER_KEY:
+            _launcher_from_yaml(raw, values, notes)
+            continue
         try:
             option = trainer_options.option_by_name(name)
         except KeyError:
@@ -286,4 +339,8 @@ def values_from_yaml(text: str, base: dict[str, Any] | None = None) -> tuple[dic
         if option.kind == "choice" and raw not in (option.choices or ()):
             raise FormError(f"{option.flag}: expected one of {', '.join(option.choices or ())}, got {raw!r}")
         values[option.name] = from_field(option, raw) if option.kind != "bool" else raw
+    try:
+        launcher.launch_of(values)
+    except LaunchError as exc:
+        raise FormError(str(exc)) from None
     return values, notes
