@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -441,3 +442,78 @@ def test_fault_injection_variables_reach_a_run_only_when_a_test_asks(out: Path, 
     supervisor.start(probe, allow_test_hooks=True)
     wait_ended(supervisor)
     assert "hooks: ['STUDIO_TEST_HOOKS', 'STUDIO_TEST_KILL_AFTER_STEP']" in supervisor.log_tail()
+
+
+# -- torchrun runs ---------------------------------------------------------------------------------------
+def test_torchrun_outcome_comes_from_the_trainer_end_event() -> None:
+    stopped = outcome.RunEvents(end={"event": "end", "status": "stopped"})
+    failed = outcome.RunEvents(end={"event": "end", "status": "failed", "error": "boom"})
+    assert outcome.launcher_exit(1, stopped) == 130  # every rank exited 130 after rank 0 saved: torchrun says 1
+    assert outcome.launcher_exit(1, failed) == 1 and outcome.launcher_exit(1, outcome.RunEvents()) == 1
+    assert outcome.launcher_exit(0, stopped) == 0
+    tail = "[default0]:step 3/9\n[default1]:error: --train-manifest: no such file\nE1124 torchrun: failed\n"
+    assert outcome.last_error_line(tail) == "[default1]:error: --train-manifest: no such file"
+
+
+def test_rank_logs_are_found_in_the_newest_launch_and_attempt(tmp_path: Path) -> None:
+    from webui import rank_logs
+
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--nnodes", "1",
+            "--standalone", "--log-dir", str(tmp_path / "ranks"), "-m", "trainer.train", "--x"]
+    assert [s.value for s in rank_logs.log_sources(tmp_path, argv, time.time())] == [rank_logs.CONSOLE]
+    old = tmp_path / "ranks" / "none_old" / "attempt_0" / "0"
+    old.mkdir(parents=True)
+    os.utime(old.parents[1], (1.0, 1.0))  # a launch from before this run started
+    assert [s.value for s in rank_logs.log_sources(tmp_path, argv, time.time() - 1)] == [rank_logs.CONSOLE]
+    for attempt in ("attempt_0", "attempt_1"):
+        for rank in ("0", "1"):
+            (tmp_path / "ranks" / "id_new" / attempt / rank).mkdir(parents=True)
+    sources = rank_logs.log_sources(tmp_path, argv, time.time() - 1)
+    assert [s.value for s in sources] == ["console", "0/stdout", "0/stderr", "1/stdout", "1/stderr"]
+    assert sources[3].path == tmp_path / "ranks" / "id_new" / "attempt_1" / "1" / "stdout.log"
+    assert sources[0].path == tmp_path / "console.log" and sources[3].label == "rank 1 · stdout"
+    plain = [sys.executable, "-m", "trainer.train", "--x"]
+    assert [s.value for s in rank_logs.log_sources(tmp_path, plain, None)] == [rank_logs.CONSOLE]
+
+
+@pytest.mark.slow
+def test_torchrun_run_from_the_form_stops_with_a_save_and_no_process_left(demo_workspace, tmp_path: Path) -> None:
+    """A real 2-process CPU torchrun run started as the Training tab starts it: the preview is the command
+    that runs; Stop reaches the ranks first, rank 0 saves, the outcome is 'stopped', nothing is left."""
+    import torch
+
+    from webui import rank_logs
+    from webui import training_form as tf
+    from webui.context import StudioContext
+    from webui.tab_training import form_changed, start_run, workspace_files
+
+    ctx = StudioContext.create(demo_workspace.root)
+    out = tmp_path / "torchrun"
+    values = tf.apply_preset(tf.DEMO_PRESET, {"nproc_per_node": 2}, workspace_files(ctx, out))
+    values.update(max_steps=400, batch_size=2, log_interval=1, save_interval=1000, val_interval=1000)
+    preview = form_changed(values, None)[0]
+    assert " -m torch.distributed.run --nproc-per-node 2 --nnodes 1 --standalone " in preview
+    supervisor = ctx.registry.get(out)
+    seen: set[tuple[int, float]] = set()
+    try:
+        started = start_run(ctx, values)
+        assert started.message == "" and started.command == preview
+        assert shlex.join(read_record(out)["argv"]) == preview  # the previewed command is the one that runs
+        logged = wait_until(lambda: "step 3/" in supervisor.log_tail() or not supervisor.poll().running, 240)
+        assert logged and supervisor.poll().running, supervisor.log_tail()
+        seen.update((proc.pid, proc.create_time()) for proc in supervisor.run_processes())
+        assert len(seen) >= 4  # wrapper, torchrun, two ranks
+        sources = rank_logs.log_sources(out, tuple(read_record(out)["argv"]), read_record(out)["started_at_epoch"])
+        assert [s.value for s in sources] == ["console", "0/stdout", "0/stderr", "1/stdout", "1/stderr"]
+        assert "step 3/" in sources[1].path.read_text()  # rank 0's own file, beside the console
+
+        final = supervisor.stop(grace_s=120)
+    finally:
+        for proc in supervisor.run_processes():
+            proc.kill()
+    assert final.state == "stopped" and final.exit_code == 130, final.summary
+    assert final.summary.startswith(f"stopped, saved at step {final.saved_step}")
+    assert supervisor.run_processes() == []
+    assert [pid for pid, created in seen if is_process_alive(pid, created)] == []
+    checkpoint = torch.load(out / "latest.pth", weights_only=True, map_location="cpu")
+    assert checkpoint["step"] == final.saved_step >= 3
