@@ -517,3 +517,55 @@ def test_torchrun_run_from_the_form_stops_with_a_save_and_no_process_left(demo_w
     assert [pid for pid, created in seen if is_process_alive(pid, created)] == []
     checkpoint = torch.load(out / "latest.pth", weights_only=True, map_location="cpu")
     assert checkpoint["step"] == final.saved_step >= 3
+
+
+SLOW_SAVE_SITECUSTOMIZE = '''
+import os
+if os.environ.get("RANK") == "0" and os.environ.get("SLOW_SAVE_S"):  # torchrun's rank 0 only
+    import time
+    import torch
+    _real_save = torch.save
+    def _slow_save(*args, **kwargs):
+        time.sleep(float(os.environ["SLOW_SAVE_S"]))
+        return _real_save(*args, **kwargs)
+    torch.save = _slow_save
+'''
+
+
+@pytest.mark.slow
+def test_torchrun_stop_waits_for_a_slow_save(demo_workspace, tmp_path: Path) -> None:
+    """Rank 0's checkpoint write takes 6 s (torch.save slowed in rank 0 only): Stop signals the ranks, not
+    torchrun, and waits for the save with the studio's grace; the run ends stopped with that checkpoint. (If a rank
+    exits early, torchrun SIGTERMs the others, which the trainer ignores while saving, and its SIGKILL comes only
+    after --shutdown-timeout, the studio's grace: see the form tests.)"""
+    import torch
+
+    from webui import training_form as tf
+    from webui.context import StudioContext
+    from webui.tab_training import workspace_files
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SLOW_SAVE_SITECUSTOMIZE)
+    ctx = StudioContext.create(demo_workspace.root)
+    out = tmp_path / "torchrun"
+    values = tf.apply_preset(tf.DEMO_PRESET, {"nproc_per_node": 2}, workspace_files(ctx, out))
+    values.update(max_steps=400, batch_size=2, log_interval=1, save_interval=1000, val_interval=1000)
+    supervisor = ctx.registry.get(out)
+    env = {**os.environ, "PYTHONPATH": str(hooks), "SLOW_SAVE_S": "6"}
+    try:
+        supervisor.start(tf.run_argv(values), env=env, label="train")
+        logged = wait_until(lambda: "step 3/" in supervisor.log_tail() or not supervisor.poll().running, 240)
+        assert logged and supervisor.poll().running, supervisor.log_tail()
+        final = supervisor.stop(grace_s=120)
+    finally:
+        for proc in supervisor.run_processes():
+            proc.kill()
+    events = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    last_step = [e for e in events if e["event"] == "train"][-1]
+    save = [e for e in events if e["event"] == "save"][-1]
+    assert save["step"] == last_step["step"] and save["time"] - last_step["time"] >= 5.0  # the slow save happened
+    assert final.state == "stopped" and final.exit_code == 130, final.summary
+    assert supervisor.run_processes() == []
+    checkpoint = torch.load(out / "latest.pth", weights_only=True, map_location="cpu")
+    assert checkpoint["step"] == final.saved_step >= 3
