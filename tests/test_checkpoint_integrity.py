@@ -430,3 +430,13 @@ def test_verify_of_a_fresh_checkpoint_is_complete_with_its_digest(tmp_path):
     report = verify_checkpoint(tmp_path / "latest.pth")
     digest = report.component("content digest")
     assert digest.status == "ok" and "matches" in digest.detail and "MB/s" in digest.detail
+
+
+@pytest.mark.parametrize("name", [".model_step20.pth.ab12cd34.tmp", ".latest.pth.ab12cd34.tmp",
+                                  "..latest.pth.ab12cd34.tmp.ef56ab78.tmp", "..best.pth.ab12cd34.tmp.ef56ab78.tmp"])
+def test_every_kind_of_checkpoint_temp_file_is_cleaned_at_the_next_start(tmp_path, name):
+    """Also the copy fallback's temp (no hard links): atomic_open of a link temp, so two leading dots."""
+    (tmp_path / name).write_bytes(b"half a checkpoint")
+    (tmp_path / "notes.tmp").write_bytes(b"not ours")
+    assert [p.name for p in clean_stale_temp_files(tmp_path)] == [name]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".trainer.lock") == ["notes.tmp"]

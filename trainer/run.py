@@ -29,6 +29,7 @@ from trainer.checkpoints import (
     CheckpointSaveError,
     build_checkpoint,
 )
+from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
 from trainer.data import make_dataset, make_loader
 from trainer.distributed import DistContext, any_rank, gather_objects, sum_over_ranks, sum_tensor
 from trainer.errors import UsageError
@@ -39,7 +40,14 @@ from trainer.plan import RunPlan
 from trainer.sampler import BucketBatchSampler
 from trainer.samples import make_samples
 from trainer.schedule import build_scheduler
-from trainer.signals import GracefulStop, after_step_test_hooks, record_samples_hook, simulated_disk_full
+from trainer.signals import (
+    GracefulStop,
+    after_step_test_hooks,
+    killed_during_save,
+    record_samples_hook,
+    simulated_disk_full,
+    test_hook_due,
+)
 from trainer.state import checkpoint_fields, components_of, gather_components, restore_components
 from trainer.vocab import BaseRowFreezer
 
@@ -80,6 +88,10 @@ class TrainingRun:
         self.freezer: BaseRowFreezer | None = None
         self.val_loader: Any = None
         self.saved_step = -1  # the step whose state latest.pth holds (-1: none yet)
+        self.writer: BackgroundWriter | None = None  # checkpoint writes in the background (open_outputs)
+        self._pending: dict[int, tuple[int, int]] = {}  # step -> (epoch, samples) of writes not yet reported
+        self._write_failure: str | None = None
+        self._submitted_step: int | None = None  # the newest step handed to the writer
         self.components = components_of(self)  # what a checkpoint holds, piece by piece (trainer.state)
         self.sample_ids: list[str] | None = [] if record_samples_hook() else None  # test hook only
 
@@ -210,6 +222,7 @@ class TrainingRun:
             else:
                 truncate_after_step(self.out_dir / "metrics.jsonl", state.step)
         self.manager = CheckpointManager(self.out_dir, keep=self.opts["keep_checkpoints"])
+        self.writer = BackgroundWriter(self.manager, write_context=self._write_context)
         self.metrics = MetricsLog(self.out_dir, enabled=self.ctx.is_main)
         assert self.plan.variant is not None
         self.metrics.event("resume" if choice else "start", state.step, state.epoch, position=state.position,
@@ -291,7 +304,10 @@ class TrainingRun:
             is_best = self._validate()
         if state.step % opts["save_interval"] == 0 or finished or is_best:
             self.save_if_finite(is_best)
+        self.poll_saves()
         self.window.started += time.perf_counter() - paused_at
+        if test_hook_due(state.step):  # a hook that kills or stops here sees this step's save committed
+            self.drain_saves()
         after_step_test_hooks(state.step)
         # Under torchrun the ranks agree on stopping through one all-reduce every STOP_POLL_STEPS steps (and at the
         # end), not every step; a single process looks at its own flag every step, which costs nothing.
@@ -351,48 +367,99 @@ class TrainingRun:
         self.metrics.event("val", state.step, state.epoch, best=is_best, **val)
         return is_best
 
-    def save(self, is_best: bool) -> Path | None:
-        """Commit a checkpoint of the current state (rank 0); every rank learns whether it worked."""
-        state, path, failure = self.state, None, None
+    def save(self, is_best: bool) -> None:
+        """Snapshot the state and hand it to the background writer (rank 0); every rank learns of a failed write.
+
+        Training goes on while the file is written; the ``save`` event and ``saved_step`` follow the commit
+        (``_report``). A save waits for the one before it, so a failure is known here at the latest.
+        """
+        state, failure = self.state, None
         # Every rank's part (its RNG streams) reaches rank 0: a collective, so no rank is still in the step
-        # when rank 0 writes, and the any_rank below is the next one.
+        # when rank 0 takes the snapshot, and the any_rank below is the next one.
         gather_components(self.components)
         if self.ctx.is_main:
-            ckpt = build_checkpoint(**checkpoint_fields(self.components))
-            try:
-                with self.stop.saving_checkpoint(), simulated_disk_full(state.step):
-                    path = self.manager.save(ckpt, state.step, is_best=is_best)
-            except CheckpointSaveError as exc:
-                failure = str(exc)
+            failure = self._settle_writes()
+            if failure is None:
+                ckpt = snapshot(build_checkpoint(**checkpoint_fields(self.components)))
+                self._pending[state.step] = (state.epoch, state.samples_seen)
+                self.writer.submit(ckpt, state.step, is_best)
         if any_rank(self.ctx, failure is not None, self.device):
             raise SaveFailed(failure or "checkpoint save failed on rank 0")
-        self.saved_step = state.step
-        if path is not None:
-            self.say(f"saved checkpoint step {state.step} -> {path}" + (" (new best)" if is_best else ""))
-            assert self.metrics is not None
-            self.metrics.event("save", state.step, state.epoch, path=str(path), best=is_best,
-                               samples=state.samples_seen)
+        self._submitted_step = state.step
+        # Rank 0 alone speaks samples, after this checkpoint committed (no collective here: a failed write
+        # reaches the other ranks at the next save or at the end).
+        if self._samples_due() and self._settle_writes() is None:
             self._speak_samples()
-        return path
+
+    def _write_context(self, step: int) -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.stop.saving_checkpoint())
+        stack.enter_context(simulated_disk_full(step))
+        stack.enter_context(killed_during_save(step))
+        return stack
+
+    def _report(self, result: WriteResult | None) -> None:
+        """Record a finished background write (rank 0): the line, the ``save`` event, ``saved_step``."""
+        if result is None:
+            return
+        epoch, samples = self._pending.pop(result.step, (self.state.epoch, self.state.samples_seen))
+        if result.error is not None:
+            self._write_failure = self._write_failure or result.error
+            self.say(f"error: {result.error}")
+            return
+        self.saved_step = result.step
+        self.say(f"saved checkpoint step {result.step} -> {result.path}" + (" (new best)" if result.is_best else ""))
+        assert self.metrics is not None
+        self.metrics.event("save", result.step, epoch, path=str(result.path), best=result.is_best, samples=samples,
+                           write_s=round(result.seconds, 3))
+
+    def _settle_writes(self) -> str | None:
+        """Wait for the write in flight (rank 0) and report it; the first failure so far, if any."""
+        try:
+            self._report(self.writer.wait())
+        except CheckpointSaveError as exc:
+            self._write_failure = self._write_failure or str(exc)
+        return self._write_failure
+
+    def drain_saves(self) -> None:
+        """Every rank: wait for the last background write; SaveFailed (on every rank) when a write failed."""
+        failure = self._settle_writes() if self.ctx.is_main else None
+        if any_rank(self.ctx, failure is not None, self.device):
+            raise SaveFailed(failure or "checkpoint save failed on rank 0")
+        if not self.ctx.is_main and self._submitted_step is not None:
+            self.saved_step = self._submitted_step  # rank 0 committed it (it said no failure): every rank agrees
+
+    def poll_saves(self) -> None:
+        """Report a write that finished meanwhile; a single process stops at once on a failed one (under
+        torchrun the ranks learn it at the next save, which waits for this one)."""
+        if not self.ctx.is_main:
+            return
+        self._report(self.writer.poll())
+        if self._write_failure is not None and not self.ctx.enabled:
+            raise SaveFailed(self._write_failure)
+
+    def _samples_due(self) -> bool:
+        plan, every = self.plan.samples, int(self.opts["sample_every"])
+        return bool(self.ctx.is_main and plan is not None and plan.enabled
+                    and not (every and self.state.step % every))
 
     def _speak_samples(self) -> None:
         """Rank 0, after a committed save: hear the model (see trainer.samples; never stops training)."""
-        plan, every = self.plan.samples, int(self.opts["sample_every"])
-        if plan is None or not plan.enabled or (every and self.state.step % every):
-            return
-        assert self.metrics is not None
-        make_samples(plan, self.model, self.plan.tokenizer, self.state.step, self.state.epoch, self.out_dir,
-                     self.metrics, self.say)
+        assert self.metrics is not None and self.plan.samples is not None
+        make_samples(self.plan.samples, self.model, self.plan.tokenizer, self.state.step, self.state.epoch,
+                     self.out_dir, self.metrics, self.say)
 
     # ----- the end ---------------------------------------------------------------------------------
 
     def finish(self, stopped: bool) -> bool:
-        """Final save and the end event; returns ``stopped``."""
+        """Final save and the end event, each after the writes before it committed; returns ``stopped``."""
         state = self.state
         assert self.metrics is not None
+        self.drain_saves()
         if stopped:
             if state.step != self.saved_step and state.step > 0:
                 self.save_if_finite(False)
+                self.drain_saves()
             where = self.manager.latest_path if self.saved_step >= 0 else None
             self.say(f"stopped by signal at step {state.step}; "
                      + (f"saved {where}" if where else "no step was taken, nothing new to save"))
@@ -401,6 +468,7 @@ class TrainingRun:
             return True
         if self.saved_step != state.step:
             self.save_if_finite(False)  # e.g. resumed at or beyond the end: latest.pth holds the final state
+            self.drain_saves()
         self.say(f"training finished at step {state.step}; latest checkpoint {self.manager.latest_path}")
         self.metrics.event("end", state.step, state.epoch, status="completed", best_val_loss=state.best_val_loss,
                            saved_step=self.saved_step)
@@ -411,7 +479,14 @@ class TrainingRun:
             self.metrics.event("end", self.state.step, self.state.epoch, status=status, error=error,
                                error_type=error_type, saved_step=self.saved_step if self.saved_step >= 0 else None)
 
+    def settle_quietly(self) -> None:
+        """On the way out after an error: let the write in flight finish, so ``saved_step`` is the truth."""
+        if self.ctx.is_main and self.writer is not None:
+            with contextlib.suppress(CheckpointSaveError):
+                self._report(self.writer.wait())
+
     def close(self) -> None:
+        self.settle_quietly()
         self.loaders.close()
         if self.metrics is not None:
             self.metrics.close()

@@ -14,6 +14,8 @@ active hook is announced in the log at start:
   SIGKILLs itself, like a pre-empted machine.
   Under torchrun every rank does; with ``STUDIO_TEST_KILL_RANK=R`` only rank R (a dead rank).
 - ``STUDIO_TEST_FAIL_SAVE_AT_STEP=N``: the checkpoint write at step N fails as if the disk were full.
+- ``STUDIO_TEST_KILL_DURING_SAVE_AT_STEP=N``: the background write of step N's checkpoint SIGKILLs the process
+  after writing the first bytes of its temp file (a crash in the middle of a save).
 - ``STUDIO_TEST_RECORD_SAMPLES=1``: every ``train`` event in metrics.jsonl lists the item ids each rank trained
   on since the previous one (``sample_ids``, one list per rank), so a test can check how the epoch was shared.
 """
@@ -35,6 +37,7 @@ STOP_SIGNAL_ENV = "STUDIO_TEST_STOP_SIGNAL"
 KILL_AFTER_ENV = "STUDIO_TEST_KILL_AFTER_STEP"
 KILL_RANK_ENV = "STUDIO_TEST_KILL_RANK"
 FAIL_SAVE_ENV = "STUDIO_TEST_FAIL_SAVE_AT_STEP"
+KILL_DURING_SAVE_ENV = "STUDIO_TEST_KILL_DURING_SAVE_AT_STEP"
 RECORD_SAMPLES_ENV = "STUDIO_TEST_RECORD_SAMPLES"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
 
@@ -90,13 +93,18 @@ def _env_step(name: str) -> int | None:
 def active_test_hooks() -> list[str]:
     """One line per fault-injection hook that will act in this run (the trainer prints them at start)."""
     return [f"warning: test hook {name}={os.environ[name]} is active (fault injection, {HOOKS_GUARD_ENV}=1)"
-            for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, FAIL_SAVE_ENV, RECORD_SAMPLES_ENV)
+            for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, FAIL_SAVE_ENV, KILL_DURING_SAVE_ENV, RECORD_SAMPLES_ENV)
             if _env_step(name) is not None]
 
 
 def record_samples_hook() -> bool:
     """``STUDIO_TEST_RECORD_SAMPLES=1`` (with the guard): train events list each rank's item ids."""
     return _env_step(RECORD_SAMPLES_ENV) == 1
+
+
+def test_hook_due(step: int) -> bool:
+    """Whether a stop, kill or failed-save hook acts at ``step`` (the run then waits for that step's write)."""
+    return step in {_env_step(name) for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, FAIL_SAVE_ENV)}
 
 
 def after_step_test_hooks(step: int) -> None:
@@ -126,6 +134,30 @@ def simulated_disk_full(step: int):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     torch.save = failing_save
+    try:
+        yield
+    finally:
+        torch.save = real_save
+
+
+@contextmanager
+def killed_during_save(step: int):
+    """At ``STUDIO_TEST_KILL_DURING_SAVE_AT_STEP``: ``torch.save`` writes a few bytes, then the process is killed."""
+    if _env_step(KILL_DURING_SAVE_ENV) != step:
+        yield
+        return
+    import torch
+
+    real_save = torch.save
+
+    def dying_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        if hasattr(f, "write"):
+            f.write(b"PK\x03\x04partial")
+            f.flush()
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    torch.save = dying_save
     try:
         yield
     finally:

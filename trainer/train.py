@@ -98,9 +98,12 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         return EXIT_STOPPED if run.finish(stopped) else EXIT_OK
     except SaveFailed as exc:
         if run is not None:
+            run.settle_quietly()
             run.end_event("save_failed", str(exc), "SaveFailed")
         return refuse(f"{exc}; training stopped rather than going on without a safety net")
     except NonFiniteLoss as exc:
+        if run is not None:
+            run.settle_quietly()
         last = f"step {run.saved_step}" if run is not None and run.saved_step >= 0 else "none yet"
         if run is not None:
             run.end_event("nonfinite", str(exc), "NonFiniteLoss")

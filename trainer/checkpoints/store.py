@@ -42,8 +42,9 @@ from trainer.checkpoints.lock import OutputDirLock, lock_holder
 LATEST = "latest.pth"
 BEST = "best.pth"
 STEP_PATTERN = re.compile(r"^model_step(\d+)\.pth$")
-# Temp files of this module's writes: atomic_open's ".<name>.<random>.tmp" and the link/copy temps.
-TEMP_PATTERN = re.compile(r"^\.(model_step\d+\.pth|latest\.pth|best\.pth)\.[^/]+\.tmp$")
+# Temp files of this module's writes: atomic_open's ".<name>.<random>.tmp", the link temps, and the copy
+# fallback's atomic_open of a link temp ("..<name>.<random>.tmp.<random>.tmp").
+TEMP_PATTERN = re.compile(r"^\.\.?(model_step\d+\.pth|latest\.pth|best\.pth)\.[^/]+\.tmp$")
 
 
 class CheckpointSaveError(CheckpointError):
