@@ -111,54 +111,49 @@ def after_step_test_hooks(step: int) -> None:
     """Apply the STOP/KILL test hooks after optimizer step ``step`` (see the module docstring)."""
     only_rank = _env_step(KILL_RANK_ENV)
     if _env_step(KILL_AFTER_ENV) == step and only_rank in (None, int(os.environ.get("RANK", "0"))):
-        sys.stdout.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
+        _killed()
     if _env_step(STOP_AFTER_ENV) == step:
         signame = os.environ.get(STOP_SIGNAL_ENV, "INT").upper().removeprefix("SIG")
         os.kill(os.getpid(), signal.SIGTERM if signame == "TERM" else signal.SIGINT)
 
 
+def _disk_full() -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _killed() -> None:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 @contextmanager
-def simulated_disk_full(step: int):
-    """At ``STUDIO_TEST_FAIL_SAVE_AT_STEP``: ``torch.save`` writes a few bytes, then fails with ENOSPC."""
-    if _env_step(FAIL_SAVE_ENV) != step:
+def _broken_torch_save(env: str, step: int, then: Callable[[], None]):
+    """At hook ``env``'s step: ``torch.save`` writes the first bytes of a checkpoint, then ``then()`` happens."""
+    if _env_step(env) != step:
         yield
         return
     import torch
 
     real_save = torch.save
 
-    def failing_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
-        if hasattr(f, "write"):
-            f.write(b"PK\x03\x04partial")
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    torch.save = failing_save
-    try:
-        yield
-    finally:
-        torch.save = real_save
-
-
-@contextmanager
-def killed_during_save(step: int):
-    """At ``STUDIO_TEST_KILL_DURING_SAVE_AT_STEP``: ``torch.save`` writes a few bytes, then the process is killed."""
-    if _env_step(KILL_DURING_SAVE_ENV) != step:
-        yield
-        return
-    import torch
-
-    real_save = torch.save
-
-    def dying_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+    def broken_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
         if hasattr(f, "write"):
             f.write(b"PK\x03\x04partial")
             f.flush()
-        sys.stdout.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
+        then()
 
-    torch.save = dying_save
+    torch.save = broken_save
     try:
         yield
     finally:
         torch.save = real_save
+
+
+def simulated_disk_full(step: int):
+    """At ``STUDIO_TEST_FAIL_SAVE_AT_STEP``: ``torch.save`` writes a few bytes, then fails with ENOSPC."""
+    return _broken_torch_save(FAIL_SAVE_ENV, step, _disk_full)
+
+
+def killed_during_save(step: int):
+    """At ``STUDIO_TEST_KILL_DURING_SAVE_AT_STEP``: ``torch.save`` writes a few bytes, then the process is killed."""
+    return _broken_torch_save(KILL_DURING_SAVE_ENV, step, _killed)
