@@ -38,7 +38,7 @@ BENCHES = [
     Bench("train_throughput", ["--steps", "30", "--repeats", "3", "--num-workers", "1"]),
     Bench("batch_padding", ["--epochs", "3"]),
     Bench("model_attention", ["--repeats", "3"]),
-    Bench("checkpoint_stall", ["--dim", "256", "--layers", "6", "--repeats", "2"]),
+    Bench("checkpoint_stall", ["--dim", "256", "--layers", "4", "--steps", "3", "--repeats", "2"]),
     Bench("resume_overhead", ["--repeats", "2", "--steps", "10"]),
     Bench("check_data_speed", ["--lines", "50000"]),
     Bench("log_latency", ["--seconds", "6"], needs="chromium"),

@@ -117,7 +117,7 @@ def bare_rate(batches: list[dict], start: ModelStart, args: argparse.Namespace, 
             out = model(**loop.model_inputs(batch), loss_mode=LOSS_MODE)
         loss = TEXT_WEIGHT * out.loss_text + MEL_WEIGHT * out.loss_mel
         (scaler.scale(loss) if scaler else loss).backward()
-        loop.optimizer_step(model, optimizer, scaler, GRAD_CLIP)
+        loop.optimizer_step(model, optimizer, scaler, GRAD_CLIP, loss)
         scheduler.step()
     if device.type == "cuda":
         torch.cuda.synchronize()

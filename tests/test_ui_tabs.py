@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from webui import plots
+from webui import form_inputs, plots
 from webui.job_view import job_view, progress_from_log
 
 # -- shared helpers ----------------------------------------------------------------------------------------
@@ -27,15 +27,6 @@ def test_histogram_from_counts_keeps_bin_order_and_rejects_bad_edges():
         plots.histogram_from_counts([0, 1], [1, 2])
 
 
-def test_histogram_frame_counts_every_value_once():
-    values = [0.1, 0.2, 0.25, 3.0, 7.5, 7.5, 9.99]
-    frame = plots.histogram_frame(values, bins=5)
-    assert frame["count"].sum() == len(values)
-    assert plots.histogram_frame([]).empty
-    single = plots.histogram_frame([4.0, 4.0])
-    assert list(single["count"]) == [2]
-
-
 def test_badge_escapes_text_and_picks_tone():
     html = plots.badge_html("ERRORS", "<script>x</script>")
     assert "<script>" not in html and "&lt;script&gt;" in html
@@ -45,13 +36,31 @@ def test_badge_escapes_text_and_picks_tone():
 
 
 def test_paths_typed_in_boxes(tmp_path: Path):
-    assert plots.split_paths(" a.jsonl, 'b.jsonl'\n\n c.jsonl ") == ["a.jsonl", "b.jsonl", "c.jsonl"]
-    assert plots.resolve_path("", tmp_path) is None
-    assert plots.resolve_path("x/y.txt", tmp_path) == tmp_path / "x" / "y.txt"
-    with pytest.raises(plots.InputProblem, match=r"manifest not found: .*nope\.jsonl"):
-        plots.existing_file("nope.jsonl", tmp_path, "manifest")
-    with pytest.raises(plots.InputProblem, match="is not a file"):
-        plots.existing_file(str(tmp_path), tmp_path, "manifest")
+    # One path per line (a comma may be part of a file name); quotes around a path are dropped.
+    assert form_inputs.split_paths(" a.jsonl\n'b, c.jsonl'\n\n c.jsonl ") == ["a.jsonl", "b, c.jsonl", "c.jsonl"]
+    assert form_inputs.resolve_path("", tmp_path) is None
+    assert form_inputs.resolve_path("x/y.txt", tmp_path) == tmp_path / "x" / "y.txt"
+    assert form_inputs.resolve_path("~/x", tmp_path) == Path.home() / "x"  # the trainer's rule for ~
+    with pytest.raises(form_inputs.InputProblem, match=r"manifest not found: .*nope\.jsonl"):
+        form_inputs.existing_file("nope.jsonl", tmp_path, "manifest")
+    with pytest.raises(form_inputs.InputProblem, match="is not a file"):
+        form_inputs.existing_file(str(tmp_path), tmp_path, "manifest")
+    with pytest.raises(form_inputs.InputProblem, match=r"^manifest: cannot expand '~nosuchuser_zz/a.jsonl': no user"):
+        form_inputs.existing_file("~nosuchuser_zz/a.jsonl", tmp_path, "manifest")
+    with pytest.raises(form_inputs.InputProblem, match=r"^output directory: one path only, got a line break"):
+        form_inputs.resolve_path("runs/a\nruns/b", tmp_path, "output directory")
+
+
+def test_every_tab_says_one_line_for_an_unknown_user_in_a_path(tmp_path: Path):
+    from webui.listen import ListenError, resolve_model
+    from webui.samples_view import gallery_for
+    from webui.tab_tokenizer import _model_prefix
+
+    with pytest.raises(ListenError, match=r"^model: cannot expand '~nosuchuser_zz/run/latest.pth'"):
+        resolve_model("~nosuchuser_zz/run/latest.pth", tmp_path)
+    assert "cannot expand '~nosuchuser_zz/run'" in gallery_for("~nosuchuser_zz/run").note
+    with pytest.raises(form_inputs.InputProblem, match=r"^output name: cannot expand"):
+        _model_prefix("~nosuchuser_zz/am", tmp_path)
 
 
 def test_key_value_frame_flattens_nested_facts():
@@ -420,7 +429,7 @@ def test_list_of_a_missing_folder_says_so(tmp_path: Path):
 
     view = tc.list_view("runs/none", tmp_path)
     assert "output directory not found" in view.message and view.table.empty and view.paths == []
-    with pytest.raises(plots.InputProblem, match="output directory not found"):
+    with pytest.raises(form_inputs.InputProblem, match="output directory not found"):
         tc.list_argv("python", "runs/none", tmp_path, tmp_path / "r.json")
 
 
@@ -467,7 +476,7 @@ def test_checkpoint_actions_report_bad_input_in_one_line(tmp_path: Path):
     result = run_job(ctx, tc.VERIFY_JOB, tc.verify_argv(ctx.python, str(garbage), "", "", tmp_path,
                                                          tc.VERIFY_JOB.report_path(ctx)))
     assert result.exit_code == 2 and "INVALID" in tc.verify_view_of(result).verdict  # a verdict, with its report
-    with pytest.raises(plots.InputProblem, match="checkpoint not found"):
+    with pytest.raises(form_inputs.InputProblem, match="checkpoint not found"):
         tc.verify_argv(ctx.python, "gone.pth", "", "", tmp_path, tc.VERIFY_JOB.report_path(ctx))
     result = run_job(ctx, tc.INSPECT_JOB, tc.inspect_argv(ctx.python, str(garbage), tmp_path,
                                                            tc.INSPECT_JOB.report_path(ctx)))

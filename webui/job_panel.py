@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from webui.plots import InputProblem, message_html
+from webui.form_inputs import InputProblem
+from webui.plots import message_html
 from webui.report_jobs import JobResult, ReportJob, job_result, start_job, stop_job
 from webui.supervisor import RunAlreadyActive
 

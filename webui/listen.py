@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data_tools.paths import PathError, expand_text
+
 BASE_PREFIX = "base:"
 RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*")
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml")
@@ -52,6 +54,14 @@ TONE_REFERENCE = "generated_tone.wav"
 
 class ListenError(ValueError):
     """Something the Test tab cannot use; ``str(err)`` is one line saying what and where."""
+
+
+def typed_path(text: object, what: str) -> Path:
+    """A path from a field or a recorded option, ``~`` expanded by the trainer's rule; ListenError if unusable."""
+    try:
+        return Path(expand_text(str(text).strip(), what))
+    except PathError as exc:
+        raise ListenError(str(exc)) from None
 
 
 def _one_line(text: object) -> str:
@@ -145,7 +155,7 @@ def _beside(config: Path, name: object) -> Path | None:
     text = str(name or "").strip()
     if not text:
         return None
-    path = Path(text).expanduser()
+    path = typed_path(text, f"a file named in {config}")
     return path if path.is_absolute() else config.parent / path
 
 
@@ -172,7 +182,7 @@ def run_config(output_dir: Path) -> Path | None:
     options = _read_yaml(output_dir / TRAIN_CONFIG)
     if not options or not str(options.get("config") or "").strip():
         return None
-    return Path(str(options["config"])).expanduser()
+    return typed_path(options["config"], f"config of {output_dir / TRAIN_CONFIG}")
 
 
 def _linked_steps(output_dir: Path) -> dict[tuple[int, int], int]:
@@ -277,7 +287,7 @@ def _checkpoint_config(path: Path, ckpt: Mapping[str, Any]) -> Path:
     hparams = ckpt.get("hparams") if isinstance(ckpt.get("hparams"), Mapping) else {}
     candidates = []
     if str(hparams.get("config") or "").strip():
-        candidates.append(Path(str(hparams["config"])).expanduser())
+        candidates.append(typed_path(hparams["config"], f"config recorded in {path}"))
     from_run = run_config(path.parent)
     if from_run is not None:
         candidates.append(from_run)
@@ -315,7 +325,7 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
         record = ckpt.get("tokenizer")
         notes: list[str] = []
         if isinstance(record, Mapping) and str(record.get("path") or "").strip():
-            tokenizer: Path | None = Path(str(record["path"])).expanduser()
+            tokenizer: Path | None = typed_path(record["path"], f"tokenizer recorded in {path}")
             notes.append("tokenizer recorded in the checkpoint")
         elif (path.parent / "bpe.model").is_file():  # an export: gpt.pth, config.yaml, bpe.model side by side
             tokenizer = path.parent / "bpe.model"
@@ -344,14 +354,14 @@ def resolve_model(key: str | None, workspace: Path | str, vocoder: str | Path | 
     workspace = Path(workspace)
     override = None
     if vocoder is not None and str(vocoder).strip():
-        override = Path(str(vocoder).strip()).expanduser()
+        override = typed_path(vocoder, "vocoder")
         override = override if override.is_absolute() else workspace / override
     if text.startswith(BASE_PREFIX):
-        config = Path(text[len(BASE_PREFIX):]).expanduser()
+        config = typed_path(text[len(BASE_PREFIX):], "base model config")
         if not config.is_file():
             raise ListenError(f"config not found: {config}")
         return _resolve_base(config, override)
-    path = Path(text).expanduser()
+    path = typed_path(text, "model")
     return _resolve_checkpoint(path if path.is_absolute() else workspace / path, override)
 
 

@@ -10,7 +10,6 @@ import html
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -88,17 +87,6 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def breakdown_frame(counts: Mapping[str, float], key: str, value: str, *, top: int | None = None,
-                    other_label: str = "(other)") -> pd.DataFrame:
-    """Category -> amount as a DataFrame sorted by amount, largest first; the tail beyond ``top`` is summed."""
-    items = sorted(((str(name), float(amount)) for name, amount in counts.items()), key=lambda kv: (-kv[1], kv[0]))
-    if top is not None and len(items) > top:
-        rest = sum(amount for _, amount in items[top:])
-        items = [*items[:top], (other_label, rest)]
-    return pd.DataFrame(items, columns=[key, value])
-
-
-
 def _edge_label(edge: float) -> str:
     """Bin edges short enough for an axis label: 3 significant digits, thousands without exponent."""
     if abs(edge) >= 1000:
@@ -123,27 +111,6 @@ def _nice_step(span: float, bins: int) -> float:
         if raw <= factor * magnitude:
             return factor * magnitude
     return 10 * magnitude
-
-
-def histogram_frame(values: Iterable[float], *, bins: int = 20, unit: str = "",
-                    x: str = "bin", y: str = "count") -> pd.DataFrame:
-    """Bin raw values into at most ~``bins`` round-numbered bins (empty input -> empty frame)."""
-    data = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not data:
-        return empty_frame([x, y])
-    low, high = min(data), max(data)
-    if high == low:
-        step = 1.0 if low == 0 else _nice_step(abs(low), 10)
-        start = math.floor(low / step) * step
-        return histogram_from_counts([start, start + step], [len(data)], unit=unit, x=x, y=y)
-    step = _nice_step(high - low, bins)
-    start = math.floor(low / step) * step
-    n_bins = max(1, math.floor((high - start) / step) + 1)
-    counts = [0] * n_bins
-    for value in data:
-        counts[min(n_bins - 1, int((value - start) // step))] += 1
-    edges = [round(start + i * step, 10) for i in range(n_bins + 1)]
-    return histogram_from_counts(edges, counts, unit=unit, x=x, y=y)
 
 
 def format_bytes(size: float | None) -> str:
@@ -181,44 +148,3 @@ def key_value_frame(facts: Mapping[str, Any], *, key: str = "field", value: str 
 
     walk("", facts)
     return pd.DataFrame(rows, columns=[key, value])
-
-
-# -- user input -----------------------------------------------------------------------------------------
-
-
-class InputProblem(ValueError):
-    """Bad input in a form field; ``str(err)`` is the one-line message the tab shows."""
-
-
-def split_paths(text: str | Sequence[str] | None) -> list[str]:
-    """Paths typed one per line or separated by commas (a list is taken as is); blanks dropped."""
-    if text is None:
-        return []
-    if isinstance(text, str):
-        parts = [part for line in text.splitlines() for part in line.split(",")]
-    else:
-        parts = [str(part) for part in text]
-    return [part.strip().strip("'\"").strip() for part in parts if part.strip().strip("'\"").strip()]
-
-
-def resolve_path(text: str | None, base: Path | str) -> Path | None:
-    """A typed path as a Path: ``~`` expanded, relative paths taken from ``base``; None for an empty field."""
-    cleaned = (text or "").strip().strip("'\"").strip()
-    if not cleaned:
-        return None
-    path = Path(cleaned).expanduser()
-    return path if path.is_absolute() else Path(base) / path
-
-
-def existing_file(text: str | None, base: Path | str, what: str, *, required: bool = True) -> Path | None:
-    """Resolve a typed path that must be a file; raises InputProblem with a one-line message otherwise."""
-    path = resolve_path(text, base)
-    if path is None:
-        if required:
-            raise InputProblem(f"no {what} given")
-        return None
-    if not path.exists():
-        raise InputProblem(f"{what} not found: {path}")
-    if not path.is_file():
-        raise InputProblem(f"{what} is not a file: {path}")
-    return path

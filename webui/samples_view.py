@@ -23,7 +23,7 @@ from typing import Any
 
 import gradio as gr
 
-from webui.listen import Gallery, SampleEvents, audio_bytes, samples_gallery
+from webui.listen import Gallery, ListenError, SampleEvents, audio_bytes, samples_gallery, typed_path
 
 MAX_PLAYERS = 6
 LATEST = "latest"
@@ -47,7 +47,10 @@ def gallery_for(output_dir: str | Path | None, step: str | int | None = LATEST) 
     text = str(output_dir or "").strip()
     if not text:
         return Gallery([], None, note="no output directory")
-    folder = Path(text).expanduser()
+    try:
+        folder = typed_path(text, "output directory")
+    except ListenError as exc:
+        return Gallery([], None, note=str(exc))
     if not folder.is_dir():
         return Gallery([], None, note=f"no samples yet: {folder} does not exist")
     wanted = None if step in (None, "", LATEST) else int(step)

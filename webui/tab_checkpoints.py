@@ -20,19 +20,17 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 import pandas as pd
 
+from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.job_panel import job_panel, wire_job
 from webui.model_version import MODEL_NAMES
 from webui.plots import (
-    InputProblem,
     badge_html,
     empty_frame,
-    existing_file,
     format_bytes,
     format_number,
     key_value_frame,
     message_html,
     records_frame,
-    resolve_path,
 )
 from webui.report_jobs import JobResult, ReportJob, stdout_report_argv
 

@@ -24,18 +24,15 @@ import pandas as pd
 
 from data_tools.text import registered_languages
 from webui.dataclass_json import from_json
+from webui.form_inputs import InputProblem, existing_file, resolve_path, split_paths
 from webui.job_panel import job_panel, wire_job
 from webui.job_view import JobView, job_view
 from webui.plots import (
-    InputProblem,
     badge_html,
     empty_frame,
-    existing_file,
     histogram_from_counts,
     message_html,
     records_frame,
-    resolve_path,
-    split_paths,
 )
 from webui.report_jobs import JobResult, ReportJob
 

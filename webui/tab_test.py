@@ -37,6 +37,7 @@ from webui.listen import (
     side_result,
     stage_reference,
     synthesis_argv,
+    typed_path,
 )
 from webui.plots import badge_html, message_html
 
@@ -162,7 +163,7 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
         source_text = (upload or "").strip() or (reference or "").strip()
         if not source_text:
             raise ListenError("choose a reference voice or upload one")
-        source = Path(source_text).expanduser()
+        source = typed_path(source_text, "reference voice")
         source = source if source.is_absolute() else ctx.workspace / source
         if not source.is_file():
             raise ListenError(f"reference audio not found: {source}")

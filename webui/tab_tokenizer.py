@@ -20,14 +20,12 @@ import pandas as pd
 from data_tools.text import registered_languages
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from webui.dataclass_json import from_json
+from webui.form_inputs import InputProblem, existing_file, split_paths, user_path
 from webui.job_panel import job_panel, result_message, wire_job
 from webui.plots import (
-    InputProblem,
     badge_html,
     empty_frame,
-    existing_file,
     message_html,
-    split_paths,
 )
 from webui.report_jobs import JobResult, ReportJob
 
@@ -222,7 +220,7 @@ def _model_prefix(out_name: str, workspace: Path | str) -> Path:
         raise InputProblem("give an output name for the tokenizer")
     if name.endswith(".model"):
         name = name[: -len(".model")]
-    path = Path(name).expanduser()
+    path = user_path(name, "output name")
     if not path.is_absolute():
         path = Path(workspace) / ("tokenizers" if len(path.parts) == 1 else "") / path
     return path
