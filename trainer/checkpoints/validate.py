@@ -28,9 +28,9 @@ NON_STRUCTURAL_GPT_KEYS = frozenset({"checkpointing"})
 
 # Options whose change between runs is not worth a warning (paths are compared by content instead).
 UNCOMPARED_HPARAMS = frozenset({
-    "resume", "output_dir", "preflight", "preflight_json", "device", "num_workers", "log_interval",
-    "val_interval", "save_interval", "keep_checkpoints", "train_manifest", "val_manifest", "tokenizer",
-    "config", "base_checkpoint", "init_from", "max_val_batches",
+    "resume", "output_dir", "preflight", "preflight_json", "preflight_processes", "device", "num_workers",
+    "log_interval", "val_interval", "save_interval", "keep_checkpoints", "train_manifest", "val_manifest",
+    "tokenizer", "config", "base_checkpoint", "init_from", "max_val_batches",
 })
 
 
