@@ -24,11 +24,8 @@ from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
 from trainer.demo_v2 import DemoV2Paths
-from trainer.loop import build_optimizer
-from trainer.model import build_model
 from trainer.options import options_to_argv, parse_argv
 from trainer.preflight import run_preflight
-from trainer.schedule import build_scheduler
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -184,20 +181,6 @@ CASES = [
 ]
 
 
-def _trainer_state(gpt: dict, steps: int = 1):
-    """(model, optimizer, scheduler) as the trainer builds them (its two AdamW groups), after ``steps`` steps."""
-    torch.manual_seed(0)
-    model = build_model(gpt)
-    optimizer = build_optimizer(model, 1e-3, 0.01, torch.device("cpu"))
-    scheduler = build_scheduler(optimizer, 3, 20)
-    for _ in range(steps):
-        for param in model.parameters():
-            param.grad = torch.randn_like(param) * 0.01
-        optimizer.step()
-        scheduler.step()
-    return model, optimizer, scheduler
-
-
 def _hold_lock(out_dir: Path, stack: contextlib.ExitStack) -> int:
     """Another process holding ``out_dir``'s lock until the test ends; returns its PID."""
     code = ("import sys; from trainer.checkpoints import OutputDirLock; OutputDirLock(sys.argv[1]).acquire(); "
@@ -282,10 +265,9 @@ RESUME_TARGETS = ("resume-bigger-tokenizer", "resume-position-beyond-epoch", "re
 def _resume_target(case: str, values: dict, workspace) -> None:
     values["resume"] = "auto"
     if case == "resume-bigger-tokenizer":  # trained with the base tokenizer; now the extended one (more pieces)
-        tokenizer = TextTokenizer(workspace.base_tokenizer)
         gpt = dict(load_config(workspace.config)["gpt"])
-        ckpt = make_checkpoint(12, gpt=gpt, state=_trainer_state(gpt), tokenizer=tokenizer_record(
-            workspace.base_tokenizer), base_vocab_size=1000, epoch=1, position=4)
+        ckpt = make_checkpoint(12, gpt=gpt, state=trained_state(gpt, trainer_layout=True), base_vocab_size=1000,
+                               tokenizer=tokenizer_record(workspace.base_tokenizer), epoch=1, position=4)
     elif case == "resume-position-beyond-epoch":  # the same data and batching, a position past its epoch
         sampler = run_preflight(values).sampler
         assert sampler is not None
@@ -372,8 +354,8 @@ def test_what_preflight_passes_the_trainer_starts(demo, demo_workspace, version,
 def _resumable_checkpoint(values: dict, workspace, **overrides) -> dict:
     tokenizer = TextTokenizer(workspace.extended_tokenizer)
     gpt = dict(load_config(workspace.config)["gpt"], number_text_tokens=tokenizer.vocab_size)
-    fields = {"state": _trainer_state(gpt), "tokenizer": tokenizer_record(workspace.extended_tokenizer),
-              "base_vocab_size": 1000, "epoch": 1, "position": 4, **overrides}
+    fields = {"state": trained_state(gpt, trainer_layout=True), "base_vocab_size": 1000, "epoch": 1, "position": 4,
+              "tokenizer": tokenizer_record(workspace.extended_tokenizer), **overrides}
     return make_checkpoint(12, gpt=gpt, **fields)
 
 
