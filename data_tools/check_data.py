@@ -56,11 +56,12 @@ from data_tools.check_report import (
     SplitStats,
     UnknownChar,
 )
-from data_tools.cli import OneLineErrorParser, progress_bar
+from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.code_lengths import CodeLenFix, fix_manifest
 from data_tools.fileio import UnusableFile, regular_file_size
 from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, ManifestError, manifest_format, parse_manifest_spec
 from data_tools.text_keys import SCRIPTS
+from data_tools.workers import pool_results
 
 MAX_LISTED_PER_CODE = 1000
 CHUNK_TIMEOUT_S = 900.0
@@ -281,14 +282,8 @@ def _run_chunks(tasks: list[ChunkTask], settings: CheckSettings, workers: int):
         for task in tasks:
             yield run(task)
         return
-    context = multiprocessing.get_context(_start_method())
-    with context.Pool(min(workers, len(tasks))) as pool:
-        results = pool.imap(run, tasks)
-        for _ in tasks:
-            try:
-                yield results.next(timeout=CHUNK_TIMEOUT_S)
-            except multiprocessing.TimeoutError:
-                raise RuntimeError(f"a data-check worker gave no answer in {CHUNK_TIMEOUT_S:.0f} s") from None
+    yield from pool_results(multiprocessing.get_context(_start_method()), workers, run, tasks,
+                            timeout_s=CHUNK_TIMEOUT_S, what="data-check")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -609,7 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return _main(args)
+        return run_refusing(lambda: _main(args), (CheckUsageError,))
     except Exception as exc:  # the checker's own failure: exit 3, distinct from a verdict
         import traceback
 
@@ -621,16 +616,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     if args.workers < 0:
-        print("error: --workers must be >= 0", file=sys.stderr)
-        return 2
-    try:
-        with progress_bar(args.quiet, "checking", unit="B", unit_scale=True, leave=False) as progress:
-            report = check_manifests(args.manifest, args.val_manifest, tokenizer=args.tokenizer, config=args.config,
-                                     language=args.language, workers=args.workers,
-                                     check_files=not args.no_file_checks, progress=progress)
-    except CheckUsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return usage_error("--workers must be >= 0")
+    with progress_bar(args.quiet, "checking", unit="B", unit_scale=True, leave=False) as progress:
+        report = check_manifests(args.manifest, args.val_manifest, tokenizer=args.tokenizer, config=args.config,
+                                 language=args.language, workers=args.workers,
+                                 check_files=not args.no_file_checks, progress=progress)
     print(report.summary_text())
     if args.json_path is not None:
         from data_tools.fileio import atomic_write_text
@@ -638,14 +628,12 @@ def _main(args: argparse.Namespace) -> int:
         try:
             atomic_write_text(args.json_path, json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n")
         except OSError as exc:
-            print(f"error: cannot write {args.json_path}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            return usage_error(f"cannot write {args.json_path}: {exc.strerror or exc}")
     if args.fix_code_len:
         try:
             written = write_code_len_fixes(report)
         except (OSError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return usage_error(exc)
         for path in written:
             print(f"corrected target_code_len written to {path}")
         if not written:

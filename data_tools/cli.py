@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
@@ -20,6 +21,26 @@ class OneLineErrorParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(EXIT_USAGE)
+
+
+def usage_error(message: object) -> int:
+    """Say ``error: <message>`` in one line on stderr; returns the exit code of a refusal (2)."""
+    sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
+    return EXIT_USAGE
+
+
+def run_refusing(run: Callable[[], int], refused: tuple[type[Exception], ...],
+                 writing: str | os.PathLike[str] | None = None) -> int:
+    """``run()``'s exit code; one of ``refused`` (bad input) becomes its one ``error:`` line and exit 2, and so
+    does an OSError while writing to ``writing`` (a full disk, no permission). Anything else propagates."""
+    try:
+        return run()
+    except refused as exc:
+        return usage_error(exc)
+    except OSError as exc:
+        if writing is None:
+            raise
+        return usage_error(f"cannot write to {os.fspath(writing)}: {exc.strerror or exc}")
 
 
 @contextlib.contextmanager

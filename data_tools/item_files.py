@@ -69,7 +69,7 @@ def cond_mel_header_frames(path: Path) -> int:
 def cond_audio_frames(path: Path) -> int:
     """Mel frames the prompt audio will give (from the audio header; only regular files are opened)."""
     from data_tools.audio import AudioError, audio_info
-    from data_tools.features import HOP_LENGTH, SAMPLE_RATE
+    from data_tools.features import SAMPLE_RATE, num_frames
 
     try:
         regular_file_size(path)
@@ -78,7 +78,7 @@ def cond_audio_frames(path: Path) -> int:
         raise _file_problem(exc, "cond_audio", path) from None
     except AudioError as exc:
         raise RuleError("file-unreadable", f"cond_audio: {exc}") from None
-    frames = 1 + int(duration * SAMPLE_RATE) // HOP_LENGTH
+    frames = num_frames(int(duration * SAMPLE_RATE))
     if duration <= 0:
         raise RuleError("cond-audio-empty", f"cond_audio has no samples: {path}")
     return frames

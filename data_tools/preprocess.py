@@ -43,11 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from data_tools.cli import OneLineErrorParser, progress_bar
+from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import V1_SAMPLE_RATE as SAMPLE_RATE
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE as SAMPLES_PER_CODE
+from data_tools.workers import pool_results
 
 SILENCE_DBFS = -60.0  # RMS below this is taken as silence
 ITEM_TIMEOUT_S = 600.0
@@ -238,13 +239,8 @@ def _run(todo: list[SourceItem], settings: WorkerSettings, workers: int) -> Iter
         return
     worker_settings = WorkerSettings(**{**asdict(settings), "threads": 1})
     context = multiprocessing.get_context("spawn")  # never fork a process that has torch threads
-    with context.Pool(min(workers, len(todo)), initializer=_init_worker, initargs=(worker_settings,)) as pool:
-        results = pool.imap_unordered(_process, todo)
-        for _ in todo:
-            try:
-                yield results.next(timeout=ITEM_TIMEOUT_S)
-            except multiprocessing.TimeoutError:
-                raise RuntimeError(f"a preprocessing worker gave no answer in {ITEM_TIMEOUT_S:.0f} s") from None
+    yield from pool_results(context, workers, _process, todo, timeout_s=ITEM_TIMEOUT_S, what="preprocessing",
+                            ordered=False, initializer=_init_worker, initargs=(worker_settings,))
 
 
 def preprocess(
@@ -402,27 +398,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.workers < 1:
-        print("error: --workers must be >= 1", file=sys.stderr)
-        return 2
-    try:
+        return usage_error("--workers must be >= 1")
+
+    def run() -> int:
         with progress_bar(args.quiet, "preparing", unit="item") as progress:
             report = preprocess(args.input, args.out_dir, args.config, args.dvae, workers=args.workers,
                                 min_duration=args.min_duration, max_duration=args.max_duration,
                                 language=args.language, speaker=args.speaker, device=args.device, progress=progress)
-    except PreprocessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write to {args.out_dir}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        print(report.summary())
+        if report.entries == 0:
+            print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
+            return 1
+        return 0
+
+    try:
+        return run_refusing(run, (PreprocessError,), writing=args.out_dir)
     except KeyboardInterrupt:
         print("interrupted: finished items are kept; rerun the same command to resume", file=sys.stderr)
         return 130
-    print(report.summary())
-    if report.entries == 0:
-        print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

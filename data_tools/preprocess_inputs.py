@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,18 +87,22 @@ def _unique(items: list[SourceItem], problems: list[InputProblem]) -> tuple[list
     return out, problems
 
 
+def _list_lines(path: Path, what: str) -> Iterator[tuple[str, str]]:
+    """``(path:line, text)`` of each non-blank line of a UTF-8 list file; InputError when it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read {what} ({exc})") from None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        if raw.strip():
+            yield f"{path}:{lineno}", raw
+
+
 def _read_jsonl(path: Path, default_speaker: str, language: str | None
                 ) -> tuple[list[SourceItem], list[InputProblem]]:
     items: list[SourceItem] = []
     problems: list[InputProblem] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the input list ({exc})") from None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
-            continue
-        where = f"{path}:{lineno}"
+    for where, raw in _list_lines(path, "the input list"):
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -126,15 +131,8 @@ def _read_jsonl(path: Path, default_speaker: str, language: str | None
 def _read_ljspeech(path: Path, speaker: str, language: str | None) -> tuple[list[SourceItem], list[InputProblem]]:
     items: list[SourceItem] = []
     problems: list[InputProblem] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read metadata ({exc})") from None
     wavs = path.parent / "wavs"
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
-            continue
-        where = f"{path}:{lineno}"
+    for where, raw in _list_lines(path, "metadata"):
         parts = raw.split("|")
         if len(parts) < 2 or not parts[0].strip() or not parts[1].strip():
             problems.append(InputProblem(where, "expected 'id|text[|normalized text]'"))

@@ -27,12 +27,11 @@ import argparse
 import json
 import os
 import random
-import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_tools.cli import OneLineErrorParser
+from data_tools.cli import OneLineErrorParser, run_refusing
 from data_tools.fileio import atomic_write_text
 from data_tools.manifest import (
     FORMAT_V2,
@@ -359,16 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def run() -> int:
         result = split_manifest(args.manifest, args.out_dir, args.val_fraction, args.seed, args.held_out_speakers)
-    except SplitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write to {args.out_dir}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    print(result.summary())
-    return 0
+        print(result.summary())
+        return 0
+
+    return run_refusing(run, (SplitError,), writing=args.out_dir)
 
 
 if __name__ == "__main__":

@@ -149,8 +149,3 @@ def _mix(values: np.ndarray) -> np.ndarray:
 def text_key(text: str) -> str:
     """The "same text" key of one text (see the module docstring)."""
     return TextBatch([text]).keys()[0]
-
-
-def script_counts_per_text(texts: list[str]) -> np.ndarray:
-    """(len(texts), 4) letter counts per text: columns none, ethiopic, latin, other."""
-    return TextBatch(texts).script_counts()

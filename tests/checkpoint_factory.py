@@ -26,14 +26,24 @@ def tiny_gpt_config(number_text_tokens: int = 40, layers: int = 1) -> dict[str, 
     })
 
 
-def trained_state(gpt: dict[str, Any] | None = None, steps: int = 1, seed: int = 0):
-    """(model, optimizer, scheduler) after ``steps`` AdamW steps on random gradients."""
+def trained_state(gpt: dict[str, Any] | None = None, steps: int = 1, seed: int = 0, trainer_layout: bool = False):
+    """(model, optimizer, scheduler) after ``steps`` AdamW steps on random gradients.
+
+    ``trainer_layout``: this trainer's own two-group AdamW and scheduler (``trainer.loop.build_optimizer``),
+    whose state a resume restores; otherwise one group of every parameter (a foreign layout).
+    """
+    from trainer.loop import build_optimizer
     from trainer.model import build_model
+    from trainer.schedule import build_scheduler
 
     torch.manual_seed(seed)
     model = build_model(gpt or tiny_gpt_config())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 10))
+    if trainer_layout:
+        optimizer = build_optimizer(model, 1e-3, 0.01, torch.device("cpu"))
+        scheduler = build_scheduler(optimizer, 2, 10)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 10))
     for _ in range(steps):
         for param in model.parameters():
             param.grad = torch.randn_like(param) * 0.01

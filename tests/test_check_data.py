@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from data_tools.check_data import CheckUsageError, check_manifests, main
-from data_tools.text_keys import TextBatch, script_counts_per_text, text_key
+from data_tools.text_keys import TextBatch, text_key
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SECONDS_PER_CODE = 1024 / 24000
@@ -286,7 +286,7 @@ def test_vectorised_script_counts_match_the_front_end() -> None:
     from data_tools.text import script_counts
 
     texts = ["ሰላም Hello 漢字 ፩፪ 123 ...", "", "ΩΨ", "\"ገጽ \" & #PAGENUMBER#"]
-    counts = script_counts_per_text(texts)
+    counts = TextBatch(texts).script_counts()  # (texts, 4): none, ethiopic, latin, other
     for text, row in zip(texts, counts.tolist()):
         expected = script_counts(text)
         assert row[1:] == [expected["ethiopic"], expected["latin"], expected["other"]]

@@ -166,7 +166,7 @@ def test_resume_path_refuses_code_pickle_and_marker_never_appears(tmp_path):
 def test_validation_passes_for_the_matching_run(state):
     ckpt = make_checkpoint(5, state=state)
     model, *_ = state
-    report = validate_checkpoint(ckpt, Expectation.from_model(model, tokenizer=dict(TOKENIZER), base_vocab_size=30,
+    report = validate_checkpoint(ckpt, Expectation(gpt_config=model.gpt_config, tokenizer=dict(TOKENIZER), base_vocab_size=30,
                                                               manifests=ckpt["manifests"], hparams=ckpt["hparams"]))
     assert report.ok and report.warnings == [] and report.info == ["step 5, epoch 0, position 5"]
 

@@ -299,20 +299,7 @@ def test_repair_community_latest_keeps_rng_without_running_code(tmp_path, state,
 
 def _trainer_layout_state(steps: int = 2):
     """The tiny model with this trainer's own two-group AdamW (trainer.loop.build_optimizer)."""
-    from trainer.loop import build_optimizer
-    from trainer.model import build_model
-    from trainer.schedule import build_scheduler
-
-    torch.manual_seed(0)
-    model = build_model(tiny_gpt_config())
-    optimizer = build_optimizer(model, 1e-3, 0.01, torch.device("cpu"))
-    scheduler = build_scheduler(optimizer, 2, 10)
-    for _ in range(steps):
-        for param in model.parameters():
-            param.grad = torch.randn_like(param) * 0.01
-        optimizer.step()
-        scheduler.step()
-    return model, optimizer, scheduler
+    return trained_state(tiny_gpt_config(), steps=steps, trainer_layout=True)
 
 
 @pytest.mark.parametrize("layout", ["trainer", "foreign"])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import select
 import shutil
 import subprocess
 import sys
@@ -18,7 +21,7 @@ from data_tools.text_tokenizer import TextTokenizer
 from tests.checkpoint_factory import make_checkpoint, trained_state
 from tests.conftest import shared_file
 from tests.test_train_cli import refusal
-from tests.trainer_helpers import run_main
+from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
 from trainer.demo_v2 import DemoV2Paths
 from trainer.options import options_to_argv, parse_argv
@@ -155,7 +158,130 @@ CASES = [
     Case("v15-config-v2-data", "data", "describes an IndexTTS-1.5 GPT, which trains on codes manifests"),
     Case("v2-val-v15", "data", "--train-manifest is an IndexTTS2 paired manifest but --val-manifest is a v1.5"),
     Case("v2-base-for-v15-config", "weights", "does not fit the model of --config"),
+    # Every other refusal of the plan (issue 13: each one the trainer knows, checked both ways).
+    Case("no-train-manifest", "manifests", "no --train-manifest given"),
+    Case("no-tokenizer", "tokenizer", "no --tokenizer given"),
+    Case("no-config", "config", "no --config given"),
+    Case("no-output-dir", "output directory", "no --output-dir given"),
+    Case("manifest-is-a-directory", "manifests", "train.jsonl: manifest is not a regular file"),
+    Case("manifest-is-a-fifo", "manifests", "val.fifo: manifest is not a regular file"),
+    Case("config-not-a-model", "config", "the gpt section does not build a model (conformer output_size 32 is "
+                                         "not divisible by heads 3)"),
+    Case("device-cuda-without-cuda", "device", "--device cuda: CUDA is not available on this machine"),
+    Case("no-items-within-limits", "data", "no training items left after dropping the ones beyond the model's "
+                                           "limits: train: 0 items kept, 296 dropped"),
+    Case("output-under-a-file", "output directory", "file.txt is not a directory"),
+    Case("output-not-writable", "output directory", "is not writable"),
+    Case("output-locked-by-another-process", "output directory", "(another trainer is running there)"),
+    Case("samples-texts-empty", "samples", "no text in the file"),
+    Case("resume-bigger-tokenizer", "resume", "tokenizer differs"),
+    Case("resume-position-beyond-epoch", "resume", "is beyond the"),
+    Case("resume-samples-beyond-own-epoch", "resume", "the checkpoint's position cannot belong to its own data"),
+    Case("resume-optimizer-of-other-parameters", "resume", "optimizer state belongs to different parameters"),
 ]
+
+
+def _hold_lock(out_dir: Path, stack: contextlib.ExitStack) -> int:
+    """Another process holding ``out_dir``'s lock until the test ends; returns its PID."""
+    code = ("import sys; from trainer.checkpoints import OutputDirLock; OutputDirLock(sys.argv[1]).acquire(); "
+            "print('held', flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(out_dir)], cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+    def end() -> None:
+        assert proc.stdin is not None
+        proc.stdin.close()  # the holder reads stdin to its end, then exits (releasing the lock)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+    stack.callback(end)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    assert ready and proc.stdout.readline().strip() == "held", "the lock holder did not start"
+    return proc.pid
+
+
+def _break_plan(case: str, values: dict, tmp_path: Path, workspace, stack: contextlib.ExitStack) -> None:
+    if case.startswith("no-"):
+        name = {"no-train-manifest": "train_manifest", "no-tokenizer": "tokenizer", "no-config": "config",
+                "no-output-dir": "output_dir"}.get(case)
+        if name is not None:
+            values[name] = [] if name == "train_manifest" else ""
+            return
+    if case == "manifest-is-a-directory":
+        (tmp_path / "train.jsonl").mkdir()
+        values["train_manifest"] = [str(tmp_path / "train.jsonl")]
+    elif case == "manifest-is-a-fifo":  # opening it would block: it must be refused by kind, never read
+        os.mkfifo(tmp_path / "val.fifo")
+        values["val_manifest"] = [str(tmp_path / "val.fifo")]
+    elif case == "config-not-a-model":
+        config = yaml.safe_load(workspace.config.read_text())
+        config["gpt"]["condition_module"]["attention_heads"] = 3
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        values["config"] = str(tmp_path / "config.yaml")
+    elif case == "device-cuda-without-cuda":
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+        values["device"] = "cuda"
+    elif case == "no-items-within-limits":  # every transcript beyond max_text_tokens
+        rows = [json.loads(line) for line in workspace.train_manifest.read_text(encoding="utf-8").splitlines()]
+        for row in rows:
+            row["text"] = " ".join([row["text"]] * 40)
+            for key in ("codes", "cond_mel"):
+                row[key] = str(workspace.train_manifest.parent / row[key])
+        (tmp_path / "long.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                             encoding="utf-8")
+        values["train_manifest"] = [str(tmp_path / "long.jsonl")]
+    elif case == "output-under-a-file":  # refused for root too
+        (tmp_path / "file.txt").write_text("x")
+        values["output_dir"] = str(tmp_path / "file.txt" / "run")
+    elif case == "output-not-writable":
+        locked = tmp_path / "readonly"
+        locked.mkdir()
+        locked.chmod(0o555)
+        stack.callback(locked.chmod, 0o755)
+        if os.access(locked, os.W_OK):
+            pytest.skip("this user writes into a read-only folder (root): see output-under-a-file")
+        values["output_dir"] = str(locked / "run")
+    elif case == "output-locked-by-another-process":
+        pid = _hold_lock(Path(values["output_dir"]), stack)
+        assert pid != os.getpid()
+    elif case == "samples-texts-empty":
+        (tmp_path / "texts.txt").write_text("\n  \n", encoding="utf-8")
+        values.update(vocoder=str(workspace.vocoder), sample_texts=str(tmp_path / "texts.txt"))
+    elif case in RESUME_TARGETS:
+        _resume_target(case, values, workspace)
+    else:
+        _break_more(case, values, tmp_path, workspace)
+
+
+RESUME_TARGETS = ("resume-bigger-tokenizer", "resume-position-beyond-epoch", "resume-samples-beyond-own-epoch",
+                  "resume-optimizer-of-other-parameters")
+
+
+def _resume_target(case: str, values: dict, workspace) -> None:
+    values["resume"] = "auto"
+    if case == "resume-bigger-tokenizer":  # trained with the base tokenizer; now the extended one (more pieces)
+        gpt = dict(load_config(workspace.config)["gpt"])
+        ckpt = make_checkpoint(12, gpt=gpt, state=trained_state(gpt, trainer_layout=True), base_vocab_size=1000,
+                               tokenizer=tokenizer_record(workspace.base_tokenizer), epoch=1, position=4)
+    elif case == "resume-position-beyond-epoch":  # the same data and batching, a position past its epoch
+        sampler = run_preflight(values).sampler
+        assert sampler is not None
+        beyond = len(sampler) + 1
+        ckpt = _resumable_checkpoint(values, workspace, position=beyond,
+                                     sampler_state={**sampler.state_dict(1, len(sampler)), "position": beyond})
+    elif case == "resume-samples-beyond-own-epoch":  # other data: more samples into the epoch than it had items
+        ckpt = _resumable_checkpoint(values, workspace)
+        ckpt["sampler"]["samples_in_epoch"] = 10**6
+    else:  # the optimizer of another parameter layout (one group of every parameter)
+        tokenizer = TextTokenizer(workspace.extended_tokenizer)
+        gpt = dict(load_config(workspace.config)["gpt"], number_text_tokens=tokenizer.vocab_size)
+        ckpt = _resumable_checkpoint(values, workspace, state=trained_state(gpt, steps=1))
+    CheckpointManager(values["output_dir"], keep=2).save(ckpt, 12)
 
 
 def _break_more(case: str, values: dict, tmp_path: Path, demo_workspace) -> None:
@@ -199,14 +325,15 @@ def test_preflight_and_trainer_refuse_alike(tmp_path, demo, demo_workspace, case
     """Pre-flight red with a sentence <=> the trainer exits 2 with exactly that sentence (one run plan)."""
     if case.name == "device-fp16-on-cpu" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA: fp16 is allowed")
-    _break_more(case.name, demo, tmp_path, demo_workspace)
-    report = run_preflight(demo)
-    failed = _failed(report)
-    assert not report.ok and list(failed) == [case.check], report.lines()
-    assert case.expected in failed[case.check]
-    capsys.readouterr()
-    assert run_main(options_to_argv(demo)) == 2
-    assert refusal(capsys) == f"error: {failed[case.check]}"
+    with contextlib.ExitStack() as stack:
+        _break_plan(case.name, demo, tmp_path, demo_workspace, stack)
+        report = run_preflight(demo)
+        failed = _failed(report)
+        assert not report.ok and list(failed) == [case.check], report.lines()
+        assert case.expected in failed[case.check]
+        capsys.readouterr()
+        assert run_main(options_to_argv(demo)) == 2
+        assert refusal(capsys) == f"error: {failed[case.check]}"
 
 
 @pytest.mark.parametrize("version", ["1.5", "2"])
@@ -227,9 +354,9 @@ def test_what_preflight_passes_the_trainer_starts(demo, demo_workspace, version,
 def _resumable_checkpoint(values: dict, workspace, **overrides) -> dict:
     tokenizer = TextTokenizer(workspace.extended_tokenizer)
     gpt = dict(load_config(workspace.config)["gpt"], number_text_tokens=tokenizer.vocab_size)
-    return make_checkpoint(12, gpt=gpt, state=trained_state(gpt, steps=1),
-                           tokenizer=tokenizer_record(workspace.extended_tokenizer), base_vocab_size=1000,
-                           epoch=1, position=4, **overrides)
+    fields = {"state": trained_state(gpt, trainer_layout=True), "base_vocab_size": 1000, "epoch": 1, "position": 4,
+              "tokenizer": tokenizer_record(workspace.extended_tokenizer), **overrides}
+    return make_checkpoint(12, gpt=gpt, **fields)
 
 
 def test_preflight_reports_the_resume_point_and_changed_hyperparameters(demo, demo_workspace):
@@ -258,8 +385,6 @@ def test_preflight_refuses_resume_with_another_tokenizer(demo, demo_workspace):
 def test_preflight_names_the_pid_holding_the_output_dir(demo):
     with OutputDirLock(demo["output_dir"]):
         report = run_preflight(demo)
-    import os
-
     assert _failed(report) == {"output directory": f"output dir {demo['output_dir']} is in use by PID {os.getpid()} "
                                                    "(another trainer is running there)"}
 
@@ -274,3 +399,31 @@ def test_preflight_warns_when_three_checkpoints_do_not_fit(demo, monkeypatch):
     disk = _check(report, "disk space")
     assert disk.warning and disk.message.startswith("warning: little disk left, saves may fail: 1.0 MiB free")
     assert "3 checkpoints need ~" in disk.message and "1,8" in disk.message  # 1.8M parameters
+
+
+def test_a_trainer_given_nothing_refuses_like_the_preflight(capsys):
+    """A missing required option is the plan's refusal (not the parser's), so both say the same line."""
+    assert run_main([]) == 2
+    line = refusal(capsys)
+    assert line == "error: no --train-manifest given"
+    assert run_main(["--preflight"]) == 2
+    assert capsys.readouterr().err.strip() == line
+
+
+@pytest.mark.slow
+def test_fewer_items_than_processes_is_refused_alike_by_preflight_and_torchrun(demo_workspace, tmp_path, capsys):
+    """No batch for every process: ``--preflight-processes 2`` says what a 2-process torchrun job refuses with."""
+    from tests.test_torchrun import torchrun
+
+    data = {"train": subset_manifest(demo_workspace.train_manifest, tmp_path / "train1.jsonl", 1),
+            "val": subset_manifest(demo_workspace.val_manifest, tmp_path / "val.jsonl", 2)}
+    argv = tiny_args(demo_workspace, data, tmp_path / "run")
+    assert run_main([*argv, "--preflight"]) == 0  # one process: one batch of the one item
+    capsys.readouterr()
+    assert run_main([*argv, "--preflight", "--preflight-processes", "2"]) == 2
+    line = refusal(capsys)
+    assert line == "error: 1 training items give no batch of 2 for each of 2 processes"
+    done = torchrun(argv)
+    assert done.returncode != 0 and "exitcode  : 2" in done.stderr, done.stderr[-3000:]  # torchrun itself says 1
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("error: ")] == [
+        line.replace("error: ", "error: rank 0: ", 1)]

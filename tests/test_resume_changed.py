@@ -141,3 +141,28 @@ def test_nonfinite_loss_stops_without_saving_over_good_checkpoints(demo_workspac
     end = events(out, "end")[-1]
     assert end["status"] == "nonfinite"
     assert json.dumps(end)  # the event is plain JSON
+
+
+def test_grad_accumulation_1_then_2_continues_the_sample_count(demo_workspace, slices, tmp_path, monkeypatch,
+                                                               capsys):
+    """16 items in batches of 4: 2 steps of 1 micro-batch, then steps of 2 micro-batches from the same sample."""
+    out = tmp_path / "run"
+    assert _run(demo_workspace, slices, out, monkeypatch, 2, batch_size=4, grad_accumulation=1) == 130
+    first = load(out / "latest.pth")
+    assert (first["step"], first["epoch"], first["position"]) == (2, 0, 2)
+    assert first["sampler"]["samples_seen"] == 8
+    capsys.readouterr()
+
+    assert _run(demo_workspace, slices, out, monkeypatch, 4, batch_size=4, grad_accumulation=2) == 130
+    said = capsys.readouterr().out
+    changed = [line for line in said.splitlines() if "grad_accumulation 1 -> 2" in line]
+    assert len(changed) == 1 and changed[0].startswith("warning: hyper-parameters changed since the checkpoint")
+    assert "resumed from" in said and "epoch 0, position 2" in said  # the same batches: position kept
+    resumed = events(out, "resume")[-1]
+    assert (resumed["step"], resumed["epoch"], resumed["position"], resumed["samples"]) == (2, 0, 2, 8)
+    second = load(out / "latest.pth")
+    # Step 3 takes batches 2 and 3 (the epoch's end), step 4 the first two of epoch 1: 8 + 16 samples.
+    assert (second["step"], second["epoch"], second["position"]) == (4, 1, 2)
+    assert second["sampler"]["samples_seen"] == 24
+    train_counts = [samples for kind, _step, samples in _samples(out) if kind == "train"]
+    assert train_counts == sorted(train_counts) and train_counts[-1] == 24

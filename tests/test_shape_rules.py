@@ -17,7 +17,7 @@ from data_tools.check_data import check_chunk
 from data_tools.fileio import UnusableFile, expand_path
 from data_tools.manifest import ManifestError, parse_manifest_line
 from data_tools.npy import NpyError, read_npy, read_npy_header
-from data_tools.shape_rules import DataLimits, RuleError
+from data_tools.shape_rules import DataLimits, RuleError, text_rows, text_tokens_of_rows
 from tests.pairs_factory import DIM
 
 DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.float16, np.float32, np.float64, ">i4", "<f8",
@@ -147,3 +147,11 @@ def test_fast_line_path_agrees_with_the_parser(tmp_path: Path) -> None:
         except ManifestError:
             parsed = False
         assert parsed == (lineno not in flagged), (lineno, raw[:200])
+
+
+@pytest.mark.parametrize("types", [1, 2, 3])
+def test_text_tokens_of_rows_inverts_text_rows(types: int) -> None:
+    for tokens in (1, 255, 1000, 12_000):
+        gpt = {"number_text_tokens": tokens, "types": types}
+        assert text_tokens_of_rows(text_rows(gpt), gpt) == tokens
+    assert text_tokens_of_rows(1001) == 1000  # no gpt: one type

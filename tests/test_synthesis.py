@@ -162,6 +162,10 @@ def test_bad_input_is_refused(synth):
         synth.synthesize_ids([3], mel, DecodeSettings(max_codes=41))
     with pytest.raises(SynthesisError, match="reference mel must be"):
         synth.synthesize_ids([3], torch.zeros(80, 50))
+    # The speaker encoder's widest reflect padding is 4 frames (kernel 3, dilation 4): 4 frames are too few.
+    with pytest.raises(SynthesisError, match="reference is too short: 4 mel frames, at least 5 needed"):
+        synth.prepare_reference(torch.zeros(100, 4) - 5)
+    assert synth.prepare_reference(torch.zeros(100, 5) - 5).conds.shape[0] == 1
     with pytest.raises(SynthesisError, match="top_p"):
         synth.synthesize_ids([3], mel, DecodeSettings(top_p=0.0))
     with pytest.raises(SynthesisError, match="no tokenizer"):

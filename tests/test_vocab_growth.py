@@ -75,7 +75,7 @@ def test_base_rows_copied_and_extra_row_moved(tokenizers: Tokenizers) -> None:
         assert not torch.equal(grown[n], state[key][n]), "the extra row is not copied into the first new piece"
         assert bitwise_equal(state[key], before[key]), "the input state dict is not modified"
     assert result.state_dict["other.weight"] is state["other.weight"]
-    assert result.frozen_rows == [*range(n), m]
+    assert (result.base_vocab_size, result.new_vocab_size) == (n, m)  # base rows 0..n-1, the extra row at m
     assert sum(result.init_counts.values()) == m - n
     assert any("extra row moved" in line for line in result.report_lines)
 
@@ -182,7 +182,7 @@ def grown_model(tokenizers: Tokenizers) -> tuple[TinyTextModel, dict[str, torch.
     state = model.state_dict()
     state.update({k: v.clone() for k, v in result.state_dict.items() if k in TEXT_TENSORS})
     model.load_state_dict(state)
-    return model, result.state_dict, result.frozen_rows
+    return model, result.state_dict, [*range(result.base_vocab_size), result.new_vocab_size]
 
 
 def train_steps(model: nn.Module, optimizer: torch.optim.Optimizer, freezer: BaseRowFreezer | None, steps: int,

@@ -6,6 +6,9 @@ UI runs (``options_to_argv``). ``parse_argv(options_to_argv(values)) == values``
 
 Value types: ``str``/``path``/``choice`` -> str (``""`` means "not given"), ``int`` -> int, ``float`` ->
 float, ``bool`` -> bool (flags ``--x`` / ``--no-x``), repeatable options -> list of str.
+
+``Option.required`` marks the form's mandatory fields; the parser does not enforce it: an option that is
+not given is refused by the run plan (``trainer.plan``), so the pre-flight and the trainer say the same.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class Option:
     group: str  # the UI form's section title
     choices: tuple[str, ...] | None = None
     repeatable: bool = False  # list value, flag given once per item
-    required: bool = False
+    required: bool = False  # the run cannot start without it (refused by the run plan, not the parser)
     form: bool = True  # shown in the UI's training form
     minimum: float | None = None  # int/float: smallest accepted value
 
@@ -131,6 +134,8 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_RUN, form=False),
     _opt("preflight_json", "path", "", "with --preflight, also write the report as JSON here", GROUP_RUN,
          form=False),
+    _opt("preflight_processes", "int", 1, "with --preflight, check as for a torchrun job of N processes in all "
+         "(every process needs a batch of the data)", GROUP_RUN, form=False, minimum=1),
 )
 
 _BY_NAME = {option.name: option for option in OPTIONS}
@@ -199,11 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
         if option.kind == "bool":
             kwargs.update(action=argparse.BooleanOptionalAction, default=option.default)
         elif option.repeatable:
-            kwargs.update(action="append", default=None, metavar=option.kind.upper(), required=option.required)
+            kwargs.update(action="append", default=None, metavar=option.kind.upper())
             if option.kind == "path":
                 kwargs["type"] = _path_type(option)
         else:
-            kwargs.update(default=option.default, required=option.required)
+            kwargs.update(default=option.default)
             if option.kind in ("int", "float"):
                 kwargs["type"] = _number_type(option)
             elif option.kind == "choice":

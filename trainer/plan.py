@@ -40,7 +40,7 @@ from trainer.checkpoints import (
 )
 from trainer.data import load_items, split_format, train_sampler
 from trainer.errors import UsageError
-from trainer.loop import check_amp, resolve_amp, resolve_device
+from trainer.loop import check_amp, parameter_groups, resolve_amp, resolve_device
 from trainer.model import INFERENCE_ONLY_PREFIXES, build_model, state_dict_mismatches
 from trainer.model_source import (
     ModelStart,
@@ -56,6 +56,11 @@ from trainer.samples import SamplePlan, sample_plan
 from trainer.versions import ModelVariant, model_variant
 
 CHECKPOINTS_OF_HEADROOM = 3
+# What the data check does not read: the arrays' values (only their headers: shape, dtype, size).
+ARRAY_CONTENTS_NOTE = ("array headers checked; their values (NaN, code range) are checked as each batch is read, "
+                       "or beforehand by the data checker")
+OPTIMIZER_OF_OTHER_PARAMETERS = ("the checkpoint's optimizer state belongs to different parameters than this "
+                                 "model's; continue from its weights with --init-from instead")
 
 
 @dataclass
@@ -101,7 +106,8 @@ class RunPlan:
         return next((check.message for check in self.checks if not check.ok), None)
 
     def add(self, name: str, ok: bool, message: str, warning: bool = False) -> bool:
-        self.checks.append(Check(name, ok, message, warning))
+        # One line, spaced as the trainer's ``error:`` line prints it (trainer.errors.refuse).
+        self.checks.append(Check(name, ok, " ".join(message.split()), warning))
         return ok
 
     def lines(self) -> list[str]:
@@ -214,7 +220,7 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
             setattr(plan, split, data)
             if split == "train" and not items:
                 return plan.add("data", False, "no training items left after dropping the ones beyond the model's "
-                                               "limits: " + " ".join(data.lines))
+                                               "limits: " + "; ".join(line.strip() for line in data.lines))
             extra = f" ({report.dropped:,} dropped: beyond the model's limits or empty)" if report.dropped else ""
             parts.append(f"{split} {len(items):,} items usable{extra}")
     except (ManifestError, OSError, ValueError) as exc:
@@ -225,7 +231,8 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     if len(plan.sampler) == 0:
         return plan.add("data", False, f"{len(plan.train.items)} training items give no batch of {plan.opts['batch_size']} "
                                        f"for each of {world_size} processes")
-    return plan.add("data", True, "; ".join(parts) + f"; {len(plan.sampler)} batches per epoch")
+    return plan.add("data", True, "; ".join(parts) + f"; {len(plan.sampler)} batches per epoch; "
+                    + ARRAY_CONTENTS_NOTE)
 
 
 def _format_mismatch(plan: RunPlan) -> str | None:
@@ -330,6 +337,10 @@ def _resume(plan: RunPlan, mmap: bool) -> bool:
                                 ckpt.get("sampler"), str(choice.path)) if plan.sampler is not None else None
     except PositionError as exc:
         return plan.add("resume", False, f"cannot resume from {one_line(exc)}")
+    gpt = from_resumed(ckpt, choice.path).gpt_config
+    refusal = optimizer_state_refusal(ckpt, model_optimizer_names(_meta_model(gpt)), str(choice.path))
+    if refusal:
+        return plan.add("resume", False, refusal)
     plan.resume, plan.resume_point = choice, point
     where = (f"epoch {point.epoch}, position {point.position}" if point
              else f"epoch {ckpt['epoch']}, position {ckpt['position']}")
@@ -338,6 +349,30 @@ def _resume(plan: RunPlan, mmap: bool) -> bool:
     if notes:
         message += "; " + "; ".join(f"warning: {note}" for note in notes)
     return plan.add("resume", True, message, warning=bool(notes))
+
+
+def _meta_model(gpt_config: dict[str, Any]) -> torch.nn.Module:
+    """The model of ``gpt_config`` without memory (shapes and names only)."""
+    with torch.device("meta"):
+        return build_model(gpt_config)
+
+
+def model_optimizer_names(model: torch.nn.Module) -> list[list[str]]:
+    """Parameter names of each param group of the optimizer the trainer builds for ``model`` (trainer.loop)."""
+    names = {id(param): name for name, param in model.named_parameters()}
+    return [[names[id(param)] for param in group["params"]] for group in parameter_groups(model, 0.0)]
+
+
+def optimizer_state_refusal(ckpt: dict[str, Any], names: list[list[str]], where: str) -> str | None:
+    """Why ``ckpt``'s optimizer state cannot be restored into an optimizer over ``names`` (None: it can).
+
+    The one rule for the plan (names from a meta model) and the restore (trainer.state.Optimisation, names
+    from the real optimizer). Checkpoints without recorded names (older or repaired) are not judged here.
+    """
+    saved = ckpt.get("optimizer_param_names")
+    if ckpt.get("optimizer") is None or saved is None or saved == names:
+        return None
+    return f"{where}: {OPTIMIZER_OF_OTHER_PARAMETERS}"
 
 
 def _weights(plan: RunPlan, mmap: bool) -> bool:
@@ -365,8 +400,7 @@ def _weights(plan: RunPlan, mmap: bool) -> bool:
         return plan.add("weights", False, f"{start.source} holds an {variant.name} GPT but --config {config_path} "
                                           f"describes an {plan.variant.name if plan.variant else '?'} GPT")
     if start.state_dict is not None:
-        with torch.device("meta"):
-            model = build_model(start.gpt_config)
+        model = _meta_model(start.gpt_config)
         kept = {k: v for k, v in start.state_dict.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
         problems = state_dict_mismatches(model, kept)
         if problems:

@@ -2,8 +2,9 @@
 
 ``run_preflight(values)`` builds the same ``RunPlan`` the trainer executes (``trainer.plan.make_plan``)
 with checkpoint tensors memory-mapped, and returns it; ``python -m trainer.train --preflight <flags>``
-prints its lines (exit 0, or 2 with the first failure) and the UI shows ``to_dict()``. Nothing here
-writes to the output directory or takes its lock.
+prints its lines (exit 0, or 2 with the first failure; ``--preflight-processes N`` checks for a torchrun
+job of N processes) and the UI shows ``to_dict()``. Nothing here writes to the output directory or takes
+its lock.
 """
 
 from __future__ import annotations
@@ -18,5 +19,7 @@ __all__ = ["CHECKPOINTS_OF_HEADROOM", "Check", "PreflightReport", "checkpoint_si
 
 
 def run_preflight(values: dict[str, Any]) -> RunPlan:
-    """Every pre-start check on the trainer's option ``values`` (never raises for bad input)."""
-    return make_plan(values, mmap=True)
+    """Every pre-start check on the trainer's option ``values`` (never raises for bad input), for a job of
+    ``--preflight-processes`` processes (rank 0's view: every rank has as many batches)."""
+    processes = int(values.get("preflight_processes") or 1)
+    return make_plan(values, mmap=True, world_size=processes, distributed=processes > 1)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from trainer.checkpoints import capture_rng_state, optimizer_param_names, restore_rng_state
 from trainer.errors import UsageError
+from trainer.plan import optimizer_state_refusal
 from trainer.schedule import set_peak_lr
 
 TrainingRun = Any  # trainer.run.TrainingRun (not imported: it imports this module)
@@ -93,10 +94,11 @@ class Optimisation:
         if ckpt.get("optimizer") is None:
             notes.append("no optimizer state in the checkpoint: optimizer, scheduler and grad scaler start fresh")
             return
-        names = ckpt.get("optimizer_param_names")
-        if names is not None and names != optimizer_param_names(run.model, run.optimizer):
-            raise UsageError("the checkpoint's optimizer state belongs to different parameters than this model's; "
-                             "continue from its weights with --init-from instead")
+        # The plan refused this already (trainer.plan._resume, on a meta model); the same rule guards the real one.
+        where = str(run.plan.resume.path) if run.plan.resume is not None else "the checkpoint"
+        refusal = optimizer_state_refusal(ckpt, optimizer_param_names(run.model, run.optimizer), where)
+        if refusal:
+            raise UsageError(refusal)
         run.optimizer.load_state_dict(ckpt["optimizer"])
         run.scheduler.load_state_dict(ckpt["scheduler"])
         set_peak_lr(run.scheduler, run.opts["learning_rate"])

@@ -77,8 +77,8 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         # The ranks refuse together (one collective), so none goes on to wait for a rank that left.
         refusals = gather_objects(ctx, None if plan.ok else plan.refusal)
         if any(refusals):
-            if not ctx.is_main and not refusals[0]:
-                return EXIT_REFUSED  # rank 0 says why
+            if not ctx.is_main:
+                return EXIT_REFUSED  # rank 0 says why, once for the job (its own refusal or another rank's)
             rank, refusal = next((r, text) for r, text in enumerate(refusals) if text)
             raise UsageError(refusal if not ctx.enabled else f"rank {rank}: {refusal}")
         out_dir = Path(opts["output_dir"])

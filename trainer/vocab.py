@@ -71,11 +71,6 @@ class GrowResult:
     def new_vocab_size(self) -> int:
         return int(self.gpt_cfg["number_text_tokens"])
 
-    @property
-    def frozen_rows(self) -> list[int]:
-        """The rows that hold base weights: the base pieces and the (moved) extra row."""
-        return [*range(self.base_vocab_size), self.new_vocab_size]
-
 
 def _proto_of(tokenizer: TextTokenizer | str | Path) -> tuple[ModelProto, str]:
     if isinstance(tokenizer, (str, Path)):

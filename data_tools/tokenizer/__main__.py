@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from data_tools.cli import OneLineErrorParser
+from data_tools.cli import OneLineErrorParser, run_refusing
 from data_tools.tokenizer.spm_model import TokenizerToolError
 
 
@@ -132,10 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     runners = {"train": _run_train, "extend": _run_extend, "verify": _run_verify}
     try:
-        return runners[args.command](args)
-    except TokenizerToolError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
+        return run_refusing(lambda: runners[args.command](args), (TokenizerToolError,))
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 130

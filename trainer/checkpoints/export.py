@@ -29,6 +29,7 @@ from data_tools.fileio import (
     atomic_write_with,
     sha256_file,
 )
+from data_tools.shape_rules import text_tokens_of_rows
 from data_tools.text_tokenizer import TextTokenizer
 from trainer.checkpoints.digest import (
     DAMAGED,
@@ -84,7 +85,7 @@ def _gpt_config(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Tenso
     gpt = effective_gpt_config(dict(raw_config["gpt"]), source=str(config))
     weight = state.get("text_embedding.weight")
     if weight is not None:
-        gpt["number_text_tokens"] = (int(weight.shape[0]) - 1) // int(gpt.get("types", 1))
+        gpt["number_text_tokens"] = text_tokens_of_rows(int(weight.shape[0]), gpt)
     return gpt
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from data_tools.shape_rules import text_tokens_of_rows
 from data_tools.text_tokenizer import TextTokenizer
 from trainer.checkpoints.community_load import load_for_repair
 from trainer.checkpoints.digest import (
@@ -311,8 +312,7 @@ def _community_config(state: Mapping[str, torch.Tensor], config: str | Path | No
     weight = state.get("text_embedding.weight")
     if weight is None:
         raise CheckpointError("the weights have no text_embedding.weight: not an IndexTTS GPT")
-    types = int(gpt.get("types", 1))
-    tokens = (int(weight.shape[0]) - 1) // types
+    tokens = text_tokens_of_rows(int(weight.shape[0]), gpt)
     config_tokens = int(gpt["number_text_tokens"])
     gpt["number_text_tokens"] = tokens
     diffs = shape_differences(state, expected_state_shapes(gpt))

@@ -28,9 +28,9 @@ NON_STRUCTURAL_GPT_KEYS = frozenset({"checkpointing"})
 
 # Options whose change between runs is not worth a warning (paths are compared by content instead).
 UNCOMPARED_HPARAMS = frozenset({
-    "resume", "output_dir", "preflight", "preflight_json", "device", "num_workers", "log_interval",
-    "val_interval", "save_interval", "keep_checkpoints", "train_manifest", "val_manifest", "tokenizer",
-    "config", "base_checkpoint", "init_from", "max_val_batches",
+    "resume", "output_dir", "preflight", "preflight_json", "preflight_processes", "device", "num_workers",
+    "log_interval", "val_interval", "save_interval", "keep_checkpoints", "train_manifest", "val_manifest",
+    "tokenizer", "config", "base_checkpoint", "init_from", "max_val_batches",
 })
 
 
@@ -39,27 +39,17 @@ class Expectation:
     """What the run about to start expects of a checkpoint (every field optional).
 
     - ``gpt_config``: the effective gpt config of the model being built (after vocabulary growth)
-    - ``state_shapes``: expected model state-dict shapes; computed from ``gpt_config`` when None
     - ``tokenizer``: ``tokenizer_record(--tokenizer)``; ``base_vocab_size``: the base model's text vocab
     - ``manifests``: ``manifests_record(train, val)``; ``hparams``: the run's resolved options
     """
 
     gpt_config: Mapping[str, Any] | None = None
-    state_shapes: Mapping[str, tuple[int, ...]] | None = None
     tokenizer: Mapping[str, Any] | None = None
     base_vocab_size: int | None = None
     manifests: Mapping[str, Any] | None = None
     hparams: Mapping[str, Any] | None = None
 
-    @classmethod
-    def from_model(cls, model: torch.nn.Module, **kwargs: Any) -> Expectation:
-        shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-        gpt_config = kwargs.pop("gpt_config", getattr(model, "gpt_config", None))
-        return cls(gpt_config=gpt_config, state_shapes=shapes, **kwargs)
-
     def expected_shapes(self) -> dict[str, tuple[int, ...]] | None:
-        if self.state_shapes is not None:
-            return dict(self.state_shapes)
         if self.gpt_config is None:
             return None
         return expected_state_shapes(self.gpt_config)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from data_tools.shape_rules import text_tokens_of_rows
 from trainer.checkpoints.community_load import load_for_repair
 from trainer.checkpoints.digest import (
     ABSENT,
@@ -333,10 +334,10 @@ def _compatibility(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Te
         if diffs:
             report.errors.append(f"weights do not fit --config {config}: " + "; ".join(diffs))
     if tok_record is not None and state is not None and "text_embedding.weight" in state:
-        rows = int(state["text_embedding.weight"].shape[0])
-        if tok_record["vocab_size"] + 1 > rows:
+        tokens = text_tokens_of_rows(int(state["text_embedding.weight"].shape[0]), gpt or ckpt_cfg)
+        if tok_record["vocab_size"] > tokens:
             report.info.append(f"--tokenizer has {tok_record['vocab_size']:,} pieces, the weights "
-                               f"{rows - 1:,} text tokens: the trainer grows the vocabulary when starting from them")
+                               f"{tokens:,} text tokens: the trainer grows the vocabulary when starting from them")
     return report
 
 

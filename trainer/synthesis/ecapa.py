@@ -33,6 +33,11 @@ class EcapaSpec:
     se_channels: int = 128
     global_context: bool = True
 
+    @property
+    def min_frames(self) -> int:
+        """Fewest input frames: reflect padding needs more frames than it pads on one side (dilation*(k-1)/2)."""
+        return max(d * (k - 1) // 2 for k, d in zip(self.kernel_sizes, self.dilations)) + 1
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> EcapaSpec:
         """Build from a config mapping (unknown keys refused; ``groups`` must be all 1)."""
@@ -177,6 +182,7 @@ class EcapaTDNN(nn.Module):
     def __init__(self, n_mels: int, embedding_dim: int, spec: EcapaSpec | None = None) -> None:
         super().__init__()
         spec = spec or EcapaSpec()
+        self.min_frames = spec.min_frames
         ch, ks, dl = spec.channels, spec.kernel_sizes, spec.dilations
         blocks: list[nn.Module] = [TDNNBlock(n_mels, ch[0], ks[0], dl[0])]
         for i in range(1, len(ch) - 1):

@@ -40,14 +40,13 @@ import torch
 from torch import Tensor
 
 from data_tools.features import N_MELS, mel_spectrogram
+from data_tools.shape_rules import MAX_COND_FRAMES, MIN_COND_FRAMES
 from trainer.model import UnifiedVoice
 from trainer.synthesis.bigvgan import BigVGAN
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for, remove_long_silence
 
 SAMPLE_RATE = 24_000
-# The conformer's sinusoidal table has 5000 rows after 2x subsampling (as trainer.data.MAX_COND_FRAMES).
-MAX_REFERENCE_FRAMES = 2 * 5000
 
 
 @dataclass
@@ -208,11 +207,14 @@ class Synthesizer:
                 raise SynthesisError(f"reference mel must be ({N_MELS}, frames) or (1, {N_MELS}, frames), "
                                      f"got {tuple(mel.shape)}")
         frames = mel.size(-1)
-        if frames > MAX_REFERENCE_FRAMES:
+        if frames > MAX_COND_FRAMES:
             raise SynthesisError(f"reference is too long: {frames} mel frames ({frames * 256 / SAMPLE_RATE:.0f} s), "
-                                 f"at most {MAX_REFERENCE_FRAMES} fit the conditioning encoder; use a shorter clip")
-        if frames < 4:
-            raise SynthesisError(f"reference is too short: {frames} mel frames")
+                                 f"at most {MAX_COND_FRAMES} fit the conditioning encoder; use a shorter clip")
+        # The conditioning encoder's rule (as for training), and the vocoder's speaker encoder's own.
+        minimum = max(MIN_COND_FRAMES, self.vocoder.speaker_encoder.min_frames)
+        if frames < minimum:
+            raise SynthesisError(f"reference is too short: {frames} mel frames, at least {minimum} needed (the "
+                                 "conditioning encoder and the vocoder's speaker encoder)")
         if not bool(torch.isfinite(mel).all()):
             raise SynthesisError("reference mel holds NaN or infinite values")
         return mel.to(self.device)
