@@ -157,6 +157,7 @@ def test_grad_accumulation_1_then_2_continues_the_sample_count(demo_workspace, s
     said = capsys.readouterr().out
     changed = [line for line in said.splitlines() if "grad_accumulation 1 -> 2" in line]
     assert len(changed) == 1 and changed[0].startswith("warning: hyper-parameters changed since the checkpoint")
+    assert changed[0].endswith("bitwise exactness with an uninterrupted run is lost")
     assert "resumed from" in said and "epoch 0, position 2" in said  # the same batches: position kept
     resumed = events(out, "resume")[-1]
     assert (resumed["step"], resumed["epoch"], resumed["position"], resumed["samples"]) == (2, 0, 2, 8)

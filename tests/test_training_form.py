@@ -296,3 +296,13 @@ def test_saved_form_presets_and_recorded_commands_keep_the_launcher_fields() -> 
         assert {key: kept[key] for key in launcher.LAUNCH_KEYS} == launcher.values_of(launcher.launch_of(values))
     assert tf.values_from_trainer_argv(tf.run_argv(values, python="/py")) == values  # a reload shows it again
     assert tf.values_from_trainer_argv(["/py", "-m", "torch.distributed.run", "--nproc-per-node", "2", "x.py"]) is None
+
+
+def test_preflight_plans_for_every_process_start_would_launch(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    single = tf.preflight_argv(_launch_values(), report, python="py")
+    assert "--preflight-processes" not in single and single[-3:] == ["--preflight", "--preflight-json", str(report)]
+    several = tf.preflight_argv(_launch_values(nproc_per_node=4, nnodes=2, rdzv_endpoint="node0:29500",
+                                               node_rank=0), report, python="py")
+    assert several[-2:] == ["--preflight-processes", "8"]
+    assert trainer_options.parse_argv(several[3:])["preflight_processes"] == 8

@@ -185,7 +185,15 @@ def run_argv(values: dict[str, Any], python: str = sys.executable) -> list[str]:
 
 
 def preflight_argv(values: dict[str, Any], report_path: Path, python: str = sys.executable) -> list[str]:
-    return [*trainer_argv(values, python), "--preflight", "--preflight-json", str(report_path)]
+    """The pre-flight of what Start runs: one process that plans for every rank the launcher would start."""
+    argv = [*trainer_argv(values, python), "--preflight", "--preflight-json", str(report_path)]
+    try:
+        launch = launcher.launch_of(values)
+    except launcher.LaunchError:
+        return argv  # Start refuses these values itself, with the launcher's own line
+    if launch.distributed:
+        argv += ["--preflight-processes", str(launch.nproc_per_node * launch.nnodes)]
+    return argv
 
 
 def values_from_trainer_argv(argv: list[str] | tuple[str, ...]) -> dict[str, Any] | None:

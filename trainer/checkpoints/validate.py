@@ -252,7 +252,8 @@ def _hparam_changes(saved: Any, wanted: Mapping[str, Any]) -> list[str]:
             diffs.append(f"{key} {_fmt(a)} -> {_fmt(b)}")
     if not diffs:
         return []
-    return ["hyper-parameters changed since the checkpoint (new values are used): " + ", ".join(diffs)]
+    return ["hyper-parameters changed since the checkpoint (new values are used): " + ", ".join(diffs)
+            + "; the run goes on from the same samples, but bitwise exactness with an uninterrupted run is lost"]
 
 
 def _tokenizer_problems(saved: Any, wanted: Mapping[str, Any], where: str) -> tuple[list[str], list[str]]:
