@@ -569,3 +569,17 @@ def test_torchrun_stop_waits_for_a_slow_save(demo_workspace, tmp_path: Path) -> 
     assert supervisor.run_processes() == []
     checkpoint = torch.load(out / "latest.pth", weights_only=True, map_location="cpu")
     assert checkpoint["step"] == final.saved_step >= 3
+
+
+@pytest.mark.parametrize(("error_type", "message", "kind"), [
+    ("OutOfMemoryError", "CUDA error: allocation of 2 GiB refused", "out of memory"),
+    ("FileNotFoundError", "[Errno 2] codes/a.npy", "missing file"),
+    ("StateDictMismatchError", "text_head.weight: [1917, 64] vs [1001, 64]", "invalid checkpoint"),
+    ("RuntimeError", "CUDA out of memory. Tried to allocate 2 GiB", "out of memory"),  # generic type: the message
+    ("ValueError", "gpt.layers must be a positive integer", "unknown"),
+])
+def test_failure_kind_comes_from_the_recorded_exception_type_first(error_type, message, kind):
+    from webui.outcome import RunEvents, classify_failure
+
+    events = RunEvents(end={"event": "end", "status": "failed", "error": message, "error_type": error_type})
+    assert classify_failure(1, None, events).kind == kind

@@ -34,7 +34,15 @@ UNKNOWN = "unknown"
 
 # The trainer's ``end`` statuses that name their own kind of failure.
 _STATUS_KINDS = {"save_failed": SAVE_FAILED, "nonfinite": NONFINITE}
-# Kinds told apart by the trainer's recorded error (the exception's one-line message), in this order.
+# Kinds named by the exception type the trainer records in its end event (``error_type``).
+_TYPE_KINDS = {
+    "OutOfMemoryError": OUT_OF_MEMORY, "MemoryError": OUT_OF_MEMORY,
+    "CheckpointError": INVALID_CHECKPOINT, "StateDictMismatchError": INVALID_CHECKPOINT,
+    "SaveFailed": SAVE_FAILED, "CheckpointSaveError": SAVE_FAILED, "NonFiniteLoss": NONFINITE,
+    "FileNotFoundError": MISSING_FILE,
+}
+# Generic types (RuntimeError, OSError, ...) and runs written before ``error_type`` existed are told apart by
+# the recorded message instead (the exception's one line), in this order.
 _ERROR_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (OUT_OF_MEMORY, re.compile(
         r"out of memory|OutOfMemoryError|\bMemoryError\b|Cannot allocate memory|CUBLAS_STATUS_ALLOC_FAILED",
@@ -171,7 +179,7 @@ def classify_failure(exit_code: int | None, signal_num: int | None, events: RunE
     if status in _STATUS_KINDS:
         return Failure(_STATUS_KINDS[status], error)
     if status is not None and error:
-        kind = _kind_of_error(error)
+        kind = _TYPE_KINDS.get(str((events.end or {}).get("error_type") or "")) or _kind_of_error(error)
         if kind is not None:
             return Failure(kind, error)
         return Failure(REFUSED if exit_code == EXIT_REFUSED else UNKNOWN, error)

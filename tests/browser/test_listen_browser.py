@@ -2,33 +2,24 @@
 
 On a copy of the demo workspace with a tiny training run (with the demo vocoder, so it has samples), the
 page synthesizes with A = base model and B = the run's latest checkpoint, then fetches the audio each
-player serves and reads its header: 24 kHz, more than zero frames. Until the studio registers the Test tab
-(``webui.studio.TABS``) the page is a Blocks app with just this tab and the Training tab's samples panel,
-which is checked too; once registered, the full studio is used. Every wait has a timeout.
+player serves and reads its header: 24 kHz, more than zero frames; then the Training tab's sample players of
+the same run. The full studio is used (every tab is mandatory). Every wait has a timeout.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import soundfile
 
-from tests.studio_process import StudioProcess, free_port
+from tests.studio_process import StudioProcess
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.demo import DemoPaths
 
 SYNTH_TIMEOUT_MS = 300_000  # two synthesis processes (torch import, model load) on a busy 2-core machine
 UI_TIMEOUT_MS = 60_000
-
-
-def studio_has_test_tab() -> bool:
-    from webui.studio import TABS
-
-    return any(module == "webui.tab_test" for _, module, _ in TABS)
 
 
 @pytest.fixture
@@ -38,41 +29,6 @@ def trained_workspace(studio_workspace: Path, tmp_path: Path) -> Path:
             "val": subset_manifest(ws.val_manifest, tmp_path / "val.jsonl", 3)}
     assert run_main(tiny_args(ws, data, ws.output_dir, max_steps=2, save_interval=2, vocoder=ws.vocoder)) == 0
     return studio_workspace
-
-
-@contextmanager
-def standalone_app(workspace: Path) -> Iterator[str]:
-    """The Test tab and a samples panel over runs/demo, served in this process; yields the URL."""
-    import gradio as gr
-
-    from webui import samples_view, tab_test
-    from webui.context import StudioContext
-
-    ctx = StudioContext.create(workspace)
-    with gr.Blocks(title="Test tab") as app:
-        tab_test.build(ctx)
-        output_dir = gr.Textbox(value=str(ctx.paths.default_output_dir), label="Run", elem_id="samples-dir")
-        panel = samples_view.build("train-samples")
-        panel.wire(output_dir, gr.Timer(2.0))
-    app.queue()
-    port = free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, ssr_mode=False)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        app.close()
-
-
-@contextmanager
-def app_url(workspace: Path, tmp_path: Path) -> Iterator[tuple[str, bool]]:
-    """(url, standalone): the full studio when it has the Test tab, else the standalone app."""
-    if studio_has_test_tab():
-        with StudioProcess(workspace, tmp_path / "studio.log") as studio:
-            studio.wait_ready()
-            yield studio.url, False
-    else:
-        with standalone_app(workspace) as url:
-            yield url, True
 
 
 def served_audio(page, elem_id: str) -> tuple[int, int]:
@@ -87,10 +43,10 @@ def served_audio(page, elem_id: str) -> tuple[int, int]:
 
 def test_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_workspace: Path, artifacts: Path,
                                                         tmp_path: Path):
-    with app_url(trained_workspace, tmp_path) as (url, standalone):
-        page.goto(url)
-        if not standalone:
-            page.get_by_role("tab", name="Test", exact=True).click()
+    with StudioProcess(trained_workspace, tmp_path / "studio.log") as studio:
+        studio.wait_ready()
+        page.goto(studio.url)
+        page.get_by_role("tab", name="Test", exact=True).click()
         page.locator("#test-run").wait_for(timeout=UI_TIMEOUT_MS)
         assert page.locator("#test-model-a input").input_value().startswith("base model · checkpoints")
         assert page.locator("#test-model-b input").input_value() == "runs/demo · latest.pth (step 2)"
@@ -115,9 +71,8 @@ def test_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_workspace
             assert page.locator(f"#test-audio-{side} #duration").inner_text() != "0:00"
         page.screenshot(path=str(artifacts / "tab-test.png"), full_page=True)
 
-        # The Training tab's sample players (the panel alone in the standalone app) show the run's saves.
-        if not standalone:
-            page.get_by_role("tab", name="Training", exact=True).click()
+        # The Training tab's sample players show the run's saves.
+        page.get_by_role("tab", name="Training", exact=True).click()
         note = page.locator("#train-samples-note")
         page.wait_for_function("() => document.querySelector('#train-samples-note')?.innerText.includes("
                                "'step 2: 3 sample(s)')", timeout=UI_TIMEOUT_MS)
