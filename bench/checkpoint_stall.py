@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from trainer import loop  # noqa: E402
+from trainer import steps  # noqa: E402
 from trainer.checkpoints import CheckpointManager  # noqa: E402
 from trainer.checkpoints.writer import BackgroundWriter, snapshot  # noqa: E402
 from trainer.demo import demo_config  # noqa: E402
@@ -47,7 +47,7 @@ def main() -> int:
     torch.manual_seed(0)
     model = build_model(gpt).train()
     device = torch.device("cpu")
-    optimizer = loop.build_optimizer(model, 1e-4, 0.01, device)
+    optimizer = steps.build_optimizer(model, 1e-4, 0.01, device)
     generator = torch.Generator().manual_seed(1)
     batch = {"text_ids": torch.randint(2, 1000, (args.batch_size, 24), generator=generator),
              "text_lengths": torch.full((args.batch_size,), 24),

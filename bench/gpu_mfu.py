@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from trainer import loop  # noqa: E402
+from trainer import steps  # noqa: E402
 from trainer.demo import demo_config  # noqa: E402
 from trainer.model import build_model  # noqa: E402
 
@@ -89,13 +89,13 @@ def main() -> int:
     model = build_model(gpt).to(device).train()
     if args.grad_checkpointing:
         model.set_gradient_checkpointing(True)
-    optimizer = loop.build_optimizer(model, 1e-5, 0.01, device)
+    optimizer = steps.build_optimizer(model, 1e-5, 0.01, device)
     inputs = make_batch(gpt, args.batch_size, min(args.text, int(gpt["max_text_tokens"])),
                         min(args.codes, int(gpt["max_mel_tokens"])), args.prompt, device)
     tokens = args.batch_size * (inputs["text_ids"].size(1) + inputs["codes"].size(1))
 
     def step() -> None:
-        with loop.autocast(device, args.amp):
+        with steps.autocast(device, args.amp):
             out = model(**inputs)
         (0.2 * out.loss_text + 0.8 * out.loss_mel).backward()
         optimizer.step()

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from trainer import loop  # noqa: E402
+from trainer import steps  # noqa: E402
 from trainer.demo import demo_config  # noqa: E402
 from trainer.model import UnifiedVoice, build_model  # noqa: E402
 from trainer.modules.conformer import use_eager_attention  # noqa: E402
@@ -69,7 +69,7 @@ def make_batch(batch_size: int, prompt_frames: int, device: torch.device) -> dic
 def step_fn(model: UnifiedVoice, batch: dict[str, torch.Tensor], device: torch.device, amp: str) -> Callable[[], None]:
     """Forward and backward of the training loss; the caller sets the gradients to None before each."""
     def step() -> None:
-        with loop.autocast(device, amp):
+        with steps.autocast(device, amp):
             out = model(**batch)
         (0.2 * out.loss_text + 0.8 * out.loss_mel).backward()
 
@@ -149,7 +149,7 @@ def main() -> int:
     args = parser.parse_args()
     if min(args.prompt_frames) < 3 or args.batch_size < 1 or args.repeats < 1 or args.steps < 1:
         parser.error("--prompt-frames must be >= 3; --batch-size, --repeats and --steps >= 1")
-    device = loop.resolve_device(args.device)
+    device = steps.resolve_device(args.device)
     torch.manual_seed(SEED)
     model = build_model(demo_config(TEXT_VOCAB)["gpt"]).to(device).train()
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"

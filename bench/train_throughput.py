@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from bench.report import headline  # noqa: E402
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
-from trainer import loop  # noqa: E402
+from trainer import steps  # noqa: E402
 from trainer.data import load_items, make_dataset, train_sampler  # noqa: E402
 from trainer.demo import DemoPaths, build_demo  # noqa: E402
 from trainer.model import build_model, load_gpt_state_dict  # noqa: E402
@@ -98,14 +98,14 @@ def trainer_rate(ws: DemoPaths, out: Path, args: argparse.Namespace, timed_token
 
 def bare_rate(batches: list[dict], start: ModelStart, args: argparse.Namespace, timed_tokens: int) -> float:
     """The same training work with nothing around it: batches already in memory, no logging, no metrics."""
-    device = loop.resolve_device(args.device)
+    device = steps.resolve_device(args.device)
     model = build_model(start.gpt_config)
     load_gpt_state_dict(model, start.state_dict)
     model.to(device).train()
-    batches = [loop.to_device(batch, device) for batch in batches]
-    optimizer = loop.build_optimizer(model, LEARNING_RATE, WEIGHT_DECAY, device)
+    batches = [steps.to_device(batch, device) for batch in batches]
+    optimizer = steps.build_optimizer(model, LEARNING_RATE, WEIGHT_DECAY, device)
     scheduler = build_scheduler(optimizer, WARMUP_STEPS, args.steps)
-    scaler = loop.make_scaler(args.amp, device)
+    scaler = steps.make_scaler(args.amp, device)
     torch.manual_seed(SEED)
     started = 0.0
     for index, batch in enumerate(batches):
@@ -113,11 +113,11 @@ def bare_rate(batches: list[dict], start: ModelStart, args: argparse.Namespace, 
             if device.type == "cuda":
                 torch.cuda.synchronize()
             started = time.perf_counter()
-        with loop.autocast(device, args.amp):
-            out = model(**loop.model_inputs(batch), loss_mode=LOSS_MODE)
+        with steps.autocast(device, args.amp):
+            out = model(**steps.model_inputs(batch), loss_mode=LOSS_MODE)
         loss = TEXT_WEIGHT * out.loss_text + MEL_WEIGHT * out.loss_mel
         (scaler.scale(loss) if scaler else loss).backward()
-        loop.optimizer_step(model, optimizer, scaler, GRAD_CLIP, loss)
+        steps.optimizer_step(model, optimizer, scaler, GRAD_CLIP, loss)
         scheduler.step()
     if device.type == "cuda":
         torch.cuda.synchronize()

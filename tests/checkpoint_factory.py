@@ -29,12 +29,12 @@ def tiny_gpt_config(number_text_tokens: int = 40, layers: int = 1) -> dict[str, 
 def trained_state(gpt: dict[str, Any] | None = None, steps: int = 1, seed: int = 0, trainer_layout: bool = False):
     """(model, optimizer, scheduler) after ``steps`` AdamW steps on random gradients.
 
-    ``trainer_layout``: this trainer's own two-group AdamW and scheduler (``trainer.loop.build_optimizer``),
+    ``trainer_layout``: this trainer's own two-group AdamW and scheduler (``trainer.steps.build_optimizer``),
     whose state a resume restores; otherwise one group of every parameter (a foreign layout).
     """
-    from trainer.loop import build_optimizer
     from trainer.model import build_model
     from trainer.schedule import build_scheduler
+    from trainer.steps import build_optimizer
 
     torch.manual_seed(seed)
     model = build_model(gpt or tiny_gpt_config())

@@ -249,9 +249,9 @@ def test_repair_community_step_checkpoint(tmp_path, demo_workspace, cli):
     assert report.verdict == PARTIAL
     assert {c.name for c in report.components if c.status != "ok"} == {"RNG", "sampler position"}
     # The optimizer moments were carried over by parameter name into this trainer's two AdamW groups.
-    from trainer.loop import build_optimizer
     from trainer.model import build_model
     from trainer.schedule import build_scheduler
+    from trainer.steps import build_optimizer
 
     model = build_model(ckpt["model_config"])
     model.load_state_dict(ckpt["model"])
@@ -298,7 +298,7 @@ def test_repair_community_latest_keeps_rng_without_running_code(tmp_path, state,
 
 
 def _trainer_layout_state(steps: int = 2):
-    """The tiny model with this trainer's own two-group AdamW (trainer.loop.build_optimizer)."""
+    """The tiny model with this trainer's own two-group AdamW (trainer.steps.build_optimizer)."""
     return trained_state(tiny_gpt_config(), steps=steps, trainer_layout=True)
 
 

@@ -169,9 +169,9 @@ def test_built_files_have_the_documented_shape(tmp_path, run, tokenizers):
 
 
 def test_repair_v2_model_step_carries_weights_moments_and_schedule_by_name(tmp_path, run, tokenizers):
-    from trainer.loop import build_optimizer
     from trainer.model import build_model
     from trainer.schedule import build_scheduler
+    from trainer.steps import build_optimizer
 
     source = model_step_file(run, tmp_path / "model_step2.pth", tokenizers[0])
     out = tmp_path / "repaired.pth"

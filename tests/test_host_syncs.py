@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import loop
+from trainer import steps
 from trainer.data import load_items, make_dataset
 from trainer.demo_v2 import DemoV2Paths
 from trainer.model import build_model
@@ -80,17 +80,17 @@ def test_a_training_step_reads_nothing_back_from_the_device(demo_workspace, vers
     model, batches, freezer = _setup(*_cases(demo_workspace)[version])
     model.train()
     device = torch.device("cpu")
-    optimizer = loop.build_optimizer(model, 1e-3, 0.01, device)
+    optimizer = steps.build_optimizer(model, 1e-3, 0.01, device)
     scheduler = build_scheduler(optimizer, 10, 100)
-    weights = loop.LossWeights(0.2, 0.8)
-    window = loop.Window()
+    weights = steps.LossWeights(0.2, 0.8)
+    window = steps.Window()
     calls: list[str] = []
     with count_host_reads(calls):
         for _step in range(2):  # the second step runs with optimizer state in place
-            parts = [loop.micro_step(model, batch, device, "off", "masked", weights, 0.5, None,
+            parts = [steps.micro_step(model, batch, device, "off", "masked", weights, 0.5, None,
                                      contextlib.nullcontext()) for batch in batches]
-            losses = loop.sum_losses(parts)
-            norm, nonfinite = loop.optimizer_step(model, optimizer, None, grad_clip, losses.loss)
+            losses = steps.sum_losses(parts)
+            norm, nonfinite = steps.optimizer_step(model, optimizer, None, grad_clip, losses.loss)
             freezer.after_optimizer_step()
             scheduler.step()
             window.add(_step + 1, losses, norm, nonfinite, optimizer.param_groups[0]["lr"])

@@ -40,7 +40,6 @@ from trainer.checkpoints import (
 )
 from trainer.data import load_items, split_format, train_sampler
 from trainer.errors import UsageError
-from trainer.loop import check_amp, parameter_groups, resolve_amp, resolve_device
 from trainer.model import INFERENCE_ONLY_PREFIXES, build_model, state_dict_mismatches
 from trainer.model_source import (
     ModelStart,
@@ -53,6 +52,7 @@ from trainer.model_source import (
 from trainer.options import resolved_config
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
 from trainer.samples import SamplePlan, sample_plan
+from trainer.steps import check_amp, parameter_groups, resolve_amp, resolve_device
 from trainer.versions import ModelVariant, model_variant
 
 CHECKPOINTS_OF_HEADROOM = 3
@@ -358,7 +358,7 @@ def _meta_model(gpt_config: dict[str, Any]) -> torch.nn.Module:
 
 
 def model_optimizer_names(model: torch.nn.Module) -> list[list[str]]:
-    """Parameter names of each param group of the optimizer the trainer builds for ``model`` (trainer.loop)."""
+    """Parameter names of each param group of the optimizer the trainer builds for ``model`` (trainer.steps)."""
     names = {id(param): name for name, param in model.named_parameters()}
     return [[names[id(param)] for param in group["params"]] for group in parameter_groups(model, 0.0)]
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer import loop
+from trainer import steps
 from trainer.checkpoints import (
     CheckpointManager,
     CheckpointSaveError,
@@ -117,7 +117,7 @@ class TrainingRun:
                 raise UsageError(f"{start.source} does not fit the model of --config {opts['config']}: {exc}") from None
             if dropped:
                 self.say(f"dropped {len(dropped)} inference-only alias keys (gpt.wte.*, inference_model.*)")
-        self.say(f"model: {plan.variant.name} GPT from {start.source}; {loop.count_parameters(self.model):,} "
+        self.say(f"model: {plan.variant.name} GPT from {start.source}; {steps.count_parameters(self.model):,} "
                  f"parameters, text vocabulary {self.model.text_vocab_size} rows")
         for line in start.lines:
             self.say("  " + line)
@@ -185,10 +185,10 @@ class TrainingRun:
 
     def build_optimisation(self) -> None:
         opts = self.opts
-        self.optimizer = loop.build_optimizer(self.model, opts["learning_rate"], opts["weight_decay"], self.device)
+        self.optimizer = steps.build_optimizer(self.model, opts["learning_rate"], opts["weight_decay"], self.device)
         self.scheduler = build_scheduler(self.optimizer, opts["warmup_steps"], self.total_steps)
-        self.scaler = loop.make_scaler(opts["amp"], self.device)
-        self.weights = loop.LossWeights(opts["text_loss_weight"], opts["mel_loss_weight"])
+        self.scaler = steps.make_scaler(opts["amp"], self.device)
+        self.weights = steps.LossWeights(opts["text_loss_weight"], opts["mel_loss_weight"])
 
     def restore(self) -> None:
         """A fresh start, or every component's part of the resumed checkpoint (trainer.state)."""
@@ -238,12 +238,12 @@ class TrainingRun:
         """Train until the last step or a stop request; True when stopped by a signal."""
         opts, state, ctx = self.opts, self.state, self.ctx
         stopping = any_rank(ctx, self.stop.requested is not None, self.device)
-        self.window = loop.Window()
+        self.window = steps.Window()
         accumulation = opts["grad_accumulation"]
         # One loader for the run (its workers start once); each epoch it walks that epoch's remaining batches.
         loader = self.loaders.enter_context(make_loader(self.train_set, [], self.collate, opts["num_workers"],
                                                         self.device.type == "cuda", opts["seed"], persistent=True))
-        global_mean = loop.GlobalMean(ctx.world_size, lambda t: sum_tensor(ctx, t)) if ctx.enabled else None
+        global_mean = steps.GlobalMean(ctx.world_size, lambda t: sum_tensor(ctx, t)) if ctx.enabled else None
         self.train_model.train()
         while state.step < self.total_steps and not stopping:
             epoch_batches = self.sampler.batches(state.epoch)
@@ -258,7 +258,7 @@ class TrainingRun:
                     self.sample_ids += batch["ids"]
                 last_micro = in_step + 1 == micro_total
                 sync = self.train_model.no_sync() if ctx.enabled and not last_micro else contextlib.nullcontext()
-                parts.append(loop.micro_step(self.train_model, batch, self.device, opts["amp"], opts["loss_mode"],
+                parts.append(steps.micro_step(self.train_model, batch, self.device, opts["amp"], opts["loss_mode"],
                                              self.weights, 1.0 / micro_total, self.scaler, sync, global_mean))
                 state.samples_seen += int(rounds[state.position + 1] - rounds[state.position])
                 state.position += 1
@@ -276,11 +276,11 @@ class TrainingRun:
                     state.epoch, state.position = state.epoch + 1, 0
         return stopping
 
-    def _optimizer_step(self, parts: list[loop.StepLosses], epoch_batches: int) -> bool:
+    def _optimizer_step(self, parts: list[steps.StepLosses], epoch_batches: int) -> bool:
         state = self.state
-        losses = loop.sum_losses(parts)
+        losses = steps.sum_losses(parts)
         lr = self.optimizer.param_groups[0]["lr"]
-        grad_norm, nonfinite = loop.optimizer_step(self.model, self.optimizer, self.scaler, self.opts["grad_clip"],
+        grad_norm, nonfinite = steps.optimizer_step(self.model, self.optimizer, self.scaler, self.opts["grad_clip"],
                                                    losses.loss)
         if self.freezer is not None:
             self.freezer.after_optimizer_step()
@@ -328,9 +328,9 @@ class TrainingRun:
         assert self.metrics is not None  # the event first: the studio's progress bar never lags its log
         self.metrics.event("train", state.step, state.epoch, lr=lr, eta_s=round(eta, 1), total_steps=self.total_steps,
                            samples=state.samples_seen, **summary)
-        self.say(loop.train_line(state.step, self.total_steps, min(state.epoch, self.opts["epochs"] - 1),
+        self.say(steps.train_line(state.step, self.total_steps, min(state.epoch, self.opts["epochs"] - 1),
                                  self.opts["epochs"], summary, lr, eta))
-        self.window = loop.Window(streak_before=int(summary["nonfinite_trailing"]))
+        self.window = steps.Window(streak_before=int(summary["nonfinite_trailing"]))
 
     def save_if_finite(self, is_best: bool) -> None:
         """Save, unless the latest step's loss or gradient was not finite (a good latest.pth is never replaced by it)."""
@@ -353,9 +353,9 @@ class TrainingRun:
 
     def _validate(self) -> bool:
         state = self.state
-        sums = sum_over_ranks(self.ctx, loop.evaluate(self.model, self.val_loader, self.device, self.opts["amp"],
+        sums = sum_over_ranks(self.ctx, steps.evaluate(self.model, self.val_loader, self.device, self.opts["amp"],
                                                       self.opts["loss_mode"]), self.device)
-        val = loop.val_metrics(sums, self.weights)
+        val = steps.val_metrics(sums, self.weights)
         state.last_val_loss = val["loss"]
         is_best = math.isfinite(val["loss"]) and (state.best_val_loss is None or val["loss"] < state.best_val_loss)
         if is_best:

@@ -88,7 +88,7 @@ class Optimisation:
                 "optimizer_param_names": optimizer_param_names(run.model, run.optimizer)}
 
     def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
-        from trainer import loop
+        from trainer import steps
 
         run = self.run
         if ckpt.get("optimizer") is None:
@@ -102,7 +102,7 @@ class Optimisation:
         run.optimizer.load_state_dict(ckpt["optimizer"])
         run.scheduler.load_state_dict(ckpt["scheduler"])
         set_peak_lr(run.scheduler, run.opts["learning_rate"])
-        loop.apply_hparams(run.optimizer, run.opts["weight_decay"])
+        steps.apply_hparams(run.optimizer, run.opts["weight_decay"])
         parts = "optimizer + scheduler"
         if run.scaler is not None and ckpt.get("scaler") is not None:
             run.scaler.load_state_dict(ckpt["scaler"])

@@ -107,7 +107,7 @@ def synthesize(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from data_tools.config import load_config
-    from trainer.loop import resolve_device
+    from trainer.steps import resolve_device
     from trainer.synthesis import DecodeSettings, SynthesisError, Synthesizer, write_wav
 
     if not args.reference.is_file():

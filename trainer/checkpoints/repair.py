@@ -9,7 +9,7 @@ Inputs it understands:
   ``accumulation_counter``, ``extra``, ``last_losses``). Their AdamW is one group over every parameter,
   indexed in the upstream model's registration order (the order of the saved state dict, which is not
   this project's module order for v2) and with state only for parameters that got a gradient; repair
-  moves each parameter's moments by name into this trainer's two groups (``trainer.loop``);
+  moves each parameter's moments by name into this trainer's two groups (``trainer.steps``);
 - their ``latest.pth``, which adds ``rng_state`` with a numpy array and a ``TorchVersion``. That file does
   not load with plain ``weights_only=True``. Decision: repair loads it still with ``weights_only=True``,
   allow-listing exactly the data-only numpy array/dtype reconstructors and ``TorchVersion`` (a str), and
@@ -110,7 +110,7 @@ def _meta_model(cfg: Mapping[str, Any]) -> torch.nn.Module:
 
 def trainer_param_names(cfg: Mapping[str, Any], weight_decay: float = 0.01) -> list[list[str]]:
     """Parameter names per group in the layout this project's trainer builds its AdamW with."""
-    from trainer.loop import parameter_groups
+    from trainer.steps import parameter_groups
 
     model = _meta_model(cfg)
     name_of = {id(p): n for n, p in model.named_parameters()}
@@ -118,8 +118,8 @@ def trainer_param_names(cfg: Mapping[str, Any], weight_decay: float = 0.01) -> l
 
 
 def trainer_group_template() -> list[dict[str, Any]]:
-    """The option keys of this trainer's AdamW groups (``trainer.loop.build_optimizer``), without params."""
-    from trainer.loop import build_optimizer
+    """The option keys of this trainer's AdamW groups (``trainer.steps.build_optimizer``), without params."""
+    from trainer.steps import build_optimizer
 
     probe = torch.nn.Linear(2, 2)  # one decayed matrix, one bias: both groups exist
     groups = build_optimizer(probe, 1e-3, 0.01, torch.device("cpu")).state_dict()["param_groups"]
@@ -136,7 +136,7 @@ def relayout_optimizer(optimizer: Mapping[str, Any], scheduler: Mapping[str, Any
     """Move AdamW state saved under ``saved_names`` into this trainer's parameter groups, by name.
 
     ``foreign=True`` (a community trainer's optimizer): the groups take this trainer's options
-    (``trainer.loop.build_optimizer``: fused kernel, ...) with the source's lr, betas, eps and initial
+    (``trainer.steps.build_optimizer``: fused kernel, ...) with the source's lr, betas, eps and initial
     lr; weight decay as the source's in the decayed group, 0 in the other. Otherwise the source's
     first group is the template. Raises ValueError (with the reason) when the state does not belong to
     this model's parameters.
