@@ -121,3 +121,24 @@ def test_a_run_that_ended_is_shown_ended_at_the_next_refresh(tmp_path: Path, mon
 def test_idle_studio_refreshes_slowly(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     assert refresh(StudioContext.create(tmp_path), CpuMeter())[4] == gr.update(value=REFRESH_S)
+
+
+def test_opening_the_system_tab_refreshes_it_at_once(tmp_path: Path, monkeypatch) -> None:
+    """Switching to the tab runs the same refresh as the timer: a run that ended meanwhile shows ended."""
+    from webui import studio
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    ctx = StudioContext.create(tmp_path)
+    blocks = studio.build_studio(ctx, tabs=(("System", "webui.tab_system", "tab-system"),))
+    tab = next(block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == "tab-system")
+    on_open = [fn for fn in blocks.fns.values() if (tab._id, "select") in fn.targets]
+    assert len(on_open) == 1
+    assert "system-processes" in [output.elem_id for output in on_open[0].outputs]
+
+    out = tmp_path / "runs" / "short"
+    ctx.registry.get(out).start([sys.executable, str(FAKE), "--output-dir", str(out), "--steps", "3"],
+                                label="train")
+    watcher = RunSupervisor(out)
+    assert wait_until(lambda: not watcher.poll().running, 20)
+    processes = on_open[0].fn()[3]
+    assert processes.iloc[0]["state"] == "finished"

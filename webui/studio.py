@@ -65,9 +65,11 @@ def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio",
                     module = importlib.import_module(module_name)
                 except Exception as exc:
                     raise _tab_error(tab_title, module_name, "import", exc) from exc
-                with gr.Tab(tab_title, elem_id=elem_id):
+                with gr.Tab(tab_title, elem_id=elem_id) as tab:
                     try:
-                        module.build(ctx)
+                        on_select = module.build(ctx)
                     except Exception as exc:
                         raise _tab_error(tab_title, module_name, "build", exc) from exc
+                if on_select is not None:  # a tab showing live state refreshes the moment it is opened
+                    on_select(tab)
     return studio

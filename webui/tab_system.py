@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -127,7 +128,9 @@ def refresh(ctx: StudioContext, meter: CpuMeter) -> tuple[str, pd.DataFrame, str
     return (host, pd.DataFrame(gpus, columns=GPU_COLUMNS), note, frame, gr.update(value=interval))
 
 
-def build(ctx: StudioContext) -> None:
+def build(ctx: StudioContext) -> Callable[[gr.Tab], None]:
+    """The tab's components; returns how to refresh when the tab is opened (a run that ended meanwhile
+    shows ended at once, not after up to REFRESH_S of a stale table)."""
     meter = CpuMeter()  # one for the studio: CPU shown is the use between two refreshes
     host = gr.Markdown(elem_id="system-host")
     gr.Markdown("### GPUs")
@@ -142,3 +145,8 @@ def build(ctx: StudioContext) -> None:
     for event in (refresh_button.click, timer.tick):
         event(lambda: refresh(ctx, meter), outputs=outputs, show_progress="hidden", queue=False)
     gr.on(triggers=None, fn=lambda: refresh(ctx, meter), outputs=outputs)  # page load
+
+    def on_select(tab: gr.Tab) -> None:
+        tab.select(lambda: refresh(ctx, meter), outputs=outputs, show_progress="hidden", queue=False)
+
+    return on_select
