@@ -91,6 +91,23 @@ def fill_number(page, elem_id: str, value: int) -> None:
     field.press("Tab")
 
 
+def paste_number(page, elem_id: str, value: int) -> None:
+    """Replace a number field's text the way a paste does: one input event, no key presses."""
+    field = page.locator(f"#{elem_id} input")
+    field.click()
+    field.press("ControlOrMeta+a")
+    page.keyboard.insert_text(str(value))
+
+
+def type_then_start(page, elem_id: str, text: str) -> None:
+    """Type into a field key by key with no delay and click Start at once, as a hurried user does."""
+    field = page.locator(f"#{elem_id} input")
+    field.click()
+    field.press("ControlOrMeta+a")
+    field.press_sequentially(text)
+    page.locator("#train-start").click()
+
+
 def run_data_and_tokenizer_checks(page, artifacts: Path) -> None:
     open_tab(page, "Data")
     page.locator("#data-check-run").click()
@@ -164,21 +181,21 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         phase("presets and YAML")
         page.get_by_text("Length and batches").click()
         page.get_by_text("Logging and checkpoints").click()
-        fill_number(page, "opt-max-steps", 400)
         fill_number(page, "opt-log-interval", 1)
-        fill_number(page, "opt-save-interval", 2)
         fill_number(page, "opt-val-interval", 1000)
+        paste_number(page, "opt-save-interval", 2)
         command = page.locator("#train-command textarea")
-        page.wait_for_function(
-            "() => document.querySelector('#train-command textarea').value.includes('--val-interval 1000')")
-        assert "--max-steps 400" in command.input_value() and "--resume" not in command.input_value()
-        assert str(output_dir) in command.input_value()
+        wait_command(page, "--save-interval 2")  # a paste updates the preview like typing does
+        assert "--val-interval 1000" in command.input_value() and str(output_dir) in command.input_value()
 
-        page.locator("#train-start").click()
+        # Fast typing straight into Start (no pause, no blur): the last keystroke is in what starts.
+        type_then_start(page, "opt-max-steps", "400")
         wait_log(page, r"^step 2/\d+")
         phase("first run logging")
-        # The status shows the command that was started, and it is the one the box showed.
-        assert page.locator("#train-status-command").inner_text() == command.input_value()
+        # The status shows the command that was started, and the box shows the same command.
+        started = page.locator("#train-status-command").inner_text()
+        assert "--max-steps 400" in started and "--save-interval 2" in started and "--resume" not in started
+        assert started == command.input_value()
         page.locator("#train-start").click()  # a second Start is refused beside the badge, not over it
         page.wait_for_function(
             "() => /in use by a running process/.test(document.querySelector('#train-start-message').innerText)",
