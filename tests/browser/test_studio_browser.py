@@ -216,10 +216,7 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
 
         # -- graceful stop: saved at step N ---------------------------------------------------------------
         page.locator("#train-stop").click()
-        page.wait_for_function(
-            "() => /stopped, saved at step \\d+/.test(document.querySelector('#train-status').innerText)",
-            timeout=RUN_TIMEOUT_MS)
-        saved_step = int(SAVED.search(status_text(page)).group(1))
+        saved_step = wait_stopped_at(page)
         assert saved_step >= 2 and (output_dir / "latest.pth").is_file()
 
         phase("stopped")

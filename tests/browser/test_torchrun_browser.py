@@ -17,15 +17,14 @@ import pytest
 
 from tests.browser.test_studio_browser import (
     RUN_TIMEOUT_MS,
-    SAVED,
     UI_TIMEOUT_MS,
     command_text,
     fill_number,
     log_text,
     open_tab,
     phase,
-    status_text,
     wait_command,
+    wait_stopped_at,
 )
 from tests.studio_process import StudioProcess
 from webui.process_tools import is_process_alive
@@ -97,10 +96,7 @@ def test_studio_runs_and_stops_a_two_process_torchrun(page, studio_workspace: Pa
 
         # -- Stop: the ranks save, the outcome is 'stopped', nothing of the group is left -----------------------
         page.locator("#train-stop").click()
-        page.wait_for_function(
-            "() => /stopped, saved at step \\d+/.test(document.querySelector('#train-status').innerText)",
-            timeout=RUN_TIMEOUT_MS)
-        saved_step = int(SAVED.search(status_text(page)).group(1))
+        saved_step = wait_stopped_at(page)
         assert saved_step >= 2 and (output_dir / "latest.pth").is_file()
         record = read_record(output_dir)
         assert record["status"] == "stopped" and record["exit_code"] == 130
