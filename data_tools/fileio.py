@@ -38,13 +38,19 @@ def atomic_open(path: Path, mode: str = "wb", encoding: str | None = None) -> It
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
+    with replacing(Path(tmp_name), path):
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the result should look like any new file
         with os.fdopen(fd, mode, encoding=encoding) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def replacing(tmp: Path, path: Path) -> Iterator[None]:
+    """What the body leaves at ``tmp`` is renamed over ``path`` (durably); on any failure ``tmp`` is removed."""
+    try:
+        yield
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -217,7 +217,10 @@ class UnifiedVoice(nn.Module):
         hidden, mask = self.conditioning_encoder(cond_mels.transpose(1, 2), cond_mel_lengths)
         return self.perceiver_encoder(hidden, mask)
 
-    def _conds_from_inputs(self, cond_mels: Tensor | None, cond_mel_lengths: Tensor | None) -> Tensor:
+    def conds_of(self, cond_mels: Tensor | None, cond_mel_lengths: Tensor | None, **extra: Tensor | None) -> Tensor:
+        """The conditioning block from the forward's conditioning inputs (v2 takes more: see its override)."""
+        if extra:
+            raise TypeError(f"{type(self).__name__} takes no conditioning input(s) {sorted(extra)}")
         if cond_mels is None:
             raise ValueError("cond_mels is required (B, 100, frames)")
         return self.get_conditioning(cond_mels, cond_mel_lengths)
@@ -246,8 +249,10 @@ class UnifiedVoice(nn.Module):
         *,
         text_lengths_host: Sequence[int] | None = None,
         code_lengths_host: Sequence[int] | None = None,
+        **conditioning: Tensor | None,
     ) -> ModelOutput:
-        conds = self._conds_from_inputs(cond_mels, cond_mel_lengths)
+        """Logits and losses; ``conditioning`` holds the version's extra inputs (v2: condition, emo_vec, ...)."""
+        conds = self.conds_of(cond_mels, cond_mel_lengths, **conditioning)
         return self.forward_with_conds(
             conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode,
             text_lengths_host=text_lengths_host, code_lengths_host=code_lengths_host,
@@ -261,9 +266,10 @@ class UnifiedVoice(nn.Module):
         code_lengths: Tensor,
         cond_mels: Tensor | None = None,
         cond_mel_lengths: Tensor | None = None,
+        **conditioning: Tensor | None,
     ) -> Tensor:
         """Upstream's `return_latent=True`: final-normed mel hidden states minus the last two, (B, M, D)."""
-        conds = self._conds_from_inputs(cond_mels, cond_mel_lengths)
+        conds = self.conds_of(cond_mels, cond_mel_lengths, **conditioning)
         return self.latent_with_conds(conds, text_ids, text_lengths, codes, code_lengths)
 
     def forward_with_conds(
@@ -402,15 +408,17 @@ class UnifiedVoiceV2(UnifiedVoice):
         latents = condition + emo_vec.unsqueeze(1)
         return torch.cat((latents, speed.to(latents.dtype)), dim=1)
 
-    def _conds_v2(
+    def conds_of(  # type: ignore[override]
         self,
         cond_mels: Tensor | None,
         cond_mel_lengths: Tensor | None,
-        condition: Tensor | None,
-        emo_vec: Tensor | None,
-        emo_cond_mels: Tensor | None,
-        emo_cond_mel_lengths: Tensor | None,
+        *,
+        condition: Tensor | None = None,
+        emo_vec: Tensor | None = None,
+        emo_cond_mels: Tensor | None = None,
+        emo_cond_mel_lengths: Tensor | None = None,
     ) -> Tensor:
+        """Precomputed ``condition`` (B, 32, D) / ``emo_vec`` (B, D), or computed from the prompt mels."""
         if condition is None:
             if cond_mels is None:
                 raise ValueError("pass either condition (B, 32, D) or cond_mels (B, 1024, frames)")
@@ -423,51 +431,6 @@ class UnifiedVoiceV2(UnifiedVoice):
                 raise ValueError("pass emo_vec (B, D), emo_cond_mels or cond_mels (B, 1024, frames)")
             emo_vec = self.get_emovec(emo_cond_mels, emo_cond_mel_lengths)
         return self.build_conds(condition, emo_vec)
-
-    def forward(  # type: ignore[override]
-        self,
-        text_ids: Tensor,
-        text_lengths: Tensor,
-        codes: Tensor,
-        code_lengths: Tensor,
-        cond_mels: Tensor | None = None,
-        cond_mel_lengths: Tensor | None = None,
-        loss_mode: LossMode = "masked",
-        *,
-        condition: Tensor | None = None,
-        emo_vec: Tensor | None = None,
-        emo_cond_mels: Tensor | None = None,
-        emo_cond_mel_lengths: Tensor | None = None,
-        text_lengths_host: Sequence[int] | None = None,
-        code_lengths_host: Sequence[int] | None = None,
-    ) -> ModelOutput:
-        conds = self._conds_v2(
-            cond_mels, cond_mel_lengths, condition, emo_vec, emo_cond_mels, emo_cond_mel_lengths
-        )
-        return self.forward_with_conds(
-            conds, text_ids, text_lengths, codes, code_lengths, loss_mode=loss_mode,
-            text_lengths_host=text_lengths_host, code_lengths_host=code_lengths_host,
-        )
-
-    def forward_latent(  # type: ignore[override]
-        self,
-        text_ids: Tensor,
-        text_lengths: Tensor,
-        codes: Tensor,
-        code_lengths: Tensor,
-        cond_mels: Tensor | None = None,
-        cond_mel_lengths: Tensor | None = None,
-        *,
-        condition: Tensor | None = None,
-        emo_vec: Tensor | None = None,
-        emo_cond_mels: Tensor | None = None,
-        emo_cond_mel_lengths: Tensor | None = None,
-    ) -> Tensor:
-        """The v2 upstream forward's return value: mel-segment latents (B, M, D)."""
-        conds = self._conds_v2(
-            cond_mels, cond_mel_lengths, condition, emo_vec, emo_cond_mels, emo_cond_mel_lengths
-        )
-        return self.latent_with_conds(conds, text_ids, text_lengths, codes, code_lengths)
 
 
 def build_model(config: Mapping[str, Any]) -> UnifiedVoice:

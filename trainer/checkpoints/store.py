@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from data_tools.fileio import atomic_open, fsync_dir
+from data_tools.fileio import atomic_open, fsync_dir, replacing
 from trainer.checkpoints.digest import INTEGRITY_RECORD, DigestWriter, nonfinite_reason, nonfinite_tensors
 from trainer.checkpoints.format import CheckpointError, unsafe_values
 from trainer.checkpoints.lock import OutputDirLock, lock_holder
@@ -121,7 +121,7 @@ def write_checkpoint_file(ckpt: dict[str, Any], path: str | Path) -> None:
 def _replace_with_link(source: Path, target: Path) -> None:
     """Atomically make ``target`` the same file as ``source`` (hard link; a copy where links fail)."""
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
+    with replacing(tmp, target):
         try:
             os.link(source, tmp)
         except OSError as exc:
@@ -129,12 +129,6 @@ def _replace_with_link(source: Path, target: Path) -> None:
                 raise
             with atomic_open(tmp, "wb") as out, open(source, "rb") as src:  # filesystems without hard links
                 shutil.copyfileobj(src, out, 1 << 20)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    fsync_dir(target.parent)
 
 
 def stale_temp_files(output_dir: str | Path) -> list[Path]:
