@@ -105,11 +105,12 @@ def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
     files = tf.WorkspaceFiles(
         train_manifest=demo_workspace.train_manifest, val_manifest=demo_workspace.val_manifest,
         tokenizer=demo_workspace.extended_tokenizer, config=demo_workspace.config,
-        base_checkpoint=demo_workspace.base_checkpoint, output_dir=demo_workspace.output_dir)
+        base_checkpoint=demo_workspace.base_checkpoint, output_dir=demo_workspace.output_dir,
+        vocoder=demo_workspace.vocoder)
     values = tf.apply_preset(tf.DEMO_PRESET, {}, files)
     demo = trainer_options.parse_argv(demo_workspace.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
-                 "learning_rate", "batch_size", "device"):
+                 "learning_rate", "batch_size", "device", "vocoder"):
         assert values[name] == demo[name], name
 
 

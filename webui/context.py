@@ -24,6 +24,7 @@ class WorkspacePaths:
     base_tokenizer: Path  # checkpoints/bpe.model
     tokenizer: Path  # tokenizers/amharic_extended.model
     dvae: Path  # checkpoints/dvae.pth
+    vocoder: Path  # checkpoints/bigvgan_generator.pth (IndexTTS-1.5's BigVGAN; the demo ships a tiny one)
     train_manifest: Path  # data/train.jsonl
     val_manifest: Path  # data/val.jsonl
     data_dir: Path  # data/
@@ -41,6 +42,7 @@ class WorkspacePaths:
             base_tokenizer=root / "checkpoints" / "bpe.model",
             tokenizer=root / "tokenizers" / "amharic_extended.model",
             dvae=root / "checkpoints" / "dvae.pth",
+            vocoder=root / "checkpoints" / "bigvgan_generator.pth",
             train_manifest=root / "data" / "train.jsonl",
             val_manifest=root / "data" / "val.jsonl",
             data_dir=root / "data",

@@ -61,7 +61,8 @@ def workspace_files(ctx: StudioContext, output_dir: Path | None = None) -> tf.Wo
     return tf.WorkspaceFiles(train_manifest=paths.train_manifest, val_manifest=paths.val_manifest,
                              tokenizer=paths.tokenizer, config=paths.config,
                              base_checkpoint=paths.base_checkpoint,
-                             output_dir=output_dir or paths.default_output_dir)
+                             output_dir=output_dir or paths.default_output_dir,
+                             vocoder=paths.vocoder if paths.vocoder.is_file() else None)
 
 
 def latest_training_run(ctx: StudioContext) -> RunStatus | None:

@@ -223,6 +223,7 @@ class WorkspaceFiles:
     config: Path
     base_checkpoint: Path
     output_dir: Path
+    vocoder: Path | None = None  # BigVGAN for samples at saves (IndexTTS-1.5); None: no samples
 
 
 DEMO_PRESET = "Demo (CPU, tiny)"
@@ -261,7 +262,7 @@ def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
     values.update(
         train_manifest=[str(files.train_manifest)], val_manifest=[str(files.val_manifest)],
         tokenizer=str(files.tokenizer), config=str(files.config), base_checkpoint=str(files.base_checkpoint),
-        output_dir=str(files.output_dir),
+        output_dir=str(files.output_dir), vocoder=str(files.vocoder) if files.vocoder else "",
     )
     return values
 
