@@ -225,8 +225,10 @@ def load_items(
 
 def train_sampler(items: Sequence[DataItem] | Sequence[PairItem], batch_size: int, seed: int, *, rank: int = 0,
                   world_size: int = 1) -> BucketBatchSampler:
-    """The training epoch order: bucketed by target length, and by prompt length where prompts differ."""
-    return BucketBatchSampler([item.length for item in items], batch_size, seed, rank=rank, world_size=world_size,
+    """The training epoch order: bucketed by text and codes length (each padded on its own), and by prompt length
+    where prompts differ."""
+    return BucketBatchSampler([(int(item.text_ids.size), item.num_codes) for item in items], batch_size, seed,
+                              rank=rank, world_size=world_size,
                               prompt_lengths=[getattr(item, "prompt_frames", 0) for item in items])
 
 

@@ -1,7 +1,11 @@
 """The epoch order: length-bucketed batches as a pure function of ``(seed, epoch)``, and where a run stands in it.
 
-``BucketBatchSampler`` shuffles, sorts within large chunks by length (low padding), cuts *global* batches
-of ``batch_size x world_size`` items and shuffles them. Under DDP every rank builds the same global list and
+``BucketBatchSampler`` shuffles, cuts the epoch into chunks of about ``BUCKET_BATCHES`` batches, groups each
+chunk into *global* batches of ``batch_size x world_size`` items with little padding and shuffles the batches.
+An item has one length per part of it that is padded on its own (v1.5: text, codes and prompt mel); a chunk is
+halved again and again, each time sorted by the part whose split leaves the fewest padded positions, and cut
+at a multiple of the batch size drawn near the middle (so the batches differ from epoch to epoch even when the
+whole epoch is one chunk), until each group is one batch. Under DDP every rank builds the same global list and
 takes its own contiguous slice of each global batch: rank r's micro-batch is the r-th slice of the batch a
 single process with ``batch_size x world_size`` would train on (same seed, same epoch). No item of an epoch
 is left out: a short global batch is split as evenly as possible (the first ``n % world_size`` ranks get one
@@ -23,70 +27,111 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
-BUCKET_BATCHES = 32  # batches per sorting chunk: larger -> less padding, less randomness
-# Within a chunk sorted by target length, runs of this many global batches are re-sorted by prompt length:
-# the prompt (another utterance of the speaker) is padded on its own, and sorting by one key only leaves it
-# at the padding of a random batch. Measured on the demo data: 15 % -> 11 % padded positions (bench/batch_padding).
-PROMPT_GROUP_BATCHES = 4
+BUCKET_BATCHES = 32  # batches per chunk: larger -> less padding, less randomness
+# A group is cut at a multiple of the batch size drawn within +-20 % of its batches around the middle: the
+# batches vary from epoch to epoch at no cost in padding (the demo data, batch 8, seeds 0-9: 8.3 % padded positions
+# with it, 8.4 % cut at the middle; batches shared by epochs 1 and 2: 4 % with it, 30 % cut at the middle).
+SPLIT_JITTER = 0.2
+# Hashed into the fingerprint: a checkpoint saved under an earlier ordering (target-sorted chunks re-sorted by
+# prompt in runs of 4 batches) resumes at the same sample count, saying once that exactness is lost.
+ORDER = "split-all-parts"
 
 
 class BucketBatchSampler:
     """Length-bucketed batches per epoch, a pure function of (seed, epoch); this rank's share only."""
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, *, rank: int = 0,
-                 world_size: int = 1, bucket_batches: int = BUCKET_BATCHES,
+    def __init__(self, lengths: Sequence[int] | Sequence[Sequence[int]], batch_size: int, seed: int, *,
+                 rank: int = 0, world_size: int = 1, bucket_batches: int = BUCKET_BATCHES,
                  prompt_lengths: Sequence[int] | None = None) -> None:
+        """``lengths``: one length per item, or one row per item of the lengths of its parts padded on their own
+        (text, codes); ``prompt_lengths`` is one more such part (ignored when every prompt is as long)."""
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.lengths = np.asarray(lengths, dtype=np.int64)
+        if self.lengths.ndim != 1 and not (self.lengths.ndim == 2 and self.lengths.shape[1] >= 1):
+            raise ValueError("lengths must be one length per item or one row of part lengths per item")
         prompts = None if prompt_lengths is None else np.asarray(prompt_lengths, dtype=np.int64)
-        if prompts is not None and prompts.shape != self.lengths.shape:
+        if prompts is not None and prompts.shape != self.lengths.shape[:1]:
             raise ValueError("prompt_lengths must have one entry per item")
         # Prompts of one length (IndexTTS2's fixed latents) would change nothing: the order stays by target only.
         self.prompt_lengths = prompts if prompts is not None and prompts.size and np.ptp(prompts) > 0 else None
+        parts = self.lengths.reshape(len(self.lengths), -1)
+        self._parts = parts if self.prompt_lengths is None else np.column_stack([parts, self.prompt_lengths])
         self.batch_size = batch_size
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
         self.bucket_batches = bucket_batches
         self._cache: tuple[int, list[list[int]]] | None = None
+        self._global: tuple[int, list[list[int]]] | None = None  # built once per epoch for batches and rounds
         self._rounds: tuple[int, np.ndarray] | None = None
 
     def fingerprint(self) -> str:
-        """Changes when the data (lengths, order) or batching would differ."""
+        """Changes when the data (lengths, order), the batching or the ordering algorithm would differ."""
         digest = hashlib.sha256(self.lengths.tobytes())
         digest.update(f"{self.batch_size}/{self.world_size}/{self.bucket_batches}".encode())
         if self.prompt_lengths is not None:
             digest.update(b"/prompt" + self.prompt_lengths.tobytes())
         if self.world_size > 1:  # global batches split by rank (older multi-process runs interleaved batches)
             digest.update(b"/sliced")
+        digest.update(f"/{ORDER}/{self.lengths.shape}".encode())
         return digest.hexdigest()[:16]
 
     def _global_batches(self, epoch: int) -> list[list[int]]:
         """Every global batch of ``epoch`` in order (``batch_size x world_size`` items, the same on every rank)."""
+        if self._global is None or self._global[0] != epoch:
+            self._global = (epoch, self._build(epoch))
+        return self._global[1]
+
+    def _build(self, epoch: int) -> list[list[int]]:
         size = self.batch_size * self.world_size
         rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(len(self.lengths))
-        chunk = size * self.bucket_batches
+        total = self._batch_count(len(order))
+        # Chunks of about bucket_batches batches, as even as possible (no small leftover chunk padded badly);
+        # each is a whole number of batches but the last, which holds the epoch's short batch if there is one.
+        chunks = max(1, round(total / self.bucket_batches))
+        bounds = [min(len(order), total * k // chunks * size) for k in range(chunks)] + [len(order)]
         batches: list[list[int]] = []
-        for start in range(0, len(order), chunk):
-            part = order[start:start + chunk]
-            part = part[np.argsort(self.lengths[part], kind="stable")]
-            if self.prompt_lengths is not None:
-                group = size * PROMPT_GROUP_BATCHES
-                part = np.concatenate([run[np.argsort(self.prompt_lengths[run], kind="stable")]
-                                       for run in (part[i:i + group] for i in range(0, len(part), group))])
-            cut = [part[i:i + size].tolist() for i in range(0, len(part), size)]
-            if len(cut[-1]) < self.world_size:  # too few for one item per rank: joins the batch before it
-                tail = cut.pop()
-                if cut:
-                    cut[-1] += tail
-            batches += cut
+        for start, end in pairwise(bounds):
+            batches += self._split(order[start:end], rng)
         return [batches[i] for i in rng.permutation(len(batches))]
+
+    def _batch_count(self, items: int) -> int:
+        """Batches of ``items`` items: a tail too short for one item per rank joins the batch before it."""
+        size = self.batch_size * self.world_size
+        full, tail = divmod(items, size)
+        return full + (1 if tail >= self.world_size else 0)
+
+    def _split(self, part: np.ndarray, rng: np.random.Generator) -> list[list[int]]:
+        """``part`` grouped into batches: halved by the part length whose cut pads least, down to one batch each.
+
+        Every left half is a whole number of batches, so the short batch (or the tail joined to a full one) ends
+        up in the group of the largest items. Within a batch the items go from short to long overall, so each
+        rank's contiguous slice of it holds similar lengths."""
+        count = self._batch_count(len(part))
+        if count <= 1:
+            if count == 0:
+                return []
+            lengths = self._parts[part]
+            return [part[np.argsort(lengths.sum(axis=1), kind="stable")].tolist()]
+        size = self.batch_size * self.world_size
+        half, spread = count // 2, int(SPLIT_JITTER * count)
+        cut = size * (int(rng.integers(max(1, half - spread), min(count - 1, half + spread) + 1)) if spread else half)
+        lengths = self._parts[part]
+        by = np.argsort(lengths, axis=0, kind="stable")  # one order per part length
+        ranked = lengths[by.T]  # [sorted by part k, item, part]
+        # Positions of both halves (each padded to its longest): the sum of the lengths is the same for every
+        # split, so the fewest positions are the fewest padded ones. Ties go to the first part (text before codes).
+        low, high = ranked[:, :cut].max(axis=1).sum(axis=1), ranked[:, cut:].max(axis=1).sum(axis=1)
+        positions = cut * low + (len(part) - cut) * high
+        ordered = part[by[:, int(np.argmin(positions))]]
+        return self._split(ordered[:cut], rng) + self._split(ordered[cut:], rng)
 
     def rank_slice(self, batch: list[int], rank: int) -> list[int]:
         """Rank ``rank``'s contiguous share of a global batch (sizes differ by at most one, larger first)."""
