@@ -8,12 +8,11 @@ the same run. The full studio is used (every tab is mandatory). Every wait has a
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
-import soundfile
 
+from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.demo import DemoPaths
@@ -29,16 +28,6 @@ def trained_workspace(studio_workspace: Path, tmp_path: Path) -> Path:
             "val": subset_manifest(ws.val_manifest, tmp_path / "val.jsonl", 3)}
     assert run_main(tiny_args(ws, data, ws.output_dir, max_steps=2, save_interval=2, vocoder=ws.vocoder)) == 0
     return studio_workspace
-
-
-def served_audio(page, elem_id: str) -> tuple[int, int]:
-    """Fetch the file the player serves (its download link) and read its header."""
-    link = page.locator(f"#{elem_id} a[data-testid='download-link']")
-    link.wait_for(state="attached", timeout=UI_TIMEOUT_MS)
-    response = page.request.get(link.get_attribute("href"))
-    assert response.ok, f"{elem_id}: GET {link.get_attribute('href')} -> {response.status}"
-    with soundfile.SoundFile(io.BytesIO(response.body())) as sound:
-        return sound.samplerate, sound.frames
 
 
 def test_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_workspace: Path, artifacts: Path,

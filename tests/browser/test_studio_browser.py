@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from webui.process_tools import is_process_alive
 from webui.run_record import read_record
@@ -220,6 +221,14 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         assert saved_step >= 2 and (output_dir / "latest.pth").is_file()
 
         phase("stopped")
+        # The demo preset gives the run the workspace's vocoder: the model spoke at its saves (step 2 at least).
+        page.locator("#train-samples-refresh").click()
+        page.wait_for_function(
+            "() => /step \\d+: 3 sample\\(s\\)/.test(document.querySelector('#train-samples-note')?.innerText)",
+            timeout=UI_TIMEOUT_MS)
+        rate, frames = served_audio(page, "train-samples-player-0")
+        assert rate == 24000 and frames > 0
+        phase("samples play")
         # -- resume: the command says so, and so does the pre-flight -------------------------------------------
         page.locator("#train-resume input").check()
         page.wait_for_function(
