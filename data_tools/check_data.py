@@ -322,6 +322,7 @@ class _SplitAccumulator:
     def __init__(self, name: str, manifests: list[Path], first_index: int, problems: _ProblemList) -> None:
         self.name = name
         self.manifests = manifests
+        self.manifest_names = [str(path) for path in manifests]  # where() runs for every duplicate
         self.first_index = first_index
         self.problems = problems
         self.line_offsets: dict[int, int] = {}
@@ -345,10 +346,19 @@ class _SplitAccumulator:
         self.target_ids: list[str | None] = []  # v2 pairs: the target and prompt utterance of each entry
         self.prompt_ids: list[str | None] = []
         self.fixes: list[dict] = []
-        self.speaker_of: list[str | None] = []
+        self.has_pairs = False  # some chunk named target or prompt utterances (else those lists are all None)
+        self.speaker_parts: list[tuple[np.ndarray, list[str]]] = []  # each chunk's speaker indices and names
 
     def where(self, i: int) -> str:
-        return f"{self.manifests[self.loc_manifest[i] - self.first_index]}:{self.loc_line[i]}"
+        return f"{self.manifest_names[self.loc_manifest[i] - self.first_index]}:{self.loc_line[i]}"
+
+    @property
+    def speaker_of(self) -> list[str | None]:
+        """Each entry's speaker name (None for none); built when asked (only paired manifests need it)."""
+        out: list[str | None] = []
+        for speakers, names in self.speaker_parts:
+            out.extend(None if k < 0 else names[k] for k in speakers.tolist())
+        return out
 
     def add(self, chunk: ChunkResult) -> None:
         index = chunk.manifest_index
@@ -362,6 +372,7 @@ class _SplitAccumulator:
         self.entries_per_manifest[index] = self.entries_per_manifest.get(index, 0) + n
         self.ids.extend(chunk.ids)
         if chunk.target_ids or chunk.prompt_ids:
+            self.has_pairs = True
             self.target_ids.extend(chunk.target_ids)
             self.prompt_ids.extend(chunk.prompt_ids)
         else:
@@ -370,7 +381,7 @@ class _SplitAccumulator:
         for line, uid, old, new, basis in chunk.code_len_fixes:
             self.fixes.append({"manifest": str(path), "line": offset + line, "id": uid, "old": old, "new": new,
                                "basis": basis})
-        self.speaker_of.extend(None if k < 0 else chunk.speaker_names[k] for k in chunk.speakers.tolist())
+        self.speaker_parts.append((chunk.speakers, chunk.speaker_names))
         self.loc_manifest.extend([index] * n)
         self.loc_line.extend((chunk.lines + offset).tolist())
         self.codes_by_path = chunk.codes_by_path
@@ -399,12 +410,15 @@ class _SplitAccumulator:
 
     def find_duplicates(self) -> None:
         """Every entry whose id, text or codes repeat an earlier entry of this split."""
-        first: dict[str, int] = {}
-        for i, uid in enumerate(self.ids):
-            j = first.setdefault(uid, i)
-            if j != i:
-                self.duplicates["ids"] += 1
-                self.problems.add("error", "duplicate-id", self.where(i), f"duplicate id '{uid}' (first at {self.where(j)})")
+        ids = self.ids
+        first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))  # each id's first index, built in C
+        if len(first) < len(ids):  # some id repeats: name every repeat, in order
+            for i, uid in enumerate(ids):
+                j = first[uid]
+                if j != i:
+                    self.duplicates["ids"] += 1
+                    self.problems.add("error", "duplicate-id", self.where(i),
+                                      f"duplicate id '{uid}' (first at {self.where(j)})")
         self.first_id = first
         self._pair_checks()
         for kind, key, code in (("texts", "text_hash", "duplicate-text"), ("codes", "codes_hash", "duplicate-codes")):
@@ -432,7 +446,7 @@ class _SplitAccumulator:
                 self.problems.add(severity, code, self.where(i),
                                   f"val entry {self.ids[i]} has the same {what} as train {train.where(j)} "
                                   f"(id {train.ids[j]})")
-        if any(target is not None for target in self.target_ids):
+        if self.has_pairs and any(target is not None for target in self.target_ids):
             leakage["utterances"] = self._utterance_leaks(train)
         return leakage
 
@@ -440,6 +454,8 @@ class _SplitAccumulator:
         """Hashes, 0 (ignored) for a pair whose target utterance an earlier pair of the split already had:
         in a paired manifest each target appears with several prompts, which is not duplication."""
         hashes = self.array(key).astype(np.uint64)
+        if not self.has_pairs:
+            return hashes
         seen: set[str] = set()
         for i, target in enumerate(self.target_ids):
             if target is not None:
@@ -450,11 +466,14 @@ class _SplitAccumulator:
 
     def _pair_checks(self) -> None:
         """v2: a pair's prompt should be an utterance of the pair's speaker (known where it is some target)."""
+        if not self.has_pairs:
+            return  # no prompts to check
+        speaker_of = self.speaker_of
         speaker_of_target: dict[str, tuple[str, int]] = {}
-        for i, (target, speaker) in enumerate(zip(self.target_ids, self.speaker_of)):
+        for i, (target, speaker) in enumerate(zip(self.target_ids, speaker_of)):
             if target is not None and speaker is not None:
                 speaker_of_target.setdefault(target, (speaker, i))
-        for i, (prompt, speaker) in enumerate(zip(self.prompt_ids, self.speaker_of)):
+        for i, (prompt, speaker) in enumerate(zip(self.prompt_ids, speaker_of)):
             known = speaker_of_target.get(prompt) if prompt is not None else None
             if known is not None and speaker is not None and known[0] != speaker:
                 self.problems.add("warning", "prompt-other-speaker", self.where(i),
