@@ -399,7 +399,7 @@ def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     result.ids = ids
     result.text_hash = batch.key_hashes()
     result.lines = np.asarray(entry_lines, dtype=np.int64)
-    result.text_chars = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+    result.text_chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     result.text_tokens = np.full(n, -1, dtype=np.int64)
     result.codes_lengths = np.full(n, -1, dtype=np.int64)
 
@@ -547,8 +547,9 @@ def _tally_scripts(result: ChunkResult, counts: np.ndarray, languages: list[str 
     dominant = letters.argmax(axis=1)
     result.lines_by_script = {name: int(np.sum(has_letters & (dominant == k))) for k, name in enumerate(SCRIPTS)}
     result.lines_by_script["none"] = int(np.sum(~has_letters))
-    columns = np.array([SCRIPTS.index(LANGUAGE_SCRIPTS[lang]) if lang in LANGUAGE_SCRIPTS else -1
-                        for lang in languages], dtype=np.int64)
+    column_of = {lang: SCRIPTS.index(LANGUAGE_SCRIPTS[lang]) if lang in LANGUAGE_SCRIPTS else -1
+                 for lang in set(languages)}  # a few languages, many lines
+    columns = np.fromiter(map(column_of.__getitem__, languages), dtype=np.int64, count=len(languages))
     known = (columns >= 0) & has_letters
     expected = letters[np.arange(len(columns)), np.maximum(columns, 0)]
     flagged = np.flatnonzero(known & (2 * expected < per_line))
