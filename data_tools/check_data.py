@@ -329,7 +329,7 @@ class _SplitAccumulator:
         self.entries_per_manifest: dict[int, int] = {}
         self.problems_per_manifest: dict[int, int] = {}
         self.ids: list[str] = []
-        self.loc_manifest = array("l")
+        self.loc_manifest = array("q")  # filled from int64 arrays' bytes (no Python int per entry)
         self.loc_line = array("q")
         self.codes_by_path = False
         self.first_id: dict[str, int] = {}
@@ -382,16 +382,20 @@ class _SplitAccumulator:
             self.fixes.append({"manifest": str(path), "line": offset + line, "id": uid, "old": old, "new": new,
                                "basis": basis})
         self.speaker_parts.append((chunk.speakers, chunk.speaker_names))
-        self.loc_manifest.extend([index] * n)
-        self.loc_line.extend((chunk.lines + offset).tolist())
+        self.loc_manifest.frombytes(np.full(n, index, dtype=np.int64).tobytes())
+        self.loc_line.frombytes((chunk.lines + offset).astype(np.int64).tobytes())
         self.codes_by_path = chunk.codes_by_path
         for key in ("text_hash", "codes_hash", "durations", "text_chars", "text_tokens", "codes_lengths"):
             self.arrays.setdefault(key, []).append(getattr(chunk, key))
         seconds = np.nan_to_num(chunk.durations, nan=0.0)
+        # Entries grouped by speaker once (a stable sort keeps each speaker's entries in line order, so each
+        # sum adds the same values in the same order as a mask per speaker would), not a pass per speaker.
+        order = np.argsort(chunk.speakers, kind="stable")
+        bounds = np.searchsorted(chunk.speakers[order], np.arange(len(chunk.speaker_names) + 1)).tolist()
         for k, name in enumerate(chunk.speaker_names):
-            mine = chunk.speakers == k
+            mine = order[bounds[k]:bounds[k + 1]]
             entry = self.speakers.setdefault(name, [0, 0.0])
-            entry[0] += int(mine.sum())
+            entry[0] += int(mine.size)
             entry[1] += float(seconds[mine].sum())
         self.entries_without_speaker += int(np.sum(chunk.speakers < 0))
         for key, value in chunk.script_letters.items():
