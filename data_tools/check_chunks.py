@@ -137,11 +137,25 @@ def _hash64(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") or 1
 
 
+_BLAKE8 = hashlib.blake2b(digest_size=8)
+
+
 def _hash_strings(keys: list[str]) -> np.ndarray:
-    """Deterministic 64-bit hashes of strings (the same in every process), as a uint64 array."""
-    blake = hashlib.blake2b
-    digests = b"".join([blake(key.encode("utf-8", "surrogatepass"), digest_size=8).digest() for key in keys])
-    return np.frombuffer(digests, dtype=np.uint64).copy() if keys else np.zeros(0, dtype=np.uint64)
+    """Deterministic 64-bit hashes of strings (the same in every process), as a uint64 array.
+
+    ``blake2b(key, digest_size=8)`` of each key; copying a prepared hasher skips the constructor's
+    argument parsing, a good part of the cost for short keys such as paths.
+    """
+    if not keys:
+        return np.zeros(0, dtype=np.uint64)
+    copy = _BLAKE8.copy
+    digests = []
+    append = digests.append
+    for key in keys:
+        hasher = copy()
+        hasher.update(key.encode("utf-8", "surrogatepass"))
+        append(hasher.digest())
+    return np.frombuffer(b"".join(digests), dtype=np.uint64).copy()
 
 
 @functools.cache

@@ -358,3 +358,16 @@ def test_fast_parse_path_gives_what_json_loads_gives(tmp_path: Path, line: str) 
 
 def _refuse(_text: str, _index: int) -> tuple:
     raise StopIteration(0)
+
+
+def test_string_hashes_are_blake2b_of_the_utf8() -> None:
+    """Path and key hashes stay blake2b-64 of the UTF-8 (lone surrogates passed), whatever the shortcut."""
+    import hashlib
+
+    from data_tools.check_chunks import _hash_strings
+
+    keys = ["codes/a.npy", "", "ሰላም/ፋይል.npy", "\ud800x", "codes/a.npy"]
+    expected = [int.from_bytes(hashlib.blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+                for k in keys]
+    assert _hash_strings(keys).tolist() == expected
+    assert _hash_strings([]).dtype == np.uint64 and _hash_strings([]).size == 0
