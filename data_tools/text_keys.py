@@ -33,7 +33,13 @@ _BASE_INVERSE = np.uint64(pow(int(_BASE), -1, 2**64))
 
 
 def _fill(codepoints: np.ndarray) -> None:
-    unseen = np.unique(codepoints[~_known[codepoints]])
+    unseen = codepoints[~_known[codepoints]]
+    if not unseen.size:
+        return
+    # The distinct ones by sort and compare: np.unique would do the same, but its first call imports numpy.ma
+    # (15-30 ms), once in every checker worker process.
+    unseen = np.sort(unseen)
+    unseen = unseen[np.concatenate(([True], unseen[1:] != unseen[:-1]))]
     for cp in unseen.tolist():
         ch = chr(cp)
         _script_table[cp] = _SCRIPT_CODES[script_of(ch)]
