@@ -311,7 +311,10 @@ def _one_line(exc: BaseException) -> str:
 TOO_LONG = "\x00too long"  # stands for a line over MAX_LINE_BYTES (never a real line: JSON has no raw NUL)
 
 
-WHOLE_READ_BYTES = 64 << 20  # a chunk up to this size is read in one go and split in C, not line by line
+# A chunk up to this size is read in one go and split in C, not line by line. The checker's chunks are at most
+# 4 MB plus the rest of a line; a larger one holds a line far over MAX_LINE_BYTES, and the bounded reader
+# skips that without holding it in memory.
+WHOLE_READ_BYTES = 16 << 20
 
 
 def _read_lines(task: ChunkTask) -> tuple[list[str | None], int]:
