@@ -26,6 +26,7 @@ from data_tools import item_files
 from data_tools.manifest import FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
 from data_tools.shape_rules import (
     MAX_COND_FRAMES,
+    MAX_DURATION_S,
     MAX_ID_CHARS,
     DataLimits,
     RuleError,
@@ -136,11 +137,25 @@ def _hash64(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") or 1
 
 
+_BLAKE8 = hashlib.blake2b(digest_size=8)
+
+
 def _hash_strings(keys: list[str]) -> np.ndarray:
-    """Deterministic 64-bit hashes of strings (the same in every process), as a uint64 array."""
-    blake = hashlib.blake2b
-    digests = b"".join([blake(key.encode("utf-8", "surrogatepass"), digest_size=8).digest() for key in keys])
-    return np.frombuffer(digests, dtype=np.uint64).copy() if keys else np.zeros(0, dtype=np.uint64)
+    """Deterministic 64-bit hashes of strings (the same in every process), as a uint64 array.
+
+    ``blake2b(key, digest_size=8)`` of each key; copying a prepared hasher skips the constructor's
+    argument parsing, a good part of the cost for short keys such as paths.
+    """
+    if not keys:
+        return np.zeros(0, dtype=np.uint64)
+    copy = _BLAKE8.copy
+    digests = []
+    append = digests.append
+    for key in keys:
+        hasher = copy()
+        hasher.update(key.encode("utf-8", "surrogatepass"))
+        append(hasher.digest())
+    return np.frombuffer(b"".join(digests), dtype=np.uint64).copy()
 
 
 @functools.cache
@@ -172,30 +187,45 @@ def problem_code(err: ManifestError) -> str:
     return "invalid-entry"
 
 
+_SCAN_ONCE = json.JSONDecoder().scan_once  # json.loads' own scanner (the C one), without its Python layers
+
+
 def _quick_entry(obj: object) -> tuple | None:
-    """The fields of a line that is certainly valid, else None (then the manifest parser decides)."""
+    """The fields of a line that is certainly valid, else None (then the manifest parser decides).
+
+    Runs once per line: the checks are written out (no loops over tuples of fields) and a float duration
+    in range skips ``valid_duration``; the conditions are exactly those of the plain form.
+    """
     if type(obj) is not dict:
         return None
-    uid = obj.get("id")
-    text = obj.get("text")
-    codes = obj.get("codes")
+    get = obj.get
+    uid = get("id")
+    text = get("text")
+    codes = get("codes")
     if type(uid) is not str or type(text) is not str or type(codes) is not str:
         return None
-    cond_mel = obj.get("cond_mel")
-    cond_audio = obj.get("cond_audio")
-    speaker = obj.get("speaker")
-    language = obj.get("language")
-    duration = obj.get("duration")
-    for value in (cond_mel, cond_audio, speaker, language):
-        if value is not None and type(value) is not str:
-            return None
-    if duration is not None and valid_duration(duration) is None:
+    cond_mel = get("cond_mel")
+    cond_audio = get("cond_audio")
+    speaker = get("speaker")
+    language = get("language")
+    duration = get("duration")
+    if ((cond_mel is not None and type(cond_mel) is not str) or (cond_audio is not None and type(cond_audio) is not str)
+            or (speaker is not None and type(speaker) is not str)
+            or (language is not None and type(language) is not str)):
+        return None
+    if duration is not None and not (type(duration) is float and 0.0 <= duration <= MAX_DURATION_S) \
+            and valid_duration(duration) is None:
         return None
     if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)) or len(uid) > MAX_ID_CHARS:
         return None
-    for value in (codes, cond_mel, cond_audio):
-        if value and (value[0] == "~" or "\x00" in value or len(value) > 4096 or value.isspace()):
-            return None  # the manifest parser expands or refuses it
+    # A path the manifest parser expands (~) or refuses (NUL, over 4096 characters, only spaces).
+    if codes[0] == "~" or "\x00" in codes or len(codes) > 4096:  # codes.strip() is not empty: not only spaces
+        return None
+    if cond_mel and (cond_mel[0] == "~" or "\x00" in cond_mel or len(cond_mel) > 4096 or cond_mel.isspace()):
+        return None
+    if cond_audio and (cond_audio[0] == "~" or "\x00" in cond_audio or len(cond_audio) > 4096
+                       or cond_audio.isspace()):
+        return None
     if "prompt_condition_path" in obj or "target_codes_path" in obj:
         return None
     return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
@@ -281,8 +311,57 @@ def _one_line(exc: BaseException) -> str:
 TOO_LONG = "\x00too long"  # stands for a line over MAX_LINE_BYTES (never a real line: JSON has no raw NUL)
 
 
+# A chunk up to this size is read in one go and split in C, not line by line. The checker's chunks are at most
+# 4 MB plus the rest of a line; a larger one holds a line far over MAX_LINE_BYTES, and the bounded reader
+# skips that without holding it in memory.
+WHOLE_READ_BYTES = 16 << 20
+
+
 def _read_lines(task: ChunkTask) -> tuple[list[str | None], int]:
     """The chunk's lines (None where a line is not UTF-8, TOO_LONG where it is too long) and the bytes read."""
+    from data_tools.fileio import open_regular
+
+    if task.end - task.start <= WHOLE_READ_BYTES:
+        with open_regular(task.manifest) as handle:
+            handle.seek(task.start)
+            data = handle.read(task.end - task.start)
+        lines = _split_lines(data)
+        if lines is not None:
+            return lines, len(data)
+    return _read_lines_bounded(task)
+
+
+def _split_lines(data: bytes) -> list[str | None] | None:
+    """``data``'s lines as ``_read_lines_bounded`` gives them, or None when a line may be too long (let it decide).
+
+    One decode and one split for the whole chunk: UTF-8 never has a newline byte inside a character, so
+    this is the same as decoding line by line (which is done only when the chunk is not all UTF-8).
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        lines: list[str | None] = text.split("\n")  # type: ignore[assignment]
+        if len(data) >= MAX_LINE_BYTES and max(map(len, lines)) * 4 >= MAX_LINE_BYTES:  # type: ignore[arg-type]
+            return None  # a line of that many characters may be too many bytes
+    else:
+        parts = data.split(b"\n")
+        if len(data) >= MAX_LINE_BYTES and max(map(len, parts)) >= MAX_LINE_BYTES:
+            return None
+        lines = []
+        for part in parts:
+            try:
+                lines.append(part.decode("utf-8"))
+            except UnicodeDecodeError:
+                lines.append(None)
+    if lines and lines[-1] == "" and (not data or data.endswith(b"\n")):
+        lines.pop()  # the empty piece after the last newline is no line
+    return lines
+
+
+def _read_lines_bounded(task: ChunkTask) -> tuple[list[str | None], int]:
+    """``_read_lines`` a line at a time, never holding more than MAX_LINE_BYTES of one line in memory."""
     from data_tools.fileio import open_regular
 
     lines: list[str | None] = []
@@ -337,7 +416,7 @@ def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     result.ids = ids
     result.text_hash = batch.key_hashes()
     result.lines = np.asarray(entry_lines, dtype=np.int64)
-    result.text_chars = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+    result.text_chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     result.text_tokens = np.full(n, -1, dtype=np.int64)
     result.codes_lengths = np.full(n, -1, dtype=np.int64)
 
@@ -362,9 +441,11 @@ def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
 def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tuple[list[tuple], list[int]]:
     """The lean parse loop: fields of every valid line, a problem for every invalid one."""
     loads = json.loads
+    scan = _SCAN_ONCE
     quick = _quick_entry
     entries: list[tuple] = []
     entry_lines: list[int] = []
+    append_entry, append_line = entries.append, entry_lines.append
     for lineno, raw in enumerate(lines, 1):
         if raw is None:
             problems.append(("error", "not-utf8", lineno, "not valid UTF-8"))
@@ -372,6 +453,18 @@ def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tup
         if raw is TOO_LONG:
             problems.append(("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes"))
             continue
+        # The usual line: one JSON value from its first character to its last is exactly what json.loads
+        # gives (no BOM, no whitespace around it), without json.loads' Python layers and two regex matches.
+        try:
+            obj, end = scan(raw, 0)
+        except (StopIteration, ValueError, RecursionError):
+            end = -1
+        if end == len(raw):
+            fields = quick(obj)
+            if fields is not None:
+                append_entry(fields)
+                append_line(lineno)
+                continue
         try:
             fields = quick(loads(raw))
         except (ValueError, RecursionError):
@@ -471,8 +564,9 @@ def _tally_scripts(result: ChunkResult, counts: np.ndarray, languages: list[str 
     dominant = letters.argmax(axis=1)
     result.lines_by_script = {name: int(np.sum(has_letters & (dominant == k))) for k, name in enumerate(SCRIPTS)}
     result.lines_by_script["none"] = int(np.sum(~has_letters))
-    columns = np.array([SCRIPTS.index(LANGUAGE_SCRIPTS[lang]) if lang in LANGUAGE_SCRIPTS else -1
-                        for lang in languages], dtype=np.int64)
+    column_of = {lang: SCRIPTS.index(LANGUAGE_SCRIPTS[lang]) if lang in LANGUAGE_SCRIPTS else -1
+                 for lang in set(languages)}  # a few languages, many lines
+    columns = np.fromiter(map(column_of.__getitem__, languages), dtype=np.int64, count=len(languages))
     known = (columns >= 0) & has_letters
     expected = letters[np.arange(len(columns)), np.maximum(columns, 0)]
     flagged = np.flatnonzero(known & (2 * expected < per_line))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import multiprocessing
 import os
@@ -283,7 +284,13 @@ def _run_chunks(tasks: list[ChunkTask], settings: CheckSettings, workers: int):
             yield run(task)
         return
     yield from pool_results(multiprocessing.get_context(_start_method()), workers, run, tasks,
-                            timeout_s=CHUNK_TIMEOUT_S, what="data-check")
+                            timeout_s=CHUNK_TIMEOUT_S, what="data-check", initializer=_worker_start)
+
+
+def _worker_start() -> None:
+    """A forked worker holds every object of its parent: frozen, its garbage collections never walk them
+    (nor copy their pages, which writing their GC headers would). What the worker makes is collected as usual."""
+    gc.freeze()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,13 +329,14 @@ class _SplitAccumulator:
     def __init__(self, name: str, manifests: list[Path], first_index: int, problems: _ProblemList) -> None:
         self.name = name
         self.manifests = manifests
+        self.manifest_names = [str(path) for path in manifests]  # where() runs for every duplicate
         self.first_index = first_index
         self.problems = problems
         self.line_offsets: dict[int, int] = {}
         self.entries_per_manifest: dict[int, int] = {}
         self.problems_per_manifest: dict[int, int] = {}
         self.ids: list[str] = []
-        self.loc_manifest = array("l")
+        self.loc_manifest = array("q")  # filled from int64 arrays' bytes (no Python int per entry)
         self.loc_line = array("q")
         self.codes_by_path = False
         self.first_id: dict[str, int] = {}
@@ -345,10 +353,19 @@ class _SplitAccumulator:
         self.target_ids: list[str | None] = []  # v2 pairs: the target and prompt utterance of each entry
         self.prompt_ids: list[str | None] = []
         self.fixes: list[dict] = []
-        self.speaker_of: list[str | None] = []
+        self.has_pairs = False  # some chunk named target or prompt utterances (else those lists are all None)
+        self.speaker_parts: list[tuple[np.ndarray, list[str]]] = []  # each chunk's speaker indices and names
 
     def where(self, i: int) -> str:
-        return f"{self.manifests[self.loc_manifest[i] - self.first_index]}:{self.loc_line[i]}"
+        return f"{self.manifest_names[self.loc_manifest[i] - self.first_index]}:{self.loc_line[i]}"
+
+    @property
+    def speaker_of(self) -> list[str | None]:
+        """Each entry's speaker name (None for none); built when asked (only paired manifests need it)."""
+        out: list[str | None] = []
+        for speakers, names in self.speaker_parts:
+            out.extend(None if k < 0 else names[k] for k in speakers.tolist())
+        return out
 
     def add(self, chunk: ChunkResult) -> None:
         index = chunk.manifest_index
@@ -362,6 +379,7 @@ class _SplitAccumulator:
         self.entries_per_manifest[index] = self.entries_per_manifest.get(index, 0) + n
         self.ids.extend(chunk.ids)
         if chunk.target_ids or chunk.prompt_ids:
+            self.has_pairs = True
             self.target_ids.extend(chunk.target_ids)
             self.prompt_ids.extend(chunk.prompt_ids)
         else:
@@ -370,17 +388,21 @@ class _SplitAccumulator:
         for line, uid, old, new, basis in chunk.code_len_fixes:
             self.fixes.append({"manifest": str(path), "line": offset + line, "id": uid, "old": old, "new": new,
                                "basis": basis})
-        self.speaker_of.extend(None if k < 0 else chunk.speaker_names[k] for k in chunk.speakers.tolist())
-        self.loc_manifest.extend([index] * n)
-        self.loc_line.extend((chunk.lines + offset).tolist())
+        self.speaker_parts.append((chunk.speakers, chunk.speaker_names))
+        self.loc_manifest.frombytes(np.full(n, index, dtype=np.int64).tobytes())
+        self.loc_line.frombytes((chunk.lines + offset).astype(np.int64).tobytes())
         self.codes_by_path = chunk.codes_by_path
         for key in ("text_hash", "codes_hash", "durations", "text_chars", "text_tokens", "codes_lengths"):
             self.arrays.setdefault(key, []).append(getattr(chunk, key))
         seconds = np.nan_to_num(chunk.durations, nan=0.0)
+        # Entries grouped by speaker once (a stable sort keeps each speaker's entries in line order, so each
+        # sum adds the same values in the same order as a mask per speaker would), not a pass per speaker.
+        order = np.argsort(chunk.speakers, kind="stable")
+        bounds = np.searchsorted(chunk.speakers[order], np.arange(len(chunk.speaker_names) + 1)).tolist()
         for k, name in enumerate(chunk.speaker_names):
-            mine = chunk.speakers == k
+            mine = order[bounds[k]:bounds[k + 1]]
             entry = self.speakers.setdefault(name, [0, 0.0])
-            entry[0] += int(mine.sum())
+            entry[0] += int(mine.size)
             entry[1] += float(seconds[mine].sum())
         self.entries_without_speaker += int(np.sum(chunk.speakers < 0))
         for key, value in chunk.script_letters.items():
@@ -399,12 +421,15 @@ class _SplitAccumulator:
 
     def find_duplicates(self) -> None:
         """Every entry whose id, text or codes repeat an earlier entry of this split."""
-        first: dict[str, int] = {}
-        for i, uid in enumerate(self.ids):
-            j = first.setdefault(uid, i)
-            if j != i:
-                self.duplicates["ids"] += 1
-                self.problems.add("error", "duplicate-id", self.where(i), f"duplicate id '{uid}' (first at {self.where(j)})")
+        ids = self.ids
+        first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))  # each id's first index, built in C
+        if len(first) < len(ids):  # some id repeats: name every repeat, in order
+            for i, uid in enumerate(ids):
+                j = first[uid]
+                if j != i:
+                    self.duplicates["ids"] += 1
+                    self.problems.add("error", "duplicate-id", self.where(i),
+                                      f"duplicate id '{uid}' (first at {self.where(j)})")
         self.first_id = first
         self._pair_checks()
         for kind, key, code in (("texts", "text_hash", "duplicate-text"), ("codes", "codes_hash", "duplicate-codes")):
@@ -432,7 +457,7 @@ class _SplitAccumulator:
                 self.problems.add(severity, code, self.where(i),
                                   f"val entry {self.ids[i]} has the same {what} as train {train.where(j)} "
                                   f"(id {train.ids[j]})")
-        if any(target is not None for target in self.target_ids):
+        if self.has_pairs and any(target is not None for target in self.target_ids):
             leakage["utterances"] = self._utterance_leaks(train)
         return leakage
 
@@ -440,6 +465,8 @@ class _SplitAccumulator:
         """Hashes, 0 (ignored) for a pair whose target utterance an earlier pair of the split already had:
         in a paired manifest each target appears with several prompts, which is not duplication."""
         hashes = self.array(key).astype(np.uint64)
+        if not self.has_pairs:
+            return hashes
         seen: set[str] = set()
         for i, target in enumerate(self.target_ids):
             if target is not None:
@@ -450,11 +477,14 @@ class _SplitAccumulator:
 
     def _pair_checks(self) -> None:
         """v2: a pair's prompt should be an utterance of the pair's speaker (known where it is some target)."""
+        if not self.has_pairs:
+            return  # no prompts to check
+        speaker_of = self.speaker_of
         speaker_of_target: dict[str, tuple[str, int]] = {}
-        for i, (target, speaker) in enumerate(zip(self.target_ids, self.speaker_of)):
+        for i, (target, speaker) in enumerate(zip(self.target_ids, speaker_of)):
             if target is not None and speaker is not None:
                 speaker_of_target.setdefault(target, (speaker, i))
-        for i, (prompt, speaker) in enumerate(zip(self.prompt_ids, self.speaker_of)):
+        for i, (prompt, speaker) in enumerate(zip(self.prompt_ids, speaker_of)):
             known = speaker_of_target.get(prompt) if prompt is not None else None
             if known is not None and speaker is not None and known[0] != speaker:
                 self.problems.add("warning", "prompt-other-speaker", self.where(i),

@@ -33,7 +33,13 @@ _BASE_INVERSE = np.uint64(pow(int(_BASE), -1, 2**64))
 
 
 def _fill(codepoints: np.ndarray) -> None:
-    unseen = np.unique(codepoints[~_known[codepoints]])
+    unseen = codepoints[~_known[codepoints]]
+    if not unseen.size:
+        return
+    # The distinct ones by sort and compare: np.unique would do the same, but its first call imports numpy.ma
+    # (15-30 ms), once in every checker worker process.
+    unseen = np.sort(unseen)
+    unseen = unseen[np.concatenate(([True], unseen[1:] != unseen[:-1]))]
     for cp in unseen.tolist():
         ch = chr(cp)
         _script_table[cp] = _SCRIPT_CODES[script_of(ch)]
@@ -45,20 +51,19 @@ def _fill(codepoints: np.ndarray) -> None:
         _known[cp] = True
 
 
-def _codepoints(texts: list[str]) -> np.ndarray:
+def _codepoints(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The NFC texts' code points, one array, and each text's length in it (one join, one NFC test)."""
     joined = "".join(texts)
-    if not unicodedata.is_normalized("NFC", joined):
-        joined = "".join(unicodedata.normalize("NFC", t) for t in texts)
+    if unicodedata.is_normalized("NFC", joined):
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    else:
+        normalized = [unicodedata.normalize("NFC", t) for t in texts]
+        joined = "".join(normalized)
+        lengths = np.fromiter(map(len, normalized), dtype=np.int64, count=len(texts))
     points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     if points.size:
         _fill(points)
-    return points
-
-
-def _nfc_lengths(texts: list[str]) -> np.ndarray:
-    if unicodedata.is_normalized("NFC", "".join(texts)):
-        return np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
-    return np.fromiter((len(unicodedata.normalize("NFC", t)) for t in texts), dtype=np.int64, count=len(texts))
+    return points, lengths
 
 
 class TextBatch:
@@ -66,8 +71,7 @@ class TextBatch:
 
     def __init__(self, texts: list[str]) -> None:
         self.count = len(texts)
-        self.points = _codepoints(texts)
-        self.lengths = _nfc_lengths(texts)
+        self.points, self.lengths = _codepoints(texts)
         self.starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64) if texts else \
             np.zeros(0, dtype=np.int64)
         self.owner = np.repeat(np.arange(self.count, dtype=np.int64), self.lengths)

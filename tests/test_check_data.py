@@ -290,3 +290,84 @@ def test_vectorised_script_counts_match_the_front_end() -> None:
     for text, row in zip(texts, counts.tolist()):
         expected = script_counts(text)
         assert row[1:] == [expected["ethiopic"], expected["latin"], expected["other"]]
+
+
+def test_whole_chunk_read_matches_the_line_by_line_reader(tmp_path: Path) -> None:
+    """The one-read split of a chunk gives exactly the bounded reader's lines and byte count."""
+    from data_tools import check_chunks
+    from data_tools.manifest import MAX_LINE_BYTES
+
+    good = '{"id": "a", "text": "ሰላም"}'.encode()
+    cases = {
+        "plain": good + b"\n" + good + b"\n",
+        "no-final-newline": good + b"\n" + good,
+        "empty": b"",
+        "blank-lines": b"\n\n" + good + b"\n\n",
+        "crlf": good + b"\r\n" + good + b"\r\n",
+        "bad-utf8": good + b"\n\xff\xfe broken\n" + good + b"\n\xe1\x88\n",
+        "separators": "{\"text\": \"a\u2028b\u0085c\x0bd\"}\n".encode(),
+        "too-long": good + b"\n" + b"x" * (MAX_LINE_BYTES + 5) + b"\n" + good + b"\n",
+        "exactly-limit": b"y" * (MAX_LINE_BYTES - 1) + b"\n" + b"z" * MAX_LINE_BYTES,
+        "too-long-bad-utf8": b"\xff" * (MAX_LINE_BYTES + 1) + b"\n" + good,
+    }
+    for name, data in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(data)
+        for start, end in ((0, len(data)), (0, len(data) // 2), (len(data) // 3, len(data))):
+            task = check_chunks.ChunkTask(str(path), 0, start, end)
+            assert check_chunks._read_lines(task) == check_chunks._read_lines_bounded(task), (name, start, end)
+
+
+@pytest.mark.parametrize("line", [
+    '{"id": "u1", "text": "hi there", "codes": "c.npy", "cond_mel": "m.npy", "duration": 2.5}',
+    '{"id": "u1", "text": "hi there", "codes": "c.npy", "cond_mel": "m.npy", "duration": 2}',
+    ' {"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy"}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy"} \r',
+    '\ufeff{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy"}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy"} {}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy"}]',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy", "duration": NaN}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy", "duration": Infinity}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy", "duration": -0.0}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy", "duration": 86400.5}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy", "duration": true}',
+    '{"id": "u1", "text": "hi", "codes": "~/c.npy", "cond_mel": " ", "cond_audio": "a.wav"}',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": 3}',
+    '[1, 2]',
+    '"text"',
+    '',
+    '   ',
+    '{"id": "u1", "text": "hi", "codes": "c.npy", "cond_mel": "m.npy", "id": 5}',
+    '[' * 100000,
+])
+def test_fast_parse_path_gives_what_json_loads_gives(tmp_path: Path, line: str) -> None:
+    """The scanner shortcut takes a line only when json.loads would give the same value."""
+    from data_tools import check_chunks
+
+    fast_problems: list = []
+    fast = check_chunks._parse_lines([line], tmp_path / "m.jsonl", fast_problems)
+    slow_problems: list = []
+    scan = check_chunks._SCAN_ONCE
+    try:
+        check_chunks._SCAN_ONCE = _refuse
+        slow = check_chunks._parse_lines([line], tmp_path / "m.jsonl", slow_problems)
+    finally:
+        check_chunks._SCAN_ONCE = scan
+    assert (fast, fast_problems) == (slow, slow_problems)
+
+
+def _refuse(_text: str, _index: int) -> tuple:
+    raise StopIteration(0)
+
+
+def test_string_hashes_are_blake2b_of_the_utf8() -> None:
+    """Path and key hashes stay blake2b-64 of the UTF-8 (lone surrogates passed), whatever the shortcut."""
+    import hashlib
+
+    from data_tools.check_chunks import _hash_strings
+
+    keys = ["codes/a.npy", "", "ሰላም/ፋይል.npy", "\ud800x", "codes/a.npy"]
+    expected = [int.from_bytes(hashlib.blake2b(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+                for k in keys]
+    assert _hash_strings(keys).tolist() == expected
+    assert _hash_strings([]).dtype == np.uint64 and _hash_strings([]).size == 0
