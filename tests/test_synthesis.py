@@ -11,6 +11,7 @@ import torch
 from trainer.model import build_model
 from trainer.synthesis import DecodeSettings, SynthesisError, Synthesizer, generate_codes, load_vocoder
 from trainer.synthesis.demo_vocoder import build_demo_vocoder, demo_bigvgan_config, write_demo_vocoder
+from trainer.synthesis.generation import CachedDecoder, prefix_embeddings
 
 TINY_GPT = {
     "model_dim": 64, "max_mel_tokens": 40, "max_text_tokens": 24, "heads": 4, "layers": 2,
@@ -74,6 +75,29 @@ def test_kv_cache_gives_the_codes_of_full_recompute(model, conds, settings, text
     assert torch.equal(cached.codes, full.codes)
     assert cached.steps == full.steps
     assert cached.codes.size(1) >= 2
+
+
+@pytest.mark.parametrize("moves", [[0, 1, 2], [2, 0, 0], [1, 1, 2], [0, 2, 1]],
+                         ids=["identity", "fan_out", "partial", "swap"])
+def test_cache_reorder_copies_only_filled_moved_rows(model, conds, moves):
+    text = PADDED[[0, 1, 1]]  # rows of different padding, so the key mask moves with the rows too
+    prefix, mask = prefix_embeddings(model, conds, text)
+    rows = torch.tensor(moves)
+    tokens = torch.tensor([3, 9, 27])
+    cached, full = CachedDecoder(model, use_cache=True), CachedDecoder(model, use_cache=False)
+    with torch.no_grad():
+        for decoder in (cached, full):
+            decoder.start(prefix, mask, prefix.size(1) + 4)
+            decoder.step(tokens, 2)
+        before = [k.clone() for k in cached.keys]
+        for k in cached.keys:
+            k[:, :, cached.length :] = float("nan")  # unfilled capacity: must be neither read nor copied
+        for decoder in (cached, full):
+            decoder.reorder(rows)
+        for k, old in zip(cached.keys, before):
+            assert torch.equal(k[:, :, : cached.length], old[rows, :, : cached.length])
+        after = [decoder.step(tokens, 3) for decoder in (cached, full)]
+    torch.testing.assert_close(after[0], after[1], rtol=1e-4, atol=1e-4)
 
 
 def test_generation_depends_on_text_and_stops(model, conds):

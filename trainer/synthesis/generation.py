@@ -211,12 +211,27 @@ class CachedDecoder:
         return self._logits(x[:, -1])
 
     def reorder(self, rows: Tensor) -> None:
+        """Row i continues from row ``rows[i]`` (a beam step's choices).
+
+        The cache is rewritten in place, and only where it changes: the rows whose source is another row,
+        and only their filled positions (``[:length]``, not the whole capacity). A step where every beam
+        extends itself copies nothing; otherwise the copy is O(moved rows x length), never O(capacity).
+        """
+        if self.embeds is not None:  # uncached reference path: plain gather
+            self.embeds = self.embeds.index_select(0, rows)
         if self.key_mask is not None:
             self.key_mask = self.key_mask.index_select(0, rows)
-        if self.embeds is not None:
-            self.embeds = self.embeds.index_select(0, rows)
-        self.keys = [k.index_select(0, rows) for k in self.keys]
-        self.values = [v.index_select(0, rows) for v in self.values]
+        if not self.keys:
+            return
+        moved = (rows != torch.arange(rows.numel(), device=rows.device)).nonzero().squeeze(1)
+        if moved.numel() == 0:
+            return
+        sources = rows.index_select(0, moved)
+        t = self.length
+        for cache in (*self.keys, *self.values):
+            filled = cache[:, :, :t]
+            # index_select copies the sources out first, so a row that is both read and written is safe.
+            filled.index_copy_(0, moved, filled.index_select(0, sources))
 
 
 # ----- logits processing (upstream's order: repetition penalty, then temperature, top-k, top-p) ---------
