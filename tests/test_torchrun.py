@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -209,20 +210,36 @@ def run_together(commands: list[list[str]], logs: list[Path], env: dict[str, str
             for command, proc, log in zip(commands, procs, logs, strict=True)]
 
 
-def test_two_nodes_over_loopback_train_exactly_like_one_node_with_two_processes(full_run, demo_workspace, data,
-                                                                                 tmp_path):
-    """The studio's 2-node command (static rendezvous, node rank R runs global rank R), both nodes here: the
-    run is the single-node 2-process run bit for bit, and only node 0 (global rank 0) writes run files."""
-    full, _ = full_run
+def two_nodes(outs: list[Path], argv_of: Callable[[Path], list[str]], logs: Path
+              ) -> list[subprocess.CompletedProcess]:
+    """The studio's 2-node command (``webui.launcher.command``: static rendezvous at a free loopback port), node 0
+    with output dir ``outs[0]`` and node 1 with ``outs[1]``, both started here and run to their ends."""
     endpoint = f"127.0.0.1:{free_loopback_port()}"
-    outs = [tmp_path / "node0", tmp_path / "node1"]  # each node its own output dir, as on machines of their own
     commands = [launcher.command(launcher.Launch(nproc_per_node=1, nnodes=2, rdzv_endpoint=endpoint, node_rank=rank),
-                                 tiny_args(demo_workspace, data, out, max_steps=STEPS), str(out))
+                                 argv_of(out), str(out))
                 for rank, out in enumerate(outs)]
     assert commands[1][commands[1].index("--node-rank") + 1] == "1" and "--rdzv-backend" in commands[1]
     # Gloo binds where the host name resolves; on a machine where that is not loopback it must still stay here.
     env = {**HOOKS, **({"GLOO_SOCKET_IFNAME": "lo"} if sys.platform.startswith("linux") else {})}
-    node0, node1 = run_together(commands, [tmp_path / "node0-log", tmp_path / "node1-log"], env)
+    logs.mkdir(parents=True, exist_ok=True)
+    return run_together(commands, [logs / "node0", logs / "node1"], env)
+
+
+def only_launcher_logs(out: Path) -> bool:
+    """Whether ``out`` holds nothing but torchrun's rank logs (no checkpoint, metrics, config or lock)."""
+    ranks = out / launcher.RANKS_DIR
+    return ([p.name for p in out.iterdir()] == [launcher.RANKS_DIR]
+            and all(p.suffix == ".log" for p in ranks.rglob("*") if p.is_file()))
+
+
+def test_two_nodes_over_loopback_train_exactly_like_one_node_with_two_processes(full_run, demo_workspace, data,
+                                                                                 tmp_path):
+    """Both nodes here: the run is the single-node 2-process run bit for bit (node rank R runs global rank R),
+    and only node 0 (global rank 0) writes run files."""
+    full, _ = full_run
+    outs = [tmp_path / "node0", tmp_path / "node1"]  # each node its own output dir, as on machines of their own
+    node0, node1 = two_nodes(outs, lambda out: tiny_args(demo_workspace, data, out, max_steps=STEPS),
+                             tmp_path / "logs")
     assert node0.returncode == 0, node0.stderr[-3000:]
     assert node1.returncode == 0, node1.stderr[-3000:]
 
@@ -233,11 +250,39 @@ def test_two_nodes_over_loopback_train_exactly_like_one_node_with_two_processes(
     assert_same_training_state(load(outs[0] / "latest.pth"), load(full / "latest.pth"))
     assert sorted(p.name for p in outs[0].glob("*.pth")) == sorted(p.name for p in full.glob("*.pth"))
     assert "training finished" in node0.stdout and "training finished" not in node1.stdout
-
-    # Node 1 wrote nothing of the run: no checkpoint, no metrics, no config, no lock; only torchrun's rank logs.
-    assert [p.name for p in outs[1].iterdir()] == [launcher.RANKS_DIR]
-    assert [p.name for p in (outs[1] / launcher.RANKS_DIR).rglob("*") if p.is_file() and p.suffix != ".log"] == []
+    assert only_launcher_logs(outs[1])
     assert len(list((outs[0] / launcher.RANKS_DIR).rglob("stdout.log"))) == 1  # each node keeps its own rank's
+
+
+def test_a_node_without_node_0s_checkpoint_is_refused_and_with_a_copy_resumes_exactly(runs, demo_workspace, data,
+                                                                                       tmp_path):
+    """Each rank reads the checkpoint in its own node's --output-dir: one that finds none (or another) must not
+    train out of step with node 0 (it did, silently, until a collective timed out); with a copy it resumes."""
+    outs = [tmp_path / "node0", tmp_path / "node1"]
+    shutil.copytree(runs["snapshot"], outs[0])  # saved at step 2, mid-epoch
+    outs[1].mkdir()
+    before = (outs[0] / "metrics.jsonl").read_text(encoding="utf-8")
+    argv_of = lambda out: tiny_args(demo_workspace, data, out, max_steps=STEPS)  # noqa: E731
+    refused = two_nodes(outs, argv_of, tmp_path / "refused")
+    assert refused[0].returncode != 0 and refused[1].returncode != 0
+    lines = [line for line in refused[0].stderr.splitlines()
+             if "error: rank 1 would start fresh at step 0 but rank 0 would resume at step 2 " in line]
+    assert len(lines) == 1, refused[0].stderr[-3000:]
+    assert "same checkpoint in its --output-dir" in lines[0]
+    rank_lines = [line for node in refused for line in node.stderr.splitlines() if line.startswith("[default")]
+    assert not [line for line in rank_lines if "Traceback" in line]  # the trainers refused; torchrun's is its own
+    assert (outs[0] / "metrics.jsonl").read_text(encoding="utf-8") == before  # nothing trained, nothing recorded
+    assert only_launcher_logs(outs[1])
+
+    shutil.rmtree(outs[1])
+    shutil.copytree(runs["snapshot"], outs[1])
+    node0, node1 = two_nodes(outs, argv_of, tmp_path / "resumed")
+    assert node0.returncode == 0, node0.stderr[-3000:]
+    assert node1.returncode == 0, node1.stderr[-3000:]
+    assert "each of 2 ranks its own" in node0.stdout
+    assert_same_training_state(load(outs[0] / "latest.pth"), load(runs["full"] / "latest.pth"))
+    assert step_losses(outs[0]) == step_losses(runs["full"])
+    assert (outs[1] / "metrics.jsonl").read_text(encoding="utf-8") == before  # node 1 only read its copy
 
 
 # ----- the loss curve: 2 processes x batch 2 == 1 process x batch 4 ----------------------------------------
