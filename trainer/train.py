@@ -60,10 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     if values["preflight"]:
         return run_cli(lambda: preflight(values))
     ctx = init_distributed(values["device"], values["collective_timeout"])
+    code = EXIT_UNEXPECTED
     try:
-        return run_cli(lambda: train(values, ctx))
+        code = run_cli(lambda: train(values, ctx))
+        return code
     finally:
-        shutdown(ctx)
+        shutdown(ctx, together=code != EXIT_UNEXPECTED)
 
 
 def train(opts: dict[str, Any], ctx: DistContext) -> int:
