@@ -1,7 +1,8 @@
 """DDP under torchrun on CPU (Gloo): two real processes on the demo workspace.
 
-One uninterrupted 2-process run is shared by the tests of the epoch's sharding, the single writer and the
-exact resume; a second run is SIGKILLed mid-epoch (every rank, by the test hook) and resumed with 2 and
+One uninterrupted 2-process run is shared by the tests of the epoch's sharding, the single writer, the
+exact resume and the 2-node run (two torchrun launches on this machine over loopback, as the studio starts
+them); a second run is SIGKILLed mid-epoch (every rank, by the test hook) and resumed with 2 and
 with 1 process. The loss-curve test compares a 2-process run with a 1-process run of the doubled batch.
 Each torchrun start costs seconds on a small machine: the runs are a few steps of the tiny demo model.
 """
@@ -13,8 +14,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,7 @@ from tests.trainer_helpers import (
     subset_manifest,
     tiny_args,
 )
+from webui import launcher
 
 pytestmark = pytest.mark.slow
 
@@ -76,19 +81,27 @@ def manifest_ids(path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(demo_workspace, data, tmp_path_factory):
-    """An uninterrupted 2-process run, and one whose ranks were all SIGKILLed after step KILL_AT."""
-    root = tmp_path_factory.mktemp("torchrun")
-    full, killed = root / "full", root / "killed"
+def full_run(demo_workspace, data, tmp_path_factory):
+    """An uninterrupted 2-process run on one node (``--standalone``): its output dir and its stdout."""
+    full = tmp_path_factory.mktemp("torchrun") / "full"
     done = torchrun(tiny_args(demo_workspace, data, full, max_steps=STEPS), env=HOOKS)
     assert done.returncode == 0, done.stderr[-3000:]
+    return full, done.stdout
+
+
+@pytest.fixture(scope="module")
+def runs(full_run, demo_workspace, data, tmp_path_factory):
+    """The uninterrupted 2-process run, and one whose ranks were all SIGKILLed after step KILL_AT."""
+    root = tmp_path_factory.mktemp("torchrun")
+    full, full_stdout = full_run
+    killed = root / "killed"
     cut = torchrun(tiny_args(demo_workspace, data, killed, max_steps=STEPS),
                    env={**HOOKS, "STUDIO_TEST_KILL_AFTER_STEP": str(KILL_AT)})
     assert cut.returncode != 0
     assert load(killed / "latest.pth")["step"] == 2  # the save before the kill; the epoch is half done
     snapshot = root / "killed-snapshot"
     shutil.copytree(killed, snapshot)  # for the 1-process resume, before the 2-process resume continues it
-    return {"full": full, "full_stdout": done.stdout, "killed": killed, "snapshot": snapshot}
+    return {"full": full, "full_stdout": full_stdout, "killed": killed, "snapshot": snapshot}
 
 
 def test_each_rank_sees_disjoint_samples_covering_the_epoch(runs, data):
@@ -154,6 +167,122 @@ def test_a_dead_rank_ends_the_job_with_one_clear_line(demo_workspace, data, tmp_
     assert "another process died" in lines[0] and "last checkpoint" in lines[0]
     assert "[rank0]: Traceback" not in done.stderr
     assert events(out)[-1]["event"] == "end" and events(out)[-1]["error_type"] == "CollectiveFailure"
+
+
+# ----- two nodes on this machine: the studio's multi-node command, node 0 and node 1 over loopback ------------
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run_together(commands: list[list[str]], logs: list[Path], env: dict[str, str],
+                 timeout_s: float = TORCHRUN_TIMEOUT_S) -> list[subprocess.CompletedProcess]:
+    """Start every command at once (each in its own session, output to its own files) and wait for all.
+
+    One deadline for all; the moment one fails the others are ended too (a node left alone would wait for its
+    peer in a collective), and at the deadline every group is SIGKILLed and the test fails."""
+    procs: list[subprocess.Popen] = []
+    try:
+        for command, log in zip(commands, logs, strict=True):
+            with open(log.with_suffix(".out"), "w") as out, open(log.with_suffix(".err"), "w") as err:
+                procs.append(subprocess.Popen(command, cwd=REPO, stdout=out, stderr=err, text=True,
+                                              start_new_session=True,
+                                              env={**os.environ, "OMP_NUM_THREADS": "1", **env}))
+        deadline = time.monotonic() + timeout_s
+        while any(proc.returncode is None for proc in procs):
+            if time.monotonic() > deadline:
+                pytest.fail(f"the launches did not finish within {timeout_s} s")
+            if any(proc.returncode not in (None, 0) for proc in procs):
+                break  # one failed: do not wait for the others' collective timeouts
+            for proc in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=0.5)
+    finally:
+        for proc in procs:
+            end_group(proc.pid)  # nothing is left after a normal end; everything after a failure or the deadline
+        for proc in procs:
+            proc.wait(timeout=60)
+    return [subprocess.CompletedProcess(command, proc.returncode, log.with_suffix(".out").read_text(),
+                                        log.with_suffix(".err").read_text())
+            for command, proc, log in zip(commands, procs, logs, strict=True)]
+
+
+def two_nodes(outs: list[Path], argv_of: Callable[[Path], list[str]], logs: Path
+              ) -> list[subprocess.CompletedProcess]:
+    """The studio's 2-node command (``webui.launcher.command``: static rendezvous at a free loopback port), node 0
+    with output dir ``outs[0]`` and node 1 with ``outs[1]``, both started here and run to their ends."""
+    endpoint = f"127.0.0.1:{free_loopback_port()}"
+    commands = [launcher.command(launcher.Launch(nproc_per_node=1, nnodes=2, rdzv_endpoint=endpoint, node_rank=rank),
+                                 argv_of(out), str(out))
+                for rank, out in enumerate(outs)]
+    assert commands[1][commands[1].index("--node-rank") + 1] == "1" and "--rdzv-backend" in commands[1]
+    # Gloo binds where the host name resolves; on a machine where that is not loopback it must still stay here.
+    env = {**HOOKS, **({"GLOO_SOCKET_IFNAME": "lo"} if sys.platform.startswith("linux") else {})}
+    logs.mkdir(parents=True, exist_ok=True)
+    return run_together(commands, [logs / "node0", logs / "node1"], env)
+
+
+def only_launcher_logs(out: Path) -> bool:
+    """Whether ``out`` holds nothing but torchrun's rank logs (no checkpoint, metrics, config or lock)."""
+    ranks = out / launcher.RANKS_DIR
+    return ([p.name for p in out.iterdir()] == [launcher.RANKS_DIR]
+            and all(p.suffix == ".log" for p in ranks.rglob("*") if p.is_file()))
+
+
+def test_two_nodes_over_loopback_train_exactly_like_one_node_with_two_processes(full_run, demo_workspace, data,
+                                                                                 tmp_path):
+    """Both nodes here: the run is the single-node 2-process run bit for bit (node rank R runs global rank R),
+    and only node 0 (global rank 0) writes run files."""
+    full, _ = full_run
+    outs = [tmp_path / "node0", tmp_path / "node1"]  # each node its own output dir, as on machines of their own
+    node0, node1 = two_nodes(outs, lambda out: tiny_args(demo_workspace, data, out, max_steps=STEPS),
+                             tmp_path / "logs")
+    assert node0.returncode == 0, node0.stderr[-3000:]
+    assert node1.returncode == 0, node1.stderr[-3000:]
+
+    assert step_losses(outs[0]) == step_losses(full)  # the same global ranks reduce the same gradients: bitwise
+    assert [e["sample_ids"] for e in events(outs[0], "train")] == [e["sample_ids"] for e in events(full, "train")]
+    start = events(outs[0], "start")[0]
+    assert (start["world_size"], start["global_batch"]) == (2, 4)
+    assert_same_training_state(load(outs[0] / "latest.pth"), load(full / "latest.pth"))
+    assert sorted(p.name for p in outs[0].glob("*.pth")) == sorted(p.name for p in full.glob("*.pth"))
+    assert "training finished" in node0.stdout and "training finished" not in node1.stdout
+    assert only_launcher_logs(outs[1])
+    assert len(list((outs[0] / launcher.RANKS_DIR).rglob("stdout.log"))) == 1  # each node keeps its own rank's
+
+
+def test_a_node_without_node_0s_checkpoint_is_refused_and_with_a_copy_resumes_exactly(runs, demo_workspace, data,
+                                                                                       tmp_path):
+    """Each rank reads the checkpoint in its own node's --output-dir: one that finds none (or another) must not
+    train out of step with node 0 (it did, silently, until a collective timed out); with a copy it resumes."""
+    outs = [tmp_path / "node0", tmp_path / "node1"]
+    shutil.copytree(runs["snapshot"], outs[0])  # saved at step 2, mid-epoch
+    outs[1].mkdir()
+    before = (outs[0] / "metrics.jsonl").read_text(encoding="utf-8")
+    argv_of = lambda out: tiny_args(demo_workspace, data, out, max_steps=STEPS)  # noqa: E731
+    refused = two_nodes(outs, argv_of, tmp_path / "refused")
+    assert refused[0].returncode != 0 and refused[1].returncode != 0
+    lines = [line for line in refused[0].stderr.splitlines()
+             if "error: rank 1 would start fresh at step 0 but rank 0 would resume at step 2 " in line]
+    assert len(lines) == 1, refused[0].stderr[-3000:]
+    assert "same checkpoint in its --output-dir" in lines[0]
+    rank_lines = [line for node in refused for line in node.stderr.splitlines() if line.startswith("[default")]
+    assert not [line for line in rank_lines if "Traceback" in line]  # the trainers refused; torchrun's is its own
+    assert (outs[0] / "metrics.jsonl").read_text(encoding="utf-8") == before  # nothing trained, nothing recorded
+    assert only_launcher_logs(outs[1])
+
+    shutil.rmtree(outs[1])
+    shutil.copytree(runs["snapshot"], outs[1])
+    node0, node1 = two_nodes(outs, argv_of, tmp_path / "resumed")
+    assert node0.returncode == 0, node0.stderr[-3000:]
+    assert node1.returncode == 0, node1.stderr[-3000:]
+    assert "each of 2 ranks its own" in node0.stdout
+    assert_same_training_state(load(outs[0] / "latest.pth"), load(runs["full"] / "latest.pth"))
+    assert step_losses(outs[0]) == step_losses(runs["full"])
+    assert (outs[1] / "metrics.jsonl").read_text(encoding="utf-8") == before  # node 1 only read its copy
 
 
 # ----- the loss curve: 2 processes x batch 2 == 1 process x batch 4 ----------------------------------------

@@ -23,6 +23,7 @@ from tests.trainer_helpers import REPO, events, load, run_cli, run_main, subset_
 from trainer.checkpoints import lock_holder
 from trainer.schedule import MIN_LR_RATIO, lr_factor
 from trainer.signals import GracefulStop
+from trainer.train import start_disagreement
 
 
 @pytest.fixture(scope="module")
@@ -342,3 +343,14 @@ def test_fault_injection_hooks_need_their_second_guard(demo_workspace, data, tmp
     monkeypatch.setenv("STUDIO_TEST_HOOKS", "1")
     assert run_main(tiny_args(demo_workspace, data, tmp_path / "b", max_steps=2)) == 2
     assert "warning: test hook STUDIO_TEST_FAIL_SAVE_AT_STEP=2 is active" in capsys.readouterr().out
+
+
+def test_ranks_that_would_not_start_where_rank_0_does_are_named():
+    resumed = (2, 0, 2, 8)
+    assert start_disagreement([None]) is None and start_disagreement([None, None]) is None
+    assert start_disagreement([resumed, resumed, resumed]) is None
+    message = start_disagreement([resumed, resumed, None])
+    assert message is not None and message.startswith(
+        "rank 2 would start fresh at step 0 but rank 0 would resume at step 2 (epoch 0, position 2, 8 samples seen): ")
+    assert (start_disagreement([None, (4, 1, 0, 16)]) or "").startswith(
+        "rank 1 would resume at step 4 (epoch 1, position 0, 16 samples seen) but rank 0 would start fresh at step 0")

@@ -11,6 +11,7 @@ instead of the other ranks waiting forever.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from dataclasses import dataclass
@@ -54,9 +55,24 @@ def init_distributed(device_option: str, timeout_s: float = DEFAULT_TIMEOUT_S) -
     return DistContext(rank=rank, world_size=world_size, local_rank=local_rank)
 
 
-def shutdown(ctx: DistContext) -> None:
-    if ctx.enabled and dist.is_initialized():
-        dist.destroy_process_group()
+def shutdown(ctx: DistContext, together: bool = True) -> None:
+    """Leave the process group; with ``together`` (every rank ended the same way) after a last barrier.
+
+    Rank 0 ends last (it writes the final checkpoint and the end event). A rank that tore its Gloo group down
+    meanwhile could abort in the backend's teardown ("terminate called without an active exception", seen
+    in 2-node runs), failing its node after a good run; waiting for each other first leaves the group whole
+    until every rank is done. The barrier waits at most ``--collective-timeout``; a peer that is gone only
+    ends the wait.
+    """
+    if not (ctx.enabled and dist.is_initialized()):
+        return
+    if together:
+        with contextlib.suppress(RuntimeError, dist.DistError):
+            if dist.get_backend() == dist.Backend.GLOO:
+                dist.monitored_barrier()  # names a missing rank; waits at most the group's --collective-timeout
+            else:
+                dist.barrier()
+    dist.destroy_process_group()
 
 
 def any_rank(ctx: DistContext, flag: bool, device: torch.device) -> bool:

@@ -110,6 +110,13 @@ class RunPlan:
         self.checks.append(Check(name, ok, " ".join(message.split()), warning))
         return ok
 
+    def starting_point(self) -> tuple[int, int, int, int] | None:
+        """(step, epoch, position, samples seen) this run resumes at; None for a fresh start at step 0."""
+        choice, point = self.resume, self.resume_point
+        if choice is None or point is None:
+            return None
+        return int(choice.checkpoint["step"]), point.epoch, point.position, point.samples_seen
+
     def lines(self) -> list[str]:
         marks = {(True, False): "ok", (True, True): "warn", (False, False): "FAIL", (False, True): "FAIL"}
         return [f"[{marks[(c.ok, c.warning)]}] {c.name}: {c.message}" for c in self.checks]

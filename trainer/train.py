@@ -60,10 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     if values["preflight"]:
         return run_cli(lambda: preflight(values))
     ctx = init_distributed(values["device"], values["collective_timeout"])
+    code = EXIT_UNEXPECTED
     try:
-        return run_cli(lambda: train(values, ctx))
+        code = run_cli(lambda: train(values, ctx))
+        return code
     finally:
-        shutdown(ctx)
+        shutdown(ctx, together=code != EXIT_UNEXPECTED)
 
 
 def train(opts: dict[str, Any], ctx: DistContext) -> int:
@@ -74,13 +76,17 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         # Rank 0 takes the output-dir lock for the job: the other ranks do not look at it (they would find rank 0's).
         plan = make_plan(opts, rank=ctx.rank, world_size=ctx.world_size, local_rank=ctx.local_rank,
                          distributed=ctx.enabled, own_lock=not ctx.is_main)
-        # The ranks refuse together (one collective), so none goes on to wait for a rank that left.
-        refusals = gather_objects(ctx, None if plan.ok else plan.refusal)
-        if any(refusals):
+        # The ranks refuse together (one collective), so none goes on to wait for a rank that left. They also
+        # compare where they start: each reads the checkpoint in its own --output-dir, and a node that finds
+        # another checkpoint (or none) would train out of step with the others until a collective timed out.
+        shared = gather_objects(ctx, (plan.refusal, plan.starting_point() if plan.ok else None))
+        refusal = next((text if not ctx.enabled else f"rank {rank}: {text}"
+                        for rank, (text, _) in enumerate(shared) if text), None)
+        refusal = refusal or start_disagreement([point for _, point in shared])
+        if refusal:
             if not ctx.is_main:
                 return EXIT_REFUSED  # rank 0 says why, once for the job (its own refusal or another rank's)
-            rank, refusal = next((r, text) for r, text in enumerate(refusals) if text)
-            raise UsageError(refusal if not ctx.enabled else f"rank {rank}: {refusal}")
+            raise UsageError(refusal)
         out_dir = Path(opts["output_dir"])
         if ctx.is_main:
             lock = OutputDirLock(out_dir).acquire()
@@ -125,6 +131,21 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         stop.restore()
         if lock is not None:
             lock.release()
+
+
+def start_disagreement(points: list[tuple[int, int, int, int] | None]) -> str | None:
+    """One line when the ranks would not all start where rank 0 does (``RunPlan.starting_point`` of each rank),
+    e.g. a node whose --output-dir lacks the checkpoint node 0 resumes from; None when they agree."""
+    odd = next((rank for rank, point in enumerate(points) if point != points[0]), None)
+    if odd is None:
+        return None
+
+    def where(point: tuple[int, int, int, int] | None) -> str:
+        return ("start fresh at step 0" if point is None
+                else f"resume at step {point[0]} (epoch {point[1]}, position {point[2]}, {point[3]} samples seen)")
+
+    return (f"rank {odd} would {where(points[odd])} but rank 0 would {where(points[0])}: every node must find the "
+            "same checkpoint in its --output-dir (a directory all nodes share, or a copy of node 0's)")
 
 
 def preflight(values: dict[str, Any]) -> int:
