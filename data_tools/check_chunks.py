@@ -26,7 +26,6 @@ from data_tools import item_files
 from data_tools.manifest import FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
 from data_tools.shape_rules import (
     MAX_COND_FRAMES,
-    MAX_DURATION_S,
     MAX_ID_CHARS,
     DataLimits,
     RuleError,
@@ -191,41 +190,29 @@ _SCAN_ONCE = json.JSONDecoder().scan_once  # json.loads' own scanner (the C one)
 
 
 def _quick_entry(obj: object) -> tuple | None:
-    """The fields of a line that is certainly valid, else None (then the manifest parser decides).
-
-    Runs once per line: the checks are written out (no loops over tuples of fields) and a float duration
-    in range skips ``valid_duration``; the conditions are exactly those of the plain form.
-    """
+    """The fields of a line that is certainly valid, else None (then the manifest parser decides)."""
     if type(obj) is not dict:
         return None
-    get = obj.get
-    uid = get("id")
-    text = get("text")
-    codes = get("codes")
+    uid = obj.get("id")
+    text = obj.get("text")
+    codes = obj.get("codes")
     if type(uid) is not str or type(text) is not str or type(codes) is not str:
         return None
-    cond_mel = get("cond_mel")
-    cond_audio = get("cond_audio")
-    speaker = get("speaker")
-    language = get("language")
-    duration = get("duration")
-    if ((cond_mel is not None and type(cond_mel) is not str) or (cond_audio is not None and type(cond_audio) is not str)
-            or (speaker is not None and type(speaker) is not str)
-            or (language is not None and type(language) is not str)):
-        return None
-    if duration is not None and not (type(duration) is float and 0.0 <= duration <= MAX_DURATION_S) \
-            and valid_duration(duration) is None:
+    cond_mel = obj.get("cond_mel")
+    cond_audio = obj.get("cond_audio")
+    speaker = obj.get("speaker")
+    language = obj.get("language")
+    duration = obj.get("duration")
+    for value in (cond_mel, cond_audio, speaker, language):
+        if value is not None and type(value) is not str:
+            return None
+    if duration is not None and valid_duration(duration) is None:
         return None
     if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)) or len(uid) > MAX_ID_CHARS:
         return None
-    # A path the manifest parser expands (~) or refuses (NUL, over 4096 characters, only spaces).
-    if codes[0] == "~" or "\x00" in codes or len(codes) > 4096:  # codes.strip() is not empty: not only spaces
-        return None
-    if cond_mel and (cond_mel[0] == "~" or "\x00" in cond_mel or len(cond_mel) > 4096 or cond_mel.isspace()):
-        return None
-    if cond_audio and (cond_audio[0] == "~" or "\x00" in cond_audio or len(cond_audio) > 4096
-                       or cond_audio.isspace()):
-        return None
+    for value in (codes, cond_mel, cond_audio):
+        if value and (value[0] == "~" or "\x00" in value or len(value) > 4096 or value.isspace()):
+            return None  # the manifest parser expands or refuses it
     if "prompt_condition_path" in obj or "target_codes_path" in obj:
         return None
     return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
