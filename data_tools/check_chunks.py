@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from data_tools import item_files
+from data_tools.chunk_lines import TOO_LONG, read_lines
 from data_tools.manifest import FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
 from data_tools.shape_rules import (
     MAX_COND_FRAMES,
@@ -295,93 +296,12 @@ def _one_line(exc: BaseException) -> str:
 # The chunk
 
 
-TOO_LONG = "\x00too long"  # stands for a line over MAX_LINE_BYTES (never a real line: JSON has no raw NUL)
-
-
-# A chunk up to this size is read in one go and split in C, not line by line. The checker's chunks are at most
-# 4 MB plus the rest of a line; a larger one holds a line far over MAX_LINE_BYTES, and the bounded reader
-# skips that without holding it in memory.
-WHOLE_READ_BYTES = 16 << 20
-
-
-def _read_lines(task: ChunkTask) -> tuple[list[str | None], int]:
-    """The chunk's lines (None where a line is not UTF-8, TOO_LONG where it is too long) and the bytes read."""
-    from data_tools.fileio import open_regular
-
-    if task.end - task.start <= WHOLE_READ_BYTES:
-        with open_regular(task.manifest) as handle:
-            handle.seek(task.start)
-            data = handle.read(task.end - task.start)
-        lines = _split_lines(data)
-        if lines is not None:
-            return lines, len(data)
-    return _read_lines_bounded(task)
-
-
-def _split_lines(data: bytes) -> list[str | None] | None:
-    """``data``'s lines as ``_read_lines_bounded`` gives them, or None when a line may be too long (let it decide).
-
-    One decode and one split for the whole chunk: UTF-8 never has a newline byte inside a character, so
-    this is the same as decoding line by line (which is done only when the chunk is not all UTF-8).
-    """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None:
-        lines: list[str | None] = text.split("\n")  # type: ignore[assignment]
-        if len(data) >= MAX_LINE_BYTES and max(map(len, lines)) * 4 >= MAX_LINE_BYTES:  # type: ignore[arg-type]
-            return None  # a line of that many characters may be too many bytes
-    else:
-        parts = data.split(b"\n")
-        if len(data) >= MAX_LINE_BYTES and max(map(len, parts)) >= MAX_LINE_BYTES:
-            return None
-        lines = []
-        for part in parts:
-            try:
-                lines.append(part.decode("utf-8"))
-            except UnicodeDecodeError:
-                lines.append(None)
-    if lines and lines[-1] == "" and (not data or data.endswith(b"\n")):
-        lines.pop()  # the empty piece after the last newline is no line
-    return lines
-
-
-def _read_lines_bounded(task: ChunkTask) -> tuple[list[str | None], int]:
-    """``_read_lines`` a line at a time, never holding more than MAX_LINE_BYTES of one line in memory."""
-    from data_tools.fileio import open_regular
-
-    lines: list[str | None] = []
-    done = 0
-    with open_regular(task.manifest) as handle:
-        handle.seek(task.start)
-        size = task.end - task.start
-        while done < size:
-            raw = handle.readline(min(MAX_LINE_BYTES + 1, size - done))
-            if not raw:
-                break
-            done += len(raw)
-            if len(raw) > MAX_LINE_BYTES:
-                while done < size and not raw.endswith(b"\n"):
-                    raw = handle.readline(min(MAX_LINE_BYTES, size - done))
-                    if not raw:
-                        break
-                    done += len(raw)
-                lines.append(TOO_LONG)
-                continue
-            try:
-                lines.append(raw.decode("utf-8").rstrip("\n"))
-            except UnicodeDecodeError:
-                lines.append(None)
-    return lines, done
-
-
 def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines of a v1.5 codes manifest; line numbers are 1-based within the chunk.
 
     ``data_tools.check_data.check_chunk`` picks this or ``check_pairs.check_pair_chunk`` by the format.
     """
-    lines, nbytes = _read_lines(task)
+    lines, nbytes = read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)
     entries, entry_lines = _parse_lines(lines, Path(task.manifest), result.problems)

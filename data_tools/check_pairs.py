@@ -21,10 +21,10 @@ from data_tools.check_chunks import (
     _check_durations,
     _hash64,
     _hash_strings,
-    _read_lines,
     _tally_scripts,
     problem_code,
 )
+from data_tools.chunk_lines import read_lines
 from data_tools.code_lengths import padded_length, target_duration
 from data_tools.manifest import ManifestError, load_json_object
 from data_tools.pairs_manifest import PairEntry, parse_pair_object
@@ -59,7 +59,7 @@ def _parse(lines: list[str | None], manifest: Path, problems: list, language: st
 
 
 def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
-    lines, nbytes = _read_lines(task)
+    lines, nbytes = read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)
     entries, entry_lines = _parse(lines, Path(task.manifest), result.problems, task.language)

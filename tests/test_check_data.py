@@ -295,6 +295,7 @@ def test_vectorised_script_counts_match_the_front_end() -> None:
 def test_whole_chunk_read_matches_the_line_by_line_reader(tmp_path: Path) -> None:
     """The one-read split of a chunk gives exactly the bounded reader's lines and byte count."""
     from data_tools import check_chunks
+    from data_tools.chunk_lines import read_lines, read_lines_bounded
     from data_tools.manifest import MAX_LINE_BYTES
 
     good = '{"id": "a", "text": "ሰላም"}'.encode()
@@ -315,7 +316,7 @@ def test_whole_chunk_read_matches_the_line_by_line_reader(tmp_path: Path) -> Non
         path.write_bytes(data)
         for start, end in ((0, len(data)), (0, len(data) // 2), (len(data) // 3, len(data))):
             task = check_chunks.ChunkTask(str(path), 0, start, end)
-            assert check_chunks._read_lines(task) == check_chunks._read_lines_bounded(task), (name, start, end)
+            assert read_lines(task) == read_lines_bounded(task), (name, start, end)
 
 
 @pytest.mark.parametrize("line", [
