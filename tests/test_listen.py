@@ -19,7 +19,7 @@ import soundfile
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
 from trainer.demo import DemoPaths
 from trainer.demo_v2 import DemoV2Paths
-from webui import listen, samples_view, tab_test
+from webui import listen, reference_voices, sample_saves, samples_view, tab_test
 from webui.context import StudioContext
 from webui.process_tools import wait_until
 
@@ -216,21 +216,21 @@ def test_old_results_are_pruned(tmp_path):
 
 
 def test_the_generated_reference_is_written_once_and_labelled(tmp_path, monkeypatch):
-    monkeypatch.setattr(listen.shutil, "which", lambda name: None)  # as on a machine without espeak-ng
-    label, path = listen.default_reference(tmp_path)
-    assert path == tmp_path / "references" / listen.TONE_REFERENCE and "tone" in label and "upload" in label
+    monkeypatch.setattr(reference_voices.shutil, "which", lambda name: None)  # as on a machine without espeak-ng
+    label, path = reference_voices.default_reference(tmp_path)
+    assert path == tmp_path / "references" / reference_voices.TONE_REFERENCE and "tone" in label and "upload" in label
     info = soundfile.info(str(path))
     assert info.samplerate == 24000 and info.frames == 3 * 24000
     stamp = path.stat().st_mtime_ns
-    assert listen.default_reference(tmp_path) == (label, path) and path.stat().st_mtime_ns == stamp
-    assert [p.name for p in path.parent.iterdir()] == [listen.TONE_REFERENCE]  # no scratch file left
+    assert reference_voices.default_reference(tmp_path) == (label, path) and path.stat().st_mtime_ns == stamp
+    assert [p.name for p in path.parent.iterdir()] == [reference_voices.TONE_REFERENCE]  # no scratch file left
 
 
 def test_espeak_reference_when_installed(tmp_path):
     if shutil.which("espeak-ng") is None:
         pytest.skip("espeak-ng is not installed (the tone reference is used instead)")
-    label, path = listen.default_reference(tmp_path)
-    assert path.name == listen.ESPEAK_REFERENCE and "espeak-ng" in label
+    label, path = reference_voices.default_reference(tmp_path)
+    assert path.name == reference_voices.ESPEAK_REFERENCE and "espeak-ng" in label
     assert soundfile.info(str(path)).frames > 0
 
 
@@ -248,7 +248,7 @@ def test_reference_choices_offer_audio_prompts_but_not_mels(trained, tmp_path):
     rows[1]["cond_mel"] = str(trained.val_manifest.parent / rows[1]["cond_mel"])
     manifest = tmp_path / "val.jsonl"
     manifest.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    choices = listen.reference_choices(workspace, [manifest, tmp_path / "missing.jsonl"])
+    choices = reference_voices.reference_choices(workspace, [manifest, tmp_path / "missing.jsonl"])
     assert [label for label, _ in choices][1:] == ["references/me.wav",
                                                    f"validation prompt {rows[0]['id']} ({rows[0]['speaker']})"]
     assert choices[0][0].startswith("generated:") and choices[2][1] == str(prompt)
@@ -258,19 +258,19 @@ def test_reference_choices_offer_audio_prompts_but_not_mels(trained, tmp_path):
 
 
 def test_samples_gallery_from_a_real_run(trained):
-    saves = listen.SampleEvents(trained.output_dir).refresh()
+    saves = sample_saves.SampleEvents(trained.output_dir).refresh()
     assert [save.step for save in saves] == [4, 2]
     recorded = next(e for e in events(trained.output_dir, "sample") if e["step"] == 4)
-    gallery = listen.samples_gallery(saves)
+    gallery = sample_saves.samples_gallery(saves)
     assert gallery.steps == [4, 2] and gallery.step == 4
     assert [path for _, path in gallery.players] == [Path(f["path"]) for f in recorded["files"]]
     assert all(label.startswith("step 4 · ") for label, _ in gallery.players)
     for _, path in gallery.players:
         info = soundfile.info(str(path))
         assert info.samplerate == 24000 and info.frames > 0
-    earlier = listen.samples_gallery(saves, 2)
+    earlier = sample_saves.samples_gallery(saves, 2)
     assert earlier.step == 2 and all("/step_2/" in str(path) for _, path in earlier.players)
-    assert listen.samples_gallery(saves, 99).step == 4  # a step that is not there: the newest
+    assert sample_saves.samples_gallery(saves, 99).step == 4  # a step that is not there: the newest
 
 
 def test_missing_sample_files_are_skipped_with_a_note(trained, tmp_path):
@@ -280,7 +280,7 @@ def test_missing_sample_files_are_skipped_with_a_note(trained, tmp_path):
     (out / "metrics.jsonl").write_text(lines.replace(str(trained.output_dir), str(out)), encoding="utf-8")
     gone = sorted((out / "samples" / "step_4").iterdir())[0]
     gone.unlink()
-    gallery = listen.samples_gallery(listen.SampleEvents(out).refresh())
+    gallery = sample_saves.samples_gallery(sample_saves.SampleEvents(out).refresh())
     assert len(gallery.players) == 2 and gone not in [path for _, path in gallery.players]
     assert gallery.note == f"step 4: 2 sample(s); 1 file(s) missing, skipped: {gone.name}"
 
@@ -292,7 +292,7 @@ def test_sample_events_are_read_incrementally(tmp_path):
     event = {"event": "sample", "step": 2, "dir": str(tmp_path), "seconds": 1.0,
              "files": [{"path": str(wav), "name": "a", "audio_seconds": 0.1, "hit_stop": True}]}
     metrics.write_text(json.dumps({"event": "train", "step": 1}) + "\n" + json.dumps(event) + "\n", encoding="utf-8")
-    reader = listen.SampleEvents(tmp_path)
+    reader = sample_saves.SampleEvents(tmp_path)
     assert [s.step for s in reader.refresh()] == [2]
     failed = json.dumps({"event": "sample", "step": 4, "error": "reference is too short:\n3 mel frames"})
     with metrics.open("a", encoding="utf-8") as handle:
@@ -302,10 +302,10 @@ def test_sample_events_are_read_incrementally(tmp_path):
         handle.write(failed[20:] + "\n" + json.dumps({**event, "seconds": 2.0}) + "\n")  # step 2 again (resumed)
     saves = reader.refresh()
     assert [s.step for s in saves] == [4, 2] and saves[1].seconds == 2.0
-    assert listen.samples_gallery(saves).note == "samples at step 4 failed: reference is too short: 3 mel frames"
+    assert sample_saves.samples_gallery(saves).note == "samples at step 4 failed: reference is too short: 3 mel frames"
     metrics.write_text(json.dumps(event) + "\n", encoding="utf-8")  # replaced (a new run in the same folder)
-    assert [s.step for s in listen.SampleEvents(tmp_path).refresh()] == [2]
-    assert listen.samples_gallery([]).note.startswith("no samples yet")
+    assert [s.step for s in sample_saves.SampleEvents(tmp_path).refresh()] == [2]
+    assert sample_saves.samples_gallery([]).note.startswith("no samples yet")
 
 
 def _served(player) -> bytes:
@@ -324,7 +324,7 @@ def test_samples_panel_update_shows_players_and_sends_audio_once(trained):
     visible = [p for p in players if p.visible]
     assert len(visible) == 3 and len(players) == samples_view.MAX_PLAYERS
     assert [_served(p) for p in visible] == [path.read_bytes() for _, path in
-                                            listen.samples_gallery(listen.SampleEvents(trained.output_dir).refresh()).players]
+                                            sample_saves.samples_gallery(sample_saves.SampleEvents(trained.output_dir).refresh()).players]
     assert all(p.label.startswith("step 4 · ") for p in visible)
     again = panel.update(str(trained.output_dir), "latest", shown)
     assert all(p == gr.skip() for p in again[2:-1])  # nothing new: no audio resent
@@ -337,7 +337,7 @@ def test_samples_panel_update_shows_players_and_sends_audio_once(trained):
 
 
 def _form(ctx: StudioContext, key_a: str, key_b: str, **extra) -> list:
-    reference = listen.reference_choices(ctx.workspace)[0][1]
+    reference = reference_voices.reference_choices(ctx.workspace)[0][1]
     values = {"key_a": key_a, "key_b": key_b, "text": "ሰላም ለዓለም።", "reference": reference, "upload": None,
               "mode": "greedy", "num_beams": 3, "temperature": 1.0, "top_k": 30, "top_p": 0.8, "seed": 0,
               "vocoder": "", "device": "cpu", **extra}

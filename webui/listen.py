@@ -1,8 +1,8 @@
-"""What the studio's ears need, without Gradio: models to compare, reference voices, the synthesis command,
-its result, and the training samples recorded in ``metrics.jsonl``.
+"""The Test tab's synthesis, without Gradio: models to compare, the synthesis command, and its result.
 
-The Test tab (``webui.tab_test``) and the Training tab's samples view (``webui.samples_view``) only lay
-out what these functions return. Synthesis itself runs as a supervised subprocess
+The Test tab (``webui.tab_test``) only lays out what these functions return. Reference voices live in
+``webui.reference_voices``; a run's training samples in ``webui.sample_saves``. Synthesis itself runs as
+a supervised subprocess
 (``python -m trainer.synthesize``), never in the UI process: this module builds its argv and reads the
 JSON report it writes.
 
@@ -13,19 +13,16 @@ JSON report it writes.
   the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
   base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``.
 - :func:`synthesis_argv` builds the exact command; :func:`side_result` reads the job's outcome.
-- :class:`SampleEvents` / :func:`samples_gallery`: the ``sample`` events of a run, newest step first.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +32,14 @@ BASE_PREFIX = "base:"
 RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*")
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml")
 TRAIN_CONFIG = "train_config.yaml"
-METRICS_FILE = "metrics.jsonl"
 V2_NO_SYNTHESIS = ("an IndexTTS2 model: synthesis in this studio is IndexTTS-1.5-only for now "
                    "(IndexTTS2 needs its S2Mel stage and vocoder, which are not here yet)")
 KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}
-AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".m4a", ".opus")
 MAX_PLAY_BYTES = 64 * 1024 * 1024  # a player gets at most this much audio (a sample is a few hundred KB)
-MAX_REFERENCES = 50
 DECODE_MODES = ("greedy", "beam", "sample")
 DEVICES = ("auto", "cpu", "cuda")
 KEEP_RESULTS = 10
-ESPEAK_TIMEOUT_S = 30.0
 DEFAULT_TEXT = "ሰላም ለዓለም። ዛሬ አየሩ ጥሩ ነው።"
-DEFAULT_REFERENCE_TEXT = "ሰላም። ይህ ለሙከራ የተሠራ ድምፅ ነው።"
-ESPEAK_REFERENCE = "generated_espeak_am.wav"
-TONE_REFERENCE = "generated_tone.wav"
 
 
 class ListenError(ValueError):
@@ -365,87 +355,6 @@ def resolve_model(key: str | None, workspace: Path | str, vocoder: str | Path | 
     return _resolve_checkpoint(path if path.is_absolute() else workspace / path, override)
 
 
-# -- reference voices -------------------------------------------------------------------------------------
-
-
-def references_dir(workspace: Path | str) -> Path:
-    return Path(workspace) / "references"
-
-
-def _write_tone(path: Path, seconds: float = 3.0, rate: int = 24_000) -> None:
-    """A voice-like stand-in: a gliding harmonic tone with breath noise (deterministic)."""
-    import numpy as np
-    import soundfile
-
-    t = np.arange(int(seconds * rate)) / rate
-    pitch = 120.0 + 30.0 * np.sin(2 * np.pi * 0.7 * t)
-    phase = 2 * np.pi * np.cumsum(pitch) / rate
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    envelope = 0.5 * (1 - np.cos(2 * np.pi * np.minimum(t / seconds, 1.0)))
-    noise = np.random.default_rng(0).normal(0.0, 0.02, t.size)
-    wave = (0.25 * voiced * envelope + noise).astype(np.float32)
-    soundfile.write(path, np.clip(wave, -1.0, 1.0), rate, subtype="PCM_16")
-
-
-def _write_espeak(path: Path, espeak: str) -> bool:
-    try:
-        done = subprocess.run([espeak, "-v", "am", "-s", "140", "-w", str(path), DEFAULT_REFERENCE_TEXT],
-                              capture_output=True, timeout=ESPEAK_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and path.is_file() and path.stat().st_size > 1000
-
-
-def default_reference(workspace: Path | str) -> tuple[str, Path]:
-    """(label, path) of the generated reference voice, written once into ``<workspace>/references/``.
-
-    With espeak-ng installed it is its Amharic voice reading a sentence; without, a tone with noise.
-    Either way it is a stand-in for trying the tab (the demo data has prompt mels, no audio).
-    """
-    folder = references_dir(workspace)
-    espeak_path, tone_path = folder / ESPEAK_REFERENCE, folder / TONE_REFERENCE
-    if not espeak_path.is_file() and not tone_path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        espeak = shutil.which("espeak-ng")
-        scratch = folder / f".writing-{os.getpid()}.wav"
-        try:
-            if espeak and _write_espeak(scratch, espeak):
-                os.replace(scratch, espeak_path)
-            else:
-                _write_tone(scratch)
-                os.replace(scratch, tone_path)
-        finally:
-            scratch.unlink(missing_ok=True)
-    if espeak_path.is_file():
-        return "generated: espeak-ng's Amharic voice (a robot stand-in, upload a real voice)", espeak_path
-    return "generated: a tone with noise (no voice; upload a real reference)", tone_path
-
-
-def reference_choices(workspace: Path | str, val_manifests: Iterable[Path | str] = ()) -> list[tuple[str, str]]:
-    """(label, path) of reference voices to pick: audio under ``references/`` (the generated one first) and
-    validation prompts that are audio files (``cond_audio``; a prompt mel .npy is not audio and is left out)."""
-    from data_tools.manifest import ManifestEntry, ManifestError, iter_manifest
-
-    label, generated = default_reference(workspace)
-    choices = [(label, str(generated))]
-    folder = references_dir(workspace)
-    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if path.suffix.lower() in AUDIO_SUFFIXES and path.is_file() and path.name not in (ESPEAK_REFERENCE,
-                                                                                           TONE_REFERENCE):
-            choices.append((f"references/{path.name}", str(path)))
-    for manifest in val_manifests:
-        try:
-            for entry in iter_manifest(manifest):
-                if len(choices) >= MAX_REFERENCES:
-                    return choices
-                if isinstance(entry, ManifestEntry) and entry.cond_audio is not None:
-                    speaker = f" ({entry.speaker})" if entry.speaker else ""
-                    choices.append((f"validation prompt {entry.id}{speaker}", str(entry.cond_audio)))
-        except (ManifestError, OSError):
-            continue
-    return choices
-
-
 # -- the command ------------------------------------------------------------------------------------------
 
 
@@ -643,124 +552,3 @@ def audio_bytes(path: Path | None) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
-
-
-# -- training samples -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SampleFile:
-    path: Path
-    name: str
-    audio_seconds: float | None
-    hit_stop: bool | None
-
-
-@dataclass(frozen=True)
-class SampleSave:
-    """One ``sample`` event: the wavs spoken at a save (or the error that stopped them)."""
-
-    step: int
-    files: tuple[SampleFile, ...] = ()
-    error: str | None = None
-    seconds: float | None = None
-
-
-def _sample_save(event: Mapping[str, Any], output_dir: Path) -> SampleSave | None:
-    step = event.get("step")
-    if not isinstance(step, int) or isinstance(step, bool):
-        return None
-    files = []
-    for item in event.get("files") or []:
-        if not isinstance(item, Mapping) or not str(item.get("path") or "").strip():
-            continue
-        path = Path(str(item["path"]))
-        if not path.is_absolute():
-            path = output_dir / path
-        seconds = item.get("audio_seconds")
-        files.append(SampleFile(path, str(item.get("name") or path.stem),
-                                float(seconds) if isinstance(seconds, (int, float)) else None,
-                                item.get("hit_stop") if isinstance(item.get("hit_stop"), bool) else None))
-    error = event.get("error")
-    seconds = event.get("seconds")
-    return SampleSave(step, tuple(files), _one_line(error) if error else None,
-                      float(seconds) if isinstance(seconds, (int, float)) else None)
-
-
-class SampleEvents:
-    """The ``sample`` events of ``<output-dir>/metrics.jsonl``, read incrementally (bounded work per refresh).
-
-    A resumed run may save the same step twice: the later event wins. A replaced file is read anew.
-    """
-
-    def __init__(self, output_dir: Path | str) -> None:
-        self.output_dir = Path(output_dir)
-        self.path = self.output_dir / METRICS_FILE
-        self._reset()
-
-    def _reset(self) -> None:
-        self.offset = 0
-        self.identity: tuple[int, int] | None = None
-        self.saves: dict[int, SampleSave] = {}
-
-    def refresh(self) -> list[SampleSave]:
-        """Read what was appended since the last call; returns every save, newest step first."""
-        try:
-            info = self.path.stat()
-        except OSError:
-            self._reset()
-            return []
-        identity = (info.st_dev, info.st_ino)
-        if identity != self.identity or info.st_size < self.offset:
-            self._reset()
-            self.identity = identity
-        if info.st_size > self.offset:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                chunk = handle.read(info.st_size - self.offset)
-            end = chunk.rfind(b"\n") + 1  # a line still being written is read next time
-            self.offset += end
-            for raw in chunk[:end].splitlines():
-                if b'"sample"' not in raw:
-                    continue
-                try:
-                    event = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue
-                if isinstance(event, dict) and event.get("event") == "sample":
-                    save = _sample_save(event, self.output_dir)
-                    if save is not None:
-                        self.saves[save.step] = save
-        return [self.saves[step] for step in sorted(self.saves, reverse=True)]
-
-
-@dataclass
-class Gallery:
-    """What the samples view shows for one save."""
-
-    steps: list[int]  # every step with a sample event, newest first
-    step: int | None  # the one shown
-    players: list[tuple[str, Path]] = field(default_factory=list)  # (label, wav) of the files on disk
-    note: str = ""  # missing files, an error, or why there is nothing
-
-
-def samples_gallery(saves: Sequence[SampleSave], step: int | None = None) -> Gallery:
-    """The players for ``step`` (None: the newest save); missing files are skipped and named in the note."""
-    steps = [save.step for save in saves]
-    if not saves:
-        return Gallery([], None, note="no samples yet: they are spoken at each save when the run has a vocoder")
-    chosen = next((save for save in saves if save.step == step), saves[0])
-    if chosen.error:
-        return Gallery(steps, chosen.step, note=f"samples at step {chosen.step} failed: {chosen.error}")
-    players, missing = [], []
-    for item in chosen.files:
-        if item.path.is_file():
-            length = f", {item.audio_seconds:.2f} s" if item.audio_seconds is not None else ""
-            cut = ", no stop code" if item.hit_stop is False else ""
-            players.append((f"step {chosen.step} · {item.name}{length}{cut}", item.path))
-        else:
-            missing.append(item.path.name)
-    note = f"step {chosen.step}: {len(players)} sample(s)"
-    if missing:
-        note += f"; {len(missing)} file(s) missing, skipped: {', '.join(missing)}"
-    return Gallery(steps, chosen.step, players, note)

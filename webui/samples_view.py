@@ -1,7 +1,7 @@
 """The samples view the Training tab embeds: the wavs spoken at the latest save, and earlier saves on demand.
 
 The trainer writes ``<output-dir>/samples/step_<N>/NN_<name>.wav`` at each save and a ``sample`` event in
-``metrics.jsonl`` (``trainer.samples``); this view reads those events (``webui.listen.SampleEvents``) and
+``metrics.jsonl`` (``trainer.samples``); this view reads those events (``webui.sample_saves.SampleEvents``) and
 shows up to ``MAX_PLAYERS`` players with their step. A step picker goes back through earlier saves;
 "latest" follows the newest save as the run goes on. Files that are gone are skipped with a note.
 
@@ -23,7 +23,8 @@ from typing import Any
 
 import gradio as gr
 
-from webui.listen import Gallery, ListenError, SampleEvents, audio_bytes, samples_gallery, typed_path
+from webui.listen import ListenError, audio_bytes, typed_path
+from webui.sample_saves import Gallery, SampleEvents, samples_gallery
 
 MAX_PLAYERS = 6
 LATEST = "latest"

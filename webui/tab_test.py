@@ -6,8 +6,9 @@ prompt that is an audio file, or an upload), and decoding settings. Each side ru
 job (``python -m trainer.synthesize ... --json report.json``, jobs ``test_a`` / ``test_b``), never in the UI
 process; the players show the result with its length and real-time factor, or one line saying why not.
 
-All rules (which files go with a checkpoint, the command, reading the report) live in ``webui.listen``;
-callbacks here are plain functions over the context, ``build(ctx)`` wires them.
+All rules (which files go with a checkpoint, the command, reading the report) live in ``webui.listen``,
+the reference voices in ``webui.reference_voices``; callbacks here are plain functions over the context,
+``build(ctx)`` wires them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from webui.listen import (
     default_pair,
     model_choices,
     new_results_dir,
-    reference_choices,
     resolve_model,
     side_result,
     stage_reference,
@@ -40,6 +40,7 @@ from webui.listen import (
     typed_path,
 )
 from webui.plots import badge_html, message_html
+from webui.reference_voices import reference_choices
 
 if TYPE_CHECKING:
     from webui.context import StudioContext
