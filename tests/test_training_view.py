@@ -109,7 +109,8 @@ def test_live_view_streams_and_a_new_session_sees_the_run_again(tmp_path: Path) 
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.tab_training import TRAIN_LABEL, latest_training_run, poll_view
+    from webui.run_view import poll_view
+    from webui.tab_training import TRAIN_LABEL, latest_training_run
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "fake"
@@ -146,7 +147,7 @@ def test_live_view_streams_and_a_new_session_sees_the_run_again(tmp_path: Path) 
 def test_resume_dropdown_lists_checkpoints_newest_first(tmp_path: Path) -> None:
     import torch
 
-    from webui.tab_training import checkpoint_choices
+    from webui.checkpoint_labels import checkpoint_choices
 
     out = tmp_path / "run"
     out.mkdir()
@@ -167,7 +168,7 @@ def test_resume_choices_name_each_checkpoints_model_from_its_metadata(demo_works
     import shutil
 
     from trainer.demo_v2 import DemoV2Paths
-    from webui.tab_training import checkpoint_choices
+    from webui.checkpoint_labels import checkpoint_choices
 
     out = tmp_path / "run"
     out.mkdir()
@@ -276,7 +277,7 @@ def test_after_a_finished_run_resume_is_unticked_and_the_old_report_cleared(tmp_
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.tab_training import poll_view
+    from webui.run_view import poll_view
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "a"
@@ -301,7 +302,7 @@ def test_a_stopped_run_keeps_resume_but_not_the_old_report(tmp_path: Path) -> No
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.tab_training import poll_view
+    from webui.run_view import poll_view
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "a"
@@ -316,7 +317,7 @@ def test_a_stopped_run_keeps_resume_but_not_the_old_report(tmp_path: Path) -> No
 
 def test_the_progress_bar_never_lags_the_log(tmp_path: Path) -> None:
     from webui.context import StudioContext
-    from webui.tab_training import poll_view
+    from webui.run_view import poll_view
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "a"
@@ -364,7 +365,7 @@ def test_eta_is_smoothed_over_train_events(tmp_path: Path) -> None:
 
 
 def test_tensorboard_is_local_and_the_page_says_how_to_reach_it() -> None:
-    from webui.tab_training import tensorboard_html
+    from webui.tensorboard import tensorboard_html
 
     here = tensorboard_html("127.0.0.1", "6006", "127.0.0.1")
     assert "http://127.0.0.1:6006/" in here and "ssh" not in here
