@@ -24,9 +24,9 @@ from data_tools.check_chunks import (
     _tally_scripts,
     problem_code,
 )
-from data_tools.chunk_lines import read_lines
+from data_tools.chunk_lines import TOO_LONG, read_lines
 from data_tools.code_lengths import padded_length, target_duration
-from data_tools.manifest import ManifestError, load_json_object
+from data_tools.manifest import MAX_LINE_BYTES, ManifestError, load_json_object
 from data_tools.pairs_manifest import PairEntry, parse_pair_object
 from data_tools.shape_rules import V2_CODES_PER_SECOND, RuleError, drop_reason
 from data_tools.text_keys import TextBatch
@@ -43,10 +43,10 @@ def _parse(lines: list[str | None], manifest: Path, problems: list, language: st
         if raw is None:
             problems.append(("error", "not-utf8", lineno, "not valid UTF-8"))
             continue
-        if raw.isspace() or not raw:
+        if raw is TOO_LONG:  # the reader's stand-in for a line it did not hold in memory
+            problems.append(("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes"))
             continue
-        if len(raw) > (1 << 20):
-            problems.append(("error", "invalid-entry", lineno, "line longer than 1048576 bytes"))
+        if raw.isspace() or not raw:
             continue
         try:
             entry = parse_pair_object(load_json_object(raw, manifest, lineno), manifest, lineno, language)

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from data_tools.check_data import check_manifests, main, write_code_len_fixes
-from data_tools.manifest import ManifestError
+from data_tools.manifest import MAX_LINE_BYTES, ManifestError
 from tests.conftest import shared_file
 from tests.pairs_factory import DIM, FakeTokenizer, PairsBuilder, gpt_config, write_config
 from trainer.data import PairItem, load_items, make_dataset
@@ -248,3 +248,18 @@ def test_clean_pairs_are_clean_and_load(tmp_path: Path) -> None:
     assert report.errors == [] and {p.code for p in report.warnings} <= {"single-speaker", "very-short"}
     items, _ = load(path)
     assert len(items) == 4
+
+
+def test_an_over_long_pairs_line_is_named_as_such_at_its_line(tmp_path: Path) -> None:
+    """The chunk reader hands a line over MAX_LINE_BYTES as a stand-in it never held in memory; the pairs checker
+    says what it is (it used to call the stand-in malformed JSON), as the codes-manifest checker does."""
+    builder = PairsBuilder(tmp_path)
+    builder.utterance("u0")
+    builder.utterance("u1")
+    builder.pair("u0", "u1")
+    builder.lines.append(json.dumps({"id": "x" * (MAX_LINE_BYTES + 10)}))
+    builder.pair("u1", "u0")
+    report = check_manifests([builder.write()], workers=1)
+    long_lines = [p for p in report.errors if p.where.endswith(":2")]
+    assert [(p.code, p.message) for p in long_lines] == [("invalid-entry", f"line longer than {MAX_LINE_BYTES} bytes")]
+    assert report.train.entries == 2
