@@ -2,7 +2,7 @@
 
 A chunk is a run of whole lines. The worker parses them, checks structure, text, language and
 (optionally) the referenced files, and returns compact per-entry arrays plus its problems with
-chunk-local line numbers; ``data_tools.check_data`` merges chunks in order and does everything that
+chunk-local line numbers; ``data_tools.check_merge`` merges chunks in order and does everything that
 needs the whole data set (duplicates, leakage, speakers, histograms).
 
 The parse loop is lean on purpose: a line that passes a quick type check is taken as it is, and
@@ -285,11 +285,6 @@ def check_cond_audio_file(path: str) -> list[tuple[str, str, str]]:
         return [("error", "cond-mel-too-long",
                  f"cond_audio gives {frames} mel frames, more than {MAX_COND_FRAMES} (the trainer drops it): {path}")]
     return []
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
 
 
 # ---------------------------------------------------------------------------------------------

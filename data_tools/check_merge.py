@@ -71,9 +71,8 @@ class SplitAccumulator:
     def where(self, i: int) -> str:
         return f"{self.manifest_names[self.loc_manifest[i] - self.first_index]}:{self.loc_line[i]}"
 
-    @property
-    def speaker_of(self) -> list[str | None]:
-        """Each entry's speaker name (None for none); built when asked (only paired manifests need it)."""
+    def speaker_names(self) -> list[str | None]:
+        """Each entry's speaker name (None for none), built on each call (only paired manifests need it)."""
         out: list[str | None] = []
         for speakers, names in self.speaker_parts:
             out.extend(None if k < 0 else names[k] for k in speakers.tolist())
@@ -191,7 +190,7 @@ class SplitAccumulator:
         """v2: a pair's prompt should be an utterance of the pair's speaker (known where it is some target)."""
         if not self.has_pairs:
             return  # no prompts to check
-        speaker_of = self.speaker_of
+        speaker_of = self.speaker_names()
         speaker_of_target: dict[str, tuple[str, int]] = {}
         for i, (target, speaker) in enumerate(zip(self.target_ids, speaker_of)):
             if target is not None and speaker is not None:

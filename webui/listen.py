@@ -54,7 +54,8 @@ def typed_path(text: object, what: str) -> Path:
         raise ListenError(str(exc)) from None
 
 
-def _one_line(text: object) -> str:
+def one_line(text: object) -> str:
+    """``text`` on one line, runs of white space as one space (for a status or an error badge)."""
     return " ".join(str(text).split())
 
 
@@ -261,7 +262,7 @@ def _resolve_base(config: Path, vocoder: Path | None) -> ModelSpec:
     try:
         loaded = load_config(config)
     except ConfigError as exc:
-        raise ListenError(_one_line(exc)) from None
+        raise ListenError(one_line(exc)) from None
     checkpoint = _beside(config, loaded.get("gpt_checkpoint"))
     if checkpoint is None:
         raise ListenError(f"{config} names no gpt_checkpoint: the base model is unknown")
@@ -299,14 +300,14 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
     try:
         ckpt = load_checkpoint(path, mmap=True)  # metadata only: the tensors stay on disk
     except CheckpointError as exc:
-        raise ListenError(_one_line(exc)) from None
+        raise ListenError(one_line(exc)) from None
     try:
         kind = checkpoint_kind(ckpt)
         config = _checkpoint_config(path, ckpt)
         try:
             loaded = load_config(config)
         except ConfigError as exc:
-            raise ListenError(_one_line(exc)) from None
+            raise ListenError(one_line(exc)) from None
         model_config = ckpt.get("model_config")
         if isinstance(model_config, Mapping) and model_config:
             version = model_variant({"gpt": dict(model_config)}, str(path)).version
@@ -393,7 +394,7 @@ def decode_choice(mode: str | None, num_beams: float | None, temperature: float 
                               top_k=int(top_k if top_k is not None else 30),
                               top_p=float(top_p if top_p is not None else 0.8), seed=int(seed or 0))
     except (TypeError, ValueError) as exc:
-        raise ListenError(f"decoding settings: {_one_line(exc)}") from None
+        raise ListenError(f"decoding settings: {one_line(exc)}") from None
     problems = choice.problems()
     if problems:
         raise ListenError("decoding settings: " + "; ".join(problems))
@@ -484,7 +485,7 @@ def read_report(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ListenError(f"no report at {path}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ListenError(f"unreadable report {path}: {_one_line(exc)}") from None
+        raise ListenError(f"unreadable report {path}: {one_line(exc)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("items"), list) or not data["items"]:
         raise ListenError(f"report {path} lists no audio")
     return data
@@ -504,7 +505,7 @@ def _error_line(status: Any) -> str:
     failure = getattr(status, "failure", None)
     detail = getattr(failure, "detail", "") if failure is not None else ""
     line = detail or summary or "failed"
-    line = re.sub(r"^error:\s*", "", _one_line(line))
+    line = re.sub(r"^error:\s*", "", one_line(line))
     code = getattr(status, "exit_code", None)
     return f"{line} (exit {code})" if code is not None and f"exit {code}" not in line else line
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webui.listen import _one_line
+from webui.listen import one_line
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -53,7 +53,7 @@ def _sample_save(event: Mapping[str, Any], output_dir: Path) -> SampleSave | Non
                                 item.get("hit_stop") if isinstance(item.get("hit_stop"), bool) else None))
     error = event.get("error")
     seconds = event.get("seconds")
-    return SampleSave(step, tuple(files), _one_line(error) if error else None,
+    return SampleSave(step, tuple(files), one_line(error) if error else None,
                       float(seconds) if isinstance(seconds, (int, float)) else None)
 
 
