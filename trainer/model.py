@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from data_tools.config import ConfigError, effective_gpt_config, text_vocab_size
+from networks.loading import StateDictMismatchError, state_dict_mismatches
 from trainer.modules.conformer import ConformerEncoder
 from trainer.modules.gpt2 import GPT2Backbone
 from trainer.modules.perceiver import PerceiverResampler
@@ -74,10 +75,6 @@ class _SequenceRun:
     mel_hidden: Tensor  # (B, M+2, D), final-normed
     text_tokens: int
     mel_tokens: int
-
-
-class StateDictMismatchError(ValueError):
-    """A state dict whose keys or shapes do not fit the model; the message names them."""
 
 
 def pad_and_wrap(ids: Tensor, lengths: Tensor, start: int, stop: int) -> WrappedSegment:
@@ -444,30 +441,6 @@ def build_model(config: Mapping[str, Any]) -> UnifiedVoice:
         raise ConfigError("gpt section must be a mapping")
     model_class = UnifiedVoiceV2 if "emo_condition_module" in gpt else UnifiedVoice
     return model_class(gpt)
-
-
-def state_dict_mismatches(model: nn.Module, state_dict: Mapping[str, Any]) -> list[str]:
-    """Human-readable differences between a state dict and the model's keys and shapes (empty if none)."""
-    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
-    problems: list[str] = []
-    missing = sorted(set(expected) - set(state_dict))
-    unexpected = sorted(set(state_dict) - set(expected))
-    if missing:
-        problems.append(f"missing {len(missing)} key(s): {_preview(missing)}")
-    if unexpected:
-        problems.append(f"unexpected {len(unexpected)} key(s): {_preview(unexpected)}")
-    for name in sorted(set(expected) & set(state_dict)):
-        value = state_dict[name]
-        if not isinstance(value, Tensor):
-            problems.append(f"{name}: checkpoint holds {type(value).__name__}, not a tensor")
-        elif tuple(value.shape) != expected[name]:
-            problems.append(f"{name}: checkpoint {list(value.shape)} vs model {list(expected[name])}")
-    return problems
-
-
-def _preview(names: list[str], limit: int = 8) -> str:
-    shown = ", ".join(names[:limit])
-    return shown if len(names) <= limit else f"{shown}, ... ({len(names) - limit} more)"
 
 
 def load_gpt_state_dict(model: nn.Module, state_dict: Mapping[str, Any]) -> list[str]:
