@@ -310,7 +310,10 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     # .change on resume too: a finished run unticks it from the timer, and the command must follow.
     # Queued, one at a time, the latest last: unqueued events run in parallel and an older preview could land
     # after a newer one (seen under load: the box lagged two quick edits).
-    gr.on([*(c.input for c in io.inputs if c is not run.resume), run.resume.change], on_form_change,
+    # Text fields on .change: Gradio's Textbox sends .input only from key events, so a paste (Ctrl+V or the
+    # context menu) changed the value without a preview until the next key press.
+    edits = [c.change if isinstance(c, gr.Textbox) else c.input for c in io.inputs if c is not run.resume]
+    gr.on([*edits, run.resume.change], on_form_change,
           inputs=[*io.inputs, preflight_for], outputs=[run.command, run.preflight_report, preflight_for],
           show_progress="hidden", trigger_mode="always_last", concurrency_limit=1)
     # The config decides the model version: its badge, the manifests' labels, the options that apply.

@@ -1,0 +1,37 @@
+"""A pasted value reaches the command preview while the field still has focus (issue 20 item 6).
+
+Gradio's Textbox sends its input event only from key presses; a paste is an input event with no key press, so
+the preview kept the old path until the field lost focus. The paste here is Playwright's ``insert_text``: the
+browser's own input event, as Ctrl+V or the context menu's Paste give, with no key events at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.studio_process import StudioProcess
+
+UI_TIMEOUT_MS = 60_000
+
+
+def test_pasted_path_shows_in_command_preview_without_leaving_the_field(page, studio_workspace: Path,
+                                                                       tmp_path: Path) -> None:
+    pasted = str(tmp_path / "pasted run dir")
+    with StudioProcess(studio_workspace, tmp_path / "studio.log") as studio:
+        studio.wait_ready()
+        page.goto(studio.url)
+        page.get_by_role("tab", name="Training").click()
+        field = page.locator("#opt-output-dir textarea")
+        field.wait_for(timeout=UI_TIMEOUT_MS)
+        command = page.locator("#train-command textarea")
+        assert pasted not in command.input_value()
+        field.click()
+        field.press("ControlOrMeta+a")
+        page.keyboard.insert_text(pasted)
+        quoted = f"--output-dir '{pasted}'"
+        page.wait_for_function(
+            "([sel, text]) => document.querySelector(sel).value.includes(text)",
+            arg=["#train-command textarea", quoted], timeout=UI_TIMEOUT_MS,
+        )
+        assert field.evaluate("e => e === document.activeElement"), "the field lost focus before the preview updated"
+        assert quoted in command.input_value()
