@@ -479,3 +479,58 @@ def test_trainer_resumes_from_a_repaired_community_checkpoint(tmp_path, demo_wor
     final = load_checkpoint(out / "latest.pth")
     assert final["step"] == 42 and final["format_version"] == 2
     assert verify_checkpoint(out / "latest.pth").verdict == COMPLETE
+
+
+# ----- the "sounds like the base" guard (issue 22 item 5) -----------------------------------------------
+
+
+def _as_base_file(ckpt_path: Path, out: Path) -> Path:
+    """A bare gpt.pth ({"model": ...}) holding exactly the checkpoint's weights, as a base download is."""
+    torch.save({"model": load_checkpoint(ckpt_path)["model"]}, out)
+    return out
+
+
+def test_export_of_the_base_weights_unchanged_is_refused_in_one_line(tmp_path, demo_checkpoint, cli):
+    base = _as_base_file(demo_checkpoint, tmp_path / "gpt.pth")
+    result = cli("export", demo_checkpoint, "--out", tmp_path / "bundle", "--base", base)
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+    assert "bitwise the base model's" in result.stderr and str(base) in result.stderr
+    assert not (tmp_path / "bundle" / "gpt.pth").exists()
+
+
+def test_export_reports_how_far_the_weights_moved_from_the_recorded_base(tmp_path, demo_workspace,
+                                                                         demo_checkpoint):
+    base = _as_base_file(demo_checkpoint, tmp_path / "base_gpt.pth")
+    ckpt = load_checkpoint(demo_checkpoint)
+    moved = {k: v.clone() for k, v in ckpt["model"].items()}
+    block = next(k for k in moved if k.startswith("gpt.") and k.endswith("attn.c_attn.weight"))
+    moved[block] += 0.01
+    ckpt["model"] = moved
+    ckpt["hparams"] = dict(ckpt["hparams"], base_checkpoint=str(base))
+    source = tmp_path / "trained.pth"
+    torch.save(ckpt, source)
+    report = export_checkpoint(source, tmp_path / "bundle", config=demo_workspace.config)
+    card = (tmp_path / "bundle" / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "## Movement from the base model" in card
+    assert f"compared with {base}: 1 of {len(moved)} tensors changed" in card
+    assert "- GPT blocks: relative change" in card and "text rows" not in card.split("## Movement")[1].split("##")[0]
+    assert not any("movement from the base not measured" in note for note in report.notes)
+
+
+def test_export_without_a_base_at_hand_says_movement_was_not_measured(tmp_path, demo_checkpoint):
+    report = export_checkpoint(demo_checkpoint, tmp_path / "bundle")
+    assert any("movement from the base not measured" in note for note in report.notes)
+    assert "- not measured (no base model at hand)" in (tmp_path / "bundle" / "MODEL_CARD.md").read_text("utf-8")
+
+
+def test_movement_compares_a_grown_text_table_on_the_base_rows_only():
+    from trainer.checkpoints.base_movement import base_movement
+
+    base = {"text_embedding.weight": torch.arange(12.0).reshape(4, 3)}  # 3 pieces + the extra row
+    grown = torch.cat((base["text_embedding.weight"][:3], torch.full((2, 3), 7.0), base["text_embedding.weight"][3:]))
+    same = base_movement({"text_embedding.weight": grown}, base, Path("base.pth"))
+    assert same.unchanged and same.compared == 1
+    grown[1, 0] += 1.0
+    moved = base_movement({"text_embedding.weight": grown}, base, Path("base.pth"))
+    assert moved.changed == 1 and moved.relative["text rows"] > 0

@@ -9,7 +9,8 @@
 - ``OUT/LICENSE-NOTICE``: derivative weights of IndexTTS carry the base model's licence: the notice says
   so and points to the base model's licence file (no legal text of our own);
 - ``OUT/MODEL_CARD.md``: base model, version, tokenizer hash and size, data items (and hours when
-  recorded), steps, final losses.
+  recorded), steps, final losses, and how far the weights moved from the base model (weights that are bitwise
+  the base's are refused: such an export would only sound like the base).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from data_tools.fileio import (
 )
 from data_tools.shape_rules import text_tokens_of_rows
 from data_tools.text_tokenizer import TextTokenizer
+from trainer.checkpoints.base_movement import BaseMovement, movement_for_export
 from trainer.checkpoints.digest import (
     DAMAGED,
     MISMATCH,
@@ -184,7 +186,7 @@ def _fmt_loss(value: Any) -> str:
 
 
 def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: Path, dtype: str,
-               source: Path) -> str:
+               source: Path, movement: BaseMovement | None = None) -> str:
     """The MODEL_CARD.md text of an export (facts from the checkpoint; "not recorded" where it has none)."""
     version = model_version(gpt)
     name = "IndexTTS2" if version == "2" else "IndexTTS 1.5"
@@ -213,6 +215,10 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
         + (f", mel top-1 {_fmt_loss(losses.get('mel_top1'))}" if "mel_top1" in losses else ""),
         f"- validation: last {_fmt_loss(ckpt.get('last_val_loss'))}, best {_fmt_loss(ckpt.get('best_val_loss'))}",
         "",
+        "## Movement from the base model",
+        "",
+        *(movement.lines() if movement is not None else ["- not measured (no base model at hand)"]),
+        "",
         "## Licence",
         "",
         "Derived from IndexTTS: subject to the bilibili IndexTTS model licence of the base model, which must",
@@ -224,7 +230,7 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
 
 def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32", safetensors: bool = False,
                       *, config: str | Path | None = None, tokenizer: str | Path | None = None,
-                      force: bool = False) -> ExportReport:
+                      force: bool = False, base: str | Path | None = None) -> ExportReport:
     """Write the inference bundle of checkpoint ``path`` into ``out_dir`` (see the module docstring)."""
     from trainer.checkpoints.validate import expected_state_shapes, shape_differences
     from trainer.model import INFERENCE_ONLY_PREFIXES
@@ -261,6 +267,7 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     nonfinite = nonfinite_tensors({"model": weights})
     if nonfinite:
         raise CheckpointError(f"{path} cannot be exported: {nonfinite_reason(nonfinite)}")
+    movement = movement_for_export(ckpt, weights, base, report.notes)
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
@@ -290,7 +297,7 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
         model_name="IndexTTS2" if version == "2" else "IndexTTS 1.5", base=_base_model(ckpt)))
     report.files.append(notice_path)
     card_path = out_dir / "MODEL_CARD.md"
-    atomic_write_text(card_path, model_card(ckpt, gpt, tokenizer_path, dtype, path))
+    atomic_write_text(card_path, model_card(ckpt, gpt, tokenizer_path, dtype, path, movement))
     report.files.append(card_path)
     report.notes.insert(0, f"{len(weights)} tensors as {dtype}, IndexTTS {'2' if version == '2' else '1.5'} "
                            f"(config version {2.0 if version == '2' else 1.5}), number_text_tokens "
