@@ -99,7 +99,9 @@ class TDNNLayer(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1) -> None:
         super().__init__()
         padding = (kernel_size - 1) // 2
-        self.linear = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False)
+        self.linear = nn.Conv1d(
+            in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False
+        )
         self.nonlinear = _bn_relu(out_channels)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -135,7 +137,9 @@ class CAMLayer(nn.Module):
 class CAMDenseLayer(nn.Module):
     """BN-ReLU, 1x1 bottleneck to ``bn_channels``, BN-ReLU, CAM layer producing ``growth`` new channels."""
 
-    def __init__(self, in_channels: int, growth: int, bn_channels: int, kernel_size: int, dilation: int) -> None:
+    def __init__(
+        self, in_channels: int, growth: int, bn_channels: int, kernel_size: int, dilation: int
+    ) -> None:
         super().__init__()
         self.nonlinear1 = _bn_relu(in_channels)
         self.linear1 = nn.Conv1d(in_channels, bn_channels, 1, bias=False)
@@ -150,7 +154,13 @@ class CAMDenseBlock(nn.Module):
     """Densely connected CAM layers (named ``tdnnd1``..``tdnnd<n>``); each appends its output to the input."""
 
     def __init__(
-        self, num_layers: int, in_channels: int, growth: int, bn_channels: int, kernel_size: int, dilation: int
+        self,
+        num_layers: int,
+        in_channels: int,
+        growth: int,
+        bn_channels: int,
+        kernel_size: int,
+        dilation: int,
     ) -> None:
         super().__init__()
         for index in range(num_layers):
@@ -208,7 +218,9 @@ class CAMPPlus(nn.Module):
     ) -> None:
         super().__init__()
         if feat_dim % 8:
-            raise ValueError(f"CAMPPlus feat_dim must be a multiple of 8 (the head eighths it), got {feat_dim}")
+            raise ValueError(
+                f"CAMPPlus feat_dim must be a multiple of 8 (the head eighths it), got {feat_dim}"
+            )
         self.feat_dim = feat_dim
         self.embedding_size = embedding_size
         self.head = FCMHead(feat_dim)
@@ -216,7 +228,9 @@ class CAMPPlus(nn.Module):
         layers["tdnn"] = TDNNLayer(self.head.out_channels, init_channels, 5, stride=2)
         channels = init_channels
         for index, (num_layers, kernel_size, dilation) in enumerate(DENSE_BLOCKS, start=1):
-            block = CAMDenseBlock(num_layers, channels, growth_rate, bn_size * growth_rate, kernel_size, dilation)
+            block = CAMDenseBlock(
+                num_layers, channels, growth_rate, bn_size * growth_rate, kernel_size, dilation
+            )
             layers[f"block{index}"] = block
             layers[f"transit{index}"] = TransitLayer(block.out_channels, block.out_channels // 2)
             channels = block.out_channels // 2
@@ -228,7 +242,9 @@ class CAMPPlus(nn.Module):
     def forward(self, features: Tensor) -> Tensor:
         """features (B, T, feat_dim), already mean-subtracted per bin -> (B, embedding_size)."""
         if features.dim() != 3 or features.shape[-1] != self.feat_dim:
-            raise ValueError(f"CAMPPlus wants fbank (B, T, {self.feat_dim}), got shape {list(features.shape)}")
+            raise ValueError(
+                f"CAMPPlus wants fbank (B, T, {self.feat_dim}), got shape {list(features.shape)}"
+            )
         return self.xvector(self.head(features.transpose(1, 2)))
 
     @torch.no_grad()

@@ -45,7 +45,9 @@ def kaldi_mel_banks(
     if high_freq <= 0.0:
         high_freq += nyquist
     if not 0.0 <= low_freq < high_freq <= nyquist:
-        raise ValueError(f"mel banks need 0 <= low ({low_freq}) < high ({high_freq}) <= Nyquist ({nyquist}) Hz")
+        raise ValueError(
+            f"mel banks need 0 <= low ({low_freq}) < high ({high_freq}) <= Nyquist ({nyquist}) Hz"
+        )
     mel_low = kaldi_mel(low_freq)
     mel_step = (kaldi_mel(high_freq) - mel_low) / (num_bins + 1)
     bin_index = torch.arange(num_bins).unsqueeze(1)
@@ -104,5 +106,7 @@ def speaker_fbank(audio_16k: Tensor) -> Tensor:
     if audio_16k.dim() == 1:
         audio_16k = audio_16k.unsqueeze(0)
     if audio_16k.dim() != 2:
-        raise ValueError(f"speaker_fbank wants 16 kHz audio (B, N) or (N,), got shape {list(audio_16k.shape)}")
+        raise ValueError(
+            f"speaker_fbank wants 16 kHz audio (B, N) or (N,), got shape {list(audio_16k.shape)}"
+        )
     return torch.stack([subtract_time_mean(kaldi_fbank(row)) for row in audio_16k])
