@@ -267,7 +267,11 @@ def load_campplus(
         source = source or str(path)
         if not path.is_file():
             raise FileNotFoundError(f"CAMPPlus weights not found: {path}")
-        state_dict = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            state_dict = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # a truncated or foreign file: say which, in one line
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ValueError(f"{path} could not be read as a CAMPPlus state dict: {first_line}") from error
         if not isinstance(state_dict, Mapping):
             raise ValueError(f"{path} is not a plain state dict (got {type(state_dict).__name__})")
     model = CAMPPlus(**{**REAL_SIZES, **sizes})

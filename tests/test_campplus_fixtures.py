@@ -159,9 +159,17 @@ def test_missing_key_and_real_sizes_refuse_tiny_weights(tiny_state_dict: dict) -
     )
 
 
-def test_missing_weights_file_is_a_clear_error(tmp_path) -> None:
+def test_missing_or_unreadable_weights_file_is_a_clear_error(tmp_path) -> None:
+    path = tmp_path / "campplus_cn_common.bin"
     with pytest.raises(FileNotFoundError, match="CAMPPlus weights not found"):
-        load_campplus(tmp_path / "campplus_cn_common.bin")
+        load_campplus(path)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="could not be read as a CAMPPlus state dict") as caught:
+        load_campplus(path)
+    assert "\n" not in str(caught.value)
+    torch.save([torch.zeros(1)], path)
+    with pytest.raises(ValueError, match="is not a plain state dict"):
+        load_campplus(path)
 
 
 def test_fbank_frames_and_bad_input() -> None:
