@@ -34,7 +34,7 @@ class S2MelMelSettings:
 
     @classmethod
     def from_preprocess_params(cls, params: Mapping[str, Any]) -> S2MelMelSettings:
-        """From a config's ``s2mel.preprocess_params`` (``fmax`` may be the string "None", as upstream writes it)."""
+        """From a config's ``s2mel.preprocess_params`` (``fmax`` may be the string "None")."""
         spect = params.get("spect_params")
         if not isinstance(spect, Mapping) or "sr" not in params:
             raise ValueError("config s2mel.preprocess_params needs 'sr' and a 'spect_params' mapping")
@@ -74,7 +74,7 @@ def _slaney_mel_to_hz(mel: Tensor) -> Tensor:
 
 @functools.cache
 def slaney_mel_filters(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> Tensor:
-    """(n_mels, n_fft // 2 + 1) float32 triangles on the Slaney mel scale, each scaled to unit area (Slaney norm).
+    """(n_mels, n_fft // 2 + 1) float32 triangles on the Slaney mel scale, scaled to unit area (Slaney norm).
 
     Computed in float64 and cast, as librosa's ``filters.mel(htk=False, norm="slaney")`` does in effect.
     """
@@ -96,7 +96,7 @@ def slaney_mel_filters(sample_rate: int, n_fft: int, n_mels: int, fmin: float, f
 
 
 def s2mel_log_mel(audio: Tensor, settings: S2MelMelSettings | None = None) -> Tensor:
-    """Log-mel of (samples,) or (batch, samples) audio at ``settings.sample_rate`` -> (batch, n_mels, frames)."""
+    """Log-mel of (samples,) or (batch, samples) audio at the settings' rate -> (batch, n_mels, frames)."""
     s = settings or S2MelMelSettings()
     if audio.dim() == 1:
         audio = audio.unsqueeze(0)
@@ -113,8 +113,15 @@ def s2mel_log_mel(audio: Tensor, settings: S2MelMelSettings | None = None) -> Te
         raise ValueError(f"audio too short for the S2Mel mel: {audio.shape[-1]} samples give no frame")
     window = torch.hann_window(s.win_length, periodic=True, dtype=padded.dtype, device=padded.device)
     spec = torch.stft(
-        padded, s.n_fft, hop_length=s.hop_length, win_length=s.win_length, window=window,
-        center=False, normalized=False, onesided=True, return_complex=True,
+        padded,
+        s.n_fft,
+        hop_length=s.hop_length,
+        win_length=s.win_length,
+        window=window,
+        center=False,
+        normalized=False,
+        onesided=True,
+        return_complex=True,
     )
     magnitude = torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + MAGNITUDE_EPS)
     fmax = s.fmax if s.fmax is not None else s.sample_rate / 2

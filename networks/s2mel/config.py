@@ -46,18 +46,18 @@ class S2MelConfigError(ValueError):
 class S2MelConfig:
     """Every size the S2Mel networks are built from (defaults: the real IndexTTS2 v2.0 values)."""
 
-    semantic_dim: int = 1024          # length_regulator.in_channels = gpt_layer output = codec hidden size
-    gpt_dim: int = REAL_GPT_DIM        # gpt_layer input (GPT model_dim)
+    semantic_dim: int = 1024  # length_regulator.in_channels = gpt_layer output = codec hidden size
+    gpt_dim: int = REAL_GPT_DIM  # gpt_layer input (GPT model_dim)
     gpt_layer_hidden: tuple[int, int] = REAL_GPT_LAYER_HIDDEN
-    regulator_channels: int = 512      # length_regulator.channels
-    regulator_blocks: int = 4          # len(length_regulator.sampling_ratios)
+    regulator_channels: int = 512  # length_regulator.channels
+    regulator_blocks: int = 4  # len(length_regulator.sampling_ratios)
     regulator_codebook_size: int = 2048  # unused `embedding` rows kept in the checkpoint
-    n_mels: int = 80                   # DiT.in_channels
-    style_dim: int = 192               # style_encoder.dim (CAMPPlus embedding)
-    hidden_dim: int = 512              # DiT.hidden_dim
+    n_mels: int = 80  # DiT.in_channels
+    style_dim: int = 192  # style_encoder.dim (CAMPPlus embedding)
+    hidden_dim: int = 512  # DiT.hidden_dim
     num_heads: int = 8
     depth: int = 13
-    content_dim: int = 512             # DiT.content_dim (width of the regulated condition)
+    content_dim: int = 512  # DiT.content_dim (width of the regulated condition)
     content_codebook_size: int = 1024  # unused `cond_embedder` rows kept in the checkpoint
     wavenet_hidden_dim: int = 512
     wavenet_layers: int = 8
@@ -66,9 +66,13 @@ class S2MelConfig:
 
     def __post_init__(self) -> None:
         if self.hidden_dim % self.num_heads:
-            raise S2MelConfigError(f"s2mel DiT.hidden_dim {self.hidden_dim} is not divisible by num_heads {self.num_heads}")
+            raise S2MelConfigError(
+                f"s2mel DiT.hidden_dim {self.hidden_dim} is not divisible by num_heads {self.num_heads}"
+            )
         if (self.hidden_dim // self.num_heads) % 2:
-            raise S2MelConfigError("s2mel DiT head width (hidden_dim / num_heads) must be even for the rotary embedding")
+            raise S2MelConfigError(
+                "s2mel DiT head width (hidden_dim / num_heads) must be even for the rotary embedding"
+            )
         if self.content_dim != self.regulator_channels:
             raise S2MelConfigError(
                 f"s2mel DiT.content_dim {self.content_dim} must equal length_regulator.channels "
@@ -76,7 +80,8 @@ class S2MelConfig:
             )
         if self.wavenet_hidden_dim != self.hidden_dim:
             raise S2MelConfigError(
-                f"s2mel wavenet.hidden_dim {self.wavenet_hidden_dim} must equal DiT.hidden_dim {self.hidden_dim} "
+                f"s2mel wavenet.hidden_dim {self.wavenet_hidden_dim} must equal "
+                f"DiT.hidden_dim {self.hidden_dim} "
                 "(the only layout known from checkpoints)"
             )
         if self.wavenet_kernel_size % 2 == 0:
@@ -90,7 +95,7 @@ class S2MelConfig:
         gpt_dim: int = REAL_GPT_DIM,
         gpt_layer_hidden: tuple[int, int] = REAL_GPT_LAYER_HIDDEN,
     ) -> S2MelConfig:
-        """Sizes from a config's ``s2mel`` section; ``gpt_dim`` is the GPT's model_dim (config ``gpt.model_dim``)."""
+        """Sizes from a config's ``s2mel`` section; ``gpt_dim`` is the GPT's model_dim (``gpt.model_dim``)."""
         _check_supported(s2mel)
         regulator = _section(s2mel, "length_regulator")
         dit = _section(s2mel, "DiT")

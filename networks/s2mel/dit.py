@@ -77,7 +77,9 @@ class AdaptiveRMSNorm(nn.Module):
 
 def rotary_table(length: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """(length, head_dim / 2, 2) [cos, sin] of position * base^(-2i / head_dim) (float32, then ``dtype``)."""
-    inv_freq = 1.0 / (ROPE_BASE ** (torch.arange(0, head_dim, 2, device=device)[: head_dim // 2].float() / head_dim))
+    inv_freq = 1.0 / (
+        ROPE_BASE ** (torch.arange(0, head_dim, 2, device=device)[: head_dim // 2].float() / head_dim)
+    )
     angles = torch.outer(torch.arange(length, device=device).float(), inv_freq)
     return torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1).to(dtype)
 
@@ -203,14 +205,24 @@ class DiT(nn.Module):
         self.skip_linear = nn.Linear(hidden + n_mels, hidden)
         self.conv1 = nn.Linear(hidden, wn)
         self.wavenet = WaveNet(
-            wn, config.wavenet_kernel_size, config.wavenet_dilation_rate, config.wavenet_layers, cond_channels=wn
+            wn,
+            config.wavenet_kernel_size,
+            config.wavenet_dilation_rate,
+            config.wavenet_layers,
+            cond_channels=wn,
         )
         self.res_projection = nn.Linear(hidden, wn)
         self.final_layer = FinalLayer(wn, hidden)
         self.conv2 = nn.Conv1d(wn, n_mels, 1)
 
     def forward(
-        self, x: Tensor, prompt_x: Tensor, x_lens: Tensor, t: Tensor, style: Tensor, cond: Tensor,
+        self,
+        x: Tensor,
+        prompt_x: Tensor,
+        x_lens: Tensor,
+        t: Tensor,
+        style: Tensor,
+        cond: Tensor,
         taps: Taps = None,
     ) -> Tensor:
         batch, _, length = x.shape
@@ -219,17 +231,26 @@ class DiT(nn.Module):
         t1 = self.t_embedder(t)
         cond = self.cond_projection(cond)
         x = x.transpose(1, 2)
-        merged = torch.cat([x, prompt_x.transpose(1, 2), cond, style[:, None, :].expand(batch, length, -1)], dim=-1)
+        merged = torch.cat(
+            [x, prompt_x.transpose(1, 2), cond, style[:, None, :].expand(batch, length, -1)], dim=-1
+        )
         x_in = self.cond_x_merge_linear(merged)
         attn_mask = frames[:, None, None, :].expand(batch, 1, length, length)
         transformed = self.transformer(x_in, t1.unsqueeze(1), attn_mask)
         x_res = self.skip_linear(torch.cat([transformed, x], dim=-1))
         t2 = self.t_embedder2(t)
-        wave = self.wavenet(self.conv1(x_res).transpose(1, 2), frames[:, None, :].to(x.dtype), t2.unsqueeze(2))
+        wave = self.wavenet(
+            self.conv1(x_res).transpose(1, 2), frames[:, None, :].to(x.dtype), t2.unsqueeze(2)
+        )
         final = self.final_layer(wave.transpose(1, 2) + self.res_projection(x_res), t1)
         if taps is not None:
             taps.update(
-                dit_t1=t1, dit_cond_projection_out=cond, dit_x_in=x_in, dit_transformer_out=transformed,
-                dit_skip_linear_out=x_res, dit_wavenet_out=wave, dit_final_layer_out=final,
+                dit_t1=t1,
+                dit_cond_projection_out=cond,
+                dit_x_in=x_in,
+                dit_transformer_out=transformed,
+                dit_skip_linear_out=x_res,
+                dit_wavenet_out=wave,
+                dit_final_layer_out=final,
             )
         return self.conv2(final.transpose(1, 2))

@@ -76,15 +76,28 @@ class CFM(nn.Module):
         return x
 
     def _velocity(
-        self, x: Tensor, prompt_x: Tensor, x_lens: Tensor, t: Tensor, style: Tensor, mu: Tensor,
-        cfg_rate: float, taps: dict[str, Tensor] | None, trace: Trace, last: bool,
+        self,
+        x: Tensor,
+        prompt_x: Tensor,
+        x_lens: Tensor,
+        t: Tensor,
+        style: Tensor,
+        mu: Tensor,
+        cfg_rate: float,
+        taps: dict[str, Tensor] | None,
+        trace: Trace,
+        last: bool,
     ) -> Tensor:
         batch = x.shape[0]
         if cfg_rate > 0:
             out = self.estimator(
-                torch.cat([x, x]), torch.cat([prompt_x, torch.zeros_like(prompt_x)]), torch.cat([x_lens, x_lens]),
-                t.reshape(1).expand(2 * batch), torch.cat([style, torch.zeros_like(style)]),
-                torch.cat([mu, torch.zeros_like(mu)]), taps=taps,
+                torch.cat([x, x]),
+                torch.cat([prompt_x, torch.zeros_like(prompt_x)]),
+                torch.cat([x_lens, x_lens]),
+                t.reshape(1).expand(2 * batch),
+                torch.cat([style, torch.zeros_like(style)]),
+                torch.cat([mu, torch.zeros_like(mu)]),
+                taps=taps,
             )
             conditional, unconditional = out[:batch], out[batch:]
             velocity = (1.0 + cfg_rate) * conditional - cfg_rate * unconditional

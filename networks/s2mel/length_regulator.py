@@ -33,7 +33,9 @@ class InterpolateRegulator(nn.Module):
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
         """x (B, T, W), lengths (B,) target frames -> (B, max(lengths), C)."""
         if x.dim() != 3 or x.shape[-1] != self.in_channels:
-            raise ValueError(f"length regulator expects (batch, frames, {self.in_channels}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"length regulator expects (batch, frames, {self.in_channels}), got {tuple(x.shape)}"
+            )
         total = int(lengths.max())
         out = self.model(self.stretch(self.content_in_proj(x), total)).transpose(1, 2)
         keep = torch.arange(total, device=x.device)[None, :] < lengths.to(x.device)[:, None]

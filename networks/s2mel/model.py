@@ -28,8 +28,8 @@ from networks.s2mel.gpt_layer import build_gpt_layer
 from networks.s2mel.length_regulator import InterpolateRegulator
 
 MEL_FRAMES_PER_CODE = 1.72  # 50 Hz codes -> 22050 / 256 Hz mel frames (upstream's rounded factor)
-DEFAULT_STEPS = 25          # infer_v2's hard-coded number of Euler steps
-DEFAULT_CFG_RATE = 0.7      # infer_v2's classifier-free guidance rate
+DEFAULT_STEPS = 25  # infer_v2's hard-coded number of Euler steps
+DEFAULT_CFG_RATE = 0.7  # infer_v2's classifier-free guidance rate
 NET_PARTS = ("cfm", "length_regulator", "gpt_layer")
 
 
@@ -64,19 +64,27 @@ class S2Mel(nn.Module):
         gpt_layer_hidden: tuple[int, int] = REAL_GPT_LAYER_HIDDEN,
     ) -> S2Mel:
         """Build (randomly initialised) from a config's ``s2mel`` section; ``gpt_dim`` = ``gpt.model_dim``."""
-        return cls(S2MelConfig.from_section(s2mel_section, gpt_dim=gpt_dim, gpt_layer_hidden=gpt_layer_hidden))
+        return cls(
+            S2MelConfig.from_section(s2mel_section, gpt_dim=gpt_dim, gpt_layer_hidden=gpt_layer_hidden)
+        )
 
     def net_state_dict(self) -> dict[str, dict[str, Tensor]]:
         """The ``net`` entry of ``s2mel.pth``: one state dict per part."""
         return {part: getattr(self, part).state_dict() for part in NET_PARTS}
 
-    def load_net(self, net: Mapping[str, Any], source: str = "s2mel checkpoint", *, assign: bool = False) -> None:
+    def load_net(
+        self, net: Mapping[str, Any], source: str = "s2mel checkpoint", *, assign: bool = False
+    ) -> None:
         """Load every part of a ``net`` dict strictly; the error names the part and its first bad key."""
         for part in NET_PARTS:
             if part not in net:
-                raise S2MelCheckpointError(f"{source}: 'net' has no '{part}' state dict (found: {sorted(net)})")
+                raise S2MelCheckpointError(
+                    f"{source}: 'net' has no '{part}' state dict (found: {sorted(net)})"
+                )
             if not isinstance(net[part], Mapping):
-                raise S2MelCheckpointError(f"{source}: net.{part} is {type(net[part]).__name__}, not a state dict")
+                raise S2MelCheckpointError(
+                    f"{source}: net.{part} is {type(net[part]).__name__}, not a state dict"
+                )
         for part in NET_PARTS:
             state = {_strip_module_prefix(key): value for key, value in net[part].items()}
             load_strict(getattr(self, part), state, f"{source} net.{part}", assign=assign)
@@ -85,7 +93,9 @@ class S2Mel(nn.Module):
 
     def prompt_condition(self, semantic_ref: Tensor, mel_frames: int) -> Tensor:
         """S_ref (B, T, W) of the speaker prompt -> (B, mel_frames, C), the prompt's part of the condition."""
-        lengths = torch.full((semantic_ref.shape[0],), mel_frames, dtype=torch.long, device=semantic_ref.device)
+        lengths = torch.full(
+            (semantic_ref.shape[0],), mel_frames, dtype=torch.long, device=semantic_ref.device
+        )
         return self.length_regulator(semantic_ref, lengths)
 
     def semantic_features(self, gpt_latent: Tensor, code_embedding: Tensor) -> Tensor:
@@ -150,19 +160,31 @@ class S2Mel(nn.Module):
         mu = torch.cat([prompt_condition, cond], dim=1)
         x_lens = torch.full((batch,), mu.shape[1], dtype=torch.long, device=mu.device)
         full = self.cfm.inference(
-            mu, x_lens, ref_mel, style, steps, cfg_rate,
-            temperature=temperature, noise=noise, generator=generator, trace=trace,
+            mu,
+            x_lens,
+            ref_mel,
+            style,
+            steps,
+            cfg_rate,
+            temperature=temperature,
+            noise=noise,
+            generator=generator,
+            trace=trace,
         )
         if trace is not None:
             trace.update(
-                gpt_layer_out=self.gpt_layer(gpt_latent), S_infer=features,
-                target_lengths=lengths, cond=cond, cat_condition=mu, cfm_out_full=full,
+                gpt_layer_out=self.gpt_layer(gpt_latent),
+                S_infer=features,
+                target_lengths=lengths,
+                cond=cond,
+                cat_condition=mu,
+                cfm_out_full=full,
             )
         return full[:, :, prompt_frames:]
 
 
 def _strip_module_prefix(key: str) -> str:
-    return key[len("module."):] if key.startswith("module.") else key
+    return key[len("module.") :] if key.startswith("module.") else key
 
 
 def read_s2mel_net(path: str | Path) -> dict[str, Mapping[str, Any]]:
@@ -173,7 +195,9 @@ def read_s2mel_net(path: str | Path) -> dict[str, Mapping[str, Any]]:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a corrupt or foreign file
-        raise S2MelCheckpointError(f"cannot read s2mel checkpoint {path}: {str(exc).splitlines()[0]}") from exc
+        raise S2MelCheckpointError(
+            f"cannot read s2mel checkpoint {path}: {str(exc).splitlines()[0]}"
+        ) from exc
     if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("net"), Mapping):
         raise S2MelCheckpointError(f"{path} is not an s2mel checkpoint: expected a dict with a 'net' dict")
     return dict(checkpoint["net"])
@@ -187,7 +211,7 @@ def load_s2mel(
     gpt_layer_hidden: tuple[int, int] = REAL_GPT_LAYER_HIDDEN,
     device: str | torch.device = "cpu",
 ) -> S2Mel:
-    """Build an S2Mel from the config section on the meta device, load ``path`` strictly into it, eval mode."""
+    """Build an S2Mel from the config section on the meta device and load ``path`` strictly into it (eval)."""
     config = S2MelConfig.from_section(s2mel_section, gpt_dim=gpt_dim, gpt_layer_hidden=gpt_layer_hidden)
     net = read_s2mel_net(path)
     with torch.device("meta"):
