@@ -1,4 +1,4 @@
-"""IndexTTS2 S2Mel: every stage against synthesis_expected.pt, and the real key layout built on the meta device."""
+"""IndexTTS2 S2Mel: every stage against synthesis_expected.pt; the real key layout on the meta device."""
 
 from __future__ import annotations
 
@@ -231,7 +231,7 @@ def test_real_size_meta_model_loads_a_real_layout_and_refuses_one_wrong_shape() 
     shapes, _ = real_shapes()
     with torch.device("meta"):
         model = S2Mel.from_config(REAL_S2MEL_SECTION)
-        net = {part: {key: torch.empty(shape) for key, shape in layout.items()} for part, layout in shapes.items()}
+        net = {part: {key: torch.empty(size) for key, size in keys.items()} for part, keys in shapes.items()}
     model.load_net(net, "real layout", assign=True)
     bad = "estimator.transformer.layers.7.skip_in_linear.weight"
     with torch.device("meta"):

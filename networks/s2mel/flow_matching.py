@@ -58,7 +58,8 @@ class CFM(nn.Module):
         x[..., :prompt_len] = 0
         t_span = torch.linspace(0, 1, steps + 1, device=mu.device, dtype=mu.dtype)
         t, dt = t_span[0], t_span[1] - t_span[0]
-        t_steps, x_steps = [], [x.clone()]
+        t_steps: list[Tensor] = []
+        x_steps = [x.clone()] if trace is not None else []
         taps: dict[str, Tensor] | None = {} if trace is not None else None
         for step in range(1, steps + 1):
             t_steps.append(t)
@@ -69,7 +70,8 @@ class CFM(nn.Module):
             if step < steps:
                 dt = t_span[step + 1] - t
             x[..., :prompt_len] = 0
-            x_steps.append(x.clone())
+            if trace is not None:
+                x_steps.append(x.clone())
         if trace is not None:
             trace["t_steps"] = torch.stack(t_steps)
             trace["x_steps"] = torch.stack(x_steps)

@@ -151,36 +151,38 @@ class S2Mel(nn.Module):
             raise ValueError(f"ref_mel must be (batch, {c.n_mels}, frames), got {tuple(ref_mel.shape)}")
         if tuple(style.shape) != (batch, c.style_dim):
             raise ValueError(f"style must be (batch, {c.style_dim}), got {tuple(style.shape)}")
-        features = self.semantic_features(gpt_latent, code_embedding)
-        frames = target_mel_frames(gpt_latent.shape[1])
-        if frames < 1:
-            raise ValueError(f"{gpt_latent.shape[1]} code(s) give no mel frame; need at least 1 code")
-        lengths = torch.full((batch,), frames, dtype=torch.long, device=gpt_latent.device)
-        cond = self.length_regulator(features, lengths)
-        mu = torch.cat([prompt_condition, cond], dim=1)
-        x_lens = torch.full((batch,), mu.shape[1], dtype=torch.long, device=mu.device)
-        full = self.cfm.inference(
-            mu,
-            x_lens,
-            ref_mel,
-            style,
-            steps,
-            cfg_rate,
-            temperature=temperature,
-            noise=noise,
-            generator=generator,
-            trace=trace,
-        )
-        if trace is not None:
-            trace.update(
-                gpt_layer_out=self.gpt_layer(gpt_latent),
-                S_infer=features,
-                target_lengths=lengths,
-                cond=cond,
-                cat_condition=mu,
-                cfm_out_full=full,
+        # Upstream runs S2Mel in float32 even when the GPT around it runs under fp16 autocast.
+        with torch.autocast(device_type=gpt_latent.device.type, enabled=False):
+            features = self.semantic_features(gpt_latent, code_embedding)
+            frames = target_mel_frames(gpt_latent.shape[1])
+            if frames < 1:
+                raise ValueError(f"{gpt_latent.shape[1]} code(s) give no mel frame; need at least 1 code")
+            lengths = torch.full((batch,), frames, dtype=torch.long, device=gpt_latent.device)
+            cond = self.length_regulator(features, lengths)
+            mu = torch.cat([prompt_condition, cond], dim=1)
+            x_lens = torch.full((batch,), mu.shape[1], dtype=torch.long, device=mu.device)
+            full = self.cfm.inference(
+                mu,
+                x_lens,
+                ref_mel,
+                style,
+                steps,
+                cfg_rate,
+                temperature=temperature,
+                noise=noise,
+                generator=generator,
+                trace=trace,
             )
-        return full[:, :, prompt_frames:]
+            if trace is not None:
+                trace.update(
+                    gpt_layer_out=self.gpt_layer(gpt_latent),
+                    S_infer=features,
+                    target_lengths=lengths,
+                    cond=cond,
+                    cat_condition=mu,
+                    cfm_out_full=full,
+                )
+            return full[:, :, prompt_frames:]
 
 
 def _strip_module_prefix(key: str) -> str:
