@@ -91,6 +91,7 @@ class S2Mel(nn.Module):
 
     # -- the synthesis path -------------------------------------------------------------------------------
 
+    @torch.no_grad()
     def prompt_condition(self, semantic_ref: Tensor, mel_frames: int) -> Tensor:
         """S_ref (B, T, W) of the speaker prompt -> (B, mel_frames, C), the prompt's part of the condition."""
         lengths = torch.full(
