@@ -193,7 +193,10 @@ class SemanticCodec(nn.Module):
         def backbone() -> nn.Sequential:
             return nn.Sequential(
                 VocosBackbone(
-                    config.hidden_size, config.vocos_dim, config.vocos_intermediate_dim, config.vocos_num_layers
+                    config.hidden_size,
+                    config.vocos_dim,
+                    config.vocos_intermediate_dim,
+                    config.vocos_num_layers,
                 ),
                 nn.Linear(config.vocos_dim, config.hidden_size),
             )

@@ -36,7 +36,9 @@ def w2v_bert_config(settings: Mapping[str, Any] | Wav2Vec2BertConfig | None = No
 
 
 def build_w2v_bert(
-    settings: Mapping[str, Any] | Wav2Vec2BertConfig | None = None, *, device: str | torch.device | None = None
+    settings: Mapping[str, Any] | Wav2Vec2BertConfig | None = None,
+    *,
+    device: str | torch.device | None = None,
 ) -> Wav2Vec2BertModel:
     """An (untrained) Wav2Vec2BertModel in eval mode; ``device="meta"`` builds shapes only."""
     config = w2v_bert_config(settings)
@@ -44,6 +46,8 @@ def build_w2v_bert(
     context = torch.device(device) if device is not None else nullcontext()
     with context:
         model = Wav2Vec2BertModel(config)
+    if device is not None:
+        model = model.to(device)  # transformers makes ``masked_spec_embed`` on the CPU whatever the context
     return model.eval()
 
 
@@ -124,7 +128,9 @@ class SemanticStats(nn.Module):
     def __init__(self, mean: Tensor, var: Tensor) -> None:
         super().__init__()
         if mean.dim() != 1 or mean.shape != var.shape:
-            raise ValueError(f"stats need 1-D mean and var of one size, got {tuple(mean.shape)}, {tuple(var.shape)}")
+            raise ValueError(
+                f"stats need 1-D mean and var of one size, got {tuple(mean.shape)}, {tuple(var.shape)}"
+            )
         self.register_buffer("mean", mean.float().clone())
         self.register_buffer("var", var.float().clone())
 

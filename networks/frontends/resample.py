@@ -97,6 +97,7 @@ def sinc_resample(
     padded = F.pad(rows, (width, width + orig))
     phases = F.conv1d(padded[:, None], kernel, stride=orig)
     out = phases.transpose(1, 2).reshape(rows.shape[0], -1)
+    # ceil of the float product in a float32 tensor, as torchaudio computes the output length
     target = int(torch.ceil(torch.as_tensor(new * length / orig)).item())
     return out[..., :target].reshape(*shape[:-1], -1)
 
@@ -117,7 +118,9 @@ def soxr_resample(samples: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarr
     return np.asarray(out, dtype=samples.dtype)
 
 
-def load_audio_like_librosa(path: str | Path, sr: int = 22050, max_seconds: float | None = None) -> np.ndarray:
+def load_audio_like_librosa(
+    path: str | Path, sr: int = 22050, max_seconds: float | None = None
+) -> np.ndarray:
     """``librosa.load(path, sr=sr)`` (float32, channels averaged, soxr_hq), then cut to ``max_seconds``.
 
     This is how IndexTTS2's inference reads its prompts: the speaker prompt at librosa's default 22050 Hz,

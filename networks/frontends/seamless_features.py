@@ -41,10 +41,16 @@ def load_feature_extractor(
     name_or_path: str | Path, *, local_files_only: bool = False
 ) -> SeamlessM4TFeatureExtractor:
     """The extractor from a folder (or model id) holding ``preprocessor_config.json``."""
+    if Path(name_or_path).is_absolute() and not Path(name_or_path).is_dir():
+        raise FileNotFoundError(f"feature extractor folder not found: {name_or_path}")
     try:
-        return SeamlessM4TFeatureExtractor.from_pretrained(str(name_or_path), local_files_only=local_files_only)
+        return SeamlessM4TFeatureExtractor.from_pretrained(
+            str(name_or_path), local_files_only=local_files_only
+        )
     except OSError as exc:
-        raise FileNotFoundError(f"cannot load feature extractor from {name_or_path}: {exc}".splitlines()[0]) from None
+        raise FileNotFoundError(
+            f"cannot load feature extractor from {name_or_path}: {exc}".splitlines()[0]
+        ) from None
 
 
 def _as_float32(wave: Tensor | np.ndarray) -> np.ndarray:
