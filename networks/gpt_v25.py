@@ -141,6 +141,8 @@ class UnifiedVoiceV25(UnifiedVoiceV2):
 
     def __init__(self, gpt_config: Mapping[str, Any]) -> None:
         gpt = dict(gpt_config)
+        # Kept out of self.gpt_config: upstream passes spk_cond_mode beside **gpt, so a config.yaml written
+        # from gpt_config must not hold it (2.5 is marked there by the top-level ``version: 2.5``).
         mode = gpt.pop("spk_cond_mode", SPK_COND_MODE)
         if mode != SPK_COND_MODE:
             raise ConfigError(f"gpt.spk_cond_mode {mode!r}: an IndexTTS-2.5 GPT uses {SPK_COND_MODE!r}")
@@ -368,11 +370,14 @@ def read_gpt_state_dict(path: str | Path) -> dict[str, Tensor]:
     return state
 
 
-def load_gpt_v25(model: UnifiedVoiceV25, state_dict: Mapping[str, Any], source: str) -> list[str]:
+def load_gpt_v25(
+    model: UnifiedVoiceV25, state_dict: Mapping[str, Any], source: str, *, assign: bool = False
+) -> list[str]:
     """Load a 2.5 GPT state dict strictly; returns the dropped inference-only alias keys (sorted).
 
-    Refuses, naming the key(s): a state dict lacking a 2.5-only key (``spk_emb_proj.*``, ``lang_embedding``:
-    e.g. an IndexTTS2 gpt.pth), then any missing, unexpected or mis-shaped key (``load_strict``).
+    Refuses (StateDictMismatchError, one line naming the key(s)) a state dict lacking a 2.5-only key
+    (``spk_emb_proj.*``, ``lang_embedding``: e.g. an IndexTTS2 gpt.pth), then any missing, unexpected or
+    mis-shaped key (``load_strict``); the model is untouched then. ``assign``: for a model built on meta.
     """
     lacking = [key for key in V25_ONLY_KEYS if key not in state_dict]
     if lacking:
@@ -382,12 +387,21 @@ def load_gpt_v25(model: UnifiedVoiceV25, state_dict: Mapping[str, Any], source: 
         )
     dropped = sorted(name for name in state_dict if name.startswith(INFERENCE_ONLY_PREFIXES))
     kept = {name: value for name, value in state_dict.items() if not name.startswith(INFERENCE_ONLY_PREFIXES)}
-    load_strict(model, kept, source)
+    load_strict(model, kept, source, assign=assign)
     return dropped
 
 
 def load_gpt_v25_file(config: Mapping[str, Any], path: str | Path) -> UnifiedVoiceV25:
-    """Build the 2.5 GPT from ``config`` and load ``path`` (a real or fine-tuned gpt.pth) into it strictly."""
-    model = build_gpt_v25(config)
-    load_gpt_v25(model, read_gpt_state_dict(path), str(path))
+    """Build the 2.5 GPT from ``config`` and load ``path`` (a real or fine-tuned gpt.pth) into it strictly.
+
+    Built on the meta device and the (float32) weights assigned: no time spent on a random init, and no
+    global RNG state consumed. The model is in train mode on the CPU, like a freshly built one.
+    """
+    with torch.device("meta"):
+        model = build_gpt_v25(config)
+    state = {
+        name: value.float() if isinstance(value, Tensor) and value.is_floating_point() else value
+        for name, value in read_gpt_state_dict(path).items()
+    }
+    load_gpt_v25(model, state, str(path), assign=True)
     return model

@@ -62,6 +62,14 @@ def counted_hits(top1: torch.Tensor | float, tokens: int) -> int:
     return round(float(top1) * tokens)
 
 
+def test_loaded_from_file_is_a_real_cpu_model(model, real_state) -> None:
+    tensors = [*model.parameters(), *model.buffers()]
+    assert all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+    assert all(p.requires_grad for p in model.parameters())
+    assert torch.equal(model.lang_embedding.weight, real_state["lang_embedding.weight"])
+    assert "spk_cond_mode" not in model.gpt_config and model.version == "2.5"
+
+
 def test_speaker_and_emotion_paths_build_the_three_vector_block(model, expected) -> None:
     with torch.no_grad():
         emo_vec = model.get_emovec(expected["w2v_feat"].transpose(1, 2), expected["w2v_lengths"])
