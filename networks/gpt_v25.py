@@ -82,7 +82,9 @@ class LanguageTextEmbedding(nn.Embedding):
     """The text table (key ``text_embedding.weight``) that adds each item's language row to every position.
 
     The rows are given for the span of one call through ``adding_language``; embedding text outside such a
-    span raises, so no code path can silently drop the language signal inference relies on.
+    span raises, so no code path can silently drop the language signal inference relies on. (The rows travel
+    this way because the IndexTTS2 sequence builder this network reuses embeds the text itself and takes no
+    per-item offset.) One forward at a time per model instance: the span is not re-entrant or thread-shared.
     """
 
     def __init__(self, rows: int, dim: int) -> None:
@@ -147,6 +149,8 @@ class UnifiedVoiceV25(UnifiedVoiceV2):
         if mode != SPK_COND_MODE:
             raise ConfigError(f"gpt.spk_cond_mode {mode!r}: an IndexTTS-2.5 GPT uses {SPK_COND_MODE!r}")
         super().__init__(gpt)
+        # The IndexTTS2 constructor always builds its speaker conformer, perceiver and speed rows; 2.5 has
+        # none of them (the real gpt.pth holds none of their keys). Cheap on meta, where real files load.
         for name in V2_ONLY_MODULES:
             delattr(self, name)
         dim = self.model_dim
@@ -155,6 +159,7 @@ class UnifiedVoiceV25(UnifiedVoiceV2):
         self.text_embedding = LanguageTextEmbedding(self.text_vocab_size, dim)
         self.lang_embedding = nn.Embedding(LANGUAGE_ROWS, dim)
         nn.init.normal_(self.lang_embedding.weight, std=0.02)
+        # Upstream's registration order, so state_dict() lists keys as the real gpt.pth does.
         if set(self._modules) != set(MODULE_ORDER):
             raise RuntimeError(f"IndexTTS-2.5 module set drifted from upstream's: {sorted(self._modules)}")
         self._modules = type(self._modules)((name, self._modules[name]) for name in MODULE_ORDER)
