@@ -17,6 +17,9 @@ under these names (:data:`HUB_FILES`; each may be overridden by an argument):
 Missing files or config keys are refused in one line naming each (:class:`IndexTTS2FilesError`). Shrunken
 models (tests) set optional widths: ``gpt.semantic_dim`` / ``gpt.emo_perceiver_dim`` and a ``campplus:``
 section (``embedding_size``, ``growth_rate``, ``bn_size``, ``init_channels``; absent = the real 192/32/4/128).
+
+BigVGAN v2 (the hub's ``config.json``, not a config.yaml section; 2.5 uses the same vocoder):
+``build_vocoder_v2(spec)``, ``load_vocoder_v2(path_or_state, spec)`` -> networks.bigvgan_v2.BigVGANV2.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from networks.bigvgan import VocoderError
+from networks.bigvgan_v2 import BigVGANV2, BigVGANV2Spec, build_bigvgan_v2, load_bigvgan_v2
 from networks.gpt_config import ConfigError
 from networks.unified_voice import UnifiedVoiceV2, build_model, load_gpt_state_dict
 
@@ -46,6 +51,41 @@ def build_gpt(config: Mapping[str, Any]) -> UnifiedVoiceV2:
 def load_gpt(model: UnifiedVoiceV2, state_dict: Mapping[str, Any]) -> list[str]:
     """Strict load of a ``gpt.pth`` state dict; returns the dropped inference-only key names."""
     return load_gpt_state_dict(model, state_dict)
+
+
+# ----- audio networks (w2v-BERT, semantic codec, CAMPPlus, S2Mel, BigVGAN v2): added here next ---------------
+
+
+def vocoder_v2_spec(spec: BigVGANV2Spec | Mapping[str, Any], source: str = "config.json") -> BigVGANV2Spec:
+    """A BigVGANV2Spec as given, or read from a BigVGAN v2 ``config.json`` dict."""
+    return spec if isinstance(spec, BigVGANV2Spec) else BigVGANV2Spec.from_config(spec, source)
+
+
+def build_vocoder_v2(spec: BigVGANV2Spec | Mapping[str, Any],
+                     device: torch.device | str | None = None) -> BigVGANV2:
+    """A randomly initialised BigVGAN v2 (``device="meta"`` to only inspect keys and shapes)."""
+    return build_bigvgan_v2(vocoder_v2_spec(spec), device)
+
+
+def load_vocoder_v2(path_or_state: str | Path | Mapping[str, Any], spec: BigVGANV2Spec | Mapping[str, Any],
+                    device: torch.device | str = "cpu") -> BigVGANV2:
+    """``bigvgan_generator.pt`` (a path, or the dict read from it) strictly into the BigVGAN v2 ``spec``
+    describes; weight norm folded, eval mode. Raises ConfigError / VocoderError (one line)."""
+    spec = vocoder_v2_spec(spec)
+    if isinstance(path_or_state, (str, Path)):
+        path = Path(path_or_state)
+        if not path.is_file():
+            raise VocoderError(f"BigVGAN v2 weights not found: {path}")
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # a truncated or foreign file: say which, in one line
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise VocoderError(f"{path} could not be read as a BigVGAN v2 generator file: {first_line}") from None
+        return load_bigvgan_v2(checkpoint, spec, path, device)
+    state = dict(path_or_state)
+    if state and all(isinstance(value, torch.Tensor) for value in state.values()):
+        state = {"generator": state}  # a bare generator state dict
+    return load_bigvgan_v2(state, spec, "bigvgan_generator.pt", device)
 
 
 # ----- a whole download folder -------------------------------------------------------------------------------
@@ -103,7 +143,7 @@ class IndexTTS2Networks:
     codec: nn.Module  # networks.semantic_codec.SemanticCodec
     campplus: nn.Module  # networks.campplus.CAMPPlus
     s2mel: nn.Module  # networks.s2mel.S2Mel
-    vocoder: nn.Module  # BigVGAN v2: (1, 80, F) log-mel -> (1, 1, F * 256) in [-1, 1]
+    vocoder: BigVGANV2  # (1, 80, F) log-mel -> (1, 1, F * 256) in [-1, 1]
     spk_matrix: Tensor  # feat1 (rows, style width)
     emo_matrix: Tensor  # feat2 (rows, GPT width)
     emo_num: tuple[int, ...]
@@ -217,24 +257,18 @@ def _read_matrix(path: Path) -> Tensor:
     return value.float()
 
 
-def load_vocoder_folder(folder: Path, device: torch.device | str = "cpu") -> nn.Module:
+def load_vocoder_folder(folder: Path, device: torch.device | str = "cpu") -> BigVGANV2:
     """BigVGAN v2 from a hub-style folder (``config.json`` + ``bigvgan_generator.pt``), weight norm folded."""
     import json
-
-    from networks.bigvgan_v2 import BigVGANV2Spec, load_bigvgan_v2
 
     config_file = folder / "config.json"
     try:
         spec_config = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise IndexTTS2FilesError(f"{config_file}: not a readable JSON config ({exc})") from None
-    spec = BigVGANV2Spec.from_config(spec_config, str(config_file))
-    generator = folder / "bigvgan_generator.pt"
-    try:
-        checkpoint = torch.load(generator, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise IndexTTS2FilesError(f"cannot read {generator}: {str(exc).strip().splitlines()[0]}") from None
-    return load_bigvgan_v2(checkpoint, spec, generator, device)
+    if not isinstance(spec_config, Mapping):
+        raise IndexTTS2FilesError(f"{config_file}: not a JSON object")
+    return load_vocoder_v2(folder / "bigvgan_generator.pt", vocoder_v2_spec(spec_config, str(config_file)), device)
 
 
 def load_indextts2(
