@@ -302,13 +302,19 @@ class SynthesizerV2:
             ref_mel = s2mel_log_mel(audio_22k, self.mel_settings).to(self.device)
             style = nets.campplus.style_of(audio_16k)
             prompt_condition = nets.s2mel.prompt_condition(semantic_ref, ref_mel.shape[-1])
-            latents = self.model.get_conditioning(features.transpose(1, 2), conditioning_lengths(features))
+            latents = self.speaker_latents(features)
             emotion = self.semantic_features(emotion_16k)
         return VoicePrompt(
             audio_22k=audio_22k, audio_16k=audio_16k, features=features, semantic_ref=semantic_ref, ref_mel=ref_mel,
             style=style, prompt_condition=prompt_condition, speaker_latents=latents, emotion_features=emotion,
             seconds=time.perf_counter() - started,
         )
+
+    @torch.no_grad()
+    def speaker_latents(self, features: Tensor) -> Tensor:
+        """(1, T, W) speaker features -> the GPT's (1, 32, D) conditioning latents (speech_conditioning_latent)."""
+        with _EvalMode(self.model):
+            return self.model.get_conditioning(features.transpose(1, 2), conditioning_lengths(features))
 
     @torch.no_grad()
     def emotion_vector(self, voice: VoicePrompt, emotion: EmotionControl | None = None,
@@ -358,19 +364,24 @@ class SynthesizerV2:
     def synthesize_ids(self, segments: Sequence[Sequence[int]], voice: VoicePrompt | str | Path,
                        emotion: EmotionControl | None = None, settings: DecodeSettings | None = None,
                        mel: MelSettings | None = None, *, noise: NoiseSource | None = None,
-                       text: str = "") -> SynthResultV2:
-        """Like ``synthesize`` with the token ids of each segment given (no tokenizer needed)."""
+                       text: str = "", trace: list[dict[str, Any]] | None = None) -> SynthResultV2:
+        """Like ``synthesize`` with the token ids of each segment given (no tokenizer needed).
+
+        ``trace`` (a list) receives one dict per segment with every intermediate: ``codes_raw``, ``latent``,
+        the S2Mel stages (``gpt_layer_out``, ``S_infer``, ``cond``, ``cat_condition``, ``x_steps``, ...),
+        ``mel`` and ``wav``.
+        """
         found = [TextSegment(text, [int(i) for i in ids]) for ids in segments]
         if not found:
             raise SynthesisError("no text segment given")
         for segment in found:
             self.check_text_ids(segment.ids)
-        return self._run(text, found, voice, emotion, settings, mel, noise)
+        return self._run(text, found, voice, emotion, settings, mel, noise, trace)
 
     @torch.no_grad()
     def _run(self, text: str, segments: list[TextSegment], voice: VoicePrompt | str | Path,
              emotion: EmotionControl | None, settings: DecodeSettings | None, mel: MelSettings | None,
-             noise: NoiseSource | None) -> SynthResultV2:
+             noise: NoiseSource | None, trace: list[dict[str, Any]] | None = None) -> SynthResultV2:
         settings = settings or DecodeSettings()
         mel = mel or MelSettings()
         self.check_settings(settings, mel)
@@ -390,7 +401,10 @@ class SynthesizerV2:
         infos: list[SegmentInfo] = []
         notes: list[str] = []
         for index, segment in enumerate(segments):
-            wav, info = self._segment(index, segment, voice, conds, settings, mel, noise, generator)
+            taps: dict[str, Any] | None = {"emovec": emovec} if trace is not None else None
+            wav, info = self._segment(index, segment, voice, conds, settings, mel, noise, generator, taps)
+            if trace is not None and taps is not None:
+                trace.append(taps)
             if not info.hit_stop:
                 notes.append(f"segment {index + 1}: no stop code within {max_codes_for(self.model, settings)} "
                              "codes: the speech may be cut off")
@@ -410,7 +424,8 @@ class SynthesizerV2:
 
     def _segment(self, index: int, segment: TextSegment, voice: VoicePrompt, conds: Tensor,
                  settings: DecodeSettings, mel: MelSettings, noise: NoiseSource,
-                 generator: torch.Generator | None) -> tuple[np.ndarray, SegmentInfo]:
+                 generator: torch.Generator | None,
+                 trace: dict[str, Any] | None = None) -> tuple[np.ndarray, SegmentInfo]:
         nets, model, device = self.nets, self.model, self.device
         ids = torch.tensor([segment.ids], dtype=torch.long, device=device)
         with _EvalMode(model, nets.codec, nets.s2mel, nets.vocoder):
@@ -430,6 +445,8 @@ class SynthesizerV2:
             spectrogram = nets.s2mel.infer(
                 prompt_condition=voice.prompt_condition, ref_mel=voice.ref_mel, style=voice.style,
                 gpt_latent=latent.float(), code_embedding=nets.codec.vq2emb(codes), steps=mel.steps,
-                cfg_rate=mel.cfg_rate, noise=start)
+                cfg_rate=mel.cfg_rate, noise=start, trace=trace)
             wav = nets.vocoder(spectrogram.float())
+        if trace is not None:
+            trace.update(codes_raw=raw, codes=codes, latent=latent, noise=start, mel=spectrogram, wav=wav)
         return wav.reshape(-1).float().cpu().numpy(), info
