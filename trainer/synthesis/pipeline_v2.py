@@ -191,13 +191,15 @@ class SynthesizerV2:
         self.tokenizer = tokenizer
         self.language = language
         self.max_text_tokens = int(model.gpt_config["max_text_tokens"])
+        if int(max_segment_tokens) < 1:
+            raise SynthesisError(f"max_segment_tokens must be >= 1, got {max_segment_tokens}")
         self.max_segment_tokens = min(int(max_segment_tokens), self.max_text_tokens)
         self.mel_settings = S2MelMelSettings.from_preprocess_params(nets.config["s2mel"]["preprocess_params"])
 
     @classmethod
     def load(cls, model_dir: str | Path, *, w2v_bert: str | Path | None = None, checkpoint: str | Path | None = None,
              tokenizer: str | Path | None = None, language: str | None = None, device: str | torch.device = "cpu",
-             local_files_only: bool = False) -> SynthesizerV2:
+             local_files_only: bool = False, max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> SynthesizerV2:
         """An IndexTTS2 download folder (see ``networks.indextts2``); ``checkpoint`` replaces its ``gpt.pth``
         with any v2 GPT checkpoint (ours, an export, a bare gpt.pth); ``tokenizer`` defaults to the folder's
         ``bpe.model``. Raises SynthesisError (one line) for missing or unfitting files."""
@@ -224,7 +226,7 @@ class SynthesizerV2:
                 text_tokenizer = TextTokenizer(path, language)
             except TokenizerError as exc:
                 raise SynthesisError(str(exc)) from None
-        return cls(nets, text_tokenizer, language=language)
+        return cls(nets, text_tokenizer, language=language, max_segment_tokens=max_segment_tokens)
 
     @property
     def device(self) -> torch.device:
@@ -356,15 +358,19 @@ class SynthesizerV2:
 
     def synthesize(self, text: str, voice: VoicePrompt | str | Path, emotion: EmotionControl | None = None,
                    settings: DecodeSettings | None = None, mel: MelSettings | None = None, *,
-                   noise: NoiseSource | None = None) -> SynthResultV2:
-        """One text (cut into segments) voiced with ``voice`` -> the joined waveform."""
+                   noise: NoiseSource | None = None, emotion_vector: Tensor | None = None) -> SynthResultV2:
+        """One text (cut into segments) voiced with ``voice`` -> the joined waveform.
+
+        ``emotion_vector`` (from :meth:`emotion_vector`) skips recomputing it (and re-reading an emotion file).
+        """
         found = self.segments(text)
-        return self._run(text, found, voice, emotion, settings, mel, noise)
+        return self._run(text, found, voice, emotion, settings, mel, noise, emotion_vector=emotion_vector)
 
     def synthesize_ids(self, segments: Sequence[Sequence[int]], voice: VoicePrompt | str | Path,
                        emotion: EmotionControl | None = None, settings: DecodeSettings | None = None,
                        mel: MelSettings | None = None, *, noise: NoiseSource | None = None,
-                       text: str = "", trace: list[dict[str, Any]] | None = None) -> SynthResultV2:
+                       text: str = "", trace: list[dict[str, Any]] | None = None,
+                       emotion_vector: Tensor | None = None) -> SynthResultV2:
         """Like ``synthesize`` with the token ids of each segment given (no tokenizer needed).
 
         ``trace`` (a list) receives one dict per segment with every intermediate: ``codes_raw``, ``latent``,
@@ -376,12 +382,13 @@ class SynthesizerV2:
             raise SynthesisError("no text segment given")
         for segment in found:
             self.check_text_ids(segment.ids)
-        return self._run(text, found, voice, emotion, settings, mel, noise, trace)
+        return self._run(text, found, voice, emotion, settings, mel, noise, trace, emotion_vector)
 
     @torch.no_grad()
     def _run(self, text: str, segments: list[TextSegment], voice: VoicePrompt | str | Path,
              emotion: EmotionControl | None, settings: DecodeSettings | None, mel: MelSettings | None,
-             noise: NoiseSource | None, trace: list[dict[str, Any]] | None = None) -> SynthResultV2:
+             noise: NoiseSource | None, trace: list[dict[str, Any]] | None = None,
+             emotion_vector: Tensor | None = None) -> SynthResultV2:
         settings = settings or DecodeSettings()
         mel = mel or MelSettings()
         self.check_settings(settings, mel)
@@ -390,7 +397,7 @@ class SynthesizerV2:
         started = time.perf_counter()
         if not isinstance(voice, VoicePrompt):
             voice = self.prepare_voice(voice)
-        emovec = self.emotion_vector(voice, emotion)
+        emovec = emotion_vector if emotion_vector is not None else self.emotion_vector(voice, emotion)
         conds = self.model.build_conds(voice.speaker_latents, emovec)
         generator = None
         if settings.mode == "sample":

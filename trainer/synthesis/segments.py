@@ -45,8 +45,9 @@ def _fit(text: str, encode: Encode, limit: int, levels: Sequence[Callable[[str],
     ids = encode(text)
     if len(ids) <= limit:
         return [TextSegment(text, ids)]
-    if not levels:  # one word longer than the limit: cut between its tokens
-        return [TextSegment(text, ids[start:start + limit]) for start in range(0, len(ids), limit)]
+    if not levels:  # one word longer than the limit: cut between its tokens (the text stays with the first cut)
+        return [TextSegment(text if start == 0 else "", ids[start:start + limit])
+                for start in range(0, len(ids), limit)]
     pieces = levels[0](text)
     if len(pieces) <= 1:
         return _fit(text, encode, limit, levels[1:])
@@ -61,7 +62,7 @@ def _pack(pieces: Sequence[TextSegment], limit: int) -> list[TextSegment]:
     for piece in pieces:
         last = segments[-1] if segments else None
         if last is not None and len(last.ids) + len(piece.ids) <= limit:
-            segments[-1] = TextSegment(f"{last.text} {piece.text}", last.ids + piece.ids)
+            segments[-1] = TextSegment(" ".join(t for t in (last.text, piece.text) if t), last.ids + piece.ids)
         else:
             segments.append(piece)
     return segments
