@@ -209,7 +209,7 @@ def test_same_seed_same_audio_and_the_global_rng_is_left_alone(synth, voice):
 
 @pytest.mark.parametrize(("emotion", "message"), [
     (EmotionControl(weights=(0.5,) * 3), "8 numbers"),
-    (EmotionControl(weights=(0.6, 0.6, 0, 0, 0, 0, 0, 0)), "sum to at most 1"),
+    (EmotionControl(weights=(1.5, 0, 0, 0, 0, 0, 0, 0)), r"must each lie in \[0, 1\]"),
     (EmotionControl(alpha=1.5), r"alpha must be in \[0, 1\]"),
     (EmotionControl(reference="x.wav", weights=(0.0,) * 8), "not both"),
 ])

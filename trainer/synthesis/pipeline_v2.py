@@ -109,8 +109,8 @@ class EmotionControl:
             if len(self.weights) != len(EMOTIONS):
                 out.append(f"emotion weights must be {len(EMOTIONS)} numbers ({', '.join(EMOTIONS)}), "
                            f"got {len(self.weights)}")
-            elif any(not 0.0 <= w <= 1.0 for w in self.weights) or sum(self.weights) > 1.0 + 1e-6:
-                out.append(f"emotion weights must each lie in [0, 1] and sum to at most 1, got {list(self.weights)}")
+            elif any(not 0.0 <= w <= 1.0 for w in self.weights):
+                out.append(f"emotion weights must each lie in [0, 1], got {list(self.weights)}")
         return out
 
 
@@ -203,9 +203,7 @@ class SynthesizerV2:
         """An IndexTTS2 download folder (see ``networks.indextts2``); ``checkpoint`` replaces its ``gpt.pth``
         with any v2 GPT checkpoint (ours, an export, a bare gpt.pth); ``tokenizer`` defaults to the folder's
         ``bpe.model``. Raises SynthesisError (one line) for missing or unfitting files."""
-        from networks.gpt_config import ConfigError
-        from networks.indextts2 import IndexTTS2FilesError, load_indextts2
-        from networks.loading import StateDictMismatchError
+        from networks.indextts2 import load_indextts2
         from trainer.synthesis.gpt_loading import load_gpt
 
         try:
@@ -213,9 +211,9 @@ class SynthesizerV2:
                                   local_files_only=local_files_only, device=device)
             if checkpoint is not None:
                 nets.gpt = load_gpt(checkpoint, nets.config, nets.files.config_path, device, version="2")
-        except (IndexTTS2FilesError, ConfigError, StateDictMismatchError, FileNotFoundError) as exc:
-            raise SynthesisError(" ".join(str(exc).split())) from None
-        except ValueError as exc:  # other strict-loading refusals (CAMPPlus, S2Mel, vocoder files)
+        except (ValueError, FileNotFoundError) as exc:
+            # the networks' refusals (missing files/keys, strict-loading mismatches, bad config sections) are
+            # ValueErrors with one-line messages
             raise SynthesisError(" ".join(str(exc).split())) from None
         text_tokenizer = None
         path = Path(tokenizer) if tokenizer is not None else nets.files.tokenizer
