@@ -29,6 +29,8 @@ Public API:
     result.waveform  # float32 (N,) at result.sample_rate == 22050; write_wav gives upstream's int16
     synth.synthesize_ids([[ids...], ...], voice, ...)         # token ids given directly, one list per segment
 
+Codes per segment: ``DecodeSettings.max_codes``, or infer_v2's default 1500 (capped by gpt.max_mel_tokens).
+
 Randomness: GPT sampling draws from a private generator seeded with ``DecodeSettings.seed``; the CFM start
 noise of segment i from a private generator seeded with ``MelSettings.seed + i`` (on CPU this is what
 ``torch.manual_seed(seed)`` followed by ``torch.randn`` gives, so a fixed seed reproduces upstream's run), or
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,7 @@ from trainer.synthesis.segments import DEFAULT_MAX_SEGMENT_TOKENS, TextSegment, 
 PROMPT_SECONDS = 15.0  # upstream cuts both prompts to 15 s
 EMOTION_RATE = 16000
 SEGMENT_SILENCE_MS = 200  # infer_v2's interval_silence
+DEFAULT_MAX_CODES = 1500  # infer_v2's max_mel_tokens default (the config's 1815 is the table size)
 
 NoiseSource = Callable[[int, tuple[int, ...]], Tensor]
 
@@ -388,6 +391,8 @@ class SynthesizerV2:
              noise: NoiseSource | None, trace: list[dict[str, Any]] | None = None,
              emotion_vector: Tensor | None = None) -> SynthResultV2:
         settings = settings or DecodeSettings()
+        if settings.max_codes is None:
+            settings = replace(settings, max_codes=min(DEFAULT_MAX_CODES, max_codes_for(self.model, settings)))
         mel = mel or MelSettings()
         self.check_settings(settings, mel)
         if emotion is not None and emotion.problems():
