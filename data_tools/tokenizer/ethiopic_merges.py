@@ -62,6 +62,7 @@ class Merges:
     base_sha256: str = ""
     counts: list[int] = field(default_factory=list)  # corpus frequency of each merge when it was made
     corpus: str = ""
+    corpus_tokens: int = 0  # tokens of the Ethiopic words of the corpus after the last merge (a self-check)
 
     def to_json(self, tokenizer: Tiktoken25) -> dict:
         added = []
@@ -85,10 +86,7 @@ def learn_merges(tokenizer: Tiktoken25, lines: Iterable[str], n_merges: int, *, 
     if tokenizer.added:
         raise TableError("learn merges on the base table (this one already has added tokens)")
     ranks = dict(tokenizer.base_ranks)
-    words: Counter[str] = Counter()
-    for line in lines:
-        text = " " + inference_text(line, language)
-        words.update(piece for piece in _SPLIT.findall(text) if _ETHIOPIC_START.search(piece.encode("utf-8")))
+    words = ethiopic_words(lines, language)
     token_of = {rank: token for token, rank in ranks.items()}
     parts: list[list[int]] = []
     weight: list[int] = []
@@ -144,7 +142,22 @@ def learn_merges(tokenizer: Tiktoken25, lines: Iterable[str], n_merges: int, *, 
                 pair_count.pop(other, None)
         if log is not None and len(added) % 500 == 0:
             log(f"{len(added)} merges (the last seen {counts[-1]} times)")
-    return Merges(added, tokenizer.sha256, counts)
+    corpus_tokens = sum(len(seq) * count for seq, count in zip(parts, weight, strict=True))
+    return Merges(added, tokenizer.sha256, counts, corpus_tokens=corpus_tokens)
+
+
+def ethiopic_words(lines: Iterable[str], language: str = "am") -> Counter[str]:
+    """Pre-tokens holding Ethiopic letters, counted, as the tokenizer splits ``"<|am|> " + line``."""
+    words: Counter[str] = Counter()
+    for line in lines:
+        text = " " + inference_text(line, language)
+        words.update(piece for piece in _SPLIT.findall(text) if _ETHIOPIC_START.search(piece.encode("utf-8")))
+    return words
+
+
+def added_token_base_ids(tokenizer: Tiktoken25) -> dict[int, list[int]]:
+    """For each added token id, the base ids of the same bytes: the rows a new embedding row starts from."""
+    return {tokenizer.first_added_id + i: tokenizer.base_ids_of(token) for i, token in enumerate(tokenizer.added)}
 
 
 def _merge_on(seq: list[int], ranks: dict[bytes, int], token_of: dict[int, bytes]) -> list[int]:
@@ -163,7 +176,11 @@ def _merge_on(seq: list[int], ranks: dict[bytes, int], token_of: dict[int, bytes
 
 
 def save_merges(merges: Merges, tokenizer: Tiktoken25, path: str | Path) -> None:
-    atomic_write_text(Path(path), json.dumps(merges.to_json(tokenizer), ensure_ascii=False, indent=1) + "\n")
+    data = merges.to_json(tokenizer)
+    added = data.pop("added")
+    head = json.dumps(data, ensure_ascii=False, indent=1)[:-2]  # without the closing "\n}"
+    rows = ",\n".join("  " + json.dumps(entry, ensure_ascii=False) for entry in added)  # one token a line
+    atomic_write_text(Path(path), f'{head},\n "added": [\n{rows}\n ]\n}}\n')
 
 
 def load_merges(path: str | Path, base_table: str | Path | None = None) -> list[bytes]:
