@@ -34,6 +34,7 @@ from data_tools.tokenizer.ethiopic_merges import load_extended
 from data_tools.tokenizer.tiktoken25 import (
     BASE_RANK_COUNT,
     BASE_VOCAB_SIZE,
+    LANGUAGE_ROWS,
     TABLE_NAME,
     TableError,
     Tiktoken25,
@@ -75,8 +76,13 @@ class TextTokenizerV25:
 
     @property
     def vocab_size(self) -> int:
-        """``number_text_tokens`` for the GPT: the base's 60509, or more with merges."""
+        """One more than the largest id (every id lies in ``[0, vocab_size)``)."""
         return self.tokenizer.vocab_size
+
+    @property
+    def number_text_tokens(self) -> int:
+        """The GPT config value: 60509, plus one per added merge (the text table has one row more)."""
+        return self.tokenizer.number_text_tokens
 
     @property
     def added_tokens(self) -> int:
@@ -93,7 +99,8 @@ class TextTokenizerV25:
     def describe(self) -> dict[str, object]:
         """What a checkpoint or manifest should record to reproduce these ids."""
         return {"scheme": self.scheme, "table_sha256": self.sha256, "merges_sha256": self.merges_sha256,
-                "added_tokens": self.added_tokens, "vocab_size": self.vocab_size}
+                "added_tokens": self.added_tokens, "vocab_size": self.vocab_size,
+                "number_text_tokens": self.number_text_tokens, "language_rows": LANGUAGE_ROWS}
 
     def language_index(self, language: str) -> int:
         return language_index(language)

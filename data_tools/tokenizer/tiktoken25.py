@@ -49,6 +49,7 @@ LANGUAGE_CODES: tuple[str, ...] = (
     "yue", "minnan", "wuyu", "dialect", "zh/en", "en/zh", "common",
 )
 LANGUAGES_WITH_TOKEN = 99
+LANGUAGE_ROWS = 107  # lang_embedding rows: the 106 codes and one spare
 COMMON_LANGUAGE = "common"
 
 _AUDIO_EVENTS = ("ASR", "AED", "SER", "Speech", "/Speech", "BGM", "/BGM", "Laughter", "/Laughter", "Applause",
@@ -196,8 +197,13 @@ class Tiktoken25:
 
     @property
     def vocab_size(self) -> int:
-        """Ids the text table must hold (``number_text_tokens``: one more than the largest id)."""
+        """One more than the largest id this tokenizer produces (60509 for the stock table)."""
         return BASE_TEXT_ROWS + len(self.added) if self.added else BASE_VOCAB_SIZE
+
+    @property
+    def number_text_tokens(self) -> int:
+        """The GPT config's ``number_text_tokens``: its text table has one row more than this."""
+        return BASE_VOCAB_SIZE + len(self.added)
 
     @property
     def first_added_id(self) -> int:
