@@ -13,7 +13,7 @@ Schemes ("Amharic without the byte tax", measured by ``bench/tokens_per_char_v25
 
 - ``bytes``: the stock table: Amharic is raw UTF-8 bytes (about 2.3 tokens per character);
 - ``merges``: the stock table plus Ethiopic merges (``ethiopic_merges``) appended as new ids; the default,
-  as it measured best (about 0.34 tokens per character with 2000 merges, 0.68 for ``translit``);
+  as it measured best (0.34 tokens per character with 2000 merges; ``translit`` 0.71, ``bytes`` 2.33);
 - ``translit``: Amharic written in Latin letters by a reversible scheme; the stock table, no new ids.
 
 Steps 2 and 3 are what stock upstream inference can be made to do (``stock_inference_notes``); step 1 is the
@@ -23,6 +23,7 @@ studio's, so text given to a trained model should be normalised the same way (nu
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Literal, get_args
@@ -125,13 +126,38 @@ class TextTokenizerV25:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids)
 
+    def measure(self, texts: Iterable[str], language: str = "am") -> TextCost:
+        """Text cost of ``texts`` under this scheme (for the Tokenizer tab, the data checker, pre-flight)."""
+        cost = TextCost()
+        for text in texts:
+            encoded = self.tokenizer.encode_for_language(self.model_text(text, language), language)
+            cost.add(len(text), len(encoded.ids) - encoded.prefix_length, len(encoded.ids))
+        return cost
+
     def tokens_per_char(self, texts: Iterable[str], language: str = "am") -> float:
         """Tokens (without the prefix) per character of the given texts; 0.0 for no characters."""
-        tokens = chars = 0
-        for text in texts:
-            tokens += len(self.encode_text_only(text, language))
-            chars += len(text)
-        return tokens / chars if chars else 0.0
+        return self.measure(texts, language).tokens_per_char
+
+
+@dataclass
+class TextCost:
+    """Characters and tokens of some texts. ``longest`` counts the prefix too: it is what a text limit
+    (``max_text_tokens``) is checked against."""
+
+    texts: int = 0
+    chars: int = 0
+    tokens: int = 0  # without the language prefix
+    longest: int = 0  # ids of the longest text, prefix included
+
+    def add(self, chars: int, tokens: int, ids: int) -> None:
+        self.texts += 1
+        self.chars += chars
+        self.tokens += tokens
+        self.longest = max(self.longest, ids)
+
+    @property
+    def tokens_per_char(self) -> float:
+        return self.tokens / self.chars if self.chars else 0.0
 
 
 def encode_text(text: str, language: str, scheme: str = DEFAULT_SCHEME,

@@ -277,7 +277,8 @@ def test_upstream_table_gives_upstream_ids_in_the_reordered_rows(tmp_path, small
     ranks = load_tiktoken_bpe(str(path))
     assert len(ranks) == BASE_RANK_COUNT + 300
     specials = {token: len(ranks) + i for i, token in enumerate(special_tokens_in_order())}
-    upstream = tiktoken.Encoding("upstream", pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    upstream = tiktoken.Encoding("upstream", pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=specials,
+                                 explicit_n_vocab=len(ranks) + len(specials))
     order = extended.upstream_id_order()
     assert len(order) == BASE_VOCAB_SIZE + 300 + 1 and sorted(order) == list(range(len(order)))
     for line in [*lines_of(CORPUS / "amharic_heldout.txt")[:40], "hello world."]:
@@ -307,6 +308,16 @@ def test_merges_measure_best_on_the_corpus_slice(schemes):
     measured = {scheme: tokens_per_char(lines, scheme, tokenizer=schemes[scheme]) for scheme in TEXT_SCHEMES}
     assert measured["merges"] < measured["translit"] < measured["bytes"]
     assert measured["bytes"] > 2.0 and measured["merges"] < 0.5
+
+
+def test_measure_reports_tokens_per_char_and_the_longest_text(schemes):
+    lines = ["ሰላም ለዓለም።", "ሰላም"]
+    cost = schemes["bytes"].measure(lines)
+    assert (cost.texts, cost.chars) == (2, 12)
+    assert cost.tokens == sum(len(schemes["bytes"].encode(line, "am")) - 1 for line in lines)
+    assert cost.longest == len(schemes["bytes"].encode(lines[0], "am"))
+    assert cost.tokens_per_char == pytest.approx(cost.tokens / 12)
+    assert schemes["merges"].measure([]).tokens_per_char == 0.0
 
 
 def test_default_merges_file_is_committed_and_matches_the_table():
