@@ -159,6 +159,9 @@ def _run_extend25(args: argparse.Namespace) -> int:
     merges = learn_merges(base, lines, args.merges, language=args.language, min_count=args.min_count,
                           log=_progress)
     merges.corpus = ", ".join(path.name for path in args.corpus)
+    for path in (args.out, args.upstream_table):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
     save_merges(merges, base, args.out)
     extended = Tiktoken25.load(args.base, merges.tokens)
     before = sum(len(base.encode_for_language(line, args.language).ids) - 1 for line in lines)

@@ -93,6 +93,8 @@ def language_prefix(code: str) -> str:
 # Inference's character mapping, applied to the text of every language before tokenising: ASCII double
 # quotes, brackets and CJK punctuation become ASCII look-alikes. Keys are tried in this order at each position
 # (a regex alternation), so the single "，" wins over "，，，", as upstream's dict order makes it.
+# The reference states the rule (" -> ', CJK punctuation -> ASCII, every language); the fixtures exercise
+# none of the other entries, which follow our reading of IndexTTS's front-end map.
 CHAR_MAP: dict[str, str] = {
     "：": ",", "；": ",", ";": ",", "，": ",", "。": ".", "！": "!", "？": "?", "\n": " ", "·": "-",
     "、": ",", "...": "…", ",,,": "…", "，，，": "…", "……": "…",
@@ -174,7 +176,8 @@ class Tiktoken25:
     def __init__(self, ranks: dict[bytes, int], added: list[bytes] | tuple[bytes, ...] = (),
                  source: Path | None = None) -> None:
         if len(ranks) != BASE_RANK_COUNT:
-            raise TableError(f"{source or 'table'}: {len(ranks)} ranks, a 2.5 table has {BASE_RANK_COUNT}")
+            hint = " (an exported table? load the base table with its merges JSON)" if len(ranks) > BASE_RANK_COUNT else ""
+            raise TableError(f"{source or 'table'}: {len(ranks)} ranks, a 2.5 table has {BASE_RANK_COUNT}{hint}")
         self.base_ranks = ranks
         self.added = tuple(added)
         self.source = source
