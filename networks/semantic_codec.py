@@ -51,12 +51,16 @@ class SemanticCodecConfig:
         if unknown:
             raise ValueError(f"semantic_codec config: unknown key(s) {', '.join(unknown)}")
         config = cls(**{key: section[key] for key in section})
-        if config.num_quantizers != 1 or config.downsample_scale not in (1, None):
+        config.check_supported()
+        return config
+
+    def check_supported(self) -> None:
+        """Refuse the variants this codec class does not implement (a subclass names its own)."""
+        if self.num_quantizers != 1 or self.downsample_scale not in (1, None):
             raise ValueError(
                 "semantic_codec config: only num_quantizers 1 and downsample_scale 1 (IndexTTS2's codec) "
-                f"are supported, got {config.num_quantizers} and {config.downsample_scale}"
+                f"are supported, got {self.num_quantizers} and {self.downsample_scale}"
             )
-        return config
 
 
 class ConvNeXtBlock(nn.Module):
