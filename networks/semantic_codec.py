@@ -106,9 +106,10 @@ class WeightNormConv1d(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int) -> None:
         super().__init__()
+        # Registered in the order torch's weight_norm leaves in a state dict (bias, weight_g, weight_v).
+        self.bias = nn.Parameter(torch.zeros(out_channels))
         self.weight_g = nn.Parameter(torch.ones(out_channels, 1, 1))
         self.weight_v = nn.Parameter(torch.empty(out_channels, in_channels, 1))
-        self.bias = nn.Parameter(torch.zeros(out_channels))
         nn.init.kaiming_uniform_(self.weight_v, a=5**0.5)
 
     def weight(self) -> Tensor:
