@@ -13,6 +13,7 @@ under 1e-4, which may be the fixture's runner-up.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from networks.frontends.seamless_features import build_feature_extractor, extrac
 from networks.loading import StateDictMismatchError
 from networks.prep25 import (
     Prep25Networks,
+    Prepared25,
     SpeakerPrompt,
     codes_of,
     emotion_vector,
@@ -38,6 +40,7 @@ from networks.prep25 import (
     speaker_style,
 )
 from networks.s2mel import S2Mel, S2MelCheckpointError, load_s2mel, read_s2mel_net, target_mel_frames
+from networks.synthesis25 import PromptCondition, segment_mel, speaker_prompt_condition
 from networks.w2v_bert import SEMANTIC_LAYER, SemanticStats, build_w2v_bert, load_w2v_bert_state
 from tests.conftest import shared_file
 from tests.test_s2mel_fixtures import REAL_S2MEL_SECTION
@@ -109,9 +112,11 @@ class BridgedFeatures(torch.nn.Module):
         )
         return output.hidden_states[SEMANTIC_LAYER]
 
-    def forward(self, input_features: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.layer_output(input_features, attention_mask)
+    def normalise(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.stats(hidden.repeat(1, 1, self.width // hidden.shape[-1]))
+
+    def forward(self, input_features: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.normalise(self.layer_output(input_features, attention_mask))
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +135,22 @@ def gpt(config: dict):
 @pytest.fixture(scope="module")
 def s2mel(config: dict) -> S2Mel:
     return load_s2mel(fixture_path(config["s2mel_checkpoint"]), config["s2mel"], with_gpt_layer=False)
+
+
+@pytest.fixture(scope="module")
+def prepared(expected: dict, extractor, features, codec, campplus, gpt):
+    """prepare_audio of item i (speaker prompt + its separate 16 kHz emotion load), computed once per item."""
+    nets = Prep25Networks(extractor=extractor, features=features, codec=codec, campplus=campplus, gpt=gpt)
+    done: dict[int, Prepared25] = {}
+
+    def of(index: int) -> Prepared25:
+        if index not in done:
+            item = expected["items"][index]
+            prompt = SpeakerPrompt(item["audio_22k"], item["audio_16k"])
+            done[index] = prepare_audio(nets, prompt, item["emo_audio_16k"])
+        return done[index]
+
+    return of
 
 
 def item_ids(expected_items: int = 2) -> list[int]:
@@ -167,21 +188,21 @@ def test_prompt_files_load_and_resample_like_infer(expected: dict, index: int, t
 
 
 @pytest.mark.parametrize("index", item_ids())
-def test_features_layer17_and_normalised_features(expected: dict, extractor, features, index: int) -> None:
+def test_features_layer17_and_normalised_features(
+    expected: dict, extractor, features, prepared, index: int
+) -> None:
     item = expected["items"][index]
-    for prefix, audio, emb in (("", "audio_16k", "spk_cond_emb"), ("emo_", "emo_audio_16k", "emo_cond_emb")):
+    for prefix, audio in (("", "audio_16k"), ("emo_", "emo_audio_16k")):
         input_features, mask = extract_features(extractor, item[audio][0])
         close(f"{prefix}input_features", input_features, item[f"{prefix}input_features"])
         assert torch.equal(mask.to(torch.int32), item[f"{prefix}attention_mask"])
-        with torch.no_grad():
-            if not prefix:
-                close(
-                    "w2v_hidden17_raw",
-                    features.layer_output(input_features, mask),
-                    item["w2v_hidden17_raw"],
-                    W2V_TOL,
-                )
-            close(emb, features(input_features, mask), item[emb], W2V_TOL)
+    with torch.no_grad():
+        raw = features.layer_output(item["input_features"], item["attention_mask"])
+        close("w2v_hidden17_raw", raw, item["w2v_hidden17_raw"], W2V_TOL)
+        close("spk_cond_emb (bridge)", features.normalise(raw), item["spk_cond_emb"], W2V_TOL)
+    # The product chain (networks.prep25.semantic_features) from the 16 kHz audio, both prompts.
+    close("spk_cond_emb", prepared(index).spk_cond_emb, item["spk_cond_emb"], W2V_TOL)
+    close("emo_cond_emb", prepared(index).emo_cond_emb, item["emo_cond_emb"], W2V_TOL)
 
 
 @pytest.mark.parametrize("index", item_ids())
@@ -243,26 +264,17 @@ def test_emotion_vectors(expected: dict, gpt, index: int) -> None:
 
 
 @pytest.mark.parametrize("index", item_ids())
-def test_prepare_audio_gives_the_training_item(
-    expected: dict, extractor, features, codec, campplus, gpt, index: int
-) -> None:
+def test_prepare_audio_gives_the_training_item(expected: dict, prepared, index: int) -> None:
     item = expected["items"][index]
-    nets = Prep25Networks(extractor=extractor, features=features, codec=codec, campplus=campplus, gpt=gpt)
-    prepared = prepare_audio(nets, SpeakerPrompt(item["audio_22k"], item["audio_16k"]), item["emo_audio_16k"])
-    close("spk_cond_emb", prepared.spk_cond_emb, item["spk_cond_emb"], W2V_TOL)
-    close("emo_cond_emb", prepared.emo_cond_emb, item["emo_cond_emb"], W2V_TOL)
     stored = item["training_item"]
-    made = prepared.training_item(item["text_ids"], item["lang_id"])
+    made = prepared(index).training_item(item["text_ids"], item["lang_id"])
     assert sorted(made) == sorted(stored)
     assert torch.equal(made["codes"], stored["codes"])
     assert torch.equal(made["text_ids"], stored["text_ids"]) and made["lang"] == stored["lang"]
     close("spk_emb", made["spk_emb"], stored["spk_emb"])
     close("emo_vec", made["emo_vec"], stored["emo_vec"])
-    without_gpt = prepare_audio(
-        Prep25Networks(extractor, features, codec, campplus),
-        SpeakerPrompt(item["audio_22k"], item["audio_16k"]),
-    )
-    assert without_gpt.emo_vec is None and without_gpt.emo_cond_emb is None
+    close("style", prepared(index).style, item["style"])
+    without_gpt = dataclasses.replace(prepared(index), emo_vec=None)
     with pytest.raises(ValueError, match="needs the emotion vector"):
         without_gpt.training_item(item["text_ids"], item["lang_id"])
 
@@ -310,15 +322,24 @@ def test_ref_mel_prompt_condition_and_duration_factor(expected: dict, config: di
 
 
 @pytest.fixture(scope="module")
-def cfm_run(expected: dict, s2mel: S2Mel) -> tuple[torch.Tensor, dict]:
+def prompt(expected: dict, config: dict, s2mel: S2Mel) -> PromptCondition:
+    item = expected["items"][expected["synthesis"]["prompt_from_item"]]
+    settings = S2MelMelSettings.from_preprocess_params(config["s2mel"]["preprocess_params"])
+    return speaker_prompt_condition(s2mel, item["audio_22k"], item["spk_cond_emb"], item["style"], settings)
+
+
+@pytest.fixture(scope="module")
+def cfm_run(
+    expected: dict, codec: Codec25, s2mel: S2Mel, prompt: PromptCondition
+) -> tuple[torch.Tensor, dict]:
     synthesis = expected["synthesis"]
     trace: dict = {}
-    mel = s2mel.infer_features(
-        prompt_condition=synthesis["prompt_condition"],
-        ref_mel=synthesis["ref_mel"],
-        style=synthesis["est_call0_style"][:1],
-        semantic=synthesis["S_infer"],
-        target_frames=int(synthesis["df0"]["target_length"][0]),
+    mel = segment_mel(
+        codec,
+        s2mel,
+        synthesis["codes"],
+        prompt,
+        duration_factor=synthesis["df0"]["duration_factor"],
         steps=synthesis["n_timesteps"],
         cfg_rate=synthesis["inference_cfg_rate"],
         noise=synthesis["cfm_noise"].clone(),
@@ -330,6 +351,8 @@ def cfm_run(expected: dict, s2mel: S2Mel) -> tuple[torch.Tensor, dict]:
 def test_s2mel_stage_by_stage_with_fixed_noise(expected: dict, cfm_run: tuple) -> None:
     synthesis = expected["synthesis"]
     mel, trace = cfm_run
+    close("S_infer", trace["S_infer"], synthesis["S_infer"])
+    assert trace["target_lengths"].tolist() == synthesis["df0"]["target_length"].tolist()
     close("cond", trace["cond"], synthesis["df0"]["cond"])
     close("cat_condition", trace["cat_condition"], synthesis["cat_condition"])
     close("est_t_all", trace["t_steps"], synthesis["est_t_all"])
@@ -340,6 +363,40 @@ def test_s2mel_stage_by_stage_with_fixed_noise(expected: dict, cfm_run: tuple) -
     close("cfm_out", trace["cfm_out_full"], synthesis["cfm_out"])
     assert mel.shape == synthesis["vc_target"].shape
     close("vc_target", mel, synthesis["vc_target"])
+
+
+def test_prompt_condition_and_style_are_the_stored_ones(expected: dict, prompt: PromptCondition) -> None:
+    synthesis = expected["synthesis"]
+    close("ref_mel", prompt.ref_mel, synthesis["ref_mel"])
+    close("prompt_condition", prompt.condition, synthesis["prompt_condition"])
+    close("style", prompt.style, synthesis["est_call0_style"][:1])
+
+
+def test_duration_factor_stretches_only_the_mel(
+    expected: dict, codec: Codec25, s2mel: S2Mel, prompt: PromptCondition
+) -> None:
+    synthesis = expected["synthesis"]
+    case = synthesis["df1"]
+    trace: dict = {}
+    mel = segment_mel(
+        codec,
+        s2mel,
+        synthesis["codes"],
+        prompt,
+        duration_factor=case["duration_factor"],
+        steps=1,
+        trace=trace,
+    )
+    assert mel.shape == (1, 80, int(case["target_length"][0]))
+    close("df1.cond", trace["cond"], case["cond"])
+    with pytest.raises(ValueError, match="duration_factor must be positive"):
+        segment_mel(codec, s2mel, synthesis["codes"], prompt, duration_factor=0.0)
+
+
+def test_e2e_segments_decode_to_their_s_infer(expected: dict, codec: Codec25) -> None:
+    for index, segment in enumerate(expected["e2e"]["segments"]):
+        with torch.no_grad():
+            close(f"e2e segment {index} S_infer", codec.decode(segment["codes_raw"]), segment["S_infer"])
 
 
 def test_cfm_noise_is_the_seeded_global_draw(expected: dict) -> None:
@@ -384,12 +441,17 @@ def test_s2mel_25_layout_loads_without_gpt_layer_and_ignores_a_stored_one(
 
 def test_s2mel_25_config_that_does_not_fit_is_refused_by_key(config: dict) -> None:
     section = copy.deepcopy(config["s2mel"])
-    section["length_regulator"]["in_channels"] = 512
+    channels = section["length_regulator"]["channels"]
+    width = section["length_regulator"]["in_channels"]
+    section["length_regulator"]["in_channels"] = width // 2
     with pytest.raises(StateDictMismatchError) as error:
         load_s2mel(fixture_path(config["s2mel_checkpoint"]), section, with_gpt_layer=False)
     message = str(error.value)
     assert "\n" not in message and "net.length_regulator" in message
-    assert "content_in_proj.weight: checkpoint [32, 1024] vs model [32, 512]" in message
+    assert (
+        f"content_in_proj.weight: checkpoint [{channels}, {width}] vs model [{channels}, {width // 2}]"
+        in message
+    )
 
 
 # --- real layouts on the meta device, refusals -----------------------------------------------------------
@@ -485,16 +547,20 @@ def test_real_codec_layout_loads_and_one_wrong_shape_is_named(real_shapes: dict,
 
 def test_codec_config_that_does_not_fit_the_weights_is_refused(config: dict, tmp_path: Path) -> None:
     path = fixture_path(config["fixture_codec_checkpoint"])
-    wrong = {**config["semantic_codec"], "vocos_dim": 24}
+    dim = config["semantic_codec"]["vocos_dim"]
+    wrong = {**config["semantic_codec"], "vocos_dim": dim + 8}
     with pytest.raises(StateDictMismatchError) as error:
         load_codec25(path, wrong)
     message = str(error.value)
     assert "\n" not in message
     assert message.split(": ", 1)[1].startswith(
-        "decoder.0.convnext.0.dwconv.bias: checkpoint [16] vs model [24]"
+        f"decoder.0.convnext.0.dwconv.bias: checkpoint [{dim}] vs model [{dim + 8}]"
     )
-    deeper = {**config["semantic_codec"], "vocos_num_layers": 3}
-    with pytest.raises(StateDictMismatchError, match=r"missing \d+ key\(s\): decoder\.0\.convnext\.2\."):
+    layers = config["semantic_codec"]["vocos_num_layers"]
+    deeper = {**config["semantic_codec"], "vocos_num_layers": layers + 1}
+    with pytest.raises(
+        StateDictMismatchError, match=rf"missing \d+ key\(s\): decoder\.0\.convnext\.{layers}\."
+    ):
         load_codec25(path, deeper)
     state = torch.load(path, weights_only=True)["model"]
     v2_layout = {key: value for key, value in state.items() if not key.startswith(("down.", "up."))}
