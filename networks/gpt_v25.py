@@ -32,9 +32,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from data_tools.config import ConfigError
+from networks.gpt_config import ConfigError
 from networks.loading import StateDictMismatchError, load_strict
-from trainer.model import INFERENCE_ONLY_PREFIXES, LossMode, ModelOutput, UnifiedVoiceV2
+from networks.unified_voice import INFERENCE_ONLY_PREFIXES, LossMode, ModelOutput, UnifiedVoiceV2
 
 SPEAKER_VECTOR_DIM = 192  # CAMPPlus embedding width
 LANGUAGE_ROWS = 107  # the tokenizer's 106 language codes + 1 spare row (never produced)

@@ -74,7 +74,8 @@ def load_w2v_bert_pretrained(
 ) -> Wav2Vec2BertModel:
     """``Wav2Vec2BertModel.from_pretrained`` (float32, eval), refused unless every key loaded exactly.
 
-    A folder that does not exist locally is treated as a model id (transformers may download it unless
+    A path (absolute, relative with ``./``, or with more than one ``/``) must be an existing folder; a plain
+    ``owner/name`` that is not a local folder is a model id (transformers may download it unless
     ``local_files_only``).
     """
     if _looks_like_path(name_or_path) and not Path(name_or_path).is_dir():
@@ -105,12 +106,16 @@ def _looks_like_path(name_or_path: str | Path) -> bool:
 
 
 def _loading_problems(info: Mapping[str, Any]) -> list[str]:
+    """transformers' loading report as load_strict words it: missing, unexpected, then shapes by key name."""
     problems = []
-    for label in ("missing_keys", "unexpected_keys", "mismatched_keys"):
-        names = sorted(str(item[0] if isinstance(item, tuple) else item) for item in info.get(label) or [])
+    for label in ("missing_keys", "unexpected_keys"):
+        names = sorted(str(name) for name in info.get(label) or [])
         if names:
             shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
-            problems.append(f"{label.replace('_', ' ')} ({len(names)}): {shown}")
+            problems.append(f"{label.split('_')[0]} {len(names)} key(s): {shown}")
+    for item in sorted(info.get("mismatched_keys") or [], key=lambda entry: str(entry[0])):
+        name, checkpoint_shape, model_shape = item
+        problems.append(f"{name}: checkpoint {list(checkpoint_shape)} vs model {list(model_shape)}")
     return problems
 
 

@@ -25,8 +25,8 @@ from networks.gpt_v25 import (
     read_gpt_state_dict,
 )
 from networks.loading import StateDictMismatchError
+from networks.unified_voice import pad_and_wrap
 from tests.conftest import FIXTURES, SHARED, shared_file
-from trainer.model import pad_and_wrap
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}  # FIXTURES.md: float32 re-implementations stay well inside this
 HIDDEN_SET_B = ("fixtures_hidden", "indextts25_b")

@@ -211,8 +211,14 @@ def test_w2v_bert_from_pretrained_folder_loads_strictly(audio_config, dataprep, 
     save_file(state, weights, metadata={"format": "pt"})
     with pytest.raises(StateDictMismatchError) as error:
         load_w2v_bert_pretrained(tmp_path / "w2v", local_files_only=True)
-    assert "encoder.layers.2.ffn1.output_dense.bias" in str(error.value)
+    assert "encoder.layers.2.ffn1.output_dense.bias: checkpoint [5] vs model [96]" in str(error.value)
     assert "\n" not in str(error.value)
+    del state["encoder.layers.2.ffn1.output_dense.bias"]
+    save_file(state, weights, metadata={"format": "pt"})
+    with pytest.raises(
+        StateDictMismatchError, match=r"missing 1 key\(s\): encoder.layers.2.ffn1.output_dense.bias"
+    ):
+        load_w2v_bert_pretrained(tmp_path / "w2v", local_files_only=True)
     with pytest.raises(FileNotFoundError, match="not found"):
         load_w2v_bert_pretrained(tmp_path / "missing", local_files_only=True)
 

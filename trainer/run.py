@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from networks.loading import StateDictMismatchError
+from networks.unified_voice import build_model, load_gpt_state_dict
 from trainer import steps
 from trainer.checkpoints import (
     CheckpointManager,
@@ -34,7 +36,6 @@ from trainer.data import make_dataset, make_loader
 from trainer.distributed import DistContext, any_rank, gather_objects, sum_over_ranks, sum_tensor
 from trainer.errors import UsageError
 from trainer.metrics import MetricsLog, truncate_after_step
-from trainer.model import StateDictMismatchError, build_model, load_gpt_state_dict
 from trainer.options import write_train_config
 from trainer.plan import RunPlan
 from trainer.sampler import BucketBatchSampler

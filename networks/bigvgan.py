@@ -9,13 +9,18 @@ Public API:
 
 - ``VocoderSpec.from_config(config)``: the sizes, read from the ``bigvgan:`` section of a config.yaml
   (keys listed in ``VOCODER_KEYS``; ``bigvgan.speaker_encoder`` optionally shrinks the ECAPA encoder,
-  see :class:`trainer.synthesis.ecapa.EcapaSpec`; without it upstream's fixed widths are used).
+  see :class:`networks.ecapa.EcapaSpec`; without it upstream's fixed widths are used).
 - ``BigVGAN(spec)``: ``speaker_embedding(mel_ref)`` (B, T, 100) -> (B, 1, S); ``decode(latent, speaker)``
   (B, M, gpt_dim) -> (B, 1, M * 1024) in [-1, 1] (tanh); ``forward(latent, mel_ref)`` does both.
   ``fold_weight_norm()`` turns each weight_g/weight_v pair into one ``weight`` (as infer.py does).
-- ``load_vocoder(path, config, device)``: loads ``{"generator": state_dict}`` (the real file) or
-  ``{"model": state_dict}`` strictly into a model built from the config, folds weight norm, eval mode.
-  Raises :class:`VocoderError` (one line) for a file of another layout.
+- ``load_bigvgan(checkpoint, spec, path, source, device)``: loads a read vocoder file,
+  ``{"generator": state_dict}`` (the real file) or ``{"model": state_dict}``, strictly into a model built
+  from ``spec``, folds weight norm, eval mode. Raises :class:`VocoderError` (one line) for another layout.
+  Reading the file is the caller's job (trainer.synthesis.vocoder_loading), assembling from a config
+  ``networks.indextts15``'s.
+
+The blocks (``WeightNormConv``, ``SnakeBeta``, ``Activation1d``, ``AMPBlock``, ``kaiser_sinc_filter``) are
+generic: BigVGAN v2 (IndexTTS2's 22.05 kHz vocoder) reuses them.
 """
 
 from __future__ import annotations
@@ -30,9 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from data_tools.config import ConfigError
-from trainer.synthesis.ecapa import EcapaSpec, EcapaTDNN
-from trainer.synthesis.errors import SynthesisError
+from networks.ecapa import EcapaSpec, EcapaTDNN
+from networks.gpt_config import ConfigError
+from networks.loading import state_dict_mismatches
 
 FILTER_TAPS = 12
 FILTER_CUTOFF = 0.25
@@ -46,7 +51,7 @@ VOCODER_KEYS = (
 )
 
 
-class VocoderError(SynthesisError):
+class VocoderError(ValueError):
     """A vocoder file that cannot be used; the message is one line saying what and where."""
 
 
@@ -335,19 +340,12 @@ def vocoder_state_of(obj: Any, path: Path) -> dict[str, Tensor]:
                        f"(bigvgan_generator.pth), found top-level keys {keys}")
 
 
-def load_vocoder(path: str | Path, config: Mapping[str, Any], device: torch.device | str = "cpu",
-                 source: str = "config") -> BigVGAN:
-    """Load a BigVGAN v1.5 generator strictly (see the module docstring); eval mode, weight norm folded."""
-    from trainer.checkpoints import CheckpointError, load_checkpoint
-    from trainer.model import state_dict_mismatches
-
+def load_bigvgan(checkpoint: Any, spec: VocoderSpec, path: str | Path, source: str = "config",
+                 device: torch.device | str = "cpu") -> BigVGAN:
+    """A loaded vocoder file's generator, strictly, into a BigVGAN built from ``spec``; eval mode, weight
+    norm folded. ``path`` and ``source`` (the config) only name things in the VocoderError message."""
     path = Path(path)
-    spec = VocoderSpec.from_config(config, source)
-    try:
-        obj = load_checkpoint(path)
-    except CheckpointError as exc:
-        raise VocoderError(str(exc)) from None
-    state = vocoder_state_of(obj, path)
+    state = vocoder_state_of(checkpoint, path)
     model = build_bigvgan(spec, "meta")
     problems = state_dict_mismatches(model, state)
     if problems:
