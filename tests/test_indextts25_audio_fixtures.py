@@ -462,7 +462,17 @@ def real_shapes() -> dict:
     data = json.loads(
         shared_file("reference", "indextts25", "indextts25_audio_state_dict_shapes.json").read_text()
     )
-    return {name.split(" ")[0]: value for name, value in data.items()}
+    shapes = {short_name(name): value for name, value in data.items()}
+    # "_counts_keys_elements_params" by the same short names: [keys, stored elements, parameters]
+    shapes["counts"] = {
+        short_name(name): value for name, value in shapes.pop("_counts_keys_elements_params").items()
+    }
+    return shapes
+
+
+def short_name(name: str) -> str:
+    """'codec (EnhancedCodec, codec.pth["model"])' -> 'codec'."""
+    return name.split(" ")[0]
 
 
 def layout(module: torch.nn.Module) -> list[tuple[str, list[int], str]]:
@@ -483,18 +493,11 @@ def assert_counts(module_state: dict, counts: list[int]) -> None:
     )
 
 
-def full_name(real_shapes: dict, short: str) -> str:
-    data = json.loads(
-        shared_file("reference", "indextts25", "indextts25_audio_state_dict_shapes.json").read_text()
-    )
-    return next(name for name in data if name.split(" ")[0] == short)
-
-
 def test_real_codec_layout_on_meta(real_shapes: dict) -> None:
     codec = build_codec25(REAL_CODEC_SECTION, device="meta")
     assert codec.config == Codec25Config() and codec.config.downsample_scale == 2
     assert layout(codec) == expected_layout(real_shapes["codec"])  # same keys, shapes, dtypes and order
-    counts = real_shapes["_counts_keys_elements_params"][full_name(real_shapes, "codec")]
+    counts = real_shapes["counts"]["codec"]
     assert_counts(codec.state_dict(), counts)
     assert sum(p.numel() for p in codec.parameters()) == counts[2] == 50_583_312
 
@@ -505,13 +508,13 @@ def test_real_s2mel_25_layout_on_meta(real_shapes: dict) -> None:
         v2 = S2Mel.from_config(REAL_S2MEL_SECTION)
     net = model.net_state_dict()
     assert sorted(net) == ["cfm", "length_regulator"]
-    counts = real_shapes["_counts_keys_elements_params"]
+    counts = real_shapes["counts"]
     for part in ("cfm", "length_regulator"):
         shapes = real_shapes[f"s2mel.{part}"]
         assert {k: list(v.shape) for k, v in net[part].items()} == {k: s for k, (s, _) in shapes.items()}, (
             part
         )
-        assert_counts(net[part], counts[full_name(real_shapes, f"s2mel.{part}")])
+        assert_counts(net[part], counts[f"s2mel.{part}"])
     assert layout(v2.gpt_layer) == expected_layout(real_shapes["s2mel.gpt_layer"])  # the part 2.5 skips
 
 
@@ -519,13 +522,13 @@ def test_real_campplus_and_w2v_bert_layouts_on_meta(real_shapes: dict) -> None:
     with torch.device("meta"):
         campplus = CAMPPlus(**REAL_SIZES)
     assert layout(campplus) == expected_layout(real_shapes["campplus"])
-    counts = real_shapes["_counts_keys_elements_params"]
-    assert_counts(campplus.state_dict(), counts[full_name(real_shapes, "campplus")])
+    counts = real_shapes["counts"]
+    assert_counts(campplus.state_dict(), counts["campplus"])
     w2v = build_w2v_bert(device="meta")
     assert {k: list(v.shape) for k, v in w2v.state_dict().items()} == {
         k: s for k, (s, _) in real_shapes["w2v_bert_2"].items()
     }
-    assert sum(p.numel() for p in w2v.parameters()) == counts[full_name(real_shapes, "w2v_bert_2")][2]
+    assert sum(p.numel() for p in w2v.parameters()) == counts["w2v_bert_2"][2]
 
 
 def test_real_codec_layout_loads_and_one_wrong_shape_is_named(real_shapes: dict, tmp_path: Path) -> None:
