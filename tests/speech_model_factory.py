@@ -17,12 +17,18 @@ def _vocab(letters: str) -> dict[str, int]:
     return {token: index for index, token in enumerate(tokens)}
 
 
-def _tiny_wav2vec2_config(vocab_size: int, hidden: int = 16, layers: int = 2, **extra):
+# Two convolutions (kernel 10 stride 5, kernel 8 stride 4: 800 frames/s) keep tests fast; the wav2vec2
+# layout (seven convolutions, 320x down to 50 frames/s, the real models' rate) for benchmarks.
+TINY_CONV = {"conv_dim": (16, 16), "conv_stride": (5, 4), "conv_kernel": (10, 8)}
+WAV2VEC2_CONV = {"conv_dim": (32,) * 7, "conv_stride": (5, 2, 2, 2, 2, 2, 2), "conv_kernel": (10, 3, 3, 3, 3, 2, 2)}
+
+
+def _tiny_wav2vec2_config(vocab_size: int, hidden: int = 16, layers: int = 2, conv: dict | None = None, **extra):
     from transformers import Wav2Vec2Config
 
     return Wav2Vec2Config(
         vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-        intermediate_size=32, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8), conv_bias=True,
+        intermediate_size=2 * hidden, **(conv or TINY_CONV), conv_bias=True,
         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, feat_extract_norm="layer",
         do_stable_layer_norm=True, pad_token_id=0, hidden_dropout=0.0, attention_dropout=0.0,
         activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, **extra)
@@ -46,7 +52,7 @@ def _sharpen_head(model, seed: int) -> None:
         head.bias.zero_()
 
 
-def build_ctc_model(folder: Path, seed: int = 0, hidden: int = 16, layers: int = 2) -> Path:
+def build_ctc_model(folder: Path, seed: int = 0, hidden: int = 16, layers: int = 2, conv: dict | None = None) -> Path:
     """A random Wav2Vec2ForCTC with its processor (feature extractor + CTC tokenizer) in ``folder``."""
     import torch
     from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2ForCTC, Wav2Vec2Processor
@@ -57,7 +63,7 @@ def build_ctc_model(folder: Path, seed: int = 0, hidden: int = 16, layers: int =
     tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"))
     Wav2Vec2Processor(feature_extractor=_feature_extractor(), tokenizer=tokenizer).save_pretrained(folder)
     torch.manual_seed(seed)
-    model = Wav2Vec2ForCTC(_tiny_wav2vec2_config(len(vocab), hidden=hidden, layers=layers))
+    model = Wav2Vec2ForCTC(_tiny_wav2vec2_config(len(vocab), hidden=hidden, layers=layers, conv=conv))
     _sharpen_head(model, seed)
     model.save_pretrained(folder)
     return folder
