@@ -36,6 +36,7 @@ from data_tools.speech_models import (
     feature_frame_lengths,
     first_line,
     length_batches,
+    load_model_strictly,
     model_config,
     prepare_waves,
     require_head,
@@ -104,10 +105,7 @@ def load_ctc_asr(model: str, target_lang: str | None = None, device: str = "auto
     if tokenizer is None or feature_extractor is None:
         raise AsrError(f"{source}: needs both a feature extractor and a CTC tokenizer (vocab.json); "
                        f"found only a {type(processor).__name__}")
-    try:
-        network = AutoModelForCTC.from_pretrained(source)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise AsrError(f"{source}: the CTC model does not load ({first_line(exc)})") from None
+    network = load_model_strictly(AutoModelForCTC, source, _CTC_WHAT, AsrError)
     if lang is not None:
         try:
             network.load_adapter(lang)
@@ -167,7 +165,7 @@ class CtcAsr:
         """One transcript per clip, in the order given (clips: 1-D samples at ``sample_rate``)."""
         clips = prepare_waves(waves, sample_rate, self.sample_rate, AsrError)
         results: list[Transcript | None] = [None] * len(clips)
-        frames = feature_frame_lengths(self.model, [len(clip) for clip in clips])
+        frames = self._frames([len(clip) for clip in clips])
         runnable = [i for i, clip in enumerate(clips) if clip.size and (frames is None or frames[i] > 0)]
         for i in set(range(len(clips))) - set(runnable):
             results[i] = Transcript("", 0.0)  # empty, or shorter than one frame of the model
@@ -188,7 +186,7 @@ class CtcAsr:
             logits = self.model(**inputs).logits.float()
         probabilities = logits.softmax(dim=-1)
         top_probability, top_id = probabilities.max(dim=-1)
-        valid = _valid_frames(self.model, [len(clip) for clip in clips], logits.shape[1])
+        valid = self._valid_frames([len(clip) for clip in clips], logits.shape[1])
         ids: list[list[int]] = []
         confidences: list[float] = []
         for row, frames in enumerate(valid):
@@ -204,20 +202,25 @@ class CtcAsr:
         return [Transcript(text.strip(), confidence if text.strip() else 0.0)
                 for text, confidence in zip(texts, confidences, strict=True)]
 
+    def _frames(self, sample_lengths: list[int]) -> list[int] | None:
+        """Output frames per clip by the model's own formula, for models that read raw samples."""
+        if self.processor.feature_extractor.model_input_names[0] != "input_values":
+            return None  # spectrogram front-ends (e.g. w2v-BERT): their formula counts feature frames
+        return feature_frame_lengths(self.model, sample_lengths)
+
+    def _valid_frames(self, sample_lengths: list[int], padded_frames: int) -> list[int]:
+        """Output frames that come from real samples (the rest of each row is padding)."""
+        frames = self._frames(sample_lengths)
+        if frames is None:  # no formula: scale by the share of real samples
+            longest = max(sample_lengths)
+            frames = [int(np.ceil(padded_frames * n / longest)) for n in sample_lengths]
+        return [max(1, min(padded_frames, n)) for n in frames]
+
     def _collapse(self, path: Any) -> list[int]:
         import torch
 
         merged = torch.unique_consecutive(path).tolist()
         return [token for token in merged if token != self.blank_id and token not in self.dropped_ids]
-
-
-def _valid_frames(model: Any, sample_lengths: list[int], padded_frames: int) -> list[int]:
-    """Output frames that come from real samples (the rest of each row is padding)."""
-    frames = feature_frame_lengths(model, sample_lengths)
-    if frames is None:  # no formula: scale by the share of real samples
-        longest = max(sample_lengths)
-        frames = [int(np.ceil(padded_frames * n / longest)) for n in sample_lengths]
-    return [max(1, min(padded_frames, n)) for n in frames]
 
 
 def _blank_id(model: Any, tokenizer: Any) -> int:

@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 
 from data_tools.speech_models import (
+    TRAINING_ONLY_KEYS,
     first_line,
     length_batches,
+    load_model_strictly,
     model_config,
     prepare_waves,
     require_head,
@@ -37,6 +39,8 @@ class SpeakerModelError(ValueError):
 # About 95M parameters; licence from memory (the WavLM code is MIT): check the model card.
 SUGGESTED_SPEAKER_MODEL = "microsoft/wavlm-base-plus-sv"
 _WHAT = "speaker-verification (x-vector) model"
+# The speaker classifier and its AM-softmax loss sit after the embedding: only training uses them.
+_CLASSIFIER_KEYS = ("classifier.*", "objective.*")
 
 
 def load_speaker_model(model: str, device: str = "auto") -> SpeakerEmbedder:
@@ -53,10 +57,8 @@ def load_speaker_model(model: str, device: str = "auto") -> SpeakerEmbedder:
         feature_extractor = AutoFeatureExtractor.from_pretrained(source)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpeakerModelError(f"{source}: its feature extractor does not load ({first_line(exc)})") from None
-    try:
-        network = AutoModelForAudioXVector.from_pretrained(source)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise SpeakerModelError(f"{source}: the x-vector model does not load ({first_line(exc)})") from None
+    network = load_model_strictly(AutoModelForAudioXVector, source, _WHAT, SpeakerModelError,
+                                  (*TRAINING_ONLY_KEYS, *_CLASSIFIER_KEYS))
     network.eval().to(torch_device)
     return SpeakerEmbedder(network, feature_extractor, torch_device, source)
 

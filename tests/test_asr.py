@@ -217,3 +217,23 @@ def test_import_stays_free_of_transformers():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_weights_missing_a_layer_refused_naming_the_key(models, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "headless"
+    shutil.copytree(models["ctc"], folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if not k.startswith("lm_head")}, str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    with pytest.raises(AsrError) as error:
+        load_ctc_asr(str(folder))
+    assert _one_line(error) == (f"{folder}: the weights lack lm_head.bias and 1 more key(s): not a complete "
+                                "CTC speech recogniser")
+    # masked_spec_embed is only used in training: a checkpoint without it still loads
+    save_file({k: v for k, v in weights.items() if "masked_spec_embed" not in k}, str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    assert load_ctc_asr(str(folder), device="cpu").transcribe(noise_clips([0.3]), SAMPLE_RATE)[0].text

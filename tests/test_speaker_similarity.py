@@ -68,3 +68,24 @@ def test_folder_that_is_not_an_xvector_model_refused(tmp_path):
         load_speaker_model(str(tmp_path / "missing"))
     with pytest.raises(SpeakerModelError, match=r"no config\.json"):
         load_speaker_model(str(tmp_path))
+
+
+def test_weights_missing_the_embedding_layer_refused(folder, tmp_path):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "no-embedding"
+    shutil.copytree(folder, broken)
+    weights = load_file(str(broken / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if not k.startswith("feature_extractor.")},
+              str(broken / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(SpeakerModelError, match=r"the weights lack feature_extractor\.bias and 1 more key"):
+        load_speaker_model(str(broken))
+    # the speaker classifier and its loss come after the embedding: a checkpoint without them still embeds
+    save_file({k: v for k, v in weights.items() if not k.startswith(("classifier.", "objective."))},
+              str(broken / "model.safetensors"), metadata={"format": "pt"})
+    clip = noise_clips([0.5], seed=3)
+    torch.testing.assert_close(load_speaker_model(str(broken), device="cpu").embed(clip, SAMPLE_RATE),
+                               load_speaker_model(str(folder), device="cpu").embed(clip, SAMPLE_RATE))
