@@ -90,6 +90,10 @@ def load_ctc_asr(model: str, target_lang: str | None = None, device: str = "auto
     if lang is not None and config.get("adapter_attn_dim") is None:
         raise AsrError(f"{source}: this model has no language adapters, so target_lang {lang!r} does not apply "
                        "(leave it empty)")
+    folder = Path(source)
+    if folder.is_dir() and not any((folder / name).is_file() for name in ("vocab.json", "tokenizer.json")):
+        raise AsrError(f"{source}: no tokenizer (vocab.json) beside the model, so its outputs cannot be turned "
+                       "into text")
     from transformers import AutoModelForCTC, AutoProcessor
 
     languages = _vocabulary_languages(source)

@@ -176,7 +176,8 @@ def test_folders_that_are_not_ctc_models_refused(models, tmp_path):
         (no_tokenizer / name).unlink(missing_ok=True)
     with pytest.raises(AsrError) as error:
         load_ctc_asr(str(no_tokenizer))
-    assert str(no_tokenizer) in _one_line(error)
+    assert _one_line(error) == f"{no_tokenizer}: no tokenizer (vocab.json) beside the model, so its outputs " \
+                               "cannot be turned into text"
 
 
 def test_missing_folder_or_bad_id_refused_in_one_line(tmp_path):
@@ -190,6 +191,19 @@ def test_missing_folder_or_bad_id_refused_in_one_line(tmp_path):
     file.write_bytes(b"x")
     with pytest.raises(AsrError, match="a file, not a model folder"):
         load_ctc_asr(str(file))
+
+
+def test_model_id_that_does_not_resolve_refused_in_one_line(monkeypatch):
+    import transformers
+
+    def offline(*_args, **_kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
+    with pytest.raises(AsrError) as error:
+        load_ctc_asr("someone/amharic-ctc")
+    assert _one_line(error) == ("someone/amharic-ctc: no such model folder, and it could not be loaded as a model "
+                                "id (We couldn't connect to 'https://huggingface.co' to load the files.)")
 
 
 def test_device_choice(models):
