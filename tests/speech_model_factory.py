@@ -102,8 +102,9 @@ def build_mms_style_model(folder: Path, languages: dict[str, str], seed: int = 0
     return folder
 
 
-def build_xvector_model(folder: Path, seed: int = 0) -> Path:
-    """A random WavLMForXVector with its feature extractor in ``folder``."""
+def build_xvector_model(folder: Path, seed: int = 0, feat_extract_norm: str = "layer") -> Path:
+    """A random WavLMForXVector (wavlm-base-plus-sv's TDNN kernels and dilations) with its feature extractor
+    in ``folder``. The head's weights are scaled up so embeddings are of order one, not 1e-5."""
     import torch
     from transformers import WavLMConfig, WavLMForXVector
 
@@ -111,12 +112,18 @@ def build_xvector_model(folder: Path, seed: int = 0) -> Path:
     config = WavLMConfig(
         hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, conv_dim=(16, 16),
         conv_stride=(5, 4), conv_kernel=(10, 8), conv_bias=True, num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, feat_extract_norm="layer", do_stable_layer_norm=True, num_buckets=16,
-        max_bucket_distance=64, tdnn_dim=(16, 16, 16), tdnn_kernel=(3, 3, 1), tdnn_dilation=(1, 2, 1),
+        num_conv_pos_embedding_groups=2, feat_extract_norm=feat_extract_norm,
+        do_stable_layer_norm=feat_extract_norm == "layer", num_buckets=16, max_bucket_distance=64,
+        tdnn_dim=(16, 16, 16, 16, 32), tdnn_kernel=(5, 3, 3, 1, 1), tdnn_dilation=(1, 2, 3, 1, 1),
         xvector_output_dim=12, hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
         feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0)
     torch.manual_seed(seed)
-    WavLMForXVector(config).save_pretrained(folder)
+    model = WavLMForXVector(config)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.startswith(("projector", "tdnn", "feature_extractor")) and parameter.dim() == 2:
+                parameter.normal_(std=parameter.shape[1] ** -0.5)
+    model.save_pretrained(folder)
     _feature_extractor().save_pretrained(folder)
     return folder
 
