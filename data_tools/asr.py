@@ -10,8 +10,11 @@ selects it the way transformers documents for MMS (``processor.tokenizer.set_tar
 bundled: a model id is fetched by transformers (Hub cache) when the user names one.
 
 Clips are resampled to the processor's rate (soxr), sorted by length and run in batches of similar
-length, padded with the feature extractor's attention mask where the model takes one; on the GPU when
-there is one. Decoding is greedy CTC: the most likely token per frame, repeats merged, blanks dropped.
+length with the feature extractor's attention mask; on the GPU when there is one. A clip's transcript does
+not depend on the clips batched with it: models that cannot ignore padding (no attention mask from their
+feature extractor, or a first convolution that normalises over time, ``feat_extract_norm="group"``, as in
+wav2vec2-base-960h) transcribe one clip at a time. MMS and the large wav2vec2/XLS-R models batch.
+Decoding is greedy CTC: the most likely token per frame, repeats merged, blanks dropped.
 
 Confidence: the mean, over the frames that emit a character (the greedy token is not the blank), of the
 most likely token's softmax probability. Blank frames are left out because they are most frames of any
@@ -164,6 +167,8 @@ class CtcAsr:
         self.blank_id = _blank_id(model, processor.tokenizer)
         delimiter = getattr(processor.tokenizer, "word_delimiter_token_id", None)
         self.dropped_ids = {i for i in processor.tokenizer.all_special_ids if i != delimiter}
+        self.batches_exactly = (bool(getattr(processor.feature_extractor, "return_attention_mask", False))
+                                and getattr(model.config, "feat_extract_norm", "layer") != "group")
 
     def transcribe(self, waves: Sequence[np.ndarray], sample_rate: int, batch_size: int = 8) -> list[Transcript]:
         """One transcript per clip, in the order given (clips: 1-D samples at ``sample_rate``)."""
@@ -174,7 +179,7 @@ class CtcAsr:
         for i in set(range(len(clips))) - set(runnable):
             results[i] = Transcript("", 0.0)  # empty, or shorter than one frame of the model
         lengths = [len(clips[i]) for i in runnable]
-        for batch in length_batches(lengths, batch_size, AsrError):
+        for batch in length_batches(lengths, batch_size if self.batches_exactly else 1, AsrError):
             indices = [runnable[j] for j in batch]
             for index, transcript in zip(indices, self._transcribe_batch([clips[i] for i in indices]), strict=True):
                 results[index] = transcript
@@ -184,7 +189,7 @@ class CtcAsr:
         import torch
 
         inputs = self.processor.feature_extractor(clips, sampling_rate=self.sample_rate, padding=True,
-                                                  return_tensors="pt")
+                                                  return_tensors="pt")  # its own attention-mask setting
         inputs = {name: tensor.to(self.device) for name, tensor in inputs.items()}
         with torch.inference_mode():
             logits = self.model(**inputs).logits.float()

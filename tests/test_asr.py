@@ -52,6 +52,15 @@ def test_batched_equals_one_at_a_time(asr):
     assert all(0.0 <= t.confidence <= 1.0 for t in batched)
 
 
+def test_models_that_cannot_ignore_padding_transcribe_one_clip_at_a_time(asr, tmp_path):
+    assert asr.batches_exactly
+    base_style = load_ctc_asr(str(build_ctc_model(tmp_path / "base-style", base_style=True)), device="cpu")
+    assert not base_style.batches_exactly
+    clips = noise_clips([0.5, 1.1, 0.3], seed=6)
+    batched = base_style.transcribe(clips, SAMPLE_RATE, batch_size=3)
+    assert batched == [base_style.transcribe([clip], SAMPLE_RATE)[0] for clip in clips]
+
+
 def test_order_kept_and_batch_size_does_not_matter(asr):
     clips = noise_clips([0.3, 0.9, 0.5, 0.7], seed=2)
     reference = asr.transcribe(clips, SAMPLE_RATE, batch_size=4)
