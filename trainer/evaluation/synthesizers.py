@@ -2,10 +2,10 @@
 
     backend = synthesis_backend(version, config_path, tokenizer_path, vocoder_path, device, language)
     speaker = backend.for_checkpoint(checkpoint_path)       # loads that checkpoint's GPT
-    clips = speaker.speak(texts, prompt_path, settings)       # float32 waveforms at backend.sample_rate
+    clips = speaker.speak(texts, prompt_path, settings, language)  # float32 waveforms at backend.sample_rate
 
 IndexTTS-1.5 speaks through ``trainer.synthesis`` (GPT + BigVGAN; the vocoder and tokenizer are loaded once
-per backend, each checkpoint's GPT per call). IndexTTS2 has no synthesis in this studio yet: asking for it
+per backend, each checkpoint's GPT per call; the base model with its own tokenizer). IndexTTS2 has no synthesis in this studio yet: asking for it
 raises EvaluationError with that sentence. When it lands, add a backend class with the same two methods and
 one entry in ``BACKENDS``; nothing else in evaluation knows the generation.
 """
@@ -25,22 +25,26 @@ V2_NOT_AVAILABLE = ("IndexTTS2 synthesis is not available yet: its checkpoints c
 
 
 class CheckpointSpeaker(Protocol):
-    def speak(self, texts: Sequence[str], prompt: Path, settings: Any) -> list[np.ndarray]: ...
+    def speak(self, texts: Sequence[str], prompt: Path, settings: Any, language: str | None = None
+              ) -> list[np.ndarray]: ...
 
 
 class SynthesisBackend(Protocol):
     sample_rate: int
 
-    def for_checkpoint(self, checkpoint: Path) -> CheckpointSpeaker: ...
+    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker: ...
 
 
 class _V15Speaker:
     def __init__(self, synth: Any) -> None:
         self.synth = synth
 
-    def speak(self, texts: Sequence[str], prompt: Path, settings: Any) -> list[np.ndarray]:
+    def speak(self, texts: Sequence[str], prompt: Path, settings: Any, language: str | None = None
+              ) -> list[np.ndarray]:
+        """``language``: the text front-end's language of ``texts`` (None: by script)."""
         from trainer.synthesis.errors import SynthesisError
 
+        self.synth.language = language
         try:
             reference = self.synth.prepare_reference(_prompt_input(prompt))
             return [self.synth.synthesize([text], reference, settings)[0].waveform for text in texts]
@@ -68,14 +72,18 @@ class V15Backend:
             raise EvaluationError(f"vocoder {vocoder_path}: {' '.join(str(exc).split())}") from None
         self.sample_rate = int(self.vocoder.spec.sampling_rate)
 
-    def for_checkpoint(self, checkpoint: Path) -> CheckpointSpeaker:
+    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker:
+        """``base``: the base model speaks through its own tokenizer (the config's dataset.bpe_model), since a
+        grown vocabulary's pieces are rows it does not have."""
+        from trainer.model_source import base_tokenizer_for
         from trainer.synthesis.errors import SynthesisError
         from trainer.synthesis.gpt_loading import load_gpt
         from trainer.synthesis.pipeline import Synthesizer
 
+        tokenizer = (base_tokenizer_for(self.config, self.config_path) or self.tokenizer) if base else self.tokenizer
         try:
             model = load_gpt(checkpoint, self.config, self.config_path, self.device)
-            return _V15Speaker(Synthesizer(model, self.vocoder, self.tokenizer, language=self.language))
+            return _V15Speaker(Synthesizer(model, self.vocoder, tokenizer, language=self.language))
         except SynthesisError as exc:
             raise EvaluationError(str(exc)) from None
 
