@@ -108,6 +108,38 @@ def results_by_step(run_dir: Path) -> dict[int, dict[str, Any]]:
     return dict(sorted(found.items()))
 
 
+def scores_of(checkpoint: Path) -> dict[str, Any] | None:
+    """The evaluation result of ``checkpoint`` (a model_step file, or latest.pth / best.pth linking one), when
+    one was measured from these very bytes; None otherwise."""
+    from trainer.checkpoints.format import CheckpointError
+    from trainer.checkpoints.metadata import read_metadata
+    from trainer.checkpoints.store import step_file_name, step_of
+
+    path = Path(checkpoint)
+    step = step_of(path)
+    if step is None:
+        try:
+            step = read_metadata(path).step
+        except (CheckpointError, OSError):
+            return None
+    if step is None:
+        return None
+    result = read_result(result_path(path.parent / step_file_name(step)))
+    try:
+        return result if result is not None and result.get("identity") == checkpoint_identity(path) else None
+    except OSError:
+        return None
+
+
+def scores_line(result: dict[str, Any]) -> str:
+    """``CER 0.123 · WER 0.456 · SIM 0.789`` (+ the second language's CER)."""
+    line = f"CER {score_text(result.get('cer'))} · WER {score_text(result.get('wer'))} · SIM {score_text(result.get('sim'))}"
+    second = result.get("second")
+    if isinstance(second, dict):
+        line += f" · {second.get('language')} CER {score_text(second.get('cer'))}"
+    return line
+
+
 def score_text(value: Any, digits: int = 3) -> str:
     """A score for a table: 3 decimals, '-' when missing."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
