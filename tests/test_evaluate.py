@@ -212,3 +212,42 @@ def test_eval_at_saves_measures_every_save_and_leaves_training_bitwise_unchanged
     assert all(result_path(measured / f"model_step{s}.pth").is_file() for s in (2, 4))
     assert (measured / "best.pth").exists()
     assert [e["event"] for e in events(measured)].count("end") == 1
+
+
+def test_studio_views_and_model_card_carry_the_scores(trained_run, tmp_path):
+    from trainer.checkpoints.export import export_checkpoint
+    from webui.metrics_view import MetricsReader
+    from webui.tab_checkpoints import LIST_COLUMNS, list_view
+
+    run = _copy_run(trained_run, tmp_path / "run")
+    unmeasured = list_view(str(run), tmp_path)
+    assert set(unmeasured.table["CER"]) == {""}  # nothing measured yet: empty cells
+    assert evaluate_main([str(run)]) == 0
+    scores = {e["checkpoint"]: e for e in events(run, "eval")}
+
+    view = list_view(str(run), tmp_path)
+    assert list(view.table.columns) == LIST_COLUMNS
+    rows = {row["file"]: row for row in view.table.to_dict("records")}
+    for name in ("model_step2.pth", "model_step4.pth", "model_step6.pth"):
+        assert rows[name]["CER"] == f"{scores[name]['cer']:.3f}" and rows[name]["SIM"] == f"{scores[name]['sim']:.3f}"
+    assert rows["latest.pth"]["WER"] == rows["model_step6.pth"]["WER"]  # a link shows its file's scores
+
+    reader = MetricsReader(run)
+    reader.poll()
+    frame = reader.eval_frame()
+    assert sorted(set(frame["series"])) == ["eval cer", "eval sim", "eval wer"]
+    assert sorted(frame[frame["series"] == "eval cer"]["step"]) == [2, 4, 6]
+
+    report = export_checkpoint(run / "model_step4.pth", tmp_path / "export")
+    card = (report.out_dir / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "## Evaluation" in card and "**model_step4 (this export)**" in card
+    assert f"| model_step6 | 6 | {scores['model_step6.pth']['cer']:.3f} |" in card
+    assert str(build_parser().prog) in card or "python -m trainer.evaluate" in card
+
+
+def test_model_card_without_evaluation_has_no_table(trained_run, tmp_path):
+    from trainer.checkpoints.export import export_checkpoint
+
+    run = _copy_run(trained_run, tmp_path / "run")
+    report = export_checkpoint(run / "model_step4.pth", tmp_path / "export")
+    assert "## Evaluation" not in (report.out_dir / "MODEL_CARD.md").read_text(encoding="utf-8")

@@ -111,6 +111,8 @@ class Evaluator:
                 "language": self.eval_set.language, "cer": main["cer"], "wer": main["wer"], "sim": main["sim"],
                 "second": ({"language": groups[1][0], **{k: scores[1][k] for k in ("cer", "wer", "sim")}}
                            if len(scores) > 1 else None),
+                "models": {"asr": getattr(self.scorer, "asr_model", None),
+                           "speaker": getattr(self.scorer, "speaker_model", None) or None},
                 "seconds": seconds, "items": [item for group in scores for item in group["items"]],
                 "time": round(time.time(), 3)}
 
