@@ -1,48 +1,17 @@
-"""Reading IndexTTS ``config.yaml`` files.
+"""Reading and writing IndexTTS ``config.yaml`` files.
 
-The ``gpt:`` section holds exactly the keyword arguments of the GPT model constructor; a few
-keys have defaults upstream that are not written in the file. This module fills them in, so
-every consumer (model, data checks, tokenizer verify, export) sees the same effective values.
+``load_config`` returns the whole config with the ``gpt:`` section's implicit defaults filled in (the
+arithmetic lives in ``networks.gpt_config``); every refusal is a ``ConfigError`` with a one-line reason.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A config file that cannot be used; the message names the file and the problem."""
-
-
-# Effective constructor values that upstream applies when the key is absent.
-GPT_DEFAULTS: dict[str, Any] = {
-    "condition_num_latent": 32,
-    "max_conditioning_inputs": 1,
-    "types": 1,
-    "train_solo_embeddings": False,
-    "use_mel_codes_as_input": True,
-    "mel_length_compression": 1024,
-    "start_text_token": 0,
-    "stop_text_token": 1,
-    "start_mel_token": 8192,
-    "stop_mel_token": 8193,
-    "number_mel_codes": 8194,
-    "condition_type": "conformer_perceiver",
-}
-
-GPT_REQUIRED = (
-    "model_dim",
-    "layers",
-    "heads",
-    "max_text_tokens",
-    "max_mel_tokens",
-    "number_text_tokens",
-    "condition_module",
-)
+from networks.gpt_config import ConfigError, effective_gpt_config
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -66,28 +35,6 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: no 'gpt:' section (is this an IndexTTS config.yaml?)")
     data["gpt"] = effective_gpt_config(data["gpt"], source=str(path))
     return data
-
-
-def effective_gpt_config(gpt: dict[str, Any], source: str = "config") -> dict[str, Any]:
-    """Return a copy of a ``gpt:`` section with upstream's implicit defaults filled in."""
-    missing = [key for key in GPT_REQUIRED if key not in gpt]
-    if missing:
-        raise ConfigError(f"{source}: gpt section lacks {', '.join(missing)}")
-    out = copy.deepcopy(GPT_DEFAULTS)
-    out.update(copy.deepcopy(gpt))
-    for key in ("model_dim", "layers", "heads", "max_text_tokens", "max_mel_tokens", "number_text_tokens"):
-        if not isinstance(out[key], int) or out[key] <= 0:
-            raise ConfigError(f"{source}: gpt.{key} must be a positive integer, got {out[key]!r}")
-    if out["model_dim"] % out["heads"]:
-        raise ConfigError(f"{source}: gpt.model_dim {out['model_dim']} is not divisible by heads {out['heads']}")
-    return out
-
-
-def text_vocab_size(gpt: dict[str, Any]) -> int:
-    """Rows of text_embedding / text_head (the rule lives in ``data_tools.shape_rules.text_rows``)."""
-    from data_tools.shape_rules import text_rows
-
-    return text_rows(gpt)
 
 
 def save_config(data: dict[str, Any], path: str | Path) -> None:

@@ -135,9 +135,9 @@ def _init_worker(settings: WorkerSettings) -> None:
 
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
-    from data_tools.dvae import load_dvae
+    from networks import indextts15
 
-    _worker_state["dvae"] = load_dvae(settings.dvae, settings.vqvae, device=settings.device)
+    _worker_state["dvae"] = indextts15.load_dvae(settings.dvae, settings.vqvae, device=settings.device)
     _worker_state["settings"] = settings
 
 
@@ -303,7 +303,8 @@ def preprocess(
 def _settings(out: Path, config: Path, dvae: str | Path | None, min_duration: float, max_duration: float | None,
               device: str) -> WorkerSettings:
     from data_tools.config import ConfigError, load_config
-    from data_tools.dvae import DVAEError, load_dvae
+    from networks import indextts15
+    from networks.dvae import DVAEError
 
     try:
         cfg = load_config(config)
@@ -317,7 +318,7 @@ def _settings(out: Path, config: Path, dvae: str | Path | None, min_duration: fl
             raise PreprocessError(f"no --dvae given and {config} names no dvae_checkpoint")
         dvae = config.parent / str(cfg["dvae_checkpoint"])
     try:
-        load_dvae(dvae, vqvae)  # fail fast, in one line, before any worker starts
+        indextts15.load_dvae(dvae, vqvae)  # fail fast, in one line, before any worker starts
     except DVAEError as exc:
         raise PreprocessError(str(exc)) from None
     if min_duration < 0 or (max_duration is not None and max_duration <= min_duration):

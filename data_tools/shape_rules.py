@@ -15,7 +15,6 @@ A file the checker passes, the trainer loads, and the other way round, because b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,17 +45,6 @@ class RuleError(ValueError):
     def __init__(self, code: str, message: str) -> None:
         self.code = code
         super().__init__(message)
-
-
-def text_rows(gpt: Mapping[str, Any]) -> int:
-    """Rows of text_embedding / text_head: number_text_tokens * types + 1 (upstream's extra row)."""
-    return int(gpt["number_text_tokens"]) * int(gpt.get("types", 1)) + 1
-
-
-def text_tokens_of_rows(rows: int, gpt: Mapping[str, Any] | None = None) -> int:
-    """``number_text_tokens`` of a text embedding with ``rows`` rows (``text_rows`` inverted; ``gpt`` gives
-    ``types``, 1 when absent)."""
-    return (int(rows) - 1) // int((gpt or {}).get("types", 1))
 
 
 def code_limit(gpt: dict[str, Any]) -> int:

@@ -78,15 +78,20 @@ def basic_normalize(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-def normalize_text(text: str, language: str | None = None) -> str:
-    """Normalise ``text`` for tokenization. ``language=None`` picks by script (Ethiopic -> ``am``)."""
+def language_normalize(text: str, language: str | None = None) -> str:
+    """Steps 1 and 2 only (no upper-casing, no CJK split): what IndexTTS-2.5's tiktoken front-end starts from."""
     _load_builtin_languages()
     text = basic_normalize(text)
     code = language or detect_language(text)
     hook = _LANGUAGES.get(code) if code else None
     if hook is not None:
         text = _SPACES.sub(" ", hook(text))
-    return indextts_convention(text)
+    return text
+
+
+def normalize_text(text: str, language: str | None = None) -> str:
+    """Normalise ``text`` for tokenization. ``language=None`` picks by script (Ethiopic -> ``am``)."""
+    return indextts_convention(language_normalize(text, language))
 
 
 def is_ethiopic(ch: str) -> bool:

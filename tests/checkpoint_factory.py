@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from data_tools.config import effective_gpt_config
+from networks.gpt_config import effective_gpt_config
 from trainer.checkpoints import build_checkpoint, capture_rng_state, optimizer_param_names
 
 TOKENIZER = {"path": "tokenizers/tok.model", "sha256": "ab12" * 16, "vocab_size": 40}
@@ -32,7 +32,7 @@ def trained_state(gpt: dict[str, Any] | None = None, steps: int = 1, seed: int =
     ``trainer_layout``: this trainer's own two-group AdamW and scheduler (``trainer.steps.build_optimizer``),
     whose state a resume restores; otherwise one group of every parameter (a foreign layout).
     """
-    from trainer.model import build_model
+    from networks.unified_voice import build_model
     from trainer.schedule import build_scheduler
     from trainer.steps import build_optimizer
 

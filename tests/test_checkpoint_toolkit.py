@@ -249,7 +249,7 @@ def test_repair_community_step_checkpoint(tmp_path, demo_workspace, cli):
     assert report.verdict == PARTIAL
     assert {c.name for c in report.components if c.status != "ok"} == {"RNG", "sampler position"}
     # The optimizer moments were carried over by parameter name into this trainer's two AdamW groups.
-    from trainer.model import build_model
+    from networks.unified_voice import build_model
     from trainer.schedule import build_scheduler
     from trainer.steps import build_optimizer
 
@@ -388,7 +388,7 @@ def demo_checkpoint(tmp_path_factory, demo_workspace) -> Path:
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 @pytest.mark.parametrize("use_safetensors", [False, True], ids=["pth", "safetensors"])
 def test_export_round_trip(tmp_path, demo_workspace, demo_checkpoint, dtype, use_safetensors, cli):
-    from trainer.model import build_model, load_gpt_state_dict
+    from networks.unified_voice import build_model, load_gpt_state_dict
 
     out = tmp_path / "bundle"
     args = ["export", demo_checkpoint, "--out", out, "--dtype", dtype, "--config", demo_workspace.config]

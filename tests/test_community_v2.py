@@ -72,7 +72,7 @@ class CommunityRun:
 
 
 def community_v2_run(steps: int = 2, seed: int = 0) -> CommunityRun:
-    from trainer.model import build_model
+    from networks.unified_voice import build_model
 
     gpt = load_config(V2_CONFIG)["gpt"]
     torch.manual_seed(seed)
@@ -169,7 +169,7 @@ def test_built_files_have_the_documented_shape(tmp_path, run, tokenizers):
 
 
 def test_repair_v2_model_step_carries_weights_moments_and_schedule_by_name(tmp_path, run, tokenizers):
-    from trainer.model import build_model
+    from networks.unified_voice import build_model
     from trainer.schedule import build_scheduler
     from trainer.steps import build_optimizer
 
@@ -305,7 +305,7 @@ def test_larger_tokenizer_grows_by_meaning_and_resets_the_optimizer_set(tmp_path
 
 
 def test_export_v2_bundle_loads_as_stock_gpt_pth(tmp_path, run, tokenizers):
-    from trainer.model import build_model, load_gpt_state_dict
+    from networks.unified_voice import build_model, load_gpt_state_dict
 
     base, extended = tokenizers
     source = model_step_file(run, tmp_path / "model_step2.pth", base)

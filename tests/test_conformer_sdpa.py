@@ -12,12 +12,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from networks import conformer
+from networks.conformer import ConformerEncoder, use_eager_attention
+from networks.unified_voice import UnifiedVoice, build_model
 from tests.test_host_syncs import count_host_reads
 from tests.test_model import tiny_batch, tiny_model
 from tests.test_model_v2 import TINY_GPT_V2
-from trainer.model import UnifiedVoice, build_model
-from trainer.modules import conformer
-from trainer.modules.conformer import ConformerEncoder, use_eager_attention
 
 
 def tiny_v2() -> UnifiedVoice:

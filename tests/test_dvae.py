@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from data_tools.dvae import DiscreteVAE, DVAEError, build_dvae, load_dvae
+from networks.dvae import DiscreteVAE, DVAEError, build_dvae, load_dvae
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -2,8 +2,11 @@
 
 Python resolves a cycle at run time only when the import order happens to be right, and a function-level import
 hides one until that function runs. This reads every ``import`` statement (module level and inside functions) of
-app.py, trainer/, data_tools/ and webui/ and fails on any strongly connected group of modules, naming it.
-A ``from package import name`` inside the package counts as an edge to the package's ``__init__``.
+app.py, trainer/, data_tools/, webui/ and networks/ and fails on any strongly connected group of modules, naming
+it. A ``from package import name`` inside the package counts as an edge to the package's ``__init__``.
+
+It also holds the layers to their order (app.py -> webui/ -> trainer/ -> data_tools/ -> networks/): networks/
+imports nothing of the layers above it, data_tools/ nothing of trainer/ or webui/; a failure names module:line.
 """
 
 from __future__ import annotations
@@ -12,7 +15,12 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("trainer", "data_tools", "webui")
+PACKAGES = ("trainer", "data_tools", "webui", "networks")
+# Each layer and the packages above it, which it must never import (a function-level import counts too).
+FORBIDDEN_ABOVE = {
+    "networks": ("trainer", "data_tools", "webui", "app"),
+    "data_tools": ("trainer", "webui", "app"),
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -31,9 +39,10 @@ def _owner(name: str, modules: dict[str, Path]) -> str | None:
     return name or None
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_edges() -> list[tuple[str, str, str]]:
+    """(importing module, "path:line", imported product module) for every import statement of every product module."""
     modules = _modules()
-    graph: dict[str, set[str]] = {name: set() for name in modules}
+    edges: list[tuple[str, str, str]] = []
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
@@ -49,8 +58,25 @@ def import_graph() -> dict[str, set[str]]:
             for target in targets:
                 owner = _owner(target, modules)
                 if owner is not None and owner != name:
-                    graph[name].add(owner)
+                    edges.append((name, f"{path.relative_to(REPO).as_posix()}:{node.lineno}", owner))
+    return edges
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in _modules()}
+    for name, _where, owner in import_edges():
+        graph[name].add(owner)
     return graph
+
+
+def layer_violations(edges: list[tuple[str, str, str]]) -> list[str]:
+    """``path:line imports target`` for each import of a layer above the importer's (FORBIDDEN_ABOVE)."""
+    found = []
+    for name, where, target in edges:
+        above = FORBIDDEN_ABOVE.get(name.split(".")[0], ())
+        if target.split(".")[0] in above:
+            found.append(f"{where} imports {target}")
+    return found
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -109,3 +135,24 @@ def test_the_checker_finds_a_cycle():
     graph = import_graph()
     graph["data_tools.config"].add("trainer.train")  # a layer pointing up closes a loop
     assert any("data_tools.config" in group and "trainer.train" in group for group in strongly_connected(graph))
+
+
+def test_networks_import_no_layer_above():
+    violations = [v for v in layer_violations(import_edges()) if v.startswith("networks/")]
+    assert violations == [], "networks/ must import nothing of trainer/, data_tools/, webui/: " + "; ".join(violations)
+
+
+def test_data_tools_import_neither_trainer_nor_webui():
+    violations = [v for v in layer_violations(import_edges()) if v.startswith("data_tools/")]
+    assert violations == [], "data_tools/ must import nothing of trainer/ or webui/: " + "; ".join(violations)
+
+
+def test_the_layer_check_names_module_and_line():
+    edges = [("networks.dvae", "networks/dvae.py:12", "trainer.errors"),
+             ("data_tools.config", "data_tools/config.py:3", "webui.app"),
+             ("data_tools.config", "data_tools/config.py:4", "networks.gpt_config"),
+             ("trainer.run", "trainer/run.py:9", "webui.app")]
+    assert layer_violations(edges) == [
+        "networks/dvae.py:12 imports trainer.errors",
+        "data_tools/config.py:3 imports webui.app",
+    ]

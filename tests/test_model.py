@@ -11,15 +11,15 @@ import torch
 import torch.nn.functional as F
 
 from data_tools.config import ConfigError, load_config
-from tests.conftest import FIXTURES, shared_file
-from trainer.model import (
+from networks.loading import StateDictMismatchError
+from networks.unified_voice import (
     ModelOutput,
-    StateDictMismatchError,
     UnifiedVoice,
     build_model,
     load_gpt_state_dict,
     pad_and_wrap,
 )
+from tests.conftest import FIXTURES, shared_file
 
 TINY_GPT = {
     "model_dim": 64,

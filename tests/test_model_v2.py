@@ -8,8 +8,14 @@ import pytest
 import torch
 
 from data_tools.config import load_config
+from networks.unified_voice import (
+    UnifiedVoice,
+    UnifiedVoiceV2,
+    build_model,
+    load_gpt_state_dict,
+    pad_and_wrap,
+)
 from tests.conftest import FIXTURES, shared_file
-from trainer.model import UnifiedVoice, UnifiedVoiceV2, build_model, load_gpt_state_dict, pad_and_wrap
 
 TINY_GPT_V2 = {
     "model_dim": 64,

@@ -14,10 +14,10 @@ import yaml
 
 from data_tools.audio import load_audio
 from data_tools.check_data import check_manifests
-from data_tools.dvae import load_dvae
 from data_tools.features import mel_spectrogram
 from data_tools.preprocess import main, preprocess
 from data_tools.preprocess_inputs import read_inputs, safe_stem
+from networks.dvae import load_dvae
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CONFIG = FIXTURES / "tiny_config.yaml"

@@ -17,7 +17,8 @@ from data_tools.check_data import check_chunk
 from data_tools.fileio import UnusableFile, expand_path
 from data_tools.manifest import ManifestError, parse_manifest_line
 from data_tools.npy import NpyError, read_npy, read_npy_header
-from data_tools.shape_rules import DataLimits, RuleError, text_rows, text_tokens_of_rows
+from data_tools.shape_rules import DataLimits, RuleError
+from networks.gpt_config import text_rows, text_tokens_of_rows
 from tests.pairs_factory import DIM
 
 DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.float16, np.float32, np.float64, ">i4", "<f8",

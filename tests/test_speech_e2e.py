@@ -17,9 +17,9 @@ import torch
 import yaml
 
 from data_tools.check_data import check_manifests
-from data_tools.dvae import build_dvae
 from data_tools.preprocess import preprocess
 from data_tools.split import split_manifest
+from networks.dvae import build_dvae
 from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.model import build_model
+from networks.unified_voice import build_model
 from trainer.synthesis import DecodeSettings, SynthesisError, Synthesizer, generate_codes, load_vocoder
 from trainer.synthesis.demo_vocoder import build_demo_vocoder, demo_bigvgan_config, write_demo_vocoder
 from trainer.synthesis.generation import CachedDecoder, prefix_embeddings

@@ -12,19 +12,18 @@ import pytest
 import torch
 
 from data_tools.config import load_config
+from networks.bigvgan import VocoderSpec, build_bigvgan, kaiser_sinc_filter
 from tests.conftest import shared_file
 from trainer.synthesis import (
     DecodeSettings,
+    SynthesisError,
     Synthesizer,
-    VocoderSpec,
-    build_bigvgan,
     generate_codes,
     load_gpt,
     load_vocoder,
     remove_long_silence,
     to_int16,
 )
-from trainer.synthesis.bigvgan import kaiser_sinc_filter
 from trainer.synthesis.generation import CachedDecoder, prefix_embeddings
 
 FIXTURE_DIR = ("reference", "fixtures_indextts15_infer")
@@ -119,8 +118,6 @@ def test_bigvgan_matches_reference(vocoder):
 
 def test_real_file_layout_is_required(tmp_path, config):
     """{"generator": ...} (the real file) and {"model": ...} (fixture) load; anything else is refused."""
-    from trainer.synthesis import VocoderError
-
     state = torch.load(fixture("tiny_bigvgan.pth"), weights_only=True)["model"]
     real = tmp_path / "bigvgan_generator.pth"
     torch.save({"generator": state}, real)
@@ -128,9 +125,9 @@ def test_real_file_layout_is_required(tmp_path, config):
     wrong = tmp_path / "wrong.pth"
     torch.save({"generator": {k: v for k, v in state.items() if "weight_g" not in k}}, wrong)
     norms = sum(1 for k in state if "weight_g" in k)
-    with pytest.raises(VocoderError, match=f"missing {norms} key"):
+    with pytest.raises(SynthesisError, match=f"missing {norms} key"):
         load_vocoder(wrong, config)
-    with pytest.raises(VocoderError, match="not a BigVGAN generator file"):
+    with pytest.raises(SynthesisError, match="not a BigVGAN generator file"):
         load_vocoder(fixture("tiny_gpt_infer.pth").parent / "generation_expected.pt", config)
 
 

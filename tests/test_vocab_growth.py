@@ -313,7 +313,7 @@ def test_bitwise_equal_tells_negative_zero_apart() -> None:
 def test_demo_checkpoint_grows_into_the_real_model(demo_workspace) -> None:
     """The demo's base GPT + extended tokenizer: grown weights load strictly into a model of the new size."""
     from data_tools.config import load_config
-    from trainer.model import build_model, load_gpt_state_dict
+    from networks.unified_voice import build_model, load_gpt_state_dict
 
     config = load_config(demo_workspace.config)
     base = torch.load(demo_workspace.base_checkpoint, weights_only=True, map_location="cpu")["model"]

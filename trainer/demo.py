@@ -150,19 +150,15 @@ def _write_tokenizers(paths: DemoPaths, scratch: Path) -> None:
 
 
 def _write_models(paths: DemoPaths, config: dict, seed: int) -> None:
-    from trainer.model import build_model
+    from networks import indextts15
 
     torch.manual_seed(seed)
-    model = build_model(config["gpt"])
+    model = indextts15.build_gpt(config["gpt"])
     state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
     atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
     write_demo_vocoder(paths.vocoder, config["bigvgan"], seed)
-    try:
-        from data_tools.dvae import build_dvae
-    except ImportError:  # the DVAE module is optional for training; skip the demo DVAE without it
-        return
     torch.manual_seed(seed)
-    dvae = build_dvae(config["vqvae"])
+    dvae = indextts15.build_dvae(config)
     dvae_state = {key: value.detach().clone() for key, value in dvae.state_dict().items()}
     atomic_write_with(paths.dvae, lambda handle: torch.save({"model": dvae_state}, handle))
 

@@ -93,7 +93,7 @@ def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarra
 def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) -> DemoV2Paths:
     """Write the v2 demo under ``workspace/v2`` (the v1.5 demo's tokenizers must exist already)."""
     from data_tools.text_tokenizer import TextTokenizer
-    from trainer.model import build_model
+    from networks import indextts2
 
     paths = DemoV2Paths.under(workspace)
     base_tokenizer = TextTokenizer(paths.base_tokenizer)
@@ -102,7 +102,7 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     save_config(config, paths.config)
     atomic_write_with(paths.config.parent / "bpe.model", lambda h: h.write(paths.base_tokenizer.read_bytes()))
     torch.manual_seed(seed)
-    model = build_model(config["gpt"])
+    model = indextts2.build_gpt(config["gpt"])
     state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
     atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import torch
 
-from data_tools.config import effective_gpt_config
-from data_tools.shape_rules import text_rows
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+from networks.gpt_config import effective_gpt_config, text_rows
 from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of
 from trainer.errors import UsageError
 from trainer.versions import weights_refusal

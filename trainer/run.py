@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from networks.loading import StateDictMismatchError
+from networks.unified_voice import build_model, load_gpt_state_dict
 from trainer import steps
 from trainer.checkpoints import (
     CheckpointManager,
@@ -36,7 +38,6 @@ from trainer.errors import UsageError
 from trainer.evaluation.best import rotation_guard
 from trainer.evaluation.process import EvalProcess
 from trainer.metrics import MetricsLog, truncate_after_step
-from trainer.model import StateDictMismatchError, build_model, load_gpt_state_dict
 from trainer.options import write_train_config
 from trainer.plan import RunPlan
 from trainer.sampler import BucketBatchSampler

@@ -54,8 +54,8 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_
     if version != "1.5":
         return SamplePlan(False, "no samples: IndexTTS2 synthesis (S2Mel and its vocoder) is not in this studio "
                                  "yet; --vocoder is ignored for IndexTTS2 runs")
-    from trainer.synthesis.bigvgan import load_vocoder
     from trainer.synthesis.errors import SynthesisError
+    from trainer.synthesis.vocoder_loading import load_vocoder
 
     try:
         with torch.random.fork_rng(devices=[]):

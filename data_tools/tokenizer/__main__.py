@@ -1,4 +1,4 @@
-"""``python -m data_tools.tokenizer train | extend | verify``.
+"""``python -m data_tools.tokenizer train | extend | verify | extend25``.
 
   train   SentencePiece on a new-language corpus (text files, one line each, or JSONL manifests' "text"),
           every line through the text front-end first:
@@ -11,6 +11,10 @@
             python -m data_tools.tokenizer verify --tokenizer tokenizers/am_extended.model \\
                 --base checkpoints/bpe.model --samples-new am_val.txt --samples-base en.txt \\
                 [--manifest train.jsonl --config checkpoints/config.yaml]
+  extend25  IndexTTS-2.5: learn Ethiopic merges on top of the 2.5 tiktoken table (base ids unchanged):
+            python -m data_tools.tokenizer extend25 --base tokenizers/indextts25/multilingual_zh_ja_yue_char_del.tiktoken \\
+                --corpus am.txt --merges 2000 --out tokenizers/indextts25/ethiopic_merges_am.json \\
+                [--upstream-table export/multilingual_zh_ja_yue_char_del.tiktoken]
 
 Exit codes: 0 done (verify: all hard checks passed), 1 verify found a failed hard check,
 2 bad input (one line ``error: ...`` on stderr).
@@ -68,6 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--config", type=Path, default=None, help="config.yaml giving gpt.max_text_tokens")
     verify.add_argument("--max-text-tokens", type=int, default=None, help="overrides the config's value")
     verify.add_argument("--json", default=None, help="write the report as JSON to this path ('-' for stdout)")
+    extend25 = sub.add_parser("extend25", help="IndexTTS-2.5: learn Ethiopic merges on top of the tiktoken table")
+    extend25.add_argument("--base", type=Path, required=True, help="the 2.5 .tiktoken table")
+    extend25.add_argument("--corpus", type=Path, action="append", required=True,
+                          help="Amharic text (one line each) or a JSONL manifest's texts; repeatable")
+    extend25.add_argument("--merges", type=int, default=2000, help="merges to learn (default 2000)")
+    extend25.add_argument("--min-count", type=int, default=2, help="stop when the best pair is rarer than this")
+    extend25.add_argument("--language", default="am", help="language code of the corpus (default am)")
+    extend25.add_argument("--out", type=Path, required=True, help="merges JSON to write")
+    extend25.add_argument("--upstream-table", type=Path, default=None,
+                          help="also write the extended .tiktoken that stock inference reads (never over --base)")
     return parser
 
 
@@ -128,11 +142,47 @@ def _run_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _run_extend25(args: argparse.Namespace) -> int:
+    from data_tools.text import language_normalize
+    from data_tools.tokenizer.ethiopic_merges import learn_merges, save_merges, write_upstream_table
+    from data_tools.tokenizer.tiktoken25 import Tiktoken25
+    from data_tools.tokenizer.verify import read_samples
+
+    if args.merges < 1:
+        raise TokenizerToolError("--merges must be at least 1")
+    if args.upstream_table is not None and args.upstream_table.resolve() == args.base.resolve():
+        raise TokenizerToolError(f"--upstream-table would overwrite the base table {args.base}")
+    base = Tiktoken25.load(args.base)
+    lines = [language_normalize(line, args.language) for path in args.corpus for line in read_samples(path)]
+    if not lines:
+        raise TokenizerToolError("the corpus has no text lines")
+    merges = learn_merges(base, lines, args.merges, language=args.language, min_count=args.min_count,
+                          log=_progress)
+    merges.corpus = ", ".join(path.name for path in args.corpus)
+    for path in (args.out, args.upstream_table):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    save_merges(merges, base, args.out)
+    extended = Tiktoken25.load(args.base, merges.tokens)
+    before = sum(len(base.encode_for_language(line, args.language).ids) - 1 for line in lines)
+    after = sum(len(extended.encode_for_language(line, args.language).ids) - 1 for line in lines)
+    chars = sum(len(line) for line in lines) or 1
+    _progress(f"{len(merges.tokens)} merges -> {args.out} (ids {extended.first_added_id}.."
+              f"{extended.vocab_size - 1}); tokens per character on the corpus {before / chars:.3f} -> "
+              f"{after / chars:.3f}")
+    if args.upstream_table is not None:
+        write_upstream_table(extended, args.upstream_table)
+        _progress(f"upstream table -> {args.upstream_table}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    runners = {"train": _run_train, "extend": _run_extend, "verify": _run_verify}
+    from data_tools.tokenizer.tiktoken25 import TableError
+
+    runners = {"train": _run_train, "extend": _run_extend, "verify": _run_verify, "extend25": _run_extend25}
     try:
-        return run_refusing(lambda: runners[args.command](args), (TokenizerToolError,))
+        return run_refusing(lambda: runners[args.command](args), (TokenizerToolError, TableError))
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 130

@@ -104,9 +104,9 @@ def movement_for_export(ckpt: Mapping[str, Any], weights: Mapping[str, Tensor], 
     Raises CheckpointError when an explicit ``base`` is missing or not an IndexTTS GPT, and when the weights are
     bitwise the base's: an export of them would only "sound like the base".
     """
+    from networks.unified_voice import INFERENCE_ONLY_PREFIXES
     from trainer.checkpoints.format import CheckpointError, model_state_of
     from trainer.checkpoints.loading import load_checkpoint
-    from trainer.model import INFERENCE_ONLY_PREFIXES
 
     path = Path(base).expanduser() if base is not None else recorded_base(ckpt)
     if path is None:

@@ -32,8 +32,8 @@ from data_tools.fileio import (
     atomic_write_with,
     sha256_file,
 )
-from data_tools.shape_rules import text_tokens_of_rows
 from data_tools.text_tokenizer import TextTokenizer
+from networks.gpt_config import text_tokens_of_rows
 from trainer.checkpoints.base_movement import BaseMovement, movement_for_export
 from trainer.checkpoints.digest import (
     DAMAGED,
@@ -79,7 +79,7 @@ class ExportReport:
 
 def _gpt_config(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Tensor],
                 raw_config: dict[str, Any] | None, config: str | Path | None) -> dict[str, Any]:
-    from data_tools.config import effective_gpt_config
+    from networks.gpt_config import effective_gpt_config
 
     if kind == "studio" and isinstance(ckpt.get("model_config"), Mapping):
         return effective_gpt_config(dict(ckpt["model_config"]), source="the checkpoint's model config")
@@ -243,8 +243,8 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
                       *, config: str | Path | None = None, tokenizer: str | Path | None = None,
                       force: bool = False, base: str | Path | None = None) -> ExportReport:
     """Write the inference bundle of checkpoint ``path`` into ``out_dir`` (see the module docstring)."""
+    from networks.unified_voice import INFERENCE_ONLY_PREFIXES
     from trainer.checkpoints.validate import expected_state_shapes, shape_differences
-    from trainer.model import INFERENCE_ONLY_PREFIXES
 
     if dtype not in DTYPES:
         raise CheckpointError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")

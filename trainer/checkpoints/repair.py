@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from data_tools.shape_rules import text_tokens_of_rows
 from data_tools.text_tokenizer import TextTokenizer
+from networks.gpt_config import text_tokens_of_rows
 from trainer.checkpoints.community_load import load_for_repair
 from trainer.checkpoints.digest import (
     DAMAGED,
@@ -95,14 +95,14 @@ class RepairReport:
 
 def _clean_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Drop inference-only aliases and store contiguous tensors (community saves channels_last convs)."""
-    from trainer.model import INFERENCE_ONLY_PREFIXES
+    from networks.unified_voice import INFERENCE_ONLY_PREFIXES
 
     return {k: v.contiguous() for k, v in state.items()
             if not k.startswith(INFERENCE_ONLY_PREFIXES) and ".lora_" not in k}
 
 
 def _meta_model(cfg: Mapping[str, Any]) -> torch.nn.Module:
-    from trainer.model import build_model
+    from networks.unified_voice import build_model
 
     with torch.device("meta"):
         return build_model(dict(cfg))
@@ -201,7 +201,7 @@ def community_param_order(state_keys: list[str], cfg: Mapping[str, Any], group_s
     the buffers); this project's modules may register in another order (they do for v2), so our own
     ``named_parameters()`` is only the fallback when the counts say the state dict is not the whole model.
     """
-    from trainer.model import INFERENCE_ONLY_PREFIXES
+    from networks.unified_voice import INFERENCE_ONLY_PREFIXES
 
     model = _meta_model(cfg)
     buffers = {name for name, _ in model.named_buffers()}

@@ -57,7 +57,7 @@ class Expectation:
 
 def expected_state_shapes(gpt_config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """Keys and shapes of the model a gpt config builds (built on the meta device: no memory, fast)."""
-    from trainer.model import build_model
+    from networks.unified_voice import build_model
 
     with torch.device("meta"):
         model = build_model(dict(gpt_config))
@@ -179,7 +179,7 @@ def _config_differences(saved: Mapping[str, Any], wanted: Mapping[str, Any]) -> 
 
 
 def shape_differences(state: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]], limit: int = 4) -> list[str]:
-    from trainer.model import INFERENCE_ONLY_PREFIXES
+    from networks.unified_voice import INFERENCE_ONLY_PREFIXES
 
     present = {k: v for k, v in state.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
     missing = sorted(set(expected) - set(present))

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from data_tools.shape_rules import text_tokens_of_rows
+from networks.gpt_config import text_tokens_of_rows
 from trainer.checkpoints.community_load import load_for_repair
 from trainer.checkpoints.digest import (
     ABSENT,
@@ -145,7 +145,7 @@ def _check_weights(state: Mapping[str, torch.Tensor] | None) -> Component:
 def _check_config(cfg: Any, state: Mapping[str, torch.Tensor] | None) -> tuple[Component, dict | None]:
     if not isinstance(cfg, Mapping):
         return Component("model config", MISSING, "not recorded"), None
-    from data_tools.config import ConfigError, effective_gpt_config
+    from networks.gpt_config import ConfigError, effective_gpt_config
 
     try:
         effective = effective_gpt_config(dict(cfg), source="recorded model config")
@@ -193,7 +193,7 @@ def _param_names_from_model(cfg: Mapping[str, Any] | None) -> list[list[str]] | 
     """Parameter order of a single-group optimizer over model.parameters() (the community trainers' layout)."""
     if cfg is None:
         return None
-    from trainer.model import build_model
+    from networks.unified_voice import build_model
 
     with torch.device("meta"):
         model = build_model(dict(cfg))

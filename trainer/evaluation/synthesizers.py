@@ -59,7 +59,7 @@ class V15Backend:
                  language: str | None) -> None:
         from data_tools.config import load_config
         from data_tools.text_tokenizer import TextTokenizer
-        from trainer.synthesis.bigvgan import load_vocoder
+        from trainer.synthesis.vocoder_loading import load_vocoder
         from trainer.synthesis.errors import SynthesisError
 
         self.config_path, self.device = Path(config_path), device

@@ -6,29 +6,25 @@ Entry points (details in each module's docstring):
   or ``Synthesizer(model, vocoder_model, tokenizer)`` for a live model; ``synthesize(texts, reference,
   DecodeSettings(...)) -> list[SynthResult]``.
 - :class:`DecodeSettings`, ``generate_codes``, ``remove_long_silence`` (``generation``): KV-cached decoding.
-- :class:`BigVGAN`, ``load_vocoder``, :class:`VocoderSpec` (``bigvgan``): the v1.5 decoder.
+- ``load_vocoder`` (``vocoder_loading``): a BigVGAN v1.5 file -> ``networks.bigvgan.BigVGAN``.
 - ``write_demo_vocoder`` (``demo_vocoder``): a tiny random BigVGAN for the demo workspace.
 - ``write_wav`` / ``to_int16`` (``wav``). CLI: ``python -m trainer.synthesize``.
 """
 
-from trainer.synthesis.bigvgan import BigVGAN, VocoderError, VocoderSpec, build_bigvgan, load_vocoder
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.generation import DecodeSettings, Generated, generate_codes, remove_long_silence
 from trainer.synthesis.gpt_loading import load_gpt
 from trainer.synthesis.pipeline import PreparedReference, Synthesizer, SynthResult
+from trainer.synthesis.vocoder_loading import load_vocoder
 from trainer.synthesis.wav import to_int16, write_wav
 
 __all__ = [
-    "BigVGAN",
     "DecodeSettings",
     "Generated",
     "PreparedReference",
     "SynthResult",
     "SynthesisError",
     "Synthesizer",
-    "VocoderError",
-    "VocoderSpec",
-    "build_bigvgan",
     "generate_codes",
     "load_gpt",
     "load_vocoder",

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from data_tools.fileio import atomic_write_with
-from trainer.synthesis.bigvgan import BigVGAN, VocoderSpec, WeightNormConv
-from trainer.synthesis.ecapa import EcapaSpec, spec_values
+from networks.bigvgan import BigVGAN, VocoderSpec, WeightNormConv
+from networks.ecapa import EcapaSpec, spec_values
 
 POST_GAIN = 0.01
 DEMO_VOCODER_FILE = "bigvgan_generator.pth"

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trainer.model import UnifiedVoice
+from networks.unified_voice import UnifiedVoice
 
 DecodeMode = Literal["greedy", "beam", "sample"]
 DECODE_MODES: tuple[str, ...] = ("greedy", "beam", "sample")

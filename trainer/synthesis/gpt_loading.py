@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from trainer.model import INFERENCE_ONLY_PREFIXES, UnifiedVoice, build_model, state_dict_mismatches
+from networks.loading import state_dict_mismatches
+from networks.unified_voice import INFERENCE_ONLY_PREFIXES, UnifiedVoice, build_model
 from trainer.synthesis.errors import SynthesisError
 
 

@@ -15,7 +15,7 @@ Public API (the trainer's samples and the UI's Test tab call these):
     synth = Synthesizer.load(checkpoint, config, tokenizer, vocoder, device="cpu")
     synth = Synthesizer(model, vocoder_model, tokenizer)          # the live model itself, no reloading
     synth = Synthesizer.from_state(gpt_config, state_dict, vocoder_model, tokenizer, device)  # a private copy
-    vocoder_model = load_vocoder(path, config, device)              # trainer.synthesis.bigvgan
+    vocoder_model = load_vocoder(path, config, device)              # trainer.synthesis.vocoder_loading
     results = synth.synthesize(["text", ...], reference, DecodeSettings(mode="beam"))
     results[0].waveform  # float32 numpy (N,), results[0].sample_rate == 24000
 
@@ -41,8 +41,8 @@ from torch import Tensor
 
 from data_tools.features import N_MELS, mel_spectrogram
 from data_tools.shape_rules import MAX_COND_FRAMES, MIN_COND_FRAMES
-from trainer.model import UnifiedVoice
-from trainer.synthesis.bigvgan import BigVGAN
+from networks.bigvgan import BigVGAN
+from networks.unified_voice import UnifiedVoice
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for, remove_long_silence
 
@@ -136,8 +136,8 @@ class Synthesizer:
         TokenizerError / CheckpointError, each one line."""
         from data_tools.config import load_config
         from data_tools.text_tokenizer import TextTokenizer
-        from trainer.synthesis.bigvgan import load_vocoder
         from trainer.synthesis.gpt_loading import load_gpt
+        from trainer.synthesis.vocoder_loading import load_vocoder
 
         loaded = load_config(config)
         text_tokenizer = TextTokenizer(tokenizer, language) if tokenizer is not None else None

@@ -12,9 +12,11 @@ Differences from upstream, on purpose: inputs are never modified in place; the v
 return logits and losses (`ModelOutput`); `loss_mode="masked"` (the default) averages only over real
 tokens plus each item's first stop, like the community v2 trainer.
 
-Optional gpt-config key (not an upstream constructor argument, strip it before handing a config to
+Optional gpt-config keys (not upstream constructor arguments, strip them before handing a config to
 upstream IndexTTS): `gpt_dropout` (float, default 0.1 as upstream): the GPT-2 embedding, attention and
 residual dropout, active in train mode only. The conformers and perceivers have no dropout upstream.
+v2 only: `semantic_dim` and `emo_perceiver_dim` (default 1024, upstream's hard-coded widths; see
+UnifiedVoiceV2), set only by shrunken test models.
 """
 
 from __future__ import annotations
@@ -27,15 +29,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from data_tools.config import ConfigError, effective_gpt_config, text_vocab_size
+from networks.conformer import ConformerEncoder
+from networks.gpt2 import GPT2Backbone
+from networks.gpt_config import ConfigError, effective_gpt_config, text_rows
 from networks.loading import StateDictMismatchError, state_dict_mismatches
-from trainer.modules.conformer import ConformerEncoder
-from trainer.modules.gpt2 import GPT2Backbone
-from trainer.modules.perceiver import PerceiverResampler
+from networks.perceiver import PerceiverResampler
 
 LossMode = Literal["indextts", "masked"]
 LOSS_MODES = ("indextts", "masked")
 DEFAULT_GPT_DROPOUT = 0.1
+DEFAULT_V2_WIDTH = 1024  # upstream's hard-coded semantic (w2v-BERT) and emotion perceiver widths
 INFERENCE_ONLY_PREFIXES = ("inference_model.", "gpt.wte.")
 CONDITION_MODULE_KEYS = (
     "output_size",
@@ -179,7 +182,7 @@ class UnifiedVoice(nn.Module):
         cond = _condition_module_args(gpt, "condition_module")
         self.gpt_config: dict[str, Any] = gpt
         self.model_dim = dim = int(gpt["model_dim"])
-        self.text_vocab_size = text_vocab_size(gpt)
+        self.text_vocab_size = text_rows(gpt)
         self.mel_vocab_size = int(gpt["number_mel_codes"])
         self.start_text_token = int(gpt["start_text_token"])
         self.stop_text_token = int(gpt["stop_text_token"])
@@ -360,20 +363,32 @@ def _cross_entropy(logits: Tensor, targets: Tensor, counted: Tensor, loss_mode: 
     return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
 
 
+def _positive_width(gpt: Mapping[str, Any], key: str) -> int:
+    value = gpt.get(key, DEFAULT_V2_WIDTH)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"gpt.{key} must be a positive integer, got {value!r}")
+    return value
+
+
 class UnifiedVoiceV2(UnifiedVoice):
-    """IndexTTS2 GPT: w2v-BERT (1024-dim) speaker conditioning, emotion vector, two speed rows.
+    """IndexTTS2 GPT: w2v-BERT (W-dim) speaker conditioning, emotion vector, two speed rows.
 
     The conditioning block is 34 vectors: the speaker latents each plus emo_vec, then speed_emb[1],
-    speed_emb[0]. All feature inputs are channels-first (B, 1024, frames), like `cond_mels` in v1.5
-    (upstream's `get_emovec` takes (B, frames, 1024); ours does not).
+    speed_emb[0]. All feature inputs are channels-first (B, W, frames), like `cond_mels` in v1.5
+    (upstream's `get_emovec` takes (B, frames, W); ours does not).
+
+    Upstream hard-codes two widths to 1024; here they are optional gpt-config keys (absent = 1024, the real
+    model; never written into a config that lacks them): `semantic_dim` W, the w2v-BERT feature width both
+    conformers read, and `emo_perceiver_dim` P, the emotion perceiver's width (`emovec_layer`: P -> model_dim).
     """
 
     version = "2"
-    cond_input_size = 1024
-    emo_dim = 1024  # hard-coded width of the emotion perceiver upstream
 
     def __init__(self, gpt_config: Mapping[str, Any]) -> None:
-        super().__init__(gpt_config)
+        gpt = dict(gpt_config)
+        self.cond_input_size = _positive_width(gpt, "semantic_dim")
+        self.emo_dim = _positive_width(gpt, "emo_perceiver_dim")
+        super().__init__(gpt)
         emo = _condition_module_args(self.gpt_config, "emo_condition_module")
         self.emo_conditioning_encoder, self.emo_perceiver_encoder = _conditioning_stack(
             self.cond_input_size, emo, self.emo_dim, 1
@@ -386,12 +401,12 @@ class UnifiedVoiceV2(UnifiedVoice):
     def get_emo_conditioning(
         self, emo_cond_mels: Tensor, emo_cond_mel_lengths: Tensor | None = None
     ) -> Tensor:
-        """(B, 1024, frames) -> (B, 1024): the emotion perceiver's single latent."""
+        """(B, W, frames) -> (B, P): the emotion perceiver's single latent."""
         hidden, mask = self.emo_conditioning_encoder(emo_cond_mels.transpose(1, 2), emo_cond_mel_lengths)
         return self.emo_perceiver_encoder(hidden, mask).squeeze(1)
 
     def get_emovec(self, emo_cond_mels: Tensor, emo_cond_mel_lengths: Tensor | None = None) -> Tensor:
-        """(B, 1024, frames) -> emo_vec (B, D) = emo_layer(emovec_layer(emotion latent))."""
+        """(B, W, frames) -> emo_vec (B, D) = emo_layer(emovec_layer(emotion latent))."""
         return self.emo_layer(
             self.emovec_layer(self.get_emo_conditioning(emo_cond_mels, emo_cond_mel_lengths))
         )
