@@ -10,8 +10,11 @@ selects it the way transformers documents for MMS (``processor.tokenizer.set_tar
 bundled: a model id is fetched by transformers (Hub cache) when the user names one.
 
 Clips are resampled to the processor's rate (soxr), sorted by length and run in batches of similar
-length, padded with the feature extractor's attention mask where the model takes one; on the GPU when
-there is one. Decoding is greedy CTC: the most likely token per frame, repeats merged, blanks dropped.
+length with the feature extractor's attention mask; on the GPU when there is one. A clip's transcript does
+not depend on the clips batched with it: models that cannot ignore padding (no attention mask from their
+feature extractor, or a first convolution that normalises over time, ``feat_extract_norm="group"``, as in
+wav2vec2-base-960h) transcribe one clip at a time. MMS and the large wav2vec2/XLS-R models batch.
+Decoding is greedy CTC: the most likely token per frame, repeats merged, blanks dropped.
 
 Confidence: the mean, over the frames that emit a character (the greedy token is not the blank), of the
 most likely token's softmax probability. Blank frames are left out because they are most frames of any
@@ -36,6 +39,7 @@ from data_tools.speech_models import (
     feature_frame_lengths,
     first_line,
     length_batches,
+    load_model_strictly,
     model_config,
     prepare_waves,
     require_head,
@@ -89,6 +93,10 @@ def load_ctc_asr(model: str, target_lang: str | None = None, device: str = "auto
     if lang is not None and config.get("adapter_attn_dim") is None:
         raise AsrError(f"{source}: this model has no language adapters, so target_lang {lang!r} does not apply "
                        "(leave it empty)")
+    folder = Path(source)
+    if folder.is_dir() and not any((folder / name).is_file() for name in ("vocab.json", "tokenizer.json")):
+        raise AsrError(f"{source}: no tokenizer (vocab.json) beside the model, so its outputs cannot be turned "
+                       "into text")
     from transformers import AutoModelForCTC, AutoProcessor
 
     languages = _vocabulary_languages(source)
@@ -104,10 +112,7 @@ def load_ctc_asr(model: str, target_lang: str | None = None, device: str = "auto
     if tokenizer is None or feature_extractor is None:
         raise AsrError(f"{source}: needs both a feature extractor and a CTC tokenizer (vocab.json); "
                        f"found only a {type(processor).__name__}")
-    try:
-        network = AutoModelForCTC.from_pretrained(source)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise AsrError(f"{source}: the CTC model does not load ({first_line(exc)})") from None
+    network = load_model_strictly(AutoModelForCTC, source, _CTC_WHAT, AsrError)
     if lang is not None:
         try:
             network.load_adapter(lang)
@@ -162,17 +167,19 @@ class CtcAsr:
         self.blank_id = _blank_id(model, processor.tokenizer)
         delimiter = getattr(processor.tokenizer, "word_delimiter_token_id", None)
         self.dropped_ids = {i for i in processor.tokenizer.all_special_ids if i != delimiter}
+        self.batches_exactly = (bool(getattr(processor.feature_extractor, "return_attention_mask", False))
+                                and getattr(model.config, "feat_extract_norm", "layer") != "group")
 
     def transcribe(self, waves: Sequence[np.ndarray], sample_rate: int, batch_size: int = 8) -> list[Transcript]:
         """One transcript per clip, in the order given (clips: 1-D samples at ``sample_rate``)."""
         clips = prepare_waves(waves, sample_rate, self.sample_rate, AsrError)
         results: list[Transcript | None] = [None] * len(clips)
-        frames = feature_frame_lengths(self.model, [len(clip) for clip in clips])
+        frames = self._frames([len(clip) for clip in clips])
         runnable = [i for i, clip in enumerate(clips) if clip.size and (frames is None or frames[i] > 0)]
         for i in set(range(len(clips))) - set(runnable):
             results[i] = Transcript("", 0.0)  # empty, or shorter than one frame of the model
         lengths = [len(clips[i]) for i in runnable]
-        for batch in length_batches(lengths, batch_size, AsrError):
+        for batch in length_batches(lengths, batch_size if self.batches_exactly else 1, AsrError):
             indices = [runnable[j] for j in batch]
             for index, transcript in zip(indices, self._transcribe_batch([clips[i] for i in indices]), strict=True):
                 results[index] = transcript
@@ -182,13 +189,13 @@ class CtcAsr:
         import torch
 
         inputs = self.processor.feature_extractor(clips, sampling_rate=self.sample_rate, padding=True,
-                                                  return_tensors="pt")
+                                                  return_tensors="pt")  # its own attention-mask setting
         inputs = {name: tensor.to(self.device) for name, tensor in inputs.items()}
         with torch.inference_mode():
             logits = self.model(**inputs).logits.float()
         probabilities = logits.softmax(dim=-1)
         top_probability, top_id = probabilities.max(dim=-1)
-        valid = _valid_frames(self.model, [len(clip) for clip in clips], logits.shape[1])
+        valid = self._valid_frames([len(clip) for clip in clips], logits.shape[1])
         ids: list[list[int]] = []
         confidences: list[float] = []
         for row, frames in enumerate(valid):
@@ -204,20 +211,25 @@ class CtcAsr:
         return [Transcript(text.strip(), confidence if text.strip() else 0.0)
                 for text, confidence in zip(texts, confidences, strict=True)]
 
+    def _frames(self, sample_lengths: list[int]) -> list[int] | None:
+        """Output frames per clip by the model's own formula, for models that read raw samples."""
+        if self.processor.feature_extractor.model_input_names[0] != "input_values":
+            return None  # spectrogram front-ends (e.g. w2v-BERT): their formula counts feature frames
+        return feature_frame_lengths(self.model, sample_lengths)
+
+    def _valid_frames(self, sample_lengths: list[int], padded_frames: int) -> list[int]:
+        """Output frames that come from real samples (the rest of each row is padding)."""
+        frames = self._frames(sample_lengths)
+        if frames is None:  # no formula: scale by the share of real samples
+            longest = max(sample_lengths)
+            frames = [int(np.ceil(padded_frames * n / longest)) for n in sample_lengths]
+        return [max(1, min(padded_frames, n)) for n in frames]
+
     def _collapse(self, path: Any) -> list[int]:
         import torch
 
         merged = torch.unique_consecutive(path).tolist()
         return [token for token in merged if token != self.blank_id and token not in self.dropped_ids]
-
-
-def _valid_frames(model: Any, sample_lengths: list[int], padded_frames: int) -> list[int]:
-    """Output frames that come from real samples (the rest of each row is padding)."""
-    frames = feature_frame_lengths(model, sample_lengths)
-    if frames is None:  # no formula: scale by the share of real samples
-        longest = max(sample_lengths)
-        frames = [int(np.ceil(padded_frames * n / longest)) for n in sample_lengths]
-    return [max(1, min(padded_frames, n)) for n in frames]
 
 
 def _blank_id(model: Any, tokenizer: Any) -> int:

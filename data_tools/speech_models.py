@@ -7,6 +7,7 @@ the caller's own error class (a ``ValueError``) with one line that names the mod
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -68,6 +69,28 @@ def require_head(source: str, config: dict[str, Any], suffix: str, model_types: 
     if model_type not in model_types:
         raise error(f"{source}: a '{model_type}' model, not a {what} (transformers has no {model_type} "
                     f"*{suffix} model)")
+
+
+# Parameters only training uses (the time-mask embedding of wav2vec2-style encoders): a checkpoint may leave
+# them out without changing what inference computes.
+TRAINING_ONLY_KEYS = ("*masked_spec_embed",)
+
+
+def load_model_strictly(auto_class: Any, source: str, what: str, error: type[ValueError],
+                        training_only: Sequence[str] = TRAINING_ONLY_KEYS) -> Any:
+    """``auto_class.from_pretrained(source)``, refusing weights that leave a layer freshly initialised
+    (which transformers only warns about): the first missing key is named. ``training_only``: fnmatch
+    patterns of keys that may be missing."""
+    try:
+        model, info = auto_class.from_pretrained(source, output_loading_info=True)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise error(f"{source}: the {what} does not load ({first_line(exc)})") from None
+    missing = sorted(key for key in info.get("missing_keys", ())
+                     if not any(fnmatch.fnmatchcase(key, pattern) for pattern in training_only))
+    if missing:
+        raise error(f"{source}: the weights lack {missing[0]}" + (f" and {len(missing) - 1} more key(s)"
+                    if len(missing) > 1 else "") + f": not a complete {what}")
+    return model
 
 
 def resolve_device(device: str, error: type[ValueError]) -> Any:

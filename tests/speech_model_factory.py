@@ -23,22 +23,23 @@ TINY_CONV = {"conv_dim": (16, 16), "conv_stride": (5, 4), "conv_kernel": (10, 8)
 WAV2VEC2_CONV = {"conv_dim": (32,) * 7, "conv_stride": (5, 2, 2, 2, 2, 2, 2), "conv_kernel": (10, 3, 3, 3, 3, 2, 2)}
 
 
-def _tiny_wav2vec2_config(vocab_size: int, hidden: int = 16, layers: int = 2, conv: dict | None = None, **extra):
+def _tiny_wav2vec2_config(vocab_size: int, hidden: int = 16, layers: int = 2, conv: dict | None = None,
+                          feat_extract_norm: str = "layer", **extra):
     from transformers import Wav2Vec2Config
 
     return Wav2Vec2Config(
         vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
         intermediate_size=2 * hidden, **(conv or TINY_CONV), conv_bias=True,
-        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, feat_extract_norm="layer",
-        do_stable_layer_norm=True, pad_token_id=0, hidden_dropout=0.0, attention_dropout=0.0,
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, feat_extract_norm=feat_extract_norm,
+        do_stable_layer_norm=feat_extract_norm == "layer", pad_token_id=0, hidden_dropout=0.0, attention_dropout=0.0,
         activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, **extra)
 
 
-def _feature_extractor():
+def _feature_extractor(attention_mask: bool = True):
     from transformers import Wav2Vec2FeatureExtractor
 
     return Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, padding_value=0.0,
-                                    do_normalize=True, return_attention_mask=True)
+                                    do_normalize=True, return_attention_mask=attention_mask)
 
 
 def _sharpen_head(model, seed: int) -> None:
@@ -52,8 +53,10 @@ def _sharpen_head(model, seed: int) -> None:
         head.bias.zero_()
 
 
-def build_ctc_model(folder: Path, seed: int = 0, hidden: int = 16, layers: int = 2, conv: dict | None = None) -> Path:
-    """A random Wav2Vec2ForCTC with its processor (feature extractor + CTC tokenizer) in ``folder``."""
+def build_ctc_model(folder: Path, seed: int = 0, hidden: int = 16, layers: int = 2, conv: dict | None = None,
+                    base_style: bool = False) -> Path:
+    """A random Wav2Vec2ForCTC with its processor (feature extractor + CTC tokenizer) in ``folder``.
+    ``base_style``: as wav2vec2-base-960h, group norm in the first convolution and no attention mask."""
     import torch
     from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2ForCTC, Wav2Vec2Processor
 
@@ -61,9 +64,11 @@ def build_ctc_model(folder: Path, seed: int = 0, hidden: int = 16, layers: int =
     vocab = _vocab(LETTERS)
     (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"))
-    Wav2Vec2Processor(feature_extractor=_feature_extractor(), tokenizer=tokenizer).save_pretrained(folder)
+    Wav2Vec2Processor(feature_extractor=_feature_extractor(attention_mask=not base_style),
+                      tokenizer=tokenizer).save_pretrained(folder)
     torch.manual_seed(seed)
-    model = Wav2Vec2ForCTC(_tiny_wav2vec2_config(len(vocab), hidden=hidden, layers=layers, conv=conv))
+    model = Wav2Vec2ForCTC(_tiny_wav2vec2_config(len(vocab), hidden=hidden, layers=layers, conv=conv,
+                                                 feat_extract_norm="group" if base_style else "layer"))
     _sharpen_head(model, seed)
     model.save_pretrained(folder)
     return folder
@@ -102,8 +107,9 @@ def build_mms_style_model(folder: Path, languages: dict[str, str], seed: int = 0
     return folder
 
 
-def build_xvector_model(folder: Path, seed: int = 0) -> Path:
-    """A random WavLMForXVector with its feature extractor in ``folder``."""
+def build_xvector_model(folder: Path, seed: int = 0, feat_extract_norm: str = "layer") -> Path:
+    """A random WavLMForXVector (wavlm-base-plus-sv's TDNN kernels and dilations) with its feature extractor
+    in ``folder``. The head's weights are scaled up so embeddings are of order one, not 1e-5."""
     import torch
     from transformers import WavLMConfig, WavLMForXVector
 
@@ -111,12 +117,18 @@ def build_xvector_model(folder: Path, seed: int = 0) -> Path:
     config = WavLMConfig(
         hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, conv_dim=(16, 16),
         conv_stride=(5, 4), conv_kernel=(10, 8), conv_bias=True, num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, feat_extract_norm="layer", do_stable_layer_norm=True, num_buckets=16,
-        max_bucket_distance=64, tdnn_dim=(16, 16, 16), tdnn_kernel=(3, 3, 1), tdnn_dilation=(1, 2, 1),
+        num_conv_pos_embedding_groups=2, feat_extract_norm=feat_extract_norm,
+        do_stable_layer_norm=feat_extract_norm == "layer", num_buckets=16, max_bucket_distance=64,
+        tdnn_dim=(16, 16, 16, 16, 32), tdnn_kernel=(5, 3, 3, 1, 1), tdnn_dilation=(1, 2, 3, 1, 1),
         xvector_output_dim=12, hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
         feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0)
     torch.manual_seed(seed)
-    WavLMForXVector(config).save_pretrained(folder)
+    model = WavLMForXVector(config)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.startswith(("projector", "tdnn", "feature_extractor")) and parameter.dim() == 2:
+                parameter.normal_(std=parameter.shape[1] ** -0.5)
+    model.save_pretrained(folder)
     _feature_extractor().save_pretrained(folder)
     return folder
 

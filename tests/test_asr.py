@@ -52,6 +52,15 @@ def test_batched_equals_one_at_a_time(asr):
     assert all(0.0 <= t.confidence <= 1.0 for t in batched)
 
 
+def test_models_that_cannot_ignore_padding_transcribe_one_clip_at_a_time(asr, tmp_path):
+    assert asr.batches_exactly
+    base_style = load_ctc_asr(str(build_ctc_model(tmp_path / "base-style", base_style=True)), device="cpu")
+    assert not base_style.batches_exactly
+    clips = noise_clips([0.5, 1.1, 0.3], seed=6)
+    batched = base_style.transcribe(clips, SAMPLE_RATE, batch_size=3)
+    assert batched == [base_style.transcribe([clip], SAMPLE_RATE)[0] for clip in clips]
+
+
 def test_order_kept_and_batch_size_does_not_matter(asr):
     clips = noise_clips([0.3, 0.9, 0.5, 0.7], seed=2)
     reference = asr.transcribe(clips, SAMPLE_RATE, batch_size=4)
@@ -176,7 +185,8 @@ def test_folders_that_are_not_ctc_models_refused(models, tmp_path):
         (no_tokenizer / name).unlink(missing_ok=True)
     with pytest.raises(AsrError) as error:
         load_ctc_asr(str(no_tokenizer))
-    assert str(no_tokenizer) in _one_line(error)
+    assert _one_line(error) == f"{no_tokenizer}: no tokenizer (vocab.json) beside the model, so its outputs " \
+                               "cannot be turned into text"
 
 
 def test_missing_folder_or_bad_id_refused_in_one_line(tmp_path):
@@ -190,6 +200,19 @@ def test_missing_folder_or_bad_id_refused_in_one_line(tmp_path):
     file.write_bytes(b"x")
     with pytest.raises(AsrError, match="a file, not a model folder"):
         load_ctc_asr(str(file))
+
+
+def test_model_id_that_does_not_resolve_refused_in_one_line(monkeypatch):
+    import transformers
+
+    def offline(*_args, **_kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
+    with pytest.raises(AsrError) as error:
+        load_ctc_asr("someone/amharic-ctc")
+    assert _one_line(error) == ("someone/amharic-ctc: no such model folder, and it could not be loaded as a model "
+                                "id (We couldn't connect to 'https://huggingface.co' to load the files.)")
 
 
 def test_device_choice(models):
@@ -217,3 +240,23 @@ def test_import_stays_free_of_transformers():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_weights_missing_a_layer_refused_naming_the_key(models, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "headless"
+    shutil.copytree(models["ctc"], folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if not k.startswith("lm_head")}, str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    with pytest.raises(AsrError) as error:
+        load_ctc_asr(str(folder))
+    assert _one_line(error) == (f"{folder}: the weights lack lm_head.bias and 1 more key(s): not a complete "
+                                "CTC speech recogniser")
+    # masked_spec_embed is only used in training: a checkpoint without it still loads
+    save_file({k: v for k, v in weights.items() if "masked_spec_embed" not in k}, str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    assert load_ctc_asr(str(folder), device="cpu").transcribe(noise_clips([0.3]), SAMPLE_RATE)[0].text
