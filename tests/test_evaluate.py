@@ -210,8 +210,32 @@ def test_eval_at_saves_measures_every_save_and_leaves_training_bitwise_unchanged
     assert_same_training_state(load(measured / "latest.pth"), load(plain / "latest.pth"))
     assert [e["step"] for e in events(measured, "eval")] == [2, 4]
     assert all(result_path(measured / f"model_step{s}.pth").is_file() for s in (2, 4))
-    assert (measured / "best.pth").exists()
+    evals = events(measured, "eval")
+    lowest = min(evals, key=lambda e: (e["cer"], e["step"]))
+    assert os.path.samefile(measured / "best.pth", measured / f"model_step{lowest['step']}.pth")
+    assert not any(e.get("best") for e in events(measured, "save"))  # best.pth is the evaluation's, not val loss's
     assert [e["event"] for e in events(measured)].count("end") == 1
+
+
+def test_a_crash_while_moving_best_leaves_the_old_best_whole(trained_run, tmp_path, monkeypatch):
+    from trainer.evaluation import best as best_module
+    from trainer.evaluation.results import write_result
+
+    run = _copy_run(trained_run, tmp_path / "run")
+    before = load(run / "best.pth")["step"]
+    write_result(result_path(run / "model_step2.pth"), {"step": 2, "cer": 0.1})
+
+    def power_cut(*_args):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "replace", power_cut)
+    with pytest.raises(OSError):
+        best_module.update_best(run, "cer")
+    monkeypatch.undo()
+    assert load(run / "best.pth")["step"] == before
+    assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert best_module.update_best(run, "cer") == (2, 0.1)
+    assert os.path.samefile(run / "best.pth", run / "model_step2.pth")
 
 
 def test_studio_views_and_model_card_carry_the_scores(trained_run, tmp_path):

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from trainer.errors import UsageError
 from trainer.evaluation.best import pin_lock, update_best
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.eval_set import EvalSet, Sentence
@@ -217,7 +218,7 @@ class Evaluator:
         measured = 0
         try:
             self.evaluate_base()
-        except EvaluationError as exc:
+        except (UsageError, OSError, RuntimeError, ValueError) as exc:
             self.say(f"warning: evaluation of the base model failed: {exc}")
         for line in lines:
             text = line.strip()
@@ -230,6 +231,6 @@ class Evaluator:
             try:
                 if self.evaluate_checkpoint(path) is not None:
                     measured += 1
-            except (EvaluationError, OSError) as exc:
+            except (UsageError, OSError, RuntimeError, ValueError) as exc:  # the next save is measured all the same
                 self.say(f"warning: evaluation of {path.name} failed: {' '.join(str(exc).split())}")
         return measured

@@ -59,8 +59,8 @@ class V15Backend:
                  language: str | None) -> None:
         from data_tools.config import load_config
         from data_tools.text_tokenizer import TextTokenizer
-        from trainer.synthesis.vocoder_loading import load_vocoder
         from trainer.synthesis.errors import SynthesisError
+        from trainer.synthesis.vocoder_loading import load_vocoder
 
         self.config_path, self.device = Path(config_path), device
         self.config = load_config(config_path)
