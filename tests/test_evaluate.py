@@ -275,3 +275,22 @@ def test_model_card_without_evaluation_has_no_table(trained_run, tmp_path):
     run = _copy_run(trained_run, tmp_path / "run")
     report = export_checkpoint(run / "model_step4.pth", tmp_path / "export")
     assert "## Evaluation" not in (report.out_dir / "MODEL_CARD.md").read_text(encoding="utf-8")
+
+
+def test_a_stopped_run_ends_its_evaluation_process(demo_workspace, data, models, tmp_path):
+    import re
+
+    from tests.trainer_helpers import run_cli
+
+    out = tmp_path / "run"
+    argv = tiny_args(demo_workspace, data, out, max_steps=8, save_interval=2, eval_at_saves=True,
+                     **_eval_flags(models, data, vocoder=str(demo_workspace.vocoder)))
+    done = run_cli(argv, env={"STUDIO_TEST_STOP_AFTER_STEP": "2"})
+    assert done.returncode == 130, done.stderr[-2000:]
+    pid = int(re.search(r"evaluation at saves: process (\d+)", done.stdout).group(1))
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+    assert [e["status"] for e in events(out, "end")] == ["stopped"]
+    # What the stop left unmeasured is measured afterwards by the CLI, and nothing twice.
+    assert evaluate_main([str(out)]) == 0
+    measured = [e["step"] for e in events(out, "eval")]
+    assert sorted(measured) == sorted(set(measured)) and set(measured) == {2}

@@ -35,11 +35,14 @@ class EvalProcess:
         self._reported_dead = False
 
     def start(self) -> None:
+        # The trainer's working directory (relative paths of train_config.yaml mean the same), and this
+        # project's packages importable from there.
+        project = str(Path(__file__).resolve().parents[2])
+        python_path = os.pathsep.join(p for p in (project, os.environ.get("PYTHONPATH", "")) if p)
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads),
-               "PYTHONUNBUFFERED": "1"}
-        argv = [sys.executable, "-m", "trainer.evaluate", str(self.output_dir), "--follow"]
-        self.child = subprocess.Popen(argv, stdin=subprocess.PIPE, env=env, close_fds=True,
-                                      cwd=str(Path(__file__).resolve().parents[2]))
+               "PYTHONUNBUFFERED": "1", "PYTHONPATH": python_path}
+        argv = [sys.executable, "-m", "trainer.evaluate", str(self.output_dir.resolve()), "--follow"]
+        self.child = subprocess.Popen(argv, stdin=subprocess.PIPE, env=env, close_fds=True)
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, self.child.pid, NICENESS)  # it gets the cores training leaves idle
         self.say(f"evaluation at saves: process {self.child.pid} measures each committed save "
