@@ -60,11 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["type"] = int
         elif option.kind == "choice":
             kwargs["choices"] = option.choices
+        if option.kind == "path":
+            kwargs["type"] = _expanded
         parser.add_argument(option.flag, **kwargs)
     parser.add_argument("--follow", action="store_true",
                         help="measure the saves a trainer announces on stdin (one step per line) until it closes")
     parser.add_argument("--json", type=Path, metavar="REPORT", help="also write the new results as JSON here")
     return parser
+
+
+def _expanded(text: str) -> str:
+    return str(Path(text).expanduser())
 
 
 def run_options(run_dir: Path) -> dict[str, Any]:
