@@ -206,7 +206,7 @@ def _store_voices(eval_set: EvalSet, run_dir: Path) -> EvalSet:
     stored: list[Voice] = []
     for index, voice in enumerate(eval_set.voices):
         copies: dict[str, str] = {}
-        for source in {voice.prompt, *( [voice.audio] if voice.audio else [])}:
+        for source in dict.fromkeys(p for p in (voice.prompt, voice.audio) if p):
             target = folder / f"{index + 1:02d}_{_safe(voice.id)}{Path(source).suffix.lower()}"
             if source != voice.prompt:
                 target = target.with_name(f"{target.stem}_audio{target.suffix}")

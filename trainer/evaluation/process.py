@@ -78,7 +78,8 @@ class EvalProcess:
         if self.child is None:
             return
         if self.alive and self.announced:
-            self.say(f"waiting for the evaluation of {len(self.announced)} save(s) (at most {timeout_s:.0f} s)")
+            self.say(f"waiting for the evaluation to measure the saves announced to it ({len(self.announced)} in all; "
+                     f"at most {timeout_s:.0f} s)")
         self._close_stdin()
         try:
             code = self.child.wait(timeout=timeout_s)
