@@ -311,7 +311,8 @@ class TrainingRun:
         is_best = False
         if self.val_loader is not None and (state.step % opts["val_interval"] == 0 or finished):
             is_best = self._validate()
-        if state.step % opts["save_interval"] == 0 or finished or is_best:
+        # A new best validation loss saves at once only when best.pth follows it (--best-by val_loss).
+        if state.step % opts["save_interval"] == 0 or finished or (is_best and opts["best_by"] == "val_loss"):
             self.save_if_finite(is_best)
         self.poll_saves()
         self.window.started += time.perf_counter() - paused_at
