@@ -44,6 +44,7 @@ BENCHES = [
     Bench("log_latency", ["--seconds", "6"], needs="chromium"),
     Bench("synthesis_speed", ["--lengths", "32", "128", "256", "--repeats", "3"]),  # 40-80 s on 2 busy cores
     Bench("checkpoint_digest", ["--mb", "128", "--repeats", "2"]),
+    Bench("prepare_v2_speed", ["--utterances", "32", "--width", "128", "--batch-seconds", "20", "--repeats", "2"]),
     Bench("gpu_mfu", [], needs="cuda"),
 ]
 

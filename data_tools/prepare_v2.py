@@ -405,6 +405,7 @@ class PrepareReport:
     hours: float = 0.0
     elapsed_s: float = 0.0
     utterances_per_s: float = 0.0  # prepared in this run / wall time of the batches
+    model_s: float = 0.0  # of that wall time, inside the model calls (Preparer.compute)
 
     @property
     def skipped_by_reason(self) -> dict[str, int]:
@@ -531,7 +532,8 @@ def prepare_v2(
         skipped=skipped + run.skipped, lonely_speakers=lonely,
         hours=round(sum(u["duration"] for u in utterances) / 3600, 4),
         elapsed_s=round(time.perf_counter() - started, 2),
-        utterances_per_s=round(run.new / run.elapsed_s, 3) if run.new and run.elapsed_s > 0 else 0.0)
+        utterances_per_s=round(run.new / run.elapsed_s, 3) if run.new and run.elapsed_s > 0 else 0.0,
+        model_s=round(run.compute_s, 3))
     atomic_write_text(out / "prepare_report.json", json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n")
     return report
 
