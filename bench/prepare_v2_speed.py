@@ -13,10 +13,11 @@ utterances of 1 to ``--max-seconds`` seconds, then times, in turn:
   vector), timed inside that same run (``model_s`` of its report): same process, same moment, same batches.
 
 Prints both rates and prepare / bare (goal >= 0.8: batching and I/O cost little), the median of ``--repeats``
-runs. With ``--separate-loop``, a loop of the same calls on the same batches is timed as well and printed for reference only:
-on a CPU shared with other processes it measured 2-5x slower than the same calls inside the run (the run's
-idle loader threads change how the OS schedules this process), so it is no fair baseline there. On a CPU the
-loader threads also compete with the models for the cores, so the ratio is a floor; on a GPU they overlap.
+runs. With ``--separate-loop``, a loop of the same calls on the same batches is timed as well and printed
+for reference only: on a CPU shared with other processes it measured 2-10x slower than the same calls inside
+the run (the run's idle loader threads change how this process is scheduled; the cause is not pinned down),
+so it is no fair baseline there. On a CPU the loader threads also compete with the models for the cores, so
+the ratio is a floor; on a GPU they overlap.
 """
 
 from __future__ import annotations

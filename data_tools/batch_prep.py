@@ -86,6 +86,7 @@ class BatchRun:
     new: int = 0
     resumed: int = 0
     batches: int = 0  # computed in this run
+    redone: int = 0  # finished earlier with other settings (fingerprint), prepared again now
     skipped: list[Skipped] = field(default_factory=list)
     seconds_prepared: float = 0.0  # audio seconds prepared in this run
     compute_s: float = 0.0  # time inside Preparer.compute
@@ -252,8 +253,11 @@ def run_batches(
     done = log.read()
     planned = _measure(items, preparer, skip)
     for entry in planned:
-        if _is_finished(entry.item, done.get(entry.item.stem), preparer, out_dir):
+        record = done.get(entry.item.stem)
+        if _is_finished(entry.item, record, preparer, out_dir):
             run.finished[entry.item.stem] = done[entry.item.stem]
+        elif record is not None and record.get("fingerprint") != preparer.fingerprint:
+            run.redone += 1
     run.resumed = len(run.finished)
     batches = [batch for batch in plan_batches(planned, batch_seconds, max_batch_items)
                if any(p.item.stem not in run.finished for p in batch)]

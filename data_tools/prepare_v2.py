@@ -398,6 +398,7 @@ class PrepareReport:
     pairs: int
     new: int  # prepared in this run
     resumed: int  # finished in an earlier run
+    redone: int  # finished in an earlier run with other models or settings: prepared again
     batches: int
     device: str
     skipped: list[Skipped] = field(default_factory=list)
@@ -421,6 +422,9 @@ class PrepareReport:
                  f"utterances: {self.utterances_manifest} ({self.utterances} utterances, {self.hours:.2f} h; "
                  f"{self.new} prepared now in {self.batches} batches on {self.device}, {self.resumed} from an "
                  f"earlier run) in {self.elapsed_s:.1f} s"]
+        if self.redone:
+            lines.append(f"note: {self.redone} item(s) prepared earlier with other models or settings were "
+                         "prepared again")
         if self.skipped:
             counts = ", ".join(f"{reason} {count}" for reason, count in
                                sorted(self.skipped_by_reason.items(), key=lambda kv: -kv[1]))
@@ -528,7 +532,8 @@ def prepare_v2(
     atomic_write_text(pairs_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     report = PrepareReport(
         utterances_manifest=str(utterances_path), pairs_manifest=str(pairs_path), utterances=len(utterances),
-        pairs=len(pairs), new=run.new, resumed=run.resumed, batches=run.batches, device=str(torch_device),
+        pairs=len(pairs), new=run.new, resumed=run.resumed, redone=run.redone, batches=run.batches,
+        device=str(torch_device),
         skipped=skipped + run.skipped, lonely_speakers=lonely,
         hours=round(sum(u["duration"] for u in utterances) / 3600, 4),
         elapsed_s=round(time.perf_counter() - started, 2),
