@@ -228,6 +228,12 @@ def test_killed_mid_batch_then_rerun_gives_the_files_of_an_uninterrupted_run(v2_
     assert tree_bytes(out) == tree_bytes(tmp_path / "whole")
     again = run_prepare(v2_ws, v2_ws.audio, out, batch_seconds=4.0)
     assert again.new == 0 and again.resumed == 12 and again.batches == 0
+    other_codec = tmp_path / "codec_copy.pth"
+    shutil.copy(v2_ws.kit.codec, other_codec)  # another file: the finished items are not trusted for it
+    changed = prepare_v2(v2_ws.audio, out, v2_ws.config, codec=other_codec, w2v_bert=str(v2_ws.kit.w2v_bert),
+                         tokenizer=v2_ws.extended_tokenizer, language="am", device="cpu", batch_seconds=4.0)
+    assert changed.redone == 12 and changed.new == 12 and changed.resumed == 0
+    assert "12 item(s) prepared earlier with other models or settings" in changed.summary()
 
 
 def test_bad_items_are_reported_by_name_and_the_rest_prepared(v2_ws, tmp_path):
