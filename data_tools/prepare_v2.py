@@ -16,7 +16,9 @@ audio + ``.txt``; see ``data_tools.preprocess_inputs``). Per utterance, the comm
 GPT's conditioning latents ``get_conditioning`` and emotion vector ``get_emovec`` with the true frame counts
 (the attention-mask sums); the transcript through our text front-end and tokenizer. Batches are padded as
 the community does (padding value 1.0, so a padded item differs slightly from the item alone), but every
-file keeps the item's TRUE length: codes are cut to its frame count, never the batch's.
+file keeps the item's TRUE length: codes are cut to its frame count, never the batch's. The lengths given to
+the conditioning encoders are the real frame counts (the community recipe), not inference's feature-width
+quirk. w2v-BERT runs only up to layer 17 (the rest never reaches the features). Float32 throughout.
 
 Output in ``D`` (paths inside the manifests are relative to ``D``, POSIX separators):
 
