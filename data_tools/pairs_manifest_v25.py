@@ -23,7 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_tools.manifest import FORMAT_V25, ManifestError, detect_format, load_json_object, resolve_path, string_field
+from data_tools.manifest import (
+    FORMAT_V25,
+    ManifestError,
+    detect_format,
+    load_json_object,
+    resolve_path,
+    string_field,
+)
 from data_tools.pairs_manifest import _language, _length, _pair_id
 from data_tools.shape_rules import valid_duration
 
@@ -75,9 +82,8 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     if not strings["target_text_ids_path"] and not (strings["target_text"] or "").strip():
         raise ManifestError(manifest, lineno, f"missing field 'target_text' (or target_text_ids_path) (id {uid})")
     scheme = strings["text_scheme"]
-    if strings["target_text_ids_path"]:
-        if not scheme:
-            raise ManifestError(manifest, lineno, f"'target_text_ids_path' needs 'text_scheme' (one of "
+    if strings["target_text_ids_path"] and not scheme:
+        raise ManifestError(manifest, lineno, f"'target_text_ids_path' needs 'text_scheme' (one of "
                                                   f"{', '.join(TEXT_SCHEMES)}): the scheme the ids were made with (id {uid})")
     if scheme and scheme not in TEXT_SCHEMES:
         raise ManifestError(manifest, lineno, f"field 'text_scheme' must be one of {', '.join(TEXT_SCHEMES)}, got "

@@ -23,11 +23,19 @@ from typing import Any
 import torch
 
 from data_tools.config import ConfigError, load_config
-from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, FORMAT_V15, FORMAT_V25, ManifestError, parse_manifest_spec
+from data_tools.manifest import (
+    FORMAT_NAMES,
+    FORMAT_V2,
+    FORMAT_V15,
+    FORMAT_V25,
+    ManifestError,
+    parse_manifest_spec,
+)
 from data_tools.shape_rules import seconds_of_codes
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from networks.loading import state_dict_mismatches
 from networks.unified_voice import INFERENCE_ONLY_PREFIXES, build_model
+from trainer import v25
 from trainer.checkpoints import (
     CheckpointError,
     Expectation,
@@ -41,7 +49,6 @@ from trainer.checkpoints import (
     tokenizer_record,
 )
 from trainer.data import load_items, split_format, train_sampler
-from trainer import v25
 from trainer.errors import UsageError
 from trainer.model_source import (
     ModelStart,

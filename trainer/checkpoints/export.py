@@ -1,4 +1,5 @@
-"""``export``: an inference bundle IndexTTS (v1.5) and IndexTTS2 inference load unchanged.
+"""``export``: an inference bundle IndexTTS (v1.5) and IndexTTS2 inference load unchanged (IndexTTS-2.5:
+``trainer.checkpoints.export_v25``, its own files and row order).
 
 - ``OUT/gpt.pth``: {"model": state_dict} in the IndexTTS layout (what stock inference loads as its gpt.pth);
   ``OUT/gpt.safetensors`` (optional): the same tensors;
@@ -41,6 +42,7 @@ from trainer.checkpoints.digest import (
     nonfinite_reason,
     nonfinite_tensors,
 )
+from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES, describes_v25, export_v25
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of, now_iso
 from trainer.checkpoints.loading import load_checkpoint
 
@@ -238,7 +240,7 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     if dtype not in DTYPES:
         raise CheckpointError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     path, out_dir = Path(path), Path(out_dir)
-    existing = [name for name in BUNDLE_FILES if (out_dir / name).exists()]
+    existing = [name for name in dict.fromkeys((*BUNDLE_FILES, *V25_BUNDLE_FILES)) if (out_dir / name).exists()]
     if existing and not force:
         raise CheckpointError(f"{out_dir} already holds {', '.join(existing)}: choose an empty --out folder "
                               "(or pass --force to replace an earlier export)")
@@ -271,6 +273,9 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
+    if describes_v25(gpt):  # IndexTTS-2.5: its own table, row order, config and card (export_v25)
+        return export_v25(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement, tokenizer,
+                          report)
     tokenizer_path = _tokenizer_source(ckpt, tokenizer, report.notes)
 
     out_dir.mkdir(parents=True, exist_ok=True)
