@@ -446,19 +446,14 @@ class UnifiedVoiceV2(UnifiedVoice):
 
 
 def build_model(config: Mapping[str, Any]) -> UnifiedVoice:
-    """Build the v1.5, v2 or 2.5 GPT from a `gpt:` section (raw or effective) or a whole loaded config.
+    """Build the v1.5 or v2 GPT from a `gpt:` section (raw or effective) or a whole loaded config.
 
-    2.5 is chosen when the section has `spk_cond_mode: campplus`, else v2 when it has
-    `emo_condition_module`. Weights are freshly initialised; build
+    v2 is chosen when the section has `emo_condition_module`. Weights are freshly initialised; build
     under `torch.device("meta")` to only inspect keys and shapes.
     """
     gpt = config["gpt"] if "gpt" in config and "model_dim" not in config else config
     if not isinstance(gpt, Mapping):
         raise ConfigError("gpt section must be a mapping")
-    if gpt.get("spk_cond_mode") == "campplus":  # IndexTTS-2.5 (its module builds on this one's classes)
-        from networks.gpt_v25 import build_gpt_v25
-
-        return build_gpt_v25(gpt)
     model_class = UnifiedVoiceV2 if "emo_condition_module" in gpt else UnifiedVoice
     return model_class(gpt)
 

@@ -21,8 +21,8 @@ import yaml
 
 from data_tools.text_tokenizer_v25 import TextTokenizerV25
 from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, TABLE_NAME, Tiktoken25
+from networks.gpt_build import build_any_gpt
 from networks.gpt_v25 import load_gpt_v25_file
-from networks.unified_voice import build_model
 from tests.conftest import shared_file
 from tests.trainer_helpers import assert_same_training_state, events, load, run_cli, run_main, step_losses
 from trainer.checkpoints import export_checkpoint
@@ -200,7 +200,7 @@ def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_s
     assert config["gpt"]["number_text_tokens"] == tokenizer.number_text_tokens
     exported = load_gpt_v25_file(config, bundle / "gpt.pth").eval()  # strict, 2.5 keys required by name
 
-    ours = build_model(ckpt["model_config"])
+    ours = build_any_gpt(ckpt["model_config"])
     ours.load_state_dict(ckpt["model"], strict=True)
     ours.eval()
     # The exported table is upstream's layout: its ids for a text are the studio's ids mapped by upstream order.

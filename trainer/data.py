@@ -59,6 +59,8 @@ from data_tools.shape_rules import (
     drop_reason,
 )
 from data_tools.text_tokenizer import TextTokenizer
+from trainer.batching import lengths as _lengths
+from trainer.batching import padded_sequences as _sequences
 from trainer.data_v25 import PairCollatorV25, PairDatasetV25, PairItemV25, load_pair_v25
 from trainer.sampler import BucketBatchSampler
 
@@ -344,28 +346,6 @@ def make_dataset(items: Sequence[DataItem] | Sequence[PairItem], gpt: dict[str, 
         return PairDataset(items, limits, PairCollator())
     return CodesDataset(items, limits.code_limit, limits,
                         Collator(text_pad=int(gpt.get("stop_text_token", 1)), code_pad=limits.stop_mel_token))
-
-
-def _lengths(values: list[int]) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.long)
-
-
-def _sequences(items: list[dict[str, Any]], text_pad: int, code_pad: int) -> dict[str, Any]:
-    """Text ids and codes padded to the batch's longest (int64), their lengths as tensors and as host lists.
-
-    Padded in numpy: torch.zeros fills a large tensor with all intra-op threads, which costs milliseconds in
-    a training process whose threads are busy (num_workers 0).
-    """
-    text_len = [len(item["text_ids"]) for item in items]
-    code_len = [len(item["codes"]) for item in items]
-    text = np.full((len(items), max(text_len)), text_pad, dtype=np.int64)
-    codes = np.full((len(items), max(code_len)), code_pad, dtype=np.int64)
-    for row, item in enumerate(items):
-        text[row, : text_len[row]] = np.asarray(item["text_ids"])
-        codes[row, : code_len[row]] = np.asarray(item["codes"])
-    return {"ids": [item["id"] for item in items], "text_ids": torch.from_numpy(text),
-            "text_lengths": _lengths(text_len), "codes": torch.from_numpy(codes), "code_lengths": _lengths(code_len),
-            "num_tokens": sum(text_len) + sum(code_len), "text_lengths_host": text_len, "code_lengths_host": code_len}
 
 
 @dataclass(frozen=True)

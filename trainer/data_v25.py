@@ -21,6 +21,7 @@ from data_tools import item_files
 from data_tools.manifest import FORMAT_V25
 from data_tools.pairs_manifest_v25 import PairEntryV25
 from data_tools.shape_rules import DataLimits, RuleError
+from trainer.batching import padded_sequences
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,10 @@ class PairCollatorV25:
     pad: int = 0
 
     def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
-        from trainer.data import _sequences
-
         errors = [item["error"] for item in items if "error" in item]
         if errors:
             return {"error": errors[0]}
-        return {**_sequences(items, self.pad, self.pad),
+        return {**padded_sequences(items, self.pad, self.pad),
                 "spk_vec": torch.from_numpy(np.stack([item["spk_vec"] for item in items])),
                 "emo_vec": torch.from_numpy(np.stack([item["emo_vec"] for item in items])),
                 "langs": torch.tensor([item["lang"] for item in items], dtype=torch.long)}

@@ -33,8 +33,9 @@ from data_tools.manifest import (
 )
 from data_tools.shape_rules import seconds_of_codes
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+from networks.gpt_build import build_any_gpt
 from networks.loading import state_dict_mismatches
-from networks.unified_voice import INFERENCE_ONLY_PREFIXES, build_model
+from networks.unified_voice import INFERENCE_ONLY_PREFIXES
 from trainer import v25
 from trainer.checkpoints import (
     CheckpointError,
@@ -402,7 +403,7 @@ def _resume(plan: RunPlan, mmap: bool) -> bool:
 def _meta_model(gpt_config: dict[str, Any]) -> torch.nn.Module:
     """The model of ``gpt_config`` without memory (shapes and names only)."""
     with torch.device("meta"):
-        return build_model(gpt_config)
+        return build_any_gpt(gpt_config)
 
 
 def model_optimizer_names(model: torch.nn.Module) -> list[list[str]]:

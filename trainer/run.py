@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
-from networks.unified_voice import build_model, load_gpt_state_dict
+from networks.unified_voice import load_gpt_state_dict
 from trainer import steps
 from trainer.checkpoints import (
     CheckpointManager,
@@ -110,7 +111,7 @@ class TrainingRun:
         random.seed(opts["seed"])
         np.random.seed(opts["seed"])
         torch.manual_seed(opts["seed"])
-        self.model = build_model(start.gpt_config)
+        self.model = build_any_gpt(start.gpt_config)
         if start.state_dict is not None:
             try:
                 dropped = load_gpt_state_dict(self.model, start.state_dict)

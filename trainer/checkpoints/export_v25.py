@@ -28,6 +28,7 @@ from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25, stoc
 from data_tools.tokenizer.ethiopic_merges import write_upstream_table
 from data_tools.tokenizer.tiktoken25 import TABLE_NAME, TableError
 from trainer.checkpoints.base_movement import BaseMovement
+from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, _data_lines, _fmt_loss
 from trainer.checkpoints.format import CheckpointError, now_iso
 
 V25_BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", TABLE_NAME, TABLE_NAME + ".LICENSE",
@@ -96,8 +97,6 @@ def config_yaml_v25(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, n
 
 def model_card_v25(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: TextTokenizerV25, dtype: str,
                    source: Path, movement: BaseMovement | None, language: str) -> str:
-    from trainer.checkpoints.export import _base_model, _data_lines, _fmt_loss
-
     losses = ckpt.get("last_losses") if isinstance(ckpt.get("last_losses"), Mapping) else {}
     lines = [
         "# IndexTTS-2.5 GPT fine-tune",
@@ -147,8 +146,6 @@ def export_v25(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: Mapping[str
                weights: dict[str, torch.Tensor], raw_config: dict[str, Any] | None, dtype: str, safetensors: bool,
                movement: BaseMovement | None, tokenizer: str | Path | None, report: Any) -> Any:
     """Write the 2.5 bundle (see the module docstring); ``weights`` are already in the export dtype."""
-    from trainer.checkpoints.export import LICENSE_NOTICE, _base_model
-
     tok = tokenizer_of(ckpt, tokenizer)
     weights = upstream_rows(weights, tok)
     out_dir.mkdir(parents=True, exist_ok=True)
