@@ -19,8 +19,9 @@ Public API:
   Reading the file is the caller's job (trainer.synthesis.vocoder_loading), assembling from a config
   ``networks.indextts15``'s.
 
-The blocks (``WeightNormConv``, ``SnakeBeta``, ``Activation1d``, ``AMPBlock``, ``kaiser_sinc_filter``) are
-generic: BigVGAN v2 (IndexTTS2's 22.05 kHz vocoder) reuses them.
+The blocks (``WeightNormConv``, ``SnakeBeta``, ``Activation1d``, ``AMPBlock``, ``kaiser_sinc_filter``) and the
+generator's common parts (``upsampling_stages``, ``mean_of_blocks``, ``check_generator_sizes``,
+``fold_weight_norms``) are generic: BigVGAN v2 (networks.bigvgan_v2, IndexTTS2's 22.05 kHz vocoder) reuses them.
 """
 
 from __future__ import annotations
@@ -108,13 +109,19 @@ class VocoderSpec:
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: bad bigvgan section ({exc})") from None
-        if len(spec.upsample_rates) != len(spec.upsample_kernel_sizes):
-            raise ConfigError(f"{source}: bigvgan.upsample_rates and upsample_kernel_sizes differ in length")
-        if len(spec.resblock_kernel_sizes) != len(spec.resblock_dilation_sizes):
-            raise ConfigError(f"{source}: bigvgan.resblock_kernel_sizes and resblock_dilation_sizes differ in length")
-        if spec.upsample_initial_channel % 2 ** len(spec.upsample_rates):
-            raise ConfigError(f"{source}: bigvgan.upsample_initial_channel must halve {len(spec.upsample_rates)} times")
+        check_generator_sizes(spec, source)
         return spec
+
+
+def check_generator_sizes(spec: Any, source: str, section: str = "bigvgan") -> None:
+    """The stage lists of a generator spec agree in length and the widths halve exactly (v1.5 and v2)."""
+    if len(spec.upsample_rates) != len(spec.upsample_kernel_sizes):
+        raise ConfigError(f"{source}: {section}.upsample_rates and upsample_kernel_sizes differ in length")
+    if len(spec.resblock_kernel_sizes) != len(spec.resblock_dilation_sizes):
+        raise ConfigError(f"{source}: {section}.resblock_kernel_sizes and resblock_dilation_sizes differ in length")
+    if spec.upsample_initial_channel % 2 ** len(spec.upsample_rates):
+        raise ConfigError(f"{source}: {section}.upsample_initial_channel must halve "
+                          f"{len(spec.upsample_rates)} times")
 
 
 _OPTIONAL_KEYS = ("resblock", "feat_upsample", "activation", "snake_logscale", "num_mels", "sampling_rate",
@@ -142,15 +149,20 @@ class WeightNormConv(nn.Module):
     """A Conv1d (or ConvTranspose1d) held as weight = g * v / ||v|| (norm over all dims but 0).
 
     Parameters are registered as ``bias``, ``weight_g``, ``weight_v`` (the checkpoint's order); after
-    :meth:`fold` only ``bias`` and ``weight`` remain.
+    :meth:`fold` only ``bias`` and ``weight`` remain. ``bias=False`` (BigVGAN v2's ``conv_post``) has none.
     """
 
+    bias: nn.Parameter | None
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, stride: int = 1,
-                 dilation: int = 1, padding: int = 0, transposed: bool = False) -> None:
+                 dilation: int = 1, padding: int = 0, transposed: bool = False, bias: bool = True) -> None:
         super().__init__()
         self.stride, self.dilation, self.padding, self.transposed = stride, dilation, padding, transposed
         shape = (in_channels, out_channels, kernel_size) if transposed else (out_channels, in_channels, kernel_size)
-        self.bias = nn.Parameter(torch.zeros(out_channels))
+        if bias:
+            self.bias = nn.Parameter(torch.zeros(out_channels))
+        else:
+            self.register_parameter("bias", None)
         v = torch.empty(shape)
         nn.init.normal_(v, 0.0, 0.01)  # BigVGAN's init_weights, applied before weight norm
         self.weight_g = nn.Parameter(v.norm(dim=(1, 2), keepdim=True))
@@ -266,6 +278,39 @@ class AMPBlock(nn.Module):
         return x
 
 
+def upsampling_stages(initial_channel: int, rates: tuple[int, ...], kernels: tuple[int, ...],
+                      resblock_kernels: tuple[int, ...], resblock_dilations: tuple[tuple[int, ...], ...],
+                      logscale: bool) -> tuple[nn.ModuleList, nn.ModuleList, list[int]]:
+    """The generator's ``ups`` (one transposed conv per stage, in a one-element list: the ``ups.i.0`` keys) and
+    ``resblocks`` (len(resblock_kernels) AMP blocks per stage, stage-major), and the stage widths
+    (initial_channel halved per stage)."""
+    ups = nn.ModuleList()
+    resblocks = nn.ModuleList()
+    widths = [initial_channel // 2 ** (index + 1) for index in range(len(rates))]
+    for width, rate, kernel in zip(widths, rates, kernels):
+        ups.append(nn.ModuleList([WeightNormConv(width * 2, width, kernel, stride=rate,
+                                                 padding=(kernel - rate) // 2, transposed=True)]))
+    for width in widths:
+        for kernel, dilations in zip(resblock_kernels, resblock_dilations):
+            resblocks.append(AMPBlock(width, kernel, dilations, logscale))
+    return ups, resblocks, widths
+
+
+def mean_of_blocks(blocks: nn.ModuleList, x: Tensor) -> Tensor:
+    """One stage's multi-receptive-field fusion: the mean of its AMP blocks, each applied to ``x``."""
+    total = blocks[0](x)
+    for block in blocks[1:]:
+        total = total + block(x)
+    return total / len(blocks)
+
+
+def fold_weight_norms(model: nn.Module) -> None:
+    """Fold every WeightNormConv of ``model`` into a plain weight (upstream's ``remove_weight_norm``)."""
+    for module in model.modules():
+        if isinstance(module, WeightNormConv):
+            module.fold()
+
+
 class BigVGAN(nn.Module):
     """The v1.5 generator (see the module docstring)."""
 
@@ -275,17 +320,9 @@ class BigVGAN(nn.Module):
         c0 = spec.upsample_initial_channel
         self.num_kernels = len(spec.resblock_kernel_sizes)
         self.conv_pre = WeightNormConv(spec.gpt_dim, c0, 7, padding=3)
-        self.ups = nn.ModuleList()
-        self.resblocks = nn.ModuleList()
-        widths: list[int] = []
-        for index, (rate, kernel) in enumerate(zip(spec.upsample_rates, spec.upsample_kernel_sizes)):
-            width = c0 // 2 ** (index + 1)
-            widths.append(width)
-            self.ups.append(nn.ModuleList([WeightNormConv(width * 2, width, kernel, stride=rate,
-                                                          padding=(kernel - rate) // 2, transposed=True)]))
-        for width in widths:
-            for kernel, dilations in zip(spec.resblock_kernel_sizes, spec.resblock_dilation_sizes):
-                self.resblocks.append(AMPBlock(width, kernel, dilations, spec.snake_logscale))
+        self.ups, self.resblocks, widths = upsampling_stages(
+            c0, spec.upsample_rates, spec.upsample_kernel_sizes, spec.resblock_kernel_sizes,
+            spec.resblock_dilation_sizes, spec.snake_logscale)
         self.activation_post = Activation1d(widths[-1], spec.snake_logscale)
         self.conv_post = WeightNormConv(widths[-1], 1, 7, padding=3)
         self.speaker_encoder = EcapaTDNN(spec.num_mels, spec.speaker_embedding_dim, spec.speaker_encoder)
@@ -294,9 +331,7 @@ class BigVGAN(nn.Module):
             self.conds = nn.ModuleList(nn.Conv1d(spec.speaker_embedding_dim, w, 1) for w in widths)
 
     def fold_weight_norm(self) -> None:
-        for module in self.modules():
-            if isinstance(module, WeightNormConv):
-                module.fold()
+        fold_weight_norms(self)
 
     def speaker_embedding(self, mel_ref: Tensor) -> Tensor:
         """(B, T, num_mels) reference log-mel -> (B, 1, S)."""
@@ -311,11 +346,7 @@ class BigVGAN(nn.Module):
                 x = up(x)
             if self.spec.cond_in_each_upsampling_layer:
                 x = x + self.conds[index](s)
-            blocks = self.resblocks[index * self.num_kernels : (index + 1) * self.num_kernels]
-            total = blocks[0](x)
-            for block in blocks[1:]:
-                total = total + block(x)
-            x = total / self.num_kernels
+            x = mean_of_blocks(self.resblocks[index * self.num_kernels : (index + 1) * self.num_kernels], x)
         return torch.tanh(self.conv_post(self.activation_post(x)))
 
     def forward(self, latent: Tensor, mel_ref: Tensor) -> Tensor:

@@ -51,12 +51,16 @@ class SemanticCodecConfig:
         if unknown:
             raise ValueError(f"semantic_codec config: unknown key(s) {', '.join(unknown)}")
         config = cls(**{key: section[key] for key in section})
-        if config.num_quantizers != 1 or config.downsample_scale not in (1, None):
+        config.check_supported()
+        return config
+
+    def check_supported(self) -> None:
+        """Refuse the variants this codec class does not implement (a subclass names its own)."""
+        if self.num_quantizers != 1 or self.downsample_scale not in (1, None):
             raise ValueError(
                 "semantic_codec config: only num_quantizers 1 and downsample_scale 1 (IndexTTS2's codec) "
-                f"are supported, got {config.num_quantizers} and {config.downsample_scale}"
+                f"are supported, got {self.num_quantizers} and {self.downsample_scale}"
             )
-        return config
 
 
 class ConvNeXtBlock(nn.Module):
@@ -102,9 +106,10 @@ class WeightNormConv1d(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int) -> None:
         super().__init__()
+        # Registered in the order torch's weight_norm leaves in a state dict (bias, weight_g, weight_v).
+        self.bias = nn.Parameter(torch.zeros(out_channels))
         self.weight_g = nn.Parameter(torch.ones(out_channels, 1, 1))
         self.weight_v = nn.Parameter(torch.empty(out_channels, in_channels, 1))
-        self.bias = nn.Parameter(torch.zeros(out_channels))
         nn.init.kaiming_uniform_(self.weight_v, a=5**0.5)
 
     def weight(self) -> Tensor:

@@ -49,6 +49,7 @@ class S2MelConfig:
     semantic_dim: int = 1024  # length_regulator.in_channels = gpt_layer output = codec hidden size
     gpt_dim: int = REAL_GPT_DIM  # gpt_layer input (GPT model_dim)
     gpt_layer_hidden: tuple[int, int] = REAL_GPT_LAYER_HIDDEN
+    with_gpt_layer: bool = True  # IndexTTS2 builds gpt_layer; IndexTTS-2.5 does not (no GPT latent)
     regulator_channels: int = 512  # length_regulator.channels
     regulator_blocks: int = 4  # len(length_regulator.sampling_ratios)
     regulator_codebook_size: int = 2048  # unused `embedding` rows kept in the checkpoint
@@ -94,8 +95,12 @@ class S2MelConfig:
         *,
         gpt_dim: int = REAL_GPT_DIM,
         gpt_layer_hidden: tuple[int, int] = REAL_GPT_LAYER_HIDDEN,
+        with_gpt_layer: bool = True,
     ) -> S2MelConfig:
-        """Sizes from a config's ``s2mel`` section; ``gpt_dim`` is the GPT's model_dim (``gpt.model_dim``)."""
+        """Sizes from a config's ``s2mel`` section; ``gpt_dim`` is the GPT's model_dim (``gpt.model_dim``).
+
+        ``with_gpt_layer=False`` is IndexTTS-2.5's S2Mel (``gpt_dim`` / ``gpt_layer_hidden`` are then unused).
+        """
         _check_supported(s2mel)
         regulator = _section(s2mel, "length_regulator")
         dit = _section(s2mel, "DiT")
@@ -104,6 +109,7 @@ class S2MelConfig:
             semantic_dim=_int(regulator, "length_regulator", "in_channels"),
             gpt_dim=int(gpt_dim),
             gpt_layer_hidden=(int(gpt_layer_hidden[0]), int(gpt_layer_hidden[1])),
+            with_gpt_layer=bool(with_gpt_layer),
             regulator_channels=_int(regulator, "length_regulator", "channels"),
             regulator_blocks=len(_value(regulator, "length_regulator", "sampling_ratios")),
             regulator_codebook_size=_int(regulator, "length_regulator", "content_codebook_size"),
