@@ -25,7 +25,7 @@ from networks.gpt_build import build_any_gpt
 from networks.gpt_v25 import load_gpt_v25_file
 from tests.conftest import shared_file
 from tests.trainer_helpers import assert_same_training_state, events, load, run_cli, run_main, step_losses
-from trainer.checkpoints import export_checkpoint
+from trainer.checkpoints import COMPLETE, export_checkpoint, verify_checkpoint
 from trainer.demo_v25 import DemoV25Paths
 from trainer.options import parse_argv
 from trainer.plan import make_plan
@@ -187,6 +187,12 @@ def _logits(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
     with torch.no_grad():
         out = model(**batch)
     return out.text_logits, out.mel_logits
+
+
+def test_a_25_checkpoint_verifies_complete(v25_short_run):
+    report = verify_checkpoint(v25_short_run / "latest.pth")
+    assert report.verdict == COMPLETE, report.lines()
+    assert any("IndexTTS-2.5 'merges' text scheme" in c.detail for c in report.components)
 
 
 def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_short_run, tmp_path):
