@@ -121,3 +121,20 @@ def test_tokenizer_tab_panel_measures_the_three_schemes():
     assert per_char["merges (default)"] <= per_char["translit"] < per_char["bytes"]
     assert set(table["text rows"]) == {60510, 62510} and "--text-scheme" in message
     assert (table["ids with prefix"] == table["tokens"] + 1).all()  # "<|am|>" is one special token
+
+
+def test_split_keeps_2_5_pairs_trainable(ws, tmp_path):
+    """``data_tools.split`` splits a 2.5 paired manifest by target; val prompts are re-chosen outside train
+    targets and every path still points at its file (the trainer reads the result)."""
+    from data_tools.split import split_manifest
+
+    result = split_manifest(ws.train_manifest, tmp_path / "split", val_fraction=0.1, seed=0)
+    assert result.train_count > 0 and result.val_count > 0
+    tokenizer = TextTokenizerV25(ws.tokenizer)
+    gpt = yaml.safe_load(ws.config.read_text())["gpt"]
+    train, _ = load_items([result.train_path], tokenizer, gpt["max_text_tokens"], gpt["max_mel_tokens"], gpt=gpt)
+    val, _ = load_items([result.val_path], tokenizer, gpt["max_text_tokens"], gpt["max_mel_tokens"], gpt=gpt)
+    targets = {json.loads(line)["target_id"] for line in result.train_path.read_text(encoding="utf-8").splitlines()}
+    prompts = [json.loads(line)["prompt_id"] for line in result.val_path.read_text(encoding="utf-8").splitlines()]
+    assert len(train) == result.train_count and len(val) == result.val_count
+    assert not targets & set(prompts)  # no val prompt is a train target
