@@ -351,7 +351,7 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m data_tools.split",
-                                description="Split a codes or IndexTTS2 paired manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
+                                description="Split a codes, IndexTTS2 or IndexTTS-2.5 paired manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
     parser.add_argument("--manifest", required=True, type=Path, help="codes manifest to split")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for train.jsonl and val.jsonl")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of utterances for val (0.05)")

@@ -67,7 +67,7 @@ TEXT_SCHEME_OPTIONS: tuple[Option, ...] = (
 
 OPTIONS: tuple[Option, ...] = (
     # --- data and model
-    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest or an IndexTTS2 paired manifest; repeat for several (PATH::lang sets its language)",
+    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest, an IndexTTS2 or an IndexTTS-2.5 paired manifest; repeat for several (PATH::lang sets its language)",
          GROUP_DATA, repeatable=True, required=True),
     _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (none: no validation)",
          GROUP_DATA, repeatable=True),
