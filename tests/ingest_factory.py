@@ -1,0 +1,82 @@
+"""Long recordings with known sentence times: espeak-ng Amharic sentences joined by known silences."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+REPO = Path(__file__).resolve().parents[1]
+SENTENCES = REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"
+
+
+def amharic_sentences(count: int, start: int = 0) -> list[str]:
+    lines = [line.strip() for line in SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines[start:start + count]
+
+
+def speak_sentence(espeak: str, text: str, voice: str = "am", speed: int = 170) -> tuple[np.ndarray, int]:
+    """One sentence, its leading and trailing silence trimmed (so its edges are the truth)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "s.wav"
+        subprocess.run([espeak, "-v", voice, "-s", str(speed), "-w", str(wav), text], check=True,
+                       capture_output=True, timeout=60)
+        audio, rate = sf.read(str(wav), dtype="float32")
+    loud = np.flatnonzero(np.abs(audio) > 0.02 * np.abs(audio).max())
+    return audio[loud[0]:loud[-1] + 1], rate
+
+
+@dataclass
+class Recording:
+    path: Path
+    rate: int
+    sentences: list[tuple[float, float, str]]  # (start, end, text) of each sentence's speech
+
+    @property
+    def edges(self) -> list[float]:
+        return [t for start, end, _ in self.sentences for t in (start, end)]
+
+
+def build_recording(espeak: str, path: Path, texts: list[str], gaps: list[float], lead: float = 0.7,
+                    noise: float = 0.0, seed: int = 0) -> Recording:
+    """``texts`` spoken one after another with ``gaps[k]`` seconds of silence after sentence k."""
+    rng = np.random.default_rng(seed)
+    pieces: list[np.ndarray] = []
+    sentences: list[tuple[float, float, str]] = []
+    rate = 0
+    position = 0
+    for k, text in enumerate(texts):
+        audio, rate = speak_sentence(espeak, text)
+        if not pieces:
+            pieces.append(np.zeros(int(lead * rate), dtype=np.float32))
+            position = len(pieces[0])
+        sentences.append((position / rate, (position + len(audio)) / rate, text))
+        pieces.append(audio)
+        gap = np.zeros(int(gaps[k % len(gaps)] * rate), dtype=np.float32)
+        pieces.append(gap)
+        position += len(audio) + len(gap)
+    signal = np.concatenate(pieces)
+    if noise:
+        signal = signal + rng.normal(0, noise, len(signal)).astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(path), signal, rate, subtype="PCM_16")
+    return Recording(path, rate, sentences)
+
+
+def srt_time(seconds: float) -> str:
+    ms = int(round(seconds * 1000))
+    return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
+
+
+def write_srt(path: Path, cues: list[tuple[float, float, str]], encoding: str = "utf-8") -> None:
+    blocks = [f"{k}\n{srt_time(s)} --> {srt_time(e)}\n{text}\n" for k, (s, e, text) in enumerate(cues, 1)]
+    path.write_bytes("\n".join(blocks).encode(encoding))
+
+
+def write_vtt(path: Path, cues: list[tuple[float, float, str]]) -> None:
+    blocks = [f"{srt_time(s).replace(',', '.')} --> {srt_time(e).replace(',', '.')}\n{text}\n" for s, e, text in cues]
+    path.write_text("WEBVTT\n\n" + "\n".join(blocks), encoding="utf-8")
