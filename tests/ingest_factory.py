@@ -68,7 +68,7 @@ def build_recording(espeak: str, path: Path, texts: list[str], gaps: list[float]
 
 
 def srt_time(seconds: float) -> str:
-    ms = int(round(seconds * 1000))
+    ms = round(seconds * 1000)
     return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
 
 

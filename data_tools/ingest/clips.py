@@ -13,13 +13,13 @@ import soundfile as sf
 from data_tools.fileio import atomic_open, atomic_write_text
 from data_tools.ingest.gates import measure
 from data_tools.ingest.loudness import normalize_loudness
-from data_tools.ingest.sources import read_span, safe_name
 from data_tools.ingest.slicing import Span
+from data_tools.ingest.sources import read_span, safe_name
 
 
 def clip_name(source_id: str, span: Span | None) -> str:
     """Stable names, so a rerun finds its clips: ``<source>_<start ms>`` (the whole file: ``<source>``)."""
-    return source_id if span is None else f"{source_id}_{int(round(span.start * 1000)):09d}"
+    return source_id if span is None else f"{source_id}_{round(span.start * 1000):09d}"
 
 
 def clip_path(out_dir: Path, speaker: str, name: str) -> Path:
@@ -29,7 +29,7 @@ def clip_path(out_dir: Path, speaker: str, name: str) -> Path:
 def write_clip(audio: Path, rate: int, out_rate: int, start: float, end: float, target: Path,
                target_lufs: float | None) -> dict[str, Any]:
     """Cut ``[start, end)`` seconds of ``audio`` into ``target``; returns its measurements."""
-    samples = read_span(audio, int(round(start * rate)), int(round(end * rate)), rate, out_rate)
+    samples = read_span(audio, round(start * rate), round(end * rate), rate, out_rate)
     measured = measure(samples, out_rate)
     gain = 0.0
     if target_lufs is not None:

@@ -21,8 +21,15 @@ from typing import Any
 from data_tools.ingest.clips import clip_name, clip_path, read_json, write_clip, write_json, write_jsonl
 from data_tools.ingest.gates import Duplicates, GateSettings, ModelLimits, audio_reasons, text_reasons
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
-from data_tools.ingest.sources import (Problem, Source, SourceError, audio_info, clip_rate, find_sources,
-                                       stream_blocks)
+from data_tools.ingest.sources import (
+    Problem,
+    Source,
+    SourceError,
+    audio_info,
+    clip_rate,
+    find_sources,
+    stream_blocks,
+)
 from data_tools.ingest.subtitles import SubtitleError, read_cues, refine
 
 FORMAT = 1

@@ -85,7 +85,7 @@ def _best_pause(pauses: list[tuple[float, float]], start: float, end: float, set
 
 
 def _frame(seconds: float) -> int:
-    return int(round(seconds / FRAME_SECONDS))
+    return round(seconds / FRAME_SECONDS)
 
 
 def _padded(pieces: list[tuple[float, float]], duration: float, pad: float, min_seconds: float

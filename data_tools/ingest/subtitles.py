@@ -6,6 +6,7 @@ cues that overlap is refused in one line naming the file and the cue; ``encoding
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def read_cues(path: Path, encoding: str | None = None) -> list[Cue]:
         if cue.end <= cue.start:
             raise SubtitleError(f"{cue.where}: ends ({cue.end:.3f} s) before it starts ({cue.start:.3f} s)")
     merged = merge_repeats(cues)
-    for before, after in zip(merged, merged[1:]):
+    for before, after in itertools.pairwise(merged):
         if after.start < before.end - OVERLAP_TOLERANCE:
             raise SubtitleError(f"{after.where}: starts at {after.start:.3f} s, inside {before.where} "
                                 f"(which ends at {before.end:.3f} s): overlapping cues")

@@ -79,7 +79,7 @@ def speech_regions(probs: np.ndarray, threshold: float = 0.5, min_pause: float =
 def pauses_in(probs: np.ndarray, start: float, end: float, threshold: float = 0.5) -> list[tuple[float, float]]:
     """(start, end) seconds of the runs of non-speech frames strictly inside ``[start, end)``."""
     low = max(threshold - 0.15, 0.01)
-    first, last = int(round(start / FRAME_SECONDS)), int(round(end / FRAME_SECONDS))
+    first, last = round(start / FRAME_SECONDS), round(end / FRAME_SECONDS)
     quiet = probs[first:last] < low
     runs: list[tuple[float, float]] = []
     edges = np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]])))
