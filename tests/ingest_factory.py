@@ -15,8 +15,10 @@ SENTENCES = REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"
 
 
 def amharic_sentences(count: int, start: int = 0) -> list[str]:
-    lines = [line.strip() for line in SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return lines[start:start + count]
+    """Demo sentences of Ethiopic letters and spaces only (punctuation makes espeak pause inside a sentence)."""
+    lines = [line.strip() for line in SENTENCES.read_text(encoding="utf-8").splitlines()]
+    plain = [line for line in lines if len(line) >= 12 and all(ch == " " or "\u1200" <= ch <= "\u135a" for ch in line)]
+    return plain[start:start + count]
 
 
 def speak_sentence(espeak: str, text: str, voice: str = "am", speed: int = 170) -> tuple[np.ndarray, int]:
@@ -80,3 +82,60 @@ def write_srt(path: Path, cues: list[tuple[float, float, str]], encoding: str = 
 def write_vtt(path: Path, cues: list[tuple[float, float, str]]) -> None:
     blocks = [f"{srt_time(s).replace(',', '.')} --> {srt_time(e).replace(',', '.')}\n{text}\n" for s, e, text in cues]
     path.write_text("WEBVTT\n\n" + "\n".join(blocks), encoding="utf-8")
+
+
+class EnergyVad:
+    """A stand-in for silero (same call shape): speech where a 32 ms frame's RMS passes ``level``."""
+
+    def __init__(self, level: float = 0.01) -> None:
+        self.level = level
+
+    def reset_states(self) -> None:
+        pass
+
+    def __call__(self, frame, rate: int) -> float:
+        return 1.0 if float(frame.square().mean().sqrt()) > self.level else 0.0
+
+
+@dataclass
+class FakeTranscript:
+    text: str
+    confidence: float
+
+
+class FakeAsr:
+    """A stand-in for data_tools.asr: the same answer for every clip, counting what it was asked."""
+
+    def __init__(self, text: str = "ሰላም ለዓለም እንዴት ናችሁ", confidence: float = 0.9) -> None:
+        self.text, self.confidence, self.calls = text, confidence, 0
+
+    def transcribe(self, waves, sample_rate: int, batch_size: int = 8) -> list[FakeTranscript]:
+        self.calls += len(waves)
+        assert all(w.ndim == 1 and len(w) for w in waves) and sample_rate >= 22050
+        return [FakeTranscript(self.text, self.confidence) for _ in waves]
+
+
+def tone_speech(seconds: float, rate: int, seed: int = 0) -> np.ndarray:
+    """A voice-like signal (a few harmonics with a syllable rhythm), for tests that need no espeak."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    f0 = 120 + 20 * rng.random()
+    voice = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 6))
+    rhythm = 0.6 + 0.4 * np.sin(2 * np.pi * 4 * t) ** 2
+    return (0.2 * voice * rhythm).astype(np.float32)
+
+
+def tone_recording(path: Path, pieces: list[float], gaps: list[float], rate: int = 24000, lead: float = 0.5,
+                   seed: int = 0) -> Recording:
+    """Speech-like pieces of the given lengths separated by silent gaps (truth times recorded)."""
+    audio = [np.zeros(int(lead * rate), dtype=np.float32)]
+    sentences, position = [], len(audio[0])
+    for k, seconds in enumerate(pieces):
+        speech = tone_speech(seconds, rate, seed + k)
+        sentences.append((position / rate, (position + len(speech)) / rate, f"piece {k}"))
+        gap = np.zeros(int(gaps[k % len(gaps)] * rate), dtype=np.float32)
+        audio += [speech, gap]
+        position += len(speech) + len(gap)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(path), np.concatenate(audio), rate, subtype="PCM_16")
+    return Recording(path, rate, sentences)

@@ -94,8 +94,13 @@ class _KillHook:
 
 
 def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Progress | None = None,
-               asr_progress: Progress | None = None) -> IngestSummary:
-    """Slice, transcribe (with ``transcriber`` or ``settings.asr_model``) and gate; resumable."""
+               asr_progress: Progress | None = None, vad_model: Any = None) -> IngestSummary:
+    """Slice, transcribe (with ``transcriber`` or ``settings.asr_model``) and gate; resumable.
+
+    ``transcriber`` and ``vad_model`` replace the real models (tests): the first has ``transcribe(waves,
+    sample_rate, batch_size)``, the second silero's call ``model(frame, 16000) -> probability`` and
+    ``reset_states()``.
+    """
     try:
         settings.slicing.check()
     except ValueError as exc:
@@ -109,7 +114,7 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         raise IngestError(str(exc)) from None
     summary = IngestSummary(str(out), sources=len(sources))
     hook = _KillHook()
-    vad_model: list[Any] = []  # loaded on first need
+    vad_models: list[Any] = [] if vad_model is None else [vad_model]  # loaded on first need
     for done, source in enumerate(sources):
         if progress:
             progress(done, len(sources))
@@ -118,7 +123,7 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
             summary.sources_done_before += 1
             continue
         try:
-            record = _slice_source(source, settings, out, vad_model, hook, problems)
+            record = _slice_source(source, settings, out, vad_models, hook, problems)
         except (SourceError, SubtitleError) as exc:
             problems.append(Problem(str(source.audio), str(exc).removeprefix(f"{source.audio}: ")))
             continue
