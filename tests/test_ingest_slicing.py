@@ -36,7 +36,7 @@ def test_espeak_sentences_cut_at_their_boundaries(tmp_path: Path, silero) -> Non
     espeak = require_tool("espeak-ng", "speaks the Amharic sentences of the slicing test")
     texts = amharic_sentences(14, start=20)
     # sentences 0-5 apart (0.6-1.2 s of silence); 6-13 one passage with 0.3 s breaths, longer than aim-max
-    gaps = [0.6, 1.2, 0.8, 0.9, 0.7, 1.0] + [0.3, 0.35, 0.3, 0.4, 0.3, 0.35, 0.3, 0.8]
+    gaps = [0.6, 1.2, 0.8, 0.9, 0.7, 1.0, 0.3, 0.35, 0.3, 0.4, 0.3, 0.35, 0.3, 0.8]
     rec = build_recording(espeak, tmp_path / "long.wav", texts, gaps)
     info = audio_info(rec.path)
     settings = SliceSettings()

@@ -124,8 +124,11 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
             continue
         try:
             record = _slice_source(source, settings, out, vad_models, hook, problems)
-        except (SourceError, SubtitleError) as exc:
+        except SourceError as exc:
             problems.append(Problem(str(source.audio), str(exc).removeprefix(f"{source.audio}: ")))
+            continue
+        except SubtitleError as exc:  # its message names the subtitle file and the cue
+            problems.append(Problem("", str(exc)))
             continue
         except OSError as exc:
             raise _write_error(exc, out) from None

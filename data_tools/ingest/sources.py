@@ -52,7 +52,7 @@ class Problem:
     reason: str
 
     def line(self) -> str:
-        return f"{self.where}: {self.reason}"
+        return f"{self.where}: {self.reason}" if self.where else self.reason
 
 
 def safe_name(text: str) -> str:

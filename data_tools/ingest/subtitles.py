@@ -57,6 +57,9 @@ def _srt_cues(path: Path, text: str) -> list[Cue]:
         parsed = list(srt.parse(text))
     except (srt.SRTParseError, ValueError) as exc:
         raise SubtitleError(f"{path}: broken SRT ({' '.join(str(exc).split())[:160]})") from None
+    for cue in parsed:  # the srt package is lenient: junk after a time, or a broken cue swallowed as text
+        if cue.proprietary.strip() or "-->" in cue.content:
+            raise SubtitleError(f"{path} cue {cue.index}: broken SRT timestamp line")
     return [Cue(s.start.total_seconds(), s.end.total_seconds(), _clean(s.content), f"{path} cue {s.index}")
             for s in parsed]
 

@@ -7,6 +7,7 @@ and only the probabilities, 31 floats a second, are kept: an hour needs the memo
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 
 import numpy as np
@@ -22,9 +23,11 @@ def load_vad():
     """The silero model (TorchScript). Importing silero_vad sets torch to one thread: that is undone here."""
     threads = torch.get_num_threads()
     try:
-        from silero_vad import load_silero_vad
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # silero's importlib.resources and jit.load use
+            from silero_vad import load_silero_vad
 
-        return load_silero_vad()
+            return load_silero_vad()
     finally:
         torch.set_num_threads(threads)
 
