@@ -106,13 +106,20 @@ class FakeTranscript:
 class FakeAsr:
     """A stand-in for data_tools.asr: the same answer for every clip, counting what it was asked."""
 
-    def __init__(self, text: str = "ሰላም ለዓለም እንዴት ናችሁ", confidence: float = 0.9) -> None:
-        self.text, self.confidence, self.calls = text, confidence, 0
+    WORDS = ("ሰላም", "ለዓለም", "እንዴት", "ናችሁ", "ዛሬ", "ጥሩ", "ቀን", "ነው", "ነገ", "እንገናኝ")
+
+    def __init__(self, confidence: float = 0.9) -> None:
+        self.confidence, self.calls = confidence, 0
 
     def transcribe(self, waves, sample_rate: int, batch_size: int = 8) -> list[FakeTranscript]:
-        self.calls += len(waves)
         assert all(w.ndim == 1 and len(w) for w in waves) and sample_rate >= 22050
-        return [FakeTranscript(self.text, self.confidence) for _ in waves]
+        out = []
+        for wave in waves:  # a different sentence for each clip length, so no two clips read the same
+            words = int(len(wave) / sample_rate * 2) + 1
+            out.append(FakeTranscript(" ".join(self.WORDS[(self.calls + k) % 10] for k in range(words)) +
+                                      f" {self.calls}", self.confidence))
+            self.calls += 1
+        return out
 
 
 def tone_speech(seconds: float, rate: int, seed: int = 0) -> np.ndarray:
@@ -121,8 +128,8 @@ def tone_speech(seconds: float, rate: int, seed: int = 0) -> np.ndarray:
     t = np.arange(int(seconds * rate)) / rate
     f0 = 120 + 20 * rng.random()
     voice = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 6))
-    rhythm = 0.6 + 0.4 * np.sin(2 * np.pi * 4 * t) ** 2
-    return (0.2 * voice * rhythm).astype(np.float32)
+    syllables = 0.05 + 0.95 * np.clip(np.sin(2 * np.pi * 3.5 * t), 0, 1)  # dips 26 dB down between syllables
+    return (0.2 * voice * syllables).astype(np.float32)
 
 
 def tone_recording(path: Path, pieces: list[float], gaps: list[float], rate: int = 24000, lead: float = 0.5,
