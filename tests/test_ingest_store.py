@@ -22,7 +22,7 @@ def ingested(tmp_path: Path) -> Path:
     clips.mkdir()
     for k in range(3):
         sf.write(str(clips / f"c{k}.wav"), tone_speech(2.5, 22050, seed=10 + k), 22050)
-        (clips / f"c{k}.txt").write_text(f"ሰላም ለዓለም ቁጥር {'አንድ ሁለት ሶስት'.split()[k]}", encoding="utf-8")
+        (clips / f"c{k}.txt").write_text(f"ሰላም ለዓለም ቁጥር {['አንድ', 'ሁለት', 'ሶስት'][k]}", encoding="utf-8")
     out = tmp_path / "out"
     run_ingest(IngestSettings(folder, out, language="am"), transcriber=FakeAsr(confidence=0.7), vad_model=EnergyVad())
     return out
