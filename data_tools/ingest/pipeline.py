@@ -259,8 +259,11 @@ def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress:
 
 
 def load_transcriber(settings: IngestSettings) -> Any:
-    """E2's CTC recogniser (imported here, so slicing works without transformers' models)."""
-    from data_tools.asr import AsrError, load_ctc_asr
+    """The CTC recogniser of ``data_tools.asr`` (imported here, so slicing never needs it)."""
+    try:
+        from data_tools.asr import AsrError, load_ctc_asr
+    except ImportError as exc:
+        raise IngestError(f"--asr-model: the speech recogniser cannot be loaded ({exc})") from None
 
     try:
         return load_ctc_asr(settings.asr_model, target_lang=settings.asr_language, device=settings.device)
