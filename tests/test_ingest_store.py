@@ -86,3 +86,31 @@ def test_refusals_are_one_line(ingested: Path, tmp_path: Path) -> None:
         store.set_text(some, "   ")
     with pytest.raises(StoreError, match="no clips yet"):
         IngestStore(tmp_path / "empty")
+
+
+def test_a_full_disk_while_saving_loses_nothing(ingested: Path, monkeypatch) -> None:
+    import errno
+    import os as os_module
+
+    store = IngestStore(ingested)
+    first = store.save_manifest()
+    before = first.read_bytes()
+    real_fsync = os_module.fsync
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os_module, "fsync", full)
+    with pytest.raises(StoreError, match=r"No space left on device.*untouched"):
+        store.save_manifest()
+    monkeypatch.setattr(os_module, "fsync", real_fsync)
+    assert sorted(p.name for p in first.parent.iterdir()) == [first.name] and first.read_bytes() == before
+
+
+def test_edits_from_two_stores_are_both_kept(ingested: Path) -> None:
+    one, two = IngestStore(ingested), IngestStore(ingested)  # the studio and the CLI
+    a, b = (c["id"] for c in one.list_clips(page_size=2).clips)
+    one.set_text(a, "አንድ")
+    two.set_text(b, "ሁለት")
+    again = IngestStore(ingested)
+    assert (again.clip(a)["text"], again.clip(b)["text"]) == ("አንድ", "ሁለት")

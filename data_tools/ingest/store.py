@@ -55,12 +55,17 @@ class IngestStore:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self._lock = threading.Lock()
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the clip index and the edits again (after a pipeline rerun, or edits by another process)."""
         index = self.folder / INDEX_FILE
         if not index.is_file():
             raise StoreError(f"{self.folder}: no clips yet ({INDEX_FILE} is written when an ingest run ends)")
-        self._clips = {row["id"]: row for row in read_jsonl(index)}
-        self._order = list(self._clips)
-        self._edits = load_edits(self.folder / EDITS_FILE)
+        clips = {row["id"]: row for row in read_jsonl(index)}
+        with self._lock:
+            self._clips, self._order = clips, list(clips)
+            self._edits = load_edits(self.folder / EDITS_FILE)
 
     # ----- reading -----------------------------------------------------------------------------------
 
@@ -125,8 +130,13 @@ class IngestStore:
     def _change(self, clip_id: str, **fields: Any) -> dict[str, Any]:
         self._row(clip_id)
         with self._lock:
-            edits = {**self._edits, clip_id: {**self._edits.get(clip_id, {}), **fields, "at": time.time()}}
-            write_json(self.folder / EDITS_FILE, edits)
+            current = load_edits(self.folder / EDITS_FILE)  # another process (the CLI) may have edited too
+            edits = {**current, clip_id: {**current.get(clip_id, {}), **fields, "at": time.time()}}
+            try:
+                write_json(self.folder / EDITS_FILE, edits)
+            except OSError as exc:
+                raise StoreError(f"cannot save the edit in {self.folder / EDITS_FILE}: {exc.strerror or exc} "
+                                 "(the earlier edits are kept)") from None
             self._edits = edits
         return self.clip(clip_id)
 
@@ -158,8 +168,15 @@ class IngestStore:
         Written to a temp file, fsynced, then linked to a name that does not exist yet (never replacing one).
         """
         directory = self.folder / MANIFESTS
-        directory.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self.manifest_rows())
+        try:
+            return self._write_new(directory, text)
+        except OSError as exc:
+            raise StoreError(f"cannot save a manifest in {directory}: {exc.strerror or exc} (earlier manifests "
+                             "are untouched)") from None
+
+    def _write_new(self, directory: Path, text: str) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
