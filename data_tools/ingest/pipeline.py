@@ -148,6 +148,9 @@ def _claim_folder(out: Path, settings: IngestSettings) -> None:
         changed = [k for k, v in settings.fixed()["slicing"].items() if recorded.get("slicing", {}).get(k) != v]
         what = ", ".join(changed) or "loudness target or format"
         raise IngestError(f"{out} was made with other settings ({what}); use a new --out-dir or the same settings")
+    for folder in ("clips", "sources", "manifests", "."):  # temp files of writes a kill cut short
+        for stale in (out / folder).rglob(".*.tmp") if folder != "." else out.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
     if recorded is None:
         try:
             out.mkdir(parents=True, exist_ok=True)
