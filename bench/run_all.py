@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,12 +46,15 @@ BENCHES = [
     Bench("synthesis_speed", ["--lengths", "32", "128", "256", "--repeats", "3"]),  # 40-80 s on 2 busy cores
     Bench("checkpoint_digest", ["--mb", "128", "--repeats", "2"]),
     Bench("gpu_mfu", [], needs="cuda"),
+    Bench("ingest_slicing", ["--minutes", "1", "--repeats", "3"], needs="espeak-ng"),  # about 3 min on 2 busy cores
 ]
 
 
 def missing_need(need: str) -> str | None:
     if need == "chromium" and not Path("/usr/bin/chromium").exists():
         return "not run: needs Debian's chromium"
+    if need == "espeak-ng" and shutil.which("espeak-ng") is None:
+        return "not run: needs espeak-ng"
     if need == "cuda":
         import torch
 

@@ -107,6 +107,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         raise IngestError(str(exc)) from None
     out = Path(settings.out_dir)
     _claim_folder(out, settings)
+    if transcriber is None and settings.asr_model:
+        transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
     try:
         sources, problems = find_sources(settings.input, settings.speaker, settings.speaker_level,
                                          settings.speaker_column)
@@ -234,8 +236,6 @@ def _records(out: Path) -> list[tuple[Path, dict[str, Any]]]:
 def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress: Progress | None) -> int:
     import soundfile as sf
 
-    if transcriber is None:
-        transcriber = load_transcriber(settings)
     pending = [(path, record) for path, record in _records(out)
                if any(clip.get("asr_text") is None for clip in record["clips"])]
     total = sum(1 for _, record in pending for clip in record["clips"] if clip.get("asr_text") is None)
