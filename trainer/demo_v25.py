@@ -8,7 +8,12 @@ Written under ``<workspace>/v25/``:
 - ``v25/data/{codes,spk_vec,emo_vec}/<id>.npy``: per-utterance features as 2.5 preprocessing makes them
   (int32 25 Hz codes, float32 [192] CAM++ vectors, float32 [dim] emotion vectors);
 - ``v25/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: 2.5 paired manifests with the raw Amharic text
-  (tokenised by the trainer with its ``--text-scheme``) and ``language: am``.
+  (tokenised by the trainer with its ``--text-scheme``) and ``language: am``;
+- every other network of a 2.5 download folder in ``v25/checkpoints/`` (codec, S2Mel without gpt_layer,
+  CAMPPlus, BigVGAN v2, w2v-BERT + stats; ``trainer.demo_v25_synthesis``), so ``networks.indextts25.
+  load_indextts25(v25/checkpoints)`` loads the folder and IndexTTS-2.5 speaks (noise) on a CPU;
+- ``v25/data/wavs/<id>.wav``: synthetic audio of the validation utterances (their pairs' prompt and target
+  audio: the voice of samples at saves).
 
 Codes are derived from the text (as in the other demos) and each speaker has its own vectors, so the loss
 visibly falls within a minute or two of CPU training.
@@ -30,6 +35,12 @@ from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
 from trainer.demo_data import SPEAKERS, codes_for_text, demo_train_argv, stable_int, write_npy
+from trainer.demo_v25_synthesis import (
+    gpt_widths_v25,
+    synthesis_ready_v25,
+    synthesis_sections_v25,
+    write_synthesis_kit_v25,
+)
 
 V25_MODEL_DIM = 32
 
@@ -48,8 +59,10 @@ def demo_config_v25() -> dict:
                                  "input_layer": "conv2d2", "perceiver_mult": 2},
             "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
                                      "input_layer": "conv2d2", "perceiver_mult": 1},
+            **gpt_widths_v25(),
         },
         "gpt_checkpoint": "gpt.pth",
+        **synthesis_sections_v25(),
         "version": 2.5,
     }
 
@@ -75,6 +88,10 @@ class DemoV25Paths:
     def exists(self) -> bool:
         return all(p.is_file() for p in (self.config, self.base_checkpoint, self.tokenizer, self.train_manifest,
                                          self.val_manifest))
+
+    def synthesis_ready(self) -> bool:
+        """Whether ``checkpoints/`` is a whole 2.5 download folder (demos from before 2.5 synthesis are not)."""
+        return synthesis_ready_v25(self.config.parent)
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
         return demo_train_argv(self.train_manifest, self.val_manifest, self.tokenizer, self.config,
@@ -103,6 +120,7 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
     model = build_gpt_v25(config["gpt"])
     state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
     atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+    write_synthesis_kit_v25(paths.config.parent, seed)
 
     data = paths.train_manifest.parent
     utterances = []
@@ -116,6 +134,7 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "code_len": int(codes.size),
                            "duration": round(codes.size / V25_CODES_PER_SECOND, 3)})
     val_ids = {u["id"] for u in utterances[:n_val]}
+    _write_wavs(data / "wavs", utterances[:n_val])
 
     def pairs(group: list[dict]) -> list[str]:
         lines = []
@@ -128,7 +147,7 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
                 "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
                 "target_id": target["id"], "target_text": target["text"],
                 "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
-                "target_duration": target["duration"],
+                "target_duration": target["duration"], **_audio_fields(data, prompt["id"], target["id"]),
             }, ensure_ascii=False))
         return lines
 
@@ -138,10 +157,32 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
     return paths
 
 
+def _write_wavs(folder: Path, utterances: list[dict]) -> None:
+    """Short synthetic audio of the validation utterances (IndexTTS-2.5 reads 24 kHz prompts like IndexTTS2)."""
+    import soundfile
+
+    from trainer.demo_v2_audio import SAMPLE_RATE, synthetic_voice
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for utterance in utterances:
+        seconds = min(2.0, max(0.8, float(utterance["duration"])))
+        audio = synthetic_voice(utterance["speaker"], utterance["text"], seconds)
+        soundfile.write(str(folder / f"{utterance['id']}.wav"), audio, SAMPLE_RATE, subtype="PCM_16")
+
+
+def _audio_fields(data: Path, prompt_id: str, target_id: str) -> dict[str, str]:
+    """The audio paths of a pair whose wavs exist (the validation pairs)."""
+    fields = {}
+    for key, utt in (("prompt_audio_path", prompt_id), ("target_audio_path", target_id)):
+        if (data / "wavs" / f"{utt}.wav").is_file():
+            fields[key] = f"wavs/{utt}.wav"
+    return fields
+
+
 def ensure_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int, force: bool = False) -> DemoV25Paths:
     paths = DemoV25Paths.under(workspace)
     if force and paths.root.exists():
         shutil.rmtree(paths.root / "data", ignore_errors=True)
-    if force or not paths.exists():
+    if force or not paths.exists() or not paths.synthesis_ready():
         return build_demo_v25(workspace, sentences, n_val, seed)
     return paths
