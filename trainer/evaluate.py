@@ -2,6 +2,7 @@
 
     python -m trainer.evaluate runs/am1 --eval-asr facebook/mms-1b-all --eval-asr-lang amh \\
         --eval-speaker-model microsoft/wavlm-base-plus-sv --best-by cer
+    python -m trainer.evaluate runs/am_v2 --model-dir checkpoints/IndexTTS-2   # an IndexTTS2 run
 
 Every ``model_step<N>.pth`` of RUN_DIR not yet measured on the run's evaluation set (and, once, the base
 model) speaks the set's sentences in its reference voices (IndexTTS2: through the download folder of

@@ -128,8 +128,8 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_LOGGING, minimum=1),
     # --- evaluation (trainer/evaluation; python -m trainer.evaluate takes the same flags)
     _opt("eval_at_saves", "bool", False, "measure every committed save in its own process beside training: CER and "
-         "WER of its speech (ASR) and speaker similarity to the reference voice (IndexTTS-1.5, needs --vocoder "
-         "and --eval-asr)", GROUP_EVAL),
+         "WER of its speech (ASR) and speaker similarity to the reference voice (needs --eval-asr, and --vocoder "
+         "for IndexTTS-1.5 or the download folder, --model-dir, for IndexTTS2)", GROUP_EVAL),
     _opt("eval_asr", "str", "", "CTC speech recogniser for CER/WER: a local model folder or a model id (e.g. "
          "facebook/mms-1b-all)", GROUP_EVAL),
     _opt("eval_asr_lang", "str", "", "the recogniser's adapter language for the training language (MMS: amh); "
