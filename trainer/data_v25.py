@@ -36,6 +36,7 @@ class PairItemV25:
     lang: int  # lang_embedding row
     language: str = ""
     text: str = ""  # the raw text ("" for precomputed ids): for the tokens-per-character report
+    prompt_audio: Path | None = None  # the prompt's audio, when the manifest names it: the voice of samples
 
     @property
     def length(self) -> int:
@@ -59,7 +60,8 @@ def load_pair_v25(entry: PairEntryV25, tokenizer: Any, limits: DataLimits) -> tu
     return PairItemV25(id=entry.id, where=entry.where, text_ids=ids, codes=entry.codes, num_codes=facts.num_codes,
                        spk_vec=entry.spk_vec, emo_vec=entry.emo_vec,
                        lang=tokenizer.language_index(entry.language or ""), language=entry.language or "",
-                       text="" if entry.text_ids is not None else entry.target_text or ""), 0
+                       text="" if entry.text_ids is not None else entry.target_text or "",
+                       prompt_audio=entry.prompt_audio), 0
 
 
 _ITEM_ERRORS = (RuleError, OSError, ValueError, EOFError, MemoryError)

@@ -48,11 +48,15 @@ def _read_texts(path: Path) -> list[str]:
 
 def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_items: list[Any]) -> SamplePlan:
     """Whether this run makes samples at its saves, what it speaks, and with which voice."""
+    if version == "2.5":
+        from trainer.samples_v25 import sample_plan_v25
+
+        return sample_plan_v25(opts, config, val_items, _sample_texts(opts, val_items), _when(opts))
     vocoder_path = str(opts.get("vocoder") or "").strip()
     if not vocoder_path:
         return SamplePlan(False, "no samples: give --vocoder (bigvgan_generator.pth) to hear the model at every save")
     if version != "1.5":
-        return SamplePlan(False, "no samples: IndexTTS2 / IndexTTS-2.5 synthesis (S2Mel and its vocoder) is not "
+        return SamplePlan(False, "no samples: IndexTTS2 synthesis (S2Mel and its vocoder) is not "
                                  "in this studio's training samples yet; --vocoder is ignored for these runs")
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.vocoder_loading import load_vocoder
@@ -66,7 +70,22 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_
     if not references:
         return SamplePlan(False, "no samples: they need a validation manifest (its first prompt is the voice)")
     reference = references[0].cond_mel or references[0].cond_audio
-    texts: list[tuple[str, list[int] | str]]
+    texts = _sample_texts(opts, val_items)
+    if isinstance(texts, SamplePlan):
+        return texts
+    source, chosen = texts
+    return SamplePlan(True, f"samples at {_when(opts)}: {source}, voice of {references[0].id}, vocoder {vocoder_path}",
+                      texts=chosen, reference=Path(reference), vocoder=vocoder)
+
+
+def _when(opts: dict[str, Any]) -> str:
+    every = int(opts.get("sample_every") or 0)
+    return "every save" if every == 0 else f"saves at multiples of {every} steps"
+
+
+def _sample_texts(opts: dict[str, Any], val_items: list[Any]
+                  ) -> tuple[str, list[tuple[str, list[int] | str]]] | SamplePlan:
+    """(where the texts come from, the texts), or a refusing plan when ``--sample-texts`` cannot be used."""
     if str(opts.get("sample_texts") or "").strip():
         path = Path(opts["sample_texts"])
         try:
@@ -75,15 +94,10 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_
             return SamplePlan(False, "", refusal=f"--sample-texts {path}: {' '.join(str(exc).split())}")
         if not lines:
             return SamplePlan(False, "", refusal=f"--sample-texts {path}: no text in the file")
-        texts = [(f"text{index + 1}", line) for index, line in enumerate(lines)]
-        source = f"{len(texts)} text(s) of {path}"
-    else:
-        texts = [(item.id, [int(i) for i in item.text_ids]) for item in val_items[:DEFAULT_SAMPLE_COUNT]]
-        source = f"the first {len(texts)} validation transcript(s)"
-    every = int(opts.get("sample_every") or 0)
-    when = "every save" if every == 0 else f"saves at multiples of {every} steps"
-    return SamplePlan(True, f"samples at {when}: {source}, voice of {references[0].id}, vocoder {vocoder_path}",
-                      texts=texts, reference=Path(reference), vocoder=vocoder)
+        return f"{len(lines)} text(s) of {path}", [(f"text{index + 1}", line) for index, line in enumerate(lines)]
+    texts: list[tuple[str, list[int] | str]] = [(item.id, [int(i) for i in item.text_ids])
+                                                for item in val_items[:DEFAULT_SAMPLE_COUNT]]
+    return f"the first {len(texts)} validation transcript(s)", texts
 
 
 def _reference_input(path: Path) -> Any:
@@ -99,23 +113,16 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
                  metrics: Any, say: Any) -> None:
     """Speak the plan's texts with ``model`` as it is now; never raises (a failure is reported)."""
     from trainer.synthesis.errors import SynthesisError
-    from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline import Synthesizer
     from trainer.synthesis.wav import write_wav
 
     started = time.perf_counter()
     folder = out_dir / "samples" / f"step_{step}"
     try:
-        synth = Synthesizer(model, plan.vocoder.to(next(model.parameters()).device), tokenizer)
-        settings = DecodeSettings(seed=SAMPLE_SEED)
-        reference = synth.prepare_reference(_reference_input(plan.reference))
+        speak = plan.speaker(model, tokenizer) if hasattr(plan, "speaker") else _speaker_v15(plan, model, tokenizer)
         files: list[dict[str, Any]] = []
         folder.mkdir(parents=True, exist_ok=True)
         for index, (name, text) in enumerate(plan.texts):
-            if isinstance(text, str):
-                result = synth.synthesize([text], reference, settings)[0]
-            else:
-                result = synth.synthesize_ids(text, reference, settings)
+            result = speak(text)
             path = write_wav(folder / f"{index + 1:02d}_{_safe(name)}.wav", result.waveform, result.sample_rate)
             metrics.audio(f"samples/{index + 1:02d}", result.waveform, step, result.sample_rate)
             files.append({"path": str(path), "name": name, "audio_seconds": round(result.audio_seconds, 3),
@@ -129,6 +136,24 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
     seconds = round(time.perf_counter() - started, 2)
     say(f"samples at step {step}: {len(files)} wav(s) in {folder} ({seconds:.1f} s)")
     metrics.event("sample", step, epoch, dir=str(folder), files=files, seconds=seconds)
+
+
+def _speaker_v15(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
+    """text (raw or ids) -> SynthResult with IndexTTS-1.5's GPT + BigVGAN."""
+    from trainer.synthesis.generation import DecodeSettings
+    from trainer.synthesis.pipeline import Synthesizer
+
+    synth = Synthesizer(model, plan.vocoder.to(next(model.parameters()).device), tokenizer)
+    settings = DecodeSettings(seed=SAMPLE_SEED)
+    assert plan.reference is not None
+    reference = synth.prepare_reference(_reference_input(plan.reference))
+
+    def speak(text: list[int] | str) -> Any:
+        if isinstance(text, str):
+            return synth.synthesize([text], reference, settings)[0]
+        return synth.synthesize_ids(text, reference, settings)
+
+    return speak
 
 
 def _safe(name: str) -> str:

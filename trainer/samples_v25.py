@@ -1,0 +1,131 @@
+"""IndexTTS-2.5 samples at saves (``trainer.samples`` holds what every generation shares).
+
+``--sample-model-dir`` names a 2.5 download folder (``networks.indextts25``: codec, S2Mel without gpt_layer,
+CAMPPlus, BigVGAN v2, w2v-BERT + stats); the live GPT speaks through the folder's other networks
+(``SynthesizerV25``; the folder's own gpt.pth is not read) with ``--sample-steps`` flow-matching steps and
+duration factor 1, at 22.05 kHz. The voice (CAM++ style, prompt mel, emotion) is the audio of the first
+validation pair's prompt (``prompt_audio_path``); texts are spoken in their own language (the language row
+and ``"<|lang|> "`` prefix of the run's ``--text-scheme`` tokenizer). The folder's networks load once, at the
+first sample, on the CPU with the global RNG forked, then move to the training device; GPT sampling and the
+CFM noise use private seeded generators, so the training run stays bitwise as without samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.samples import SAMPLE_SEED, SamplePlan
+
+W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # upstream's fetch when the folder holds no w2v-bert-2.0/
+DEFAULT_SAMPLE_STEPS = 10
+
+
+@dataclass
+class SamplePlanV25(SamplePlan):
+    """A 2.5 plan: the download folder, its w2v-BERT, the steps, the language; networks loaded lazily."""
+
+    folder: Path | None = None
+    w2v_bert_source: str | None = None  # None: the folder's w2v-bert-2.0/
+    cfm_steps: int = DEFAULT_SAMPLE_STEPS
+    language: str = ""
+    networks: Any = None  # networks.indextts25.IndexTTS25Networks, at the first sample
+
+    def speaker(self, model: torch.nn.Module, tokenizer: Any) -> Any:
+        return speaker_v25(self, model, tokenizer)
+
+
+def width_mismatch_v25(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
+    """Why the folder's w2v-BERT cannot feed this run's GPT (its emotion conformer), or None.
+
+    2.5's S2Mel reads no GPT latent, so the GPT's model_dim need not match the folder's."""
+    mine, theirs = int(run_gpt.get("semantic_dim", 1024)), int(folder_gpt.get("semantic_dim", 1024))
+    if mine != theirs:
+        return (f"its w2v-BERT features are {theirs} wide but this run's GPT reads gpt.semantic_dim {mine}: "
+                "not the same IndexTTS-2.5 model")
+    return None
+
+
+def sample_plan_v25(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any],
+                    texts: tuple[str, list[tuple[str, list[int] | str]]] | SamplePlan, when: str) -> SamplePlan:
+    """The 2.5 plan; ``texts`` is (source, chosen) as ``trainer.samples`` picks them (or its refusal plan)."""
+    folder_text = str(opts.get("sample_model_dir") or "").strip()
+    if not folder_text:
+        return SamplePlan(False, "no samples: give --sample-model-dir (an IndexTTS-2.5 download folder: codec, "
+                                 "S2Mel, BigVGAN v2, w2v-BERT...) to hear the model at every save")
+    from networks.indextts25 import W2V_BERT_FOLDER, IndexTTS25FilesError, resolve_files
+
+    folder = Path(folder_text)
+    w2v_bert = None if (folder / W2V_BERT_FOLDER).is_dir() or (folder / "hf_cache" / W2V_BERT_FOLDER).is_dir() \
+        else W2V_BERT_HUB_ID
+    try:
+        _files, folder_config = resolve_files(folder, w2v_bert=w2v_bert, need_gpt=False)
+    except (IndexTTS25FilesError, ValueError) as exc:
+        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {' '.join(str(exc).split())}")
+    mismatch = width_mismatch_v25(config.get("gpt") or {}, folder_config.get("gpt") or {})
+    if mismatch:
+        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {mismatch}")
+    references = [item for item in val_items
+                  if getattr(item, "prompt_audio", None) is not None and Path(item.prompt_audio).is_file()]
+    if not references:
+        return SamplePlan(False, "no samples: IndexTTS-2.5 samples need a validation manifest whose prompts have "
+                                 "audio (prompt_audio_path; the first one is the voice)")
+    if isinstance(texts, SamplePlan):
+        return texts
+    source, chosen = texts
+    steps = int(opts.get("sample_steps") or DEFAULT_SAMPLE_STEPS)
+    hub = f", w2v-BERT {W2V_BERT_HUB_ID} (downloaded once)" if w2v_bert else ""
+    language = str(getattr(references[0], "language", "") or "")
+    return SamplePlanV25(True, f"samples at {when}: {source}, voice of {references[0].id}, IndexTTS-2.5 {folder} "
+                               f"({steps} S2Mel steps{hub})",
+                         texts=chosen, reference=Path(references[0].prompt_audio), folder=folder,
+                         w2v_bert_source=w2v_bert, cfm_steps=steps, language=language)
+
+
+def _load_networks(plan: SamplePlanV25, device: torch.device) -> Any:
+    """The folder's networks (no GPT), built on the CPU with the global RNG forked, then moved."""
+    from dataclasses import replace
+
+    from networks.indextts25 import IndexTTS25FilesError, load_indextts25
+    from trainer.synthesis.errors import SynthesisError
+
+    assert plan.folder is not None
+    try:
+        with torch.random.fork_rng(devices=[]):
+            nets = load_indextts25(plan.folder, w2v_bert=plan.w2v_bert_source, load_gpt_weights=False, device="cpu")
+    except (IndexTTS25FilesError, ValueError, FileNotFoundError) as exc:
+        raise SynthesisError(f"--sample-model-dir {plan.folder}: {' '.join(str(exc).split())}") from None
+    if device.type == "cpu":
+        return nets
+    moved = {name: getattr(nets, name).to(device) for name in ("semantic", "codec", "campplus", "s2mel", "vocoder")}
+    return replace(nets, **moved)
+
+
+def speaker_v25(plan: SamplePlanV25, model: torch.nn.Module, tokenizer: Any) -> Any:
+    """text (raw or ids) -> SynthResultV2 with the live 2.5 GPT and the download folder's other networks."""
+    from dataclasses import replace
+
+    from trainer.synthesis.generation import DecodeSettings
+    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
+
+    device = next(model.parameters()).device
+    if plan.networks is None:
+        plan.networks = _load_networks(plan, device)
+    language = plan.language or None
+    synth = SynthesizerV25(replace(plan.networks, gpt=model), tokenizer, language=language)
+    settings = DecodeSettings(seed=SAMPLE_SEED)
+    mel = MelSettings25(steps=plan.cfm_steps, seed=SAMPLE_SEED, duration_factor=1.0)
+    assert plan.reference is not None
+    voice = synth.prepare_voice(plan.reference)  # CAM++ style through the live spk_emb_proj: every save
+    emotion = synth.emotion_vector(voice)
+
+    def speak(text: list[int] | str) -> Any:
+        with torch.no_grad():
+            if isinstance(text, str):
+                return synth.synthesize(text, voice, None, settings, mel, emotion_vector=emotion)
+            return synth.synthesize_ids([text], voice, None, settings, mel, emotion_vector=emotion)
+
+    return speak
