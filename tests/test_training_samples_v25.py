@@ -71,6 +71,16 @@ def test_v25_samples_at_every_save_and_the_run_is_unchanged(ws, data, tmp_path):
             assert info.samplerate == 22050 and info.frames > 0 and item["audio_seconds"] > 0
     assert sorted(p.name for p in (voiced / "samples").iterdir()) == ["step_2", "step_4"]
 
+    # The Training tab's players: the newest save's three wavs, and the older save on request.
+    from webui.sample_saves import SampleEvents, samples_gallery
+
+    saves = SampleEvents(voiced).refresh()
+    gallery = samples_gallery(saves)
+    assert gallery.steps == [4, 2] and gallery.step == 4 and len(gallery.players) == 3
+    assert gallery.note == "step 4: 3 sample(s)"
+    assert all(path.is_file() and path.parent.name == "step_4" for _label, path in gallery.players)
+    assert samples_gallery(saves, 2).step == 2
+
 
 def test_a_failing_v25_sample_is_reported_and_training_goes_on(ws, data, tmp_path, capsys):
     damaged = tmp_path / "IndexTTS-2.5"  # every file is there (the pre-flight passes), the codec is not readable
