@@ -95,8 +95,8 @@ def test_a_failing_v25_sample_is_reported_and_training_goes_on(ws, data, tmp_pat
 
 
 def test_preflight_says_whether_v25_samples_are_made(ws, tmp_path):
-    values = parse_argv(ws.train_argv(max_steps=4))
-    values.update(output_dir=str(tmp_path / "run"), sample_model_dir=str(ws.config.parent))
+    values = parse_argv(ws.train_argv(max_steps=4))  # the demo's command speaks at every save
+    values["output_dir"] = str(tmp_path / "run")
     ok, message = _samples_check(values)
     assert ok and message.startswith("samples at every save: the first 3 validation transcript(s)"), message
     assert f"IndexTTS-2.5 {ws.config.parent} (10 S2Mel steps)" in message

@@ -10,7 +10,8 @@
 - ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
   made deterministically from the text, so the loss visibly falls within a minute of CPU training;
 - ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data;
-- ``DIR/v25/``: the same for IndexTTS-2.5 (``trainer.demo_v25``): a tiny 2.5 GPT, the 2.5 table, 2.5 paired data.
+- ``DIR/v25/``: the same for IndexTTS-2.5 (``trainer.demo_v25``): a whole tiny 2.5 download folder (every network
+  random and tiny, so 2.5 speaks on a CPU), 2.5 paired data.
 
 Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
 """
@@ -205,8 +206,10 @@ v2/            the same for IndexTTS2: checkpoints/ (a tiny v2 GPT, and a tiny r
                and a semantic codec for data preparation), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), audio/
                (synthetic speech + .txt transcripts the Data tab prepares into pairs), runs/.
-v25/           the same for IndexTTS-2.5: checkpoints/ (a tiny 2.5 GPT, config.yaml with version 2.5, the 2.5
-               .tiktoken table), data/ (2.5 paired manifests with the Amharic text, codes/, spk_vec/, emo_vec/), runs/.
+v25/           the same for IndexTTS-2.5: checkpoints/ (a whole tiny 2.5 download folder: config.yaml with
+               version 2.5, gpt.pth, the 2.5 .tiktoken table, codec.pth, s2mel.pth, campplus_cn_common.bin,
+               bigvgan/, w2v-bert-2.0/, wav2vec2bert_stats.pt), data/ (2.5 paired manifests with the Amharic
+               text, codes/, spk_vec/, emo_vec/, wavs/ of the validation prompts), runs/.
 """
 
 

@@ -94,8 +94,10 @@ class DemoV25Paths:
         return synthesis_ready_v25(self.config.parent)
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
+        """The demo's command: the merges scheme, and samples at every save through the demo's own folder."""
+        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
         return demo_train_argv(self.train_manifest, self.val_manifest, self.tokenizer, self.config,
-                               self.base_checkpoint, self.output_dir, max_steps, ("--text-scheme", "merges"))
+                               self.base_checkpoint, self.output_dir, max_steps, ("--text-scheme", "merges", *samples))
 
 
 def speaker_vectors(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
