@@ -39,6 +39,13 @@ def seconds_of_codes(num_codes: int, version: str) -> float:
     return num_codes * V1_SAMPLES_PER_CODE / V1_SAMPLE_RATE
 
 
+def codes_of_seconds(seconds: float, version: str) -> int:
+    """How many codes ``seconds`` of audio become (``seconds_of_codes`` inverted, rounded up)."""
+    if version == "2":
+        return math.ceil(seconds * V2_CODES_PER_SECOND)
+    return math.ceil(seconds * V1_SAMPLE_RATE / V1_SAMPLES_PER_CODE)
+
+
 class RuleError(ValueError):
     """A broken rule: ``code`` is the checker's problem code, ``str(err)`` the one-line message."""
 

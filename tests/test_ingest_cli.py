@@ -1,0 +1,153 @@
+"""The ingest CLI: a killed run resumes to the same clips and manifest; bad input is one line each."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from data_tools.ingest import pipeline
+from data_tools.ingest.pipeline import IngestError, IngestSettings, run_ingest
+from tests.ingest_factory import EnergyVad, tone_recording, tone_speech, write_srt
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_TEST_")}
+    return subprocess.run([sys.executable, "-m", "data_tools.ingest", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**environment, **(env or {})})
+
+
+def _inputs(folder: Path) -> Path:
+    tone_recording(folder / "a_spk" / "long.wav", [2.0, 3.0, 2.5, 3.5], [0.8, 1.0], rate=48000)
+    subbed = tone_recording(folder / "b_spk" / "talk.wav", [2.5, 3.0], [1.0], rate=44100, seed=5)
+    write_srt(folder / "b_spk" / "talk.srt", [(s, e, f"ሰላም ለዓለም ቁጥር {k}") for k, (s, e, _) in
+                                              enumerate(subbed.sentences)])
+    for k in range(2):
+        sf.write(_mk(folder / "c_spk" / f"c{k}.wav"), tone_speech(2.0, 22050, seed=20 + k), 22050)
+        (folder / "c_spk" / f"c{k}.txt").write_text(f"ጤና ይስጥልኝ ቁጥር {k}", encoding="utf-8")
+    return folder
+
+
+def _mk(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def _snapshot(out: Path) -> dict[str, bytes]:
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted((out / "clips").rglob("*.wav"))}
+    files["clips.jsonl"] = (out / "clips.jsonl").read_bytes()
+    return files
+
+
+def _manifest(out: Path) -> str:
+    saved = _cli("save", "--out-dir", str(out), "--json")
+    assert saved.returncode == 0, saved.stderr
+    return Path(json.loads(saved.stdout)["manifest"]).read_text(encoding="utf-8")
+
+
+def test_killed_run_resumes_to_the_same_clips_and_manifest(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path / "in")
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    args = ["run", "--input", str(inputs), "--language", "am", "--quiet"]
+    assert _cli(*args, "--out-dir", str(whole)).returncode == 0
+
+    hooks = {"STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS": "2"}
+    first = _cli(*args, "--out-dir", str(killed), env=hooks)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    assert "test hook" in first.stderr and not (killed / "clips.jsonl").exists()
+    assert len(list((killed / "clips").rglob("*.wav"))) == 2
+    second = _cli(*args, "--out-dir", str(killed), "--json")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["sources_done_before"] == 0  # the kill came inside the first source
+    third = _cli(*args, "--out-dir", str(killed), "--json")
+    assert json.loads(third.stdout)["sources_done_before"] == 4  # all done: nothing redone
+
+    assert _snapshot(killed) == _snapshot(whole)
+    manifest = _manifest(killed)
+    assert manifest == _manifest(whole) and manifest.count("\n") == 4  # 2 cues + 2 transcribed clips
+
+
+def test_bad_inputs_are_one_line_each_and_the_others_go_on(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    tone_recording(folder / "good.wav", [2.0, 2.5], [1.0])
+    tone_recording(folder / "odd.wav", [2.0], [1.0], rate=37800)
+    sf.write(_mk(folder / "phone.wav"), tone_speech(2.0, 8000), 8000)
+    (folder / "empty.wav").write_bytes(b"")
+    (folder / "notes.wav").write_text("not audio at all", encoding="utf-8")
+    (folder / "song.m4a").write_bytes(b"\x00\x00\x00\x18ftypM4A ")
+    tone_recording(folder / "cut.flac", [2.0, 2.0, 2.0], [1.0])
+    data = (folder / "cut.flac").read_bytes()
+    (folder / "cut.flac").write_bytes(data[: len(data) // 2])
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    result = _cli("run", "--input", str(folder), "--out-dir", str(tmp_path / "out"), "--quiet", "--json")
+    assert result.returncode == 0, result.stderr
+    problems = [line for line in result.stderr.splitlines() if line.startswith("problem: ")]
+    expected = {"phone.wav": "8000 Hz is too low", "empty.wav": "empty file", "notes.wav": "unreadable audio",
+                "song.m4a": "m4a is not read"}
+    for name, reason in expected.items():
+        assert any(name in line and reason in line for line in problems), (name, problems)
+    summary = json.loads(result.stdout)
+    rates = {json.loads(line)["source"]: json.loads(line)["sample_rate"]
+             for line in (tmp_path / "out" / "clips.jsonl").read_text(encoding="utf-8").splitlines()}
+    assert rates["odd"] == 44100 and rates["good"] == 24000  # odd rates resampled, standard ones kept
+    assert "cut" in rates or any("cut.flac" in line for line in problems)
+    assert summary["clips"] >= 3
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # inputs untouched
+
+
+def test_disk_full_stops_in_one_line_and_keeps_finished_sources(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "in"
+    tone_recording(folder / "a.wav", [2.0], [1.0])
+    tone_recording(folder / "b.wav", [2.0], [1.0], seed=3)
+    real = pipeline.write_clip
+    calls = []
+
+    def filling(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "write_clip", filling)
+    with pytest.raises(IngestError, match=r"disk full while writing into .*rerun to continue"):
+        run_ingest(IngestSettings(folder, tmp_path / "out"), vad_model=EnergyVad())
+    assert (tmp_path / "out" / "sources" / "a.json").is_file() and not (tmp_path / "out" / "sources" / "b.json").exists()
+    monkeypatch.setattr(pipeline, "write_clip", real)
+    summary = run_ingest(IngestSettings(folder, tmp_path / "out"), vad_model=EnergyVad())
+    assert summary.sources_done_before == 1 and summary.clips == 2
+
+
+def test_changed_slicing_settings_are_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    tone_recording(folder / "a.wav", [2.0], [1.0])
+    run_ingest(IngestSettings(folder, tmp_path / "out"), vad_model=EnergyVad())
+    result = _cli("run", "--input", str(folder), "--out-dir", str(tmp_path / "out"), "--aim-max", "10", "--quiet")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "other settings (aim_max)" in result.stderr
+
+
+def test_help_and_store_commands(tmp_path: Path) -> None:
+    assert "--asr-model" in _cli("run", "--help").stdout
+    folder = tmp_path / "in"
+    folder.mkdir()
+    sf.write(str(folder / "x.wav"), np.concatenate([np.zeros(4000, np.float32), tone_speech(2.0, 22050)]), 22050)
+    (folder / "x.txt").write_text("ሰላም ለዓለም እንዴት ናችሁ", encoding="utf-8")
+    out = str(tmp_path / "out")
+    assert _cli("run", "--input", str(folder), "--out-dir", out, "--quiet").returncode == 0
+    assert _cli("text", "--out-dir", out, "x", "ሰላም ለሁሉም").returncode == 0
+    listed = json.loads(_cli("list", "--out-dir", out, "--json").stdout)
+    assert listed["clips"][0]["text"] == "ሰላም ለሁሉም" and listed["total"] == 1
+    assert "deleted" in _cli("delete", "--out-dir", out, "x").stdout
+    missing = _cli("restore", "--out-dir", out, "nope")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no clip 'nope'")
