@@ -15,6 +15,7 @@ import pytest
 import soundfile as sf
 
 from data_tools.ingest import pipeline
+from data_tools.ingest.__main__ import main
 from data_tools.ingest.pipeline import IngestError, IngestSettings, run_ingest
 from tests.ingest_factory import EnergyVad, tone_recording, tone_speech, write_srt
 
@@ -38,6 +39,14 @@ def _inputs(folder: Path) -> Path:
     return folder
 
 
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    """The CLI in this process (the subprocess is kept for what needs one: a kill)."""
+    capsys.readouterr()
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def _mk(path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     return str(path)
@@ -49,17 +58,17 @@ def _snapshot(out: Path) -> dict[str, bytes]:
     return files
 
 
-def _manifest(out: Path) -> str:
-    saved = _cli("save", "--out-dir", str(out), "--json")
-    assert saved.returncode == 0, saved.stderr
-    return Path(json.loads(saved.stdout)["manifest"]).read_text(encoding="utf-8")
+def _manifest(capsys, out: Path) -> str:
+    code, stdout, _ = _main(capsys, "save", "--out-dir", str(out), "--json")
+    assert code == 0
+    return Path(json.loads(stdout)["manifest"]).read_text(encoding="utf-8")
 
 
-def test_killed_run_resumes_to_the_same_clips_and_manifest(tmp_path: Path) -> None:
+def test_killed_run_resumes_to_the_same_clips_and_manifest(tmp_path: Path, capsys) -> None:
     inputs = _inputs(tmp_path / "in")
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     args = ["run", "--input", str(inputs), "--language", "am", "--quiet"]
-    assert _cli(*args, "--out-dir", str(whole)).returncode == 0
+    assert _main(capsys, *args, "--out-dir", str(whole))[0] == 0
 
     hooks = {"STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS": "2"}
     first = _cli(*args, "--out-dir", str(killed), env=hooks)
@@ -69,15 +78,15 @@ def test_killed_run_resumes_to_the_same_clips_and_manifest(tmp_path: Path) -> No
     second = _cli(*args, "--out-dir", str(killed), "--json")
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["sources_done_before"] == 0  # the kill came inside the first source
-    third = _cli(*args, "--out-dir", str(killed), "--json")
-    assert json.loads(third.stdout)["sources_done_before"] == 4  # all done: nothing redone
+    code, stdout, _ = _main(capsys, *args, "--out-dir", str(killed), "--json")
+    assert code == 0 and json.loads(stdout)["sources_done_before"] == 4  # all done: nothing redone
 
     assert _snapshot(killed) == _snapshot(whole)
-    manifest = _manifest(killed)
-    assert manifest == _manifest(whole) and manifest.count("\n") == 4  # 2 cues + 2 transcribed clips
+    manifest = _manifest(capsys, killed)
+    assert manifest == _manifest(capsys, whole) and manifest.count("\n") == 4  # 2 cues + 2 transcribed clips
 
 
-def test_bad_inputs_are_one_line_each_and_the_others_go_on(tmp_path: Path) -> None:
+def test_bad_inputs_are_one_line_each_and_the_others_go_on(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "in"
     tone_recording(folder / "good.wav", [2.0, 2.5], [1.0])
     tone_recording(folder / "odd.wav", [2.0], [1.0], rate=37800)
@@ -90,14 +99,15 @@ def test_bad_inputs_are_one_line_each_and_the_others_go_on(tmp_path: Path) -> No
     (folder / "cut.flac").write_bytes(data[: len(data) // 2])
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
 
-    result = _cli("run", "--input", str(folder), "--out-dir", str(tmp_path / "out"), "--quiet", "--json")
-    assert result.returncode == 0, result.stderr
-    problems = [line for line in result.stderr.splitlines() if line.startswith("problem: ")]
+    code, stdout, stderr = _main(capsys, "run", "--input", str(folder), "--out-dir", str(tmp_path / "out"),
+                                 "--quiet", "--json")
+    assert code == 0, stderr
+    problems = [line for line in stderr.splitlines() if line.startswith("problem: ")]
     expected = {"phone.wav": "8000 Hz is too low", "empty.wav": "empty file", "notes.wav": "unreadable audio",
                 "song.m4a": "m4a is not read"}
     for name, reason in expected.items():
         assert any(name in line and reason in line for line in problems), (name, problems)
-    summary = json.loads(result.stdout)
+    summary = json.loads(stdout)
     rates = {json.loads(line)["source"]: json.loads(line)["sample_rate"]
              for line in (tmp_path / "out" / "clips.jsonl").read_text(encoding="utf-8").splitlines()}
     assert rates["odd"] == 44100 and rates["good"] == 24000  # odd rates resampled, standard ones kept
@@ -128,26 +138,31 @@ def test_disk_full_stops_in_one_line_and_keeps_finished_sources(tmp_path: Path, 
     assert summary.sources_done_before == 1 and summary.clips == 2
 
 
-def test_changed_slicing_settings_are_refused(tmp_path: Path) -> None:
+def test_changed_slicing_settings_are_refused(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "in"
     tone_recording(folder / "a.wav", [2.0], [1.0])
     run_ingest(IngestSettings(folder, tmp_path / "out"), vad_model=EnergyVad())
-    result = _cli("run", "--input", str(folder), "--out-dir", str(tmp_path / "out"), "--aim-max", "10", "--quiet")
-    assert result.returncode == 2 and result.stderr.count("\n") == 1
-    assert "other settings (aim_max)" in result.stderr
+    code, _, err = _main(capsys, "run", "--input", str(folder), "--out-dir", str(tmp_path / "out"), "--aim-max", "10",
+                         "--quiet")
+    assert code == 2 and err.count("\n") == 1 and "other settings (aim_max)" in err
 
 
-def test_help_and_store_commands(tmp_path: Path) -> None:
-    assert "--asr-model" in _cli("run", "--help").stdout
+def test_help_and_store_commands(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "--asr-model" in capsys.readouterr().out
     folder = tmp_path / "in"
     folder.mkdir()
     sf.write(str(folder / "x.wav"), np.concatenate([np.zeros(4000, np.float32), tone_speech(2.0, 22050)]), 22050)
     (folder / "x.txt").write_text("ሰላም ለዓለም እንዴት ናችሁ", encoding="utf-8")
     out = str(tmp_path / "out")
-    assert _cli("run", "--input", str(folder), "--out-dir", out, "--quiet").returncode == 0
-    assert _cli("text", "--out-dir", out, "x", "ሰላም ለሁሉም").returncode == 0
-    listed = json.loads(_cli("list", "--out-dir", out, "--json").stdout)
+    assert _main(capsys, "run", "--input", str(folder), "--out-dir", out, "--quiet")[0] == 0
+    assert _main(capsys, "text", "--out-dir", out, "x", "ሰላም ለሁሉም")[0] == 0
+    listed = json.loads(_main(capsys, "list", "--out-dir", out, "--json")[1])
     assert listed["clips"][0]["text"] == "ሰላም ለሁሉም" and listed["total"] == 1
-    assert "deleted" in _cli("delete", "--out-dir", out, "x").stdout
-    missing = _cli("restore", "--out-dir", out, "nope")
-    assert missing.returncode == 2 and missing.stderr.startswith("error: no clip 'nope'")
+    assert "page 1 of 1" in _main(capsys, "list", "--out-dir", out)[1]
+    assert "deleted" in _main(capsys, "delete", "--out-dir", out, "x")[1]
+    code, _, err = _main(capsys, "restore", "--out-dir", out, "nope")
+    assert code == 2 and err.startswith("error: no clip 'nope'") and err.count("\n") == 1
+    code, _, err = _main(capsys, "run", "--input", str(tmp_path / "nowhere"), "--out-dir", out)
+    assert code == 2 and "input not found" in err
