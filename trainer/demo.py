@@ -9,6 +9,7 @@
 - ``DIR/tokenizers/amharic_extended.model``: the base tokenizer extended with Amharic pieces;
 - ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
   made deterministically from the text, so the loss visibly falls within a minute of CPU training;
+- ``DIR/recordings/``: two long-ish demo recordings (one with subtitles) for ingest (``trainer.demo_recordings``);
 - ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data.
 
 Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
@@ -28,6 +29,7 @@ from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
 from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
+from trainer.demo_recordings import demo_recordings_exist, write_demo_recordings
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "demo_assets"
@@ -174,6 +176,8 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     if paths.exists() and not force:
         if not DemoV2Paths.under(paths.root).exists():  # a workspace made before the IndexTTS2 demo existed
             build_demo_v2(paths.root, sentences, n_val, seed)
+        if not demo_recordings_exist(paths.root):  # ... or before the demo recordings for ingest
+            write_demo_recordings(paths.root, sentences)
         return paths
     with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
         _write_tokenizers(paths, Path(scratch))
@@ -184,6 +188,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     _write_models(paths, config, seed)
     _write_data(paths, sentences, n_val)
     build_demo_v2(paths.root, sentences, n_val, seed)
+    write_demo_recordings(paths.root, sentences)
     atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
     return paths
 
@@ -197,6 +202,8 @@ tokenizers/    amharic_extended.model: bpe.model plus Amharic pieces (base ids u
 data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences; codes/ and cond_mels/ hold
                their .npy files (codes are derived from the text so the model has something to learn).
 runs/          training output directories.
+recordings/    two demo recordings for the Data tab's "Recordings -> clips" (ingest): story.wav with its subtitles
+               story.srt, and interview.wav without (sliced by voice activity). A speech-like sound, not speech.
 v2/            the same for IndexTTS2: checkpoints/ (a tiny v2 GPT), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), runs/.
 """
