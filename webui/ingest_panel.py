@@ -12,6 +12,7 @@ none is bundled: a Hub id is downloaded by transformers when the job starts, a l
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,11 +141,11 @@ def summary_html(result: JobResult | None) -> str:
               f"{summary.get('sources_done_before', 0)} done before), {rejected} rejected by the gates, "
               f"{summary.get('transcribed', 0)} transcribed, {summary.get('left_out_fragments', 0)} short "
               f"fragment(s) left out, {len(problems)} problem(s) in {summary.get('out_dir', '')}")
-    html = badge_html("SLICED", detail, "warn" if problems else "ok")
+    shown = badge_html("SLICED", detail, "warn" if problems else "ok")
     if problems:
-        items = "".join(f"<li>{html.escape(p)}</li>" for p in problems[:20])
-        html += f"<ul class='ingest-problems'>{items}</ul>"
-    return html
+        items = "".join(f"<li>{html.escape(problem)}</li>" for problem in problems[:20])
+        shown += f"<ul class='ingest-problems'>{items}</ul>"
+    return shown
 
 
 # -- layout -----------------------------------------------------------------------------------------------
