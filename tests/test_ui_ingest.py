@@ -216,3 +216,42 @@ def test_demo_recordings_need_no_espeak(tmp_path: Path):
         info = sf.info(str(folder / name))
         assert info.samplerate == 22050 and info.duration > 8
     assert cues[-1].end < sf.info(str(folder / "story.wav")).duration
+
+
+def test_an_edit_not_applied_yet_is_shown():
+    assert proofread_panel.pending_note(None, "ሌላ", "ሰላም") == ""  # no clip picked
+    assert proofread_panel.pending_note("c1", " ሰላም  ለዓለም ", "ሰላም ለዓለም") == ""  # spaces are tidied on save
+    assert "NOT APPLIED" in proofread_panel.pending_note("c1", "ሰላም ዓለም", "ሰላም ለዓለም")
+
+
+def test_the_job_transcribes_with_a_local_model_under_the_supervisor(tmp_path: Path):
+    """The Start button's command, run for real by the studio's supervisor, with a tiny MMS-style model folder
+    (clips with a .txt beside them: no voice activity needed, so this stays quick)."""
+    from tests.speech_model_factory import LETTERS, build_mms_style_model
+    from webui.context import StudioContext
+    from webui.process_tools import wait_until
+    from webui.report_jobs import job_result, start_job
+
+    clips = tmp_path / "recordings" / "spk"
+    clips.mkdir(parents=True)
+    for k in range(2):
+        sf.write(str(clips / f"c{k}.wav"), tone_speech(2.0 + k, 22050, seed=k), 22050)
+        (clips / f"c{k}.txt").write_text(["ሰላም ለዓለም ቁጥር አንድ", "ዛሬ ጥሩ ቀን ነው እንገናኝ"][k], encoding="utf-8")
+    build_mms_style_model(tmp_path / "models" / "mms", {"amh": LETTERS, "eng": "klmnop"})
+    ctx = StudioContext.create(tmp_path)
+    job = ingest_panel.INGEST_JOB
+    argv = ingest_panel.ingest_argv(ctx.python, "recordings", "ingest", "am", "", "models/mms", "amh", "cpu", "", "",
+                                    tmp_path, job.report_path(ctx))
+    try:
+        start_job(ctx, job, argv)
+        assert wait_until(lambda: job_result(ctx, job).ended, 300, interval_s=0.5)
+        result = job_result(ctx, job)
+        assert result.state == "finished", result.view.log
+        assert "2 clip(s) from 2 recording(s)" in ingest_panel.summary_html(result)
+        assert "2 transcribed" in ingest_panel.summary_html(result)
+        view = proofread_panel.page_view("ingest", 0, "all", 20, tmp_path)
+        assert len(view.ids) == 2 and all(value != "" for value in view.table["confidence"])
+        _, clip = proofread_panel.select_clip("ingest", view.ids[0], tmp_path)
+        assert "ASR (" in clip.details and "transcript text:" in clip.details  # both texts shown
+    finally:
+        job.supervisor(ctx).force_stop()

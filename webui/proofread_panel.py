@@ -161,6 +161,13 @@ def change_clip(action: str, folder: str | None, clip_id: str | None, text: str 
     return badge_html("SAVED", done, "ok"), clip_view(store, clip["id"])
 
 
+def pending_note(clip_id: str | None, typed: str | None, stored: str | None) -> str:
+    """A note while the editor holds a transcript that differs from the stored one (Apply saves it)."""
+    if not clip_id or " ".join((typed or "").split()) == " ".join((stored or "").split()):
+        return ""
+    return badge_html("NOT APPLIED", "the transcript differs from the saved one: Apply edit saves it", "warn")
+
+
 def save_manifest(folder: str | None, workspace: Path | str) -> tuple[str, str]:
     """Write a new manifest of the kept clips: (message, its path or '')."""
     from data_tools.ingest.store import StoreError
@@ -222,14 +229,15 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
         label = gr.HTML(value=lambda: first().label, elem_id="proof-page-label")
         nxt = gr.Button("Next ▶", scale=0, min_width=90, elem_id="proof-next")
         refresh = gr.Button("Refresh", scale=0, min_width=90, elem_id="proof-refresh")
-    message = gr.HTML(elem_id="proof-message")
     # Callable values are computed on each page load: a reload shows the folder as it is on disk now.
     table = gr.Dataframe(value=lambda: first().table, interactive=False, wrap=True, max_height=900,
                          column_widths=["12%", "8%", "20%", "7%", "30%", "8%", "15%"],
                          label="Clips (click a row)", elem_id="proof-table")
+    message = gr.HTML(elem_id="proof-message")
     page = gr.State(0)
     ids = gr.State(lambda: first().ids)
     selected = gr.State(None)
+    loaded = gr.State("")  # the selected clip's transcript as stored: the editor differs from it until Apply
     with gr.Row():
         with gr.Column(scale=2):
             details = gr.HTML(elem_id="proof-details")
@@ -237,6 +245,7 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
         with gr.Column(scale=3):
             text = gr.Textbox(value="", lines=2, max_lines=6, label="Transcript (edit, then Apply)",
                               elem_id="proof-text")
+            pending = gr.HTML(elem_id="proof-pending")
             with gr.Row():
                 apply = gr.Button("Apply edit", variant="primary", elem_id="proof-apply")
                 delete = gr.Button("Delete clip", variant="stop", elem_id="proof-delete")
@@ -252,7 +261,8 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
         return page_values(page_view(path, max(0, target), filter_, size, workspace))
 
     def clip_outputs(view: ClipView) -> list[Any]:
-        return [view.clip_id, view.audio, view.text, view.details]
+        # The editor now holds the stored text: nothing pending (its .change may not fire if the text is the same).
+        return [view.clip_id, view.audio, view.text, view.details, view.text, ""]
 
     def on_select(path: str, listed: list[str], event: gr.SelectData) -> list[Any]:
         note, view = select_clip(path, picked_id(listed, event.index, event.row_value), workspace)
@@ -266,7 +276,7 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
         return handler
 
     paging = [page, page_size, status, folder]
-    clip_out = [selected, audio, text, details]
+    clip_out = [selected, audio, text, details, loaded, pending]
     for button, where in ((prev, "prev"), (nxt, "next"), (refresh, "same")):
         button.click(lambda *values, where=where: show_page(where, *values), inputs=paging,
                      outputs=panel.page_outputs)
@@ -276,5 +286,7 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
     changing = [folder, selected, text, page, page_size, status]
     for button, action in ((apply, "text"), (delete, "delete"), (restore, "restore")):
         button.click(on_change(action), inputs=changing, outputs=[message, *clip_out, table, label, page, ids])
+    # .change, not .input: Gradio's Textbox sends .input only on key presses, and a paste must be seen too.
+    text.change(pending_note, inputs=[selected, text, loaded], outputs=pending, show_progress="hidden")
     save.click(lambda path: save_manifest(path, workspace), inputs=folder, outputs=[message, manifest])
     return panel

@@ -81,11 +81,17 @@ def test_recordings_to_a_proofread_manifest_in_the_browser(page, studio_workspac
         click_row(page, edited)
         rate, frames = served_audio(page, "proof-audio")
         assert rate == 22050 and frames > 0
-        page.locator("#proof-audio #duration").wait_for(timeout=UI_TIMEOUT_MS)
-        assert page.locator("#proof-audio #duration").inner_text() != "0:00"
-        page.locator("#proof-text textarea").fill(CORRECTED)
+        page.wait_for_function("() => { const d = document.querySelector('#proof-audio #duration');"
+                               " return d && d.innerText.trim() !== '' && d.innerText.trim() !== '0:00'; }",
+                               timeout=UI_TIMEOUT_MS)  # the player has loaded the clip
+        editor = page.locator("#proof-text textarea")
+        editor.click()
+        editor.press("ControlOrMeta+a")
+        page.keyboard.insert_text(CORRECTED)  # a paste: an input event without key presses
+        page.locator("#proof-pending .studio-badge").wait_for(timeout=UI_TIMEOUT_MS)
         page.locator("#proof-apply").click()
         wait_message(page, f"transcript of {edited} saved")
+        page.wait_for_function("() => !document.querySelector('#proof-pending .studio-badge')", timeout=UI_TIMEOUT_MS)
         page.wait_for_function("([id, text]) => [...document.querySelectorAll('#proof-table [role=row]')]"
                                ".some(row => row.innerText.includes(id) && row.innerText.includes(text))",
                                arg=[edited, CORRECTED], timeout=UI_TIMEOUT_MS)
@@ -100,6 +106,9 @@ def test_recordings_to_a_proofread_manifest_in_the_browser(page, studio_workspac
         saved = {row["id"]: row for row in map(json.loads, manifest.read_text(encoding="utf-8").splitlines())}
         assert saved[edited]["text"] == CORRECTED and deleted not in saved
         assert len(saved) == 5 and all((manifest.parent / row["audio"]).is_file() for row in saved.values())
+        page.locator("#proof-use-manifest").click()  # on to preprocessing
+        page.wait_for_function("(path) => document.querySelector('#data-prep-input textarea').value === path",
+                               arg=str(manifest), timeout=UI_TIMEOUT_MS)
         page.screenshot(path=str(artifacts / "ingest-proofread.png"), full_page=True)
 
         page.reload()  # the edits come back from disk
