@@ -197,11 +197,16 @@ class ProofreadPanel:
     label: gr.HTML
     table: gr.Dataframe
     message: gr.HTML
-    manifest: gr.Textbox
+    manifest: gr.Textbox | None = None  # the last manifest saved (laid out below the editor)
 
     @property
     def page_outputs(self) -> list[Any]:
         return [self.message, self.table, self.label, self.page, self.ids]
+
+    @property
+    def paging(self) -> list[Any]:
+        """What show_page() reads, in its order."""
+        return [self.page, self.page_size, self.status, self.folder]
 
 
 def page_values(view: PageView) -> list[Any]:
@@ -209,16 +214,34 @@ def page_values(view: PageView) -> list[Any]:
     return [view.message, view.table, view.label, view.page, view.ids]
 
 
-def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
-    """The proofreading table, player and editor for the ingest folder typed in ``folder``."""
-    workspace = ctx.workspace
-    gr.Markdown("#### Proofread\nWorst first: clips the gates rejected, then the least sure transcripts. Click a "
-                "row to hear it and correct its transcript (type or paste Amharic). Every change is saved at once; "
-                "**Save manifest** writes a new manifest of the kept clips.")
+@dataclass
+class ClipEditor:
+    selected: gr.State  # the clip id
+    audio: gr.Audio
+    text: gr.Textbox
+    details: gr.HTML
+    loaded: gr.State  # the clip's transcript as stored: the editor differs from it until Apply
+    pending: gr.HTML
+    apply: gr.Button
+    delete: gr.Button
+    restore: gr.Button
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self.selected, self.audio, self.text, self.details, self.loaded, self.pending]
+
+
+def clip_values(view: ClipView) -> list[Any]:
+    """A ClipView in ClipEditor.outputs order. The editor then holds the stored text: nothing is pending (its
+    .change does not fire when the text stays the same, so the note is cleared here)."""
+    return [view.clip_id, view.audio, view.text, view.details, view.text, ""]
+
+
+def _table(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
     default_folder = folder.value
 
     def first() -> PageView:  # the first page of the folder field's default, at each page load
-        return page_view(default_folder, 0, ALL, DEFAULT_PAGE_SIZE, workspace)
+        return page_view(default_folder, 0, ALL, DEFAULT_PAGE_SIZE, ctx.workspace)
 
     with gr.Row(equal_height=True):
         status = gr.Dropdown(choices=status_choices(), value=ALL, label="Show", scale=1, min_width=120,
@@ -226,18 +249,30 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
         page_size = gr.Dropdown(choices=list(PAGE_SIZES), value=DEFAULT_PAGE_SIZE, label="Per page", scale=1,
                                 min_width=100, elem_id="proof-page-size")
         prev = gr.Button("◀ Prev", scale=0, min_width=90, elem_id="proof-prev")
+        # Callable values are computed on each page load: a reload shows the folder as it is on disk now.
         label = gr.HTML(value=lambda: first().label, elem_id="proof-page-label")
         nxt = gr.Button("Next ▶", scale=0, min_width=90, elem_id="proof-next")
         refresh = gr.Button("Refresh", scale=0, min_width=90, elem_id="proof-refresh")
-    # Callable values are computed on each page load: a reload shows the folder as it is on disk now.
     table = gr.Dataframe(value=lambda: first().table, interactive=False, wrap=True, max_height=900,
-                         column_widths=["12%", "8%", "20%", "7%", "30%", "8%", "15%"],
+                         column_widths=["11%", "9%", "20%", "7%", "31%", "8%", "14%"],
                          label="Clips (click a row)", elem_id="proof-table")
     message = gr.HTML(elem_id="proof-message")
-    page = gr.State(0)
-    ids = gr.State(lambda: first().ids)
-    selected = gr.State(None)
-    loaded = gr.State("")  # the selected clip's transcript as stored: the editor differs from it until Apply
+    panel = ProofreadPanel(folder, status, page_size, gr.State(0), gr.State(lambda: first().ids), label, table,
+                           message)
+
+    def show_page(where: str, shown: int, size: int, filter_: str, path: str) -> list[Any]:
+        target = {"prev": shown - 1, "next": shown + 1}.get(where, shown if where == "same" else 0)
+        return page_values(page_view(path, max(0, target), filter_, size, ctx.workspace))
+
+    for button, where in ((prev, "prev"), (nxt, "next"), (refresh, "same")):
+        button.click(lambda *values, where=where: show_page(where, *values), inputs=panel.paging,
+                     outputs=panel.page_outputs)
+    for control in (status, page_size):
+        control.change(lambda *values: show_page("first", *values), inputs=panel.paging, outputs=panel.page_outputs)
+    return panel
+
+
+def _editor() -> ClipEditor:
     with gr.Row():
         with gr.Column(scale=2):
             details = gr.HTML(elem_id="proof-details")
@@ -250,43 +285,44 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
                 apply = gr.Button("Apply edit", variant="primary", elem_id="proof-apply")
                 delete = gr.Button("Delete clip", variant="stop", elem_id="proof-delete")
                 restore = gr.Button("Restore clip", elem_id="proof-restore")
-    with gr.Row(equal_height=True):
-        save = gr.Button("Save manifest", variant="primary", scale=1, elem_id="proof-save")
-        manifest = gr.Textbox(value="", interactive=False, scale=4, label="Last manifest saved",
-                              elem_id="proof-manifest")
-    panel = ProofreadPanel(folder, status, page_size, page, ids, label, table, message, manifest)
+    return ClipEditor(gr.State(None), audio, text, details, gr.State(""), pending, apply, delete, restore)
 
-    def show_page(where: str, shown: int, size: int, filter_: str, path: str) -> list[Any]:
-        target = {"prev": shown - 1, "next": shown + 1}.get(where, shown if where == "same" else 0)
-        return page_values(page_view(path, max(0, target), filter_, size, workspace))
 
-    def clip_outputs(view: ClipView) -> list[Any]:
-        # The editor now holds the stored text: nothing pending (its .change may not fire if the text is the same).
-        return [view.clip_id, view.audio, view.text, view.details, view.text, ""]
+def _wire_editor(ctx: Any, panel: ProofreadPanel, editor: ClipEditor) -> None:
+    workspace = ctx.workspace
 
     def on_select(path: str, listed: list[str], event: gr.SelectData) -> list[Any]:
         note, view = select_clip(path, picked_id(listed, event.index, event.row_value), workspace)
-        return [note, *clip_outputs(view)]
+        return [note, *clip_values(view)]
 
     def on_change(action: str):
         def handler(path: str, clip_id: str | None, typed: str, shown: int, size: int, filter_: str) -> list[Any]:
             note, view = change_clip(action, path, clip_id, typed, workspace)
             listing = page_view(path, shown, filter_, size, workspace)
-            return [note, *clip_outputs(view), *page_values(listing)[1:]]
+            return [note, *clip_values(view), *page_values(listing)[1:]]
         return handler
 
-    paging = [page, page_size, status, folder]
-    clip_out = [selected, audio, text, details, loaded, pending]
-    for button, where in ((prev, "prev"), (nxt, "next"), (refresh, "same")):
-        button.click(lambda *values, where=where: show_page(where, *values), inputs=paging,
-                     outputs=panel.page_outputs)
-    for control in (status, page_size):
-        control.change(lambda *values: show_page("first", *values), inputs=paging, outputs=panel.page_outputs)
-    table.select(on_select, inputs=[folder, ids], outputs=[message, *clip_out])
-    changing = [folder, selected, text, page, page_size, status]
-    for button, action in ((apply, "text"), (delete, "delete"), (restore, "restore")):
-        button.click(on_change(action), inputs=changing, outputs=[message, *clip_out, table, label, page, ids])
+    panel.table.select(on_select, inputs=[panel.folder, panel.ids], outputs=[panel.message, *editor.outputs])
+    changing = [panel.folder, editor.selected, editor.text, panel.page, panel.page_size, panel.status]
+    for button, action in ((editor.apply, "text"), (editor.delete, "delete"), (editor.restore, "restore")):
+        button.click(on_change(action), inputs=changing, outputs=[*panel.page_outputs[:1], *editor.outputs,
+                                                                 *panel.page_outputs[1:]])
     # .change, not .input: Gradio's Textbox sends .input only on key presses, and a paste must be seen too.
-    text.change(pending_note, inputs=[selected, text, loaded], outputs=pending, show_progress="hidden")
-    save.click(lambda path: save_manifest(path, workspace), inputs=folder, outputs=[message, manifest])
+    editor.text.change(pending_note, inputs=[editor.selected, editor.text, editor.loaded], outputs=editor.pending,
+                       show_progress="hidden")
+
+
+def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
+    """The proofreading table, player and editor for the ingest folder typed in ``folder``."""
+    gr.Markdown("#### Proofread\nWorst first: clips the gates rejected, then the least sure transcripts. Click a "
+                "row to hear it and correct its transcript (type or paste Amharic). Every change is saved at once; "
+                "**Save manifest** writes a new manifest of the kept clips.")
+    panel = _table(ctx, folder)
+    editor = _editor()
+    _wire_editor(ctx, panel, editor)
+    with gr.Row(equal_height=True):
+        save = gr.Button("Save manifest", variant="primary", scale=1, elem_id="proof-save")
+        panel.manifest = gr.Textbox(value="", interactive=False, scale=4, label="Last manifest saved",
+                                    elem_id="proof-manifest")
+    save.click(lambda path: save_manifest(path, ctx.workspace), inputs=folder, outputs=[panel.message, panel.manifest])
     return panel

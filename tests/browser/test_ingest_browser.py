@@ -129,3 +129,15 @@ def test_recordings_to_a_proofread_manifest_in_the_browser(page, studio_workspac
         second = Path(page.locator("#proof-manifest textarea").input_value())
         assert second != manifest and manifest.is_file()  # never over an earlier one
         page.screenshot(path=str(artifacts / "ingest-after-restart.png"), full_page=True)
+
+        # The suggested Amharic ASR models, with their licences; picking one fills the model and MMS language.
+        page.get_by_text("Transcription (optional)").click()
+        suggestions = page.locator("#ingest-asr-suggestions")
+        suggestions.wait_for(timeout=UI_TIMEOUT_MS)
+        assert "facebook/mms-1b-all" in suggestions.inner_text() and "CC-BY-NC-4.0" in suggestions.inner_text()
+        page.locator("#ingest-asr-pick input").click()
+        page.get_by_role("option", name="facebook/mms-1b-all", exact=True).click()
+        page.wait_for_function("() => document.querySelector('#ingest-asr-model textarea, #ingest-asr-model input')"
+                               "?.value === 'facebook/mms-1b-all'", timeout=UI_TIMEOUT_MS)
+        assert page.locator("#ingest-asr-lang").locator("textarea, input").first.input_value() == "amh"
+        page.locator("#ingest-asr-suggestions").screenshot(path=str(artifacts / "ingest-asr-models.png"))
