@@ -82,6 +82,7 @@ def test_killed_run_resumes_to_the_same_clips_and_manifest(tmp_path: Path, capsy
     assert code == 0 and json.loads(stdout)["sources_done_before"] == 4  # all done: nothing redone
 
     assert _snapshot(killed) == _snapshot(whole)
+    assert not [p for p in killed.rglob("*") if p.name.endswith(".tmp")]
     manifest = _manifest(capsys, killed)
     assert manifest == _manifest(capsys, whole) and manifest.count("\n") == 4  # 2 cues + 2 transcribed clips
 

@@ -94,3 +94,11 @@ def test_a_bad_subtitle_file_leaves_its_recording_out_and_the_others_go_on(tmp_p
     assert summary.clips == 2
     again = run_ingest(IngestSettings(folder, tmp_path / "out"), vad_model=EnergyVad())
     assert again.sources_done_before == 1 and len(again.problems) == 1  # the bad one is tried again, not lost
+
+
+def test_refined_cues_never_overlap() -> None:
+    from data_tools.ingest.subtitles import refine
+
+    cues = [Cue(1.0, 2.1, "a", "c1"), Cue(1.5, 3.0, "b", "c2")]  # c2 would snap back to 1.05
+    refined = refine(cues, [(1.05, 1.95), (2.0, 2.9)], snap=0.5)
+    assert refined[0][1] <= refined[1][0] and [r[2] for r in refined] == ["a", "b"]

@@ -107,6 +107,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         raise IngestError(str(exc)) from None
     out = Path(settings.out_dir)
     _claim_folder(out, settings)
+    if transcriber is None and settings.asr_model:
+        transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
     try:
         sources, problems = find_sources(settings.input, settings.speaker, settings.speaker_level,
                                          settings.speaker_column)
@@ -148,6 +150,9 @@ def _claim_folder(out: Path, settings: IngestSettings) -> None:
         changed = [k for k, v in settings.fixed()["slicing"].items() if recorded.get("slicing", {}).get(k) != v]
         what = ", ".join(changed) or "loudness target or format"
         raise IngestError(f"{out} was made with other settings ({what}); use a new --out-dir or the same settings")
+    for folder in ("clips", "sources", "manifests", "."):  # temp files of writes a kill cut short
+        for stale in (out / folder).rglob(".*.tmp") if folder != "." else out.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)
     if recorded is None:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -231,8 +236,6 @@ def _records(out: Path) -> list[tuple[Path, dict[str, Any]]]:
 def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress: Progress | None) -> int:
     import soundfile as sf
 
-    if transcriber is None:
-        transcriber = load_transcriber(settings)
     pending = [(path, record) for path, record in _records(out)
                if any(clip.get("asr_text") is None for clip in record["clips"])]
     total = sum(1 for _, record in pending for clip in record["clips"] if clip.get("asr_text") is None)

@@ -108,6 +108,8 @@ def refine(cues: list[Cue], regions: list[tuple[float, float]], snap: float) -> 
         end = _nearest(ends, cue.end, snap)
         if end - start <= 0.05:
             start, end = cue.start, cue.end
+        if out and start < out[-1][1]:  # two cues snapped onto one pause: they meet there
+            start = out[-1][1]
         out.append((start, end, cue.text))
     return out
 
