@@ -45,10 +45,10 @@ def suggested_models() -> list[Any]:
 
 def suggestions_markdown() -> str:
     """The suggested Amharic ASR models as a table: id, MMS language, licence, what it is."""
-    lines = ["| model | target_lang | licence | notes |", "|---|---|---|---|"]
+    lines = ["| model | MMS target_lang | licence | licence checked on the model card | notes |", "|---|---|---|---|---|"]
     for model in suggested_models():
-        checked = "" if model.verified else " (not verified against the model card)"
-        lines.append(f"| `{model.model}` | {model.target_lang or '-'} | {model.licence} | {model.note}{checked} |")
+        checked = "yes" if model.verified else "no"
+        lines.append(f"| `{model.model}` | {model.target_lang or '-'} | {model.licence} | {checked} | {model.note} |")
     return ("Suggested Amharic speech recognisers (CTC). None is bundled: a model id is downloaded from the "
             "Hugging Face Hub when the job starts; check the licence on its model card before use.\n\n"
             + "\n".join(lines))
