@@ -256,3 +256,16 @@ def test_the_job_transcribes_with_a_local_model_under_the_supervisor(tmp_path: P
         assert "ASR (" in clip.details and "transcript text:" in clip.details  # both texts shown
     finally:
         job.supervisor(ctx).force_stop()
+
+
+def test_a_workspace_made_before_the_demo_recordings_gets_them(demo_workspace, tmp_path: Path):
+    import shutil
+
+    from trainer.demo import build_demo
+    from trainer.demo_recordings import demo_recordings_exist
+
+    assert demo_recordings_exist(demo_workspace.root)
+    older = tmp_path / "older"
+    shutil.copytree(demo_workspace.root, older, ignore=shutil.ignore_patterns("recordings", "runs", "jobs"))
+    build_demo(older)
+    assert demo_recordings_exist(older)
