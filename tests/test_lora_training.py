@@ -3,6 +3,8 @@ export, and the resume refusals. Real trainer processes on slices of the demo wo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -144,3 +146,36 @@ def test_init_from_a_lora_checkpoint_starts_from_its_merged_weights(demo_workspa
     key = "gpt.h.0.attn.c_attn.weight"
     assert not torch.equal(start.state_dict[key], ckpt["model"][key])
     assert torch.equal(start.state_dict["gpt.h.1.attn.c_attn.weight"], ckpt["model"]["gpt.h.1.attn.c_attn.weight"])
+
+
+def test_synthesis_speaks_with_the_adapters_and_the_test_tab_can_switch_them_off(demo_workspace, reference,
+                                                                                  tmp_path):
+    import shutil
+
+    from data_tools.config import load_config
+    from trainer.synthesis.gpt_loading import load_gpt
+    from webui.listen import ADAPTER_OFF_PREFIX, DecodeChoice, model_choices, resolve_model, synthesis_argv
+
+    config = load_config(demo_workspace.config)
+    ckpt = load(reference / "latest.pth")
+    key = "gpt.h.0.attn.c_attn.weight"
+    on = load_gpt(reference / "latest.pth", config, demo_workspace.config)
+    off = load_gpt(reference / "latest.pth", config, demo_workspace.config, adapter=False)
+    assert not torch.equal(on.state_dict()[key], ckpt["model"][key])  # merged
+    assert torch.equal(off.state_dict()[key], ckpt["model"][key])  # the base weights alone
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(reference, workspace / "runs" / "lora")
+    keys = [choice.key for choice in model_choices(workspace)]
+    latest = str(workspace / "runs" / "lora" / "latest.pth")
+    assert latest in keys and ADAPTER_OFF_PREFIX + latest in keys
+    spec_on = resolve_model(latest, workspace)
+    spec_off = resolve_model(ADAPTER_OFF_PREFIX + latest, workspace)
+    assert spec_on.adapter and not spec_off.adapter and "adapter off" in spec_off.label
+    args = ("python", Path("ref.wav"), Path("out.wav"), Path("r.json"), DecodeChoice())
+    argv_off = synthesis_argv(args[0], spec_off, "ሰላም", *args[1:])
+    argv_on = synthesis_argv(args[0], spec_on, "ሰላም", *args[1:])
+    assert "--no-adapter" in argv_off and "--no-adapter" not in argv_on
+    from trainer.synthesize import build_parser
+
+    assert build_parser().parse_args(argv_off[3:]).adapter is False

@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     decoding.add_argument("--seed", type=int, default=0, help="sample only (default 0)")
     decoding.add_argument("--max-codes", type=int, help="most codes per text (default: the model's max_mel_tokens)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    files.add_argument("--no-adapter", dest="adapter", action="store_false",
+                       help="a LoRA checkpoint: speak with its base weights, without the adapters (default: merged)")
     return parser
 
 
@@ -123,7 +125,7 @@ def synthesize(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     config = load_config(args.config)
     synth = Synthesizer.load(args.checkpoint, args.config, args.tokenizer, vocoder_path(args, config), device,
-                             language=args.language)
+                             language=args.language, adapter=args.adapter)
     synth.check_settings(settings)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.text_ids(text, "--text" if args.text is not None else f"{args.texts_file}:{index + 1}")
