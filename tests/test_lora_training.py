@@ -179,3 +179,37 @@ def test_synthesis_speaks_with_the_adapters_and_the_test_tab_can_switch_them_off
     from trainer.synthesize import build_parser
 
     assert build_parser().parse_args(argv_off[3:]).adapter is False
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"lora": True, "lora_layers": "0,99"}, "block(s) 99 do not exist"),
+    ({"lora": True, "lora_targets": "attn.q"}, "unknown LoRA target(s) attn.q"),
+    ({"lora": True, "lora_layers": "x"}, "expected block indices"),
+    ({"lang_init_from": "en"}, "applies to IndexTTS-2.5 GPTs"),
+    ({"lang_lr_mult": 3.0}, "applies to IndexTTS-2.5 GPTs"),
+])
+def test_preflight_and_trainer_refuse_bad_lora_and_language_options_alike(demo_workspace, tmp_path, capsys, change,
+                                                                          expected):
+    from trainer.options import options_to_argv, parse_argv
+    from trainer.preflight import run_preflight
+
+    values = parse_argv(demo_workspace.train_argv(max_steps=2))
+    values.update(output_dir=str(tmp_path / "run"), **change)
+    report = run_preflight(values)
+    failed = {c.name: c.message for c in report.checks if not c.ok}
+    assert list(failed) == ["LoRA and languages"] and expected in failed["LoRA and languages"], report.lines()
+    capsys.readouterr()
+    assert run_main(options_to_argv(values)) == 2
+    assert refusal(capsys) == f"error: {failed['LoRA and languages']}"
+
+
+def test_preflight_says_what_lora_will_do(demo_workspace, tmp_path):
+    from trainer.options import parse_argv
+    from trainer.preflight import run_preflight
+
+    values = parse_argv(demo_workspace.train_argv(max_steps=2))
+    values.update(output_dir=str(tmp_path / "run"), **LORA)
+    report = run_preflight(values)
+    assert report.ok, report.lines()
+    check = next(c for c in report.checks if c.name == "LoRA and languages")
+    assert "LoRA rank 4, alpha 8 on attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj" in check.message

@@ -103,6 +103,9 @@ class Optimisation:
             raise UsageError(refusal)
         run.optimizer.load_state_dict(ckpt["optimizer"])
         run.scheduler.load_state_dict(ckpt["scheduler"])
+        languages = getattr(run, "languages", None)  # --lang-lr-mult as this run says (trainer.run_languages)
+        if languages is not None:
+            steps.refresh_lr_mults(run.optimizer, run.model, languages.lr_mults())
         set_peak_lr(run.scheduler, run.opts["learning_rate"])
         steps.apply_hparams(run.optimizer, run.opts["weight_decay"])
         parts = "optimizer + scheduler"

@@ -98,6 +98,14 @@ def build_optimizer(model: nn.Module, lr: float, weight_decay: float, device: to
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8, fused=True)
 
 
+def refresh_lr_mults(optimizer: torch.optim.Optimizer, model: nn.Module, lr_mults: dict[str, float]) -> None:
+    """After restoring an optimizer, its own-rate groups take this run's multipliers (before ``set_peak_lr``)."""
+    names = {id(param): name for name, param in model.named_parameters()}
+    for group in optimizer.param_groups:
+        if "lr_mult" in group and len(group["params"]) == 1:
+            group["lr_mult"] = float(lr_mults.get(names.get(id(group["params"][0]), ""), group["lr_mult"]))
+
+
 def apply_hparams(optimizer: torch.optim.Optimizer, weight_decay: float) -> None:
     """After restoring an optimizer, use this run's weight decay (the decayed group is the first)."""
     optimizer.param_groups[0]["weight_decay"] = weight_decay
