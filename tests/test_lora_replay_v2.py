@@ -4,6 +4,8 @@ manifests draw their shares."""
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 from networks.unified_voice import build_model
@@ -31,11 +33,13 @@ def test_v2_lora_run_under_bf16_with_checkpointing_exports_merged(v2_ws, v2_data
 
 
 def test_v2_replay_weights(v2_ws, v2_data, tmp_path, capsys):  # noqa: F811
-    folder = v2_ws.train_manifest.parent
-    lines = v2_data["train"].read_text(encoding="utf-8").splitlines()
-    first, second = folder / "replay_a.jsonl", folder / "replay_b.jsonl"
-    first.write_text("\n".join(lines[:8]) + "\n", encoding="utf-8")
-    second.write_text("\n".join(lines[8:]) + "\n", encoding="utf-8")
+    folder = v2_data["train"].parent
+    rows = [json.loads(line) for line in v2_data["train"].read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:  # copies outside the demo workspace: its relative paths made absolute
+        row.update({k: str(folder / v) for k, v in row.items() if k.endswith("_path") and isinstance(v, str)})
+    first, second = tmp_path / "replay_a.jsonl", tmp_path / "replay_b.jsonl"
+    first.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:8]), encoding="utf-8")
+    second.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[8:]), encoding="utf-8")
     out = tmp_path / "run"
     data = {"train": f"{first}::am@1", "val": f"{v2_data['val']}::am"}
     argv = [*v2_args(v2_ws, data, out, max_steps=2), "--train-manifest", f"{second}::en@3"]
