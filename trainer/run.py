@@ -173,7 +173,9 @@ class TrainingRun:
         if opts["max_steps"]:
             self.total_steps = min(self.total_steps, opts["max_steps"])
         self.languages.prepare_data(gpt, text_vocab)
-        if plan.val is not None and plan.val.items:
+        if self.languages.val_loaders:  # validated language by language (trainer.run_languages), nothing twice
+            self.val_loader = self.languages.val_loaders
+        elif plan.val is not None and plan.val.items:
             val_set = make_dataset(plan.val.items, gpt, text_vocab)
             val_batches = BucketBatchSampler(val_set.lengths(), opts["batch_size"], opts["seed"],
                                              rank=ctx.rank, world_size=ctx.world_size).batches(0)
