@@ -115,6 +115,13 @@ def test_merged_export_loads_strictly_and_matches_the_adapted_model(reference, t
     assert not torch.allclose(c.mel_logits, a.mel_logits, atol=1e-5)
 
 
+def test_a_lora_checkpoint_verifies_complete(reference):
+    from trainer.checkpoints import COMPLETE, verify_checkpoint
+
+    report = verify_checkpoint(reference / "latest.pth")
+    assert report.verdict == COMPLETE, report
+
+
 def test_adapter_only_export(reference, tmp_path):
     report = export_checkpoint(reference / "latest.pth", tmp_path / "adapter", adapter_only=True)
     assert [p.name for p in report.files] == ["adapter.pth"]
