@@ -129,6 +129,11 @@ def test_replay_run_resumes_bitwise_and_validates_per_language(demo_workspace, r
     assert "en.jsonl::en@1: 4 of 18 samples per epoch (6 items, x0.67)" in done.stdout
     vals = events(reference, "val")
     assert [sorted(v["languages"]) for v in vals] == [["am", "en"], ["am", "en"]]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(next((reference / "logs").iterdir())))
+    acc.Reload()
+    assert [s.value for s in acc.Scalars("val/en/loss")] == pytest.approx([v["languages"]["en"]["loss"] for v in vals])
     out = tmp_path / "run"
     argv = replay_args(demo_workspace, replay_data, out)
     killed = run_cli(argv, env={"STUDIO_TEST_KILL_AFTER_STEP": "5"})
