@@ -390,8 +390,8 @@ def _trained_optimizer_names(gpt: dict[str, Any], opts: dict[str, Any]) -> list[
 def _lora_and_languages(plan: RunPlan) -> bool | None:
     """LoRA settings, the 2.5 language row options and replay weights (a check only when any is used)."""
     opts = plan.opts
-    used = (opts.get("lora") or opts.get("lang_init_from") or float(opts.get("lang_lr_mult", 1.0)) != 1.0
-            or any("@" in str(text) for text in opts.get("train_manifest") or []))
+    weighted = any(parse_manifest_spec(text).weight_text is not None for text in opts.get("train_manifest") or [])
+    used = opts.get("lora") or opts.get("lang_init_from") or float(opts.get("lang_lr_mult", 1.0)) != 1.0 or weighted
     if not used:
         return None
     version = plan.variant.version if plan.variant is not None else None
@@ -409,7 +409,7 @@ def _lora_and_languages(plan: RunPlan) -> bool | None:
         parts.append(f"language row {run_language(opts)} from {opts['lang_init_from']}")
     if float(opts.get("lang_lr_mult", 1.0)) != 1.0:
         parts.append(f"language table lr x{float(opts['lang_lr_mult']):g}")
-    if any("@" in str(text) for text in opts.get("train_manifest") or []):
+    if weighted:
         parts.append("weighted replay of the training manifests")
     return plan.add("LoRA and languages", True, "; ".join(parts))
 
