@@ -122,6 +122,14 @@ def test_a_lora_checkpoint_verifies_complete(reference):
     assert report.verdict == COMPLETE, report
 
 
+def test_inspect_shows_the_adapters(reference):
+    from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
+
+    info = inspect_checkpoint(reference / "latest.pth")
+    assert info["lora"]["rank"] == 4 and info["lora"]["tensors"] == 8
+    assert any(line.startswith("LoRA:        rank 4, alpha 8") for line in inspect_lines(info))
+
+
 def test_adapter_only_export(reference, tmp_path):
     report = export_checkpoint(reference / "latest.pth", tmp_path / "adapter", adapter_only=True)
     assert [p.name for p in report.files] == ["adapter.pth"]
