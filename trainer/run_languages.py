@@ -122,7 +122,10 @@ class LanguageParts:
         if self.guard is None or not per_language:
             return
         state = run.state
-        for alarm in self.guard.observe(state.step, {k: v["loss"] for k, v in per_language.items()}):
+        alarms = self.guard.observe(state.step, {k: v["loss"] for k, v in per_language.items()})
+        if alarms:  # every rank sees the same (all-reduced) losses, so every rank joins this wait
+            run.drain_saves()  # the checkpoint to name may still be in the background writer's hands
+        for alarm in alarms:
             where = checkpoint_before(run.out_dir, alarm.last_good_step)
             run.say("warning: " + alarm.describe(where))
             run.metrics.event("forgetting", state.step, state.epoch, language=alarm.language, first=alarm.first,
