@@ -65,6 +65,8 @@ class CheckSettings:
     unk_id: int | None = None
     model_dim: int | None = None
     condition_latents: int = 32
+    text_scheme: str | None = None  # IndexTTS-2.5: the scheme its tokenizer (a .tiktoken table) encodes with
+    text_merges: str | None = None
 
     def limits(self) -> DataLimits:
         """The same limits the trainer applies (``data_tools.shape_rules``)."""
@@ -108,6 +110,8 @@ class ChunkResult:
     lines_by_script: dict[str, int] = field(default_factory=dict)
     lines_not_expected: int = 0
     tokens_total: int = 0
+    body_tokens: int = 0  # IndexTTS-2.5: tokens of raw texts without the language prefix, and their characters
+    body_chars: int = 0
     unknown_tokens: int = 0
     unknown_chars: Counter = field(default_factory=Counter)
     unknown_where: dict[str, int] = field(default_factory=dict)  # char -> first chunk-local line

@@ -9,7 +9,8 @@
 - ``DIR/tokenizers/amharic_extended.model``: the base tokenizer extended with Amharic pieces;
 - ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
   made deterministically from the text, so the loss visibly falls within a minute of CPU training;
-- ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data.
+- ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data;
+- ``DIR/v25/``: the same for IndexTTS-2.5 (``trainer.demo_v25``): a tiny 2.5 GPT, the 2.5 table, 2.5 paired data.
 
 Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
 """
@@ -168,12 +169,14 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     import tempfile
 
     from trainer.demo_v2 import DemoV2Paths, build_demo_v2
+    from trainer.demo_v25 import ensure_demo_v25
 
     paths = DemoPaths.under(Path(out))
     sentences = [s for s in (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
     if paths.exists() and not force:
         if not DemoV2Paths.under(paths.root).exists():  # a workspace made before the IndexTTS2 demo existed
             build_demo_v2(paths.root, sentences, n_val, seed)
+        ensure_demo_v25(paths.root, sentences, n_val, seed)  # likewise for the IndexTTS-2.5 demo
         return paths
     with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
         _write_tokenizers(paths, Path(scratch))
@@ -184,6 +187,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     _write_models(paths, config, seed)
     _write_data(paths, sentences, n_val)
     build_demo_v2(paths.root, sentences, n_val, seed)
+    ensure_demo_v25(paths.root, sentences, n_val, seed, force=force)
     atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
     return paths
 
@@ -201,6 +205,8 @@ v2/            the same for IndexTTS2: checkpoints/ (a tiny v2 GPT, and a tiny r
                and a semantic codec for data preparation), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), audio/
                (synthetic speech + .txt transcripts the Data tab prepares into pairs), runs/.
+v25/           the same for IndexTTS-2.5: checkpoints/ (a tiny 2.5 GPT, config.yaml with version 2.5, the 2.5
+               .tiktoken table), data/ (2.5 paired manifests with the Amharic text, codes/, spk_vec/, emo_vec/), runs/.
 """
 
 
@@ -208,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder to create the workspace in")
     parser.add_argument("--force", action="store_true", help="rebuild even if a complete workspace exists")
-    parser.add_argument("--version", choices=("1.5", "2"), default="1.5",
-                        help="which model's training command to print (both demos are always built)")
+    parser.add_argument("--version", choices=("1.5", "2", "2.5"), default="1.5",
+                        help="which model's training command to print (every demo is always built)")
     args = parser.parse_args(argv)
     paths = build_demo(args.out, force=args.force)
     print(f"demo workspace ready: {paths.root}")
@@ -217,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.demo_v2 import DemoV2Paths
 
         argv_v = DemoV2Paths.under(paths.root).train_argv()
+    elif args.version == "2.5":
+        from trainer.demo_v25 import DemoV25Paths
+
+        argv_v = DemoV25Paths.under(paths.root).train_argv()
     else:
         argv_v = paths.train_argv()
     print(f"train the IndexTTS-{args.version} demo with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *argv_v]))

@@ -57,14 +57,25 @@ def _opt(name: str, kind: str, default: Any, help: str, group: str, **extra: Any
                   group=group, **extra)
 
 
+# IndexTTS-2.5 only (ignored for IndexTTS-1.5 / IndexTTS2 runs): how Amharic text becomes ids.
+TEXT_SCHEME_OPTIONS: tuple[Option, ...] = (
+    _opt("text_scheme", "choice", "merges", "IndexTTS-2.5 only: merges (the 2.5 table plus Ethiopic merges as new "
+         "rows, ~0.34 tokens per Amharic character), bytes (the stock table: raw UTF-8 bytes, ~2.3), translit "
+         "(Amharic in Latin letters, the stock table, ~0.7)", GROUP_DATA, choices=("merges", "bytes", "translit")),
+    _opt("text_merges", "path", "", "IndexTTS-2.5 merges scheme: the Ethiopic merges JSON (empty: the studio's "
+         "tokenizers/indextts25/ethiopic_merges_am.json)", GROUP_DATA),
+)
+
 OPTIONS: tuple[Option, ...] = (
     # --- data and model
-    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest or an IndexTTS2 paired manifest; repeat for several (PATH::lang sets its language)",
+    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest, an IndexTTS2 or an IndexTTS-2.5 paired manifest; repeat for several (PATH::lang sets its language)",
          GROUP_DATA, repeatable=True, required=True),
     _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (none: no validation)",
          GROUP_DATA, repeatable=True),
-    _opt("tokenizer", "path", "", "SentencePiece model for the text (base or extended vocabulary)",
+    _opt("tokenizer", "path", "", "SentencePiece model for the text (base or extended vocabulary); for "
+         "IndexTTS-2.5 its .tiktoken table (multilingual_zh_ja_yue_char_del.tiktoken)",
          GROUP_DATA, required=True),
+    *TEXT_SCHEME_OPTIONS,
     _opt("config", "path", "", "IndexTTS config.yaml whose gpt: section defines the model", GROUP_DATA,
          required=True),
     _opt("base_checkpoint", "path", "", "IndexTTS gpt.pth to start from (empty: random initialisation)",
