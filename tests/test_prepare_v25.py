@@ -250,3 +250,30 @@ def test_items_without_a_language_are_flagged(kit, audio, tmp_path):
                          on_skip=skipped.append)
     assert report.utterances == 0 and len(skipped) == 12
     assert all(s.reason.startswith("no language: IndexTTS-2.5 needs each item's language") for s in skipped)
+
+
+def test_data_tab_runs_the_preparation_supervised_and_refuses_bad_forms(kit, audio, tmp_path):
+    from webui import prepare_v25_section as section
+    from webui.context import StudioContext
+    from webui.process_tools import wait_until
+
+    ctx = StudioContext.create(tmp_path)
+    form = replace(section.default_form(tmp_path), input=str(audio), out_dir="prepared", config=str(kit.config),
+                   w2v_bert=str(kit.w2v_bert), device="cpu", batch_seconds=6)
+    for change, expected in (({"codec": "missing.pth"}, "2.5 codec not found"),
+                             ({"input": "no/such"}, "input not found"),
+                             ({"language": "any"}, "IndexTTS-2.5 needs the language"),
+                             ({"text_scheme": "bpe"}, "text scheme must be one of")):
+        message, view = section.start_prepare_v25(ctx, replace(form, **change))
+        assert expected in message and not view.running
+    assert not (tmp_path / "jobs" / "prepare_v25" / "run.json").exists()
+
+    message, view = section.start_prepare_v25(ctx, form)
+    assert "STARTED" in message and "IndexTTS-2.5" in message, message
+    assert wait_until(lambda: not section.poll_prepare_v25(ctx).running, 240, interval_s=0.2)
+    view = section.poll_prepare_v25(ctx)
+    assert "FINISHED" in view.status, view.log
+    assert 'data-done="12" data-total="12"' in view.progress
+    assert "data_tools.prepare_v25" in view.log and "pairs:" in view.log
+    pairs = read_jsonl(tmp_path / "prepared" / "pairs.jsonl")
+    assert len(pairs) == 24 and all("prompt_spk_vec_path" in p and p["text_scheme"] == "merges" for p in pairs)

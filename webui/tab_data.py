@@ -24,7 +24,7 @@ import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
-from webui import prepare_v2_section
+from webui import prepare_v2_section, prepare_v25_section
 from webui.dataclass_json import from_json
 from webui.form_inputs import InputProblem, existing_file, resolve_path, split_paths
 from webui.job_panel import job_panel, wire_job
@@ -579,3 +579,4 @@ def build(ctx: StudioContext) -> None:
     _split_section(ctx, form.train, form.val)
     _preprocess_section(ctx, languages)
     prepare_v2_section.build_section(ctx, languages)
+    prepare_v25_section.build_section(ctx, languages)
