@@ -9,6 +9,7 @@
 - ``DIR/tokenizers/amharic_extended.model``: the base tokenizer extended with Amharic pieces;
 - ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
   made deterministically from the text, so the loss visibly falls within a minute of CPU training;
+- ``DIR/recordings/``: two long-ish demo recordings (one with subtitles) for ingest (``trainer.demo_recordings``);
 - ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data;
 - ``DIR/v25/``: the same for IndexTTS-2.5 (``trainer.demo_v25``): a tiny 2.5 GPT, the 2.5 table, 2.5 paired data.
 
@@ -29,6 +30,7 @@ from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
 from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
+from trainer.demo_recordings import demo_recordings_exist, write_demo_recordings
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "demo_assets"
@@ -177,6 +179,8 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
         if not DemoV2Paths.under(paths.root).exists():  # a workspace made before the IndexTTS2 demo existed
             build_demo_v2(paths.root, sentences, n_val, seed)
         ensure_demo_v25(paths.root, sentences, n_val, seed)  # likewise for the IndexTTS-2.5 demo
+        if not demo_recordings_exist(paths.root):  # ... or before the demo recordings for ingest
+            write_demo_recordings(paths.root, sentences)
         return paths
     with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
         _write_tokenizers(paths, Path(scratch))
@@ -188,6 +192,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     _write_data(paths, sentences, n_val)
     build_demo_v2(paths.root, sentences, n_val, seed)
     ensure_demo_v25(paths.root, sentences, n_val, seed, force=force)
+    write_demo_recordings(paths.root, sentences)
     atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
     return paths
 
@@ -201,6 +206,8 @@ tokenizers/    amharic_extended.model: bpe.model plus Amharic pieces (base ids u
 data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences; codes/ and cond_mels/ hold
                their .npy files (codes are derived from the text so the model has something to learn).
 runs/          training output directories.
+recordings/    two demo recordings for the Data tab's "Recordings -> clips" (ingest): story.wav with its subtitles
+               story.srt, and interview.wav without (sliced by voice activity). A speech-like sound, not speech.
 v2/            the same for IndexTTS2: checkpoints/ (a tiny v2 GPT, and a tiny random w2v-BERT folder, its stats
                and a semantic codec for data preparation), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), audio/

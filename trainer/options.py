@@ -82,6 +82,11 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_DATA),
     _opt("output_dir", "path", "", "run folder: checkpoints, metrics.jsonl, TensorBoard logs", GROUP_DATA,
          required=True),
+    _opt("model_dir", "path", "", "IndexTTS2 download folder (s2mel.pth, semantic_codec/, campplus_cn_common.bin, "
+         "bigvgan/, wav2vec2bert_stats.pt, feat1/feat2) that IndexTTS2 speech at saves and evaluation use; empty: "
+         "the folder of --config when it holds them", GROUP_DATA),
+    _opt("w2v_bert", "str", "", "w2v-BERT 2.0 for IndexTTS2 speech: a local folder or a model id (empty: "
+         "w2v-bert-2.0/ in --model-dir)", GROUP_DATA),
     _opt("loss_mode", "choice", "masked",
          "masked: token mean over each item's real tokens plus its first stop (IndexTTS-1.5 and IndexTTS2; "
          "for IndexTTS2 this is the community trainer's loss); indextts: mean over every position, stop padding "
@@ -134,8 +139,8 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_LOGGING, minimum=1),
     # --- evaluation (trainer/evaluation; python -m trainer.evaluate takes the same flags)
     _opt("eval_at_saves", "bool", False, "measure every committed save in its own process beside training: CER and "
-         "WER of its speech (ASR) and speaker similarity to the reference voice (IndexTTS-1.5, needs --vocoder "
-         "and --eval-asr)", GROUP_EVAL),
+         "WER of its speech (ASR) and speaker similarity to the reference voice (needs --eval-asr, and --vocoder "
+         "for IndexTTS-1.5 or the download folder, --model-dir, for IndexTTS2)", GROUP_EVAL),
     _opt("eval_asr", "str", "", "CTC speech recogniser for CER/WER: a local model folder or a model id (e.g. "
          "facebook/mms-1b-all)", GROUP_EVAL),
     _opt("eval_asr_lang", "str", "", "the recogniser's adapter language for the training language (MMS: amh); "

@@ -1,17 +1,17 @@
 """Writing one clip: cut from its recording, measured for the gates, loudness-normalised, saved atomically as
-mono 16-bit WAV at the clip rate; and the JSON state files of an ingest folder, written atomically."""
+mono 16-bit WAV at the clip rate. (The JSON state-file helpers live in ``jsonfiles``; they are re-exported here.)"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import soundfile as sf
 
-from data_tools.fileio import atomic_open, atomic_write_text
+from data_tools.fileio import atomic_open
 from data_tools.ingest.gates import measure
+from data_tools.ingest.jsonfiles import read_json, read_jsonl, write_json, write_jsonl  # noqa: F401 (re-exported)
 from data_tools.ingest.loudness import normalize_loudness
 from data_tools.ingest.slicing import Span
 from data_tools.ingest.sources import read_span, safe_name
@@ -38,27 +38,3 @@ def write_clip(audio: Path, rate: int, out_rate: int, start: float, end: float, 
     with atomic_open(target, "wb") as handle:
         sf.write(handle, pcm, out_rate, format="WAV", subtype="PCM_16")
     return {**measured, "gain_db": gain, "seconds": round(len(samples) / out_rate, 3)}
-
-
-def read_json(path: Path) -> Any:
-    """A state file, or None when it is missing or torn (a torn one is redone, never trusted)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def write_json(path: Path, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=1) + "\n")
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    return [json.loads(line) for line in lines if line.strip()]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.fileio import fsync_dir
-from data_tools.ingest.clips import read_json, read_jsonl, write_json
+from data_tools.ingest.jsonfiles import read_json, read_jsonl, write_json
 
 EDITS_FILE = "edits.json"
 INDEX_FILE = "clips.jsonl"
