@@ -14,15 +14,16 @@ CLI (flags as ``data_tools.prepare_v2``'s; the files default to a 2.5 download f
 inference computes its speaker prompt (``networks.prep25``): audio -> mono -> 22050 Hz (soxr HQ, librosa's
 load) -> 16 kHz (torchaudio's sinc ``Resample``) -> SeamlessM4T features -> w2v-BERT layer 17 + stats ->
 
-- the codec's 25 Hz codes (``codes_of``), cut to the item's true length ``ceil(frames / 2)``;
+- the codec's 25 Hz codes (``codes_of``) of the item's own feature rows, ``ceil(rows / 2)`` of them;
 - the CAM++ speaker vector of the first 15 s (``speaker_style``; inference cuts its prompt to 15 s), and the
   emotion vector (``emotion_vector`` without an emotion prompt = the GPT's ``get_emovec`` of the features,
-  with the true frame counts): what this utterance gives when it is another one's PROMPT. Over 15 s the
-  emotion vector reads the whole clip where inference reads its first 15 s;
+  with the item's own width as inference passes it): what this utterance gives when it is another one's
+  PROMPT. Over 15 s the emotion vector reads the whole clip where inference reads its first 15 s;
 - the transcript through ``TextTokenizerV25`` (``--text-scheme``, ``"<|lang|> "`` prefix included).
 
-Batches are padded (features past an item's frames zeroed before the codec, as an item alone is
-zero-padded by the codec's convolutions); every file keeps the item's TRUE length. An item whose text ids or
+Batches are padded (features past an item's rows zeroed before the codec, as an item alone is zero-padded
+by the codec's convolutions); every file keeps the item's own length, never the batch's: a batch of one gives
+exactly what the inference steps give for the clip (a test holds it). An item whose text ids or
 codes exceed the GPT's ``max_text_tokens`` / ``max_mel_tokens`` is flagged by ``shape_rules.drop_reason``
 (the rule the checker and the trainer apply) and skipped; audio longer than the codes allow is flagged from
 its header before any model runs.
@@ -169,7 +170,7 @@ def load_v25_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, camppl
 @dataclass
 class LoadedV25:
     audio_16k: np.ndarray  # the 16 kHz copy of the 22.05 kHz load (float32)
-    features: np.ndarray  # [T, 160] SeamlessM4T features of the item alone
+    features: np.ndarray  # [T, 160] SeamlessM4T features of the item alone (T: its width, see run_models)
     frames: int  # valid frames (the attention-mask sum)
     text_ids: np.ndarray  # int32 [L], prefix included
 
@@ -177,7 +178,7 @@ class LoadedV25:
 @dataclass
 class ResultV25:
     text_ids: np.ndarray  # int32 [L]
-    codes: np.ndarray  # int32 [ceil(frames / 2)]
+    codes: np.ndarray  # int32 [ceil(T / 2)]
     spk_vec: np.ndarray  # float32 [192]
     emo_vec: np.ndarray  # float32 [model_dim]
 
@@ -187,7 +188,7 @@ class BatchOutputs25:
     """The model outputs of one padded batch (on the CPU), for tests and the benchmark."""
 
     codes: Any  # (B, ceil(T / 2)) int64
-    lengths: Any  # (B,) valid 50 Hz frames
+    widths: Any  # (B,) each item's own feature width
     emo_vec: Any  # (B, D)
     spk_vec: Any  # (B, 192)
 
@@ -213,13 +214,20 @@ def load_audio_16k(path: Path) -> np.ndarray:
     return speaker_audio_16k(torch.from_numpy(wave)[None])[0].numpy()
 
 
-def code_count(frames: int) -> int:
-    """25 Hz codes of ``frames`` 50 Hz feature frames (the codec's stride-2 convolution)."""
-    return -(-frames // 2)
+def code_count(width: int) -> int:
+    """25 Hz codes of ``width`` 50 Hz feature rows (the codec's stride-2 convolution)."""
+    return -(-width // 2)
 
 
-def run_models(models: V25Models, features: Any, mask: Any, audio_16k: Sequence[np.ndarray]) -> BatchOutputs25:
-    """One padded batch through w2v-BERT + stats, the codec and the GPT's emotion path; CAM++ per item."""
+def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int],
+               audio_16k: Sequence[np.ndarray]) -> BatchOutputs25:
+    """One padded batch through w2v-BERT + stats, the codec and the GPT's emotion path; CAM++ per item.
+
+    An item's own width (its feature rows alone: the extractor pads an odd frame count by a masked row) is
+    what inference reads: the codec codes every row of it, and the emotion path's length is the width
+    (inference's length quirk, ``networks.prep25.emotion_vector``). Rows past it (the batch's padding) are
+    zeroed before the codec, as the codec's own zero padding sees an item alone.
+    """
     import torch
 
     from networks.prep25 import codes_of, speaker_style
@@ -227,18 +235,19 @@ def run_models(models: V25Models, features: Any, mask: Any, audio_16k: Sequence[
     with torch.inference_mode():
         features = features.to(models.device, non_blocking=True)
         mask = mask.to(models.device, non_blocking=True)
-        feat = models.semantic(features, mask) * mask.unsqueeze(-1).to(features.dtype)
-        lengths = mask.sum(1)
+        lengths = torch.as_tensor(list(widths), dtype=torch.long, device=models.device)
+        within = torch.arange(features.shape[1], device=models.device)[None, :] < lengths[:, None]
+        feat = models.semantic(features, mask) * within.unsqueeze(-1).to(features.dtype)
         codes = codes_of(models.codec, feat)
-        # = networks.prep25.emotion_vector(gpt, feat) without an emotion prompt ((base - base) * 1 + base, bit
-        # for bit), computed once instead of twice
+        # = networks.prep25.emotion_vector(gpt, feat, spk_lengths=widths) without an emotion prompt
+        # ((base - base) * 1 + base, bit for bit), computed once instead of twice
         emo_vec = models.gpt.get_emovec(feat.transpose(1, 2), lengths)
         # CAM++ per item: padding would change its fbank mean and pooled statistics
         prompt = PROMPT_SECONDS * FEATURE_RATE
         spk_vec = torch.cat([speaker_style(models.campplus, torch.from_numpy(wave[:prompt])[None])
                              for wave in audio_16k])
         codes, lengths, emo_vec, spk_vec = (t.cpu() for t in (codes, lengths, emo_vec, spk_vec))
-    return BatchOutputs25(codes=codes, lengths=lengths, emo_vec=emo_vec, spk_vec=spk_vec)
+    return BatchOutputs25(codes=codes, widths=lengths, emo_vec=emo_vec, spk_vec=spk_vec)
 
 
 def limit_problem(text_len: int, code_len: int, models: V25Models) -> ItemProblem | None:
@@ -300,10 +309,11 @@ class V25Preparer:
 
     def compute(self, batch: Sequence[tuple[SourceItem, LoadedV25]]) -> list[ResultV25 | ItemProblem]:
         features, mask = pad_features(self.models.extractor, [(x.features, x.frames) for _, x in batch])
-        out = run_models(self.models, features, mask, [x.audio_16k for _, x in batch])
+        out = run_models(self.models, features, mask, [x.features.shape[0] for _, x in batch],
+                         [x.audio_16k for _, x in batch])
         results: list[ResultV25 | ItemProblem] = []
         for row, (_item, loaded) in enumerate(batch):
-            count = code_count(loaded.frames)
+            count = code_count(loaded.features.shape[0])
             problem = limit_problem(int(loaded.text_ids.size), count, self.models)
             if problem is not None:
                 results.append(problem)

@@ -222,7 +222,7 @@ def test_clips_over_the_text_or_code_limits_are_flagged(kit, audio, tmp_path):
     features, frames = features_of(models.extractor, wave)
     loaded = LoadedV25(audio_16k=wave, features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))
     item = SourceItem("x", "x", wav, "ሰላም", "s", "am", "list:1")
-    codes = -(-frames // 2)
+    codes = -(-features.shape[0] // 2)  # every feature row the item has, as inference codes it
     tight = replace(models, limits=DataLimits(max_text_tokens=MAX_TEXT_TOKENS, max_codes=codes - 1))
     preparer = V25Preparer(models=tight, fingerprint="x", min_duration=0.0, max_duration=100.0)
     (result,) = preparer.compute([(item, loaded)])
@@ -277,3 +277,21 @@ def test_data_tab_runs_the_preparation_supervised_and_refuses_bad_forms(kit, aud
     assert "data_tools.prepare_v25" in view.log and "pairs:" in view.log
     pairs = read_jsonl(tmp_path / "prepared" / "pairs.jsonl")
     assert len(pairs) == 24 and all("prompt_spk_vec_path" in p and p["text_scheme"] == "merges" for p in pairs)
+
+
+def test_an_item_alone_gives_what_the_2_5_inference_steps_give(kit, audio):
+    """A batch of one = networks.prep25.prepare_audio of the clip as inference loads its speaker prompt."""
+    from networks.prep25 import load_speaker_prompt, prepare_audio
+
+    models = load_v25_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
+                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+    preparer = V25Preparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
+    wav = sorted(audio.rglob("*.wav"))[3]
+    item = SourceItem("x", "x", wav, wav.with_suffix(".txt").read_text(encoding="utf-8").strip(), "s", "am", "l:1")
+    (result,) = preparer.compute([(item, preparer.load(item))])
+    expected = prepare_audio(models.networks(), load_speaker_prompt(wav))
+    assert np.array_equal(result.codes, expected.codes[0].numpy())
+    torch.testing.assert_close(torch.from_numpy(result.spk_vec), expected.style[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.from_numpy(result.emo_vec), expected.emo_vec[0], atol=1e-5, rtol=1e-5)
+    assert result.text_ids.tolist() == models.tokenizer.encode(item.text, "am")
