@@ -437,9 +437,11 @@ def prepare_v25(
     }
     if text_merges:
         files["text_merges"] = Path(text_merges)
+    labels = {"gpt": "base GPT", "codec": "IndexTTS-2.5 codec", "campplus": "CAM++ weights",
+              "w2v_stats": "w2v-BERT stats", "tokenizer": "2.5 text table", "text_merges": "merges file"}
     for name, path in files.items():
         if not path.is_file():
-            raise PrepareError(f"{name.replace('_', ' ')} not found: {path}")
+            raise PrepareError(f"{labels[name]} not found: {path}")
     try:
         items, problems = read_inputs(Path(input_path), speaker=speaker, language=language)
     except InputError as exc:
