@@ -31,8 +31,7 @@ from data_tools.manifest import (
     resolve_path,
     string_field,
 )
-from data_tools.pairs_manifest import _language, _length, _pair_id
-from data_tools.shape_rules import valid_duration
+from data_tools.pairs_manifest import _emo_vec_field, _language, _length, _pair_id, _target_duration
 
 V25_PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
                    "target_codes_path", "target_audio_path", "prompt_audio_path")
@@ -76,9 +75,7 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     for key in ("prompt_spk_vec_path", "target_codes_path"):
         if not strings[key]:
             raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")
-    emo_field = "prompt_emo_vec_path" if strings["prompt_emo_vec_path"] else "target_emo_vec_path"
-    if not strings[emo_field]:
-        raise ManifestError(manifest, lineno, f"missing field 'prompt_emo_vec_path' (or target_emo_vec_path) (id {uid})")
+    emo_field = _emo_vec_field(strings, manifest, lineno, uid)
     if not strings["target_text_ids_path"] and not (strings["target_text"] or "").strip():
         raise ManifestError(manifest, lineno, f"missing field 'target_text' (or target_text_ids_path) (id {uid})")
     scheme = strings["text_scheme"]
@@ -92,14 +89,7 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     if not language:
         raise ManifestError(manifest, lineno, f"missing field 'language': IndexTTS-2.5 needs each item's language "
                                               f"(or give the manifest as PATH::lang) (id {uid})")
-    duration = None
-    for key in ("target_duration", "duration"):
-        if obj.get(key) is not None:
-            duration = valid_duration(obj[key])
-            if duration is None:
-                raise ManifestError(manifest, lineno, f"field '{key}' must be a number of seconds in [0, 86400], "
-                                                      f"got {obj[key]!r:.40}")
-            break
+    duration = _target_duration(obj, manifest, lineno)
     base = manifest.parent
 
     def path(key: str) -> Path | None:

@@ -22,6 +22,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from data_tools.audio import AudioError, error_reason, read_header
+
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3")
 REFUSED_SUFFIXES = (".m4a", ".aac", ".wma", ".mp4", ".webm", ".mkv", ".mov", ".amr", ".ac3", ".ape", ".aiff",
                     ".aif", ".alac", ".3gp")
@@ -87,7 +89,7 @@ def find_sources(path: Path, speaker: str | None = None, speaker_level: int = 1,
             try:
                 text = " ".join(transcript.read_text(encoding="utf-8-sig").split())
             except (OSError, UnicodeDecodeError) as exc:
-                problems.append(Problem(str(transcript), f"unreadable transcript ({_short(exc)})"))
+                problems.append(Problem(str(transcript), f"unreadable transcript ({error_reason(exc)})"))
                 continue
             sources.append(Source(source_id, file, who, "transcribed", text=text))
         elif subtitles is not None:
@@ -109,7 +111,7 @@ def _metadata_sources(path: Path, speaker: str | None, speaker_column: int | Non
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: cannot read the metadata ({_short(exc)})") from None
+        raise SourceError(f"{path}: cannot read the metadata ({error_reason(exc)})") from None
     wavs = path.parent / "wavs"
     sources: list[Source] = []
     problems: list[Problem] = []
@@ -171,14 +173,12 @@ def clip_rate(source_rate: int) -> int:
 
 def audio_info(path: Path) -> AudioInfo:
     """Header facts; SourceError for what cannot be sliced (unreadable, empty, a rate below 16 kHz)."""
-    if not Path(path).is_file():
-        raise SourceError(f"{path}: audio file not found")
-    if Path(path).stat().st_size == 0:
+    if Path(path).is_file() and Path(path).stat().st_size == 0:
         raise SourceError(f"{path}: empty file (0 bytes)")
     try:
-        info = sf.info(str(path))
-    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
-        raise SourceError(f"{path}: unreadable audio ({_short(exc)})") from None
+        info = read_header(Path(path))
+    except AudioError as exc:
+        raise SourceError(str(exc)) from None
     if info.frames <= 0:
         raise SourceError(f"{path}: no audio in it (zero length)")
     if info.samplerate < MIN_SOURCE_RATE:
@@ -198,7 +198,7 @@ def stream_blocks(path: Path, block_seconds: float = BLOCK_SECONDS) -> Iterator[
                     return
                 yield _mono(data)
     except (sf.LibsndfileError, RuntimeError) as exc:
-        raise SourceError(f"{path}: audio breaks off ({_short(exc)})") from None
+        raise SourceError(f"{path}: audio breaks off ({error_reason(exc)})") from None
 
 
 def read_span(path: Path, start: int, stop: int, rate: int, out_rate: int) -> np.ndarray:
@@ -208,7 +208,7 @@ def read_span(path: Path, start: int, stop: int, rate: int, out_rate: int) -> np
             handle.seek(start)
             data = _mono(handle.read(stop - start, dtype="float32", always_2d=True))
     except (sf.LibsndfileError, RuntimeError) as exc:
-        raise SourceError(f"{path}: audio breaks off near {start / rate:.2f} s ({_short(exc)})") from None
+        raise SourceError(f"{path}: audio breaks off near {start / rate:.2f} s ({error_reason(exc)})") from None
     if out_rate != rate:
         data = soxr.resample(data, rate, out_rate, quality="HQ").astype(np.float32)
     return data
@@ -219,6 +219,3 @@ def _mono(data: np.ndarray) -> np.ndarray:
     return np.nan_to_num(np.ascontiguousarray(mono, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def _short(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[-1] if lines else type(exc).__name__
