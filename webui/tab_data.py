@@ -1,6 +1,7 @@
 """The Data tab: recordings -> proofread clips (``webui.ingest_panel``), check manifests, split a manifest into
 train/val, and prepare audio (IndexTTS-1.5: codes manifest; IndexTTS2: features and a paired manifest,
-``webui.prepare_v2_section``).
+``webui.prepare_v2_section``; IndexTTS-2.5: codes, CAM++ / emotion vectors and a 2.5 paired manifest,
+``webui.prepare_v25_section``).
 
 Both training formats are checked and split: v1.5 codes manifests and IndexTTS2 paired manifests (for these
 the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
