@@ -21,7 +21,7 @@ block requires grad (the re-entrant variant would send them nothing with a froze
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -256,7 +256,3 @@ def parse_targets(text: str) -> tuple[str, ...]:
         raise LoRAError(f"unknown LoRA target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)} (or all)")
     return tuple(t for t in TARGETS if t in items)
 
-
-def names_of(params: Iterable[nn.Parameter], model: nn.Module) -> list[str]:
-    ids = {id(p): name for name, p in model.named_parameters()}
-    return [ids[id(p)] for p in params]

@@ -23,6 +23,7 @@ from networks.lora import (
     adapter_state_dict,
     base_state_dict,
     inject_lora,
+    keep_adapters_float32,
     merged_state_dict,
     parse_layers,
     parse_targets,
@@ -132,6 +133,10 @@ def test_bf16_autocast_keeps_adapters_float32():
     loss.backward()
     for param in adapter_parameters(model):
         assert param.dtype == torch.float32 and param.grad.dtype == torch.float32
+    model.to(torch.bfloat16)  # a whole-model cast (e.g. for inference) is undone for the adapters
+    keep_adapters_float32(model)
+    assert all(p.dtype == torch.float32 for p in adapter_parameters(model))
+    assert model.gpt.h[0].attn.c_attn.weight.dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize("version", list(VERSIONS))
