@@ -411,6 +411,20 @@ class UnifiedVoiceV2(UnifiedVoice):
             self.emovec_layer(self.get_emo_conditioning(emo_cond_mels, emo_cond_mel_lengths))
         )
 
+    def merge_emovec(
+        self,
+        speaker_mels: Tensor,
+        emotion_mels: Tensor,
+        speaker_lengths: Tensor | None = None,
+        emotion_lengths: Tensor | None = None,
+        alpha: float = 1.0,
+    ) -> Tensor:
+        """Upstream's ``merge_emovec``: base + alpha (emo - base), base = get_emovec(speaker features),
+        emo = get_emovec(emotion features); both (B, W, frames) -> (B, D)."""
+        base = self.get_emovec(speaker_mels, speaker_lengths)
+        emotion = self.get_emovec(emotion_mels, emotion_lengths)
+        return base + alpha * (emotion - base)
+
     def build_conds(self, condition: Tensor, emo_vec: Tensor) -> Tensor:
         """Speaker latents (B, n, D) + emo_vec (B, D) -> the (B, n+2, D) conditioning block."""
         batch = condition.size(0)

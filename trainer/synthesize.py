@@ -1,4 +1,4 @@
-"""Speak text with a fine-tuned IndexTTS v1.5 GPT and its BigVGAN: ``python -m trainer.synthesize --help``.
+"""Speak text with a fine-tuned IndexTTS GPT (v1.5 or 2): ``python -m trainer.synthesize --help``.
 
     python -m trainer.synthesize --checkpoint runs/demo/latest.pth --config checkpoints/config.yaml \\
         --tokenizer tokenizers/amharic_extended.model --vocoder checkpoints/bigvgan_generator.pth \\
@@ -10,6 +10,19 @@ non-blank line: ``--out DIR`` gets ``001.wav``, ``002.wav``...; ``--out NAME.wav
 Decoding (``--decode``): ``beam`` (default; upstream's beam search with sampling off: 3 beams, repetition
 penalty 10, length penalty 0), ``greedy``, or ``sample`` (temperature/top-k/top-p, ``--seed``; with
 ``--num-beams`` > 1 it is beam sampling, upstream infer.py's own default).
+
+IndexTTS2 (``--model-dir``, an IndexTTS2 download folder; see networks.indextts2 for its layout):
+
+    python -m trainer.synthesize --model-dir checkpoints/IndexTTS-2 --w2v-bert checkpoints/w2v-bert-2.0 \
+        --checkpoint runs/am_v2/latest.pth --tokenizer tokenizers/amharic_v2.model \
+        --reference prompt.wav --text "ሰላም ለዓለም። እንዴት ነህ?" --out out.wav
+
+``--checkpoint`` (default: the folder's gpt.pth) is any v2 GPT checkpoint: ours, an export, a bare gpt.pth;
+``--tokenizer`` defaults to the folder's bpe.model. Long texts are spoken in segments of at most 120 tokens cut
+at sentence (then clause, then word) boundaries, joined with 200 ms of silence; 22050 Hz output. Emotion:
+``--emotion-reference`` audio blended by ``--emotion-alpha`` (0..1), or ``--emotion-vector`` with 8 weights
+(happy, angry, sad, afraid, disgusted, melancholic, surprised, calm; alpha scales them). ``--steps`` sets the
+S2Mel flow-matching steps (default 25; fewer is faster and rougher); ``--seed`` also seeds its noise.
 
 Exit codes: 0 done; 2 refused (one line ``error: ...`` on stderr: a missing reference, an empty or too long
 text, a vocoder file of the wrong layout, bad flags or files); 1 anything unexpected.
@@ -26,14 +39,22 @@ from typing import Any
 from data_tools.cli import OneLineErrorParser
 from trainer.errors import EXIT_OK, run_cli
 
+DEFAULT_STEPS = 25  # networks.s2mel's (not imported here: --help stays light)
+DEFAULT_CFG_RATE = 0.7
+DEFAULT_SEGMENT_TOKENS = 120  # trainer.synthesis.segments' (infer_v2's max_text_tokens_per_segment)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m trainer.synthesize", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     files = parser.add_argument_group("model and voice")
-    files.add_argument("--checkpoint", required=True, type=Path, help="GPT checkpoint (ours, an export, or gpt.pth)")
-    files.add_argument("--config", required=True, type=Path, help="config.yaml (gpt and bigvgan sections)")
-    files.add_argument("--tokenizer", required=True, type=Path, help="the SentencePiece model the GPT was trained with")
+    files.add_argument("--checkpoint", type=Path,
+                       help="GPT checkpoint (ours, an export, or gpt.pth); required for v1.5, IndexTTS2 default: "
+                            "the --model-dir's gpt.pth")
+    files.add_argument("--config", type=Path, help="config.yaml (gpt and bigvgan sections); v1.5 only, required")
+    files.add_argument("--tokenizer", type=Path,
+                       help="the SentencePiece model the GPT was trained with (required for v1.5; IndexTTS2 "
+                            "default: the --model-dir's bpe.model)")
     files.add_argument("--vocoder", type=Path, help="bigvgan_generator.pth (default: the config's bigvgan_checkpoint)")
     files.add_argument("--reference", required=True, type=Path,
                        help="reference voice: audio (any rate, mono or not) or a prompt log-mel .npy [100, frames] "
@@ -55,8 +76,56 @@ def build_parser() -> argparse.ArgumentParser:
     decoding.add_argument("--length-penalty", type=float, default=0.0, help="beam hypotheses (default 0)")
     decoding.add_argument("--seed", type=int, default=0, help="sample only (default 0)")
     decoding.add_argument("--max-codes", type=int, help="most codes per text (default: the model's max_mel_tokens)")
+    v2 = parser.add_argument_group("IndexTTS2")
+    v2.add_argument("--model-dir", type=Path, help="IndexTTS2 download folder (config.yaml, s2mel.pth, ...): "
+                                                     "speak with IndexTTS2")
+    v2.add_argument("--w2v-bert", help="w2v-BERT 2.0: a local folder or a model id (default: <model-dir>/w2v-bert-2.0)")
+    v2.add_argument("--emotion-reference", type=Path, help="audio whose emotion to use (default: the reference's)")
+    v2.add_argument("--emotion-alpha", type=float, default=1.0,
+                    help="0..1: how much of --emotion-reference (or how strong --emotion-vector) (default 1)")
+    v2.add_argument("--emotion-vector", metavar="W1,...,W8",
+                    help="8 emotion weights: happy, angry, sad, afraid, disgusted, melancholic, surprised, calm")
+    v2.add_argument("--segment-tokens", type=int, default=DEFAULT_SEGMENT_TOKENS,
+                    help="longest text segment in tokens; longer texts are cut at sentence, clause, word "
+                         f"boundaries (default {DEFAULT_SEGMENT_TOKENS}, capped by the model's max_text_tokens)")
+    v2.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"S2Mel flow-matching steps (default {DEFAULT_STEPS})")
+    v2.add_argument("--cfg-rate", type=float, default=DEFAULT_CFG_RATE,
+                    help=f"S2Mel classifier-free guidance (default {DEFAULT_CFG_RATE})")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     return parser
+
+
+V2_ONLY = ("w2v_bert", "emotion_reference", "emotion_vector")
+V2_DEFAULTS = {"emotion_alpha": 1.0, "steps": DEFAULT_STEPS, "cfg_rate": DEFAULT_CFG_RATE,
+               "segment_tokens": DEFAULT_SEGMENT_TOKENS}
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Refuse flag combinations of the wrong generation (one line)."""
+    from trainer.synthesis.errors import SynthesisError
+
+    if args.model_dir is None:
+        missing = [flag(name) for name in ("checkpoint", "config", "tokenizer") if getattr(args, name) is None]
+        if missing:
+            raise SynthesisError(f"the following arguments are required: {', '.join(missing)} (or --model-dir for "
+                                 "IndexTTS2)")
+        given = [flag(n) for n in V2_ONLY if getattr(args, n) is not None]
+        given += [flag(n) for n, default in V2_DEFAULTS.items() if getattr(args, n) != default]
+        if given:
+            raise SynthesisError(f"{', '.join(given)} need(s) --model-dir (IndexTTS2 only)")
+        return
+    for name in ("config", "vocoder"):
+        if getattr(args, name) is not None:
+            raise SynthesisError(f"{flag(name)} is for IndexTTS 1.5: IndexTTS2 reads <model-dir>/config.yaml and "
+                                 "its bigvgan/ folder")
+    if not args.model_dir.is_dir():
+        raise SynthesisError(f"--model-dir {args.model_dir}: folder not found")
+    if args.reference.suffix.lower() == ".npy":
+        raise SynthesisError(f"--reference {args.reference}: IndexTTS2 needs reference audio, not a mel .npy")
 
 
 def read_texts(args: argparse.Namespace) -> list[str]:
@@ -104,15 +173,19 @@ def vocoder_path(args: argparse.Namespace, config: dict[str, Any]) -> Path:
 
 
 def synthesize(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from trainer.synthesis import SynthesisError
 
-    from data_tools.config import load_config
-    from trainer.steps import resolve_device
-    from trainer.synthesis import DecodeSettings, SynthesisError, Synthesizer, write_wav
-
+    check_flags(args)
     if not args.reference.is_file():
         raise SynthesisError(f"--reference {args.reference}: file not found")
     texts = read_texts(args)
+    settings = decode_settings(args)
+    return (synthesize_v2 if args.model_dir is not None else synthesize_v15)(args, texts, settings)
+
+
+def decode_settings(args: argparse.Namespace) -> Any:
+    from trainer.synthesis import DecodeSettings, SynthesisError
+
     settings = DecodeSettings(
         mode=args.decode, num_beams=args.num_beams, temperature=args.temperature, top_k=args.top_k,
         top_p=args.top_p, repetition_penalty=args.repetition_penalty, length_penalty=args.length_penalty,
@@ -120,19 +193,104 @@ def synthesize(args: argparse.Namespace) -> int:
     problems = settings.problems()
     if problems:
         raise SynthesisError("; ".join(problems))
+    return settings
+
+
+def synthesize_v15(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
+    from data_tools.config import load_config
+    from trainer.steps import resolve_device
+    from trainer.synthesis import Synthesizer
+
     device = resolve_device(args.device)
     config = load_config(args.config)
     synth = Synthesizer.load(args.checkpoint, args.config, args.tokenizer, vocoder_path(args, config), device,
                              language=args.language)
     synth.check_settings(settings)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
-        synth.text_ids(text, "--text" if args.text is not None else f"{args.texts_file}:{index + 1}")
+        synth.text_ids(text, where(args, index))
     reference = synth.prepare_reference(_reference_input(args.reference))
+    speak = lambda text: synth.synthesize([text], reference, settings)[0]  # noqa: E731
+    return speak_all(args, texts, speak, {"device": str(device), "settings": vars_of(settings),
+                                          "reference_seconds": round(reference.seconds, 4)})
+
+
+def emotion_weights(text: str | None) -> tuple[float, ...] | None:
+    from trainer.synthesis import SynthesisError
+
+    if text is None:
+        return None
+    try:
+        return tuple(float(part) for part in text.replace(" ", "").split(","))
+    except ValueError:
+        raise SynthesisError(f"--emotion-vector {text!r}: give 8 comma-separated numbers") from None
+
+
+def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
+    from trainer.steps import resolve_device
+    from trainer.synthesis import SynthesisError
+    from trainer.synthesis.pipeline_v2 import EmotionControl, MelSettings, SynthesizerV2
+
+    emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
+                             weights=emotion_weights(args.emotion_vector))
+    mel = MelSettings(steps=args.steps, cfg_rate=args.cfg_rate, seed=args.seed)
+    problems = emotion.problems() + mel.problems()
+    if args.emotion_reference is not None and not args.emotion_reference.is_file():
+        problems.insert(0, f"--emotion-reference {args.emotion_reference}: file not found")
+    if args.segment_tokens < 1:
+        problems.append(f"--segment-tokens must be >= 1, got {args.segment_tokens}")
+    if problems:
+        raise SynthesisError("; ".join(problems))
+    if args.tokenizer is None:
+        from networks.indextts2 import IndexTTS2FilesError, resolve_files
+
+        try:
+            files, _ = resolve_files(args.model_dir, w2v_bert=args.w2v_bert, need_gpt=args.checkpoint is None)
+        except IndexTTS2FilesError as exc:
+            raise SynthesisError(str(exc)) from None
+        if files.tokenizer is None:
+            raise SynthesisError(f"--model-dir {args.model_dir} has no bpe.model (dataset.bpe_model): pass --tokenizer")
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # w2v-BERT's loading bar: noise on the CLI's stderr
+    device = resolve_device(args.device)
+    synth = SynthesizerV2.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
+                               tokenizer=args.tokenizer, language=args.language, device=device,
+                               max_segment_tokens=args.segment_tokens)
+    synth.check_settings(settings, mel)
+    for index, text in enumerate(texts):  # every text is checked before any audio is made
+        synth.segments(text, where(args, index))
+    voice = synth.prepare_voice(args.reference)
+    if args.emotion_reference is not None:  # read once, not per text
+        features = synth.emotion_features(args.emotion_reference)
+        emotion_vector = synth.emotion_vector(voice, emotion, emotion_features=features)
+    else:
+        emotion_vector = synth.emotion_vector(voice, emotion)
+    speak = lambda text: synth.synthesize(text, voice, emotion, settings, mel, emotion_vector=emotion_vector)  # noqa: E731
+    return speak_all(args, texts, speak, {"device": str(device), "settings": vars_of(settings),
+                                          "s2mel": vars_of(mel), "emotion": _emotion_report(emotion),
+                                          "reference_seconds": round(voice.seconds, 4)})
+
+
+def _emotion_report(emotion: Any) -> dict[str, Any]:
+    return {"reference": None if emotion.reference is None else str(emotion.reference), "alpha": emotion.alpha,
+            "weights": None if emotion.weights is None else list(emotion.weights)}
+
+
+def where(args: argparse.Namespace, index: int) -> str:
+    return "--text" if args.text is not None else f"{args.texts_file}:{index + 1}"
+
+
+def speak_all(args: argparse.Namespace, texts: list[str], speak: Any, header: dict[str, Any]) -> int:
+    """Speak each text to its output path, print a line per file, and write the JSON report."""
+    from tqdm import tqdm
+
+    from trainer.synthesis import SynthesisError, write_wav
+
     paths = output_paths(args.out, len(texts), single=args.text is not None)
     report: list[dict[str, Any]] = []
     with tqdm(total=len(texts), desc="synthesizing", unit="text", file=sys.stderr, disable=None) as bar:
         for text, path in zip(texts, paths):
-            result = synth.synthesize([text], reference, settings)[0]
+            result = speak(text)
             try:
                 write_wav(path, result.waveform, result.sample_rate)
             except OSError as exc:
@@ -143,8 +301,7 @@ def synthesize(args: argparse.Namespace) -> int:
             bar.update(1)
     audio = sum(item["audio_seconds"] for item in report)
     taken = sum(item["seconds"] for item in report)
-    summary = {"device": str(device), "settings": vars_of(settings), "reference": str(args.reference),
-               "reference_seconds": round(reference.seconds, 4), "audio_seconds": round(audio, 4),
+    summary = {**header, "reference": str(args.reference), "audio_seconds": round(audio, 4),
                "seconds": round(taken, 4), "real_time_factor": round(taken / audio, 4) if audio > 0 else None,
                "items": report}
     if args.json is not None:

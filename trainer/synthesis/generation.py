@@ -1,4 +1,8 @@
-"""Autoregressive mel-code generation for the IndexTTS v1.5 GPT, with a KV cache, in plain PyTorch.
+"""Autoregressive code generation for the IndexTTS GPTs, with a KV cache, in plain PyTorch.
+
+One loop for v1.5 and v2: they differ only in the conditioning block in front of the text (v1.5: 32 speaker
+latents; v2: 32 latents + emotion vector, then the two speed rows, ``UnifiedVoiceV2.build_conds``), which the
+caller passes as ``conds``.
 
 Facts: shared/reference/fixtures_indextts15_infer/FIXTURES.md ("inference_speech"). The GPT's own
 sub-modules and weights are used as they are (``model.gpt.h[i]``, ``ln_f``, ``final_norm``, ``mel_head``,
@@ -24,6 +28,7 @@ never used during generation (0, 2, 3, ...), while the latent forward uses 0, 1,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +40,7 @@ from networks.unified_voice import UnifiedVoice
 
 DecodeMode = Literal["greedy", "beam", "sample"]
 DECODE_MODES: tuple[str, ...] = ("greedy", "beam", "sample")
+StepObserver = Callable[[int, Tensor], None]
 NEG_INF_SCORE = -1.0e9  # upstream's "never choose this beam" score
 SILENT_CODE = 52
 SILENCE_TOTAL_LIMIT = 30
@@ -297,11 +303,14 @@ def generate_codes(
     *,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
+    observe: StepObserver | None = None,
 ) -> Generated:
     """Generate codes for a batch of texts (B, L) (padded with the stop id) from conditioning (1 or B, n, D).
 
     The model should be in eval mode (``Synthesizer`` takes care of that). Sampling needs ``generator``;
-    one is made from ``settings.seed`` when none is given.
+    one is made from ``settings.seed`` when none is given. ``observe(step, scores)`` sees each step's scores
+    where the choice is made: one beam, the processed scores (B, V) (after the repetition penalty, before
+    sampling warps); beams, the accumulated candidate scores (B, beams * V).
     """
     problems = settings.problems()
     if problems:
@@ -312,12 +321,13 @@ def generate_codes(
     max_new = max_codes_for(model, settings)
     decoder = CachedDecoder(model, use_cache=use_cache)
     if settings.beams == 1:
-        return _greedy_or_sample(model, decoder, prefix, key_mask, settings, max_new, generator)
-    return _beam_search(model, decoder, prefix, key_mask, settings, max_new, generator)
+        return _greedy_or_sample(model, decoder, prefix, key_mask, settings, max_new, generator, observe)
+    return _beam_search(model, decoder, prefix, key_mask, settings, max_new, generator, observe)
 
 
 def _greedy_or_sample(model: UnifiedVoice, decoder: CachedDecoder, prefix: Tensor, key_mask: Tensor,
-                      settings: DecodeSettings, max_new: int, generator: torch.Generator | None) -> Generated:
+                      settings: DecodeSettings, max_new: int, generator: torch.Generator | None,
+                      observe: StepObserver | None = None) -> Generated:
     batch, device, stop = prefix.size(0), prefix.device, model.stop_mel_token
     rows = torch.arange(batch, device=device)
     seen = _initial_seen(batch, model, device)
@@ -327,6 +337,8 @@ def _greedy_or_sample(model: UnifiedVoice, decoder: CachedDecoder, prefix: Tenso
     steps = 0
     for step in range(max_new):
         scores = apply_repetition_penalty(logits, seen, settings.repetition_penalty)
+        if observe is not None:
+            observe(step, scores)
         if settings.mode == "sample":
             probs = warp_for_sampling(scores, settings, min_keep=1).softmax(dim=-1)
             tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
@@ -358,7 +370,8 @@ def _choose_candidates(scores: Tensor, count: int, sample: bool,
 
 
 def _beam_search(model: UnifiedVoice, decoder: CachedDecoder, prefix: Tensor, key_mask: Tensor,
-                 settings: DecodeSettings, max_new: int, generator: torch.Generator | None) -> Generated:
+                 settings: DecodeSettings, max_new: int, generator: torch.Generator | None,
+                 observe: StepObserver | None = None) -> Generated:
     """Upstream's vectorised beam search (optionally beam sampling): see FIXTURES.md "Beam search"."""
     batch, device, stop = prefix.size(0), prefix.device, model.stop_mel_token
     beams, vocab = settings.num_beams, model.mel_vocab_size
@@ -386,6 +399,8 @@ def _beam_search(model: UnifiedVoice, decoder: CachedDecoder, prefix: Tensor, ke
         if sample:
             log_probs = warp_for_sampling(log_probs, settings, min_keep=2)
         accumulated = (log_probs + running_scores.view(rows, 1)).view(batch, beams * vocab)
+        if observe is not None:
+            observe(step, accumulated)
         cand_scores, cand_index = _choose_candidates(accumulated, keep, sample, generator)
         cand_beam = cand_index // vocab
         cand_token = cand_index % vocab

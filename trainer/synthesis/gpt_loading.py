@@ -28,12 +28,13 @@ def gpt_config_for(ckpt: dict[str, Any], state: Mapping[str, torch.Tensor], conf
 
 
 def model_from_state(gpt_config: Mapping[str, Any], state: Mapping[str, torch.Tensor], source: str,
-                     device: torch.device | str = "cpu") -> UnifiedVoice:
-    """Build the v1.5 GPT from ``gpt_config`` and load ``state`` strictly (inference aliases dropped)."""
+                     device: torch.device | str = "cpu", version: str = "1.5") -> UnifiedVoice:
+    """Build the ``version`` GPT from ``gpt_config`` and load ``state`` strictly (inference aliases dropped)."""
     with torch.device("meta"):
         model = build_model(dict(gpt_config))
-    if model.version != "1.5":
-        raise SynthesisError(f"{source} is an IndexTTS {model.version} GPT: synthesis supports v1.5 only")
+    if model.version != version:
+        what = "synthesis supports v1.5 only" if version == "1.5" else f"an IndexTTS {version} GPT is needed here"
+        raise SynthesisError(f"{source} is an IndexTTS {model.version} GPT: {what}")
     kept = {k: v for k, v in state.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
     problems = state_dict_mismatches(model, kept)
     if problems:
@@ -44,7 +45,7 @@ def model_from_state(gpt_config: Mapping[str, Any], state: Mapping[str, torch.Te
 
 
 def load_gpt(checkpoint: str | Path, config: Mapping[str, Any], config_path: str | Path | None = None,
-             device: torch.device | str = "cpu") -> UnifiedVoice:
+             device: torch.device | str = "cpu", version: str = "1.5") -> UnifiedVoice:
     """The GPT of ``checkpoint`` (any kind), in eval mode on ``device``. Raises SynthesisError/CheckpointError."""
     from trainer.checkpoints import CheckpointError, checkpoint_kind, load_checkpoint, model_state_of
 
@@ -59,4 +60,4 @@ def load_gpt(checkpoint: str | Path, config: Mapping[str, Any], config_path: str
         gpt = gpt_config_for(ckpt, state, config, config_path)
     except CheckpointError as exc:
         raise SynthesisError(str(exc)) from None
-    return model_from_state(gpt, state, str(path), device)
+    return model_from_state(gpt, state, str(path), device, version)
