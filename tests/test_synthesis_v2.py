@@ -207,9 +207,25 @@ def test_same_seed_same_audio_and_the_global_rng_is_left_alone(synth, voice):
     assert np.array_equal(a.waveform, b.waveform) and not np.array_equal(a.waveform, c.waveform)
 
 
+def test_emotion_alpha_blends_a_reference_and_scales_weights(synth, voice, prompt):
+    own = synth.emotion_vector(voice)
+    other = synth.emotion_features(prompt)  # any features stand for "another" emotion prompt here
+    shifted = other.flip(1)
+    base = synth.emotion_vector(voice, EmotionControl(alpha=0.0), emotion_features=shifted)
+    full = synth.emotion_vector(voice, EmotionControl(alpha=1.0), emotion_features=shifted)
+    half = synth.emotion_vector(voice, EmotionControl(alpha=0.5), emotion_features=shifted)
+    torch.testing.assert_close(half, (base + full) / 2, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(base, full)
+    weights = (0.0, 0.3, 0.0, 0.0, 0.0, 0.0, 0.2, 0.0)
+    scaled = synth.emotion_vector(voice, EmotionControl(weights=weights, alpha=0.33333))
+    torch.testing.assert_close(scaled, synth.emotion_vector(voice, EmotionControl(weights=(0, 0.0999, 0, 0, 0, 0,
+                                                                                            0.0666, 0))))
+    assert torch.equal(synth.emotion_vector(voice, EmotionControl(weights=(0.0,) * 8)), own)
+
+
 @pytest.mark.parametrize(("emotion", "message"), [
     (EmotionControl(weights=(0.5,) * 3), "8 numbers"),
-    (EmotionControl(weights=(0.6, 0.6, 0, 0, 0, 0, 0, 0)), "sum to at most 1"),
+    (EmotionControl(weights=(1.5, 0, 0, 0, 0, 0, 0, 0)), r"must each lie in \[0, 1\]"),
     (EmotionControl(alpha=1.5), r"alpha must be in \[0, 1\]"),
     (EmotionControl(reference="x.wav", weights=(0.0,) * 8), "not both"),
 ])

@@ -1,10 +1,14 @@
-"""IndexTTS v1.5 synthesis in plain PyTorch: text + reference voice -> 24 kHz speech.
+"""IndexTTS synthesis in plain PyTorch: text + reference voice -> speech (v1.5: 24 kHz, IndexTTS2: 22.05 kHz).
 
 Entry points (details in each module's docstring):
 
 - :class:`Synthesizer` (``pipeline``): ``Synthesizer.load(checkpoint, config, tokenizer, vocoder, device)``
   or ``Synthesizer(model, vocoder_model, tokenizer)`` for a live model; ``synthesize(texts, reference,
   DecodeSettings(...)) -> list[SynthResult]``.
+- ``pipeline_v2.SynthesizerV2`` (imported from its module, so that v1.5 users do not pay for transformers):
+  IndexTTS2 from a download folder, ``SynthesizerV2.load(model_dir, w2v_bert=..., checkpoint=..., tokenizer=...)``;
+  ``prepare_voice(path)``, ``synthesize(text, voice, EmotionControl(...), DecodeSettings(...), MelSettings(...))``
+  -> ``SynthResultV2`` (segments from ``segments.split_segments`` joined with 200 ms of silence).
 - :class:`DecodeSettings`, ``generate_codes``, ``remove_long_silence`` (``generation``): KV-cached decoding.
 - ``load_vocoder`` (``vocoder_loading``): a BigVGAN v1.5 file -> ``networks.bigvgan.BigVGAN``.
 - ``write_demo_vocoder`` (``demo_vocoder``): a tiny random BigVGAN for the demo workspace.

@@ -29,6 +29,8 @@ Public API:
     result.waveform  # float32 (N,) at result.sample_rate == 22050; write_wav gives upstream's int16
     synth.synthesize_ids([[ids...], ...], voice, ...)         # token ids given directly, one list per segment
 
+Codes per segment: ``DecodeSettings.max_codes``, or infer_v2's default 1500 (capped by gpt.max_mel_tokens).
+
 Randomness: GPT sampling draws from a private generator seeded with ``DecodeSettings.seed``; the CFM start
 noise of segment i from a private generator seeded with ``MelSettings.seed + i`` (on CPU this is what
 ``torch.manual_seed(seed)`` followed by ``torch.randn`` gives, so a fixed seed reproduces upstream's run), or
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,7 @@ from trainer.synthesis.segments import DEFAULT_MAX_SEGMENT_TOKENS, TextSegment, 
 PROMPT_SECONDS = 15.0  # upstream cuts both prompts to 15 s
 EMOTION_RATE = 16000
 SEGMENT_SILENCE_MS = 200  # infer_v2's interval_silence
+DEFAULT_MAX_CODES = 1500  # infer_v2's max_mel_tokens default (the config's 1815 is the table size)
 
 NoiseSource = Callable[[int, tuple[int, ...]], Tensor]
 
@@ -109,8 +112,8 @@ class EmotionControl:
             if len(self.weights) != len(EMOTIONS):
                 out.append(f"emotion weights must be {len(EMOTIONS)} numbers ({', '.join(EMOTIONS)}), "
                            f"got {len(self.weights)}")
-            elif any(not 0.0 <= w <= 1.0 for w in self.weights) or sum(self.weights) > 1.0 + 1e-6:
-                out.append(f"emotion weights must each lie in [0, 1] and sum to at most 1, got {list(self.weights)}")
+            elif any(not 0.0 <= w <= 1.0 for w in self.weights):
+                out.append(f"emotion weights must each lie in [0, 1], got {list(self.weights)}")
         return out
 
 
@@ -203,9 +206,7 @@ class SynthesizerV2:
         """An IndexTTS2 download folder (see ``networks.indextts2``); ``checkpoint`` replaces its ``gpt.pth``
         with any v2 GPT checkpoint (ours, an export, a bare gpt.pth); ``tokenizer`` defaults to the folder's
         ``bpe.model``. Raises SynthesisError (one line) for missing or unfitting files."""
-        from networks.gpt_config import ConfigError
-        from networks.indextts2 import IndexTTS2FilesError, load_indextts2
-        from networks.loading import StateDictMismatchError
+        from networks.indextts2 import load_indextts2
         from trainer.synthesis.gpt_loading import load_gpt
 
         try:
@@ -213,9 +214,9 @@ class SynthesizerV2:
                                   local_files_only=local_files_only, device=device)
             if checkpoint is not None:
                 nets.gpt = load_gpt(checkpoint, nets.config, nets.files.config_path, device, version="2")
-        except (IndexTTS2FilesError, ConfigError, StateDictMismatchError, FileNotFoundError) as exc:
-            raise SynthesisError(" ".join(str(exc).split())) from None
-        except ValueError as exc:  # other strict-loading refusals (CAMPPlus, S2Mel, vocoder files)
+        except (ValueError, FileNotFoundError) as exc:
+            # the networks' refusals (missing files/keys, strict-loading mismatches, bad config sections) are
+            # ValueErrors with one-line messages
             raise SynthesisError(" ".join(str(exc).split())) from None
         text_tokenizer = None
         path = Path(tokenizer) if tokenizer is not None else nets.files.tokenizer
@@ -390,6 +391,8 @@ class SynthesizerV2:
              noise: NoiseSource | None, trace: list[dict[str, Any]] | None = None,
              emotion_vector: Tensor | None = None) -> SynthResultV2:
         settings = settings or DecodeSettings()
+        if settings.max_codes is None:
+            settings = replace(settings, max_codes=min(DEFAULT_MAX_CODES, max_codes_for(self.model, settings)))
         mel = mel or MelSettings()
         self.check_settings(settings, mel)
         if emotion is not None and emotion.problems():
