@@ -44,6 +44,7 @@ from data_tools.shape_rules import MAX_COND_FRAMES, MIN_COND_FRAMES
 from networks.bigvgan import BigVGAN
 from networks.unified_voice import UnifiedVoice
 from trainer.synthesis.errors import SynthesisError
+from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for, remove_long_silence
 
 SAMPLE_RATE = 24_000
@@ -83,21 +84,6 @@ class PreparedReference:
     conds: Tensor  # (1, n_cond, D)
     speaker: Tensor  # (1, 1, S)
     seconds: float  # time spent preparing it
-
-
-class _EvalMode:
-    """Put modules in eval mode and give each its own train flag back afterwards."""
-
-    def __init__(self, *modules: torch.nn.Module) -> None:
-        self.flags = [(m, m.training) for module in modules for m in module.modules()]
-
-    def __enter__(self) -> None:
-        for module, _ in self.flags:
-            module.training = False
-
-    def __exit__(self, *exc: object) -> None:
-        for module, flag in self.flags:
-            module.training = flag
 
 
 class Synthesizer:
@@ -224,7 +210,7 @@ class Synthesizer:
         """Conditioning latents and speaker embedding of a reference (reuse it for many texts)."""
         started = time.perf_counter()
         mel = self.reference_mel(reference)
-        with _EvalMode(self.model, self.vocoder):
+        with EvalMode(self.model, self.vocoder):
             lengths = torch.tensor([mel.size(-1)], device=mel.device)
             conds = self.model.get_conditioning(mel.to(self._dtype), lengths)
             speaker = self.vocoder.speaker_embedding(mel.transpose(1, 2))
@@ -286,7 +272,7 @@ class Synthesizer:
             generator = torch.Generator(device=device).manual_seed(int(settings.seed))
         ids = torch.tensor([text_ids], dtype=torch.long, device=device)
         notes: list[str] = []
-        with _EvalMode(self.model, self.vocoder):
+        with EvalMode(self.model, self.vocoder):
             generated = generate_codes(self.model, ref.conds, ids, settings, generator=generator)
             raw = generated.codes
             hit_stop = bool((raw == self.model.stop_mel_token).any())

@@ -62,8 +62,9 @@ from networks.indextts2 import IndexTTS2Networks
 from networks.s2mel import DEFAULT_CFG_RATE, DEFAULT_STEPS, target_mel_frames
 from networks.unified_voice import UnifiedVoiceV2
 from trainer.synthesis.errors import SynthesisError
+from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for
-from trainer.synthesis.pipeline import SynthResult, _EvalMode
+from trainer.synthesis.pipeline import SynthResult
 from trainer.synthesis.segments import DEFAULT_MAX_SEGMENT_TOKENS, TextSegment, split_segments
 
 PROMPT_SECONDS = 15.0  # upstream cuts both prompts to 15 s
@@ -281,7 +282,7 @@ class SynthesizerV2:
     def semantic_features(self, audio_16k: Tensor) -> Tensor:
         """(1, N) 16 kHz audio -> normalised w2v-BERT layer-17 features (1, T, W)."""
         features, mask = extract_features(self.nets.extractor, audio_16k.cpu())
-        with _EvalMode(self.nets.semantic):
+        with EvalMode(self.nets.semantic):
             return self.nets.semantic(features.to(self.device), mask.to(self.device))
 
     def emotion_features(self, path: str | Path, what: str = "emotion reference") -> Tensor:
@@ -298,7 +299,7 @@ class SynthesizerV2:
         """The prompt from audio already read: (1, N) at 22050 Hz and the emotion prompt (1, N') at 16 kHz."""
         started = time.perf_counter()
         nets = self.nets
-        with _EvalMode(self.model, nets.semantic, nets.codec, nets.campplus, nets.s2mel):
+        with EvalMode(self.model, nets.semantic, nets.codec, nets.campplus, nets.s2mel):
             audio_16k = sinc_resample(audio_22k, self.mel_settings.sample_rate, EMOTION_RATE, kernel_dtype="float64")
             features = self.semantic_features(audio_16k)
             _, semantic_ref = nets.codec.quantize(features)
@@ -316,7 +317,7 @@ class SynthesizerV2:
     @torch.no_grad()
     def speaker_latents(self, features: Tensor) -> Tensor:
         """(1, T, W) speaker features -> the GPT's (1, 32, D) conditioning latents (speech_conditioning_latent)."""
-        with _EvalMode(self.model):
+        with EvalMode(self.model):
             return self.model.get_conditioning(features.transpose(1, 2), conditioning_lengths(features))
 
     @torch.no_grad()
@@ -335,7 +336,7 @@ class SynthesizerV2:
         if emotion.weights is None and (emotion.reference is not None or emotion_features is not None):
             reference = emotion_features if emotion_features is not None else self.emotion_features(emotion.reference)
             alpha = float(emotion.alpha)
-        with _EvalMode(self.model):
+        with EvalMode(self.model):
             emovec = self.model.merge_emovec(
                 voice.features.transpose(1, 2), reference.transpose(1, 2), conditioning_lengths(voice.features),
                 conditioning_lengths(reference), alpha=alpha)
@@ -438,7 +439,7 @@ class SynthesizerV2:
                  trace: dict[str, Any] | None = None) -> tuple[np.ndarray, SegmentInfo]:
         nets, model, device = self.nets, self.model, self.device
         ids = torch.tensor([segment.ids], dtype=torch.long, device=device)
-        with _EvalMode(model, nets.codec, nets.s2mel, nets.vocoder):
+        with EvalMode(model, nets.codec, nets.s2mel, nets.vocoder):
             raw = generate_codes(model, conds, ids, settings, generator=generator).codes
             stops = (raw[0] == model.stop_mel_token).nonzero()
             count = int(stops[0, 0]) if stops.numel() else raw.size(1)
