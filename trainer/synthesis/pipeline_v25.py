@@ -44,8 +44,8 @@ from networks.prep25 import speaker_audio_16k
 from networks.s2mel import target_mel_frames
 from networks.synthesis25 import PromptCondition, segment_mel, speaker_prompt_condition
 from trainer.synthesis.errors import SynthesisError
+from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes
-from trainer.synthesis.pipeline import _EvalMode
 from trainer.synthesis.pipeline_v2 import (
     EmotionControl,
     MelSettings,
@@ -248,7 +248,7 @@ class SynthesizerV25(SynthesizerV2):
 
         started = time.perf_counter()
         nets = self.nets
-        with _EvalMode(self.model, nets.semantic, nets.campplus, nets.s2mel):
+        with EvalMode(self.model, nets.semantic, nets.campplus, nets.s2mel):
             audio_16k = speaker_audio_16k(audio_22k)
             features = self.semantic_features(audio_16k)
             style = nets.campplus.style_of(audio_16k)
@@ -285,7 +285,7 @@ class SynthesizerV25(SynthesizerV2):
         kept = [i for i in segment.ids if i not in (model.start_text_token, model.stop_text_token)]
         ids = torch.tensor([kept], dtype=torch.long, device=device)
         langs = torch.tensor([language_index(language)], dtype=torch.long, device=device)
-        with _EvalMode(model):
+        with EvalMode(model):
             raw = generate_codes(model, conds, ids, settings, generator=generator, langs=langs).codes
         stops = (raw[0] == model.stop_mel_token).nonzero()
         count = int(stops[0, 0]) if stops.numel() else raw.size(1)
@@ -317,7 +317,7 @@ class SynthesizerV25(SynthesizerV2):
         shape = (1, voice.ref_mel.shape[1], voice.ref_mel.shape[-1] + frames)
         start = (noise or seeded_noise(mel.seed))(index, shape).to(device=self.device, dtype=torch.float32)
         prompt = PromptCondition(ref_mel=voice.ref_mel, condition=voice.prompt_condition, style=voice.style)
-        with _EvalMode(nets.codec, nets.s2mel, nets.vocoder):
+        with EvalMode(nets.codec, nets.s2mel, nets.vocoder):
             spectrogram = segment_mel(nets.codec, nets.s2mel, codes.to(self.device), prompt, duration_factor=factor,
                                       steps=mel.steps, cfg_rate=mel.cfg_rate, noise=start, trace=trace)
             wav = nets.vocoder(spectrogram.float())
