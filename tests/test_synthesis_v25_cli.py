@@ -76,7 +76,7 @@ def test_cli_uses_the_scheme_a_checkpoint_records(folder, prompt, tmp_path, caps
 @pytest.mark.parametrize(("extra", "message"), [
     (["--duration-factor", "0"], r"duration_factor must be in \(0, 10\]"),
     (["--steps", "0"], "steps must be >= 1"),
-    (["--text-scheme", "merges"], "'merges' text scheme uses ids up to"),
+    (["--text-scheme", "merges"], "60510 rows, the 'merges' scheme's table"),
     (["--checkpoint", "absent.pth"], "--checkpoint absent.pth: file not found"),
     (["--emotion-vector", "0,0.3,0,0,0,0,0.2,0"], "feat1.pt / feat2.pt"),
 ])

@@ -242,3 +242,34 @@ def test_a_v2_gpt_checkpoint_is_refused_by_name(folder, tmp_path):
     torch.save(state, tmp_path / "gpt_v2_like.pth")
     with pytest.raises(SynthesisError, match=r"lang_embedding\.weight"):
         load_gpt25_checkpoint(tmp_path / "gpt_v2_like.pth", download_config())
+
+
+def test_a_merges_export_is_read_back_in_the_studio_row_order(folder, tmp_path):
+    """An export's gpt.pth (no scheme recorded) holds its text rows in upstream's order; ours records its scheme
+    and keeps the studio's order. Both speak with the same rows."""
+    from data_tools.text_tokenizer_v25 import TextTokenizerV25
+
+    tokenizer = TextTokenizerV25(folder / "multilingual_zh_ja_yue_char_del.tiktoken", scheme="merges")
+    state = torch.load(folder / "gpt.pth", weights_only=True)
+    state = dict(state.get("model", state))
+    added = tokenizer.added_tokens
+    generator = torch.Generator().manual_seed(0)
+    for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
+        extra = torch.randn((added, *state[key].shape[1:]), generator=generator)
+        state[key] = torch.cat((state[key], extra))
+    order = torch.tensor(tokenizer.tokenizer.upstream_id_order())
+    export = {**state, **{key: state[key].index_select(0, order) for key in
+                          ("text_embedding.weight", "text_head.weight", "text_head.bias")}}
+    torch.save({"model": export}, tmp_path / "export_gpt.pth")
+    gpt = {**download_config()["gpt"], "number_text_tokens": tokenizer.number_text_tokens}
+    ours = {"model": state, "model_config": gpt, "tokenizer": {"text_scheme": {"scheme": "merges"}}}
+    torch.save(ours, tmp_path / "ours.pth")
+    with tiled_features():
+        from trainer.synthesis.pipeline_v25 import SynthesizerV25
+
+        spoken = [SynthesizerV25.load(folder, checkpoint=tmp_path / name, local_files_only=True, **kwargs)
+                  for name, kwargs in (("export_gpt.pth", {"scheme": "merges"}), ("ours.pth", {}))]
+    for synth in spoken:
+        assert synth.tokenizer.scheme == "merges"
+        assert torch.equal(synth.model.text_embedding.weight, state["text_embedding.weight"])
+        assert torch.equal(synth.model.text_head.bias, state["text_head.bias"])

@@ -59,6 +59,7 @@ from trainer.synthesis.pipeline_v2 import (
 from trainer.synthesis.segments import DEFAULT_MAX_SEGMENT_TOKENS, TextSegment, split_segments
 
 BARE_CHECKPOINT_SCHEME = "bytes"  # a gpt.pth that records no scheme: upstream's own table, no added ids
+TEXT_ROW_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,25 @@ def load_gpt25_checkpoint(path: str | Path, config: Mapping[str, Any],
     return LoadedGPT25(model=model.to(device).eval(), scheme=scheme)
 
 
+@torch.no_grad()
+def rows_from_upstream_order(model: Any, tokenizer: Any) -> bool:
+    """A ``merges`` gpt.pth that records no scheme is an export (or made for stock inference): its text rows are
+    in upstream's id order (ranks, added ranks, specials, spare row). Put them back in this tokenizer's id order,
+    in place; returns whether anything moved (nothing for schemes without added tokens)."""
+    if not tokenizer.added_tokens:
+        return False
+    order = torch.tensor(tokenizer.tokenizer.upstream_id_order(), dtype=torch.long)
+    state = model.state_dict()
+    for key in TEXT_ROW_TENSORS:
+        if state[key].shape[0] != order.numel():
+            raise SynthesisError(f"{key} has {state[key].shape[0]} rows, the '{tokenizer.scheme}' scheme's table "
+                                 f"{order.numel()}: use the scheme the model was trained with")
+    for key in TEXT_ROW_TENSORS:
+        upstream = state[key].clone()
+        state[key].index_copy_(0, order.to(upstream.device), upstream)  # studio row order[j] = upstream row j
+    return True
+
+
 class SynthesizerV25(SynthesizerV2):
     """IndexTTS-2.5 inference over loaded networks (``IndexTTS25Networks``) and a ``TextTokenizerV25``."""
 
@@ -162,7 +182,10 @@ class SynthesizerV25(SynthesizerV2):
              local_files_only: bool = False, max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> SynthesizerV25:
         """A 2.5 download folder (``networks.indextts25``); ``checkpoint`` replaces its gpt.pth with any 2.5 GPT
         checkpoint. The text scheme: ``scheme`` if given, else the checkpoint's record, else ``bytes`` (a bare
-        upstream gpt.pth); ``table`` defaults to the folder's .tiktoken. Raises SynthesisError (one line)."""
+        upstream gpt.pth); ``table`` defaults to the folder's .tiktoken (the base table: an export's extended
+        table is refused, use the base table with the merges). A gpt.pth recording no scheme has its text rows
+        in upstream's order (an export), put back in the tokenizer's (:func:`rows_from_upstream_order`).
+        Raises SynthesisError (one line)."""
         from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
         from data_tools.tokenizer.tiktoken25 import TableError
         from networks.indextts25 import IndexTTS25FilesError, load_indextts25
@@ -182,6 +205,8 @@ class SynthesizerV25(SynthesizerV2):
                                          merges=(merges or DEFAULT_MERGES) if chosen == "merges" else None)
         except TableError as exc:
             raise SynthesisError(" ".join(str(exc).split())) from None
+        if recorded is None:  # an export's or a bare gpt.pth: upstream's row order
+            rows_from_upstream_order(nets.gpt, tokenizer)
         return cls(nets, tokenizer, language=language, max_segment_tokens=max_segment_tokens)
 
     # ----- text --------------------------------------------------------------------------------------------
