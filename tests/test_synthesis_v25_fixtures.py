@@ -273,3 +273,15 @@ def test_a_merges_export_is_read_back_in_the_studio_row_order(folder, tmp_path):
         assert synth.tokenizer.scheme == "merges"
         assert torch.equal(synth.model.text_embedding.weight, state["text_embedding.weight"])
         assert torch.equal(synth.model.text_head.bias, state["text_head.bias"])
+
+
+def test_sampling_is_seeded_and_leaves_the_global_rng_alone(synth, voice):
+    settings = DecodeSettings(mode="sample", num_beams=1, temperature=1.0, top_k=30, top_p=0.9, seed=3, max_codes=6)
+    mel = MelSettings25(steps=1, seed=5)
+    state = torch.get_rng_state()
+    first = synth.synthesize("ሰላም ለዓለም።", voice, None, settings, mel)
+    again = synth.synthesize("ሰላም ለዓለም።", voice, None, settings, mel)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert first.codes.tolist() == again.codes.tolist() and (first.waveform == again.waveform).all()
+    other = synth.synthesize("ሰላም ለዓለም።", voice, None, DecodeSettings(**{**vars(settings), "seed": 4}), mel)
+    assert other.codes.tolist() != first.codes.tolist()
