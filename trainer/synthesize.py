@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     v25.add_argument("--text-scheme", choices=("bytes", "merges", "translit"),
                      help="the 2.5 text scheme (default: the checkpoint's record, else bytes)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    files.add_argument("--no-adapter", dest="adapter", action="store_false",
+                       help="a LoRA checkpoint: speak with its base weights, without the adapters (default: merged)")
     return parser
 
 
@@ -236,7 +238,7 @@ def synthesize_v15(args: argparse.Namespace, texts: list[str], settings: Any) ->
     device = resolve_device(args.device)
     config = load_config(args.config)
     synth = Synthesizer.load(args.checkpoint, args.config, args.tokenizer, vocoder_path(args, config), device,
-                             language=args.language)
+                             language=args.language, adapter=args.adapter)
     synth.check_settings(settings)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.text_ids(text, where(args, index))
