@@ -93,3 +93,59 @@ def test_cli_refuses_v25_flags_elsewhere(prompt, tmp_path, capsys):
             "--config", "b", "--tokenizer", "c"]
     assert "--duration-factor need(s) an IndexTTS-2.5 --model-dir" in refused(capsys, [*base, "--duration-factor", "2"])
     assert "--text-scheme need(s)" in refused(capsys, [*base, "--text-scheme", "bytes"])
+    assert "--adapter need(s)" in refused(capsys, [*base, "--adapter", "a.pth"])
+
+
+def write_adapter(path, rank: int = 2, width: int = 64) -> dict:
+    """An adapter.pth as ``export --adapter-only`` writes it, on block 0's attention input projection."""
+    from networks.lora import LoRAConfig
+
+    generator = torch.Generator().manual_seed(1)
+    config = LoRAConfig(rank=rank, alpha=4.0, targets=("attn.c_attn",), layers=(0,))
+    adapter = {"gpt.h.0.attn.c_attn.lora_A": torch.randn(rank, 64, generator=generator),
+               "gpt.h.0.attn.c_attn.lora_B": torch.randn(3 * width, rank, generator=generator)}
+    torch.save({"lora_config": config.to_dict(), "adapter": adapter, "step": 10}, path)
+    return {"config": config, "adapter": adapter}
+
+
+def test_an_adapter_file_is_merged_into_the_folders_gpt(folder, prompt, tmp_path, capsys):
+    from trainer.synthesis.pipeline_v25 import SynthesizerV25
+
+    written = write_adapter(tmp_path / "adapter.pth")
+    with tiled_features():
+        synth = SynthesizerV25.load(folder, adapter_file=tmp_path / "adapter.pth", local_files_only=True)
+    state = torch.load(folder / "gpt.pth", weights_only=True)
+    base = state.get("model", state)["gpt.h.0.attn.c_attn.weight"]
+    a, b = written["adapter"]["gpt.h.0.attn.c_attn.lora_A"], written["adapter"]["gpt.h.0.attn.c_attn.lora_B"]
+    want = base + (a.t() @ b.t()) * written["config"].scale
+    torch.testing.assert_close(synth.model.gpt.h[0].attn.c_attn.weight, want)
+    assert torch.equal(synth.model.gpt.h[1].attn.c_attn.weight, state.get("model", state)["gpt.h.1.attn.c_attn.weight"])
+    out = tmp_path / "lora.wav"
+    args = v25_args(folder, prompt, out, "--adapter", str(tmp_path / "adapter.pth"), "--text", "ሰላም።")
+    assert run(args) == 0, capsys.readouterr().err
+    assert sf.info(out).samplerate == 22050
+
+
+def test_bad_adapter_files_are_refused_in_one_line(folder, prompt, tmp_path, capsys):
+    write_adapter(tmp_path / "wide.pth", width=96)
+    torch.save({"something": torch.zeros(1)}, tmp_path / "other.pth")
+    base = v25_args(folder, prompt, tmp_path / "x.wav", "--text", "ሰላም።")
+    assert "does not fit this GPT" in refused(capsys, [*base, "--adapter", str(tmp_path / "wide.pth")])
+    assert "not a LoRA adapter file" in refused(capsys, [*base, "--adapter", str(tmp_path / "other.pth")])
+    assert "contradict" in refused(capsys, [*base, "--adapter", str(tmp_path / "wide.pth"), "--no-adapter"])
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_a_lora_training_checkpoint_speaks_merged_unless_told_otherwise(folder, tmp_path):
+    from trainer.lora_setup import ADAPTER_COMPONENT
+    from trainer.synthesis.pipeline_v25 import load_gpt25_checkpoint
+
+    written = write_adapter(tmp_path / "adapter.pth")
+    state = torch.load(folder / "gpt.pth", weights_only=True)
+    state = state.get("model", state)
+    saved = {"config": written["config"].to_dict(), "adapter": written["adapter"]}
+    torch.save({"model": state, "extra": {"state": {ADAPTER_COMPONENT: saved}}}, tmp_path / "lora_run.pth")
+    merged = load_gpt25_checkpoint(tmp_path / "lora_run.pth", download_config()).model
+    plain = load_gpt25_checkpoint(tmp_path / "lora_run.pth", download_config(), adapter=False).model
+    assert torch.equal(plain.gpt.h[0].attn.c_attn.weight, state["gpt.h.0.attn.c_attn.weight"])
+    assert not torch.equal(merged.gpt.h[0].attn.c_attn.weight, state["gpt.h.0.attn.c_attn.weight"])

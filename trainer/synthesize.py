@@ -33,6 +33,8 @@ IndexTTS-2.5 (a ``--model-dir`` whose config.yaml says ``version: 2.5``; see net
 gpt.pth. The text scheme (``--text-scheme`` bytes | merges | translit) defaults to the one the checkpoint
 records, else ``bytes`` (upstream's own table); ``--tokenizer`` is the .tiktoken table (default: the folder's).
 ``--duration-factor`` stretches the speech (S2Mel length only; 1 = upstream), ``--steps`` as for IndexTTS2.
+``--adapter ADAPTER.pth`` merges a LoRA adapter file (export --adapter-only) into the GPT; a LoRA training
+checkpoint speaks with its own adapters merged unless ``--no-adapter``.
 
 Exit codes: 0 done; 2 refused (one line ``error: ...`` on stderr: a missing reference, an empty or too long
 text, a vocoder file of the wrong layout, bad flags or files); 1 anything unexpected.
@@ -107,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="speech length factor, 0 < f <= 10 (S2Mel length only; default 1)")
     v25.add_argument("--text-scheme", choices=("bytes", "merges", "translit"),
                      help="the 2.5 text scheme (default: the checkpoint's record, else bytes)")
+    v25.add_argument("--adapter", dest="adapter_file", type=Path, metavar="ADAPTER.pth",
+                     help="a LoRA adapter file (export --adapter-only) merged into the GPT")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     files.add_argument("--no-adapter", dest="adapter", action="store_false",
                        help="a LoRA checkpoint: speak with its base weights, without the adapters (default: merged)")
@@ -118,11 +122,14 @@ V2_DEFAULTS = {"emotion_alpha": 1.0, "steps": DEFAULT_STEPS, "cfg_rate": DEFAULT
                "segment_tokens": DEFAULT_SEGMENT_TOKENS}
 
 
+FLAGS_OF_DESTS = {"adapter_file": "--adapter"}  # options whose dest is not their flag's name
+
+
 def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return FLAGS_OF_DESTS.get(name) or "--" + name.replace("_", "-")
 
 
-V25_ONLY = ("text_scheme",)
+V25_ONLY = ("text_scheme", "adapter_file")
 V25_DEFAULTS = {"duration_factor": 1.0}
 
 
@@ -322,6 +329,10 @@ def synthesize_v25(args: argparse.Namespace, texts: list[str], settings: Any) ->
         problems.append(f"--segment-tokens must be >= 1, got {args.segment_tokens}")
     if args.checkpoint is not None and not args.checkpoint.is_file():
         problems.insert(0, f"--checkpoint {args.checkpoint}: file not found")
+    if args.adapter_file is not None and not args.adapter:
+        problems.append("--adapter and --no-adapter contradict each other")
+    elif args.adapter_file is not None and not args.adapter_file.is_file():
+        problems.insert(0, f"--adapter {args.adapter_file}: file not found")
     if problems:
         raise SynthesisError("; ".join(problems))
     from transformers.utils import logging as transformers_logging
@@ -330,7 +341,8 @@ def synthesize_v25(args: argparse.Namespace, texts: list[str], settings: Any) ->
     device = resolve_device(args.device)
     synth = SynthesizerV25.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
                                 table=args.tokenizer, scheme=args.text_scheme, language=args.language,
-                                device=device, max_segment_tokens=args.segment_tokens)
+                                device=device, max_segment_tokens=args.segment_tokens, adapter=args.adapter,
+                                adapter_file=args.adapter_file)
     synth.check_settings(settings, mel)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.segments(text, where(args, index))

@@ -92,10 +92,13 @@ class LoadedGPT25:
     scheme: str | None  # the text scheme the checkpoint records (ours), None for a bare gpt.pth
 
 
-def load_gpt25_checkpoint(path: str | Path, config: Mapping[str, Any],
-                          device: torch.device | str = "cpu") -> LoadedGPT25:
+def load_gpt25_checkpoint(path: str | Path, config: Mapping[str, Any], device: torch.device | str = "cpu", *,
+                          adapter: bool = True, adapter_file: str | Path | None = None) -> LoadedGPT25:
     """Any 2.5 GPT checkpoint: ours (its ``model_config`` and recorded text scheme), an export's or a bare
-    gpt.pth (the config's gpt section, ``number_text_tokens`` from the weights' text rows). Strict."""
+    gpt.pth (the config's gpt section, ``number_text_tokens`` from the weights' text rows). Strict.
+
+    A LoRA training checkpoint speaks with its own adapters merged (``adapter=False``: its base weights);
+    ``adapter_file`` (an ``adapter.pth``) is merged on top of whatever weights the checkpoint gives."""
     from networks.gpt_v25 import build_gpt_v25, load_gpt_v25
     from networks.loading import StateDictMismatchError
     from trainer.checkpoints import CheckpointError, load_checkpoint, model_state_of
@@ -108,6 +111,14 @@ def load_gpt25_checkpoint(path: str | Path, config: Mapping[str, Any],
     state = model_state_of(ckpt)
     if state is None or "text_embedding.weight" not in state:
         raise SynthesisError(f"{path} holds no IndexTTS GPT weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
+    if adapter:
+        from trainer.lora_setup import merge_checkpoint_adapter
+
+        state = merge_checkpoint_adapter(ckpt, state)
+    if adapter_file is not None:
+        from trainer.synthesis.adapter_file import merge_adapter_file
+
+        state = merge_adapter_file(state, adapter_file)
     recorded = ckpt.get("model_config")
     if isinstance(recorded, Mapping) and "model_dim" in recorded:
         gpt = dict(recorded)
@@ -179,25 +190,29 @@ class SynthesizerV25(SynthesizerV2):
     def load(cls, model_dir: str | Path, *, w2v_bert: str | Path | None = None,  # type: ignore[override]
              checkpoint: str | Path | None = None, table: str | Path | None = None, scheme: str | None = None,
              merges: str | Path | None = None, language: str | None = None, device: str | torch.device = "cpu",
-             local_files_only: bool = False, max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> SynthesizerV25:
+             local_files_only: bool = False, max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS,
+             adapter: bool = True, adapter_file: str | Path | None = None) -> SynthesizerV25:
         """A 2.5 download folder (``networks.indextts25``); ``checkpoint`` replaces its gpt.pth with any 2.5 GPT
         checkpoint. The text scheme: ``scheme`` if given, else the checkpoint's record, else ``bytes`` (a bare
         upstream gpt.pth); ``table`` defaults to the folder's .tiktoken (the base table: an export's extended
         table is refused, use the base table with the merges). A gpt.pth recording no scheme has its text rows
         in upstream's order (an export), put back in the tokenizer's (:func:`rows_from_upstream_order`).
-        Raises SynthesisError (one line)."""
+        ``adapter`` / ``adapter_file``: LoRA, as :func:`load_gpt25_checkpoint` (a file also applies to the
+        folder's own gpt.pth). Raises SynthesisError (one line)."""
         from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
         from data_tools.tokenizer.tiktoken25 import TableError
         from networks.indextts25 import IndexTTS25FilesError, load_indextts25
 
+        own_gpt = checkpoint is None and adapter_file is None
         try:
-            nets = load_indextts25(model_dir, w2v_bert=w2v_bert, table=table, load_gpt_weights=checkpoint is None,
+            nets = load_indextts25(model_dir, w2v_bert=w2v_bert, table=table, load_gpt_weights=own_gpt,
                                    local_files_only=local_files_only, device=device)
         except (IndexTTS25FilesError, ValueError, OSError) as exc:
             raise SynthesisError(" ".join(str(exc).split())) from None
         recorded = None
-        if checkpoint is not None:
-            loaded = load_gpt25_checkpoint(checkpoint, nets.config, device)
+        if not own_gpt:
+            loaded = load_gpt25_checkpoint(checkpoint or nets.files.gpt, nets.config, device, adapter=adapter,
+                                           adapter_file=adapter_file)
             nets.gpt, recorded = loaded.model, loaded.scheme
         chosen = scheme or recorded or BARE_CHECKPOINT_SCHEME
         try:
