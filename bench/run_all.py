@@ -46,6 +46,7 @@ BENCHES = [
     Bench("checkpoint_digest", ["--mb", "128", "--repeats", "2"]),
     Bench("tokens_per_char_v25", ["--merges", "1000", "2000"]),
     Bench("transcription_speed", ["--clips", "96", "--repeats", "2"]),  # about 40 s on 2 busy cores
+    Bench("eval_cost", ["--repeats", "1"]),  # about 1 minute on 2 busy cores
     Bench("gpu_mfu", [], needs="cuda"),
 ]
 

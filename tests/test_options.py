@@ -42,7 +42,7 @@ def non_default_value(option):
         return float(option.default) * 0.5 + 0.125
     if option.kind == "choice":
         return next(choice for choice in option.choices if choice != option.default)
-    if option.name == "device":
+    if option.name in ("device", "eval_device"):
         return "cuda:1"
     return "-odd value with spaces/and slashes"
 

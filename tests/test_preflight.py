@@ -51,7 +51,7 @@ def test_preflight_passes_on_the_demo_workspace(demo):
     assert report.ok, report.lines()
     names = [c.name for c in report.checks]
     assert names == ["manifests", "tokenizer", "config", "device", "data", "output directory", "resume", "weights",
-                     "samples", "disk space"]
+                     "samples", "evaluation", "disk space"]
     assert "IndexTTS-1.5 GPT" in _check(report, "config").message
     assert "296 items usable" in _check(report, "data").message
     assert "grown 1000 -> 1916" in _check(report, "weights").message
@@ -174,6 +174,7 @@ CASES = [
     Case("output-not-writable", "output directory", "is not writable"),
     Case("output-locked-by-another-process", "output directory", "(another trainer is running there)"),
     Case("samples-texts-empty", "samples", "no text in the file"),
+    Case("eval-without-asr", "evaluation", "--eval-at-saves needs a speech recogniser: give --eval-asr"),
     Case("resume-bigger-tokenizer", "resume", "tokenizer differs"),
     Case("resume-position-beyond-epoch", "resume", "is beyond the"),
     Case("resume-samples-beyond-own-epoch", "resume", "the checkpoint's position cannot belong to its own data"),
@@ -252,6 +253,8 @@ def _break_plan(case: str, values: dict, tmp_path: Path, workspace, stack: conte
     elif case == "samples-texts-empty":
         (tmp_path / "texts.txt").write_text("\n  \n", encoding="utf-8")
         values.update(vocoder=str(workspace.vocoder), sample_texts=str(tmp_path / "texts.txt"))
+    elif case == "eval-without-asr":
+        values.update(vocoder=str(workspace.vocoder), eval_at_saves=True)
     elif case in RESUME_TARGETS:
         _resume_target(case, values, workspace)
     else:

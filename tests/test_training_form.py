@@ -25,7 +25,7 @@ def unusual_value(option: trainer_options.Option) -> Any:
         return float(option.default) * 3 + 0.125
     if option.kind == "choice":
         return next(choice for choice in option.choices if choice != option.default)
-    if option.name == "device":
+    if option.name in ("device", "eval_device"):
         return "cuda:1"
     if option.name == "resume":
         return "runs/x y/model_step40.pth"

@@ -62,7 +62,9 @@ class MetricsLog:
         self._handle: Any = None
         if not enabled:
             return
-        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open for the whole run)
+        # Unbuffered append: each event is one write(), so lines of the evaluation process (which appends its
+        # ``eval`` events to the same file, trainer.evaluation.results) never land inside one of ours.
+        self._handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 (open for the whole run)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -73,8 +75,7 @@ class MetricsLog:
         if not self.enabled:
             return
         record = {"event": kind, "step": int(step), "epoch": int(epoch), "time": round(time.time(), 3), **fields}
-        self._handle.write(json.dumps(_json_safe(record), ensure_ascii=False) + "\n")
-        self._handle.flush()
+        self._handle.write((json.dumps(_json_safe(record), ensure_ascii=False) + "\n").encode("utf-8"))
         if self._writer is not None and kind in ("train", "val"):
             names = TRAIN_SCALARS if kind == "train" else VAL_SCALARS
             for name in names:

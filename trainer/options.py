@@ -33,6 +33,7 @@ GROUP_DATA = "Data and model"
 GROUP_SCHEDULE = "Length and batches"
 GROUP_OPTIM = "Optimisation"
 GROUP_LOGGING = "Logging and checkpoints"
+GROUP_EVAL = "Evaluation"
 GROUP_RUN = "Run"
 GROUP_LORA = "LoRA"
 GROUP_LANGUAGES = "Languages and replay"
@@ -123,6 +124,42 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_LOGGING, minimum=0),
     _opt("keep_checkpoints", "int", 3, "model_step<N>.pth files to keep (latest.pth and best.pth are extra)",
          GROUP_LOGGING, minimum=1),
+    # --- evaluation (trainer/evaluation; python -m trainer.evaluate takes the same flags)
+    _opt("eval_at_saves", "bool", False, "measure every committed save in its own process beside training: CER and "
+         "WER of its speech (ASR) and speaker similarity to the reference voice (IndexTTS-1.5, needs --vocoder "
+         "and --eval-asr)", GROUP_EVAL),
+    _opt("eval_asr", "str", "", "CTC speech recogniser for CER/WER: a local model folder or a model id (e.g. "
+         "facebook/mms-1b-all)", GROUP_EVAL),
+    _opt("eval_asr_lang", "str", "", "the recogniser's adapter language for the training language (MMS: amh); "
+         "empty: the model's own", GROUP_EVAL),
+    _opt("eval_speaker_model", "str", "", "x-vector speaker model for similarity: a local folder or a model id "
+         "(e.g. microsoft/wavlm-base-plus-sv); empty: no similarity", GROUP_EVAL),
+    _opt("eval_texts", "path", "", "evaluation sentences, one per line (empty: the first --eval-sentences "
+         "validation transcripts)", GROUP_EVAL),
+    _opt("eval_sentences", "int", 8, "validation transcripts in the evaluation set (without --eval-texts)",
+         GROUP_EVAL, minimum=1),
+    _opt("eval_voices", "int", 1, "reference voices: prompts of the first N validation speakers", GROUP_EVAL,
+         minimum=1),
+    _opt("eval_reference", "path", [], "reference voice audio instead of validation prompts (repeat for several); "
+         "similarity needs audio, a prompt mel has none", GROUP_EVAL, repeatable=True),
+    _opt("eval_language", "str", "", "language of the evaluation sentences for scoring (empty: the validation "
+         "manifest's)", GROUP_EVAL),
+    _opt("eval_second_texts", "path", "", "sentences in a second language (e.g. English) to show what the "
+         "fine-tune forgot (empty: none)", GROUP_EVAL),
+    _opt("eval_second_language", "str", "en", "language of --eval-second-texts (for scoring)", GROUP_EVAL),
+    _opt("eval_second_asr_lang", "str", "", "the recogniser's adapter for the second language (MMS: eng); empty: "
+         "the model's own", GROUP_EVAL),
+    _opt("eval_base", "bool", True, "also measure the base model (--base-checkpoint) once on the same set",
+         GROUP_EVAL),
+    _opt("eval_device", "str", "cpu", "device of evaluation at saves: cpu, cuda or cuda:N (a spare GPU)",
+         GROUP_EVAL),
+    _opt("eval_threads", "int", 1, "CPU threads of evaluation at saves (leave the training's cores alone)",
+         GROUP_EVAL, minimum=1),
+    _opt("best_by", "choice", "val_loss", "what best.pth follows: val_loss (lowest validation loss), cer (lowest "
+         "CER) or sim (highest speaker similarity); cer and sim come from evaluation", GROUP_EVAL,
+         choices=("val_loss", "cer", "sim")),
+    _opt("keep_best", "int", 2, "with --best-by cer|sim, the N best measured checkpoints are kept past "
+         "--keep-checkpoints rotation", GROUP_EVAL, minimum=0),
     # --- run
     _opt("resume", "str", "", "auto: continue from <output-dir>/latest.pth (or the newest valid "
          "model_step); PATH: that checkpoint; empty: fresh start", GROUP_RUN),
@@ -244,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
                 kwargs["type"] = _number_type(option)
             elif option.kind == "choice":
                 kwargs["choices"] = option.choices
-            elif option.name == "device":
+            elif option.name in ("device", "eval_device"):
                 kwargs["type"] = _device_type
             elif option.kind == "path":
                 kwargs["type"] = _path_type(option)

@@ -44,6 +44,7 @@ from trainer.checkpoints import (
 )
 from trainer.data import load_items, split_format, train_sampler
 from trainer.errors import UsageError
+from trainer.evaluation.planning import evaluation_plan
 from trainer.language_row import lang_lr_mults, language_row_refusal, run_language
 from trainer.lora_setup import adapt_model, lora_config_of, lora_refusal, lora_resume_refusal
 from trainer.model_source import (
@@ -512,6 +513,7 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
         _weights(plan, mmap)
     if plan.variant is not None and plan.train is not None:
         _samples(plan)
+        plan.add("evaluation", *evaluation_plan(plan.opts, plan.variant.version))
     if plan.gpt is not None and dir_ok:
         _disk(plan)
     return plan

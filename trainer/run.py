@@ -35,6 +35,8 @@ from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
 from trainer.data import make_dataset, make_loader
 from trainer.distributed import DistContext, any_rank, gather_objects, sum_over_ranks, sum_tensor
 from trainer.errors import UsageError
+from trainer.evaluation.best import rotation_guard
+from trainer.evaluation.process import EvalProcess
 from trainer.lora_setup import LoRAAdapters, adapt_model
 from trainer.metrics import MetricsLog, truncate_after_step
 from trainer.options import write_train_config
@@ -97,6 +99,7 @@ class TrainingRun:
         self._submitted_step: int | None = None  # the newest step handed to the writer
         self.components = components_of(self)  # what a checkpoint holds, piece by piece (trainer.state)
         self.sample_ids: list[str] | None = [] if record_samples_hook() else None  # test hook only
+        self.evaluation: EvalProcess | None = None  # --eval-at-saves: the child that measures each save
 
     def say(self, message: str) -> None:
         if self.ctx.is_main:
@@ -235,7 +238,9 @@ class TrainingRun:
                 (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)
             else:
                 truncate_after_step(self.out_dir / "metrics.jsonl", state.step)
-        self.manager = CheckpointManager(self.out_dir, keep=self.opts["keep_checkpoints"])
+        best_by = self.opts["best_by"]
+        protect = rotation_guard(self.out_dir, best_by, self.opts["keep_best"]) if best_by != "val_loss" else None
+        self.manager = CheckpointManager(self.out_dir, keep=self.opts["keep_checkpoints"], protect=protect)
         self.writer = BackgroundWriter(self.manager, write_context=self._write_context)
         self.metrics = MetricsLog(self.out_dir, enabled=self.ctx.is_main)
         assert self.plan.variant is not None
@@ -245,6 +250,9 @@ class TrainingRun:
                            global_batch=self.global_batch, world_size=self.ctx.world_size,
                            source=str(choice.path) if choice else self.start.source,
                            tensorboard=str(self.metrics.tb_dir) if self.metrics.tb_dir else None)
+        if self.ctx.is_main and self.opts["eval_at_saves"]:
+            self.evaluation = EvalProcess(self.out_dir, self.opts["eval_threads"], self.say)
+            self.evaluation.start()
 
     # ----- the loop --------------------------------------------------------------------------------
 
@@ -317,7 +325,8 @@ class TrainingRun:
         is_best = False
         if self.val_loader is not None and (state.step % opts["val_interval"] == 0 or finished):
             is_best = self._validate()
-        if state.step % opts["save_interval"] == 0 or finished or is_best:
+        # A new best validation loss saves at once only when best.pth follows it (--best-by val_loss).
+        if state.step % opts["save_interval"] == 0 or finished or (is_best and opts["best_by"] == "val_loss"):
             self.save_if_finite(is_best)
         self.poll_saves()
         self.window.started += time.perf_counter() - paused_at
@@ -401,7 +410,8 @@ class TrainingRun:
             if failure is None:
                 ckpt = snapshot(build_checkpoint(**checkpoint_fields(self.components)))
                 self._pending[state.step] = (state.epoch, state.samples_seen)
-                self.writer.submit(ckpt, state.step, is_best)
+                # With --best-by cer|sim best.pth follows the evaluation's results instead (trainer.evaluation.best).
+                self.writer.submit(ckpt, state.step, is_best and self.opts["best_by"] == "val_loss")
         if any_rank(self.ctx, failure is not None, self.device):
             raise SaveFailed(failure or "checkpoint save failed on rank 0")
         self._submitted_step = state.step
@@ -431,6 +441,8 @@ class TrainingRun:
         assert self.metrics is not None
         self.metrics.event("save", result.step, epoch, path=str(result.path), best=result.is_best, samples=samples,
                            write_s=round(result.seconds, 3))
+        if self.evaluation is not None:
+            self.evaluation.announce(result.step)
 
     def _settle_writes(self) -> str | None:
         """Wait for the write in flight (rank 0) and report it; the first failure so far, if any."""
@@ -484,11 +496,15 @@ class TrainingRun:
                      + (f"saved {where}" if where else "no step was taken, nothing new to save"))
             self.metrics.event("end", state.step, state.epoch, status="stopped", signal=self.stop.requested,
                                saved_step=self.saved_step if self.saved_step >= 0 else None)
+            self._end_evaluation()
             return True
         if self.saved_step != state.step:
             self.save_if_finite(False)  # e.g. resumed at or beyond the end: latest.pth holds the final state
             self.drain_saves()
         self.say(f"training finished at step {state.step}; latest checkpoint {self.manager.latest_path}")
+        if self.evaluation is not None:
+            self.evaluation.finish()
+            self.evaluation = None
         self.metrics.event("end", state.step, state.epoch, status="completed", best_val_loss=state.best_val_loss,
                            saved_step=self.saved_step)
         return False
@@ -504,8 +520,14 @@ class TrainingRun:
             with contextlib.suppress(CheckpointSaveError):
                 self._report(self.writer.wait())
 
+    def _end_evaluation(self) -> None:
+        if self.evaluation is not None:
+            self.evaluation.end()
+            self.evaluation = None
+
     def close(self) -> None:
         self.settle_quietly()
+        self._end_evaluation()
         self.loaders.close()
         if self.metrics is not None:
             self.metrics.close()

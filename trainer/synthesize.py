@@ -296,7 +296,7 @@ def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> 
     device = resolve_device(args.device)
     synth = SynthesizerV2.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
                                tokenizer=args.tokenizer, language=args.language, device=device,
-                               max_segment_tokens=args.segment_tokens)
+                               max_segment_tokens=args.segment_tokens, adapter=args.adapter)
     synth.check_settings(settings, mel)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.segments(text, where(args, index))

@@ -49,6 +49,7 @@ class MetricsReader:
 
     TRAIN_KEYS = ("text_loss", "mel_loss", "mel_top1", "lr")
     VAL_KEYS = ("text_loss", "mel_loss", "mel_top1")
+    EVAL_KEYS = ("cer", "wer", "sim")  # checkpoint evaluation (trainer.evaluation): one point per measured save
 
     def __init__(self, output_dir: Path, max_points: int = 2000) -> None:
         self.path = Path(output_dir) / METRICS_FILE
@@ -83,6 +84,8 @@ class MetricsReader:
             keys, prefix = self.TRAIN_KEYS, "train"
         elif kind == "val":
             keys, prefix = self.VAL_KEYS, "val"
+        elif kind == "eval" and event.get("model", "checkpoint") == "checkpoint":
+            keys, prefix = self.EVAL_KEYS, "eval"
         else:
             return
         for key in keys:
@@ -172,6 +175,10 @@ class MetricsReader:
 
     def lr_frame(self) -> pd.DataFrame:
         return self.frame(("train lr",))
+
+    def eval_frame(self) -> pd.DataFrame:
+        """CER, WER and speaker similarity of each measured save (empty without evaluation)."""
+        return self.frame(("eval cer", "eval wer", "eval sim"))
 
 
 def format_duration(seconds: float | None) -> str:

@@ -115,9 +115,12 @@ def _plot_update(frame: Any) -> Any:
     return gr.update(value=frame, caption=f"{len(frame)} points, up to step {int(frame['step'].max())}")
 
 
-def _frames(view: RunView) -> tuple[Any, Any, Any]:
+def _frames(view: RunView) -> tuple[Any, Any, Any, Any]:
     return tuple(_plot_update(f) for f in (view.metrics.loss_frame(), view.metrics.top1_frame(),
-                                           view.metrics.lr_frame()))
+                                           view.metrics.lr_frame(), view.metrics.eval_frame()))
+
+
+_SKIP = gr.skip()
 
 
 class Tick(NamedTuple):
@@ -136,6 +139,7 @@ class Tick(NamedTuple):
     preflight_report: Any  # cleared when a run starts or ends: a report from before describes another moment
     preflight_for: Any
     log_source: Any = None  # the rank selector's choices (torchrun runs: rank 0's console, each rank's files)
+    evaluation: Any = _SKIP  # CER, WER, SIM over steps (checkpoint evaluation)
 
 
 def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_ticked: bool = False,
@@ -164,7 +168,7 @@ def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_
     status_text = status_html(status)
     ended_now = view.last_state == "running" and status.state != "running"
     started_now = status.running and (fresh or view.last_state != "running")
-    plots = (skip, skip, skip)
+    plots = (skip, skip, skip, skip)
     # Re-drawing three charts costs the browser far more than the log does: at most every PLOT_EVERY_S.
     view.plots_pending = view.plots_pending or metrics_changed
     now = time.monotonic()
@@ -186,6 +190,7 @@ def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_
         preflight_report="" if stale_report else skip,
         preflight_for=None if stale_report else skip,
         log_source=selector,
+        evaluation=plots[3],
     )
     view.last_status, view.last_state, view.interval = status_text, status.state, interval
     return tick

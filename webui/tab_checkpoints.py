@@ -37,7 +37,8 @@ from webui.report_jobs import JobResult, ReportJob, stdout_report_argv
 if TYPE_CHECKING:
     from webui.context import StudioContext
 
-LIST_COLUMNS = ["file", "kind", "model", "step", "epoch", "val loss", "verdict", "size", "modified"]
+LIST_COLUMNS = ["file", "kind", "model", "step", "epoch", "val loss", "CER", "WER", "SIM", "verdict", "size",
+                "modified"]
 VERIFY_COLUMNS = ["component", "status", "detail"]
 EXPORT_COLUMNS = ["file", "size"]
 REPAIR_COLUMNS = ["what", "detail"]
@@ -135,15 +136,22 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
     """The output directory's checkpoints (newest first) from their metadata, with ``verdicts`` by path
     (None: none yet, each row says ``unverified``)."""
     from trainer.checkpoints.listing import list_checkpoints
+    from trainer.evaluation.results import results_by_step, score_text
 
     try:
         folder = _output_folder(output_dir, workspace)
         summaries = list_checkpoints(folder, verify=False)
+        scores = results_by_step(folder)  # checkpoint evaluation: model_step<N>.eval.json beside the files
     except (InputProblem, OSError) as exc:
         return ListView(message=message_html(str(exc)))
     rows = []
     for summary in summaries:
+        result = scores.get(summary.step, {}) if summary.step is not None else {}
+        if result and result.get("identity") != _identity(summary.path):
+            result = {}  # the scores of another file of that step (an abandoned timeline)
         rows.append({
+            "CER": score_text(result.get("cer")) if result else "", "WER": score_text(result.get("wer")) if result else "",
+            "SIM": score_text(result.get("sim")) if result else "",
             "file": Path(summary.path).name, "kind": summary.kind, "model": model_name(summary.path),
             "step": summary.step, "epoch": summary.epoch, "val loss": format_number(summary.val_loss),
             "verdict": unverified if verdicts is None else verdicts.get(str(summary.path), "?"),
@@ -154,6 +162,15 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
     detail = str(folder) if verdicts is not None else f"{folder} ({unverified})"
     return ListView(message=badge_html(f"{len(rows)} checkpoint{'s' if len(rows) != 1 else ''}", detail, "info"),
                     table=records_frame(rows, LIST_COLUMNS), paths=[str(s.path) for s in summaries])
+
+
+def _identity(path: Path) -> str | None:
+    from trainer.evaluation.results import checkpoint_identity
+
+    try:
+        return checkpoint_identity(path)
+    except OSError:
+        return None
 
 
 def list_argv(python: str, output_dir: str, workspace: Path | str, report: Path) -> list[str]:

@@ -13,6 +13,7 @@ the reference voices in ``webui.reference_voices``; callbacks here are plain fun
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,7 +220,19 @@ def describe_pick(key: str | None, workspace: Path, vocoder: str | None) -> str:
         return badge_html("CANNOT SPEAK", str(exc), "error")
     if spec.problem:
         return badge_html("CANNOT SPEAK", spec.problem, "error")
-    return badge_html("READY", spec.describe(workspace), "ok")
+    return badge_html("READY", spec.describe(workspace), "ok") + _scores_html(spec.checkpoint)
+
+
+def _scores_html(checkpoint: Path) -> str:
+    """The checkpoint's evaluation scores (python -m trainer.evaluate), when it was measured."""
+    from trainer.evaluation.results import scores_line, scores_of
+
+    result = scores_of(checkpoint)
+    if result is None:
+        return ""
+    return ('<div class="test-scores" data-cer="{cer}">evaluation of step {step} on its run\'s set: {line}</div>'
+            .format(cer=html.escape(str(result.get("cer"))), step=int(result.get("step") or 0),
+                    line=html.escape(scores_line(result))))
 
 
 # -- layout -----------------------------------------------------------------------------------------------

@@ -384,6 +384,8 @@ def build(ctx: StudioContext) -> None:
         loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
         top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
         lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
+        eval_plot = gr.LinePlot(None, title="evaluation: CER, WER, speaker similarity", elem_id="train-eval-plot",
+                                **plot_args)
     samples = samples_view.build("train-samples")  # the model speaks at every save: players by step
     io = FormIO(form, run)
     output_dir = form.fields["output_dir"]
@@ -395,7 +397,7 @@ def build(ctx: StudioContext) -> None:
     samples.wire(output_dir, timer)
 
     tick_outputs = [view, run.status, run.progress, run.log, loss_plot, top1_plot, lr_plot, run.resume_from, timer,
-                    run.resume, run.preflight_report, preflight_for, run.log_source]
+                    run.resume, run.preflight_report, preflight_for, run.log_source, eval_plot]
     timer.tick(lambda v, out, ticked, source: poll_view(ctx, v, out, ticked, source),
                inputs=[view, output_dir, run.resume, run.log_source],
                outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(

@@ -10,7 +10,9 @@
   so and points to the base model's licence file (no legal text of our own);
 - ``OUT/MODEL_CARD.md``: base model, version, tokenizer hash and size, data items (and hours when
   recorded), steps, final losses, and how far the weights moved from the base model (weights that are bitwise
-  the base's are refused: such an export would only sound like the base).
+  the base's are refused: such an export would only sound like the base); when the run's checkpoints were
+  measured (``python -m trainer.evaluate``: ``model_step<N>.eval.json`` beside them), the evaluation table
+  (CER, WER, speaker similarity of the base model and every measured checkpoint, this one marked).
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ def _fmt_loss(value: Any) -> str:
 
 
 def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: Path, dtype: str,
-               source: Path, movement: BaseMovement | None = None) -> str:
+               source: Path, movement: BaseMovement | None = None, evaluation: list[str] | None = None) -> str:
     """The MODEL_CARD.md text of an export (facts from the checkpoint; "not recorded" where it has none)."""
     version = model_version(gpt)
     name = "IndexTTS2" if version == "2" else "IndexTTS 1.5"
@@ -221,6 +223,7 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
         "",
         *(movement.lines() if movement is not None else ["- not measured (no base model at hand)"]),
         "",
+        *(["## Evaluation", "", *evaluation, ""] if evaluation else []),
         "## Licence",
         "",
         "Derived from IndexTTS: subject to the bilibili IndexTTS model licence of the base model, which must",
@@ -252,6 +255,14 @@ def _export_adapter(path: Path, out_dir: Path, ckpt: Mapping[str, Any],
     report.notes.append(f"LoRA adapter alone: {len(tensors)} tensors, rank {config.rank}, alpha {config.alpha:g} "
                         "(load it onto the base model with networks.lora.inject_lora + load_adapter_state)")
     return report
+
+
+def _evaluation_lines(path: Path, ckpt: Mapping[str, Any]) -> list[str]:
+    """The run's evaluation table (per-checkpoint ``*.eval.json`` beside the exported file), if it has one."""
+    from trainer.evaluation.report import evaluation_lines
+
+    step = ckpt.get("step")
+    return evaluation_lines(path.parent, step if isinstance(step, int) else None)
 
 
 def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32", safetensors: bool = False,
@@ -331,7 +342,8 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
         model_name="IndexTTS2" if version == "2" else "IndexTTS 1.5", base=_base_model(ckpt)))
     report.files.append(notice_path)
     card_path = out_dir / "MODEL_CARD.md"
-    atomic_write_text(card_path, model_card(ckpt, gpt, tokenizer_path, dtype, path, movement))
+    atomic_write_text(card_path, model_card(ckpt, gpt, tokenizer_path, dtype, path, movement,
+                                            _evaluation_lines(path, ckpt)))
     report.files.append(card_path)
     report.notes.insert(0, f"{len(weights)} tensors as {dtype}, IndexTTS {'2' if version == '2' else '1.5'} "
                            f"(config version {2.0 if version == '2' else 1.5}), number_text_tokens "

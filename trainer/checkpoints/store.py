@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,12 +177,16 @@ class SaveResult:
 class CheckpointManager:
     """Owns the checkpoint files of one output directory.
 
-    ``keep`` is the number of model_step files kept (0 or less: keep all).
+    ``keep`` is the number of model_step files kept (0 or less: keep all). ``protect``, when given, is
+    called for each rotation: a context manager, held while rotating, that yields file names rotation must
+    not delete (the checkpoints pinned by ``--best-by cer|sim``, see :mod:`trainer.evaluation.best`).
     """
 
-    def __init__(self, output_dir: str | Path, keep: int) -> None:
+    def __init__(self, output_dir: str | Path, keep: int,
+                 protect: Callable[[], contextlib.AbstractContextManager[set[str]]] | None = None) -> None:
         self.output_dir = Path(output_dir)
         self.keep = int(keep)
+        self.protect = protect
         self.last_removed: tuple[Path, ...] = ()
 
     @property
@@ -255,11 +260,12 @@ class CheckpointManager:
             return ()
         removed: list[Path] = []
         newest_kept = step_of(kept[-1])
-        for step, old in self.step_checkpoints():
-            if old.name not in kept and step < newest_kept:
-                with contextlib.suppress(FileNotFoundError):
-                    old.unlink()
-                    removed.append(old)
+        with self.protect() if self.protect is not None else contextlib.nullcontext(set()) as pinned:
+            for step, old in self.step_checkpoints():
+                if old.name not in kept and old.name not in pinned and step < newest_kept:
+                    with contextlib.suppress(FileNotFoundError):
+                        old.unlink()
+                        removed.append(old)
         if removed:
             fsync_dir(self.output_dir)
         return tuple(removed)

@@ -1,0 +1,165 @@
+"""Measure a run's checkpoints: ``python -m trainer.evaluate RUN_DIR [--eval-asr MODEL] ...``.
+
+    python -m trainer.evaluate runs/am1 --eval-asr facebook/mms-1b-all --eval-asr-lang amh \\
+        --eval-speaker-model microsoft/wavlm-base-plus-sv --best-by cer
+
+Every ``model_step<N>.pth`` of RUN_DIR not yet measured on the run's evaluation set (and, once, the base
+model) speaks the set's sentences in its reference voices; the clips are transcribed (CER, WER) and compared
+with the voices (speaker similarity). Results: ``model_step<N>.eval.json`` beside each checkpoint and an
+``eval`` event in ``metrics.jsonl``; ``--best-by cer|sim`` points best.pth at the best. Measured checkpoints
+are skipped, so a rerun only measures what is new.
+
+Every flag defaults to the run's ``train_config.yaml`` (the trainer's options of the same names), so a run
+trained with ``--eval-asr ...`` needs none. The evaluation set is made on first use and stored in
+``RUN_DIR/eval/eval_set.json``; naming other sentences or voices than it holds is refused.
+
+``--follow`` (used by the trainer for ``--eval-at-saves``): read step numbers from stdin, one per committed
+save, and measure each until stdin closes.
+
+Exit codes: 0 done; 2 refused (one ``error: ...`` line); 130 interrupted; 1 anything unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from data_tools.cli import OneLineErrorParser
+from trainer.errors import EXIT_OK, EXIT_STOPPED, run_cli
+from trainer.evaluation.errors import EvaluationError
+
+# Trainer options the evaluation reads (from train_config.yaml unless given here), and flags of its own.
+RUN_OPTIONS = ("config", "tokenizer", "vocoder", "base_checkpoint", "val_manifest")
+EVAL_OPTIONS = ("eval_asr", "eval_asr_lang", "eval_speaker_model", "eval_texts", "eval_sentences", "eval_voices",
+                "eval_reference", "eval_language", "eval_second_texts", "eval_second_language", "eval_second_asr_lang",
+                "eval_base",
+                "eval_device", "eval_threads", "best_by", "keep_best")
+SET_OPTIONS = ("eval_texts", "eval_sentences", "eval_voices", "eval_reference", "eval_language",
+               "eval_second_texts", "eval_second_language")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from trainer.options import option_by_name
+
+    parser = OneLineErrorParser(prog="python -m trainer.evaluate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="the run's output directory")
+    for name in RUN_OPTIONS + EVAL_OPTIONS:
+        option = option_by_name(name)
+        kwargs: dict[str, Any] = {"dest": name, "default": None,
+                                  "help": option.help.replace("%", "%%") + " (default: the run's train_config.yaml)"}
+        if option.kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif option.repeatable:
+            kwargs["action"] = "append"
+        elif option.kind == "int":
+            kwargs["type"] = int
+        elif option.kind == "choice":
+            kwargs["choices"] = option.choices
+        if option.kind == "path":
+            kwargs["type"] = _expanded
+        parser.add_argument(option.flag, **kwargs)
+    parser.add_argument("--follow", action="store_true",
+                        help="measure the saves a trainer announces on stdin (one step per line) until it closes")
+    parser.add_argument("--json", type=Path, metavar="REPORT", help="also write the new results as JSON here")
+    return parser
+
+
+def _expanded(text: str) -> str:
+    return str(Path(text).expanduser())
+
+
+def run_options(run_dir: Path) -> dict[str, Any]:
+    """The run's resolved trainer options (train_config.yaml), or the defaults when the run has none."""
+    import yaml
+
+    from trainer.options import default_values
+
+    values = default_values()
+    path = run_dir / "train_config.yaml"
+    if path.is_file():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise EvaluationError(f"{path}: unreadable ({' '.join(str(exc).split())})") from None
+        if isinstance(loaded, dict):
+            values.update({k: v for k, v in loaded.items() if k in values})
+    return values
+
+
+def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
+    """The Evaluator of ``args`` over the run's options (also used by tests and the bench)."""
+    from data_tools.config import load_config
+    from trainer.evaluation.eval_set import EvalSetSpec, ensure_eval_set
+    from trainer.evaluation.runner import EvalSettings, Evaluator
+    from trainer.evaluation.scorers import ModelScorer
+    from trainer.versions import model_variant
+
+    run_dir: Path = args.run_dir
+    if not run_dir.is_dir():
+        raise EvaluationError(f"run directory {run_dir}: not found")
+    opts = run_options(run_dir)
+    explicit = [name for name in SET_OPTIONS if getattr(args, name, None) not in (None, [])]
+    for name in RUN_OPTIONS + EVAL_OPTIONS:
+        value = getattr(args, name, None)
+        if value is not None:
+            opts[name] = value
+    for name in ("config", "tokenizer"):
+        if not opts[name]:
+            raise EvaluationError(f"--{name} is needed (the run has no train_config.yaml naming it)")
+    config_path = Path(opts["config"])
+    variant = model_variant(load_config(config_path))
+    eval_set, note = ensure_eval_set(EvalSetSpec.from_options(opts), run_dir, explicit=bool(explicit))
+    if note:
+        say(f"note: {note}")
+    device = str(opts["eval_device"] or "cpu")
+    import torch
+
+    torch.set_num_threads(max(1, int(opts["eval_threads"] or 1)))
+    settings = EvalSettings(
+        run_dir=run_dir, config=config_path, tokenizer=Path(opts["tokenizer"]),
+        vocoder=Path(opts["vocoder"]) if opts["vocoder"] else None, version=variant.version, device=device,
+        best_by=str(opts["best_by"]),
+        base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None)
+    scorer = ModelScorer(str(opts["eval_asr"] or ""), str(opts["eval_speaker_model"] or ""), device,
+                         asr_lang=str(opts["eval_asr_lang"] or "") or None, main_language=eval_set.language,
+                         second_asr_lang=str(opts["eval_second_asr_lang"] or "") or None)
+    evaluator = Evaluator(settings, eval_set, scorer, say=say)
+    evaluator.backend  # noqa: B018 (refuse an unsupported model version or a bad vocoder before any work)
+    say(f"evaluation set: {eval_set.summary()} ({run_dir / 'eval' / 'eval_set.json'})")
+    return evaluator
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    evaluator = evaluator_for(args, say=lambda line: print(line, flush=True))
+    if args.follow:
+        count = evaluator.follow(sys.stdin)
+        print(f"evaluation at saves finished: {count} checkpoint(s) measured", flush=True)
+        return EXIT_OK
+    results = evaluator.evaluate_run()
+    if args.json is not None:
+        from data_tools.fileio import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print(f"{len(results)} checkpoint(s) measured" + ("" if results else " (every checkpoint was already measured)"),
+          flush=True)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.follow:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return run_cli(lambda: evaluate(args))
+    except KeyboardInterrupt:
+        print("evaluation interrupted", file=sys.stderr, flush=True)
+        return EXIT_STOPPED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""What the run plan (and so the pre-flight) says about evaluation at saves, and when it refuses the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.evaluation.errors import EvaluationError
+
+
+def evaluation_plan(opts: dict[str, Any], version: str) -> tuple[bool, str]:
+    """(ok, the pre-flight's line) for ``--eval-at-saves`` and ``--best-by``; not ok refuses the run."""
+    from trainer.evaluation.eval_set import EvalSetSpec, candidate
+    from trainer.evaluation.synthesizers import V2_NOT_AVAILABLE
+
+    best_by = str(opts.get("best_by") or "val_loss")
+    if not opts.get("eval_at_saves"):
+        if best_by == "val_loss":
+            return True, "no evaluation at saves (--eval-at-saves measures CER, WER and speaker similarity)"
+        return True, (f"best.pth follows {best_by} from python -m trainer.evaluate on this run (no evaluation at "
+                      "saves); until a checkpoint is measured there is no best.pth")
+    if version != "1.5":
+        return False, f"--eval-at-saves: {V2_NOT_AVAILABLE}"
+    if not str(opts.get("vocoder") or "").strip():
+        return False, "--eval-at-saves speaks with the IndexTTS-1.5 BigVGAN: give --vocoder (bigvgan_generator.pth)"
+    if not str(opts.get("eval_asr") or "").strip():
+        return False, ("--eval-at-saves needs a speech recogniser: give --eval-asr (a CTC model folder or id, e.g. "
+                       "facebook/mms-1b-all with --eval-asr-lang amh)")
+    try:
+        eval_set = candidate(EvalSetSpec.from_options(opts))
+    except EvaluationError as exc:
+        return False, f"--eval-at-saves: {exc}"
+    speaker = str(opts.get("eval_speaker_model") or "") or "none (no similarity)"
+    no_audio = [v.id for v in eval_set.voices if v.audio is None]
+    note = (f"; voice(s) {', '.join(no_audio)} are prompt mels without audio: no similarity for them "
+            "(--eval-reference gives audio)" if no_audio and opts.get("eval_speaker_model") else "")
+    return True, (f"evaluation at saves on {opts.get('eval_device') or 'cpu'}: {eval_set.summary()}; ASR "
+                  f"{opts['eval_asr']}; speaker model {speaker}; best.pth by {best_by}{note}")

@@ -1,0 +1,236 @@
+"""Measure checkpoints: speak the evaluation set, transcribe it, compare voices, record the scores.
+
+    evaluator = Evaluator(settings, eval_set, scorer)
+    evaluator.evaluate_run()            # every model_step file not yet measured (oldest first), and the base
+    evaluator.follow(sys.stdin)         # the trainer's saves, one step number per line, until end of input
+
+For each checkpoint: every sentence is spoken in every reference voice with fixed decoding (the eval set's
+seed; beam search by default), transcribed by the CTC recogniser, scored with CER and WER after the
+language's scoring normaliser (``data_tools.scoring``) over the whole set, and each clip's x-vector is
+compared with its voice's reference audio (mean cosine). The result goes to ``model_step<N>.eval.json``
+and an ``eval`` event (``trainer.evaluation.results``); with ``--best-by cer|sim`` best.pth then follows
+the best result (``trainer.evaluation.best``). A checkpoint whose result matches its identity and the
+eval set is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainer.errors import UsageError
+from trainer.evaluation.best import pin_lock, update_best
+from trainer.evaluation.errors import EvaluationError
+from trainer.evaluation.eval_set import EvalSet, Sentence
+from trainer.evaluation.results import (
+    append_event,
+    base_result_path,
+    checkpoint_identity,
+    event_fields,
+    is_measured,
+    result_path,
+    score_text,
+    write_result,
+)
+from trainer.evaluation.scorers import Scorer
+from trainer.evaluation.synthesizers import SynthesisBackend, synthesis_backend
+
+
+@dataclass
+class EvalSettings:
+    run_dir: Path
+    config: Path
+    tokenizer: Path
+    vocoder: Path | None
+    version: str  # "1.5" | "2": picks the synthesis backend
+    device: str = "cpu"
+    best_by: str = "val_loss"
+    base_checkpoint: Path | None = None  # measured once when given
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    kept = [v for v in values if isinstance(v, float) and math.isfinite(v)]
+    return sum(kept) / len(kept) if kept else None
+
+
+class Evaluator:
+    def __init__(self, settings: EvalSettings, eval_set: EvalSet, scorer: Scorer,
+                 backend: SynthesisBackend | None = None, say: Callable[[str], None] = print) -> None:
+        self.settings, self.eval_set, self.scorer, self.say = settings, eval_set, scorer, say
+        self._backend = backend
+
+    @property
+    def backend(self) -> SynthesisBackend:
+        if self._backend is None:
+            s = self.settings
+            self._backend = synthesis_backend(s.version, s.config, s.tokenizer, s.vocoder, s.device,
+                                              self.eval_set.language)
+        return self._backend
+
+    # ----- one checkpoint --------------------------------------------------------------------------
+
+    def measure(self, checkpoint: Path, model: str = "checkpoint") -> dict[str, Any]:
+        """Speak, transcribe and compare with ``checkpoint``; the result (nothing written)."""
+        from trainer.checkpoints.format import CheckpointError
+        from trainer.checkpoints.metadata import read_metadata
+
+        started = time.perf_counter()
+        asr0, speaker0 = self.scorer.seconds["asr"], self.scorer.seconds["speaker"]
+        identity = checkpoint_identity(checkpoint)
+        try:
+            meta = read_metadata(checkpoint)
+            step, epoch = meta.step or 0, meta.epoch or 0
+        except CheckpointError:
+            step, epoch = 0, 0
+        settings = self.eval_set.decode_settings()
+        synthesis = time.perf_counter()
+        speaker = self.backend.for_checkpoint(Path(checkpoint), base=model == "base")
+        groups = [(self.eval_set.language, self.eval_set.sentences)]
+        if self.eval_set.second_sentences:
+            groups.append((self.eval_set.second_language, self.eval_set.second_sentences))
+        clips: list[list[list[np.ndarray]]] = []  # [group][voice][sentence]
+        for language, sentences in groups:
+            clips.append([speaker.speak([s.text for s in sentences], self.eval_set.path_of(voice.prompt), settings,
+                                        language) for voice in self.eval_set.voices])
+        synthesis = time.perf_counter() - synthesis
+        rate = self.backend.sample_rate
+        scores = [self._score_group(language, sentences, group_clips, rate)
+                  for (language, sentences), group_clips in zip(groups, clips)]
+        main = scores[0]
+        seconds = {"synthesis": round(synthesis, 3),
+                   "asr": round(self.scorer.seconds["asr"] - asr0, 3),
+                   "speaker": round(self.scorer.seconds["speaker"] - speaker0, 3),
+                   "total": round(time.perf_counter() - started, 3)}
+        return {"checkpoint": Path(checkpoint).name, "model": model, "step": int(step), "epoch": int(epoch),
+                "identity": identity, "eval_set": self.eval_set.fingerprint, "device": self.settings.device,
+                "language": self.eval_set.language, "cer": main["cer"], "wer": main["wer"], "sim": main["sim"],
+                "second": ({"language": groups[1][0], **{k: scores[1][k] for k in ("cer", "wer", "sim")}}
+                           if len(scores) > 1 else None),
+                "models": {"asr": getattr(self.scorer, "asr_model", None),
+                           "speaker": getattr(self.scorer, "speaker_model", None) or None},
+                "seconds": seconds, "items": [item for group in scores for item in group["items"]],
+                "time": round(time.time(), 3)}
+
+    def _score_group(self, language: str | None, sentences: list[Sentence], clips: list[list[np.ndarray]],
+                     rate: int) -> dict[str, Any]:
+        from data_tools.scoring import ScoringError, cer, wer
+
+        flat = [clip for voice_clips in clips for clip in voice_clips]
+        refs = [s.text for _voice in self.eval_set.voices for s in sentences]
+        hyps = self.scorer.transcribe(flat, rate, language)
+        try:
+            char_rates, word_rates = cer(refs, hyps, language), wer(refs, hyps, language)
+        except ScoringError as exc:
+            raise EvaluationError(f"scoring: {exc}") from None
+        sims: list[float] = []
+        for voice, voice_clips in zip(self.eval_set.voices, clips):
+            if voice.audio is None:
+                sims += [float("nan")] * len(voice_clips)
+            else:
+                sims += self.scorer.similarity(voice_clips, rate, self.eval_set.path_of(voice.audio))
+        items = []
+        index = 0
+        for voice in self.eval_set.voices:
+            for sentence in sentences:
+                items.append({"sentence": sentence.id, "voice": voice.id, "language": language, "text": sentence.text,
+                              "transcript": hyps[index], "cer": char_rates.per_utterance[index],
+                              "wer": word_rates.per_utterance[index], "sim": sims[index],
+                              "audio_seconds": round(flat[index].size / rate, 3)})
+                index += 1
+        return {"cer": char_rates.corpus, "wer": word_rates.corpus, "sim": _mean(sims), "items": items}
+
+    def record(self, checkpoint: Path, result: dict[str, Any], result_file: Path) -> dict[str, Any]:
+        """Write the result, append its event, and move best.pth when it made a new best (under the pin lock)."""
+        run_dir = self.settings.run_dir
+        with pin_lock(run_dir):
+            write_result(result_file, result)
+            moved = update_best(run_dir, self.settings.best_by) if result["model"] == "checkpoint" else None
+        event = append_event(run_dir, result["step"], result["epoch"], **event_fields(result),
+                             best=bool(moved and moved[0] == result["step"]))
+        second = result.get("second")
+        extra = (f" | {second['language']}: CER {score_text(second['cer'])} WER {score_text(second['wer'])}"
+                 if second else "")
+        seconds = result["seconds"]
+        self.say(f"eval {result['model']} step {result['step']} ({result['checkpoint']}): CER {score_text(result['cer'])}"
+                 f" WER {score_text(result['wer'])} SIM {score_text(result['sim'])}{extra} | synthesis "
+                 f"{seconds['synthesis']:.1f} s, ASR {seconds['asr']:.1f} s, speaker {seconds['speaker']:.1f} s")
+        if moved is not None:
+            self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} {moved[1]:.4f})")
+        return event
+
+    def evaluate_checkpoint(self, checkpoint: Path) -> dict[str, Any] | None:
+        """Measure and record ``checkpoint`` unless already measured on this set; the result or None."""
+        checkpoint = Path(checkpoint)
+        if is_measured(checkpoint, self.eval_set.fingerprint):
+            return None
+        result = self.measure(checkpoint)
+        if not checkpoint.is_file():
+            self.say(f"note: {checkpoint.name} was rotated away while it was measured; its scores are kept")
+        self.record(checkpoint, result, result_path(checkpoint))
+        return result
+
+    def evaluate_base(self) -> dict[str, Any] | None:
+        base = self.settings.base_checkpoint
+        if base is None:
+            return None
+        target = base_result_path(self.settings.run_dir)
+        if not base.is_file():
+            raise EvaluationError(f"base checkpoint {base}: file not found")
+        if is_measured(base, self.eval_set.fingerprint, target):
+            return None
+        result = self.measure(base, model="base")
+        result.update(step=0, epoch=0)
+        self.record(base, result, target)
+        return result
+
+    # ----- a run ------------------------------------------------------------------------------------
+
+    def evaluate_run(self) -> list[dict[str, Any]]:
+        """The base (when given) and every model_step file not yet measured, oldest first."""
+        from trainer.checkpoints.store import step_checkpoints
+
+        done = [r for r in [self.evaluate_base()] if r is not None]
+        for _step, path in step_checkpoints(self.settings.run_dir):
+            if path.is_file():
+                result = self.evaluate_checkpoint(path)
+                if result is not None:
+                    done.append(result)
+        with pin_lock(self.settings.run_dir):  # results written by an earlier version of the set, a lost link
+            moved = update_best(self.settings.run_dir, self.settings.best_by)
+        if moved is not None:
+            self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} {moved[1]:.4f})")
+        return done
+
+    def follow(self, lines: Iterable[str]) -> int:
+        """Measure each committed save the trainer announces (a step number per line) until end of input.
+
+        A checkpoint that rotation removed before its turn is skipped with a note; one that fails to
+        measure is reported and the next one is taken (evaluation never stops training).
+        """
+        from trainer.checkpoints.store import step_file_name
+
+        measured = 0
+        try:
+            self.evaluate_base()
+        except (UsageError, OSError, RuntimeError, ValueError) as exc:
+            self.say(f"warning: evaluation of the base model failed: {exc}")
+        for line in lines:
+            text = line.strip()
+            if not text.isdigit():
+                continue
+            path = self.settings.run_dir / step_file_name(int(text))
+            if not path.is_file():
+                self.say(f"note: {path.name} was rotated away before evaluation reached it")
+                continue
+            try:
+                if self.evaluate_checkpoint(path) is not None:
+                    measured += 1
+            except (UsageError, OSError, RuntimeError, ValueError) as exc:  # the next save is measured all the same
+                self.say(f"warning: evaluation of {path.name} failed: {' '.join(str(exc).split())}")
+        return measured
