@@ -115,3 +115,11 @@ def test_an_incomplete_25_folder_is_refused_in_one_line(ws, tmp_path):
     assert list(failed) == ["samples"]
     assert failed["samples"].startswith(f"--sample-model-dir {broken}: ") and "codec.pth" in failed["samples"]
     assert "\n" not in failed["samples"]
+
+
+def test_a_lora_25_run_speaks_samples_with_its_live_adapters(ws, data, tmp_path):
+    out = tmp_path / "lora"
+    argv = [*v25_args(ws, data, out, max_steps=2, save_interval=2, sample_model_dir=ws.config.parent, **FAST), "--lora"]
+    assert run_main(argv) == 0
+    (event,) = events(out, "sample")
+    assert "error" not in event and len(event["files"]) == 3, event
