@@ -47,6 +47,7 @@ BENCHES = [
     Bench("tokens_per_char_v25", ["--merges", "1000", "2000"]),
     Bench("transcription_speed", ["--clips", "96", "--repeats", "2"]),  # about 40 s on 2 busy cores
     Bench("eval_cost", ["--repeats", "1"]),  # about 1 minute on 2 busy cores
+    Bench("prepare_v2_speed", ["--utterances", "32", "--width", "128", "--batch-seconds", "20", "--repeats", "2"]),
     Bench("gpu_mfu", [], needs="cuda"),
 ]
 

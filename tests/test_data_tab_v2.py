@@ -55,3 +55,42 @@ def test_split_of_a_paired_manifest(tmp_path: Path) -> None:
     val = [json.loads(x) for x in Path(view.val_path).read_text(encoding="utf-8").splitlines()]
     train_targets = {row["target_id"] for row in train}
     assert val and not train_targets & ({row["target_id"] for row in val} | {row["prompt_id"] for row in val})
+
+
+def test_prepare_v2_runs_supervised_into_pairs(demo_workspace, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from webui import prepare_v2_section as section
+    from webui.context import StudioContext
+    from webui.process_tools import wait_until
+
+    ctx = StudioContext.create(tmp_path)
+    form = replace(section.default_form(demo_workspace.root), out_dir="prepared", batch_seconds=6)
+    message, view = section.start_prepare_v2(ctx, form)
+    assert "STARTED" in message, message
+    assert wait_until(lambda: not section.poll_prepare_v2(ctx).running, 240, interval_s=0.2)
+    view = section.poll_prepare_v2(ctx)
+    assert "FINISHED" in view.status, view.log
+    assert 'data-done="12" data-total="12"' in view.progress
+    assert "data_tools.prepare_v2" in view.log and "pairs:" in view.log
+    pairs = [json.loads(x) for x in (tmp_path / "prepared" / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(pairs) == 24 and all(p["speaker"] in p["target_id"] for p in pairs)
+
+
+def test_prepare_v2_bad_form_starts_nothing(demo_workspace, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from webui import prepare_v2_section as section
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(tmp_path)
+    form = replace(section.default_form(demo_workspace.root), out_dir=str(tmp_path / "out"))
+    for change, expected in (({"codec": "missing.pth"}, "semantic codec not found"),
+                             ({"input": "no/such"}, "input not found"),
+                             ({"w2v_bert": "./nowhere"}, "w2v-BERT folder not found"),
+                             ({"pairs_per_target": 0}, "pairs per target")):
+        message, view = section.start_prepare_v2(ctx, replace(form, **change))
+        assert expected in message and not view.running
+    assert not (tmp_path / "jobs" / "prepare_v2" / "run.json").exists()
+    argv = replace(form, w2v_bert="facebook/w2v-bert-2.0").argv("python", tmp_path)
+    assert argv[argv.index("--w2v-bert") + 1] == "facebook/w2v-bert-2.0"

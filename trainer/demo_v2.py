@@ -6,7 +6,9 @@ Written under ``<workspace>/v2/`` next to the IndexTTS-1.5 demo, sharing its tok
 - ``v2/data/{text_ids,codes,condition,emo_vec}/<id>.npy``: the community preprocessing's per-utterance
   features (int32 ids and codes, float32 ``[32, dim]`` speaker latents and ``[dim]`` emotion vector);
 - ``v2/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: paired manifests (the community trainer's format:
-  the prompt is another utterance of the same speaker).
+  the prompt is another utterance of the same speaker);
+- ``v2/checkpoints/{w2v-bert/,wav2vec2bert_stats.pt,semantic_codec.pth}`` and ``v2/audio/<speaker>/*.wav + .txt``:
+  tiny random audio models and synthetic speech for IndexTTS2 data preparation (``trainer.demo_v2_audio``).
 
 Codes are derived from the text as in the v1.5 demo, and each speaker has its own latents, so the loss
 visibly falls within a minute of CPU training.
@@ -24,6 +26,7 @@ import torch
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from trainer.demo_data import SPEAKERS, codes_for_text, demo_train_argv, stable_int, write_npy
+from trainer.demo_v2_audio import PrepKit, demo_audio_sections, write_demo_audio, write_prep_kit
 
 V2_MODEL_DIM = 64
 V2_LATENTS = 32
@@ -31,7 +34,8 @@ CODES_HZ = 50
 
 
 def demo_config_v2(number_text_tokens: int) -> dict:
-    """IndexTTS2 config.yaml layout (the conditioning input stays 1024-wide, as in the real model)."""
+    """IndexTTS2 config.yaml layout; the semantic width is the tiny demo w2v-BERT's (``gpt.semantic_dim``)."""
+    gpt_widths, codec_section = demo_audio_sections()
     return {
         "dataset": {"bpe_model": "bpe.model", "sample_rate": 24000, "squeeze": False,
                     "mel": {"sample_rate": 24000, "n_fft": 1024, "hop_length": 256, "win_length": 1024,
@@ -46,9 +50,11 @@ def demo_config_v2(number_text_tokens: int) -> dict:
                                  "input_layer": "conv2d2", "perceiver_mult": 2},
             "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
                                      "input_layer": "conv2d2", "perceiver_mult": 1},
+            **gpt_widths,
         },
-        "semantic_codec": {"codebook_size": 8192, "hidden_size": 1024, "codebook_dim": 8},
+        "semantic_codec": codec_section,
         "gpt_checkpoint": "gpt.pth",
+        "w2v_stat": "wav2vec2bert_stats.pt",
         "version": 2.0,
     }
 
@@ -63,6 +69,8 @@ class DemoV2Paths:
     train_manifest: Path
     val_manifest: Path
     output_dir: Path
+    audio: Path  # folder of audio + .txt transcripts (speaker subfolders) for IndexTTS2 preparation
+    kit: PrepKit  # the tiny w2v-BERT folder, its stats and the semantic codec
 
     @classmethod
     def under(cls, workspace: Path) -> DemoV2Paths:
@@ -72,7 +80,8 @@ class DemoV2Paths:
                    base_tokenizer=Path(workspace) / "checkpoints" / "bpe.model",
                    extended_tokenizer=Path(workspace) / "tokenizers" / "amharic_extended.model",
                    train_manifest=root / "data" / "train_pairs.jsonl", val_manifest=root / "data" / "val_pairs.jsonl",
-                   output_dir=root / "runs" / "demo")
+                   output_dir=root / "runs" / "demo", audio=root / "audio",
+                   kit=PrepKit.under(root / "checkpoints"))
 
     def exists(self) -> bool:
         return all(p.is_file() for p in (self.config, self.base_checkpoint, self.train_manifest, self.val_manifest))
@@ -105,6 +114,8 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     model = indextts2.build_gpt(config["gpt"])
     state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
     atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+    write_prep_kit(paths.config.parent, seed)
+    write_demo_audio(paths.audio, sentences, SPEAKERS)
 
     data = paths.train_manifest.parent
     utterances = []

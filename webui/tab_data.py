@@ -1,4 +1,5 @@
-"""The Data tab: check manifests, split a manifest into train/val, and prepare audio into a codes manifest.
+"""The Data tab: check manifests, split a manifest into train/val, and prepare audio (IndexTTS-1.5: codes
+manifest; IndexTTS2: features and a paired manifest, ``webui.prepare_v2_section``).
 
 Both training formats are checked and split: v1.5 codes manifests and IndexTTS2 paired manifests (for these
 the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
@@ -23,6 +24,7 @@ import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
+from webui import prepare_v2_section
 from webui.dataclass_json import from_json
 from webui.form_inputs import InputProblem, existing_file, resolve_path, split_paths
 from webui.job_panel import job_panel, wire_job
@@ -576,3 +578,4 @@ def build(ctx: StudioContext) -> None:
     form = _check_section(ctx, languages)
     _split_section(ctx, form.train, form.val)
     _preprocess_section(ctx, languages)
+    prepare_v2_section.build_section(ctx, languages)
