@@ -98,9 +98,15 @@ class DemoV2Paths:
     def exists(self) -> bool:
         return all(p.is_file() for p in (self.config, self.base_checkpoint, self.train_manifest, self.val_manifest))
 
+    def synthesis_ready(self) -> bool:
+        """Whether ``checkpoints/`` is a whole download folder (demos from before IndexTTS2 synthesis are not)."""
+        folder = self.config.parent
+        return (folder / "s2mel.pth").is_file() and (folder / "bigvgan" / "config.json").is_file()
+
     def train_argv(self, max_steps: int = 200) -> list[str]:
+        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
         return demo_train_argv(self.train_manifest, self.val_manifest, self.extended_tokenizer, self.config,
-                               self.base_checkpoint, self.output_dir, max_steps)
+                               self.base_checkpoint, self.output_dir, max_steps, samples)
 
 
 def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
