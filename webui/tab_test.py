@@ -386,7 +386,8 @@ def build(ctx: StudioContext) -> None:
     """Lay out the Test tab (called by the shell inside ``with gr.Tab("Test")``)."""
     gr.Markdown("### Listen: two models, the same text, the same voice\n"
                 "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
-                "the browser). IndexTTS2 models cannot speak here yet: synthesis is IndexTTS-1.5-only.")
+                "the browser). IndexTTS-1.5 speaks through BigVGAN at 24 kHz; IndexTTS2 through the download folder "
+                "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below.")
     picks = _pickers(ctx.workspace)
     inputs = _inputs(ctx)
     players = _players()
