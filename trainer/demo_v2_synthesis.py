@@ -32,6 +32,7 @@ CAMPPLUS_FILE = "campplus_cn_common.bin"
 SPK_MATRIX_FILE = "feat1.pt"
 EMO_MATRIX_FILE = "feat2.pt"
 BIGVGAN_DIR = "bigvgan"
+VOCODER_POST_GAIN = 1e-3
 BIGVGAN_CONFIG = {
     "resblock": "1", "upsample_rates": [8, 8, 4], "upsample_kernel_sizes": [16, 16, 8],
     "upsample_initial_channel": 32, "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]],
@@ -77,6 +78,20 @@ def _plain(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {key: value.detach().clone().contiguous() for key, value in module.state_dict().items()}
 
 
+def audible(vocoder: torch.nn.Module, post_gain: float = VOCODER_POST_GAIN) -> torch.nn.Module:
+    """Scale a random vocoder's weight-normed convs to unit gain (as the v1.5 demo vocoder does), so it speaks
+    audible noise instead of near silence; ``post_gain`` keeps the noise well below full scale."""
+    from networks.bigvgan import WeightNormConv
+
+    with torch.no_grad():
+        for module in vocoder.modules():
+            if isinstance(module, WeightNormConv):
+                fan_in = module.weight_v[0].numel() if not module.transposed else module.weight_v.size(0)
+                module.weight_g.fill_((1.0 / fan_in) ** 0.5 * module.weight_v[0].numel() ** 0.5)
+        vocoder.conv_post.weight_g.mul_(post_gain)
+    return vocoder
+
+
 def write_synthesis_kit(checkpoints: Path, gpt_dim: int, seed: int) -> list[Path]:
     """Random S2Mel, CAMPPlus, emotion matrices and BigVGAN v2 into ``checkpoints`` (the download folder)."""
     from networks.bigvgan_v2 import BigVGANV2Spec, build_bigvgan_v2
@@ -91,7 +106,7 @@ def write_synthesis_kit(checkpoints: Path, gpt_dim: int, seed: int) -> list[Path
     generator = torch.Generator().manual_seed(seed + 2)
     _save(checkpoints / SPK_MATRIX_FILE, torch.randn(rows, CAMPPLUS_SIZES["embedding_size"], generator=generator))
     _save(checkpoints / EMO_MATRIX_FILE, 0.1 * torch.randn(rows, gpt_dim, generator=generator))
-    vocoder = build_bigvgan_v2(BigVGANV2Spec.from_config(BIGVGAN_CONFIG, "demo bigvgan config"))
+    vocoder = audible(build_bigvgan_v2(BigVGANV2Spec.from_config(BIGVGAN_CONFIG, "demo bigvgan config")))
     bigvgan = checkpoints / BIGVGAN_DIR
     _save(bigvgan / "bigvgan_generator.pt", {"generator": _plain(vocoder)})
     atomic_write_text(bigvgan / "config.json", json.dumps(BIGVGAN_CONFIG, indent=2) + "\n")
