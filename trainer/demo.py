@@ -197,8 +197,9 @@ tokenizers/    amharic_extended.model: bpe.model plus Amharic pieces (base ids u
 data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences; codes/ and cond_mels/ hold
                their .npy files (codes are derived from the text so the model has something to learn).
 runs/          training output directories.
-v2/            the same for IndexTTS2: checkpoints/ (a tiny v2 GPT, and a tiny random w2v-BERT folder, its stats
-               and a semantic codec for data preparation), data/ (community-format paired manifests
+v2/            the same for IndexTTS2: checkpoints/ (a whole tiny IndexTTS2 download folder, all random: the v2 GPT,
+               w2v-bert-2.0/, its stats, the semantic codec, CAMPPlus, S2Mel, the emotion matrices and a BigVGAN v2;
+               it speaks noise through the real path), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), audio/
                (synthetic speech + .txt transcripts the Data tab prepares into pairs), runs/.
 """

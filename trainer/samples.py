@@ -114,8 +114,9 @@ def _sample_plan_v2(opts: dict[str, Any], config: dict[str, Any], val_items: lis
     """IndexTTS2: the download folder's files are checked here (cheap); its networks load at the first sample."""
     folder_text = str(opts.get("sample_model_dir") or "").strip()
     if not folder_text:
+        ignored = "; --vocoder is IndexTTS-1.5's, ignored here" if str(opts.get("vocoder") or "").strip() else ""
         return SamplePlan(False, "no samples: give --sample-model-dir (an IndexTTS2 download folder: S2Mel, "
-                                 "BigVGAN v2, w2v-BERT...) to hear the model at every save")
+                                 f"BigVGAN v2, w2v-BERT...) to hear the model at every save{ignored}")
     from networks.indextts2 import W2V_BERT_FOLDER, IndexTTS2FilesError, resolve_files
 
     folder = Path(folder_text)
