@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,12 +51,15 @@ BENCHES = [
     Bench("eval_cost", ["--repeats", "1"]),  # about 1 minute on 2 busy cores
     Bench("prepare_v2_speed", ["--utterances", "32", "--width", "128", "--batch-seconds", "20", "--repeats", "2"]),
     Bench("gpu_mfu", [], needs="cuda"),
+    Bench("ingest_slicing", ["--minutes", "1", "--repeats", "3"], needs="espeak-ng"),  # about 3 min on 2 busy cores
 ]
 
 
 def missing_need(need: str) -> str | None:
     if need == "chromium" and not Path("/usr/bin/chromium").exists():
         return "not run: needs Debian's chromium"
+    if need == "espeak-ng" and shutil.which("espeak-ng") is None:
+        return "not run: needs espeak-ng"
     if need == "cuda":
         import torch
 

@@ -15,15 +15,20 @@ class AudioError(ValueError):
     """Audio that cannot be used; the message names the file and the reason (one line)."""
 
 
-def audio_info(path: str | Path) -> tuple[float, int]:
-    """(duration in seconds, sample rate) from the file header, without decoding the samples."""
-    path = Path(path)
+def read_header(path: Path):
+    """libsndfile's header facts (``soundfile.info``); AudioError when the file is missing or unreadable."""
     if not path.is_file():
         raise AudioError(f"{path}: audio file not found")
     try:
-        info = sf.info(str(path))
+        return sf.info(str(path))
     except (sf.LibsndfileError, RuntimeError, OSError) as exc:
-        raise AudioError(f"{path}: unreadable audio ({_reason(exc)})") from None
+        raise AudioError(f"{path}: unreadable audio ({error_reason(exc)})") from None
+
+
+def audio_info(path: str | Path) -> tuple[float, int]:
+    """(duration in seconds, sample rate) from the file header, without decoding the samples."""
+    path = Path(path)
+    info = read_header(path)
     if info.samplerate <= 0:
         raise AudioError(f"{path}: invalid sample rate {info.samplerate}")
     return info.frames / info.samplerate, int(info.samplerate)
@@ -51,7 +56,7 @@ def load_audio(path: str | Path, sample_rate: int = TARGET_SAMPLE_RATE) -> np.nd
     try:
         samples, rate = sf.read(str(path), dtype="float32", always_2d=False)
     except (sf.LibsndfileError, RuntimeError, OSError, ValueError) as exc:
-        raise AudioError(f"{path}: unreadable audio ({_reason(exc)})") from None
+        raise AudioError(f"{path}: unreadable audio ({error_reason(exc)})") from None
     if samples.size == 0:
         raise AudioError(f"{path}: audio has no samples")
     mono = to_mono(np.asarray(samples, dtype=np.float32))
@@ -61,6 +66,7 @@ def load_audio(path: str | Path, sample_rate: int = TARGET_SAMPLE_RATE) -> np.nd
     return np.ascontiguousarray(out, dtype=np.float32)
 
 
-def _reason(exc: BaseException) -> str:
+def error_reason(exc: BaseException) -> str:
+    """The last line of an exception's message (libsndfile's are several lines), else its type's name."""
     text = str(exc).strip().splitlines()
     return text[-1] if text else type(exc).__name__

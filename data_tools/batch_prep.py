@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -215,15 +216,23 @@ class _Prefetcher(Generic[Loaded]):
             self._futures[index] = [self._pool.submit(_load, self._preparer, p.item) for p in self._batches[index]]
 
     def get(self, index: int, timeout_s: float) -> list[Any]:
+        """The loaded items of batch ``index`` (an item still loading after ``timeout_s`` becomes an ItemProblem)."""
         for upcoming in range(index, index + self._ahead + 1):
             self._submit(upcoming)
-        return [future.result(timeout=timeout_s) for future in self._futures.pop(index)]
+        results = []
+        for future in self._futures.pop(index):
+            try:
+                results.append(future.result(timeout=timeout_s))
+            except FutureTimeout:
+                results.append(ItemProblem(f"failed: loading took over {timeout_s:g} s"))
+        return results
 
     def close(self) -> None:
         for futures in self._futures.values():
             for future in futures:
                 future.cancel()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        # wait=False: a load that hangs (the reason for the timeout above) must not hang the end of the run
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_batches(

@@ -65,6 +65,8 @@ class CheckSettings:
     unk_id: int | None = None
     model_dim: int | None = None
     condition_latents: int = 32
+    text_scheme: str | None = None  # IndexTTS-2.5: the scheme its tokenizer (a .tiktoken table) encodes with
+    text_merges: str | None = None
 
     def limits(self) -> DataLimits:
         """The same limits the trainer applies (``data_tools.shape_rules``)."""
@@ -108,6 +110,8 @@ class ChunkResult:
     lines_by_script: dict[str, int] = field(default_factory=dict)
     lines_not_expected: int = 0
     tokens_total: int = 0
+    body_tokens: int = 0  # IndexTTS-2.5: tokens of raw texts without the language prefix, and their characters
+    body_chars: int = 0
     unknown_tokens: int = 0
     unknown_chars: Counter = field(default_factory=Counter)
     unknown_where: dict[str, int] = field(default_factory=dict)  # char -> first chunk-local line
@@ -340,6 +344,13 @@ def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     return result
 
 
+def unreadable_line_problem(raw: str | None, lineno: int) -> tuple[str, str, int, str]:
+    """The problem for a line the reader gave as None (not UTF-8) or ``TOO_LONG`` (not held in memory)."""
+    if raw is None:
+        return ("error", "not-utf8", lineno, "not valid UTF-8")
+    return ("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes")
+
+
 def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tuple[list[tuple], list[int]]:
     """The lean parse loop: fields of every valid line, a problem for every invalid one."""
     loads = json.loads
@@ -349,11 +360,8 @@ def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tup
     entry_lines: list[int] = []
     append_entry, append_line = entries.append, entry_lines.append
     for lineno, raw in enumerate(lines, 1):
-        if raw is None:
-            problems.append(("error", "not-utf8", lineno, "not valid UTF-8"))
-            continue
-        if raw is TOO_LONG:
-            problems.append(("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes"))
+        if raw is None or raw is TOO_LONG:
+            problems.append(unreadable_line_problem(raw, lineno))
             continue
         # The usual line: one JSON value from its first character to its last is exactly what json.loads
         # gives (no BOM, no whitespace around it), without json.loads' Python layers and two regex matches.

@@ -48,11 +48,19 @@ from pathlib import Path
 from data_tools.check_chunks import LANGUAGE_SCRIPTS, CheckSettings, ChunkResult, ChunkTask, check_codes_chunk
 from data_tools.check_merge import ProblemList, SplitAccumulator, speaker_warnings
 from data_tools.check_pairs import check_pair_chunk
+from data_tools.check_pairs_v25 import check_pair_chunk_v25
 from data_tools.check_report import DataReport
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.code_lengths import CodeLenFix, fix_manifest
 from data_tools.fileio import UnusableFile, regular_file_size
-from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, ManifestError, manifest_format, parse_manifest_spec
+from data_tools.manifest import (
+    FORMAT_NAMES,
+    FORMAT_V2,
+    FORMAT_V25,
+    ManifestError,
+    manifest_format,
+    parse_manifest_spec,
+)
 from data_tools.workers import pool_results
 
 MAX_LISTED_PER_CODE = 1000
@@ -72,6 +80,8 @@ def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines with the checker of its manifest's format."""
     if task.format == FORMAT_V2:
         return check_pair_chunk(task, settings)
+    if task.format == FORMAT_V25:
+        return check_pair_chunk_v25(task, settings)
     return check_codes_chunk(task, settings)
 
 
@@ -87,6 +97,8 @@ def check_manifests(
     chunk_bytes: int | None = None,
     progress: ProgressCallback | None = None,
     max_listed: int = MAX_LISTED_PER_CODE,
+    text_scheme: str = "merges",
+    text_merges: str | Path | None = None,
 ) -> DataReport:
     """Check train (and val) manifests; ``workers=0`` uses every core. Raises CheckUsageError on bad inputs."""
     started = time.perf_counter()
@@ -102,7 +114,7 @@ def check_manifests(
             sizes.append(regular_file_size(path))
         except UnusableFile as exc:
             raise CheckUsageError(f"{path}: manifest not found" if exc.kind == "missing" else str(exc)) from None
-    settings = _settings(tokenizer, config, language, check_files)
+    settings = _settings(tokenizer, config, language, check_files, text_scheme, text_merges)
     workers = workers or _cpu_count()
 
     problems = ProblemList(max_listed)
@@ -144,6 +156,7 @@ def check_manifests(
             "check_files": check_files,
             "language": language,
             "tokenizer": str(tokenizer) if tokenizer else None,
+            "text_scheme": settings.text_scheme,
             "config": str(config) if config else None,
             "max_text_tokens": settings.max_text_tokens,
             "max_mel_tokens": settings.max_mel_tokens,
@@ -203,12 +216,14 @@ def _cpu_count() -> int:
 
 
 def _settings(tokenizer: str | Path | None, config: str | Path | None, language: str | None,
-              check_files: bool) -> CheckSettings:
+              check_files: bool, text_scheme: str = "merges", text_merges: str | Path | None = None) -> CheckSettings:
     if language is not None and language not in LANGUAGE_SCRIPTS:
         known = ", ".join(sorted(LANGUAGE_SCRIPTS))
         raise CheckUsageError(f"--language {language}: no script known for it (known: {known})")
     values: dict = {}
-    if tokenizer is not None:
+    if tokenizer is not None and str(tokenizer).endswith(".tiktoken"):  # IndexTTS-2.5's table: with a scheme
+        values.update(_settings_v25(tokenizer, text_scheme, text_merges))
+    elif tokenizer is not None:
         from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 
         try:
@@ -236,6 +251,18 @@ def _settings(tokenizer: str | Path | None, config: str | Path | None, language:
         }
     return CheckSettings(check_files=check_files, language=language,
                          tokenizer=str(tokenizer) if tokenizer is not None else None, **values)
+
+
+def _settings_v25(table: str | Path, scheme: str, merges: str | Path | None) -> dict:
+    from data_tools.check_pairs_v25 import tokenizer_v25
+    from data_tools.tokenizer.tiktoken25 import TableError
+
+    try:
+        loaded = tokenizer_v25(str(table), scheme, str(merges) if merges else None)
+    except TableError as exc:
+        raise CheckUsageError(f"--tokenizer {table}: {exc}") from None
+    return {"text_vocab": loaded.vocab_size, "unk_id": None, "text_scheme": scheme,
+            "text_merges": str(merges) if merges else None}
 
 
 def _chunk_tasks(path: Path, index: int, step: int, fmt: str, language: str | None) -> list[ChunkTask]:
@@ -308,7 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train manifest (repeatable); M::am sets that manifest's language")
     parser.add_argument("--val-manifest", action="append", default=[], metavar="V",
                         help="validation manifest (repeatable); enables the leakage check")
-    parser.add_argument("--tokenizer", type=Path, help="SentencePiece model: text lengths and unknown tokens")
+    parser.add_argument("--tokenizer", type=Path, help="SentencePiece model: text lengths and unknown tokens "
+                        "(IndexTTS-2.5: its .tiktoken table, with --text-scheme)")
+    parser.add_argument("--text-scheme", choices=("merges", "bytes", "translit"), default="merges",
+                        help="IndexTTS-2.5: how text becomes ids (as the trainer's --text-scheme)")
+    parser.add_argument("--text-merges", type=Path, help="IndexTTS-2.5 merges scheme: the Ethiopic merges JSON "
+                        "(default: the studio's)")
     parser.add_argument("--config", type=Path, help="IndexTTS config.yaml: length limits and the code range")
     parser.add_argument("--language", help="expected language of the text, e.g. am")
     parser.add_argument("--json", type=Path, dest="json_path", metavar="PATH", help="write the full report as JSON")
@@ -340,7 +372,8 @@ def _main(args: argparse.Namespace) -> int:
     with progress_bar(args.quiet, "checking", unit="B", unit_scale=True, leave=False) as progress:
         report = check_manifests(args.manifest, args.val_manifest, tokenizer=args.tokenizer, config=args.config,
                                  language=args.language, workers=args.workers,
-                                 check_files=not args.no_file_checks, progress=progress)
+                                 check_files=not args.no_file_checks, progress=progress,
+                                 text_scheme=args.text_scheme, text_merges=args.text_merges)
     print(report.summary_text())
     if args.json_path is not None:
         from data_tools.fileio import atomic_write_text

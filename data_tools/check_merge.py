@@ -60,6 +60,8 @@ class SplitAccumulator:
         self.lines_by_script: dict[str, int] = {}
         self.lines_not_expected = 0
         self.tokens_total = 0
+        self.body_tokens = 0
+        self.body_chars = 0
         self.unknown_tokens = 0
         self.unknown_chars: dict[str, list] = {}  # char -> [count, where]
         self.target_ids: list[str | None] = []  # v2 pairs: the target and prompt utterance of each entry
@@ -122,6 +124,8 @@ class SplitAccumulator:
             self.lines_by_script[key] = self.lines_by_script.get(key, 0) + value
         self.lines_not_expected += chunk.lines_not_expected
         self.tokens_total += chunk.tokens_total
+        self.body_tokens += chunk.body_tokens
+        self.body_chars += chunk.body_chars
         self.unknown_tokens += chunk.unknown_tokens
         for ch, count in chunk.unknown_chars.items():
             entry = self.unknown_chars.setdefault(ch, [0, f"{path}:{offset + chunk.unknown_where[ch]}"])
@@ -252,6 +256,9 @@ class SplitAccumulator:
             stats.tokens_total = self.tokens_total
             stats.unknown_tokens = self.unknown_tokens
             stats.unknown_rate = self.unknown_tokens / self.tokens_total if self.tokens_total else 0.0
+            if settings.text_scheme is not None:
+                stats.text_scheme = settings.text_scheme
+                stats.tokens_per_char = self.body_tokens / self.body_chars if self.body_chars else None
             stats.unknown_chars = [
                 UnknownChar(ch, f"U+{ord(ch):04X}", count, where)
                 for ch, (count, where) in sorted(self.unknown_chars.items(), key=lambda kv: -kv[1][0])

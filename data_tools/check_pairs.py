@@ -9,7 +9,9 @@ batch-padded ``target_code_len`` values (``data_tools.code_lengths``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,33 +25,35 @@ from data_tools.check_chunks import (
     _hash_strings,
     _tally_scripts,
     problem_code,
+    unreadable_line_problem,
 )
 from data_tools.chunk_lines import TOO_LONG, read_lines
 from data_tools.code_lengths import padded_length, target_duration
-from data_tools.manifest import MAX_LINE_BYTES, ManifestError, load_json_object
+from data_tools.manifest import ManifestError, load_json_object
 from data_tools.pairs_manifest import PairEntry, parse_pair_object
+from data_tools.pairs_manifest_v25 import PairEntryV25
 from data_tools.shape_rules import V2_CODES_PER_SECOND, RuleError, drop_reason
 from data_tools.text_keys import TextBatch
 
 DROP_CODES = {"empty_text": "empty-text", "empty_codes": "codes-empty", "too_many_text_tokens": "text-too-long",
               "too_many_codes": "codes-too-long"}
 
+Pair = TypeVar("Pair", PairEntry, PairEntryV25)
 
-def _parse(lines: list[str | None], manifest: Path, problems: list, language: str | None
-           ) -> tuple[list[PairEntry], list[int]]:
-    entries: list[PairEntry] = []
+
+def parse_pair_lines(lines: list[str | None], manifest: Path, problems: list, language: str | None,
+                     parse_object: Callable[[dict, Path, int, str | None], Pair]) -> tuple[list[Pair], list[int]]:
+    """The entries ``parse_object`` makes of the valid lines (and their line numbers); a problem per bad line."""
+    entries: list[Pair] = []
     entry_lines: list[int] = []
     for lineno, raw in enumerate(lines, 1):
-        if raw is None:
-            problems.append(("error", "not-utf8", lineno, "not valid UTF-8"))
-            continue
-        if raw is TOO_LONG:  # the reader's stand-in for a line it did not hold in memory
-            problems.append(("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes"))
+        if raw is None or raw is TOO_LONG:
+            problems.append(unreadable_line_problem(raw, lineno))
             continue
         if raw.isspace() or not raw:
             continue
         try:
-            entry = parse_pair_object(load_json_object(raw, manifest, lineno), manifest, lineno, language)
+            entry = parse_object(load_json_object(raw, manifest, lineno), manifest, lineno, language)
         except ManifestError as err:
             problems.append(("error", problem_code(err), lineno, err.message))
             continue
@@ -58,11 +62,18 @@ def _parse(lines: list[str | None], manifest: Path, problems: list, language: st
     return entries, entry_lines
 
 
-def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
+def start_pair_chunk(task: ChunkTask, settings: CheckSettings,
+                     parse_object: Callable[[dict, Path, int, str | None], Pair]
+                     ) -> tuple[ChunkResult, list[Pair], list[int], np.ndarray]:
+    """What every paired format checks alike: parse, scripts, speakers, ids, hashes, lengths, prompt-is-target.
+
+    Returns (result, entries, their line numbers, durations); ``result.text_tokens`` is left for the format.
+    """
     lines, nbytes = read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)
-    entries, entry_lines = _parse(lines, Path(task.manifest), result.problems, task.language)
+    entries, entry_lines = parse_pair_lines(lines, Path(task.manifest), result.problems, task.language,
+                                            parse_object)
     n = len(entries)
     ids = [e.id for e in entries]
     texts = [e.target_text or "" for e in entries]
@@ -79,7 +90,6 @@ def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     result.text_hash = batch.key_hashes()
     result.lines = np.asarray(entry_lines, dtype=np.int64)
     result.text_chars = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
-    result.text_tokens = np.array([-1 if e.text_len is None else e.text_len for e in entries], dtype=np.int64)
     result.codes_lengths = np.array([-1 if e.code_len is None else e.code_len for e in entries], dtype=np.int64)
     durations = np.array([np.nan if e.duration is None else e.duration for e in entries], dtype=np.float64)
     for i, entry in enumerate(entries):
@@ -87,27 +97,42 @@ def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
             result.problems.append(("warning", "prompt-is-target", entry_lines[i],
                                     f"the prompt is the target utterance itself ({entry.target_id}): the model "
                                     f"learns to copy its prompt (id {entry.id})"))
-    if settings.check_files:
-        result.codes_hash = np.zeros(n, dtype=np.uint64)
-        for i, entry in enumerate(entries):
-            _check_files(result, settings, entry, i, durations)
-    else:
+    if not settings.check_files:
         result.codes_hash = _hash_strings([f"{os.path.normpath(e.codes)}:{e.code_len}" for e in entries])
         result.codes_by_path = True
-        for i, entry in enumerate(entries):
-            if entry.text_len is not None and entry.code_len is not None:
-                _check_drop(result, settings, entry, entry_lines[i], entry.text_len, entry.code_len)
+    return result, entries, entry_lines, durations
+
+
+def finish_pair_chunk(result: ChunkResult, ids: list[str], entry_lines: list[int],
+                      durations: np.ndarray) -> ChunkResult:
+    """The duration checks, then the problems in line order (whatever the chunking)."""
     _check_durations(result.problems, ids, entry_lines, durations, result.text_chars)
     result.durations = durations
     result.problems.sort(key=lambda problem: problem[2])
     return result
 
 
-def _check_drop(result: ChunkResult, settings: CheckSettings, entry: PairEntry, lineno: int, text_len: int,
-                code_len: int) -> None:
+def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
+    result, entries, entry_lines, durations = start_pair_chunk(task, settings, parse_pair_object)
+    result.text_tokens = np.array([-1 if e.text_len is None else e.text_len for e in entries], dtype=np.int64)
+    if settings.check_files:
+        result.codes_hash = np.zeros(len(entries), dtype=np.uint64)
+        for i, entry in enumerate(entries):
+            _check_files(result, settings, entry, i, durations)
+    else:
+        for i, entry in enumerate(entries):
+            if entry.text_len is not None and entry.code_len is not None:
+                check_drop(result, settings, entry, entry_lines[i], entry.text_len, entry.code_len)
+    return finish_pair_chunk(result, result.ids, entry_lines, durations)
+
+
+def check_drop(result: ChunkResult, settings: CheckSettings, entry: PairEntry | PairEntryV25, lineno: int,
+               text_len: int, code_len: int, text_limit_note: str = "") -> None:
+    """An error when the trainer would drop the pair (``drop_reason``); ``text_limit_note`` says how text counts."""
     reason = drop_reason(text_len, code_len, 0, settings.limits())
     if reason is not None:
-        limit = {"too_many_text_tokens": f", more than gpt.max_text_tokens {settings.max_text_tokens}",
+        limit = {"too_many_text_tokens": f", more than gpt.max_text_tokens {settings.max_text_tokens}"
+                                         f"{text_limit_note}",
                  "too_many_codes": f", more than gpt.max_mel_tokens {settings.max_mel_tokens}"}.get(reason, "")
         result.problems.append(("error", DROP_CODES[reason], lineno,
                                 f"{text_len} text ids, {code_len} codes{limit} (the trainer drops it) (id {entry.id})"))
@@ -130,7 +155,7 @@ def _check_files(result: ChunkResult, settings: CheckSettings, entry: PairEntry,
     result.text_tokens[i] = text_len
     result.codes_lengths[i] = facts.num_codes
     result.codes_hash[i] = _hash64(np.ascontiguousarray(codes, dtype=np.int64).tobytes())
-    _check_drop(result, settings, entry, lineno, text_len, facts.num_codes)
+    check_drop(result, settings, entry, lineno, text_len, facts.num_codes)
     if settings.unk_id is not None and settings.unk_id >= 0:
         unknown = int(np.sum(facts.text_ids == settings.unk_id))
         if unknown:

@@ -96,6 +96,8 @@ class SplitStats:
     tokens_total: int = 0
     unknown_tokens: int = 0
     unknown_rate: float | None = None
+    text_scheme: str | None = None  # IndexTTS-2.5: the scheme the texts were tokenised with
+    tokens_per_char: float | None = None  # IndexTTS-2.5: tokens per character of the raw texts (prefix excluded)
     unknown_chars: list[UnknownChar] = field(default_factory=list)
     duplicate_ids: int = 0
     duplicate_texts: int = 0
@@ -162,7 +164,10 @@ def _split_lines(stats: SplitStats) -> list[str]:
         more = f" (+{stats.speaker_count - 5} more)" if stats.speaker_count > 5 else ""
         out.append(f"  speakers: {stats.speaker_count}, largest share {100 * (stats.largest_speaker_share or 0):.0f}%"
                    f": {top}{more}")
-    if stats.unknown_rate is not None:
+    if stats.tokens_per_char is not None:
+        out.append(f"  tokens per character ('{stats.text_scheme}' scheme, language prefix excluded): "
+                   f"{stats.tokens_per_char:.2f}")
+    if stats.unknown_rate is not None and stats.text_scheme is None:
         chars = ", ".join(f"{u.char!r} x{u.count}" for u in stats.unknown_chars[:8])
         out.append(f"  unknown tokens: {stats.unknown_tokens} of {stats.tokens_total} "
                    f"({100 * stats.unknown_rate:.2f}%){': ' + chars if chars else ''}")

@@ -20,6 +20,7 @@ from data_tools.shape_rules import (
     check_condition,
     check_emo_vec,
     check_finite,
+    check_spk_vec,
     check_text_id_values,
     codes_length,
     cond_mel_frames,
@@ -103,6 +104,29 @@ def load_cond_mel(path: Path) -> np.ndarray:
     return np.ascontiguousarray(mel.reshape(mel.shape[-2], frames), dtype=np.float32)
 
 
+# ----- paired manifests (IndexTTS2 and 2.5) -------------------------------------------------------------
+
+
+def read_text_ids(path: Path, text_len: int | None, vocab: int | None) -> np.ndarray:
+    """Precomputed text ids (int [L], cut to ``text_len``), checked against the tokenizer's ``vocab``."""
+    ids = array(path, "text ids")
+    size = text_ids_length(ids.shape, ids.dtype, path)
+    if text_len is not None:
+        declared_length(text_len, "target_text_len", size, path)
+        ids = ids[:text_len]
+    check_text_id_values(ids, vocab, path)
+    return ids.astype(np.int32)
+
+
+def declared_codes_count(codes: Path, code_len: int | None) -> tuple[int, int]:
+    """(codes used: ``code_len`` or the array's size, codes the file holds), from the header, checked."""
+    head = header(codes, "codes")
+    codes_size = codes_length(head.shape, head.dtype, codes)
+    if code_len is not None:
+        declared_length(code_len, "target_code_len", codes_size, codes)
+    return (code_len if code_len is not None else codes_size), codes_size
+
+
 # ----- IndexTTS2 paired manifest ------------------------------------------------------------------------
 
 
@@ -117,23 +141,15 @@ class PairFacts:
 def inspect_pair(text_ids: Path, text_len: int | None, codes: Path, code_len: int | None, condition: Path,
                  emo_vec: Path, limits: DataLimits) -> PairFacts:
     """What loading a pair needs before training: text ids read and checked, the rest from the headers."""
-    ids = array(text_ids, "text ids")
-    size = text_ids_length(ids.shape, ids.dtype, text_ids)
-    if text_len is not None:
-        declared_length(text_len, "target_text_len", size, text_ids)
-        ids = ids[:text_len]
-    check_text_id_values(ids, limits.text_vocab, text_ids)
-    head = header(codes, "codes")
-    codes_size = codes_length(head.shape, head.dtype, codes)
-    if code_len is not None:
-        declared_length(code_len, "target_code_len", codes_size, codes)
+    ids = read_text_ids(text_ids, text_len, limits.text_vocab)
+    num_codes, codes_size = declared_codes_count(codes, code_len)
     cond = header(condition, "condition")
     dim = check_condition(cond.shape, cond.dtype, condition, limits)
     emo = header(emo_vec, "emo vec")
     emo_dim = check_emo_vec(emo.shape, emo.dtype, emo_vec, limits)
     if emo_dim != dim:
         raise RuleError("emo-vec-shape", f"emo vec width {emo_dim} differs from the condition's {dim}: {emo_vec}")
-    return PairFacts(ids.astype(np.int32), code_len if code_len is not None else codes_size, codes_size, dim)
+    return PairFacts(ids, num_codes, codes_size, dim)
 
 
 def load_condition(path: Path, limits: DataLimits) -> np.ndarray:
@@ -148,3 +164,30 @@ def load_emo_vec(path: Path, limits: DataLimits) -> np.ndarray:
     check_emo_vec(emo.shape, emo.dtype, path, limits)
     check_finite(emo, "emo vec", path)
     return np.ascontiguousarray(emo, dtype=np.float32)
+
+
+# ----- IndexTTS-2.5 paired manifest ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairFactsV25:
+    num_codes: int  # target_code_len (or the array's size)
+    codes_size: int
+
+
+def inspect_pair_v25(codes: Path, code_len: int | None, spk_vec: Path, emo_vec: Path,
+                     limits: DataLimits) -> PairFactsV25:
+    """What loading a 2.5 pair needs before training, from the headers: codes count, vector shapes."""
+    num_codes, codes_size = declared_codes_count(codes, code_len)
+    spk = header(spk_vec, "spk vec")
+    check_spk_vec(spk.shape, spk.dtype, spk_vec)
+    emo = header(emo_vec, "emo vec")
+    check_emo_vec(emo.shape, emo.dtype, emo_vec, limits)
+    return PairFactsV25(num_codes, codes_size)
+
+
+def load_spk_vec(path: Path) -> np.ndarray:
+    vec = array(path, "spk vec")
+    check_spk_vec(vec.shape, vec.dtype, path)
+    check_finite(vec, "spk vec", path)
+    return np.ascontiguousarray(vec, dtype=np.float32)

@@ -66,7 +66,10 @@ V2_MARK_FIELDS = ("prompt_condition_path", "target_codes_path")
 UTTERANCE_FEATURE_FIELDS = ("codes_path", "condition_path")
 FORMAT_V15 = "v1.5"
 FORMAT_V2 = "v2"
-FORMAT_NAMES = {FORMAT_V15: "a v1.5 codes manifest", FORMAT_V2: "an IndexTTS2 paired manifest"}
+FORMAT_V25 = "v2.5"
+V25_MARK_FIELDS = ("prompt_spk_vec_path",)  # the CAM++ vector: only an IndexTTS-2.5 paired line has it
+FORMAT_NAMES = {FORMAT_V15: "a v1.5 codes manifest", FORMAT_V2: "an IndexTTS2 paired manifest",
+                FORMAT_V25: "an IndexTTS-2.5 paired manifest"}
 _LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})?")
 
 
@@ -115,7 +118,9 @@ def load_json_object(raw: str, manifest: Path, lineno: int) -> dict:
 
 
 def detect_format(obj: dict) -> str | None:
-    """FORMAT_V2 for a paired line, FORMAT_V15 for a codes line, None for neither."""
+    """FORMAT_V25 / FORMAT_V2 for a 2.5 / IndexTTS2 paired line, FORMAT_V15 for a codes line, None for neither."""
+    if any(key in obj for key in V25_MARK_FIELDS):
+        return FORMAT_V25
     if any(key in obj for key in V2_MARK_FIELDS):
         return FORMAT_V2
     if "codes" in obj:
@@ -145,8 +150,8 @@ def parse_manifest_line(raw: str, manifest: Path, lineno: int, default_language:
     if not raw.strip():
         return None
     obj = load_json_object(raw, manifest, lineno)
-    if detect_format(obj) == FORMAT_V2:
-        raise ManifestError(manifest, lineno, "an IndexTTS2 paired line in a v1.5 codes manifest")
+    if detect_format(obj) in (FORMAT_V2, FORMAT_V25):
+        raise ManifestError(manifest, lineno, f"{FORMAT_NAMES[detect_format(obj)]} line in a v1.5 codes manifest")
     for key in REQUIRED_STR_FIELDS:
         string_field(obj, key, manifest, lineno, required=True)
     for key in OPTIONAL_STR_FIELDS:

@@ -101,6 +101,26 @@ def _length(obj: dict, key: str, manifest: Path, lineno: int) -> int | None:
     return value
 
 
+def _target_duration(obj: dict, manifest: Path, lineno: int) -> float | None:
+    """The target's seconds from ``target_duration``, else ``duration``; None when neither is given."""
+    for key in ("target_duration", "duration"):
+        if obj.get(key) is not None:
+            duration = valid_duration(obj[key])
+            if duration is None:
+                raise ManifestError(manifest, lineno, f"field '{key}' must be a number of seconds in [0, 86400], "
+                                                      f"got {obj[key]!r:.40}")
+            return duration
+    return None
+
+
+def _emo_vec_field(strings: dict[str, str | None], manifest: Path, lineno: int, uid: str) -> str:
+    """The emotion vector's field: ``prompt_emo_vec_path``, falling back to ``target_emo_vec_path`` when empty."""
+    emo_field = "prompt_emo_vec_path" if strings["prompt_emo_vec_path"] else "target_emo_vec_path"
+    if not strings[emo_field]:
+        raise ManifestError(manifest, lineno, f"missing field 'prompt_emo_vec_path' (or target_emo_vec_path) (id {uid})")
+    return emo_field
+
+
 def parse_pair_object(obj: dict, manifest: Path, lineno: int, default_language: str | None = None) -> PairEntry:
     """One paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
     if detect_format(obj) == FORMAT_V15:
@@ -111,17 +131,8 @@ def parse_pair_object(obj: dict, manifest: Path, lineno: int, default_language: 
     for key in ("prompt_condition_path", "target_text_ids_path", "target_codes_path"):
         if not strings[key]:
             raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")
-    emo_field = "prompt_emo_vec_path" if strings["prompt_emo_vec_path"] else "target_emo_vec_path"
-    if not strings[emo_field]:
-        raise ManifestError(manifest, lineno, f"missing field 'prompt_emo_vec_path' (or target_emo_vec_path) (id {uid})")
-    duration = None
-    for key in ("target_duration", "duration"):
-        if obj.get(key) is not None:
-            duration = valid_duration(obj[key])
-            if duration is None:
-                raise ManifestError(manifest, lineno, f"field '{key}' must be a number of seconds in [0, 86400], "
-                                                      f"got {obj[key]!r:.40}")
-            break
+    emo_field = _emo_vec_field(strings, manifest, lineno, uid)
+    duration = _target_duration(obj, manifest, lineno)
     base = manifest.parent
 
     def path(key: str) -> Path:

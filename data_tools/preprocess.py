@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from data_tools.batch_prep import Skipped
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
@@ -80,13 +81,6 @@ class Outcome:
     duration: float = 0.0
     frames: int = 0
     codes: int = 0
-
-
-@dataclass
-class Skipped:
-    id: str
-    where: str
-    reason: str
 
 
 @dataclass

@@ -8,7 +8,10 @@ A file the checker passes, the trainer loads, and the other way round, because b
 - IndexTTS2 paired manifest: text ids and codes 1-D integer, condition float [condition_num_latent,
   model_dim], emo vec float [model_dim]; the manifest's ``*_len`` is the length used (>= 1 and no more than
   the array holds; the array is cut to it); text ids lie in [0, tokenizer vocab size).
-- Both: codes lie in [0, code_limit) (below the start/stop ids); float features are finite; an item whose
+- IndexTTS-2.5 paired manifest: as IndexTTS2, but the prompt is a CAM++ vector float [192] and an emo vec
+  float [model_dim]; the text is tokenised with the run's scheme, ``"<|lang|> "`` prefix included in the
+  ``max_text_tokens`` limit; codes are the codec's 25 Hz codes.
+- All: codes lie in [0, code_limit) (below the start/stop ids); float features are finite; an item whose
   text or codes exceed the model's ``max_text_tokens`` / ``max_mel_tokens`` is dropped (``drop_reason``).
 """
 
@@ -26,6 +29,8 @@ MAX_COND_FRAMES = 2 * 5000  # the conformer's sinusoidal table has 5000 rows and
 V1_SAMPLE_RATE = 24_000
 V1_SAMPLES_PER_CODE = 1024  # gpt.mel_length_compression: one DVAE code per 1024 samples at 24 kHz
 V2_CODES_PER_SECOND = 50  # MaskGCT semantic codes: one per 20 ms
+V25_CODES_PER_SECOND = 25  # the IndexTTS-2.5 codec's codes: one per 40 ms
+SPEAKER_VECTOR_DIM = 192  # IndexTTS-2.5's prompt: a CAM++ speaker vector
 V2_CONDITION_LATENTS = 32
 MAX_DURATION_S = 24 * 3600.0  # a manifest duration beyond a day is a broken value, not a recording
 MAX_ID_CHARS = 1000
@@ -36,7 +41,16 @@ def seconds_of_codes(num_codes: int, version: str) -> float:
     """Audio seconds that ``num_codes`` codes stand for (v1.5 DVAE codes or IndexTTS2 semantic codes)."""
     if version == "2":
         return num_codes / V2_CODES_PER_SECOND
+    if version == "2.5":
+        return num_codes / V25_CODES_PER_SECOND
     return num_codes * V1_SAMPLES_PER_CODE / V1_SAMPLE_RATE
+
+
+def codes_of_seconds(seconds: float, version: str) -> int:
+    """How many codes ``seconds`` of audio become (``seconds_of_codes`` inverted, rounded up)."""
+    if version == "2":
+        return math.ceil(seconds * V2_CODES_PER_SECOND)
+    return math.ceil(seconds * V1_SAMPLE_RATE / V1_SAMPLES_PER_CODE)
 
 
 class RuleError(ValueError):
@@ -133,6 +147,16 @@ def check_emo_vec(shape: tuple[int, ...], dtype: np.dtype, path: object, limits:
     if len(shape) != 1 or (limits.model_dim is not None and shape[0] != limits.model_dim):
         want = f"[{limits.model_dim if limits.model_dim is not None else 'model_dim'}]"
         raise RuleError("emo-vec-shape", f"emo vec must be {want}, {path} has shape {list(shape)}")
+    return shape[0]
+
+
+def check_spk_vec(shape: tuple[int, ...], dtype: np.dtype, path: object) -> int:
+    """An IndexTTS-2.5 prompt's CAM++ speaker vector is float [192]; returns its width."""
+    if dtype.kind != "f":
+        raise RuleError("spk-vec-dtype", f"spk vec must be float32, {path} holds {dtype}")
+    if len(shape) != 1 or shape[0] != SPEAKER_VECTOR_DIM:
+        raise RuleError("spk-vec-shape", f"spk vec must be [{SPEAKER_VECTOR_DIM}] (CAM++), {path} has shape "
+                                         f"{list(shape)}")
     return shape[0]
 
 

@@ -35,12 +35,14 @@ from data_tools.cli import OneLineErrorParser, run_refusing
 from data_tools.fileio import atomic_write_text
 from data_tools.manifest import (
     FORMAT_V2,
+    FORMAT_V25,
     ManifestError,
     load_json_object,
     manifest_format,
     parse_manifest_line,
 )
 from data_tools.pairs_manifest import PAIR_PATH_FIELDS, PairEntry, parse_pair_object
+from data_tools.pairs_manifest_v25 import V25_PATH_FIELDS, PairEntryV25, parse_pair_object_v25
 from data_tools.text import normalize_text
 from data_tools.text_keys import text_key
 
@@ -215,8 +217,9 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
         fmt = manifest_format(manifest)
     except ManifestError as exc:
         raise SplitError(str(exc)) from None
-    if fmt == FORMAT_V2:
-        return _split_pairs(manifest, out_dir, train_path, val_path, val_fraction, seed, held_out_speakers)
+    if fmt in (FORMAT_V2, FORMAT_V25):
+        return _split_pairs(manifest, out_dir, train_path, val_path, val_fraction, seed, held_out_speakers,
+                            v25=fmt == FORMAT_V25)
     items, objects = _read(manifest)
     plan = plan_split(items, val_fraction, seed, held_out_speakers)
     notes = []
@@ -236,20 +239,21 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
 
 
 PROMPT_FIELDS = ("prompt_id", "prompt_audio_path", "prompt_condition_path", "prompt_condition_len",
-                 "prompt_emo_vec_path", "prompt_duration")
+                 "prompt_emo_vec_path", "prompt_duration", "prompt_spk_vec_path")
 
 
-def _read_pairs(manifest: Path) -> tuple[list[PairEntry], list[dict]]:
+def _read_pairs(manifest: Path, v25: bool = False) -> tuple[list[PairEntry | PairEntryV25], list[dict]]:
     from data_tools.manifest import iter_lines
 
-    entries: list[PairEntry] = []
+    parse = parse_pair_object_v25 if v25 else parse_pair_object
+    entries: list[PairEntry | PairEntryV25] = []
     objects: list[dict] = []
     try:
         for lineno, raw in iter_lines(manifest):
             if isinstance(raw, ManifestError):
                 raise raw
             obj = load_json_object(raw, manifest, lineno)
-            entries.append(parse_pair_object(obj, manifest, lineno))
+            entries.append(parse(obj, manifest, lineno))
             objects.append(obj)
     except ManifestError as exc:
         raise SplitError(str(exc)) from None
@@ -258,16 +262,17 @@ def _read_pairs(manifest: Path) -> tuple[list[PairEntry], list[dict]]:
     return entries, objects
 
 
-def _utterance(entry: PairEntry, role: str) -> str:
+def _utterance(entry: PairEntry | PairEntryV25, role: str) -> str:
     """A pair's target or prompt utterance (its id, else its feature file)."""
     if role == "target":
         return entry.target_id or os.path.normpath(entry.codes)
-    return entry.prompt_id or os.path.normpath(entry.condition)
+    prompt_file = entry.spk_vec if isinstance(entry, PairEntryV25) else entry.condition
+    return entry.prompt_id or os.path.normpath(prompt_file)
 
 
 def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path, val_fraction: float, seed: int,
-                 held_out_speakers: int) -> SplitResult:
-    entries, objects = _read_pairs(manifest)
+                 held_out_speakers: int, v25: bool = False) -> SplitResult:
+    entries, objects = _read_pairs(manifest, v25)
     targets: dict[str, int] = {}  # target utterance -> its first pair
     for i, entry in enumerate(entries):
         targets.setdefault(_utterance(entry, "target"), i)
@@ -312,7 +317,7 @@ def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path
     if val_fraction > 0 and not val_objects:
         notes.append("val is empty: every target is needed in train to keep its speaker seen")
     for path, rows in ((train_path, [objects[i] for i in train_rows]), (val_path, val_objects)):
-        atomic_write_text(path, "".join(json.dumps(_rebase(obj, manifest.parent, out_dir, PAIR_PATH_FIELDS),
+        atomic_write_text(path, "".join(json.dumps(_rebase(obj, manifest.parent, out_dir, V25_PATH_FIELDS if v25 else PAIR_PATH_FIELDS),
                                                    ensure_ascii=False) + "\n" for obj in rows))
     val_speakers = {obj.get("speaker") for obj in val_objects if obj.get("speaker") is not None}
     return SplitResult(train_path=train_path, val_path=val_path, train_count=len(train_rows),
@@ -346,7 +351,7 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m data_tools.split",
-                                description="Split a codes or IndexTTS2 paired manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
+                                description="Split a codes, IndexTTS2 or IndexTTS-2.5 paired manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
     parser.add_argument("--manifest", required=True, type=Path, help="codes manifest to split")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for train.jsonl and val.jsonl")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of utterances for val (0.05)")

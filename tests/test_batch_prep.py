@@ -115,3 +115,24 @@ def test_bad_items_are_reported_by_file_and_the_rest_go_on(audio: Path, tmp_path
     assert len(seen) == 3 and seen[0].startswith(f"{audio / 'broken.wav'}: unreadable audio: ")
     assert seen[1:] == [f"{audio / 'long.wav'}: too long: over 3 s", f"{audio / 'quiet.wav'}: silent audio"]
     assert run.new == 5 and len(run.skipped) == 3
+
+
+def test_an_item_whose_loading_hangs_is_reported_and_the_rest_go_on(audio: Path, tmp_path: Path) -> None:
+    import threading
+
+    release = threading.Event()
+
+    class Hanging(SumPreparer):
+        def load(self, item: SourceItem) -> int:
+            if item.id == "c":
+                release.wait(timeout=60)  # hangs until the test releases it
+            return super().load(item)
+
+    items, _ = read_inputs(audio)
+    try:
+        run = run_batches(items, Hanging(), tmp_path / "out", batch_seconds=4.0, max_batch_items=8,
+                          load_timeout_s=0.5)
+    finally:
+        release.set()
+    assert [(s.id, s.reason) for s in run.skipped] == [("c", "failed: loading took over 0.5 s")]
+    assert run.new == 4

@@ -134,12 +134,12 @@ def test_another_eval_set_is_refused_once_one_is_stored(trained_run, tmp_path, c
     assert "is not the one asked for now" in capsys.readouterr().err
 
 
-def test_indextts2_seam_says_synthesis_is_not_available(demo_workspace):
-    from trainer.evaluation.synthesizers import V2_NOT_AVAILABLE, synthesis_backend
+def test_indextts2_without_its_download_folder_is_one_line(demo_workspace):
+    from trainer.evaluation.synthesizers import synthesis_backend
 
-    with pytest.raises(EvaluationError, match="IndexTTS2 synthesis is not available yet"):
+    with pytest.raises(EvaluationError, match=r"IndexTTS2 speaks through .*give --model-dir") as caught:
         synthesis_backend("2", demo_workspace.config, demo_workspace.extended_tokenizer, None)
-    assert "not available yet" in V2_NOT_AVAILABLE
+    assert "\n" not in str(caught.value)
 
 
 def test_missing_asr_is_one_line(trained_run, tmp_path):

@@ -12,6 +12,7 @@ import sys
 from collections import namedtuple
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -24,6 +25,7 @@ from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
 from trainer.demo_v2 import DemoV2Paths
+from trainer.demo_v25 import DemoV25Paths
 from trainer.options import options_to_argv, parse_argv
 from trainer.preflight import run_preflight
 
@@ -143,11 +145,25 @@ CASES = [
     Case("codes-missing", "data", "codes file not found"),
     Case("tokenizer-garbage", "tokenizer", "not a SentencePiece model"),
     Case("config-no-gpt", "config", "no 'gpt:' section"),
-    Case("config-v25", "config", "describes an IndexTTS-2.5 GPT"),
+    Case("config-v25", "config", "declares IndexTTS-2.5 but its gpt section has no emo_condition_module"),
     Case("config-condition-type", "config", "gpt.condition_type 'perceiver'"),
     Case("config-v25-reference", "config", "describes an IndexTTS-2.5 GPT"),
     Case("config-v2-campplus", "config", "describes an IndexTTS-2.5 GPT"),
-    Case("base-v25-weights", "weights", "holds an IndexTTS-2.5 GPT (spk_emb_proj.weight, lang_embedding.weight"),
+    Case("base-v25-weights", "weights", "holds an IndexTTS-2.5 GPT (spk_emb_proj.weight, spk_emb_proj.bias, "
+                                        "lang_embedding.weight: CAM++ speaker embedding and language table) but the "
+                                        "config describes an IndexTTS-1.5/IndexTTS2 GPT"),
+    # IndexTTS-2.5 (issue 23): every 2.5 refusal, on the 2.5 demo workspace.
+    Case("v25-base-v2-weights", "weights", "lacks spk_emb_proj.weight: not an IndexTTS-2.5 GPT checkpoint"),
+    Case("v25-base-without-lang-embedding", "weights", "lacks lang_embedding.weight: not an IndexTTS-2.5 GPT"),
+    Case("v25-scheme-does-not-fit-rows", "weights", "has 62,510 text rows but the 'bytes' text scheme's table "
+                                                    "needs 60,510"),
+    Case("v25-config-v2-data", "data", "describes an IndexTTS-2.5 GPT, which trains on IndexTTS-2.5 paired "
+                                       "manifests"),
+    Case("v25-sentencepiece-tokenizer", "config", "whose text table is its .tiktoken file"),
+    Case("config-v2-with-v25-table", "config", "is an IndexTTS-2.5 table but --config"),
+    Case("v25-ids-of-another-scheme", "data", "were made with the 'bytes' text scheme, this run uses 'merges'"),
+    Case("v25-no-language", "data", "missing field 'language': IndexTTS-2.5 needs each item's language"),
+    Case("v25-merges-missing", "tokenizer", "the merges scheme needs a merges file"),
     Case("base-mismatch", "weights", "gpt.number_text_tokens 1200 means 1201 text rows, the checkpoint has 1001"),
     Case("base-random", "weights", "not a loadable checkpoint: not a PyTorch checkpoint"),
     Case("output-is-file", "output directory", "exists and is not a directory"),
@@ -287,9 +303,56 @@ def _resume_target(case: str, values: dict, workspace) -> None:
     CheckpointManager(values["output_dir"], keep=2).save(ckpt, 12)
 
 
+def _break_v25(case: str, values: dict, tmp_path: Path, demo_workspace) -> None:
+    """2.5 cases start from the 2.5 demo's run and break one thing."""
+    ws = DemoV25Paths.under(demo_workspace.root)
+    v2 = DemoV2Paths.under(demo_workspace.root)
+    values.update(parse_argv([*ws.train_argv(max_steps=20), "--output-dir", values["output_dir"]]))
+    if case == "config-v2-with-v25-table":
+        values.update(config=str(v2.config), base_checkpoint=str(v2.base_checkpoint),
+                      train_manifest=[str(v2.train_manifest)], val_manifest=[str(v2.val_manifest)])
+    elif case == "v25-base-v2-weights":
+        values["base_checkpoint"] = str(v2.base_checkpoint)
+    elif case in ("v25-base-without-lang-embedding", "v25-scheme-does-not-fit-rows"):
+        state = torch.load(ws.base_checkpoint, weights_only=True)["model"]
+        if case == "v25-base-without-lang-embedding":
+            del state["lang_embedding.weight"]
+        else:  # a table grown for 2000 merges, trained on with --text-scheme bytes
+            for key in ("text_embedding.weight", "text_head.weight", "text_head.bias"):
+                state[key] = torch.cat((state[key], torch.zeros(2000, *state[key].shape[1:])))
+            config = yaml.safe_load(ws.config.read_text())
+            config["gpt"]["number_text_tokens"] += 2000
+            (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+            values.update(config=str(tmp_path / "config.yaml"), text_scheme="bytes")
+        torch.save({"model": state}, tmp_path / "gpt.pth")
+        values["base_checkpoint"] = str(tmp_path / "gpt.pth")
+    elif case == "v25-config-v2-data":
+        values.update(train_manifest=[str(v2.train_manifest)], val_manifest=[str(v2.val_manifest)])
+    elif case == "v25-sentencepiece-tokenizer":
+        values["tokenizer"] = str(demo_workspace.extended_tokenizer)
+    elif case in ("v25-ids-of-another-scheme", "v25-no-language"):
+        rows = [json.loads(line) for line in ws.train_manifest.read_text(encoding="utf-8").splitlines()]
+        folder = ws.train_manifest.parent
+        for row in rows:
+            for key in ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_codes_path"):
+                row[key] = str(folder / row[key])
+        if case == "v25-no-language":
+            del rows[3]["language"]
+        else:
+            np.save(tmp_path / "ids.npy", np.arange(5, 15, dtype=np.int32))
+            rows[3].update(target_text_ids_path=str(tmp_path / "ids.npy"), text_scheme="bytes")
+        (tmp_path / "train.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                              encoding="utf-8")
+        values["train_manifest"] = [str(tmp_path / "train.jsonl")]
+    elif case == "v25-merges-missing":
+        values["text_merges"] = str(tmp_path / "none.json")
+
+
 def _break_more(case: str, values: dict, tmp_path: Path, demo_workspace) -> None:
     v2 = DemoV2Paths.under(demo_workspace.root)
-    if case == "config-v25-reference":  # the real IndexTTS-2.5 reference config, as upstream wrote it
+    if case.startswith("v25-") or case == "config-v2-with-v25-table":
+        _break_v25(case, values, tmp_path, demo_workspace)
+    elif case == "config-v25-reference":  # the real IndexTTS-2.5 reference config, as upstream wrote it
         values["config"] = str(shared_file("reference", "indextts25", "tiny_config_v25.yaml"))
     elif case == "config-v2-campplus":
         config = yaml.safe_load(v2.config.read_text())
@@ -339,10 +402,13 @@ def test_preflight_and_trainer_refuse_alike(tmp_path, demo, demo_workspace, case
         assert refusal(capsys) == f"error: {failed[case.check]}"
 
 
-@pytest.mark.parametrize("version", ["1.5", "2"])
+@pytest.mark.parametrize("version", ["1.5", "2", "2.5"])
 def test_what_preflight_passes_the_trainer_starts(demo, demo_workspace, version, capsys):
     demo["max_steps"] = 1
-    if version == "2":
+    if version == "2.5":
+        demo.update(parse_argv([*DemoV25Paths.under(demo_workspace.root).train_argv(max_steps=1), "--output-dir",
+                                demo["output_dir"]]))
+    elif version == "2":
         v2 = DemoV2Paths.under(demo_workspace.root)
         demo.update(config=str(v2.config), base_checkpoint=str(v2.base_checkpoint),
                     train_manifest=[str(v2.train_manifest)], val_manifest=[str(v2.val_manifest)])

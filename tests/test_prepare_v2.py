@@ -327,3 +327,24 @@ def test_espeak_speech_prepares_into_pairs_checked_clean_and_trains(v2_ws, tmp_p
     events = [json.loads(x) for x in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [e["step"] for e in events if e["event"] == "train"] == [1, 2, 3]
     assert any(e["event"] == "val" for e in events) and (run / "latest.pth").is_file()
+
+
+def test_layers_after_17_are_dropped_with_bitwise_equal_features(v2_ws, tmp_path):
+    from data_tools.config import load_config
+    from networks.frontends.seamless_features import build_feature_extractor
+    from networks.w2v_bert import SemanticFeatureModel, SemanticStats, build_w2v_bert
+    from trainer.demo_v2_audio import W2V_BERT_SETTINGS
+
+    torch.manual_seed(5)
+    full = build_w2v_bert({**W2V_BERT_SETTINGS, "num_hidden_layers": 24})  # w2v-BERT 2.0's depth
+    full.save_pretrained(tmp_path / "w2v24")
+    build_feature_extractor().save_pretrained(tmp_path / "w2v24")
+    models = load_v2_models(load_config(v2_ws.config), gpt=v2_ws.base_checkpoint, codec=v2_ws.kit.codec,
+                            w2v_bert=str(tmp_path / "w2v24"), w2v_stats=v2_ws.kit.w2v_stats,
+                            tokenizer=v2_ws.extended_tokenizer, device=torch.device("cpu"))
+    assert len(models.semantic.model.encoder.layers) == 17
+    wave = load_community_audio(sorted(v2_ws.audio.rglob("*.wav"))[0])[1]
+    features, mask = pad_features(models.extractor, [features_of(models.extractor, wave)])
+    with torch.no_grad():
+        expected = SemanticFeatureModel(full, SemanticStats.from_file(v2_ws.kit.w2v_stats))(features, mask)
+    assert torch.equal(run_models(models, features, mask).feat, expected)

@@ -140,10 +140,10 @@ def test_what_the_form_offers_follows_the_model_version() -> None:
     for name in ("sample_model_dir", "sample_steps"):  # IndexTTS2's samples
         assert tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
         assert tf.field_info(option(name), "1.5") == tf.NOT_FOR_V15 and tf.field_info(option(name), "2") == option(name).help
-    for name in (*tf.SAMPLE_OPTIONS, "sample_texts", "sample_every"):
+    for name in tf.SAMPLE_OPTIONS:
         assert tf.applies(option(name), None)
-    assert all(tf.applies(o, "2") for o in tf.FORM_OPTIONS if o.name not in tf.SAMPLE_OPTIONS)
-    assert all(tf.applies(o, "1.5") for o in tf.FORM_OPTIONS if o.name not in tf.SAMPLE_OPTIONS)
+    assert all(tf.applies(o, "2") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.V25_ONLY_OPTIONS))
+    assert all(tf.applies(o, "1.5") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.V25_ONLY_OPTIONS))
 
 
 def test_form_yaml_round_trip_and_train_config(tmp_path: Path) -> None:
@@ -313,3 +313,27 @@ def test_preflight_plans_for_every_process_start_would_launch(tmp_path: Path) ->
                                                node_rank=0), report, python="py")
     assert several[-2:] == ["--preflight-processes", "8"]
     assert trainer_options.parse_argv(several[3:])["preflight_processes"] == 8
+
+
+def test_indextts25_presets_and_fields(demo_workspace) -> None:
+    """The 2.5 demo preset is the 2.5 demo's command; the text-scheme fields apply to 2.5 runs only."""
+    from trainer.demo_v25 import DemoV25Paths
+
+    assert {tf.DEMO_V25_PRESET, tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET} <= set(tf.PRESETS)
+    ws = DemoV25Paths.under(demo_workspace.root)
+    values = tf.apply_preset(tf.DEMO_V25_PRESET, {"resume": "auto"}, tf.demo_v25_files(demo_workspace.root))
+    demo = trainer_options.parse_argv(ws.train_argv())
+    for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
+                 "max_steps", "learning_rate", "batch_size", "device", "amp", "text_scheme"):
+        assert values[name] == demo[name], name
+    assert values["resume"] == "" and round_trip(values) == values
+    for preset in (tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET):
+        assert tf.apply_preset(preset, values, tf.demo_v25_files(demo_workspace.root))["text_scheme"] == "merges"
+    option = trainer_options.option_by_name
+    for name in tf.V25_ONLY_OPTIONS:
+        assert tf.applies(option(name), "2.5") and tf.applies(option(name), None)
+        assert not tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
+        assert tf.field_info(option(name), "1.5") == tf.NOT_FOR_V25
+    for name in tf.SAMPLE_OPTIONS:
+        assert not tf.applies(option(name), "2.5") and tf.field_info(option(name), "2.5") == tf.NOT_FOR_V25
+    assert tf.field_label(option("train_manifest"), "2.5") == "--train-manifest * (IndexTTS-2.5 paired manifest)"

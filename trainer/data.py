@@ -1,10 +1,12 @@
 """Training data: manifests -> checked items -> length-bucketed batches -> padded tensors.
 
-Two formats, told apart by their fields (``data_tools.manifest.manifest_format``); one run trains one:
+Three formats, told apart by their fields (``data_tools.manifest.manifest_format``); one run trains one:
 
 - the v1.5 codes manifest (text tokenized here with the run's tokenizer, DVAE codes, a prompt mel or audio);
 - the IndexTTS2 community paired manifest (precomputed text ids, semantic codes, condition and emo vec),
-  read as it is: lengths from its ``*_len`` fields, paths relative to its folder.
+  read as it is: lengths from its ``*_len`` fields, paths relative to its folder;
+- the IndexTTS-2.5 paired manifest (``trainer.data_v25``: text tokenised with the run's text scheme, 25 Hz
+  codes, the prompt's CAM++ and emotion vectors, the language row).
 
 - ``load_items`` reads the manifests (``file:line`` errors; a ``path::lang`` argument sets that manifest's
   language), checks every item with the shared rules of ``data_tools.shape_rules`` (through
@@ -36,6 +38,7 @@ from data_tools.manifest import (
     FORMAT_NAMES,
     FORMAT_V2,
     FORMAT_V15,
+    FORMAT_V25,
     ManifestEntry,
     ManifestError,
     ManifestSpec,
@@ -46,6 +49,7 @@ from data_tools.manifest import (
 )
 from data_tools.npy import read_npy  # noqa: F401 (the trainer's readers are data_tools'; re-exported for callers)
 from data_tools.pairs_manifest import PairEntry, parse_pair_line
+from data_tools.pairs_manifest_v25 import parse_pair_line_v25
 from data_tools.shape_rules import (
     DROP_REASONS,
     MAX_COND_FRAMES,  # noqa: F401 (re-exported)
@@ -55,6 +59,9 @@ from data_tools.shape_rules import (
     drop_reason,
 )
 from data_tools.text_tokenizer import TextTokenizer
+from trainer.batching import lengths as _lengths
+from trainer.batching import padded_sequences as _sequences
+from trainer.data_v25 import PairCollatorV25, PairDatasetV25, PairItemV25, load_pair_v25
 from trainer.sampler import BucketBatchSampler
 
 
@@ -155,7 +162,7 @@ def split_format(specs: Sequence[ManifestSpec]) -> str:
 
 
 def _read_entries(spec: ManifestSpec, fmt: str) -> list[ManifestEntry | PairEntry]:
-    parse = parse_pair_line if fmt == FORMAT_V2 else parse_manifest_line
+    parse = {FORMAT_V2: parse_pair_line, FORMAT_V25: parse_pair_line_v25}.get(fmt, parse_manifest_line)
     entries = []
     for lineno, raw in iter_lines(spec.path):
         if isinstance(raw, ManifestError):
@@ -205,9 +212,9 @@ def load_items(
         languages = sorted({e.language for e in mine if e.language})
         report.manifests.append(ManifestRecord(str(spec.path), len(mine), languages))
         entries += mine
-    load = _load_pair if fmt == FORMAT_V2 else _load_codes_item
+    load = {FORMAT_V2: _load_pair, FORMAT_V25: load_pair_v25}.get(fmt, _load_codes_item)
     items = []
-    unk = tokenizer.unk_id
+    unk = getattr(tokenizer, "unk_id", -1)  # the IndexTTS-2.5 tokenizer is byte-level: it has none
     for entry in _progress(entries, f"reading {name} data"):
         try:
             item, frames = load(entry, tokenizer, limits)
@@ -335,32 +342,12 @@ def make_dataset(items: Sequence[DataItem] | Sequence[PairItem], gpt: dict[str, 
                  text_vocab: int | None = None) -> CodesDataset | PairDataset:
     """The dataset for ``items`` (either format), checking against the run's gpt config; ``.collate`` pads."""
     limits = DataLimits.from_gpt(gpt, text_vocab)
+    if items and isinstance(items[0], PairItemV25):
+        return PairDatasetV25(items, limits, PairCollatorV25())
     if items and isinstance(items[0], PairItem):
         return PairDataset(items, limits, PairCollator())
     return CodesDataset(items, limits.code_limit, limits,
                         Collator(text_pad=int(gpt.get("stop_text_token", 1)), code_pad=limits.stop_mel_token))
-
-
-def _lengths(values: list[int]) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.long)
-
-
-def _sequences(items: list[dict[str, Any]], text_pad: int, code_pad: int) -> dict[str, Any]:
-    """Text ids and codes padded to the batch's longest (int64), their lengths as tensors and as host lists.
-
-    Padded in numpy: torch.zeros fills a large tensor with all intra-op threads, which costs milliseconds in
-    a training process whose threads are busy (num_workers 0).
-    """
-    text_len = [len(item["text_ids"]) for item in items]
-    code_len = [len(item["codes"]) for item in items]
-    text = np.full((len(items), max(text_len)), text_pad, dtype=np.int64)
-    codes = np.full((len(items), max(code_len)), code_pad, dtype=np.int64)
-    for row, item in enumerate(items):
-        text[row, : text_len[row]] = np.asarray(item["text_ids"])
-        codes[row, : code_len[row]] = np.asarray(item["codes"])
-    return {"ids": [item["id"] for item in items], "text_ids": torch.from_numpy(text),
-            "text_lengths": _lengths(text_len), "codes": torch.from_numpy(codes), "code_lengths": _lengths(code_len),
-            "num_tokens": sum(text_len) + sum(code_len), "text_lengths_host": text_len, "code_lengths_host": code_len}
 
 
 @dataclass(frozen=True)

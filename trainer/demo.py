@@ -9,7 +9,9 @@
 - ``DIR/tokenizers/amharic_extended.model``: the base tokenizer extended with Amharic pieces;
 - ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
   made deterministically from the text, so the loss visibly falls within a minute of CPU training;
-- ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data.
+- ``DIR/recordings/``: two long-ish demo recordings (one with subtitles) for ingest (``trainer.demo_recordings``);
+- ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data;
+- ``DIR/v25/``: the same for IndexTTS-2.5 (``trainer.demo_v25``): a tiny 2.5 GPT, the 2.5 table, 2.5 paired data.
 
 Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
 """
@@ -28,6 +30,7 @@ from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
 from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
+from trainer.demo_recordings import demo_recordings_exist, write_demo_recordings
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "demo_assets"
@@ -168,12 +171,16 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     import tempfile
 
     from trainer.demo_v2 import DemoV2Paths, build_demo_v2
+    from trainer.demo_v25 import ensure_demo_v25
 
     paths = DemoPaths.under(Path(out))
     sentences = [s for s in (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
     if paths.exists() and not force:
         if not DemoV2Paths.under(paths.root).exists():  # a workspace made before the IndexTTS2 demo existed
             build_demo_v2(paths.root, sentences, n_val, seed)
+        ensure_demo_v25(paths.root, sentences, n_val, seed)  # likewise for the IndexTTS-2.5 demo
+        if not demo_recordings_exist(paths.root):  # ... or before the demo recordings for ingest
+            write_demo_recordings(paths.root, sentences)
         return paths
     with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
         _write_tokenizers(paths, Path(scratch))
@@ -184,6 +191,8 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     _write_models(paths, config, seed)
     _write_data(paths, sentences, n_val)
     build_demo_v2(paths.root, sentences, n_val, seed)
+    ensure_demo_v25(paths.root, sentences, n_val, seed, force=force)
+    write_demo_recordings(paths.root, sentences)
     atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
     return paths
 
@@ -197,11 +206,15 @@ tokenizers/    amharic_extended.model: bpe.model plus Amharic pieces (base ids u
 data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences; codes/ and cond_mels/ hold
                their .npy files (codes are derived from the text so the model has something to learn).
 runs/          training output directories.
+recordings/    two demo recordings for the Data tab's "Recordings -> clips" (ingest): story.wav with its subtitles
+               story.srt, and interview.wav without (sliced by voice activity). A speech-like sound, not speech.
 v2/            the same for IndexTTS2: checkpoints/ (a whole tiny IndexTTS2 download folder, all random: the v2 GPT,
                w2v-bert-2.0/, its stats, the semantic codec, CAMPPlus, S2Mel, the emotion matrices and a BigVGAN v2;
                it speaks noise through the real path), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), audio/
                (synthetic speech + .txt transcripts the Data tab prepares into pairs), runs/.
+v25/           the same for IndexTTS-2.5: checkpoints/ (a tiny 2.5 GPT, config.yaml with version 2.5, the 2.5
+               .tiktoken table), data/ (2.5 paired manifests with the Amharic text, codes/, spk_vec/, emo_vec/), runs/.
 """
 
 
@@ -209,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder to create the workspace in")
     parser.add_argument("--force", action="store_true", help="rebuild even if a complete workspace exists")
-    parser.add_argument("--version", choices=("1.5", "2"), default="1.5",
-                        help="which model's training command to print (both demos are always built)")
+    parser.add_argument("--version", choices=("1.5", "2", "2.5"), default="1.5",
+                        help="which model's training command to print (every demo is always built)")
     args = parser.parse_args(argv)
     paths = build_demo(args.out, force=args.force)
     print(f"demo workspace ready: {paths.root}")
@@ -218,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.demo_v2 import DemoV2Paths
 
         argv_v = DemoV2Paths.under(paths.root).train_argv()
+    elif args.version == "2.5":
+        from trainer.demo_v25 import DemoV25Paths
+
+        argv_v = DemoV25Paths.under(paths.root).train_argv()
     else:
         argv_v = paths.train_argv()
     print(f"train the IndexTTS-{args.version} demo with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *argv_v]))

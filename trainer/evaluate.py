@@ -2,9 +2,11 @@
 
     python -m trainer.evaluate runs/am1 --eval-asr facebook/mms-1b-all --eval-asr-lang amh \\
         --eval-speaker-model microsoft/wavlm-base-plus-sv --best-by cer
+    python -m trainer.evaluate runs/am_v2 --model-dir checkpoints/IndexTTS-2   # an IndexTTS2 run
 
 Every ``model_step<N>.pth`` of RUN_DIR not yet measured on the run's evaluation set (and, once, the base
-model) speaks the set's sentences in its reference voices; the clips are transcribed (CER, WER) and compared
+model) speaks the set's sentences in its reference voices (IndexTTS2: through the download folder of
+``--model-dir``, else of ``--config``); the clips are transcribed (CER, WER) and compared
 with the voices (speaker similarity). Results: ``model_step<N>.eval.json`` beside each checkpoint and an
 ``eval`` event in ``metrics.jsonl``; ``--best-by cer|sim`` points best.pth at the best. Measured checkpoints
 are skipped, so a rerun only measures what is new.
@@ -33,7 +35,7 @@ from trainer.errors import EXIT_OK, EXIT_STOPPED, run_cli
 from trainer.evaluation.errors import EvaluationError
 
 # Trainer options the evaluation reads (from train_config.yaml unless given here), and flags of its own.
-RUN_OPTIONS = ("config", "tokenizer", "vocoder", "base_checkpoint", "val_manifest")
+RUN_OPTIONS = ("config", "tokenizer", "vocoder", "model_dir", "w2v_bert", "base_checkpoint", "val_manifest")
 EVAL_OPTIONS = ("eval_asr", "eval_asr_lang", "eval_speaker_model", "eval_texts", "eval_sentences", "eval_voices",
                 "eval_reference", "eval_language", "eval_second_texts", "eval_second_language", "eval_second_asr_lang",
                 "eval_base",
@@ -124,7 +126,8 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
         run_dir=run_dir, config=config_path, tokenizer=Path(opts["tokenizer"]),
         vocoder=Path(opts["vocoder"]) if opts["vocoder"] else None, version=variant.version, device=device,
         best_by=str(opts["best_by"]),
-        base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None)
+        base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None,
+        model_dir=Path(opts["model_dir"]) if opts["model_dir"] else None, w2v_bert=str(opts["w2v_bert"] or "") or None)
     scorer = ModelScorer(str(opts["eval_asr"] or ""), str(opts["eval_speaker_model"] or ""), device,
                          asr_lang=str(opts["eval_asr_lang"] or "") or None, main_language=eval_set.language,
                          second_asr_lang=str(opts["eval_second_asr_lang"] or "") or None)

@@ -57,20 +57,36 @@ def _opt(name: str, kind: str, default: Any, help: str, group: str, **extra: Any
                   group=group, **extra)
 
 
+# IndexTTS-2.5 only (ignored for IndexTTS-1.5 / IndexTTS2 runs): how Amharic text becomes ids.
+TEXT_SCHEME_OPTIONS: tuple[Option, ...] = (
+    _opt("text_scheme", "choice", "merges", "IndexTTS-2.5 only: merges (the 2.5 table plus Ethiopic merges as new "
+         "rows, ~0.34 tokens per Amharic character), bytes (the stock table: raw UTF-8 bytes, ~2.3), translit "
+         "(Amharic in Latin letters, the stock table, ~0.7)", GROUP_DATA, choices=("merges", "bytes", "translit")),
+    _opt("text_merges", "path", "", "IndexTTS-2.5 merges scheme: the Ethiopic merges JSON (empty: the studio's "
+         "tokenizers/indextts25/ethiopic_merges_am.json)", GROUP_DATA),
+)
+
 OPTIONS: tuple[Option, ...] = (
     # --- data and model
-    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest or an IndexTTS2 paired manifest; repeat for several (PATH::lang sets its language)",
+    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest, an IndexTTS2 or an IndexTTS-2.5 paired manifest; repeat for several (PATH::lang sets its language)",
          GROUP_DATA, repeatable=True, required=True),
     _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (none: no validation)",
          GROUP_DATA, repeatable=True),
-    _opt("tokenizer", "path", "", "SentencePiece model for the text (base or extended vocabulary)",
+    _opt("tokenizer", "path", "", "SentencePiece model for the text (base or extended vocabulary); for "
+         "IndexTTS-2.5 its .tiktoken table (multilingual_zh_ja_yue_char_del.tiktoken)",
          GROUP_DATA, required=True),
+    *TEXT_SCHEME_OPTIONS,
     _opt("config", "path", "", "IndexTTS config.yaml whose gpt: section defines the model", GROUP_DATA,
          required=True),
     _opt("base_checkpoint", "path", "", "IndexTTS gpt.pth to start from (empty: random initialisation)",
          GROUP_DATA),
     _opt("output_dir", "path", "", "run folder: checkpoints, metrics.jsonl, TensorBoard logs", GROUP_DATA,
          required=True),
+    _opt("model_dir", "path", "", "IndexTTS2 download folder (s2mel.pth, semantic_codec/, campplus_cn_common.bin, "
+         "bigvgan/, wav2vec2bert_stats.pt, feat1/feat2) that IndexTTS2 speech at saves and evaluation use; empty: "
+         "the folder of --config when it holds them", GROUP_DATA),
+    _opt("w2v_bert", "str", "", "w2v-BERT 2.0 for IndexTTS2 speech: a local folder or a model id (empty: "
+         "w2v-bert-2.0/ in --model-dir)", GROUP_DATA),
     _opt("loss_mode", "choice", "masked",
          "masked: token mean over each item's real tokens plus its first stop (IndexTTS-1.5 and IndexTTS2; "
          "for IndexTTS2 this is the community trainer's loss); indextts: mean over every position, stop padding "
@@ -127,8 +143,8 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_LOGGING, minimum=1),
     # --- evaluation (trainer/evaluation; python -m trainer.evaluate takes the same flags)
     _opt("eval_at_saves", "bool", False, "measure every committed save in its own process beside training: CER and "
-         "WER of its speech (ASR) and speaker similarity to the reference voice (IndexTTS-1.5, needs --vocoder "
-         "and --eval-asr)", GROUP_EVAL),
+         "WER of its speech (ASR) and speaker similarity to the reference voice (needs --eval-asr, and --vocoder "
+         "for IndexTTS-1.5 or the download folder, --model-dir, for IndexTTS2)", GROUP_EVAL),
     _opt("eval_asr", "str", "", "CTC speech recogniser for CER/WER: a local model folder or a model id (e.g. "
          "facebook/mms-1b-all)", GROUP_EVAL),
     _opt("eval_asr_lang", "str", "", "the recogniser's adapter language for the training language (MMS: amh); "

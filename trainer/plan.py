@@ -23,11 +23,20 @@ from typing import Any
 import torch
 
 from data_tools.config import ConfigError, load_config
-from data_tools.manifest import FORMAT_NAMES, FORMAT_V2, FORMAT_V15, ManifestError, parse_manifest_spec
+from data_tools.manifest import (
+    FORMAT_NAMES,
+    FORMAT_V2,
+    FORMAT_V15,
+    FORMAT_V25,
+    ManifestError,
+    parse_manifest_spec,
+)
 from data_tools.shape_rules import seconds_of_codes
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+from networks.gpt_build import build_any_gpt
 from networks.loading import state_dict_mismatches
-from networks.unified_voice import INFERENCE_ONLY_PREFIXES, build_model
+from networks.unified_voice import INFERENCE_ONLY_PREFIXES
+from trainer import v25
 from trainer.checkpoints import (
     CheckpointError,
     Expectation,
@@ -168,6 +177,13 @@ def _manifests(plan: RunPlan) -> bool:
 def _tokenizer(plan: RunPlan) -> bool:
     if not plan.opts.get("tokenizer"):
         return plan.add("tokenizer", False, "no --tokenizer given")
+    if v25.is_v25_table(plan.opts["tokenizer"]):
+        try:
+            plan.tokenizer = v25.open_tokenizer(plan.opts)
+        except UsageError as exc:
+            plan.tokenizer = None
+            return plan.add("tokenizer", False, one_line(exc))
+        return plan.add("tokenizer", True, v25.describe_tokenizer(plan.opts["tokenizer"], plan.tokenizer))
     try:
         plan.tokenizer = TextTokenizer(plan.opts["tokenizer"])
         plan.tokenizer.encode("preflight")
@@ -189,6 +205,9 @@ def _config(plan: RunPlan) -> bool:
     variant = model_variant(config, f"--config {path}")
     if variant.refusal:
         return plan.add("config", False, variant.refusal)
+    mismatch = _tokenizer_kind_mismatch(plan, variant)
+    if mismatch:
+        return plan.add("config", False, mismatch)
     try:
         expected_state_shapes(config["gpt"])  # the model constructor accepts it
     except (KeyError, TypeError, ValueError) as exc:
@@ -197,6 +216,20 @@ def _config(plan: RunPlan) -> bool:
     gpt = config["gpt"]
     return plan.add("config", True, f"{path}: {variant.name} GPT, {gpt['layers']} layers, dim {gpt['model_dim']}, "
                                     f"{gpt['number_text_tokens']:,} text tokens")
+
+
+def _tokenizer_kind_mismatch(plan: RunPlan, variant: ModelVariant) -> str | None:
+    """IndexTTS-2.5 reads its .tiktoken table, IndexTTS-1.5/IndexTTS2 a SentencePiece model."""
+    path = str(plan.opts.get("tokenizer") or "")
+    if not path:
+        return None
+    if variant.version == "2.5" and not v25.is_v25_table(path):
+        return (f"--config {plan.opts['config']} describes an IndexTTS-2.5 GPT, whose text table is its .tiktoken "
+                f"file (multilingual_zh_ja_yue_char_del.tiktoken); --tokenizer {path} is not one")
+    if variant.version != "2.5" and v25.is_v25_table(path):
+        return (f"--tokenizer {path} is an IndexTTS-2.5 table but --config {plan.opts['config']} describes an "
+                f"{variant.name} GPT (SentencePiece bpe.model); for a 2.5 model set 'version: 2.5' in its config.yaml")
+    return None
 
 
 def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
@@ -240,6 +273,8 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     if len(plan.sampler) == 0:
         return plan.add("data", False, f"{len(plan.train.items)} training items give no batch of {plan.opts['batch_size']} "
                                        f"for each of {world_size} processes")
+    if plan.variant.version == "2.5":
+        parts.append(v25.tokens_per_char_line(plan.train.items, plan.tokenizer))
     return plan.add("data", True, "; ".join(parts) + f"; {len(plan.sampler)} batches per epoch; "
                     + ARRAY_CONTENTS_NOTE)
 
@@ -256,9 +291,13 @@ def _format_mismatch(plan: RunPlan) -> str | None:
     if val != train:
         return (f"--train-manifest is {FORMAT_NAMES[train]} but --val-manifest is {FORMAT_NAMES[val]}: one run "
                 "trains one format")
-    wanted = FORMAT_V2 if plan.variant.version == "2" else FORMAT_V15
+    wanted = {"2": FORMAT_V2, "2.5": FORMAT_V25}.get(plan.variant.version, FORMAT_V15)
     if train == wanted:
         return None
+    if wanted == FORMAT_V25:
+        return ("--config describes an IndexTTS-2.5 GPT, which trains on IndexTTS-2.5 paired manifests "
+                f"(prompt_spk_vec_path, target_codes_path, target_text, language, ...); --train-manifest is "
+                f"{FORMAT_NAMES[train]}")
     if wanted == FORMAT_V2:
         return ("--config describes an IndexTTS2 GPT, which trains on paired manifests (prompt_condition_path, "
                 f"target_codes_path, ...); --train-manifest is {FORMAT_NAMES[train]}")
@@ -268,9 +307,11 @@ def _format_mismatch(plan: RunPlan) -> str | None:
 
 def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer: TextTokenizer) -> Expectation:
     """What a resumed checkpoint must match."""
+    is_v25 = isinstance(tokenizer, v25.TextTokenizerV25)
     return Expectation(
-        gpt_config=target_gpt_config(config["gpt"], tokenizer),
-        tokenizer=tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size),
+        gpt_config=(v25.target_gpt_config if is_v25 else target_gpt_config)(config["gpt"], tokenizer),
+        tokenizer=(v25.run_tokenizer_record(opts, tokenizer) if is_v25
+                   else tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size)),
         base_vocab_size=int(config["gpt"]["number_text_tokens"]) if opts.get("base_checkpoint") else None,
         manifests=manifests_record([manifest_file(p) for p in opts.get("train_manifest") or []],
                                    [manifest_file(p) for p in opts.get("val_manifest") or []]),
@@ -363,7 +404,7 @@ def _resume(plan: RunPlan, mmap: bool) -> bool:
 def _meta_model(gpt_config: dict[str, Any]) -> torch.nn.Module:
     """The model of ``gpt_config`` without memory (shapes and names only)."""
     with torch.device("meta"):
-        return build_model(gpt_config)
+        return build_any_gpt(gpt_config)
 
 
 def model_optimizer_names(model: torch.nn.Module) -> list[list[str]]:
@@ -392,6 +433,8 @@ def _weights(plan: RunPlan, mmap: bool) -> bool:
     try:
         if plan.resume is not None:
             plan.start = from_resumed(plan.resume.checkpoint, plan.resume.path)
+        elif isinstance(tokenizer, v25.TextTokenizerV25):
+            plan.start = _start_v25(opts, config, config_path, tokenizer, mmap)
         elif opts.get("init_from"):
             plan.start = from_init_checkpoint(Path(opts["init_from"]), config["gpt"], config_path, config, tokenizer,
                                               mmap=mmap)
@@ -416,11 +459,24 @@ def _weights(plan: RunPlan, mmap: bool) -> bool:
             return plan.add("weights", False, f"{start.source} does not fit the model of --config {config_path}: "
                                               "state dict does not fit the model: " + "; ".join(problems))
     tokens = int(start.gpt_config["number_text_tokens"])
-    if tokenizer.vocab_size > tokens:
+    if isinstance(tokenizer, v25.TextTokenizerV25):
+        if tokenizer.number_text_tokens != tokens:
+            return plan.add("weights", False, v25.rows_refusal(tokens + 1, tokenizer, start.source))
+    elif tokenizer.vocab_size > tokens:
         return plan.add("weights", False, f"--tokenizer has {tokenizer.vocab_size} pieces but the model of "
                                           f"{start.source} has {tokens} text tokens")
     note = f"; {len(start.lines)} growth note(s)" if start.lines else ""
     return plan.add("weights", True, f"{start.source}{note}")
+
+
+def _start_v25(opts: dict[str, Any], config: dict[str, Any], config_path: Path, tokenizer: Any,
+               mmap: bool) -> ModelStart:
+    if opts.get("init_from"):
+        return v25.from_init_checkpoint(Path(opts["init_from"]), config["gpt"], config_path, tokenizer, mmap=mmap)
+    if opts.get("base_checkpoint"):
+        return v25.from_base_checkpoint(Path(opts["base_checkpoint"]), config["gpt"], config_path, tokenizer,
+                                        mmap=mmap)
+    return v25.random_init(config["gpt"], tokenizer)
 
 
 def _samples(plan: RunPlan) -> bool:
@@ -461,7 +517,8 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
     _config(plan)
     _device(plan, local_rank, distributed)
     if plan.config is not None and plan.tokenizer is not None:
-        plan.gpt = target_gpt_config(copy.deepcopy(plan.config["gpt"]), plan.tokenizer)
+        target = v25.target_gpt_config if isinstance(plan.tokenizer, v25.TextTokenizerV25) else target_gpt_config
+        plan.gpt = target(copy.deepcopy(plan.config["gpt"]), plan.tokenizer)
         if manifests_ok:
             _data(plan, rank, world_size)
     dir_ok = _output_dir(plan, own_lock)

@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
-from networks.unified_voice import build_model, load_gpt_state_dict
+from networks.unified_voice import load_gpt_state_dict
 from trainer import steps
 from trainer.checkpoints import (
     CheckpointManager,
@@ -52,7 +53,7 @@ from trainer.signals import (
     test_hook_due,
 )
 from trainer.state import checkpoint_fields, components_of, gather_components, restore_components
-from trainer.vocab import BaseRowFreezer
+from trainer.vocab import BaseRowFreezer, frozen_text_rows
 
 STOP_POLL_STEPS = 10
 
@@ -113,7 +114,7 @@ class TrainingRun:
         random.seed(opts["seed"])
         np.random.seed(opts["seed"])
         torch.manual_seed(opts["seed"])
-        self.model = build_model(start.gpt_config)
+        self.model = build_any_gpt(start.gpt_config)
         if start.state_dict is not None:
             try:
                 dropped = load_gpt_state_dict(self.model, start.state_dict)
@@ -136,15 +137,16 @@ class TrainingRun:
             # IndexTTS2 trains on precomputed conditioning: its conditioning encoders get no gradient.
             self.train_model = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=plan.variant.version == "2")
+                find_unused_parameters=plan.variant.version in ("2", "2.5"))
 
     def _freeze_base_rows(self) -> None:
         start, choice = self.start, self.plan.resume
         if start.grown and self.opts["freeze_base_rows"]:
-            self.freezer = BaseRowFreezer(self.model, base_rows=int(start.base_vocab_size),
-                                          extra_row=int(start.gpt_config["number_text_tokens"]))
-            self.say(f"frozen: {self.freezer.num_frozen_params:,} parameters (base rows 0..{start.base_vocab_size - 1} "
-                     f"and the extra row {start.gpt_config['number_text_tokens']} of text_embedding, text_head)")
+            base_rows, extra_row = frozen_text_rows(start.gpt_config, int(start.base_vocab_size))
+            self.freezer = BaseRowFreezer(self.model, base_rows=base_rows, extra_row=extra_row)
+            extra = f" and the extra row {extra_row}" if extra_row is not None else " (the spare row included)"
+            self.say(f"frozen: {self.freezer.num_frozen_params:,} parameters (base rows 0..{base_rows - 1}{extra} "
+                     "of text_embedding, text_head)")
             if choice is not None and not (choice.checkpoint.get("hparams") or {}).get("freeze_base_rows", True):
                 self.say("warning: the run trained its base rows before this resume (--no-freeze-base-rows); they are "
                          "frozen from now on at their current values, which are no longer the base checkpoint's")

@@ -68,6 +68,9 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_
     vocoder_path = str(opts.get("vocoder") or "").strip()
     if not vocoder_path:
         return SamplePlan(False, "no samples: give --vocoder (bigvgan_generator.pth) to hear the model at every save")
+    if version != "1.5":
+        return SamplePlan(False, "no samples: IndexTTS-2.5 synthesis is not in this studio's training samples yet; "
+                                 "--vocoder is ignored for these runs")
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.vocoder_loading import load_vocoder
 

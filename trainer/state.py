@@ -22,6 +22,7 @@ from trainer.checkpoints import capture_rng_state, optimizer_param_names, restor
 from trainer.errors import UsageError
 from trainer.plan import optimizer_state_refusal
 from trainer.schedule import set_peak_lr
+from trainer.v25 import saved_model_config
 
 TrainingRun = Any  # trainer.run.TrainingRun (not imported: it imports this module)
 
@@ -66,7 +67,7 @@ class Weights:
 
     def state_dict(self) -> dict[str, Any]:
         run = self.run
-        return {"model_state": run.model.state_dict(), "model_config": run.model.gpt_config,
+        return {"model_state": run.model.state_dict(), "model_config": saved_model_config(run.model),
                 "base_vocab_size": run.start.base_vocab_size}
 
     def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:

@@ -99,6 +99,7 @@ def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
 SEQUENCE_KEYS = ("text_ids", "text_lengths", "codes", "code_lengths")
 V15_PROMPT_KEYS = ("cond_mels", "cond_mel_lengths")  # IndexTTS-1.5: the prompt's log-mel, encoded in the step
 V2_PROMPT_KEYS = ("condition", "emo_vec")  # IndexTTS2: precomputed speaker latents and emotion vector
+V25_PROMPT_KEYS = ("spk_vec", "emo_vec", "langs")  # IndexTTS-2.5: CAM++ vector, emotion vector, language rows
 
 
 HOST_LENGTH_KEYS = ("text_lengths_host", "code_lengths_host")  # plain lists: no read-back from the device
@@ -106,7 +107,8 @@ HOST_LENGTH_KEYS = ("text_lengths_host", "code_lengths_host")  # plain lists: no
 
 def model_inputs(batch: dict[str, Any]) -> dict[str, Any]:
     """The model's keyword arguments for a collated batch of either format."""
-    prompt = V2_PROMPT_KEYS if "condition" in batch else V15_PROMPT_KEYS
+    prompt = (V25_PROMPT_KEYS if "spk_vec" in batch else V2_PROMPT_KEYS if "condition" in batch
+              else V15_PROMPT_KEYS)
     keys = (*SEQUENCE_KEYS, *prompt, *(key for key in HOST_LENGTH_KEYS if key in batch))
     return {key: batch[key] for key in keys}
 

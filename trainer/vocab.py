@@ -223,6 +223,18 @@ def _grow_tensor(tensor: torch.Tensor, base_n: int, new_n: int, plan: list[tuple
     return grown
 
 
+def frozen_text_rows(gpt_config: Mapping[str, Any], base_vocab_size: int) -> tuple[int, int | None]:
+    """(rows ``0..n-1``, extra row) a ``BaseRowFreezer`` keeps for a model grown from ``base_vocab_size``.
+
+    IndexTTS-1.5/IndexTTS2 (``grow_text_vocab``): the base pieces' rows and the extra row, moved to the new
+    ``number_text_tokens``. IndexTTS-2.5 (``trainer.v25``): added rows come after the base table's spare row,
+    so the base rows are ``0..base_vocab_size`` with the spare one included, and nothing moved.
+    """
+    if gpt_config.get("spk_cond_mode") == "campplus":
+        return base_vocab_size + 1, None
+    return base_vocab_size, int(gpt_config["number_text_tokens"])
+
+
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Same shape, dtype and bytes (unlike ``torch.equal``, tells -0.0 from 0.0 and compares NaNs)."""
     if a.shape != b.shape or a.dtype != b.dtype:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from webui.plots import badge_html
 
 # trainer.versions.ModelVariant.name by version, for files whose metadata records only the version.
-MODEL_NAMES = {"1.5": "IndexTTS-1.5", "2": "IndexTTS2"}
+MODEL_NAMES = {"1.5": "IndexTTS-1.5", "2": "IndexTTS2", "2.5": "IndexTTS-2.5"}
 
 
 @dataclass(frozen=True)
 class ConfigVersion:
-    version: str | None  # "1.5" | "2"; None when the config cannot be read
+    version: str | None  # "1.5" | "2" | "2.5"; None when the config cannot be read
     name: str = ""  # e.g. "IndexTTS2"
     detail: str = ""  # what the prompt is, why it is refused, or why the config cannot be read
     trainable: bool = False

@@ -1,5 +1,6 @@
-"""The Data tab: check manifests, split a manifest into train/val, and prepare audio (IndexTTS-1.5: codes
-manifest; IndexTTS2: features and a paired manifest, ``webui.prepare_v2_section``).
+"""The Data tab: recordings -> proofread clips (``webui.ingest_panel``), check manifests, split a manifest into
+train/val, and prepare audio (IndexTTS-1.5: codes manifest; IndexTTS2: features and a paired manifest,
+``webui.prepare_v2_section``).
 
 Both training formats are checked and split: v1.5 codes manifests and IndexTTS2 paired manifests (for these
 the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
@@ -27,6 +28,7 @@ from data_tools.text import registered_languages
 from webui import prepare_v2_section
 from webui.dataclass_json import from_json
 from webui.form_inputs import InputProblem, existing_file, resolve_path, split_paths
+from webui.ingest_panel import build_ingest
 from webui.job_panel import job_panel, wire_job
 from webui.job_view import JobView, job_view
 from webui.plots import (
@@ -538,7 +540,7 @@ def _preprocess_form(ctx: StudioContext, languages: list[str]) -> list[Any]:
     return [source, out, config, dvae, workers, min_duration, max_duration, language, speaker, device]
 
 
-def _preprocess_section(ctx: StudioContext, languages: list[str]) -> None:
+def _preprocess_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
     gr.Markdown("### Prepare audio: audio + transcripts -> DVAE codes and a codes manifest\n"
                 "Runs as its own process: it keeps going if you close the browser, and a rerun skips what "
                 "is already done.")
@@ -570,12 +572,16 @@ def _preprocess_section(ctx: StudioContext, languages: list[str]) -> None:
     start.click(on_start, inputs=fields, outputs=[message, *outputs, timer])
     stop.click(on_stop, outputs=[*outputs, timer])
     timer.tick(on_tick, outputs=[*outputs, timer], show_progress="hidden")
+    return fields[0]
 
 
 def build(ctx: StudioContext) -> None:
     """Lay out the Data tab (called by the shell inside ``with gr.Tab("Data")``)."""
     languages = language_choices()
+    with gr.Accordion("Recordings → clips: slice, transcribe, proofread", open=False, elem_id="data-ingest"):
+        ingest = build_ingest(ctx, languages)
     form = _check_section(ctx, languages)
     _split_section(ctx, form.train, form.val)
-    _preprocess_section(ctx, languages)
+    prep_input = _preprocess_section(ctx, languages)
+    ingest.use_manifest.click(lambda path: path or gr.skip(), inputs=ingest.manifest, outputs=prep_input)
     prepare_v2_section.build_section(ctx, languages)

@@ -28,6 +28,7 @@ from webui.plots import (
     message_html,
 )
 from webui.report_jobs import JobResult, ReportJob
+from webui.tokenizer_v25_panel import build_panel as build_v25_panel
 
 if TYPE_CHECKING:
     from webui.context import StudioContext
@@ -511,3 +512,4 @@ def build(ctx: StudioContext) -> None:
     trained = _train_section(ctx, languages)
     extended = _extend_section(ctx, trained)
     _verify_section(ctx, languages, extended)
+    build_v25_panel()

@@ -71,7 +71,9 @@ def initial_values(ctx: StudioContext) -> dict[str, Any]:
 
 
 def preset_files(ctx: StudioContext, name: str) -> tf.WorkspaceFiles:
-    """The files a preset fills in: the IndexTTS2 demo's for its preset, else the workspace's demo files."""
+    """The files a preset fills in: the IndexTTS2 / IndexTTS-2.5 demo's for theirs, else the workspace's demo files."""
+    if name == tf.DEMO_V25_PRESET:
+        return tf.demo_v25_files(ctx.workspace)
     return tf.demo_v2_files(ctx.workspace) if name == tf.DEMO_V2_PRESET else workspace_files(ctx)
 
 

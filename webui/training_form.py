@@ -97,7 +97,7 @@ def field_info(option: Option, version: str | None = None) -> str:
     """The help shown under a field: the option's help, how a multi-path field is filled, and, for a model
     version the option does not apply to, the one-line reason instead."""
     if not applies(option, version):
-        return NOT_FOR[str(version)]
+        return NOT_FOR_V25 if version == V25 or option.name in V25_ONLY_OPTIONS else NOT_FOR[str(version)]
     if option.repeatable:
         return f"{option.help} (here: one path per line; blank lines are ignored)"
     return option.help
@@ -105,18 +105,27 @@ def field_info(option: Option, version: str | None = None) -> str:
 
 # -- what applies to which model version (trainer.versions.model_variant decides the version) ----------------
 V2 = "2"
-ONLY_FOR = {"vocoder": "1.5", "sample_model_dir": V2, "sample_steps": V2}  # what speaks samples at saves
-SAMPLE_OPTIONS = tuple(ONLY_FOR)  # the fields that follow the model version
+V25 = "2.5"
+ONLY_FOR = {"vocoder": ("1.5",), "sample_model_dir": (V2,), "sample_steps": (V2,), "sample_texts": ("1.5", V2),
+            "sample_every": ("1.5", V2)}  # what speaks samples at saves, for which versions
+SAMPLE_OPTIONS = tuple(ONLY_FOR)  # the sample fields: they follow the model version
+V25_ONLY_OPTIONS = tuple(o.name for o in trainer_options.TEXT_SCHEME_OPTIONS)  # --text-scheme, --text-merges
 NOT_FOR_V2 = "not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a download folder)"
 NOT_FOR_V15 = "not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)"
-NOT_FOR = {V2: NOT_FOR_V2, "1.5": NOT_FOR_V15}
-MANIFEST_KINDS = {V2: "IndexTTS2 paired manifest", "1.5": "IndexTTS-1.5 codes manifest"}
+NOT_FOR_V25 = ("not used for this model: IndexTTS-2.5 runs make no samples at saves, and the text scheme "
+               "options apply to IndexTTS-2.5 runs only")
+NOT_FOR = {V2: NOT_FOR_V2, "1.5": NOT_FOR_V15, V25: NOT_FOR_V25}
+MANIFEST_KINDS = {V2: "IndexTTS2 paired manifest", "1.5": "IndexTTS-1.5 codes manifest",
+                  V25: "IndexTTS-2.5 paired manifest"}
 
 
 def applies(option: Option, version: str | None) -> bool:
-    """Whether the option does anything for a model of ``version`` ("1.5", "2"; None: not known yet)."""
-    only = ONLY_FOR.get(option.name)
-    return only is None or version not in NOT_FOR or version == only
+    """Whether the option does anything for a model of ``version`` ("1.5", "2", "2.5"; None: not known yet)."""
+    if option.name in ONLY_FOR:
+        return version not in NOT_FOR or version in ONLY_FOR[option.name]
+    if option.name in V25_ONLY_OPTIONS:
+        return version in (V25, None)
+    return True
 
 
 def field_label(option: Option, version: str | None = None) -> str:
@@ -232,6 +241,9 @@ class WorkspaceFiles:
 
 DEMO_PRESET = "Demo (CPU, tiny)"
 DEMO_V2_PRESET = "Demo (IndexTTS2)"
+DEMO_V25_PRESET = "IndexTTS-2.5 demo (CPU)"
+GPU80_V25_PRESET = "IndexTTS-2.5 full fine-tune (80 GB)"
+LORA24_V25_PRESET = "IndexTTS-2.5 LoRA (24 GB)"
 GPU24_PRESET = "Amharic on one 24 GB GPU"
 GPU80_PRESET = "Amharic on 80 GB GPU"
 
@@ -256,9 +268,25 @@ _PRESET_SETTINGS: dict[str, dict[str, Any]] = {
         "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
         "grad_checkpointing": False,
     },
+    # IndexTTS-2.5: the merges scheme (Amharic at ~0.34 tokens per character, new rows trained, base rows frozen).
+    DEMO_V25_PRESET: {**_DEMO_SETTINGS, "text_scheme": "merges", "text_merges": ""},
+    GPU80_V25_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 16, "grad_accumulation": 2, "num_workers": 8,
+        "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": False, "text_scheme": "merges",
+    },
+    # The LoRA options (rank, alpha, target modules) are not in this trainer yet: until they are, this preset
+    # is the 24 GB recipe on the fields that exist (small batches, accumulation, checkpointing, bf16).
+    LORA24_V25_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 4, "grad_accumulation": 8, "num_workers": 4,
+        "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": True, "text_scheme": "merges",
+    },
 }
 PRESETS: tuple[str, ...] = tuple(_PRESET_SETTINGS)
-DEMO_PRESETS = (DEMO_PRESET, DEMO_V2_PRESET)  # these reset the whole form to a demo workspace's files
+DEMO_PRESETS = (DEMO_PRESET, DEMO_V2_PRESET, DEMO_V25_PRESET)  # these reset the whole form to a demo's files
 
 
 def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
@@ -281,6 +309,15 @@ def demo_v2_files(workspace: Path) -> WorkspaceFiles:
                           tokenizer=demo.extended_tokenizer, config=demo.config, base_checkpoint=demo.base_checkpoint,
                           output_dir=demo.output_dir,
                           sample_model_dir=demo.config.parent if demo.synthesis_ready() else None)
+
+
+def demo_v25_files(workspace: Path) -> WorkspaceFiles:
+    """The IndexTTS-2.5 part of the demo workspace (``trainer.demo_v25.DemoV25Paths``) as preset files."""
+    from trainer.demo_v25 import DemoV25Paths
+
+    demo = DemoV25Paths.under(workspace)
+    return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest, tokenizer=demo.tokenizer,
+                          config=demo.config, base_checkpoint=demo.base_checkpoint, output_dir=demo.output_dir)
 
 
 def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from data_tools.tokenizer.tiktoken25 import (
     Tiktoken25,
     base_bpe,
     inference_text,
+    merge_parts,
     read_table,
 )
 
@@ -162,17 +163,7 @@ def added_token_base_ids(tokenizer: Tiktoken25) -> dict[int, list[int]]:
 
 def _merge_on(seq: list[int], ranks: dict[bytes, int], token_of: dict[int, bytes]) -> list[int]:
     """Continue tiktoken's merge rule (lowest rank first, leftmost on ties) from ``seq``."""
-    parts = [token_of[i] for i in seq]
-    while len(parts) > 1:
-        best_rank, best_at = None, -1
-        for i in range(len(parts) - 1):
-            rank = ranks.get(parts[i] + parts[i + 1])
-            if rank is not None and (best_rank is None or rank < best_rank):
-                best_rank, best_at = rank, i
-        if best_rank is None:
-            break
-        parts[best_at:best_at + 2] = [parts[best_at] + parts[best_at + 1]]
-    return [ranks[part] for part in parts]
+    return merge_parts([token_of[i] for i in seq], ranks)
 
 
 def save_merges(merges: Merges, tokenizer: Tiktoken25, path: str | Path) -> None:

@@ -248,7 +248,14 @@ class Tiktoken25:
 
 def base_bpe(token: bytes, ranks: dict[bytes, int]) -> list[int]:
     """Byte-pair merge of one pre-token's bytes with ``ranks`` (lowest rank first, leftmost on ties)."""
-    parts = [token[i:i + 1] for i in range(len(token))]
+    return merge_parts([token[i:i + 1] for i in range(len(token))], ranks)
+
+
+def merge_parts(parts: list[bytes], ranks: dict[bytes, int]) -> list[int]:
+    """tiktoken's merge rule from ``parts`` (lowest rank first, leftmost on ties); the ids of what remains.
+
+    ``parts`` is merged in place.
+    """
     while len(parts) > 1:
         best_rank, best_at = None, -1
         for i in range(len(parts) - 1):

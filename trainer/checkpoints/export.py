@@ -1,4 +1,5 @@
-"""``export``: an inference bundle IndexTTS (v1.5) and IndexTTS2 inference load unchanged.
+"""``export``: an inference bundle IndexTTS (v1.5) and IndexTTS2 inference load unchanged (IndexTTS-2.5:
+``trainer.checkpoints.export_v25``, its own files and row order).
 
 - ``OUT/gpt.pth``: {"model": state_dict} in the IndexTTS layout (what stock inference loads as its gpt.pth);
   ``OUT/gpt.safetensors`` (optional): the same tensors;
@@ -35,6 +36,7 @@ from data_tools.fileio import (
 from data_tools.text_tokenizer import TextTokenizer
 from networks.gpt_config import text_tokens_of_rows
 from trainer.checkpoints.base_movement import BaseMovement, movement_for_export
+from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, _data_lines, _fmt_loss
 from trainer.checkpoints.digest import (
     DAMAGED,
     MISMATCH,
@@ -43,24 +45,13 @@ from trainer.checkpoints.digest import (
     nonfinite_reason,
     nonfinite_tensors,
 )
+from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES, describes_v25, export_v25
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of, now_iso
 from trainer.checkpoints.loading import load_checkpoint
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md")
 
-LICENSE_NOTICE = """\
-These model weights are derived from IndexTTS ({model_name}), the text-to-speech model by bilibili.
-
-They were produced by fine-tuning the IndexTTS base model ({base}) and are therefore subject to the
-bilibili IndexTTS model licence terms that apply to that base model. Anyone who uses, copies or
-redistributes these weights must comply with those terms and must distribute these weights together
-with that licence.
-
-The licence is the one distributed with the base model you started from (its licence file, e.g. the
-LICENSE / model licence file published beside the IndexTTS checkpoints). It is not reproduced here:
-read it there. This notice adds no terms of its own.
-"""
 
 
 @dataclass
@@ -149,44 +140,6 @@ def _tokenizer_source(ckpt: dict[str, Any], tokenizer: str | Path | None, notes:
                           + ": pass --tokenizer with the tokenizer the run was trained with")
 
 
-def _base_model(ckpt: Mapping[str, Any]) -> str:
-    hparams = ckpt.get("hparams") if isinstance(ckpt.get("hparams"), Mapping) else {}
-    for key, how in (("base_checkpoint", "fine-tuned from"), ("init_from", "continued from the weights of")):
-        if hparams.get(key):
-            return f"{how} {hparams[key]}"
-    repaired = ckpt.get("repaired_from")
-    if isinstance(repaired, Mapping):
-        return f"a community IndexTTS trainer's run (converted from {repaired.get('path')})"
-    return "not recorded in the checkpoint"
-
-
-def _data_lines(ckpt: Mapping[str, Any]) -> list[str]:
-    manifests = ckpt.get("manifests") if isinstance(ckpt.get("manifests"), Mapping) else {}
-    lines = []
-    for split in ("train", "val"):
-        records = [r for r in manifests.get(split) or [] if isinstance(r, Mapping)]
-        if not records:
-            lines.append(f"- {split}: not recorded")
-            continue
-        items = [r.get("lines") for r in records]
-        count = f"{sum(items):,} items" if all(isinstance(n, int) for n in items) else "items not recorded"
-        hours = [r.get("hours") for r in records]
-        duration = (f", {_fmt_hours(sum(hours))}" if all(isinstance(h, (int, float)) for h in hours)
-                    else ", hours not recorded")
-        names = ", ".join(Path(str(r.get("path"))).name for r in records)
-        lines.append(f"- {split}: {count}{duration} ({names})")
-    return lines
-
-
-def _fmt_hours(hours: float) -> str:
-    """Hours of audio trained on; minutes where a demo-sized set would read "0.00 hours"."""
-    return f"{hours:,.2f} hours" if hours >= 1 else f"{hours:.2f} hours ({hours * 60:.1f} minutes)"
-
-
-def _fmt_loss(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "not recorded"
-
-
 def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: Path, dtype: str,
                source: Path, movement: BaseMovement | None = None, evaluation: list[str] | None = None) -> str:
     """The MODEL_CARD.md text of an export (facts from the checkpoint; "not recorded" where it has none)."""
@@ -249,7 +202,7 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     if dtype not in DTYPES:
         raise CheckpointError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     path, out_dir = Path(path), Path(out_dir)
-    existing = [name for name in BUNDLE_FILES if (out_dir / name).exists()]
+    existing = [name for name in dict.fromkeys((*BUNDLE_FILES, *V25_BUNDLE_FILES)) if (out_dir / name).exists()]
     if existing and not force:
         raise CheckpointError(f"{out_dir} already holds {', '.join(existing)}: choose an empty --out folder "
                               "(or pass --force to replace an earlier export)")
@@ -282,6 +235,9 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
+    if describes_v25(gpt):  # IndexTTS-2.5: its own table, row order, config and card (export_v25)
+        return export_v25(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement, tokenizer,
+                          report)
     tokenizer_path = _tokenizer_source(ckpt, tokenizer, report.notes)
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -102,10 +102,10 @@ def _clean_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def _meta_model(cfg: Mapping[str, Any]) -> torch.nn.Module:
-    from networks.unified_voice import build_model
+    from networks.gpt_build import build_any_gpt
 
     with torch.device("meta"):
-        return build_model(dict(cfg))
+        return build_any_gpt(dict(cfg))
 
 
 def trainer_param_names(cfg: Mapping[str, Any], weight_decay: float = 0.01) -> list[list[str]]:

@@ -30,7 +30,7 @@ NON_STRUCTURAL_GPT_KEYS = frozenset({"checkpointing"})
 UNCOMPARED_HPARAMS = frozenset({
     "resume", "output_dir", "preflight", "preflight_json", "preflight_processes", "device", "num_workers",
     "log_interval", "val_interval", "save_interval", "keep_checkpoints", "train_manifest", "val_manifest",
-    "tokenizer", "config", "base_checkpoint", "init_from", "max_val_batches",
+    "tokenizer", "config", "base_checkpoint", "init_from", "max_val_batches", "text_merges",
 })
 
 
@@ -57,10 +57,10 @@ class Expectation:
 
 def expected_state_shapes(gpt_config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """Keys and shapes of the model a gpt config builds (built on the meta device: no memory, fast)."""
-    from networks.unified_voice import build_model
+    from networks.gpt_build import build_any_gpt
 
     with torch.device("meta"):
-        model = build_model(dict(gpt_config))
+        model = build_any_gpt(dict(gpt_config))
     return {name: tuple(t.shape) for name, t in model.state_dict().items()}
 
 
@@ -262,6 +262,9 @@ def _tokenizer_problems(saved: Any, wanted: Mapping[str, Any], where: str) -> tu
     if not isinstance(saved, Mapping):
         warnings.append("the checkpoint does not record its tokenizer: it cannot be checked against --tokenizer")
         return errors, warnings
+    scheme_error = _text_scheme_problem(saved.get("text_scheme"), wanted.get("text_scheme"), where)
+    if scheme_error and saved.get("sha256") == wanted.get("sha256"):  # same 2.5 table, another scheme
+        return [scheme_error], warnings
     saved_sha, saved_vocab = saved.get("sha256"), saved.get("vocab_size")
     new_sha, new_vocab = wanted.get("sha256"), wanted.get("vocab_size")
     differs = (saved_sha is not None and new_sha is not None and saved_sha != new_sha) or (
@@ -274,7 +277,25 @@ def _tokenizer_problems(saved: Any, wanted: Mapping[str, Any], where: str) -> tu
             f"with the new tokenizer use --init-from {where}")
     elif saved_sha is None:
         warnings.append("the checkpoint does not record the tokenizer's sha256: only its vocabulary size was checked")
+    if scheme_error and not differs:
+        errors.append(scheme_error)
     return errors, warnings
+
+
+def _text_scheme_problem(saved: Any, wanted: Any, where: str) -> str | None:
+    """IndexTTS-2.5: the text scheme (and its merges) must be the one the run was trained with."""
+    if not isinstance(wanted, Mapping):
+        return None
+    if not isinstance(saved, Mapping):
+        return (f"the checkpoint does not record an IndexTTS-2.5 text scheme, this run uses '{wanted.get('scheme')}'; "
+                f"to continue from these weights use --init-from {where}")
+    keys = ("scheme", "merges_sha256", "added_tokens")
+    if all(saved.get(key) == wanted.get(key) for key in keys):
+        return None
+    return (f"text scheme differs: the checkpoint was trained with the '{saved.get('scheme')}' scheme "
+            f"({saved.get('added_tokens')} added tokens, merges sha256 {_short_hash(saved.get('merges_sha256') or None)}), "
+            f"this run uses '{wanted.get('scheme')}' ({wanted.get('added_tokens')} added tokens, merges sha256 "
+            f"{_short_hash(wanted.get('merges_sha256') or None)}): resume with --text-scheme {saved.get('scheme')}")
 
 
 def validate_checkpoint(ckpt: Any, expectation: Expectation | None = None,

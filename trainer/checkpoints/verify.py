@@ -168,6 +168,15 @@ def _check_tokenizer(record: Any, cfg: Mapping[str, Any] | None) -> Component:
         return Component("tokenizer record", MISSING, f"no sha256 recorded (path {record.get('path')})")
     if not (_is_count(vocab) and vocab > 0):
         return Component("tokenizer record", WRONG, f"vocab_size {vocab!r}")
+    scheme = record.get("text_scheme")
+    if isinstance(scheme, Mapping):  # IndexTTS-2.5: the scheme's table must be the model's text table
+        wanted = scheme.get("number_text_tokens")
+        if cfg is not None and wanted != int(cfg["number_text_tokens"]):
+            return Component("tokenizer record", WRONG, f"the '{scheme.get('scheme')}' text scheme's table has "
+                                                        f"{wanted} text tokens, the model "
+                                                        f"{int(cfg['number_text_tokens']):,}")
+        return Component("tokenizer record", OK, f"{record.get('path')} sha256 {sha[:12]}…, IndexTTS-2.5 "
+                                                 f"'{scheme.get('scheme')}' text scheme, vocab {vocab:,}")
     if cfg is not None and vocab > int(cfg["number_text_tokens"]):
         return Component("tokenizer record", WRONG, f"vocab {vocab:,} exceeds the model's "
                                                     f"{int(cfg['number_text_tokens']):,} text tokens")
@@ -193,10 +202,10 @@ def _param_names_from_model(cfg: Mapping[str, Any] | None) -> list[list[str]] | 
     """Parameter order of a single-group optimizer over model.parameters() (the community trainers' layout)."""
     if cfg is None:
         return None
-    from networks.unified_voice import build_model
+    from networks.gpt_build import build_any_gpt
 
     with torch.device("meta"):
-        model = build_model(dict(cfg))
+        model = build_any_gpt(dict(cfg))
     return [[name for name, _ in model.named_parameters()]]
 
 

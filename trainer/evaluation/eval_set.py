@@ -8,8 +8,8 @@ the seed. It is written once; every later evaluation of the run reads it back, s
 measured on the same work. Its ``fingerprint`` (texts, languages, decoding, voice file digests) goes into
 every result, and a result of another set is never taken as "already measured".
 
-A voice is a prompt (a log-mel ``.npy`` as in a codes manifest, or audio) for synthesis, and audio for the
-speaker-similarity model. A prompt mel has no audio: its voice gets no similarity score (say so, and give
+A voice is a prompt (a log-mel ``.npy`` as in a codes manifest, or audio: a codes manifest's cond_audio, an
+IndexTTS2 paired manifest's prompt_audio_path) for synthesis, and audio for the speaker-similarity model. A prompt mel has no audio: its voice gets no similarity score (say so, and give
 ``--eval-reference`` audio for one).
 """
 
@@ -134,19 +134,55 @@ def _read_lines(path: Path, flag: str) -> list[str]:
     return lines
 
 
-def _val_entries(manifests: list[str]) -> list[Any]:
-    from data_tools.manifest import ManifestEntry, ManifestError, iter_manifest, parse_manifest_spec
+@dataclass(frozen=True)
+class _ValItem:
+    """A validation line as evaluation sees it: a transcript and the prompt of its speaker."""
 
-    entries: list[Any] = []
+    id: str
+    text: str
+    speaker: str | None
+    language: str | None
+    prompt: Path | None  # a prompt mel (.npy) or audio
+    audio: Path | None  # the prompt's audio, when there is one
+    voice_id: str  # what names the prompt's voice (a pair's prompt utterance)
+
+
+def _val_entries(manifests: list[str]) -> list[_ValItem]:
+    """The transcribed lines of v1.5 codes manifests (cond_audio, else cond_mel, is the prompt) or IndexTTS2
+    paired manifests (target_text spoken, prompt_audio_path the prompt)."""
+    from data_tools.manifest import (
+        FORMAT_V2,
+        ManifestEntry,
+        ManifestError,
+        iter_lines,
+        iter_manifest,
+        manifest_format,
+        parse_manifest_spec,
+    )
+    from data_tools.pairs_manifest import parse_pair_line
+
+    items: list[_ValItem] = []
     for spec_text in manifests:
         spec = parse_manifest_spec(spec_text)
         try:
+            if manifest_format(spec.path) == FORMAT_V2:
+                for lineno, raw in iter_lines(spec.path):
+                    try:  # a bad line is the checker's and the trainer's to report, as with codes manifests
+                        pair = parse_pair_line(raw, spec.path, lineno, spec.language) if isinstance(raw, str) else None
+                    except ManifestError:
+                        continue
+                    if pair is not None and (pair.target_text or "").strip():
+                        items.append(_ValItem(pair.target_id or pair.id, pair.target_text or "", pair.speaker,
+                                              pair.language, pair.prompt_audio, pair.prompt_audio,
+                                              pair.prompt_id or pair.id))
+                continue
             for entry in iter_manifest(spec.path, spec.language):
                 if isinstance(entry, ManifestEntry) and entry.text.strip():
-                    entries.append(entry)
+                    items.append(_ValItem(entry.id, entry.text, entry.speaker, entry.language,
+                                          entry.cond_audio or entry.cond_mel, entry.cond_audio, entry.id))
         except (ManifestError, OSError) as exc:
             raise EvaluationError(f"validation manifest {spec.path}: {' '.join(str(exc).split())}") from None
-    return entries
+    return items
 
 
 def candidate(spec: EvalSetSpec) -> EvalSet:
@@ -174,12 +210,11 @@ def candidate(spec: EvalSetSpec) -> EvalSet:
         seen: set[str] = set()
         for entry in entries:
             speaker = entry.speaker or entry.id
-            prompt = entry.cond_audio or entry.cond_mel
-            if speaker in seen or prompt is None:
+            if speaker in seen or entry.prompt is None:
                 continue
             seen.add(speaker)
-            audio = str(entry.cond_audio) if entry.cond_audio is not None else None
-            voices.append(Voice(entry.id, entry.speaker, str(prompt), audio))
+            voices.append(Voice(entry.voice_id, entry.speaker, str(entry.prompt),
+                                str(entry.audio) if entry.audio is not None else None))
             if len(voices) >= max(1, spec.voices):
                 break
         if not voices:

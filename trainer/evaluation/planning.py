@@ -10,7 +10,7 @@ from trainer.evaluation.errors import EvaluationError
 def evaluation_plan(opts: dict[str, Any], version: str) -> tuple[bool, str]:
     """(ok, the pre-flight's line) for ``--eval-at-saves`` and ``--best-by``; not ok refuses the run."""
     from trainer.evaluation.eval_set import EvalSetSpec, candidate
-    from trainer.evaluation.synthesizers import V2_NOT_AVAILABLE
+    from trainer.evaluation.synthesizers import EVAL_CFM_STEPS, indextts2_folder
 
     best_by = str(opts.get("best_by") or "val_loss")
     if not opts.get("eval_at_saves"):
@@ -18,10 +18,16 @@ def evaluation_plan(opts: dict[str, Any], version: str) -> tuple[bool, str]:
             return True, "no evaluation at saves (--eval-at-saves measures CER, WER and speaker similarity)"
         return True, (f"best.pth follows {best_by} from python -m trainer.evaluate on this run (no evaluation at "
                       "saves); until a checkpoint is measured there is no best.pth")
-    if version != "1.5":
-        return False, f"--eval-at-saves: {V2_NOT_AVAILABLE}"
-    if not str(opts.get("vocoder") or "").strip():
+    if version == "2":
+        try:
+            folder = indextts2_folder(opts.get("model_dir"), opts.get("config"), str(opts.get("w2v_bert") or ""))
+        except EvaluationError as exc:
+            return False, f"--eval-at-saves: {exc}"
+        speech = f"; speech through the IndexTTS2 folder {folder} ({EVAL_CFM_STEPS} CFM steps)"
+    elif not str(opts.get("vocoder") or "").strip():
         return False, "--eval-at-saves speaks with the IndexTTS-1.5 BigVGAN: give --vocoder (bigvgan_generator.pth)"
+    else:
+        speech = ""
     if not str(opts.get("eval_asr") or "").strip():
         return False, ("--eval-at-saves needs a speech recogniser: give --eval-asr (a CTC model folder or id, e.g. "
                        "facebook/mms-1b-all with --eval-asr-lang amh)")
@@ -31,7 +37,10 @@ def evaluation_plan(opts: dict[str, Any], version: str) -> tuple[bool, str]:
         return False, f"--eval-at-saves: {exc}"
     speaker = str(opts.get("eval_speaker_model") or "") or "none (no similarity)"
     no_audio = [v.id for v in eval_set.voices if v.audio is None]
+    if version == "2" and no_audio:
+        return False, ("--eval-at-saves: IndexTTS2 speaks from reference audio and the validation prompts are mels: "
+                       "give --eval-reference audio files")
     note = (f"; voice(s) {', '.join(no_audio)} are prompt mels without audio: no similarity for them "
             "(--eval-reference gives audio)" if no_audio and opts.get("eval_speaker_model") else "")
     return True, (f"evaluation at saves on {opts.get('eval_device') or 'cpu'}: {eval_set.summary()}; ASR "
-                  f"{opts['eval_asr']}; speaker model {speaker}; best.pth by {best_by}{note}")
+                  f"{opts['eval_asr']}; speaker model {speaker}{speech}; best.pth by {best_by}{note}")

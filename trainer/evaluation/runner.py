@@ -52,6 +52,8 @@ class EvalSettings:
     device: str = "cpu"
     best_by: str = "val_loss"
     base_checkpoint: Path | None = None  # measured once when given
+    model_dir: Path | None = None  # IndexTTS2: the download folder (None: the folder of config, when it is one)
+    w2v_bert: str | None = None  # IndexTTS2: a w2v-BERT folder or id (None: the folder's w2v-bert-2.0/)
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -70,7 +72,7 @@ class Evaluator:
         if self._backend is None:
             s = self.settings
             self._backend = synthesis_backend(s.version, s.config, s.tokenizer, s.vocoder, s.device,
-                                              self.eval_set.language)
+                                              self.eval_set.language, model_dir=s.model_dir, w2v_bert=s.w2v_bert)
         return self._backend
 
     # ----- one checkpoint --------------------------------------------------------------------------

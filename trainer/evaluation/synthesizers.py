@@ -1,12 +1,17 @@
 """Speech from a checkpoint for evaluation, chosen by model version: the one place a generation plugs in.
 
-    backend = synthesis_backend(version, config_path, tokenizer_path, vocoder_path, device, language)
+    backend = synthesis_backend(version, config_path, tokenizer_path, vocoder_path, device, language,
+                                model_dir=..., w2v_bert=...)
     speaker = backend.for_checkpoint(checkpoint_path)       # loads that checkpoint's GPT
     clips = speaker.speak(texts, prompt_path, settings, language)  # float32 waveforms at backend.sample_rate
 
 IndexTTS-1.5 speaks through ``trainer.synthesis`` (GPT + BigVGAN; the vocoder and tokenizer are loaded once
-per backend, each checkpoint's GPT per call; the base model with its own tokenizer). IndexTTS2 has no synthesis in this studio yet: asking for it
-raises EvaluationError with that sentence. When it lands, add a backend class with the same two methods and
+per backend, each checkpoint's GPT per call; the base model with its own tokenizer). IndexTTS2 speaks through
+``trainer.synthesis.pipeline_v2``: the networks of an IndexTTS2 download folder (``--model-dir``, else the
+folder of ``--config`` when it is one; w2v-BERT, semantic codec, CAMPPlus, S2Mel, BigVGAN v2) are loaded
+once, each checkpoint's GPT per call; the emotion is the reference voice's own, the codes are decoded as the
+eval set says (deterministic beam by default) and the S2Mel CFM takes ``EVAL_CFM_STEPS`` Euler steps from
+noise seeded with the eval set's seed. A new generation adds a backend class with the same two methods and
 one entry in ``BACKENDS``; nothing else in evaluation knows the generation.
 """
 
@@ -20,8 +25,11 @@ import numpy as np
 
 from trainer.evaluation.errors import EvaluationError
 
-V2_NOT_AVAILABLE = ("IndexTTS2 synthesis is not available yet: its checkpoints cannot be evaluated (CER, WER, "
-                    "speaker similarity) until the studio can speak with them")
+# S2Mel (CFM) Euler steps of evaluation speech: fewer than upstream's 25 (evaluation speaks many clips per
+# save), enough for the recogniser; the same for every checkpoint, so scores compare.
+EVAL_CFM_STEPS = 10
+V2_FOLDER_HINT = ("IndexTTS2 speaks through the networks of an IndexTTS2 download folder (s2mel.pth, semantic_codec/, "
+                  "campplus_cn_common.bin, bigvgan/, wav2vec2bert_stats.pt, w2v-bert-2.0/): give --model-dir")
 
 
 class CheckpointSpeaker(Protocol):
@@ -88,22 +96,124 @@ class V15Backend:
             raise EvaluationError(str(exc)) from None
 
 
-def _v2_backend(*_args: Any, **_kwargs: Any) -> SynthesisBackend:
-    raise EvaluationError(V2_NOT_AVAILABLE)
+def indextts2_folder(model_dir: str | Path | None, config_path: str | Path | None,
+                     w2v_bert: str | None = None) -> Path:
+    """The IndexTTS2 download folder evaluation speaks with: ``model_dir``, else the folder of ``config_path``
+    when it is one. Checks that every file is there (nothing is loaded); EvaluationError in one line."""
+    from networks.indextts2 import resolve_files
+
+    given = str(model_dir or "").strip()
+    folder = Path(given).expanduser() if given else Path(config_path or ".").parent
+    try:
+        resolve_files(folder, w2v_bert=w2v_bert or None, need_gpt=False)
+    except (ValueError, OSError) as exc:  # IndexTTS2FilesError names every missing file and key
+        reason = " ".join(str(exc).split())
+        if given:
+            raise EvaluationError(f"--model-dir {folder}: {reason}") from None
+        if not (folder / "s2mel.pth").is_file():  # a config kept apart from the download folder
+            reason = f"the folder of --config, {folder}, is not one"
+        raise EvaluationError(f"{V2_FOLDER_HINT} ({reason})") from None
+    return folder
 
 
-BACKENDS: dict[str, Callable[..., SynthesisBackend]] = {"1.5": V15Backend, "2": _v2_backend}
+class _V2Speaker:
+    """One checkpoint's IndexTTS2 synthesizer; each reference voice is prepared once (its GPT latents)."""
+
+    def __init__(self, synth: Any) -> None:
+        self.synth = synth
+        self.voices: dict[Path, Any] = {}
+
+    def speak(self, texts: Sequence[str], prompt: Path, settings: Any, language: str | None = None
+              ) -> list[np.ndarray]:
+        from trainer.synthesis.errors import SynthesisError
+        from trainer.synthesis.pipeline_v2 import MelSettings
+
+        prompt = Path(prompt)
+        if prompt.suffix.lower() == ".npy":
+            raise EvaluationError(f"reference voice {prompt}: IndexTTS2 speaks from reference audio, not a prompt "
+                                  "mel: give --eval-reference audio files")
+        self.synth.language = language
+        mel = MelSettings(steps=EVAL_CFM_STEPS, seed=int(settings.seed))
+        try:
+            if prompt not in self.voices:
+                self.voices[prompt] = self.synth.prepare_voice(prompt)
+            voice = self.voices[prompt]
+            emotion = self.synth.emotion_vector(voice)
+            return [self.synth.synthesize(text, voice, None, settings, mel, emotion_vector=emotion).waveform
+                    for text in texts]
+        except SynthesisError as exc:
+            raise EvaluationError(str(exc)) from None
+
+
+class V2Backend:
+    """IndexTTS2: the download folder's networks (loaded once) with each checkpoint's GPT."""
+
+    def __init__(self, config_path: Path, tokenizer_path: Path, vocoder_path: Path | None, device: str,
+                 language: str | None, model_dir: str | Path | None = None, w2v_bert: str | None = None) -> None:
+        from data_tools.config import load_config
+        from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+        from networks.indextts2 import load_indextts2
+
+        del vocoder_path  # BigVGAN v2 comes from the folder
+        self.config_path, self.device = Path(config_path), device
+        self.config = load_config(config_path)
+        self.language = language or None
+        folder = indextts2_folder(model_dir, config_path, w2v_bert)
+        try:
+            self.tokenizer = TextTokenizer(tokenizer_path, self.language)
+            self.nets = load_indextts2(folder, w2v_bert=w2v_bert or None, load_gpt_weights=False, device=device)
+        except (TokenizerError, ValueError, OSError) as exc:
+            raise EvaluationError(f"IndexTTS2 folder {folder}: {' '.join(str(exc).split())}") from None
+        self.sample_rate = int(self.nets.sample_rate)
+
+    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker:
+        """``base``: the base model speaks through its own tokenizer (the config's dataset.bpe_model, else the
+        folder's), since a grown vocabulary's pieces are rows it does not have."""
+        from dataclasses import replace
+
+        from trainer.errors import UsageError
+        from trainer.model_source import base_tokenizer_for
+        from trainer.synthesis.gpt_loading import load_gpt
+        from trainer.synthesis.pipeline_v2 import SynthesizerV2
+
+        tokenizer = self.tokenizer
+        if base:
+            tokenizer = base_tokenizer_for(self.config, self.config_path) or self._folder_tokenizer() or tokenizer
+        try:
+            gpt = load_gpt(checkpoint, self.config, self.config_path, self.device, version="2")
+            return _V2Speaker(SynthesizerV2(replace(self.nets, gpt=gpt), tokenizer, language=self.language))
+        except (UsageError, ValueError) as exc:  # a checkpoint or GPT that does not fit the folder
+            raise EvaluationError(f"{Path(checkpoint).name}: {' '.join(str(exc).split())}") from None
+
+    def _folder_tokenizer(self) -> Any:
+        from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+
+        path = self.nets.files.tokenizer
+        try:
+            return TextTokenizer(path, self.language) if path is not None else None
+        except TokenizerError:
+            return None
+
+
+BACKENDS: dict[str, Callable[..., SynthesisBackend]] = {"1.5": V15Backend, "2": V2Backend}
 
 
 def synthesis_backend(version: str, config_path: Path, tokenizer_path: Path, vocoder_path: Path | None,
-                      device: str = "cpu", language: str | None = None) -> SynthesisBackend:
-    """The synthesis of model ``version`` ("1.5", "2"); EvaluationError (one line) where there is none."""
+                      device: str = "cpu", language: str | None = None, *, model_dir: str | Path | None = None,
+                      w2v_bert: str | None = None) -> SynthesisBackend:
+    """The synthesis of model ``version`` ("1.5", "2"); EvaluationError (one line) where there is none.
+
+    ``model_dir`` / ``w2v_bert``: IndexTTS2's download folder and w2v-BERT (``indextts2_folder``)."""
     factory = BACKENDS.get(str(version))
     if factory is None:
         raise EvaluationError(f"no synthesis for IndexTTS version {version!r}")
-    if factory is V15Backend and vocoder_path is None:
-        raise EvaluationError("evaluation speaks with the IndexTTS-1.5 BigVGAN: give --vocoder (bigvgan_generator.pth)")
-    return factory(config_path, tokenizer_path, vocoder_path, device, language)
+    if factory is V15Backend:
+        if vocoder_path is None:
+            raise EvaluationError("evaluation speaks with the IndexTTS-1.5 BigVGAN: give --vocoder "
+                                  "(bigvgan_generator.pth)")
+        return factory(config_path, tokenizer_path, vocoder_path, device, language)
+    return factory(config_path, tokenizer_path, vocoder_path, device, language, model_dir=model_dir,
+                   w2v_bert=w2v_bert)
 
 
 def _prompt_input(path: Path) -> Any:

@@ -1,0 +1,162 @@
+"""``python -m data_tools.ingest``: raw recordings -> clips -> transcripts -> gates -> proofread manifest.
+
+    python -m data_tools.ingest run --input recordings/ --out-dir ingest/ --language am [--asr-model DIR_OR_ID]
+    python -m data_tools.ingest list --out-dir ingest/ [--page 0 --page-size 20 --status rejected]
+    python -m data_tools.ingest text --out-dir ingest/ CLIP_ID "corrected transcript"
+    python -m data_tools.ingest delete|restore --out-dir ingest/ CLIP_ID [CLIP_ID ...]
+    python -m data_tools.ingest save --out-dir ingest/          # prints the new manifest's path
+
+Exit codes: 0 done, 2 refused (one ``error:`` line), 1 anything unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
+from data_tools.ingest.gates import GateSettings
+from data_tools.ingest.pipeline import IngestError, IngestSettings, run_ingest
+from data_tools.ingest.slicing import SliceSettings
+from data_tools.ingest.store import STATUSES, IngestStore, StoreError
+
+_SLICING_FLAGS = {"min_seconds": "accepted clip length, shortest (s)", "max_seconds": "accepted clip length, longest (s)",
+                  "aim_min": "cutting aims for clips at least this long (s)", "aim_max": "... and at most this long (s)",
+                  "pad": "silence kept around speech (s)", "min_pause": "a pause this long always ends a clip (s)",
+                  "threshold": "silero speech probability threshold",
+                  "snap": "how far a subtitle cue's edge may move to the nearest pause (s)"}
+_GATE_FLAGS = {"max_clipping": "largest share of samples at full scale", "min_snr_db": "lowest SNR estimate (dB)",
+               "max_silence": "largest share of silent frames", "min_cps": "fewest letters per second of speech",
+               "max_cps": "most letters per second", "min_script_share": "least share of letters in the language's script"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(prog="python -m data_tools.ingest", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
+    run = commands.add_parser("run", help="slice, transcribe and gate recordings (resumable: a rerun continues)")
+    run.add_argument("--input", required=True, type=Path,
+                     help="a folder of recordings (.srt/.vtt or .txt beside them are used), or a metadata.csv")
+    _out_dir(run)
+    run.add_argument("--language", help="language code of the speech, e.g. am (script gate, manifests)")
+    run.add_argument("--speaker", help="one speaker name for everything")
+    run.add_argument("--speaker-level", type=int, default=1, help="folder level under --input naming the speaker (1)")
+    run.add_argument("--speaker-column", type=int, help="metadata.csv column (0-based) naming the speaker")
+    run.add_argument("--subtitle-encoding", help="encoding of legacy (non-UTF-8) subtitle files, e.g. cp1252")
+    run.add_argument("--asr-model", help="CTC model folder or id for transcripts (none: clips without text stay so)")
+    run.add_argument("--asr-language", help="the model's target language (multilingual CTC models), e.g. amh")
+    run.add_argument("--device", default="auto", help="device for the ASR model (auto, cpu, cuda)")
+    run.add_argument("--batch-size", type=int, default=8, help="ASR batch size (8)")
+    run.add_argument("--tokenizer", type=Path, help="tokenizer .model: text tokens checked against --config")
+    run.add_argument("--config", type=Path, help="IndexTTS config.yaml: clips too long for its GPT are gated")
+    run.add_argument("--loudness", type=float, default=-20.0, help="loudness target in LUFS (-20)")
+    run.add_argument("--no-loudness", action="store_true", help="keep the recordings' levels")
+    for name, text in _SLICING_FLAGS.items():
+        run.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(SliceSettings(), name),
+                         help=f"{text} ({getattr(SliceSettings(), name):g})")
+    for name, text in _GATE_FLAGS.items():
+        run.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(GateSettings(), name),
+                         help=f"{text} ({getattr(GateSettings(), name):g})")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    listing = commands.add_parser("list", help="clips worst first, a page at a time")
+    _out_dir(listing)
+    listing.add_argument("--page", type=int, default=0)
+    listing.add_argument("--page-size", type=int, default=20)
+    listing.add_argument("--status", choices=STATUSES)
+    listing.add_argument("--json", action="store_true")
+    text = commands.add_parser("text", help="set a clip's transcript")
+    _out_dir(text)
+    text.add_argument("clip")
+    text.add_argument("text")
+    text.add_argument("--json", action="store_true")
+    for name, what in (("delete", "leave clips out of manifests"), ("restore", "bring clips back")):
+        sub = commands.add_parser(name, help=what)
+        _out_dir(sub)
+        sub.add_argument("clips", nargs="+")
+        sub.add_argument("--json", action="store_true")
+    save = commands.add_parser("save", help="write a new manifest of the kept clips (never over an earlier one)")
+    _out_dir(save)
+    save.add_argument("--json", action="store_true")
+    return parser
+
+
+def _out_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out-dir", required=True, type=Path, help="the ingest folder")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_refusing(lambda: _main(args), (IngestError, StoreError), writing=args.out_dir)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _run(args)
+    store = IngestStore(args.out_dir)
+    if args.command == "list":
+        page = store.list_clips(args.page, args.page_size, args.status)
+        if args.json:
+            return _print_json(asdict(page))
+        print(f"page {page.page + 1} of {page.pages} ({page.total} clips); {store.counts()}")
+        for clip in page.clips:
+            confidence = "-" if clip["confidence"] is None else f"{clip['confidence']:.2f}"
+            reasons = "; ".join(clip["reasons"]) or "-"
+            print(f"{clip['status']:8} {confidence:>5} {clip['seconds']:6.2f}s {clip['id']}  {clip['text']!r}  [{reasons}]")
+        return 0
+    if args.command == "text":
+        return _report(store.set_text(args.clip, args.text), args.json)
+    if args.command in ("delete", "restore"):
+        changed = [getattr(store, args.command)(clip) for clip in args.clips]
+        return _print_json(changed) if args.json else _print_lines(f"{c['id']}: {c['status']}" for c in changed)
+    path = store.save_manifest()
+    rows = len(path.read_text(encoding="utf-8").splitlines())
+    if args.json:
+        return _print_json({"manifest": str(path), "clips": rows})
+    print(f"wrote {path} ({rows} clips)")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    slicing = SliceSettings(**{name: getattr(args, name) for name in _SLICING_FLAGS})
+    gates = GateSettings(**{name: getattr(args, name) for name in _GATE_FLAGS})
+    settings = IngestSettings(
+        input=args.input, out_dir=args.out_dir, language=args.language, speaker=args.speaker,
+        speaker_level=args.speaker_level, speaker_column=args.speaker_column, slicing=slicing, gates=gates,
+        target_lufs=None if args.no_loudness else args.loudness, subtitle_encoding=args.subtitle_encoding,
+        asr_model=args.asr_model, asr_language=args.asr_language, device=args.device, batch_size=args.batch_size,
+        tokenizer=args.tokenizer, config=args.config)
+    with progress_bar(args.quiet, "slicing", unit="file") as progress, \
+            progress_bar(args.quiet or not args.asr_model, "transcribing", unit="clip") as asr_progress:
+        summary = run_ingest(settings, progress=progress, asr_progress=asr_progress)
+    for problem in summary.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    if args.json:
+        return _print_json(asdict(summary))
+    print(f"{summary.clips} clips from {summary.sources} sources ({summary.hours:.2f} h of audio; "
+          f"{summary.sources_done_before} done before), {summary.rejected} rejected by the gates, "
+          f"{summary.left_out_fragments} fragments shorter than {slicing.min_seconds:g} s left out, "
+          f"{len(summary.problems)} problem(s); proofread with: python -m data_tools.ingest list --out-dir {args.out_dir}")
+    return 0
+
+
+def _report(clip: dict, as_json: bool) -> int:
+    return _print_json(clip) if as_json else _print_lines([f"{clip['id']}: {clip['status']} {clip['text']!r}"])
+
+
+def _print_json(value: object) -> int:
+    print(json.dumps(value, ensure_ascii=False, indent=1))
+    return 0
+
+
+def _print_lines(lines) -> int:
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

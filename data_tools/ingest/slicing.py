@@ -1,0 +1,112 @@
+"""Speech -> clip spans: pauses of ``min_pause`` or more end a clip; longer speech is cut at its longest
+pause, recursively, until every clip (padding included) is at most ``aim_max`` seconds; fragments shorter
+than ``min_seconds`` are left out and counted."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from data_tools.ingest.vad import FRAME_SECONDS, pauses_in, speech_regions
+
+
+@dataclass(frozen=True)
+class SliceSettings:
+    min_seconds: float = 1.0  # accepted clip length
+    max_seconds: float = 20.0
+    aim_min: float = 3.0  # what cutting aims for
+    aim_max: float = 15.0
+    pad: float = 0.2  # silence kept around speech (less where the next speech is closer)
+    min_pause: float = 0.4  # a pause at least this long always ends a clip (silero hears ~0.1 s less)
+    threshold: float = 0.5  # silero speech probability
+    snap: float = 0.5  # how far a subtitle cue's edge may move to the nearest pause
+
+    def check(self) -> None:
+        if not 0 < self.min_seconds <= self.aim_min <= self.aim_max <= self.max_seconds:
+            raise ValueError(f"clip lengths must satisfy 0 < min ({self.min_seconds}) <= aim-min ({self.aim_min}) "
+                             f"<= aim-max ({self.aim_max}) <= max ({self.max_seconds})")
+        if self.pad < 0 or self.min_pause <= 0 or self.snap < 0 or not 0 < self.threshold < 1:
+            raise ValueError("--pad and --snap must be >= 0, --min-pause > 0, --threshold between 0 and 1")
+        if self.aim_max - 2 * self.pad < 2 * FRAME_SECONDS:
+            raise ValueError(f"--aim-max {self.aim_max} s leaves no room for speech inside the padding")
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A clip: ``start``/``end`` the audio written (padded), ``speech_start``/``speech_end`` the speech."""
+
+    start: float
+    end: float
+    speech_start: float
+    speech_end: float
+    text: str | None = None  # a subtitle cue's text
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def plan_vad_spans(probs: np.ndarray, duration: float, settings: SliceSettings
+                   ) -> tuple[list[Span], list[tuple[float, float]]]:
+    """Clip spans of a recording from its speech probabilities, and the (start, end) fragments left out."""
+    pieces: list[tuple[float, float]] = []
+    for start, end in speech_regions(probs, settings.threshold, settings.min_pause):
+        pieces.extend(_split(probs, start, min(end, duration), settings))
+    return _padded(pieces, duration, settings.pad, settings.min_seconds)
+
+
+def _split(probs: np.ndarray, start: float, end: float, settings: SliceSettings) -> list[tuple[float, float]]:
+    longest = settings.aim_max - 2 * settings.pad
+    if end - start <= longest:
+        return [(start, end)]
+    pauses = pauses_in(probs, start, end, settings.threshold)
+    cut = _best_pause(pauses, start, end, settings)
+    if cut is None:  # no pause at all: cut where the speech is least likely, near the middle
+        left, right = _frame(start + (end - start) / 4), _frame(end - (end - start) / 4)
+        at = (left + int(np.argmin(probs[left:right]))) * FRAME_SECONDS
+        cut = (at, at)
+    return _split(probs, start, cut[0], settings) + _split(probs, cut[1], end, settings)
+
+
+def _best_pause(pauses: list[tuple[float, float]], start: float, end: float, settings: SliceSettings
+                ) -> tuple[float, float] | None:
+    """The longest pause leaving both sides at least aim-min long (else at least min, else any)."""
+    speech = lambda seconds: seconds + 2 * settings.pad  # noqa: E731 - the clip length of this much speech
+    for shortest in (settings.aim_min, settings.min_seconds, 0.0):
+        fitting = [p for p in pauses if speech(p[0] - start) >= shortest and speech(end - p[1]) >= shortest]
+        if fitting:
+            middle = (start + end) / 2
+            return max(fitting, key=lambda p: (round(p[1] - p[0], 3), -abs((p[0] + p[1]) / 2 - middle)))
+    return None
+
+
+def _frame(seconds: float) -> int:
+    return round(seconds / FRAME_SECONDS)
+
+
+def _padded(pieces: list[tuple[float, float]], duration: float, pad: float, min_seconds: float
+            ) -> tuple[list[Span], list[tuple[float, float]]]:
+    spans: list[Span] = []
+    left_out: list[tuple[float, float]] = []
+    for index, (start, end) in enumerate(pieces):
+        before = pieces[index - 1][1] if index else 0.0
+        after = pieces[index + 1][0] if index + 1 < len(pieces) else duration
+        pad_start = max(0.0, start - min(pad, (start - before) / 2 if index else pad))
+        pad_end = min(duration, end + min(pad, (after - end) / 2 if index + 1 < len(pieces) else pad))
+        span = Span(round(pad_start, 3), round(pad_end, 3), round(start, 3), round(end, 3))
+        if span.seconds < min_seconds:
+            left_out.append((span.speech_start, span.speech_end))
+        else:
+            spans.append(span)
+    return spans, left_out
+
+
+def pad_cues(cues: list[tuple[float, float, str]], duration: float, settings: SliceSettings) -> list[Span]:
+    """Subtitle cues (already refined) -> spans padded like VAD clips; their text travels with them."""
+    spans, _ = _padded([(start, end) for start, end, _ in cues], duration, settings.pad, 0.0)
+    return [Span(s.start, s.end, s.speech_start, s.speech_end, text) for s, (_, _, text) in zip(spans, cues,
+                                                                                              strict=True)]

@@ -1,0 +1,221 @@
+"""What an input holds, and its audio read in bounded pieces (an hour of 48 kHz never sits in memory).
+
+Inputs (``find_sources``):
+
+- a folder: each recording (wav, flac, ogg, mp3: what libsndfile reads) becomes a source. One with a
+  ``.txt`` beside it is a finished clip with its transcript; one with a ``.srt`` or ``.vtt`` beside it is
+  cut at its cues; any other is sliced by voice activity. Other audio formats are refused by name.
+- an LJSpeech ``metadata.csv`` (``id|text|...``, audio in ``wavs/``): finished clips with transcripts.
+
+The speaker is ``--speaker``, else a folder level under the input (``speaker_level``: 1 = the first
+subfolder), else a metadata column (``speaker_column``), else the input's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from data_tools.audio import AudioError, error_reason, read_header
+
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3")
+REFUSED_SUFFIXES = (".m4a", ".aac", ".wma", ".mp4", ".webm", ".mkv", ".mov", ".amr", ".ac3", ".ape", ".aiff",
+                    ".aif", ".alac", ".3gp")
+SUBTITLE_SUFFIXES = (".srt", ".vtt")
+MIN_SOURCE_RATE = 16_000
+STANDARD_RATES = (22_050, 24_000, 32_000, 44_100, 48_000)
+BLOCK_SECONDS = 30.0
+_UNSAFE = re.compile(r"[^\w.\-]+")
+
+
+class SourceError(ValueError):
+    """An input (or one recording of it) that cannot be used; one line naming the file and the reason."""
+
+
+@dataclass(frozen=True)
+class Source:
+    id: str  # file-name-safe, unique in the input: the folder path and stem joined by "_"
+    audio: Path
+    speaker: str
+    kind: str  # "recording" (VAD slicing), "subtitled" (cut at cues), "transcribed" (one finished clip)
+    subtitles: Path | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.where}: {self.reason}" if self.where else self.reason
+
+
+def safe_name(text: str) -> str:
+    return (_UNSAFE.sub("_", text).strip("._") or "item")[:150]
+
+
+def find_sources(path: Path, speaker: str | None = None, speaker_level: int = 1,
+                 speaker_column: int | None = None) -> tuple[list[Source], list[Problem]]:
+    """The sources of an input folder or metadata.csv, and the entries that were refused (SourceError if none)."""
+    path = Path(path)
+    if path.is_file() and path.suffix.lower() == ".csv":
+        return _metadata_sources(path, speaker, speaker_column)
+    if path.is_dir() and (path / "metadata.csv").is_file():
+        return _metadata_sources(path / "metadata.csv", speaker, speaker_column)
+    if not path.is_dir():
+        raise SourceError(f"{path}: input not found (a folder of recordings or clips, or a metadata.csv)")
+    sources: list[Source] = []
+    problems: list[Problem] = []
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        suffix = file.suffix.lower()
+        if suffix in REFUSED_SUFFIXES:
+            problems.append(Problem(str(file), f"{suffix[1:]} is not read (use wav, flac, ogg or mp3)"))
+            continue
+        if suffix not in AUDIO_SUFFIXES:
+            continue
+        relative = file.relative_to(path)
+        source_id = safe_name("_".join(relative.with_suffix("").parts))
+        who = speaker or _folder_speaker(relative, speaker_level) or path.name
+        transcript = file.with_suffix(".txt")
+        subtitles = next((file.with_suffix(s) for s in SUBTITLE_SUFFIXES if file.with_suffix(s).is_file()), None)
+        if transcript.is_file():
+            try:
+                text = " ".join(transcript.read_text(encoding="utf-8-sig").split())
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(Problem(str(transcript), f"unreadable transcript ({error_reason(exc)})"))
+                continue
+            sources.append(Source(source_id, file, who, "transcribed", text=text))
+        elif subtitles is not None:
+            sources.append(Source(source_id, file, who, "subtitled", subtitles=subtitles))
+        else:
+            sources.append(Source(source_id, file, who, "recording"))
+    if not sources and not problems:
+        raise SourceError(f"{path}: no recordings found ({', '.join(AUDIO_SUFFIXES)})")
+    return _unique(sources, problems)
+
+
+def _folder_speaker(relative: Path, level: int) -> str | None:
+    folders = relative.parts[:-1]
+    return folders[level - 1] if level >= 1 and len(folders) >= level else None
+
+
+def _metadata_sources(path: Path, speaker: str | None, speaker_column: int | None
+                      ) -> tuple[list[Source], list[Problem]]:
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: cannot read the metadata ({error_reason(exc)})") from None
+    wavs = path.parent / "wavs"
+    sources: list[Source] = []
+    problems: list[Problem] = []
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{number}"
+        fields = raw.split("|")
+        if len(fields) < 2 or not fields[0].strip() or not fields[1].strip():
+            problems.append(Problem(where, "expected 'id|text[|...]'"))
+            continue
+        who = speaker or path.parent.name
+        if speaker_column is not None:
+            if len(fields) <= speaker_column or not fields[speaker_column].strip():
+                problems.append(Problem(where, f"no speaker in column {speaker_column}"))
+                continue
+            who = fields[speaker_column].strip()
+        item = fields[0].strip()
+        audio = wavs / f"{item}.wav"
+        if not audio.exists():
+            audio = next((p for p in sorted(wavs.glob(f"{item}.*")) if p.suffix.lower() in AUDIO_SUFFIXES), audio)
+        sources.append(Source(safe_name(item), audio, who, "transcribed", text=" ".join(fields[1].split())))
+    return _unique(sources, problems)
+
+
+def _unique(sources: list[Source], problems: list[Problem]) -> tuple[list[Source], list[Problem]]:
+    seen: dict[str, Source] = {}
+    kept = []
+    for source in sources:
+        key = source.id.casefold()
+        if key in seen:
+            problems.append(Problem(str(source.audio), f"same name as {seen[key].audio} ({source.id})"))
+            continue
+        seen[key] = source
+        kept.append(source)
+    return kept, problems
+
+
+# ----- audio, streamed -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    frames: int
+    rate: int
+    channels: int
+
+    @property
+    def seconds(self) -> float:
+        return self.frames / self.rate
+
+
+def clip_rate(source_rate: int) -> int:
+    """The rate clips are stored at: the source's when standard, else the nearest standard rate above it."""
+    if source_rate in STANDARD_RATES:
+        return source_rate
+    return next((rate for rate in STANDARD_RATES if rate >= source_rate), STANDARD_RATES[-1])
+
+
+def audio_info(path: Path) -> AudioInfo:
+    """Header facts; SourceError for what cannot be sliced (unreadable, empty, a rate below 16 kHz)."""
+    if Path(path).is_file() and Path(path).stat().st_size == 0:
+        raise SourceError(f"{path}: empty file (0 bytes)")
+    try:
+        info = read_header(Path(path))
+    except AudioError as exc:
+        raise SourceError(str(exc)) from None
+    if info.frames <= 0:
+        raise SourceError(f"{path}: no audio in it (zero length)")
+    if info.samplerate < MIN_SOURCE_RATE:
+        raise SourceError(f"{path}: sample rate {info.samplerate} Hz is too low for TTS training "
+                          f"(at least {MIN_SOURCE_RATE} Hz)")
+    return AudioInfo(int(info.frames), int(info.samplerate), int(info.channels))
+
+
+def stream_blocks(path: Path, block_seconds: float = BLOCK_SECONDS) -> Iterator[np.ndarray]:
+    """Mono float32 blocks of ``block_seconds`` at the file's own rate, front to back."""
+    try:
+        with sf.SoundFile(str(path)) as handle:
+            block = max(1, int(block_seconds * handle.samplerate))
+            while True:
+                data = handle.read(block, dtype="float32", always_2d=True)
+                if not len(data):
+                    return
+                yield _mono(data)
+    except (sf.LibsndfileError, RuntimeError) as exc:
+        raise SourceError(f"{path}: audio breaks off ({error_reason(exc)})") from None
+
+
+def read_span(path: Path, start: int, stop: int, rate: int, out_rate: int) -> np.ndarray:
+    """Mono float32 samples ``[start, stop)`` (source frames), resampled to ``out_rate`` when it differs."""
+    try:
+        with sf.SoundFile(str(path)) as handle:
+            handle.seek(start)
+            data = _mono(handle.read(stop - start, dtype="float32", always_2d=True))
+    except (sf.LibsndfileError, RuntimeError) as exc:
+        raise SourceError(f"{path}: audio breaks off near {start / rate:.2f} s ({error_reason(exc)})") from None
+    if out_rate != rate:
+        data = soxr.resample(data, rate, out_rate, quality="HQ").astype(np.float32)
+    return data
+
+
+def _mono(data: np.ndarray) -> np.ndarray:
+    mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    return np.nan_to_num(np.ascontiguousarray(mono, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+
+

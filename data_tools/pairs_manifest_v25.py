@@ -1,0 +1,114 @@
+"""The IndexTTS-2.5 paired manifest: one JSON object a line, pairing two utterances of one speaker.
+
+Modelled on the IndexTTS2 paired manifest (``data_tools.pairs_manifest``): the PROMPT gives the precomputed
+conditioning, the TARGET the text and the codes. Paths are relative to the manifest's folder (``~`` expanded).
+
+- ``prompt_spk_vec_path`` (required; marks the format): float32 [192], the prompt's CAM++ speaker vector.
+- ``prompt_emo_vec_path``, falling back to ``target_emo_vec_path`` when empty: float32 [model_dim], the
+  emotion vector (the GPT's emotion path output for the prompt).
+- ``target_codes_path`` (required): int [M], the codec's 25 Hz codes in [0, 8192); ``target_code_len``
+  (optional): the length used (the array is cut to it).
+- ``target_text`` (raw text, tokenised when the run loads it, with the run's ``--text-scheme``), or
+  ``target_text_ids_path`` (int [L] ids, ``"<|lang|> "`` prefix included, no start/stop) together with
+  ``text_scheme`` (``bytes`` | ``merges`` | ``translit``: the scheme the ids were made with; a run with
+  another scheme refuses them). When both are given the ids are used. ``target_text_len``: optional.
+- ``language`` (or ``languages``, or ``PATH::lang`` on the command line): the language code, e.g. ``am``;
+  it sets the text prefix and the ``lang_embedding`` row (``langs``). Required.
+- ``id`` (else ``<target_id>__<prompt_id>``), ``speaker``, ``prompt_id``, ``target_id``,
+  ``target_audio_path``, ``prompt_audio_path``, ``target_duration`` / ``duration``: optional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_tools.manifest import (
+    FORMAT_V25,
+    ManifestError,
+    detect_format,
+    load_json_object,
+    resolve_path,
+    string_field,
+)
+from data_tools.pairs_manifest import _emo_vec_field, _language, _length, _pair_id, _target_duration
+
+V25_PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
+                   "target_codes_path", "target_audio_path", "prompt_audio_path")
+TEXT_SCHEMES = ("bytes", "merges", "translit")  # data_tools.text_tokenizer_v25's (kept free of its imports)
+
+
+@dataclass(frozen=True)
+class PairEntryV25:
+    id: str
+    speaker: str | None
+    language: str | None
+    prompt_id: str | None
+    target_id: str | None
+    target_text: str | None
+    spk_vec: Path
+    emo_vec: Path
+    codes: Path
+    code_len: int | None
+    text_ids: Path | None  # precomputed ids (then ``text_scheme`` says how they were made)
+    text_len: int | None
+    text_scheme: str | None
+    target_audio: Path | None
+    prompt_audio: Path | None
+    duration: float | None
+    manifest: Path
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.manifest}:{self.line}"
+
+
+def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
+                          default_language: str | None = None) -> PairEntryV25:
+    """One 2.5 paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
+    if detect_format(obj) != FORMAT_V25:
+        raise ManifestError(manifest, lineno, "not an IndexTTS-2.5 paired line (no 'prompt_spk_vec_path')")
+    uid = _pair_id(obj, manifest, lineno)
+    strings = {key: string_field(obj, key, manifest, lineno)
+               for key in ("speaker", "prompt_id", "target_id", "target_text", "text_scheme", *V25_PATH_FIELDS)}
+    for key in ("prompt_spk_vec_path", "target_codes_path"):
+        if not strings[key]:
+            raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")
+    emo_field = _emo_vec_field(strings, manifest, lineno, uid)
+    if not strings["target_text_ids_path"] and not (strings["target_text"] or "").strip():
+        raise ManifestError(manifest, lineno, f"missing field 'target_text' (or target_text_ids_path) (id {uid})")
+    scheme = strings["text_scheme"]
+    if strings["target_text_ids_path"] and not scheme:
+        raise ManifestError(manifest, lineno, f"'target_text_ids_path' needs 'text_scheme' (one of "
+                                                  f"{', '.join(TEXT_SCHEMES)}): the scheme the ids were made with (id {uid})")
+    if scheme and scheme not in TEXT_SCHEMES:
+        raise ManifestError(manifest, lineno, f"field 'text_scheme' must be one of {', '.join(TEXT_SCHEMES)}, got "
+                                              f"{scheme!r:.40} (id {uid})")
+    language = _language(obj, manifest, lineno, default_language)
+    if not language:
+        raise ManifestError(manifest, lineno, f"missing field 'language': IndexTTS-2.5 needs each item's language "
+                                              f"(or give the manifest as PATH::lang) (id {uid})")
+    duration = _target_duration(obj, manifest, lineno)
+    base = manifest.parent
+
+    def path(key: str) -> Path | None:
+        return resolve_path(base, strings[key], manifest, lineno, key) if strings[key] else None
+
+    spk_vec, emo_vec, codes = path("prompt_spk_vec_path"), path(emo_field), path("target_codes_path")
+    assert spk_vec is not None and emo_vec is not None and codes is not None
+    return PairEntryV25(
+        id=uid, speaker=strings["speaker"], language=language, prompt_id=strings["prompt_id"],
+        target_id=strings["target_id"], target_text=strings["target_text"], spk_vec=spk_vec, emo_vec=emo_vec,
+        codes=codes, code_len=_length(obj, "target_code_len", manifest, lineno),
+        text_ids=path("target_text_ids_path"), text_len=_length(obj, "target_text_len", manifest, lineno),
+        text_scheme=scheme or None, target_audio=path("target_audio_path"), prompt_audio=path("prompt_audio_path"),
+        duration=duration, manifest=manifest, line=lineno,
+    )
+
+
+def parse_pair_line_v25(raw: str, manifest: Path, lineno: int,
+                        default_language: str | None = None) -> PairEntryV25 | None:
+    if not raw.strip():
+        return None
+    return parse_pair_object_v25(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)

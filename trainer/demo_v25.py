@@ -1,0 +1,147 @@
+"""The IndexTTS-2.5 part of the demo workspace: a tiny 2.5 GPT and 2.5 paired data from real Amharic text.
+
+Written under ``<workspace>/v25/``:
+
+- ``v25/checkpoints/config.yaml`` (IndexTTS2 layout with ``version: 2.5`` at the top), a random-init tiny
+  ``gpt.pth`` in the real 2.5 key layout (CAM++ projection, language table, the full 60,510-row text table)
+  and the 2.5 tokenizer table ``multilingual_zh_ja_yue_char_del.tiktoken`` (with its licence);
+- ``v25/data/{codes,spk_vec,emo_vec}/<id>.npy``: per-utterance features as 2.5 preprocessing makes them
+  (int32 25 Hz codes, float32 [192] CAM++ vectors, float32 [dim] emotion vectors);
+- ``v25/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: 2.5 paired manifests with the raw Amharic text
+  (tokenised by the trainer with its ``--text-scheme``) and ``language: am``.
+
+Codes are derived from the text (as in the other demos) and each speaker has its own vectors, so the loss
+visibly falls within a minute or two of CPU training.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from data_tools.config import save_config
+from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
+from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
+from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
+from trainer.demo_data import SPEAKERS, codes_for_text, demo_train_argv, stable_int, write_npy
+
+V25_MODEL_DIM = 32
+
+
+def demo_config_v25() -> dict:
+    """The 2.5 config.yaml layout (an IndexTTS2 gpt section; ``version: 2.5`` says what it is)."""
+    return {
+        "dataset": {"sample_rate": 24000, "squeeze": False},
+        "gpt": {
+            "model_dim": V25_MODEL_DIM, "max_mel_tokens": 128, "max_text_tokens": 128, "heads": 4,
+            "use_mel_codes_as_input": True, "mel_length_compression": 1024, "layers": 2,
+            "number_text_tokens": BASE_VOCAB_SIZE, "number_mel_codes": 8194, "start_mel_token": 8192,
+            "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1, "train_solo_embeddings": False,
+            "condition_num_latent": 32, "condition_type": "conformer_perceiver",
+            "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4, "num_blocks": 1,
+                                 "input_layer": "conv2d2", "perceiver_mult": 2},
+            "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
+                                     "input_layer": "conv2d2", "perceiver_mult": 1},
+        },
+        "gpt_checkpoint": "gpt.pth",
+        "version": 2.5,
+    }
+
+
+@dataclass(frozen=True)
+class DemoV25Paths:
+    root: Path  # <workspace>/v25
+    config: Path
+    base_checkpoint: Path
+    tokenizer: Path
+    train_manifest: Path
+    val_manifest: Path
+    output_dir: Path
+
+    @classmethod
+    def under(cls, workspace: Path) -> DemoV25Paths:
+        root = Path(workspace) / "v25"
+        return cls(root=root, config=root / "checkpoints" / "config.yaml",
+                   base_checkpoint=root / "checkpoints" / "gpt.pth", tokenizer=root / "checkpoints" / TABLE_NAME,
+                   train_manifest=root / "data" / "train_pairs.jsonl", val_manifest=root / "data" / "val_pairs.jsonl",
+                   output_dir=root / "runs" / "demo")
+
+    def exists(self) -> bool:
+        return all(p.is_file() for p in (self.config, self.base_checkpoint, self.tokenizer, self.train_manifest,
+                                         self.val_manifest))
+
+    def train_argv(self, max_steps: int = 200) -> list[str]:
+        return demo_train_argv(self.train_manifest, self.val_manifest, self.tokenizer, self.config,
+                               self.base_checkpoint, self.output_dir, max_steps, ("--text-scheme", "merges"))
+
+
+def speaker_vectors(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
+    """A speaker's CAM++-like vector and emotion vector, with a little per-utterance noise."""
+    spk = np.random.default_rng(stable_int(speaker) % 2**32).normal(0.0, 1.0, size=(SPEAKER_VECTOR_DIM,))
+    noise = np.random.default_rng(stable_int(utterance) % 2**32).normal(0.0, 0.05, size=(SPEAKER_VECTOR_DIM,))
+    emo = np.random.default_rng(stable_int(speaker + "/emo25") % 2**32).normal(0.0, 0.1, size=(V25_MODEL_DIM,))
+    return (spk + noise).astype(np.float32), emo.astype(np.float32)
+
+
+def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int) -> DemoV25Paths:
+    """Write the 2.5 demo under ``workspace/v25`` (needs nothing else of the workspace)."""
+    from networks.gpt_v25 import build_gpt_v25
+
+    paths = DemoV25Paths.under(workspace)
+    config = demo_config_v25()
+    save_config(config, paths.config)
+    for source in (DEFAULT_TABLE, DEFAULT_TABLE.with_name(DEFAULT_TABLE.name + ".LICENSE")):
+        target = paths.config.parent / source.name
+        atomic_write_with(target, lambda handle, source=source: handle.write(source.read_bytes()))
+    torch.manual_seed(seed)
+    model = build_gpt_v25(config["gpt"])
+    state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
+    atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+
+    data = paths.train_manifest.parent
+    utterances = []
+    for index, sentence in enumerate(sentences):
+        speaker = SPEAKERS[index % len(SPEAKERS)]
+        utt = f"{speaker}_{index:04d}"
+        codes = codes_for_text(sentence).astype(np.int32)
+        spk_vec, emo_vec = speaker_vectors(speaker, utt)
+        for folder, array in (("codes", codes), ("spk_vec", spk_vec), ("emo_vec", emo_vec)):
+            write_npy(data / folder / f"{utt}.npy", array)
+        utterances.append({"id": utt, "speaker": speaker, "text": sentence, "code_len": int(codes.size),
+                           "duration": round(codes.size / V25_CODES_PER_SECOND, 3)})
+    val_ids = {u["id"] for u in utterances[:n_val]}
+
+    def pairs(group: list[dict]) -> list[str]:
+        lines = []
+        for i, target in enumerate(group):
+            same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
+            prompt = same[i % len(same)]
+            lines.append(json.dumps({
+                "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
+                "prompt_id": prompt["id"], "prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy",
+                "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
+                "target_id": target["id"], "target_text": target["text"],
+                "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
+                "target_duration": target["duration"],
+            }, ensure_ascii=False))
+        return lines
+
+    atomic_write_text(paths.val_manifest, "\n".join(pairs([u for u in utterances if u["id"] in val_ids])) + "\n")
+    atomic_write_text(paths.train_manifest,
+                      "\n".join(pairs([u for u in utterances if u["id"] not in val_ids])) + "\n")
+    return paths
+
+
+def ensure_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int, force: bool = False) -> DemoV25Paths:
+    paths = DemoV25Paths.under(workspace)
+    if force and paths.root.exists():
+        shutil.rmtree(paths.root / "data", ignore_errors=True)
+    if force or not paths.exists():
+        return build_demo_v25(workspace, sentences, n_val, seed)
+    return paths

@@ -1,0 +1,173 @@
+"""What an IndexTTS-2.5 run needs beyond the IndexTTS-1.5/IndexTTS2 path: its tokenizer, its model source.
+
+- The text: ``--tokenizer`` is the 2.5 ``.tiktoken`` table, ``--text-scheme`` the scheme (``merges`` by
+  default, with ``--text-merges`` or the studio's Ethiopic merges), one ``TextTokenizerV25`` for the run.
+  Its ``describe()`` goes into the checkpoint's tokenizer record, so a resume with another scheme is refused
+  (``trainer.checkpoints.validate``).
+- The weights: a 2.5 ``gpt.pth`` (refused by name when it lacks a 2.5-only key), its text table grown for
+  the merges scheme: the added tokens' rows (ids from 60510 up, after the base table's spare row) start as
+  the mean of the base rows of their bytes' base tokenisation (``added_token_base_ids``), in
+  ``text_embedding``, ``text_head.weight`` and ``text_head.bias``. Base rows 0..60509 keep their ids, so
+  ``BaseRowFreezer`` keeps them bitwise frozen (``trainer.vocab.frozen_text_rows``).
+- A scheme whose table does not fit the weights' text rows is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
+from data_tools.tokenizer.ethiopic_merges import added_token_base_ids
+from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, BASE_VOCAB_SIZE, TableError
+from networks.gpt_config import effective_gpt_config, text_rows
+from networks.gpt_v25 import SPK_COND_MODE
+from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of, tokenizer_record
+from trainer.errors import UsageError
+from trainer.model_source import ModelStart
+from trainer.versions import weights_refusal
+
+TABLE_SUFFIX = ".tiktoken"
+V25_TEXT_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
+
+
+def is_v25_table(path: str | Path) -> bool:
+    """A ``--tokenizer`` that is a 2.5 ``.tiktoken`` table (rather than a SentencePiece model)."""
+    return str(path).endswith(TABLE_SUFFIX)
+
+
+def open_tokenizer(opts: dict[str, Any]) -> TextTokenizerV25:
+    """The run's 2.5 tokenizer from ``--tokenizer``, ``--text-scheme`` and ``--text-merges``; UsageError."""
+    merges = str(opts.get("text_merges") or "").strip() or DEFAULT_MERGES
+    try:
+        return TextTokenizerV25(opts["tokenizer"], scheme=str(opts.get("text_scheme") or "merges"), merges=merges)
+    except (TableError, OSError) as exc:
+        raise UsageError(f"--tokenizer {opts['tokenizer']}: {' '.join(str(exc).split())}") from None
+
+
+def describe_tokenizer(path: str, tokenizer: TextTokenizerV25) -> str:
+    merges = f" ({tokenizer.added_tokens:,} Ethiopic merges)" if tokenizer.scheme == "merges" else ""
+    return (f"{path}: IndexTTS-2.5 table, '{tokenizer.scheme}' text scheme{merges}, "
+            f"{tokenizer.number_text_tokens + 1:,} text rows, sha256 {tokenizer.sha256[:12]}…")
+
+
+def run_tokenizer_record(opts: dict[str, Any], tokenizer: TextTokenizerV25) -> dict[str, Any]:
+    """The checkpoint's tokenizer record: the table's, plus the scheme (``describe()``)."""
+    record = tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size)
+    record["text_scheme"] = tokenizer.describe()
+    if tokenizer.merges is not None:
+        record["merges_path"] = str(Path(tokenizer.merges).resolve())
+    return record
+
+
+def target_gpt_config(config_gpt: dict[str, Any], tokenizer: TextTokenizerV25) -> dict[str, Any]:
+    """The 2.5 model this run trains: the config's gpt section marked campplus, text rows of the scheme."""
+    gpt = effective_gpt_config(copy.deepcopy(config_gpt))
+    gpt["spk_cond_mode"] = SPK_COND_MODE
+    gpt["number_text_tokens"] = max(int(gpt["number_text_tokens"]), tokenizer.number_text_tokens)
+    return gpt
+
+
+def rows_refusal(rows: int, tokenizer: TextTokenizerV25, where: str) -> str:
+    return (f"{where} has {rows:,} text rows but the '{tokenizer.scheme}' text scheme's table needs "
+            f"{tokenizer.number_text_tokens + 1:,}"
+            + (f" (or the base table's {BASE_TEXT_ROWS:,}, which the merges scheme grows)"
+               if tokenizer.scheme == "merges" else "")
+            + ": use the --text-scheme the weights were trained with")
+
+
+def grow_text_rows(state: dict[str, torch.Tensor], tokenizer: TextTokenizerV25) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """The base 2.5 text tensors (60510 rows) grown by the scheme's added tokens; other tensors shared."""
+    added = added_token_base_ids(tokenizer.tokenizer)
+    total = tokenizer.number_text_tokens + 1
+    out = dict(state)
+    for key in V25_TEXT_TENSORS:
+        source = state[key].detach()
+        grown = torch.empty((total, *source.shape[1:]), dtype=source.dtype)
+        grown[:BASE_TEXT_ROWS] = source[:BASE_TEXT_ROWS]
+        base = source.to(torch.float64)
+        for token_id, base_ids in added.items():
+            grown[token_id] = base[torch.tensor(base_ids, dtype=torch.long)].mean(dim=0).to(source.dtype)
+        out[key] = grown
+    lines = [f"text table grown {BASE_TEXT_ROWS:,} -> {total:,} rows for the merges scheme: rows 0..{BASE_TEXT_ROWS - 1} "
+             f"(the base table and its spare row) copied unchanged; {len(added):,} Ethiopic rows from {BASE_TEXT_ROWS} "
+             "up, each the mean of the base rows of its bytes' base tokens"]
+    return out, lines
+
+
+def _read_weights(path: Path, what: str, mmap: bool) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    ckpt = load_checkpoint(path, mmap=mmap)
+    state = model_state_of(ckpt)
+    if state is None:
+        raise UsageError(f"{what} {path} holds no model weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
+    refusal = weights_refusal(state, f"{what} {path}", "2.5")
+    if refusal:
+        raise UsageError(refusal)
+    return ckpt, state
+
+
+def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
+                         mmap: bool = False, what: str = "--base-checkpoint") -> ModelStart:
+    """A fresh 2.5 run on a 2.5 ``gpt.pth`` (bare or ours), its text table grown for the merges scheme."""
+    _, state = _read_weights(path, what, mmap)
+    gpt = effective_gpt_config(copy.deepcopy(config_gpt))
+    gpt["spk_cond_mode"] = SPK_COND_MODE
+    rows = int(state["text_embedding.weight"].shape[0])
+    if rows != text_rows(gpt):
+        raise UsageError(
+            f"--config {config_path} does not match {what} {path}: the config's gpt.number_text_tokens "
+            f"{gpt['number_text_tokens']} means {text_rows(gpt)} text rows, the checkpoint has {rows}; use the "
+            "config.yaml that came with the checkpoint")
+    wanted = tokenizer.number_text_tokens + 1
+    if rows == wanted:
+        return ModelStart(gpt, state, int(gpt["number_text_tokens"]), f"{what} {path}")
+    if rows != BASE_TEXT_ROWS or tokenizer.scheme != "merges":
+        raise UsageError(rows_refusal(rows, tokenizer, f"{what} {path}"))
+    grown, lines = grow_text_rows(state, tokenizer)
+    gpt["number_text_tokens"] = tokenizer.number_text_tokens
+    return ModelStart(gpt, grown, BASE_VOCAB_SIZE, f"{what} {path}, text table grown {rows:,} -> {wanted:,} rows "
+                                                   "(merges scheme)", lines)
+
+
+def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
+                         mmap: bool = False) -> ModelStart:
+    """``--init-from``: a studio 2.5 checkpoint's weights with its model config, or a bare 2.5 gpt.pth."""
+    ckpt, state = _read_weights(path, "--init-from", mmap)
+    if checkpoint_kind(ckpt) != "studio":
+        return from_base_checkpoint(path, config_gpt, config_path, tokenizer, mmap, what="--init-from")
+    gpt = effective_gpt_config(dict(ckpt.get("model_config") or config_gpt))
+    gpt["spk_cond_mode"] = SPK_COND_MODE
+    rows = int(state["text_embedding.weight"].shape[0])
+    if rows != tokenizer.number_text_tokens + 1:
+        raise UsageError(rows_refusal(rows, tokenizer, f"--init-from {path}"))
+    return ModelStart(gpt, state, ckpt.get("base_vocab_size"), f"--init-from {path} (step {ckpt.get('step')})")
+
+
+def random_init(config_gpt: dict[str, Any], tokenizer: TextTokenizerV25) -> ModelStart:
+    return ModelStart(target_gpt_config(config_gpt, tokenizer), None, None,
+                      "random initialisation (no --base-checkpoint)")
+
+
+def tokens_per_char_line(items: list[Any], tokenizer: TextTokenizerV25, limit: int = 2000) -> str:
+    """Tokens per character of the items' raw texts under the run's scheme (per language; prefix excluded)."""
+    by_language: dict[str, list[str]] = {}
+    for item in items:
+        if item.text:
+            by_language.setdefault(item.language, []).append(item.text)
+    if not by_language:
+        return "tokens per character: not measured (precomputed text ids)"
+    parts = [f"{language} {tokenizer.tokens_per_char(texts[:limit], language):.2f}"
+             for language, texts in sorted(by_language.items())]
+    return f"tokens per character ('{tokenizer.scheme}' scheme): " + ", ".join(parts)
+
+
+def saved_model_config(model: torch.nn.Module) -> dict[str, Any]:
+    """The gpt config a checkpoint records for ``model``: a 2.5 GPT keeps ``spk_cond_mode`` out of its own
+    ``gpt_config`` (upstream passes it beside), so it is added back here; resume and export read it."""
+    config = dict(model.gpt_config)  # type: ignore[arg-type]
+    if getattr(model, "version", "") == "2.5":
+        config["spk_cond_mode"] = SPK_COND_MODE
+    return config

@@ -1,0 +1,221 @@
+"""Recordings -> clips in the Data tab: ingest as a supervised job, then proofreading (``webui.proofread_panel``).
+
+The job is ``python -m data_tools.ingest run ... --json`` under the studio's supervisor (``webui.report_jobs``):
+it imports the recordings, slices them (silero voice activity, or their subtitles' cues), transcribes the clips
+when an ASR model is given, and applies the quality gates. It keeps going if the browser closes; a rerun into
+the same folder continues where it stopped and keeps the proofreading edits. Its JSON summary is the job's
+report; when the job ends, the proofreading table below shows the folder. Nothing here imports torch.
+
+The suggested Amharic ASR models come from ``data_tools.asr.SUGGESTED_AMHARIC_MODELS`` (licences included);
+none is bundled: a Hub id is downloaded by transformers when the job starts, a local folder is used as it is.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from webui.form_inputs import InputProblem, existing_file, resolve_path
+from webui.job_panel import job_panel, wire_job
+from webui.plots import badge_html, message_html
+from webui.proofread_panel import ALL, DEFAULT_PAGE_SIZE, build_proofread, page_values, page_view
+from webui.report_jobs import JobResult, ReportJob, stdout_report_argv
+
+if TYPE_CHECKING:
+    from webui.context import StudioContext
+
+INGEST_JOB = ReportJob("ingest")
+DEVICES = ("auto", "cpu", "cuda")
+NO_MODEL = "none (no transcription)"
+NO_LANGUAGE = "any"
+_HUB_ID = re.compile(r"^[\w.\-]+/[\w.\-]+$")
+_LANG_CODE = re.compile(r"^[A-Za-z]{2,8}([_-][A-Za-z0-9]{1,8})*$")
+
+
+def suggested_models() -> list[Any]:
+    from data_tools.asr import SUGGESTED_AMHARIC_MODELS
+
+    return list(SUGGESTED_AMHARIC_MODELS)
+
+
+def suggestions_markdown() -> str:
+    """The suggested Amharic ASR models as a table: id, MMS language, licence, what it is."""
+    lines = ["| model | MMS target_lang | licence | licence checked on the model card | notes |", "|---|---|---|---|---|"]
+    for model in suggested_models():
+        checked = "yes" if model.verified else "no"
+        lines.append(f"| `{model.model}` | {model.target_lang or '-'} | {model.licence} | {checked} | {model.note} |")
+    return ("Suggested Amharic speech recognisers (CTC). None is bundled: a model id is downloaded from the "
+            "Hugging Face Hub when the job starts; check the licence on its model card before use.\n\n"
+            + "\n".join(lines))
+
+
+def model_choices() -> list[str]:
+    return [NO_MODEL, *(model.model for model in suggested_models())]
+
+
+def pick_model(choice: str | None) -> tuple[str, str]:
+    """A suggestion picked from the list -> (model field, target language field)."""
+    for model in suggested_models():
+        if model.model == choice:
+            return model.model, model.target_lang or ""
+    return "", ""
+
+
+def asr_model_arg(text: str | None, workspace: Path | str) -> str | None:
+    """The model field: a local folder (relative to the workspace, or absolute) or a Hub id; None when empty."""
+    typed = (text or "").strip().strip("'\"").strip()
+    if not typed:
+        return None
+    path = resolve_path(typed, workspace, "ASR model")
+    if path is not None and path.exists():
+        if not path.is_dir():
+            raise InputProblem(f"ASR model: {path} is a file; give the model's folder (config.json beside the weights)")
+        return str(path)
+    if typed.startswith(("/", "~", ".")) or "\\" in typed or not _HUB_ID.match(typed):
+        raise InputProblem(f"ASR model: no folder {path} and not a model id like 'facebook/mms-1b-all'")
+    return typed
+
+
+def ingest_argv(python: str, input_text: str, out_dir: str, language: str | None, speaker: str,
+                asr_model: str, asr_language: str, device: str, config: str, tokenizer: str,
+                workspace: Path | str, report: Path) -> list[str]:
+    """The job's command (``python -m webui.stdout_report --out REPORT -- data_tools.ingest run ... --json``).
+
+    Raises InputProblem (one line) for a missing input, a bad model field or a bad language code.
+    """
+    source = resolve_path(input_text, workspace, "recordings")
+    if source is None:
+        raise InputProblem("give the recordings: a folder (with .srt/.vtt or .txt beside them) or a metadata.csv")
+    if not source.exists():
+        raise InputProblem(f"recordings not found: {source}")
+    target = resolve_path(out_dir, workspace, "ingest folder")
+    if target is None:
+        raise InputProblem("give the ingest folder (clips, edits and manifests go there)")
+    if target.exists() and not target.is_dir():
+        raise InputProblem(f"ingest folder is a file: {target}")
+    args = ["run", "--input", str(source), "--out-dir", str(target)]
+    if language and language != NO_LANGUAGE:
+        args += ["--language", language]
+    if (speaker or "").strip():
+        args += ["--speaker", speaker.strip()]
+    model = asr_model_arg(asr_model, workspace)
+    if model is not None:
+        args += ["--asr-model", model, "--device", device if device in DEVICES else "auto"]
+        lang = (asr_language or "").strip()
+        if lang:
+            if not _LANG_CODE.match(lang):
+                raise InputProblem(f"ASR target language: {lang!r} is not a language code like 'amh'")
+            args += ["--asr-language", lang]
+    config_path = existing_file(config, workspace, "config", required=False)
+    tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
+    if tokenizer_path is not None and config_path is None:
+        raise InputProblem("the tokenizer is used with a config (its GPT's text length limit): give both")
+    if config_path is not None:
+        args += ["--config", str(config_path)]
+    if tokenizer_path is not None:
+        args += ["--tokenizer", str(tokenizer_path)]
+    return stdout_report_argv(python, report, "data_tools.ingest", *args, "--json")
+
+
+def out_dir_of(argv: tuple[str, ...] | list[str]) -> str | None:
+    argv = list(argv)
+    return argv[argv.index("--out-dir") + 1] if "--out-dir" in argv[:-1] else None
+
+
+def summary_html(result: JobResult | None) -> str:
+    """The job's verdict: how many clips, how many the gates rejected, the problems; or why there is none."""
+    if result is None:
+        return ""
+    try:
+        summary = result.report_json()
+        clips, rejected = int(summary["clips"]), int(summary["rejected"])
+    except (ValueError, KeyError, TypeError) as exc:
+        return message_html(str(exc).splitlines()[0] if str(exc) else "the ingest left no summary")
+    problems = [str(p) for p in summary.get("problems", [])]
+    detail = (f"{clips} clip(s) from {summary.get('sources', 0)} recording(s) ({float(summary.get('hours', 0)):.2f} h; "
+              f"{summary.get('sources_done_before', 0)} done before), {rejected} rejected by the gates, "
+              f"{summary.get('transcribed', 0)} transcribed, {summary.get('left_out_fragments', 0)} short "
+              f"fragment(s) left out, {len(problems)} problem(s) in {summary.get('out_dir', '')}")
+    shown = badge_html("SLICED", detail, "warn" if problems else "ok")
+    if problems:
+        items = "".join(f"<li>{html.escape(problem)}</li>" for problem in problems[:20])
+        shown += f"<ul class='ingest-problems'>{items}</ul>"
+    return shown
+
+
+# -- layout -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class IngestSection:
+    folder: gr.Textbox  # the ingest folder, shared by the job and the proofreading table
+    manifest: gr.Textbox  # the last manifest saved ('' before)
+    use_manifest: gr.Button  # "prepare it": the tab wires it to the preprocessing input
+
+
+def _asr_fields(workspace: Path) -> list[Any]:
+    with gr.Accordion("Transcription (optional): an ASR model for clips without a transcript", open=False):
+        gr.Markdown(suggestions_markdown(), elem_id="ingest-asr-suggestions")
+        with gr.Row():
+            pick = gr.Dropdown(choices=model_choices(), value=NO_MODEL, label="Suggested model", scale=2,
+                               elem_id="ingest-asr-pick")
+            model = gr.Textbox(value="", scale=3, label="ASR model: a local folder or a Hub model id (empty: none)",
+                               placeholder="e.g. facebook/mms-1b-all or models/my-ctc-model",
+                               elem_id="ingest-asr-model")
+            target = gr.Textbox(value="", scale=1, label="MMS target_lang (e.g. amh)", elem_id="ingest-asr-lang")
+            device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", scale=1,
+                              elem_id="ingest-asr-device")
+    pick.change(pick_model, inputs=pick, outputs=[model, target])
+    return [model, target, device]
+
+
+def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
+    """The ingest form, its job panel and the proofreading panel (called inside the tab's accordion)."""
+    workspace = ctx.workspace
+    gr.Markdown("Import long recordings, cut them into clips (at pauses, or at their subtitles' cues), transcribe "
+                "them (optional), and let quality gates mark the doubtful ones. Runs as its own process; a rerun "
+                "continues where it stopped and keeps your edits.")
+    with gr.Row():
+        source = gr.Textbox(value=str(workspace / "recordings"), scale=3, elem_id="ingest-input",
+                            label="Recordings: a folder (.srt/.vtt or .txt beside a file are used) or a metadata.csv")
+        folder = gr.Textbox(value=str(workspace / "ingest"), scale=3, elem_id="ingest-out",
+                            label="Ingest folder (clips, edits, manifests)")
+    with gr.Row():
+        language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
+                               label="Language", scale=1, elem_id="ingest-language")
+        speaker = gr.Textbox(value="", scale=2, label="Speaker (empty: the first folder level names it)",
+                             elem_id="ingest-speaker")
+        config = gr.Textbox(value="", scale=2, label="Config (optional: gate clips too long for its model)",
+                            elem_id="ingest-config")
+        tokenizer = gr.Textbox(value="", scale=2, label="Tokenizer (optional, with the config)",
+                               elem_id="ingest-tokenizer")
+    model, target, device = _asr_fields(workspace)
+    start = gr.Button("Import and slice", variant="primary", elem_id="ingest-start")
+    panel = job_panel(INGEST_JOB, "ingest")
+    summary = gr.HTML(elem_id="ingest-summary")
+    proofread = build_proofread(ctx, folder)
+    with gr.Row():
+        use_manifest = gr.Button("Prepare the saved manifest (fills the preprocessing input below)", size="sm",
+                                 elem_id="proof-use-manifest")
+
+    def make_argv(*values: Any) -> list[str]:
+        return ingest_argv(ctx.python, *values, workspace, INGEST_JOB.report_path(ctx))
+
+    def render(result: JobResult | None) -> list[Any]:
+        skip = gr.skip()
+        if result is None:  # a job just started: keep the table as it is
+            return ["", skip, *[skip] * len(proofread.page_outputs)]
+        shown = out_dir_of(result.argv)
+        if shown is None:
+            return [summary_html(result), skip, *[skip] * len(proofread.page_outputs)]
+        view = page_view(shown, 0, ALL, DEFAULT_PAGE_SIZE, workspace)
+        return [summary_html(result), shown, *page_values(view)]
+
+    inputs = [source, folder, language, speaker, model, target, device, config, tokenizer]
+    wire_job(ctx, panel, start, inputs, make_argv, [summary, folder, *proofread.page_outputs], render)
+    return IngestSection(folder=folder, manifest=proofread.manifest, use_manifest=use_manifest)
