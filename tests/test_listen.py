@@ -255,6 +255,13 @@ def test_reference_choices_offer_audio_prompts_but_not_mels(trained, tmp_path):
                                                    f"validation prompt {rows[0]['id']} ({rows[0]['speaker']})"]
     assert choices[0][0].startswith("generated:") and choices[2][1] == str(prompt)
 
+    v2 = DemoV2Paths.under(trained.root)  # an IndexTTS2 paired manifest: its prompts' audio, each file once
+    pairs = [json.loads(line) for line in v2.val_manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
+    expected = list(dict.fromkeys(str(v2.val_manifest.parent / p["prompt_audio_path"]) for p in pairs))
+    v2_choices = reference_voices.reference_choices(workspace, [v2.val_manifest])[2:]
+    assert [path for _, path in v2_choices] == expected and all(Path(path).is_file() for path in expected)
+    assert v2_choices[0][0] == f"validation prompt {pairs[0]['prompt_id']} ({pairs[0]['speaker']}), IndexTTS2 data"
+
 
 # -- training samples -------------------------------------------------------------------------------------
 

@@ -280,7 +280,9 @@ def _pickers(workspace: Path) -> SimpleNamespace:
 
 
 def _inputs(ctx: StudioContext) -> SimpleNamespace:
-    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest])
+    from trainer.demo_v2 import DemoV2Paths
+
+    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest, DemoV2Paths.under(ctx.workspace).val_manifest])
     text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
                       elem_id="test-text")
     with gr.Row():
