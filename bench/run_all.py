@@ -50,6 +50,7 @@ BENCHES = [
     Bench("transcription_speed", ["--clips", "96", "--repeats", "2"]),  # about 40 s on 2 busy cores
     Bench("eval_cost", ["--repeats", "1"]),  # about 1 minute on 2 busy cores
     Bench("prepare_v2_speed", ["--utterances", "32", "--width", "128", "--batch-seconds", "20", "--repeats", "2"]),
+    Bench("prepare_v25_speed", ["--utterances", "32", "--width", "128", "--batch-seconds", "20", "--repeats", "2"]),
     Bench("gpu_mfu", [], needs="cuda"),
     Bench("ingest_slicing", ["--minutes", "1", "--repeats", "3"], needs="espeak-ng"),  # about 3 min on 2 busy cores
 ]

@@ -22,6 +22,7 @@ are read as bytes and decoded one by one (a bad byte is reported at its own line
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,10 +76,25 @@ _LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})?")
 
 @dataclass(frozen=True)
 class ManifestSpec:
-    """A manifest argument: ``path`` or ``path::lang`` (every line without its own language gets ``lang``)."""
+    """A manifest argument: ``path``, ``path::lang`` (every line without its own language gets ``lang``) or
+    ``path::lang@weight`` (also its sampling weight, for replay: ``trainer.replay``). ``weight_text`` keeps a
+    weight that is not a positive number, so the run plan can refuse it by name."""
 
     path: Path
     language: str | None = None
+    weight: float | None = None
+    weight_text: str | None = None
+
+
+_WEIGHTED_SUFFIX = re.compile(r"(?P<lang>[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})?)@(?P<weight>[^@/\\:]*)")
+
+
+def _weight(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def parse_manifest_spec(spec: str | Path | ManifestSpec) -> ManifestSpec:
@@ -88,6 +104,10 @@ def parse_manifest_spec(spec: str | Path | ManifestSpec) -> ManifestSpec:
     head, sep, tail = text.rpartition("::")
     if sep and head and _LANGUAGE_SUFFIX.fullmatch(tail):
         return ManifestSpec(Path(head), tail)
+    weighted = _WEIGHTED_SUFFIX.fullmatch(tail) if sep and head else None
+    if weighted:
+        raw = weighted["weight"]
+        return ManifestSpec(Path(head), weighted["lang"], _weight(raw), raw)
     return ManifestSpec(Path(text))
 
 

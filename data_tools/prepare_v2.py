@@ -157,19 +157,9 @@ def load_v2_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_ber
 
     from data_tools.text_tokenizer import TextTokenizer
     from networks import indextts2
-    from networks.frontends.seamless_features import build_feature_extractor, load_feature_extractor
     from networks.gpt_config import ConfigError
     from networks.loading import StateDictMismatchError
     from networks.semantic_codec import load_semantic_codec
-    from networks.w2v_bert import (
-        SEMANTIC_LAYER,
-        SemanticFeatureModel,
-        SemanticStats,
-        load_w2v_bert_pretrained,
-    )
-
-    def refuse(what: str, exc: Exception) -> PrepareError:
-        return PrepareError(f"{what}: {' '.join(str(exc).split())}")
 
     try:
         gpt_model = indextts2.build_gpt(config["gpt"])
@@ -182,18 +172,8 @@ def load_v2_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_ber
         codec_model = load_semantic_codec(codec, config["semantic_codec"])
     except (FileNotFoundError, ValueError) as exc:
         raise refuse("semantic codec", exc) from None
-    local = Path(w2v_bert).expanduser()
-    try:
-        w2v = load_w2v_bert_pretrained(local if local.is_dir() else w2v_bert)
-        semantic = SemanticFeatureModel(w2v, SemanticStats.from_file(w2v_stats))
-    except (FileNotFoundError, ValueError) as exc:
-        raise refuse("w2v-BERT", exc) from None
-    drop_layers_after(w2v, SEMANTIC_LAYER)
-    try:
-        extractor = (load_feature_extractor(local, local_files_only=True)
-                     if (local / "preprocessor_config.json").is_file() else build_feature_extractor())
-    except FileNotFoundError as exc:
-        raise refuse("feature extractor", exc) from None
+    extractor, semantic = load_semantic_features(w2v_bert, w2v_stats)
+    w2v = semantic.model
     widths = {"w2v-BERT hidden size": w2v.config.hidden_size, "semantic_codec.hidden_size":
               codec_model.config.hidden_size, "gpt.semantic_dim": gpt_model.cond_input_size}
     if len(set(widths.values())) != 1:
@@ -212,6 +192,38 @@ def load_v2_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_ber
                     max_codes=int(config["gpt"]["max_mel_tokens"]))
 
 
+def refuse(what: str, exc: Exception) -> PrepareError:
+    return PrepareError(f"{what}: {' '.join(str(exc).split())}")
+
+
+def load_semantic_features(w2v_bert: str, w2v_stats: Path) -> tuple[Any, Any]:
+    """(SeamlessM4T feature extractor, w2v-BERT up to layer 17 + stats) from a local folder or a model id.
+
+    IndexTTS2 and IndexTTS-2.5 read the same features; the extractor comes from the folder when it has a
+    ``preprocessor_config.json``, else w2v-BERT 2.0's settings are used."""
+    from networks.frontends.seamless_features import build_feature_extractor, load_feature_extractor
+    from networks.w2v_bert import (
+        SEMANTIC_LAYER,
+        SemanticFeatureModel,
+        SemanticStats,
+        load_w2v_bert_pretrained,
+    )
+
+    local = Path(w2v_bert).expanduser()
+    try:
+        w2v = load_w2v_bert_pretrained(local if local.is_dir() else w2v_bert)
+        semantic = SemanticFeatureModel(w2v, SemanticStats.from_file(w2v_stats))
+    except (FileNotFoundError, ValueError) as exc:
+        raise refuse("w2v-BERT", exc) from None
+    drop_layers_after(w2v, SEMANTIC_LAYER)
+    try:
+        extractor = (load_feature_extractor(local, local_files_only=True)
+                     if (local / "preprocessor_config.json").is_file() else build_feature_extractor())
+    except FileNotFoundError as exc:
+        raise refuse("feature extractor", exc) from None
+    return extractor, semantic
+
+
 def drop_layers_after(w2v: Any, layer: int) -> None:
     """Keep the first ``layer`` conformer layers: IndexTTS2 reads ``hidden_states[layer]`` and the encoder adds
     nothing after its last layer, so the features are bitwise the same, with 7 of w2v-BERT 2.0's 24 layers (29 %
@@ -223,6 +235,15 @@ def drop_layers_after(w2v: Any, layer: int) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The preparer (what batch_prep runs)
+
+
+def silence_reason(wave: np.ndarray) -> str | None:
+    """``"silent audio: RMS -72 dBFS"`` for audio at or below SILENCE_DBFS, else None."""
+    rms = float(np.sqrt(np.mean(np.square(wave, dtype=np.float64))))
+    if rms > 10 ** (SILENCE_DBFS / 20):
+        return None
+    level = 20 * math.log10(rms) if rms > 0 else -math.inf
+    return f"silent audio: RMS {level:.0f} dBFS"
 
 
 @dataclass
@@ -323,10 +344,9 @@ class V2Preparer:
         if ids.size > self.models.max_text_tokens:
             raise ItemProblem(f"text too long: {ids.size} tokens > gpt.max_text_tokens {self.models.max_text_tokens}")
         wave_24k, wave_16k = load_community_audio(item.audio)
-        rms = float(np.sqrt(np.mean(np.square(wave_24k, dtype=np.float64))))
-        if rms <= 10 ** (SILENCE_DBFS / 20):
-            level = 20 * math.log10(rms) if rms > 0 else -math.inf
-            raise ItemProblem(f"silent audio: RMS {level:.0f} dBFS")
+        reason = silence_reason(wave_24k)
+        if reason:
+            raise ItemProblem(reason)
         features, frames = features_of(self.models.extractor, wave_16k)
         if frames == 0:
             raise ItemProblem("too short: no feature frame")
@@ -371,36 +391,47 @@ def utterance_entry(item: SourceItem, record: Mapping[str, Any]) -> dict[str, An
 
 def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
                 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Paired lines (input order of targets) and the speakers with a single utterance (no pair possible).
+    """Paired lines (input order of targets) and the speakers with a single utterance (no pair possible);
+    the prompts are drawn by :func:`draw_pairs`."""
+    drawn, lonely = draw_pairs(utterances, pairs_per_target, seed)
+    lines = []
+    for target, prompt in drawn:
+        line = {"id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"],
+                "prompt_id": prompt["id"], "prompt_audio_path": prompt["audio_path"],
+                "prompt_condition_path": prompt["condition_path"],
+                "prompt_condition_len": prompt["condition_len"], "prompt_emo_vec_path": prompt["emo_vec_path"],
+                "prompt_duration": prompt["duration"],
+                "target_id": target["id"], "target_audio_path": target["audio_path"],
+                "target_text": target["text"], "target_text_ids_path": target["text_ids_path"],
+                "target_text_len": target["text_len"], "target_codes_path": target["codes_path"],
+                "target_code_len": target["code_len"], "target_emo_vec_path": target["emo_vec_path"],
+                "target_duration": target["duration"]}
+        if target["language"]:
+            line["language"] = target["language"]
+        lines.append(line)
+    return lines, lonely
+
+
+def draw_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
+               ) -> tuple[list[tuple[Mapping[str, Any], Mapping[str, Any]]], list[str]]:
+    """(target, prompt) in input order of targets, and the speakers with a single utterance.
 
     Each target's prompts are ``pairs_per_target`` (at most) distinct other utterances of its speaker, drawn
     with a generator seeded by ``seed`` and the target's id, so a target's pairs do not depend on the rest.
+    Both generations pair this way (IndexTTS2's and IndexTTS-2.5's manifests differ only in the fields).
     """
     by_speaker: dict[str, list[Mapping[str, Any]]] = {}
     for utt in utterances:
         by_speaker.setdefault(utt["speaker"], []).append(utt)
-    lines = []
+    drawn = []
     for target in utterances:
         others = [u for u in by_speaker[target["speaker"]] if u["id"] != target["id"]]
         if not others:
             continue
         rng = random.Random(f"{seed}/{target['id']}")
-        for prompt in rng.sample(others, min(pairs_per_target, len(others))):
-            line = {"id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"],
-                    "prompt_id": prompt["id"], "prompt_audio_path": prompt["audio_path"],
-                    "prompt_condition_path": prompt["condition_path"],
-                    "prompt_condition_len": prompt["condition_len"], "prompt_emo_vec_path": prompt["emo_vec_path"],
-                    "prompt_duration": prompt["duration"],
-                    "target_id": target["id"], "target_audio_path": target["audio_path"],
-                    "target_text": target["text"], "target_text_ids_path": target["text_ids_path"],
-                    "target_text_len": target["text_len"], "target_codes_path": target["codes_path"],
-                    "target_code_len": target["code_len"], "target_emo_vec_path": target["emo_vec_path"],
-                    "target_duration": target["duration"]}
-            if target["language"]:
-                line["language"] = target["language"]
-            lines.append(line)
+        drawn += [(target, prompt) for prompt in rng.sample(others, min(pairs_per_target, len(others)))]
     lonely = sorted(speaker for speaker, group in by_speaker.items() if len(group) == 1)
-    return lines, lonely
+    return drawn, lonely
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,7 +483,7 @@ class PrepareReport:
         return "\n".join(lines)
 
 
-def _file_signature(path: Path) -> list[Any]:
+def file_signature(path: Path) -> list[Any]:
     stat = path.stat()
     return [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
 
@@ -463,15 +494,15 @@ def settings_fingerprint(config: Mapping[str, Any], gpt: Path, codec: Path, w2v_
     local = Path(w2v_bert).expanduser()
     w2v: Any = w2v_bert
     if local.is_dir():
-        w2v = sorted(_file_signature(p) for p in local.rglob("*") if p.is_file())
+        w2v = sorted(file_signature(p) for p in local.rglob("*") if p.is_file())
     data = {"recipe": "community preprocess_data, true lengths", "gpt_section": config.get("gpt"),
-            "codec_section": config.get("semantic_codec"), "gpt": _file_signature(gpt),
-            "codec": _file_signature(codec), "w2v_bert": w2v, "stats": _file_signature(w2v_stats),
+            "codec_section": config.get("semantic_codec"), "gpt": file_signature(gpt),
+            "codec": file_signature(codec), "w2v_bert": w2v, "stats": file_signature(w2v_stats),
             "tokenizer": hashlib.sha256(tokenizer.read_bytes()).hexdigest()}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _beside(config_path: Path, value: Any, what: str, flag: str) -> Path:
+def beside_config(config_path: Path, value: Any, what: str, flag: str) -> Path:
     if not value:
         raise PrepareError(f"no {flag} given and the config names no {what}")
     return config_path.parent / str(value)
@@ -514,11 +545,11 @@ def prepare_v2(
         raise PrepareError("--pairs-per-target must be >= 1")
     if min_duration < 0 or (max_duration is not None and max_duration <= min_duration):
         raise PrepareError("need 0 <= --min-duration < --max-duration")
-    gpt_path = Path(gpt) if gpt else _beside(config_path, cfg.get("gpt_checkpoint"), "gpt_checkpoint", "--gpt")
-    stats_path = Path(w2v_stats) if w2v_stats else _beside(config_path, cfg.get("w2v_stat"), "w2v_stat",
+    gpt_path = Path(gpt) if gpt else beside_config(config_path, cfg.get("gpt_checkpoint"), "gpt_checkpoint", "--gpt")
+    stats_path = Path(w2v_stats) if w2v_stats else beside_config(config_path, cfg.get("w2v_stat"), "w2v_stat",
                                                            "--w2v-stats")
     bpe = (cfg.get("dataset") or {}).get("bpe_model") if isinstance(cfg.get("dataset"), dict) else None
-    tokenizer_path = Path(tokenizer) if tokenizer else _beside(config_path, bpe, "dataset.bpe_model", "--tokenizer")
+    tokenizer_path = Path(tokenizer) if tokenizer else beside_config(config_path, bpe, "dataset.bpe_model", "--tokenizer")
     codec_path = Path(codec)
     for path, what in ((gpt_path, "base GPT"), (codec_path, "semantic codec"), (stats_path, "w2v-BERT stats"),
                        (tokenizer_path, "tokenizer")):

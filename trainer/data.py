@@ -62,6 +62,7 @@ from data_tools.text_tokenizer import TextTokenizer
 from trainer.batching import lengths as _lengths
 from trainer.batching import padded_sequences as _sequences
 from trainer.data_v25 import PairCollatorV25, PairDatasetV25, PairItemV25, load_pair_v25
+from trainer.replay import SamplingGroup
 from trainer.sampler import BucketBatchSampler
 
 
@@ -232,12 +233,12 @@ def load_items(
 
 
 def train_sampler(items: Sequence[DataItem] | Sequence[PairItem], batch_size: int, seed: int, *, rank: int = 0,
-                  world_size: int = 1) -> BucketBatchSampler:
+                  world_size: int = 1, groups: Sequence[SamplingGroup] | None = None) -> BucketBatchSampler:
     """The training epoch order: bucketed by text and codes length (each padded on its own), and by prompt length
-    where prompts differ."""
+    where prompts differ; ``groups``: replay's weighted manifests (``trainer.replay.sampling_groups``)."""
     return BucketBatchSampler([(int(item.text_ids.size), item.num_codes) for item in items], batch_size, seed,
                               rank=rank, world_size=world_size,
-                              prompt_lengths=[getattr(item, "prompt_frames", 0) for item in items])
+                              prompt_lengths=[getattr(item, "prompt_frames", 0) for item in items], groups=groups)
 
 
 def _load_codes_item(entry: ManifestEntry, tokenizer: TextTokenizer, limits: DataLimits) -> tuple[DataItem, int]:

@@ -84,6 +84,10 @@ class MetricsLog:
                     self._writer.add_scalar(f"{kind}/{name}", float(value), global_step=int(step))
             if kind == "train" and isinstance(fields.get("tokens_per_s"), (int, float)):
                 self._writer.add_scalar("train/tokens_per_s", float(fields["tokens_per_s"]), global_step=int(step))
+            for language, values in (fields.get("languages") or {}).items():  # val per language: val/<lang>/loss
+                for name in VAL_SCALARS:
+                    if isinstance(values.get(name), (int, float)):
+                        self._writer.add_scalar(f"val/{language}/{name}", float(values[name]), global_step=int(step))
             self._writer.flush()
 
     def audio(self, tag: str, waveform: Any, step: int, sample_rate: int) -> None:

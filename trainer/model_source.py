@@ -20,6 +20,7 @@ from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from networks.gpt_config import effective_gpt_config, text_rows
 from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of
 from trainer.errors import UsageError
+from trainer.lora_setup import merge_checkpoint_adapter
 from trainer.versions import weights_refusal
 
 
@@ -64,7 +65,7 @@ def _load_weights(path: Path, what: str, mmap: bool = False) -> tuple[dict[str, 
     refusal = weights_refusal(state, f"{what} {path}")
     if refusal:
         raise UsageError(refusal)
-    return ckpt, state
+    return ckpt, merge_checkpoint_adapter(ckpt, state)  # a LoRA run's weights count with its adapters merged
 
 
 def _text_rows(state: dict[str, torch.Tensor], path: Path) -> int:

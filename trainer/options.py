@@ -35,6 +35,8 @@ GROUP_OPTIM = "Optimisation"
 GROUP_LOGGING = "Logging and checkpoints"
 GROUP_EVAL = "Evaluation"
 GROUP_RUN = "Run"
+GROUP_LORA = "LoRA"
+GROUP_LANGUAGES = "Languages and replay"
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,10 @@ TEXT_SCHEME_OPTIONS: tuple[Option, ...] = (
 
 OPTIONS: tuple[Option, ...] = (
     # --- data and model
-    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest, an IndexTTS2 or an IndexTTS-2.5 paired manifest; repeat for several (PATH::lang sets its language)",
+    _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest, an IndexTTS2 or an IndexTTS-2.5 paired manifest; repeat for several (PATH::lang sets its language, PATH::lang@W also its sampling weight: replay)",
          GROUP_DATA, repeatable=True, required=True),
-    _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (none: no validation)",
+    _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (PATH::lang: validated per "
+         "language too; none: no validation)",
          GROUP_DATA, repeatable=True),
     _opt("tokenizer", "path", "", "SentencePiece model for the text (base or extended vocabulary); for "
          "IndexTTS-2.5 its .tiktoken table (multilingual_zh_ja_yue_char_del.tiktoken)",
@@ -193,6 +196,34 @@ OPTIONS: tuple[Option, ...] = (
          form=False),
     _opt("preflight_processes", "int", 1, "with --preflight, check as for a torchrun job of N processes in all "
          "(every process needs a batch of the data)", GROUP_RUN, form=False, minimum=1),
+    # --- LoRA (trainer.lora_setup, networks.lora)
+    _opt("lora", "bool", False, "train LoRA adapters on the GPT-2 blocks instead of the whole GPT: the base weights "
+         "are frozen (but the parts kept below); checkpoints hold the stock weights plus the adapters, export merges "
+         "them", GROUP_LORA),
+    _opt("lora_rank", "int", 16, "rank of each adapter", GROUP_LORA, minimum=1),
+    _opt("lora_alpha", "float", 32.0, "adapter scale numerator: the update is alpha / rank x B A", GROUP_LORA,
+         minimum=0.0),
+    _opt("lora_dropout", "float", 0.0, "dropout on the adapters' input", GROUP_LORA, minimum=0.0),
+    _opt("lora_targets", "str", "all", "projections to adapt: all, or a comma list of attn.c_attn, attn.c_proj, "
+         "mlp.c_fc, mlp.c_proj", GROUP_LORA),
+    _opt("lora_layers", "str", "", "GPT-2 blocks to adapt, e.g. 0-11,20 (empty: every block)", GROUP_LORA),
+    _opt("lora_train_heads", "bool", True, "with --lora, also train text_head, mel_head and final_norm",
+         GROUP_LORA),
+    _opt("lora_train_embeddings", "bool", True, "with --lora, also train the text and mel embeddings and their "
+         "position tables (a new language's new text rows need this; frozen base rows stay frozen)", GROUP_LORA),
+    _opt("lora_train_lang_row", "bool", True, "with --lora, also train the IndexTTS-2.5 language table "
+         "(lang_embedding)", GROUP_LORA),
+    # --- languages and replay (trainer.language_row, trainer.replay, trainer.forgetting)
+    _opt("lang_init_from", "str", "", "IndexTTS-2.5: at a fresh start copy this language's lang_embedding row "
+         "(e.g. en) over the run's language row (the first --train-manifest's ::lang); only that row then trains",
+         GROUP_LANGUAGES),
+    _opt("lang_lr_mult", "float", 1.0, "IndexTTS-2.5: learning-rate multiplier of the language table", GROUP_LANGUAGES,
+         minimum=0.0),
+    _opt("forget_margin", "float", 0.0, "forgetting guard: warn when a replayed language's validation loss rises "
+         "more than this above its first value (validation manifests as PATH::lang; 0: off)", GROUP_LANGUAGES,
+         minimum=0.0),
+    _opt("stop_on_forgetting", "bool", False, "with --forget-margin, stop the run (exit 2) when the guard fires, "
+         "naming the last checkpoint from before the rise", GROUP_LANGUAGES),
 )
 
 _BY_NAME = {option.name: option for option in OPTIONS}

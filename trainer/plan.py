@@ -12,6 +12,7 @@ nothing and takes no lock; ``mmap=True`` (the pre-flight) maps checkpoint tensor
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import shutil
@@ -35,6 +36,7 @@ from data_tools.shape_rules import seconds_of_codes
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from networks.gpt_build import build_any_gpt
 from networks.loading import state_dict_mismatches
+from networks.lora import LoRAError
 from networks.unified_voice import INFERENCE_ONLY_PREFIXES
 from trainer import v25
 from trainer.checkpoints import (
@@ -52,6 +54,8 @@ from trainer.checkpoints import (
 from trainer.data import load_items, split_format, train_sampler
 from trainer.errors import UsageError
 from trainer.evaluation.planning import evaluation_plan
+from trainer.language_row import lang_lr_mults, language_row_refusal, run_language
+from trainer.lora_setup import adapt_model, lora_config_of, lora_refusal, lora_resume_refusal
 from trainer.model_source import (
     ModelStart,
     from_base_checkpoint,
@@ -61,6 +65,7 @@ from trainer.model_source import (
     target_gpt_config,
 )
 from trainer.options import resolved_config
+from trainer.replay import sampling_groups, weight_refusal
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
 from trainer.samples import SamplePlan, sample_plan
 from trainer.steps import check_amp, parameter_groups, resolve_amp, resolve_device
@@ -269,7 +274,8 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
         return plan.add("data", False, one_line(exc))
     assert plan.train is not None
     plan.sampler = train_sampler(plan.train.items, int(plan.opts["batch_size"]), int(plan.opts["seed"]),
-                                 rank=rank, world_size=world_size)
+                                 rank=rank, world_size=world_size,
+                                 groups=sampling_groups(plan.train.items, plan.opts["train_manifest"]))
     if len(plan.sampler) == 0:
         return plan.add("data", False, f"{len(plan.train.items)} training items give no batch of {plan.opts['batch_size']} "
                                        f"for each of {world_size} processes")
@@ -388,7 +394,8 @@ def _resume(plan: RunPlan, mmap: bool) -> bool:
     except PositionError as exc:
         return plan.add("resume", False, f"cannot resume from {one_line(exc)}")
     gpt = from_resumed(ckpt, choice.path).gpt_config
-    refusal = optimizer_state_refusal(ckpt, model_optimizer_names(_meta_model(gpt)), str(choice.path))
+    refusal = (lora_resume_refusal(ckpt, plan.opts, str(choice.path))
+               or optimizer_state_refusal(ckpt, _trained_optimizer_names(gpt, plan.opts), str(choice.path)))
     if refusal:
         return plan.add("resume", False, refusal)
     plan.resume, plan.resume_point = choice, point
@@ -407,10 +414,45 @@ def _meta_model(gpt_config: dict[str, Any]) -> torch.nn.Module:
         return build_any_gpt(gpt_config)
 
 
-def model_optimizer_names(model: torch.nn.Module) -> list[list[str]]:
+def model_optimizer_names(model: torch.nn.Module, lr_mults: dict[str, float] | None = None) -> list[list[str]]:
     """Parameter names of each param group of the optimizer the trainer builds for ``model`` (trainer.steps)."""
     names = {id(param): name for name, param in model.named_parameters()}
-    return [[names[id(param)] for param in group["params"]] for group in parameter_groups(model, 0.0)]
+    return [[names[id(param)] for param in group["params"]] for group in parameter_groups(model, 0.0, lr_mults)]
+
+
+def _trained_optimizer_names(gpt: dict[str, Any], opts: dict[str, Any]) -> list[list[str]]:
+    """The optimizer's parameter names of the run ``opts`` describe: LoRA adapters and frozen parts included."""
+    model = _meta_model(gpt)
+    with contextlib.suppress(LoRAError):  # refused by the "LoRA and languages" check
+        adapt_model(model, opts)
+    return model_optimizer_names(model, lang_lr_mults(model, opts))
+
+
+def _lora_and_languages(plan: RunPlan) -> bool | None:
+    """LoRA settings, the 2.5 language row options and replay weights (a check only when any is used)."""
+    opts = plan.opts
+    weighted = any(parse_manifest_spec(text).weight_text is not None for text in opts.get("train_manifest") or [])
+    used = opts.get("lora") or opts.get("lang_init_from") or float(opts.get("lang_lr_mult", 1.0)) != 1.0 or weighted
+    if not used:
+        return None
+    version = plan.variant.version if plan.variant is not None else None
+    refusal = (weight_refusal(opts.get("train_manifest") or [])
+               or (lora_refusal(opts, plan.gpt) if plan.gpt is not None else None)
+               or language_row_refusal(opts, version))
+    if refusal:
+        return plan.add("LoRA and languages", False, refusal)
+    parts = []
+    if opts.get("lora"):
+        config = lora_config_of(opts)
+        assert config is not None
+        parts.append(f"LoRA rank {config.rank}, alpha {config.alpha:g} on {', '.join(config.targets)}")
+    if opts.get("lang_init_from"):
+        parts.append(f"language row {run_language(opts)} from {opts['lang_init_from']}")
+    if float(opts.get("lang_lr_mult", 1.0)) != 1.0:
+        parts.append(f"language table lr x{float(opts['lang_lr_mult']):g}")
+    if weighted:
+        parts.append("weighted replay of the training manifests")
+    return plan.add("LoRA and languages", True, "; ".join(parts))
 
 
 def optimizer_state_refusal(ckpt: dict[str, Any], names: list[list[str]], where: str) -> str | None:
@@ -519,8 +561,9 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
     if plan.config is not None and plan.tokenizer is not None:
         target = v25.target_gpt_config if isinstance(plan.tokenizer, v25.TextTokenizerV25) else target_gpt_config
         plan.gpt = target(copy.deepcopy(plan.config["gpt"]), plan.tokenizer)
-        if manifests_ok:
-            _data(plan, rank, world_size)
+    _lora_and_languages(plan)
+    if plan.config is not None and plan.tokenizer is not None and manifests_ok:
+        _data(plan, rank, world_size)
     dir_ok = _output_dir(plan, own_lock)
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
     if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):

@@ -38,9 +38,11 @@ from trainer.distributed import DistContext, any_rank, gather_objects, sum_over_
 from trainer.errors import UsageError
 from trainer.evaluation.best import rotation_guard
 from trainer.evaluation.process import EvalProcess
+from trainer.lora_setup import LoRAAdapters, adapt_model
 from trainer.metrics import MetricsLog, truncate_after_step
 from trainer.options import write_train_config
 from trainer.plan import RunPlan
+from trainer.run_languages import LanguageParts
 from trainer.sampler import BucketBatchSampler
 from trainer.samples import make_samples
 from trainer.schedule import build_scheduler
@@ -126,12 +128,19 @@ class TrainingRun:
                  f"parameters, text vocabulary {self.model.text_vocab_size} rows")
         for line in start.lines:
             self.say("  " + line)
+        self.adaptation = adapt_model(self.model, opts)  # LoRA: adapters wrapped, the base frozen (trainer.lora_setup)
+        for line in self.adaptation.lines():
+            self.say(line)
+        if self.adaptation.config is not None:
+            self.components.append(LoRAAdapters(self.model, self.adaptation.config))
         self.model.to(self.device)
         if self.device.type == "cuda":  # TF32 matmuls on Ampere and later: fp32 range, ~8x the throughput
             torch.set_float32_matmul_precision("high")
             torch.backends.cudnn.allow_tf32 = True
         self.model.set_gradient_checkpointing(opts["grad_checkpointing"])
         self._freeze_base_rows()
+        self.languages = LanguageParts(self)  # 2.5 language row, per-language validation, forgetting guard
+        self.languages.prepare_model()
         self.train_model: torch.nn.Module = self.model
         if self.ctx.enabled:
             # IndexTTS2 trains on precomputed conditioning: its conditioning encoders get no gradient.
@@ -168,7 +177,10 @@ class TrainingRun:
         self.total_steps = self.steps_per_epoch * opts["epochs"]
         if opts["max_steps"]:
             self.total_steps = min(self.total_steps, opts["max_steps"])
-        if plan.val is not None and plan.val.items:
+        self.languages.prepare_data(gpt, text_vocab)
+        if self.languages.val_loaders:  # validated language by language (trainer.run_languages), nothing twice
+            self.val_loader = self.languages.val_loaders
+        elif plan.val is not None and plan.val.items:
             val_set = make_dataset(plan.val.items, gpt, text_vocab)
             val_batches = BucketBatchSampler(val_set.lengths(), opts["batch_size"], opts["seed"],
                                              rank=ctx.rank, world_size=ctx.world_size).batches(0)
@@ -191,7 +203,8 @@ class TrainingRun:
 
     def build_optimisation(self) -> None:
         opts = self.opts
-        self.optimizer = steps.build_optimizer(self.model, opts["learning_rate"], opts["weight_decay"], self.device)
+        self.optimizer = steps.build_optimizer(self.model, opts["learning_rate"], opts["weight_decay"], self.device,
+                                               self.languages.lr_mults())
         self.scheduler = build_scheduler(self.optimizer, opts["warmup_steps"], self.total_steps)
         self.scaler = steps.make_scaler(opts["amp"], self.device)
         self.weights = steps.LossWeights(opts["text_loss_weight"], opts["mel_loss_weight"])
@@ -295,6 +308,7 @@ class TrainingRun:
                                                    losses.loss)
         if self.freezer is not None:
             self.freezer.after_optimizer_step()
+        self.languages.after_optimizer_step()
         self.scheduler.step()
         state.step += 1
         epoch_done = state.position >= epoch_batches
@@ -365,8 +379,10 @@ class TrainingRun:
 
     def _validate(self) -> bool:
         state = self.state
-        sums = sum_over_ranks(self.ctx, steps.evaluate(self.model, self.val_loader, self.device, self.opts["amp"],
-                                                      self.opts["loss_mode"]), self.device)
+        sums, per_language = self.languages.validate()  # per language when the val manifests name languages
+        if sums is None:
+            sums = sum_over_ranks(self.ctx, steps.evaluate(self.model, self.val_loader, self.device, self.opts["amp"],
+                                                          self.opts["loss_mode"]), self.device)
         val = steps.val_metrics(sums, self.weights)
         state.last_val_loss = val["loss"]
         is_best = math.isfinite(val["loss"]) and (state.best_val_loss is None or val["loss"] < state.best_val_loss)
@@ -376,7 +392,9 @@ class TrainingRun:
         self.say(f"val step {state.step} | loss {val['loss']:.4f} (text {val['text_loss']:.4f}, "
                  f"mel {val['mel_loss']:.4f}) | mel_top1 {val['mel_top1']:.3f} | best {best}")
         assert self.metrics is not None
-        self.metrics.event("val", state.step, state.epoch, best=is_best, **val)
+        self.metrics.event("val", state.step, state.epoch, best=is_best, **val,
+                           **({"languages": per_language} if per_language else {}))
+        self.languages.judge_forgetting(per_language)
         return is_best
 
     def save(self, is_best: bool) -> None:

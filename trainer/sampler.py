@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer.replay import SamplingGroup, fingerprint_text, weighted_epoch_order
+
 BUCKET_BATCHES = 32  # batches per chunk: larger -> less padding, less randomness
 # A group is cut at a multiple of the batch size drawn within +-20 % of its batches around the middle: the
 # batches vary from epoch to epoch at no cost in padding (the demo data, batch 8, seeds 0-9: 8.3 % padded positions
@@ -47,9 +49,11 @@ class BucketBatchSampler:
 
     def __init__(self, lengths: Sequence[int] | Sequence[Sequence[int]], batch_size: int, seed: int, *,
                  rank: int = 0, world_size: int = 1, bucket_batches: int = BUCKET_BATCHES,
-                 prompt_lengths: Sequence[int] | None = None) -> None:
+                 prompt_lengths: Sequence[int] | None = None,
+                 groups: Sequence[SamplingGroup] | None = None) -> None:
         """``lengths``: one length per item, or one row per item of the lengths of its parts padded on their own
-        (text, codes); ``prompt_lengths`` is one more such part (ignored when every prompt is as long)."""
+        (text, codes); ``prompt_lengths`` is one more such part (ignored when every prompt is as long);
+        ``groups``: replay's weighted manifests (``trainer.replay``): each epoch draws its items by weight."""
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.lengths = np.asarray(lengths, dtype=np.int64)
@@ -62,6 +66,7 @@ class BucketBatchSampler:
         self.prompt_lengths = prompts if prompts is not None and prompts.size and np.ptp(prompts) > 0 else None
         parts = self.lengths.reshape(len(self.lengths), -1)
         self._parts = parts if self.prompt_lengths is None else np.column_stack([parts, self.prompt_lengths])
+        self.groups = list(groups) if groups else None
         self.batch_size = batch_size
         self.seed = seed
         self.rank = rank
@@ -80,6 +85,7 @@ class BucketBatchSampler:
         if self.world_size > 1:  # global batches split by rank (older multi-process runs interleaved batches)
             digest.update(b"/sliced")
         digest.update(f"/{ORDER}/{self.lengths.shape}".encode())
+        digest.update(fingerprint_text(self.groups).encode())  # "" without replay: older fingerprints hold
         return digest.hexdigest()[:16]
 
     def _global_batches(self, epoch: int) -> list[list[int]]:
@@ -91,7 +97,7 @@ class BucketBatchSampler:
     def _build(self, epoch: int) -> list[list[int]]:
         size = self.batch_size * self.world_size
         rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(len(self.lengths))
+        order = rng.permutation(len(self.lengths)) if self.groups is None else weighted_epoch_order(self.groups, rng)
         total = self._batch_count(len(order))
         # Chunks of about bucket_batches batches, as even as possible (no small leftover chunk padded badly);
         # each is a whole number of batches but the last, which holds the epoch's short batch if there is one.

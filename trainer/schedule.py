@@ -31,8 +31,10 @@ def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
 
 
 def set_peak_lr(scheduler: torch.optim.lr_scheduler.LambdaLR, peak_lr: float) -> None:
-    """Use a new peak lr after restoring a scheduler (a changed --learning-rate on resume)."""
-    scheduler.base_lrs = [peak_lr for _ in scheduler.base_lrs]
-    for group, factor_fn in zip(scheduler.optimizer.param_groups, scheduler.lr_lambdas):
-        group["initial_lr"] = peak_lr
-        group["lr"] = peak_lr * factor_fn(scheduler.last_epoch)
+    """Use a new peak lr after restoring a scheduler (a changed --learning-rate on resume); a group with an
+    ``lr_mult`` (trainer.steps.parameter_groups) keeps its multiple of it."""
+    groups = scheduler.optimizer.param_groups
+    scheduler.base_lrs = [peak_lr * group.get("lr_mult", 1.0) for group in groups]
+    for group, base_lr, factor_fn in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas):
+        group["initial_lr"] = base_lr
+        group["lr"] = base_lr * factor_fn(scheduler.last_epoch)

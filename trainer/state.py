@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from networks.lora import base_state_dict
 from trainer.checkpoints import capture_rng_state, optimizer_param_names, restore_rng_state
 from trainer.errors import UsageError
 from trainer.plan import optimizer_state_refusal
@@ -67,7 +68,8 @@ class Weights:
 
     def state_dict(self) -> dict[str, Any]:
         run = self.run
-        return {"model_state": run.model.state_dict(), "model_config": saved_model_config(run.model),
+        # The stock layout: LoRA factors (if any) are the ``lora adapters`` component's (trainer.lora_setup).
+        return {"model_state": base_state_dict(run.model), "model_config": saved_model_config(run.model),
                 "base_vocab_size": run.start.base_vocab_size}
 
     def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:
@@ -102,6 +104,9 @@ class Optimisation:
             raise UsageError(refusal)
         run.optimizer.load_state_dict(ckpt["optimizer"])
         run.scheduler.load_state_dict(ckpt["scheduler"])
+        languages = getattr(run, "languages", None)  # --lang-lr-mult as this run says (trainer.run_languages)
+        if languages is not None:
+            steps.refresh_lr_mults(run.optimizer, run.model, languages.lr_mults())
         set_peak_lr(run.scheduler, run.opts["learning_rate"])
         steps.apply_hparams(run.optimizer, run.opts["weight_decay"])
         parts = "optimizer + scheduler"

@@ -24,6 +24,18 @@ at sentence (then clause, then word) boundaries, joined with 200 ms of silence; 
 (happy, angry, sad, afraid, disgusted, melancholic, surprised, calm; alpha scales them). ``--steps`` sets the
 S2Mel flow-matching steps (default 25; fewer is faster and rougher); ``--seed`` also seeds its noise.
 
+IndexTTS-2.5 (a ``--model-dir`` whose config.yaml says ``version: 2.5``; see networks.indextts25):
+
+    python -m trainer.synthesize --model-dir checkpoints/IndexTTS-2.5 --checkpoint runs/am_v25/latest.pth \
+        --language am --reference prompt.wav --text "ሰላም ለዓለም። እንዴት ነህ?" --duration-factor 1.1 --out out.wav
+
+``--checkpoint`` (default: the folder's gpt.pth) is any 2.5 GPT checkpoint: ours, an export's gpt.pth, a bare
+gpt.pth. The text scheme (``--text-scheme`` bytes | merges | translit) defaults to the one the checkpoint
+records, else ``bytes`` (upstream's own table); ``--tokenizer`` is the .tiktoken table (default: the folder's).
+``--duration-factor`` stretches the speech (S2Mel length only; 1 = upstream), ``--steps`` as for IndexTTS2.
+``--adapter ADAPTER.pth`` merges a LoRA adapter file (export --adapter-only) into the GPT; a LoRA training
+checkpoint speaks with its own adapters merged unless ``--no-adapter``.
+
 Exit codes: 0 done; 2 refused (one line ``error: ...`` on stderr: a missing reference, an empty or too long
 text, a vocoder file of the wrong layout, bad flags or files); 1 anything unexpected.
 """
@@ -54,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("--config", type=Path, help="config.yaml (gpt and bigvgan sections); v1.5 only, required")
     files.add_argument("--tokenizer", type=Path,
                        help="the SentencePiece model the GPT was trained with (required for v1.5; IndexTTS2 "
-                            "default: the --model-dir's bpe.model)")
+                            "default: the --model-dir's bpe.model); IndexTTS-2.5: the .tiktoken table (default: "
+                            "the --model-dir's)")
     files.add_argument("--vocoder", type=Path, help="bigvgan_generator.pth (default: the config's bigvgan_checkpoint)")
     files.add_argument("--reference", required=True, type=Path,
                        help="reference voice: audio (any rate, mono or not) or a prompt log-mel .npy [100, frames] "
@@ -91,7 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     v2.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"S2Mel flow-matching steps (default {DEFAULT_STEPS})")
     v2.add_argument("--cfg-rate", type=float, default=DEFAULT_CFG_RATE,
                     help=f"S2Mel classifier-free guidance (default {DEFAULT_CFG_RATE})")
+    v25 = parser.add_argument_group("IndexTTS-2.5")
+    v25.add_argument("--duration-factor", type=float, default=1.0,
+                     help="speech length factor, 0 < f <= 10 (S2Mel length only; default 1)")
+    v25.add_argument("--text-scheme", choices=("bytes", "merges", "translit"),
+                     help="the 2.5 text scheme (default: the checkpoint's record, else bytes)")
+    v25.add_argument("--adapter", dest="adapter_file", type=Path, metavar="ADAPTER.pth",
+                     help="a LoRA adapter file (export --adapter-only) merged into the GPT")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    files.add_argument("--no-adapter", dest="adapter", action="store_false",
+                       help="a LoRA checkpoint: speak with its base weights, without the adapters (default: merged)")
     return parser
 
 
@@ -100,14 +122,25 @@ V2_DEFAULTS = {"emotion_alpha": 1.0, "steps": DEFAULT_STEPS, "cfg_rate": DEFAULT
                "segment_tokens": DEFAULT_SEGMENT_TOKENS}
 
 
+FLAGS_OF_DESTS = {"adapter_file": "--adapter"}  # options whose dest is not their flag's name
+
+
 def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return FLAGS_OF_DESTS.get(name) or "--" + name.replace("_", "-")
+
+
+V25_ONLY = ("text_scheme", "adapter_file")
+V25_DEFAULTS = {"duration_factor": 1.0}
 
 
 def check_flags(args: argparse.Namespace) -> None:
     """Refuse flag combinations of the wrong generation (one line)."""
     from trainer.synthesis.errors import SynthesisError
 
+    given = [flag(n) for n in V25_ONLY if getattr(args, n) is not None]
+    given += [flag(n) for n, default in V25_DEFAULTS.items() if getattr(args, n) != default]
+    if given and not (args.model_dir is not None and is_v25(args.model_dir)):
+        raise SynthesisError(f"{', '.join(given)} need(s) an IndexTTS-2.5 --model-dir (config.yaml version 2.5)")
     if args.model_dir is None:
         missing = [flag(name) for name in ("checkpoint", "config", "tokenizer") if getattr(args, name) is None]
         if missing:
@@ -180,7 +213,15 @@ def synthesize(args: argparse.Namespace) -> int:
         raise SynthesisError(f"--reference {args.reference}: file not found")
     texts = read_texts(args)
     settings = decode_settings(args)
-    return (synthesize_v2 if args.model_dir is not None else synthesize_v15)(args, texts, settings)
+    if args.model_dir is None:
+        return synthesize_v15(args, texts, settings)
+    return (synthesize_v25 if is_v25(args.model_dir) else synthesize_v2)(args, texts, settings)
+
+
+def is_v25(model_dir: Path) -> bool:
+    from networks.indextts25 import is_indextts25_folder
+
+    return is_indextts25_folder(model_dir)
 
 
 def decode_settings(args: argparse.Namespace) -> Any:
@@ -204,7 +245,7 @@ def synthesize_v15(args: argparse.Namespace, texts: list[str], settings: Any) ->
     device = resolve_device(args.device)
     config = load_config(args.config)
     synth = Synthesizer.load(args.checkpoint, args.config, args.tokenizer, vocoder_path(args, config), device,
-                             language=args.language)
+                             language=args.language, adapter=args.adapter)
     synth.check_settings(settings)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.text_ids(text, where(args, index))
@@ -255,7 +296,7 @@ def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> 
     device = resolve_device(args.device)
     synth = SynthesizerV2.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
                                tokenizer=args.tokenizer, language=args.language, device=device,
-                               max_segment_tokens=args.segment_tokens)
+                               max_segment_tokens=args.segment_tokens, adapter=args.adapter)
     synth.check_settings(settings, mel)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.segments(text, where(args, index))
@@ -268,6 +309,50 @@ def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> 
     speak = lambda text: synth.synthesize(text, voice, emotion, settings, mel, emotion_vector=emotion_vector)  # noqa: E731
     return speak_all(args, texts, speak, {"device": str(device), "settings": vars_of(settings),
                                           "s2mel": vars_of(mel), "emotion": _emotion_report(emotion),
+                                          "reference_seconds": round(voice.seconds, 4)})
+
+
+def synthesize_v25(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
+    from trainer.steps import resolve_device
+    from trainer.synthesis import SynthesisError
+    from trainer.synthesis.pipeline_v2 import EmotionControl
+    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
+
+    emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
+                             weights=emotion_weights(args.emotion_vector))
+    mel = MelSettings25(steps=args.steps, cfg_rate=args.cfg_rate, seed=args.seed,
+                        duration_factor=args.duration_factor)
+    problems = emotion.problems() + mel.problems()
+    if args.emotion_reference is not None and not args.emotion_reference.is_file():
+        problems.insert(0, f"--emotion-reference {args.emotion_reference}: file not found")
+    if args.segment_tokens < 1:
+        problems.append(f"--segment-tokens must be >= 1, got {args.segment_tokens}")
+    if args.checkpoint is not None and not args.checkpoint.is_file():
+        problems.insert(0, f"--checkpoint {args.checkpoint}: file not found")
+    if args.adapter_file is not None and not args.adapter:
+        problems.append("--adapter and --no-adapter contradict each other")
+    elif args.adapter_file is not None and not args.adapter_file.is_file():
+        problems.insert(0, f"--adapter {args.adapter_file}: file not found")
+    if problems:
+        raise SynthesisError("; ".join(problems))
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    device = resolve_device(args.device)
+    synth = SynthesizerV25.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
+                                table=args.tokenizer, scheme=args.text_scheme, language=args.language,
+                                device=device, max_segment_tokens=args.segment_tokens, adapter=args.adapter,
+                                adapter_file=args.adapter_file)
+    synth.check_settings(settings, mel)
+    for index, text in enumerate(texts):  # every text is checked before any audio is made
+        synth.segments(text, where(args, index))
+    voice = synth.prepare_voice(args.reference)
+    features = synth.emotion_features(args.emotion_reference) if args.emotion_reference is not None else None
+    emotion_vector = synth.emotion_vector(voice, emotion, emotion_features=features)
+    speak = lambda text: synth.synthesize(text, voice, emotion, settings, mel, emotion_vector=emotion_vector)  # noqa: E731
+    return speak_all(args, texts, speak, {"device": str(device), "settings": vars_of(settings),
+                                          "s2mel": vars_of(mel), "emotion": _emotion_report(emotion),
+                                          "text_scheme": synth.tokenizer.scheme,
                                           "reference_seconds": round(voice.seconds, 4)})
 
 

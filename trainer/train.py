@@ -49,6 +49,7 @@ from trainer.errors import (
     refuse,
     run_cli,
 )
+from trainer.forgetting import ForgettingStop
 from trainer.options import parse_argv
 from trainer.plan import make_plan
 from trainer.run import NonFiniteLoss, SaveFailed, TrainingRun
@@ -114,6 +115,11 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         if run is not None:
             run.end_event("nonfinite", str(exc), "NonFiniteLoss")
         return refuse(f"{exc}; nothing was saved after them (last good checkpoint: {last})")
+    except ForgettingStop as exc:  # --stop-on-forgetting: exit 2, the line names the checkpoint to go back to
+        if run is not None:
+            run.settle_quietly()
+            run.end_event("forgetting", str(exc), "ForgettingStop")
+        return refuse(f"{exc}; stopped by --stop-on-forgetting")
     except Exception as exc:  # recorded for the UI's charts, then reported by run_cli (exit 2) or Python (exit 1)
         if ctx.enabled and collective_failure(exc):  # a dead or stalled rank: one line, exit 1, no hang
             message = collective_failure_message(ctx, exc, opts["collective_timeout"])

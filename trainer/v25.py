@@ -106,7 +106,9 @@ def _read_weights(path: Path, what: str, mmap: bool) -> tuple[dict[str, Any], di
     refusal = weights_refusal(state, f"{what} {path}", "2.5")
     if refusal:
         raise UsageError(refusal)
-    return ckpt, state
+    from trainer.lora_setup import merge_checkpoint_adapter
+
+    return ckpt, merge_checkpoint_adapter(ckpt, state)  # a LoRA run's weights count with its adapters merged
 
 
 def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,

@@ -244,15 +244,15 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a_bytes, b_bytes)
 
 
-def _find_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
+def _find_parameters(model: nn.Module, keys: Sequence[str] = TEXT_TENSORS) -> dict[str, nn.Parameter]:
     found: dict[str, nn.Parameter] = {}
     for name, param in model.named_parameters():
-        for key in TEXT_TENSORS:
+        for key in keys:
             if name == key or name.endswith("." + key):
                 if key in found:
                     raise ValueError(f"the model has more than one {key}")
                 found[key] = param
-    missing = [key for key in TEXT_TENSORS if key not in found]
+    missing = [key for key in keys if key not in found]
     if missing:
         raise ValueError(f"the model has no {', '.join(missing)}")
     return found
@@ -272,16 +272,21 @@ class BaseRowFreezer:
     grown layout, e.g. ``GrowResult.state_dict`` of the base checkpoint) to pin them to the base
     checkpoint instead: rows of the model that differ from it are restored at once, and
     ``restored_at_start`` names the tensors that did (e.g. a run that trained without freezing).
+
+    ``tensors``: other row tables to hold (e.g. ``("lang_embedding.weight",)``: all rows but the run's language,
+    ``trainer.language_row``). A tensor that does not train (``requires_grad`` off, e.g. under LoRA) gets no
+    gradient hook; its rows are still restored after each step.
     """
 
     def __init__(self, model: nn.Module, base_rows: int | Sequence[int], extra_row: int | None = None, *,
-                 reference: Mapping[str, torch.Tensor] | None = None) -> None:
-        self.params = _find_parameters(model)
+                 reference: Mapping[str, torch.Tensor] | None = None,
+                 tensors: Sequence[str] = TEXT_TENSORS) -> None:
+        self.params = _find_parameters(model, tensors)
         rows = list(range(base_rows)) if isinstance(base_rows, int) else [int(r) for r in base_rows]
         if extra_row is not None:
             rows.append(int(extra_row))
         self.rows = sorted(set(rows))
-        size = self.params["text_embedding.weight"].shape[0]
+        size = self.params[tensors[0]].shape[0]
         if self.rows and not (self.rows[0] >= 0 and self.rows[-1] < size):
             raise ValueError(f"frozen rows must lie in 0..{size - 1}, got {self.rows[0]}..{self.rows[-1]}")
         self._index: dict[str, torch.Tensor] = {}
@@ -293,7 +298,8 @@ class BaseRowFreezer:
             self._index[key] = index
             source = param.detach() if reference is None else reference[key].detach().to(param.device)
             self.reference[key] = source.index_select(0, index).to(param.dtype).clone()
-            self._hooks.append(param.register_hook(self._zero_rows_hook(key)))
+            if param.requires_grad:
+                self._hooks.append(param.register_hook(self._zero_rows_hook(key)))
         if reference is not None:
             self.restored_at_start = self.mismatches()
             self.after_optimizer_step()

@@ -24,13 +24,14 @@ import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from data_tools.paths import PathError, expand_text
 
 BASE_PREFIX = "base:"
+ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without its adapters (--no-adapter)
 RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*")
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml")
 TRAIN_CONFIG = "train_config.yaml"
@@ -87,6 +88,7 @@ class ModelSpec:
     version: str
     notes: tuple[str, ...] = ()
     model_dir: Path | None = None  # IndexTTS2: the download folder (the config's folder)
+    adapter: bool = True  # False: a LoRA checkpoint's base weights alone
 
     @property
     def problem(self) -> str | None:
@@ -225,6 +227,7 @@ def _run_choices(output_dir: Path, workspace: Path, versions: dict[Path, str]) -
     version = _config_version(config, versions) if config is not None and config.is_file() else "?"
     linked = _linked_steps(output_dir)
     where = _relative(output_dir, workspace)
+    lora = bool((_read_yaml(output_dir / TRAIN_CONFIG) or {}).get("lora"))
     choices = []
     for summary in list_checkpoints(output_dir, verify=False):
         step = summary.step
@@ -236,6 +239,9 @@ def _run_choices(output_dir: Path, workspace: Path, versions: dict[Path, str]) -
                 continue
         label = f"{where} · {summary.path.name}" + (f" (step {step})" if step is not None else "")
         choices.append(ModelChoice(str(summary.path), label, summary.kind, step, version))
+        if lora:
+            choices.append(ModelChoice(ADAPTER_OFF_PREFIX + str(summary.path), label + " · LoRA adapter off",
+                                       summary.kind, step, version))
     choices.sort(key=lambda c: (KIND_ORDER.get(c.kind, 9), -(c.step if c.step is not None else -1), c.label))
     return choices
 
@@ -380,8 +386,13 @@ def resolve_model(key: str | None, workspace: Path | str, vocoder: str | Path | 
         if not config.is_file():
             raise ListenError(f"config not found: {config}")
         return _resolve_base(config, override)
-    path = typed_path(text, "model")
-    return _resolve_checkpoint(path if path.is_absolute() else workspace / path, override)
+    adapter = not text.startswith(ADAPTER_OFF_PREFIX)
+    path = typed_path(text.removeprefix(ADAPTER_OFF_PREFIX), "model")
+    spec = _resolve_checkpoint(path if path.is_absolute() else workspace / path, override)
+    if adapter:
+        return spec
+    return replace(spec, label=spec.label + " (LoRA adapter off)", adapter=False,
+                   notes=(*spec.notes, "LoRA adapter off: the base weights alone"))
 
 
 # -- the command ------------------------------------------------------------------------------------------
@@ -480,6 +491,8 @@ def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out
                 str(spec.config), "--tokenizer", str(spec.tokenizer)]
         if spec.vocoder is not None:
             argv += ["--vocoder", str(spec.vocoder)]
+    if not spec.adapter:
+        argv.append("--no-adapter")
     argv += ["--reference", str(reference), "--text", text, "--out", str(out), "--json", str(report),
              *decode.flags()]
     if spec.version == "2":

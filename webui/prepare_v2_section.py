@@ -84,14 +84,19 @@ class PrepareV2Form:
                 self.device, "--batch-seconds", f"{float(self.batch_seconds):g}"]
 
     def _w2v_bert(self, workspace: Path) -> str:
-        text = self.w2v_bert.strip() or DEFAULT_W2V_BERT
-        folder = resolve_path(text, workspace, "w2v-BERT")
-        if folder is not None and folder.is_dir():
-            return str(folder)
-        if _MODEL_ID.match(text):
-            return text  # a model id (downloaded by transformers if it is not cached)
-        raise InputProblem(f"w2v-BERT folder not found: {folder} (give a local folder or a model id like "
-                           f"{DEFAULT_W2V_BERT})")
+        return w2v_bert_argument(self.w2v_bert, workspace)
+
+
+def w2v_bert_argument(value: str, workspace: Path) -> str:
+    """The ``--w2v-bert`` value: an existing folder, or a model id like facebook/w2v-bert-2.0."""
+    text = value.strip() or DEFAULT_W2V_BERT
+    folder = resolve_path(text, workspace, "w2v-BERT")
+    if folder is not None and folder.is_dir():
+        return str(folder)
+    if _MODEL_ID.match(text):
+        return text  # a model id (downloaded by transformers if it is not cached)
+    raise InputProblem(f"w2v-BERT folder not found: {folder} (give a local folder or a model id like "
+                       f"{DEFAULT_W2V_BERT})")
 
 
 def default_form(workspace: Path) -> PrepareV2Form:
@@ -116,25 +121,40 @@ def _view(supervisor: Any) -> JobView:
 
 def start_prepare_v2(ctx: StudioContext, form: PrepareV2Form) -> tuple[str, JobView]:
     """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
+    return start_job(ctx, PREPARE_V2_JOB, form, "IndexTTS2")
+
+
+def start_job(ctx: StudioContext, job: str, form: Any, generation: str) -> tuple[str, JobView]:
+    """Check ``form`` (anything with ``argv(python, workspace)``) and launch its command as ``job``."""
     from webui.supervisor import RunAlreadyActive
 
     try:
         argv = form.argv(ctx.python, Path(ctx.workspace))
-        supervisor = ctx.run_background(PREPARE_V2_JOB, argv)
+        supervisor = ctx.run_background(job, argv)
     except (InputProblem, RunAlreadyActive, RuntimeError, OSError) as exc:
-        return message_html(str(exc)), poll_prepare_v2(ctx)
-    return badge_html("STARTED", f"preparing IndexTTS2 data into {argv[argv.index('--out-dir') + 1]}", "info"), \
+        return message_html(str(exc)), poll_job(ctx, job)
+    return badge_html("STARTED", f"preparing {generation} data into {argv[argv.index('--out-dir') + 1]}", "info"), \
         _view(supervisor)
 
 
 def poll_prepare_v2(ctx: StudioContext) -> JobView:
     """The job as it stands (also after a page reload or a UI restart)."""
-    return _view(ctx.supervisor(ctx.job_dir(PREPARE_V2_JOB)))
+    return poll_job(ctx, PREPARE_V2_JOB)
 
 
 def stop_prepare_v2(ctx: StudioContext) -> JobView:
     """Graceful stop (SIGINT: finished batches are kept, a rerun resumes), escalating if ignored."""
-    supervisor = ctx.supervisor(ctx.job_dir(PREPARE_V2_JOB))
+    return stop_job(ctx, PREPARE_V2_JOB)
+
+
+def poll_job(ctx: StudioContext, job: str) -> JobView:
+    """A preparation job (any generation's) as it stands."""
+    return _view(ctx.supervisor(ctx.job_dir(job)))
+
+
+def stop_job(ctx: StudioContext, job: str) -> JobView:
+    """Graceful stop of a preparation job (SIGINT: finished batches are kept), escalating if ignored."""
+    supervisor = ctx.supervisor(ctx.job_dir(job))
     try:
         supervisor.stop(grace_s=20.0, term_s=10.0, kill_s=10.0)
     except RuntimeError as exc:

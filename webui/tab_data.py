@@ -1,6 +1,7 @@
 """The Data tab: recordings -> proofread clips (``webui.ingest_panel``), check manifests, split a manifest into
 train/val, and prepare audio (IndexTTS-1.5: codes manifest; IndexTTS2: features and a paired manifest,
-``webui.prepare_v2_section``).
+``webui.prepare_v2_section``; IndexTTS-2.5: codes, CAM++ / emotion vectors and a 2.5 paired manifest,
+``webui.prepare_v25_section``).
 
 Both training formats are checked and split: v1.5 codes manifests and IndexTTS2 paired manifests (for these
 the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
@@ -25,7 +26,7 @@ import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
-from webui import prepare_v2_section
+from webui import prepare_v2_section, prepare_v25_section
 from webui.dataclass_json import from_json
 from webui.form_inputs import InputProblem, existing_file, resolve_path, split_paths
 from webui.ingest_panel import build_ingest
@@ -585,3 +586,4 @@ def build(ctx: StudioContext) -> None:
     prep_input = _preprocess_section(ctx, languages)
     ingest.use_manifest.click(lambda path: path or gr.skip(), inputs=ingest.manifest, outputs=prep_input)
     prepare_v2_section.build_section(ctx, languages)
+    prepare_v25_section.build_section(ctx, languages)

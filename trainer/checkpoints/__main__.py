@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--config", type=Path, help="base config.yaml for the non-gpt sections")
     export.add_argument("--tokenizer", type=Path, help="tokenizer model (default: the one the checkpoint records)")
     export.add_argument("--force", action="store_true", help="replace an earlier export in --out")
+    export.add_argument("--adapter-only", action="store_true", help="a LoRA checkpoint: write its adapters alone "
+                        "(OUT/adapter.pth) instead of the bundle with them merged")
     export.add_argument("--base", type=Path, help="base gpt.pth to measure the fine-tune against (default: the "
                         "--base-checkpoint the run recorded); weights bitwise equal to it are refused")
     return parser
@@ -119,7 +121,8 @@ def _export(args: argparse.Namespace) -> int:
 
     with tqdm(total=1, desc="export", file=sys.stderr, disable=None) as bar:
         report = export_checkpoint(args.path, args.out, args.dtype, args.safetensors, config=args.config,
-                                   tokenizer=args.tokenizer, force=args.force, base=args.base)
+                                   tokenizer=args.tokenizer, force=args.force, base=args.base,
+                                   adapter_only=args.adapter_only)
         bar.update(1)
     print("\n".join(report.lines()))
     return EXIT_OK

@@ -35,6 +35,7 @@ from data_tools.fileio import (
 )
 from data_tools.text_tokenizer import TextTokenizer
 from networks.gpt_config import text_tokens_of_rows
+from networks.lora import merged_state_dict
 from trainer.checkpoints.base_movement import BaseMovement, movement_for_export
 from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, _data_lines, _fmt_loss
 from trainer.checkpoints.digest import (
@@ -48,6 +49,7 @@ from trainer.checkpoints.digest import (
 from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES, describes_v25, export_v25
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of, now_iso
 from trainer.checkpoints.loading import load_checkpoint
+from trainer.lora_setup import checkpoint_adapter
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md")
@@ -184,6 +186,30 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
     return "\n".join(lines)
 
 
+ADAPTER_FILE = "adapter.pth"
+
+
+def _export_adapter(path: Path, out_dir: Path, ckpt: Mapping[str, Any],
+                    adapter: tuple[Any, dict[str, torch.Tensor]] | None, force: bool) -> ExportReport:
+    """``--adapter-only``: ``OUT/adapter.pth`` = {"lora_config": {...}, "adapter": {name: tensor}, "step": N}."""
+    if adapter is None:
+        raise CheckpointError(f"{path} holds no LoRA adapters (it was not trained with --lora): export the whole "
+                              "model instead")
+    target = out_dir / ADAPTER_FILE
+    if target.exists() and not force:
+        raise CheckpointError(f"{out_dir} already holds {ADAPTER_FILE}: choose an empty --out folder (or --force)")
+    config, tensors = adapter
+    payload = {"lora_config": config.to_dict(), "adapter": {k: v.detach().float().contiguous().clone()
+                                                            for k, v in tensors.items()},
+               "step": int(ckpt.get("step") or 0)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_with(target, lambda handle: torch.save(payload, handle))
+    report = ExportReport(out_dir=out_dir, files=[target])
+    report.notes.append(f"LoRA adapter alone: {len(tensors)} tensors, rank {config.rank}, alpha {config.alpha:g} "
+                        "(load it onto the base model with networks.lora.inject_lora + load_adapter_state)")
+    return report
+
+
 def _evaluation_lines(path: Path, ckpt: Mapping[str, Any]) -> list[str]:
     """The run's evaluation table (per-checkpoint ``*.eval.json`` beside the exported file), if it has one."""
     from trainer.evaluation.report import evaluation_lines
@@ -194,8 +220,10 @@ def _evaluation_lines(path: Path, ckpt: Mapping[str, Any]) -> list[str]:
 
 def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32", safetensors: bool = False,
                       *, config: str | Path | None = None, tokenizer: str | Path | None = None,
-                      force: bool = False, base: str | Path | None = None) -> ExportReport:
-    """Write the inference bundle of checkpoint ``path`` into ``out_dir`` (see the module docstring)."""
+                      force: bool = False, base: str | Path | None = None, adapter_only: bool = False
+                      ) -> ExportReport:
+    """Write the inference bundle of checkpoint ``path`` into ``out_dir`` (see the module docstring); a LoRA
+    checkpoint's adapters are merged into ``gpt.pth``, or written alone with ``adapter_only``."""
     from networks.unified_voice import INFERENCE_ONLY_PREFIXES
     from trainer.checkpoints.validate import expected_state_shapes, shape_differences
 
@@ -225,6 +253,12 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     report = ExportReport(out_dir=out_dir)
     gpt = _gpt_config(ckpt, kind, state, raw_config, config)
     weights = {k: v for k, v in state.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
+    adapter = checkpoint_adapter(ckpt)
+    if adapter_only:
+        return _export_adapter(path, out_dir, ckpt, adapter, force)
+    if adapter is not None:  # a LoRA run: its adapters folded into the stock weights
+        weights = merged_state_dict(weights, adapter[1], adapter[0])
+        report.notes.append(f"LoRA adapters merged ({len(adapter[1]) // 2} projections, rank {adapter[0].rank})")
     diffs = shape_differences(weights, expected_state_shapes(gpt))
     if diffs:
         raise CheckpointError("the weights do not fit their model config: " + "; ".join(diffs))

@@ -81,6 +81,7 @@ def inspect_checkpoint(path: str | Path) -> dict[str, Any]:
         "grad_scaler": ckpt.get("scaler") is not None,
         "rng": ckpt.get("rng") is not None or ckpt.get("rng_state") is not None,
         "sampler": ckpt.get("sampler"),
+        "lora": _lora_summary(ckpt),
         "other_keys": sorted(str(k) for k in ckpt if k not in {
             "format", "format_version", "saved_at", "model", "optimizer", "scheduler", "scaler", "step", "epoch",
             "position", "batch_idx", "last_losses", "last_val_loss", "best_val_loss", "hparams", "tokenizer",
@@ -99,6 +100,17 @@ def _fmt_bytes(count: int) -> str:
     return f"{count} B"
 
 
+def _lora_summary(ckpt: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A LoRA run's adapters (``trainer.lora_setup``): their layout and size; None for a plain checkpoint."""
+    from trainer.lora_setup import checkpoint_adapter
+
+    found = checkpoint_adapter(ckpt)
+    if found is None:
+        return None
+    config, tensors = found
+    return {**config.to_dict(), "tensors": len(tensors), "values": sum(t.numel() for t in tensors.values())}
+
+
 def inspect_lines(info: Mapping[str, Any]) -> list[str]:
     """Human-readable lines for ``inspect_checkpoint``'s dict."""
     model = info["model"]
@@ -115,6 +127,11 @@ def inspect_lines(info: Mapping[str, Any]) -> list[str]:
     lines.append(f"val loss:    last {info['last_val_loss']}, best {info['best_val_loss']}")
     lines.append(f"model:       {model['tensors']} tensors, {model['values']:,} values, {_fmt_bytes(model['bytes'])}, "
                  f"{'/'.join(model['dtypes'])}, text rows {model['text_vocab_rows']}")
+    lora = info.get("lora")
+    if lora:
+        layers = "every block" if lora["layers"] is None else "blocks " + ",".join(map(str, lora["layers"]))
+        lines.append(f"LoRA:        rank {lora['rank']}, alpha {lora['alpha']:g}, {', '.join(lora['targets'])} on "
+                     f"{layers}: {lora['tensors']} tensors, {lora['values']:,} values (export merges them)")
     opt = info.get("optimizer")
     lines.append("optimizer:   " + ("none" if opt is None else
                                     f"{opt['param_groups']} group(s), {opt['parameters_with_state']} parameters with "

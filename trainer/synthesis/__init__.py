@@ -1,4 +1,4 @@
-"""IndexTTS synthesis in plain PyTorch: text + reference voice -> speech (v1.5: 24 kHz, IndexTTS2: 22.05 kHz).
+"""IndexTTS synthesis in plain PyTorch: text + reference voice -> speech (v1.5: 24 kHz, IndexTTS2 and 2.5: 22.05 kHz).
 
 Entry points (details in each module's docstring):
 
@@ -9,6 +9,9 @@ Entry points (details in each module's docstring):
   IndexTTS2 from a download folder, ``SynthesizerV2.load(model_dir, w2v_bert=..., checkpoint=..., tokenizer=...)``;
   ``prepare_voice(path)``, ``synthesize(text, voice, EmotionControl(...), DecodeSettings(...), MelSettings(...))``
   -> ``SynthResultV2`` (segments from ``segments.split_segments`` joined with 200 ms of silence).
+- ``pipeline_v25.SynthesizerV25`` (also from its module): IndexTTS-2.5, a variant of SynthesizerV2;
+  ``SynthesizerV25.load(model_dir, w2v_bert=..., checkpoint=..., scheme=..., language=...)``, the same calls,
+  ``MelSettings25(steps, cfg_rate, seed, duration_factor)``, ``vocalize(codes, voice, mel)``.
 - :class:`DecodeSettings`, ``generate_codes``, ``remove_long_silence`` (``generation``): KV-cached decoding.
 - ``load_vocoder`` (``vocoder_loading``): a BigVGAN v1.5 file -> ``networks.bigvgan.BigVGAN``.
 - ``write_demo_vocoder`` (``demo_vocoder``): a tiny random BigVGAN for the demo workspace.

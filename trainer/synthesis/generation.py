@@ -1,8 +1,9 @@
 """Autoregressive code generation for the IndexTTS GPTs, with a KV cache, in plain PyTorch.
 
-One loop for v1.5 and v2: they differ only in the conditioning block in front of the text (v1.5: 32 speaker
-latents; v2: 32 latents + emotion vector, then the two speed rows, ``UnifiedVoiceV2.build_conds``), which the
-caller passes as ``conds``.
+One loop for v1.5, v2 and 2.5: they differ only in the conditioning block in front of the text (v1.5: 32 speaker
+latents; v2: 32 latents + emotion vector, then the two speed rows, ``UnifiedVoiceV2.build_conds``; 2.5: the
+3-row ``[speaker + emotion, 0, 0]`` block), which the caller passes as ``conds``, and, for 2.5, the language
+row added on every text position (``langs``: the prefix is then the model's own ``generation_prefix``).
 
 Facts: shared/reference/fixtures_indextts15_infer/FIXTURES.md ("inference_speech"). The GPT's own
 sub-modules and weights are used as they are (``model.gpt.h[i]``, ``ln_f``, ``final_norm``, ``mel_head``,
@@ -14,9 +15,9 @@ Public API:
   length penalty, seed, max codes. ``sample`` with ``num_beams > 1`` is beam sampling (upstream's own
   default); ``beam`` is upstream's beam search with sampling off (num_beams 3, repetition penalty 10,
   length penalty 0), the deterministic setting the fixtures check.
-- ``prefix_embeddings(model, conds, text_ids)``: the generation prefix (left-padded zero vectors,
+- ``prefix_embeddings(model, conds, text_ids, langs=None)``: the generation prefix (left-padded zero vectors,
   conditioning latents, wrapped text, mel start) and its key mask.
-- ``generate_codes(model, conds, text_ids, settings, use_cache=True, generator=None)``: raw codes
+- ``generate_codes(model, conds, text_ids, settings, use_cache=True, generator=None, langs=None)``: raw codes
   (B, n) as upstream's ``inference_speech`` returns them (the stop id kept, finished rows filled with
   stop). Sampling draws only from ``generator`` (a private ``torch.Generator``), never from the global
   RNG streams.
@@ -92,18 +93,30 @@ class Generated:
     sequence_scores: Tensor | None  # (B,) beam modes: summed processed log-probs of the returned hypotheses
 
 
-def prefix_embeddings(model: UnifiedVoice, conds: Tensor, text_ids: Tensor) -> tuple[Tensor, Tensor]:
+def prefix_embeddings(model: UnifiedVoice, conds: Tensor, text_ids: Tensor,
+                      langs: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(B, P, D) prefix embeddings and (B, P) bool key mask, P = n_cond + L + 3.
 
     Per row: every start/stop text id is removed, the rest wrapped in one start and one stop, embedded
     with positions from 0; the row is ``[zeros x pad][conds][text]`` left-padded to n_cond + L + 2, then
     the mel start embedding (position row 0) follows. ``conds`` may have batch 1 (shared).
+    ``langs`` (B,) language indices: an IndexTTS-2.5 GPT, whose ``generation_prefix`` builds the same rows
+    with its language row on every text position.
     """
     batch, width = text_ids.shape
     if conds.size(0) == 1 and batch > 1:
         conds = conds.expand(batch, -1, -1)
     dim = model.model_dim
     device = conds.device
+    start_mel = model.mel_embedding.weight[model.start_mel_token] + model.mel_pos_embedding.emb.weight[0]
+    if langs is not None:
+        language_prefix = getattr(model, "generation_prefix", None)
+        if language_prefix is None:
+            raise ValueError(f"langs given, but a {type(model).__name__} has no language rows (IndexTTS-2.5 only)")
+        built = language_prefix(conds, text_ids, langs)
+        embeds = built.inputs_embeds
+        embeds = torch.cat((embeds, start_mel.to(embeds.dtype).expand(batch, 1, dim)), dim=1)
+        return embeds, built.attention_mask.bool()
     start, stop = model.start_text_token, model.stop_text_token
     text_pos = model.text_pos_embedding.emb.weight
     rows: list[Tensor] = []
@@ -116,7 +129,6 @@ def prefix_embeddings(model: UnifiedVoice, conds: Tensor, text_ids: Tensor) -> t
         pad = width - ids.numel()
         pads.append(pad)
         rows.append(torch.cat((conds.new_zeros(pad, dim), conds[row], text.to(conds.dtype)), dim=0))
-    start_mel = model.mel_embedding.weight[model.start_mel_token] + model.mel_pos_embedding.emb.weight[0]
     embeds = torch.cat((torch.stack(rows), start_mel.to(conds.dtype).expand(batch, 1, dim)), dim=1)
     positions = torch.arange(embeds.size(1), device=device).unsqueeze(0)
     mask = positions >= torch.tensor(pads, device=device).unsqueeze(1)
@@ -304,8 +316,11 @@ def generate_codes(
     use_cache: bool = True,
     generator: torch.Generator | None = None,
     observe: StepObserver | None = None,
+    langs: Tensor | None = None,
 ) -> Generated:
     """Generate codes for a batch of texts (B, L) (padded with the stop id) from conditioning (1 or B, n, D).
+
+    ``langs`` (B,) int64: the language indices of an IndexTTS-2.5 GPT (see ``prefix_embeddings``).
 
     The model should be in eval mode (``Synthesizer`` takes care of that). Sampling needs ``generator``;
     one is made from ``settings.seed`` when none is given. ``observe(step, scores)`` sees each step's scores
@@ -317,7 +332,7 @@ def generate_codes(
         raise ValueError("; ".join(problems))
     if settings.mode == "sample" and generator is None:
         generator = torch.Generator(device=conds.device).manual_seed(int(settings.seed))
-    prefix, key_mask = prefix_embeddings(model, conds, text_ids)
+    prefix, key_mask = prefix_embeddings(model, conds, text_ids, langs)
     max_new = max_codes_for(model, settings)
     decoder = CachedDecoder(model, use_cache=use_cache)
     if settings.beams == 1:

@@ -45,8 +45,11 @@ def model_from_state(gpt_config: Mapping[str, Any], state: Mapping[str, torch.Te
 
 
 def load_gpt(checkpoint: str | Path, config: Mapping[str, Any], config_path: str | Path | None = None,
-             device: torch.device | str = "cpu", version: str = "1.5") -> UnifiedVoice:
-    """The GPT of ``checkpoint`` (any kind), in eval mode on ``device``. Raises SynthesisError/CheckpointError."""
+             device: torch.device | str = "cpu", version: str = "1.5", *, adapter: bool = True) -> UnifiedVoice:
+    """The GPT of ``checkpoint`` (any kind), in eval mode on ``device``. Raises SynthesisError/CheckpointError.
+
+    A LoRA training checkpoint speaks with its adapters merged into the weights; ``adapter=False`` gives its
+    base weights alone (the Test tab's "adapter off"), which for a frozen base are the base model's."""
     from trainer.checkpoints import CheckpointError, checkpoint_kind, load_checkpoint, model_state_of
 
     path = Path(checkpoint)
@@ -54,6 +57,10 @@ def load_gpt(checkpoint: str | Path, config: Mapping[str, Any], config_path: str
     state = model_state_of(ckpt)
     if checkpoint_kind(ckpt) == "unknown" or state is None:
         raise SynthesisError(f"{path} holds no IndexTTS GPT weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
+    if adapter:
+        from trainer.lora_setup import merge_checkpoint_adapter
+
+        state = merge_checkpoint_adapter(ckpt, state)
     if "text_embedding.weight" not in state:
         raise SynthesisError(f"{path} has no text_embedding.weight: not an IndexTTS GPT checkpoint")
     try:

@@ -116,7 +116,8 @@ class Synthesizer:
 
     @classmethod
     def load(cls, checkpoint: str | Path, config: str | Path, tokenizer: str | Path | None,
-             vocoder: str | Path, device: str | torch.device = "cpu", *, language: str | None = None) -> Synthesizer:
+             vocoder: str | Path, device: str | torch.device = "cpu", *, language: str | None = None,
+             adapter: bool = True) -> Synthesizer:
         """Load a GPT checkpoint (ours, an export or a bare gpt.pth), a config.yaml, the tokenizer model and
         a BigVGAN generator file (``bigvgan_generator.pth``). Raises SynthesisError / ConfigError /
         TokenizerError / CheckpointError, each one line."""
@@ -127,7 +128,7 @@ class Synthesizer:
 
         loaded = load_config(config)
         text_tokenizer = TextTokenizer(tokenizer, language) if tokenizer is not None else None
-        model = load_gpt(checkpoint, loaded, config, device)
+        model = load_gpt(checkpoint, loaded, config, device, adapter=adapter)  # adapter: a LoRA checkpoint's
         voc = load_vocoder(vocoder, loaded, device, source=str(config))
         return cls(model, voc, text_tokenizer, language=language)
 

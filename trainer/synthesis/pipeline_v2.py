@@ -203,7 +203,8 @@ class SynthesizerV2:
     @classmethod
     def load(cls, model_dir: str | Path, *, w2v_bert: str | Path | None = None, checkpoint: str | Path | None = None,
              tokenizer: str | Path | None = None, language: str | None = None, device: str | torch.device = "cpu",
-             local_files_only: bool = False, max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> SynthesizerV2:
+             local_files_only: bool = False, max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS,
+             adapter: bool = True) -> SynthesizerV2:
         """An IndexTTS2 download folder (see ``networks.indextts2``); ``checkpoint`` replaces its ``gpt.pth``
         with any v2 GPT checkpoint (ours, an export, a bare gpt.pth); ``tokenizer`` defaults to the folder's
         ``bpe.model``. Raises SynthesisError (one line) for missing or unfitting files."""
@@ -214,7 +215,8 @@ class SynthesizerV2:
             nets = load_indextts2(model_dir, w2v_bert=w2v_bert, load_gpt_weights=checkpoint is None,
                                   local_files_only=local_files_only, device=device)
             if checkpoint is not None:
-                nets.gpt = load_gpt(checkpoint, nets.config, nets.files.config_path, device, version="2")
+                nets.gpt = load_gpt(checkpoint, nets.config, nets.files.config_path, device, version="2",
+                                    adapter=adapter)  # a LoRA checkpoint: merged adapters, or its base (False)
         except (ValueError, FileNotFoundError) as exc:
             # the networks' refusals (missing files/keys, strict-loading mismatches, bad config sections) are
             # ValueErrors with one-line messages

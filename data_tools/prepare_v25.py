@@ -1,0 +1,560 @@
+"""IndexTTS-2.5 data preparation: audio + transcripts -> per-utterance features and a 2.5 paired manifest.
+
+CLI (flags as ``data_tools.prepare_v2``'s; the files default to a 2.5 download folder's, beside the config)::
+
+    python -m data_tools.prepare_v25 --input X --out-dir D --config config.yaml
+        [--codec codec.pth] [--gpt gpt.pth] [--campplus campplus_cn_common.bin]
+        [--w2v-bert facebook/w2v-bert-2.0 | FOLDER] [--w2v-stats wav2vec2bert_stats.pt]
+        [--tokenizer multilingual_zh_ja_yue_char_del.tiktoken] [--text-scheme merges|bytes|translit]
+        [--text-merges ethiopic_merges_am.json] [--language am] [--speaker NAME] [--pairs-per-target 2]
+        [--seed 2025] [--device auto] [--batch-seconds 240] [--max-batch-items 64] [--loaders 2]
+        [--min-duration 0.5] [--max-duration S] [--quiet]
+
+``X`` is what ``data_tools.preprocess`` reads (``data_tools.preprocess_inputs``). Per utterance, as 2.5
+inference computes its speaker prompt (``networks.prep25``): audio -> mono -> 22050 Hz (soxr HQ, librosa's
+load) -> 16 kHz (torchaudio's sinc ``Resample``) -> SeamlessM4T features -> w2v-BERT layer 17 + stats ->
+
+- the codec's 25 Hz codes (``codes_of``) of the item's own feature rows, ``ceil(rows / 2)`` of them;
+- the CAM++ speaker vector of the first 15 s (``speaker_style``; inference cuts its prompt to 15 s), and the
+  emotion vector (``emotion_vector`` without an emotion prompt = the GPT's ``get_emovec`` of the features,
+  with the item's own width as inference passes it): what this utterance gives when it is another one's
+  PROMPT. Over 15 s the emotion vector reads the whole clip where inference reads its first 15 s;
+- the transcript through ``TextTokenizerV25`` (``--text-scheme``, ``"<|lang|> "`` prefix included).
+
+Batches are padded (features past an item's rows zeroed before the codec, as an item alone is zero-padded
+by the codec's convolutions); every file keeps the item's own length, never the batch's: a batch of one gives
+exactly what the inference steps give for the clip (a test holds it). An item whose text ids or
+codes exceed the GPT's ``max_text_tokens`` / ``max_mel_tokens`` is flagged by ``shape_rules.drop_reason``
+(the rule the checker and the trainer apply) and skipped; audio longer than the codes allow is flagged from
+its header before any model runs.
+
+Output in ``D`` (manifest paths are relative to ``D``):
+
+- ``text_ids/<id>.npy`` int32 [L], ``codes/<id>.npy`` int32 [M] (25 Hz), ``spk_vec/<id>.npy`` float32 [192],
+  ``emo_vec/<id>.npy`` float32 [model_dim];
+- ``utterances.jsonl``: one line per utterance (``id, audio_path, text, speaker, language, duration,
+  text_ids_path, text_len, text_scheme, codes_path, code_len, spk_vec_path, emo_vec_path``);
+- ``pairs.jsonl``: the 2.5 paired manifest the trainer reads (``data_tools.pairs_manifest_v25``): each target
+  with ``--pairs-per-target`` prompts of its speaker (``prepare_v2.draw_pairs``);
+- ``prepare_report.json``; ``.prepare_v25/done.jsonl`` (resume state).
+
+Batching, resume and bad items: ``data_tools.batch_prep``. Exit codes: 0 manifests written, 1 nothing could be
+prepared, 2 usage (one ``error: ...`` line), 130 interrupted (rerun the same command to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from data_tools.batch_prep import ItemProblem, Skipped, iter_in_input_order, run_batches, write_npy
+from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
+from data_tools.fileio import atomic_write_text
+from data_tools.prepare_v2 import (
+    DEFAULT_PAIRS_PER_TARGET,
+    DEFAULT_SEED,
+    DEFAULT_W2V_BERT,
+    PrepareError,
+    PrepareReport,
+    beside_config,
+    draw_pairs,
+    features_of,
+    file_signature,
+    load_semantic_features,
+    pad_features,
+    refuse,
+    resolve_device,
+    silence_reason,
+)
+from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
+from data_tools.shape_rules import DROP_REASONS, DataLimits, drop_reason
+from data_tools.test_hooks import announce_active_hooks
+
+SPEAKER_RATE = 22_050  # inference loads its speaker prompt at librosa's default rate
+FEATURE_RATE = 16_000
+CODES_PER_SECOND = 25  # the 2.5 codec: one code per two 50 Hz feature frames
+PROMPT_SECONDS = 15  # inference cuts its prompts to 15 s
+STATE_DIR = ".prepare_v25"
+FOLDERS = ("text_ids", "codes", "spk_vec", "emo_vec")
+CODEC_FILE = "codec.pth"  # the name a 2.5 download folder gives it (upstream hard-codes it)
+CAMPPLUS_FILE = "campplus_cn_common.bin"
+HUB_CACHE = "hf_cache"
+TABLE_FILE = "multilingual_zh_ja_yue_char_del.tiktoken"
+
+
+# ---------------------------------------------------------------------------------------------
+# The networks
+
+
+@dataclass
+class V25Models:
+    """Everything 2.5 preparation runs, loaded once (strictly) on one device."""
+
+    extractor: Any  # SeamlessM4TFeatureExtractor
+    semantic: Any  # networks.w2v_bert.SemanticFeatureModel (layers after 17 dropped)
+    codec: Any  # networks.codec25.Codec25
+    campplus: Any  # networks.campplus.CAMPPlus
+    gpt: Any  # networks.gpt_v25.UnifiedVoiceV25 (its emotion path)
+    tokenizer: Any  # data_tools.text_tokenizer_v25.TextTokenizerV25
+    device: Any
+    limits: DataLimits  # max_text_tokens, max_codes
+
+    def networks(self) -> Any:
+        from networks.prep25 import Prep25Networks
+
+        return Prep25Networks(extractor=self.extractor, features=self.semantic, codec=self.codec,
+                              campplus=self.campplus, gpt=self.gpt)
+
+
+def load_v25_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, campplus: Path, w2v_bert: str,
+                    w2v_stats: Path, table: Path, text_scheme: str, text_merges: Path | None,
+                    device: Any) -> V25Models:
+    """Load every network strictly (a wrong file is refused in one line naming the first bad key)."""
+    import torch
+
+    from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
+    from networks.campplus import load_campplus
+    from networks.codec25 import load_codec25
+    from networks.gpt_config import ConfigError
+    from networks.gpt_v25 import load_gpt_v25_file
+    from networks.indextts2 import campplus_sizes
+    from networks.loading import StateDictMismatchError
+
+    for key in ("gpt", "semantic_codec"):
+        if not isinstance(config.get(key), Mapping):
+            raise PrepareError(f"the config has no '{key}:' section (an IndexTTS-2.5 config.yaml is needed)")
+    try:
+        gpt_model = load_gpt_v25_file(config, gpt)
+    except (ConfigError, StateDictMismatchError, KeyError) as exc:
+        raise refuse(f"base GPT {gpt}", exc) from None
+    try:
+        codec_model = load_codec25(codec, config["semantic_codec"])
+    except (FileNotFoundError, ValueError) as exc:
+        raise refuse("IndexTTS-2.5 codec", exc) from None
+    try:
+        style = load_campplus(campplus, **campplus_sizes(config))
+    except (FileNotFoundError, ValueError, ConfigError) as exc:
+        raise refuse("CAM++", exc) from None
+    extractor, semantic = load_semantic_features(w2v_bert, w2v_stats)
+    widths = {"w2v-BERT hidden size": semantic.model.config.hidden_size,
+              "semantic_codec.hidden_size": codec_model.config.hidden_size,
+              "gpt.semantic_dim": gpt_model.cond_input_size}
+    if len(set(widths.values())) != 1:
+        raise PrepareError("the semantic widths disagree: " + ", ".join(f"{k} {v}" for k, v in widths.items()))
+    try:
+        tokenizer = TextTokenizerV25(table, scheme=text_scheme, merges=text_merges or DEFAULT_MERGES)
+    except (OSError, ValueError) as exc:
+        raise refuse(f"tokenizer {table}", exc) from None
+    with torch.no_grad():
+        for module in (semantic, codec_model, style, gpt_model):
+            module.to(device).eval()
+    limits = DataLimits(max_text_tokens=int(config["gpt"]["max_text_tokens"]),
+                        max_codes=int(config["gpt"]["max_mel_tokens"]))
+    return V25Models(extractor=extractor, semantic=semantic, codec=codec_model, campplus=style, gpt=gpt_model,
+                     tokenizer=tokenizer, device=device, limits=limits)
+
+
+# ---------------------------------------------------------------------------------------------
+# The preparer (what batch_prep runs)
+
+
+@dataclass
+class LoadedV25:
+    audio_16k: np.ndarray  # the 16 kHz copy of the 22.05 kHz load (float32)
+    features: np.ndarray  # [T, 160] SeamlessM4T features of the item alone (T: its width, see run_models)
+    frames: int  # valid frames (the attention-mask sum)
+    text_ids: np.ndarray  # int32 [L], prefix included
+
+
+@dataclass
+class ResultV25:
+    text_ids: np.ndarray  # int32 [L]
+    codes: np.ndarray  # int32 [ceil(T / 2)]
+    spk_vec: np.ndarray  # float32 [192]
+    emo_vec: np.ndarray  # float32 [model_dim]
+
+
+@dataclass
+class BatchOutputs25:
+    """The model outputs of one padded batch (on the CPU), for tests and the benchmark."""
+
+    codes: Any  # (B, ceil(T / 2)) int64
+    widths: Any  # (B,) each item's own feature width
+    emo_vec: Any  # (B, D)
+    spk_vec: Any  # (B, 192)
+
+
+def load_audio_16k(path: Path) -> np.ndarray:
+    """The 16 kHz copy of the clip as inference makes its speaker prompt's (22050 Hz soxr load, then sinc)."""
+    import torch
+
+    from data_tools.audio import AudioError
+    from networks.frontends.resample import load_audio_like_librosa
+    from networks.prep25 import speaker_audio_16k
+
+    if not path.is_file():
+        raise AudioError(f"{path}: audio file not found")
+    try:
+        wave = load_audio_like_librosa(path, sr=SPEAKER_RATE)
+    except ValueError as exc:
+        raise AudioError(f"{path}: unreadable audio ({' '.join(str(exc).split())})") from None
+    if wave.size == 0:
+        raise AudioError(f"{path}: audio has no samples")
+    if not np.isfinite(wave).all():
+        raise AudioError(f"{path}: audio contains NaN or infinite samples")
+    return speaker_audio_16k(torch.from_numpy(wave)[None])[0].numpy()
+
+
+def code_count(width: int) -> int:
+    """25 Hz codes of ``width`` 50 Hz feature rows (the codec's stride-2 convolution)."""
+    return -(-width // 2)
+
+
+def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int],
+               audio_16k: Sequence[np.ndarray]) -> BatchOutputs25:
+    """One padded batch through w2v-BERT + stats, the codec and the GPT's emotion path; CAM++ per item.
+
+    An item's own width (its feature rows alone: the extractor pads an odd frame count by a masked row) is
+    what inference reads: the codec codes every row of it, and the emotion path's length is the width
+    (inference's length quirk, ``networks.prep25.emotion_vector``). Rows past it (the batch's padding) are
+    zeroed before the codec, as the codec's own zero padding sees an item alone.
+    """
+    import torch
+
+    from networks.prep25 import codes_of, speaker_style
+
+    with torch.inference_mode():
+        features = features.to(models.device, non_blocking=True)
+        mask = mask.to(models.device, non_blocking=True)
+        lengths = torch.as_tensor(list(widths), dtype=torch.long, device=models.device)
+        within = torch.arange(features.shape[1], device=models.device)[None, :] < lengths[:, None]
+        feat = models.semantic(features, mask) * within.unsqueeze(-1).to(features.dtype)
+        codes = codes_of(models.codec, feat)
+        # = networks.prep25.emotion_vector(gpt, feat, spk_lengths=widths) without an emotion prompt
+        # ((base - base) * 1 + base, bit for bit), computed once instead of twice
+        emo_vec = models.gpt.get_emovec(feat.transpose(1, 2), lengths)
+        # CAM++ per item: padding would change its fbank mean and pooled statistics
+        prompt = PROMPT_SECONDS * FEATURE_RATE
+        spk_vec = torch.cat([speaker_style(models.campplus, torch.from_numpy(wave[:prompt])[None])
+                             for wave in audio_16k])
+        codes, lengths, emo_vec, spk_vec = (t.cpu() for t in (codes, lengths, emo_vec, spk_vec))
+    return BatchOutputs25(codes=codes, widths=lengths, emo_vec=emo_vec, spk_vec=spk_vec)
+
+
+def limit_problem(text_len: int, code_len: int, models: V25Models) -> ItemProblem | None:
+    """The shared shape rule (``drop_reason``) as a bad-item reason naming the limit, or None."""
+    reason = drop_reason(text_len, code_len, 0, models.limits)
+    if reason is None:
+        return None
+    limits = models.limits
+    detail = {"too_many_text_tokens": f"text too long: {text_len} tokens > gpt.max_text_tokens "
+                                      f"{limits.max_text_tokens} (the '{models.tokenizer.scheme}' text scheme, "
+                                      "language prefix included)",
+              "too_many_codes": f"too long: {code_len} codes > gpt.max_mel_tokens {limits.max_codes}",
+              "empty_text": "empty text: nothing left after the text front-end"}
+    return ItemProblem(detail.get(reason, f"{reason}: {DROP_REASONS.get(reason, reason)}"))
+
+
+@dataclass
+class V25Preparer:
+    """IndexTTS-2.5's part of batched preparation (``data_tools.batch_prep.Preparer``)."""
+
+    models: V25Models
+    fingerprint: str
+    min_duration: float
+    max_duration: float
+    state_dir: str = STATE_DIR
+
+    def outputs(self, item: SourceItem) -> list[Path]:
+        return [Path(folder) / f"{item.stem}.npy" for folder in FOLDERS]
+
+    def screen(self, item: SourceItem, seconds: float) -> str | None:
+        if not item.language:
+            return "no language: IndexTTS-2.5 needs each item's language (give --language or a language per line)"
+        if seconds < self.min_duration:
+            return f"too short: {seconds:.2f} s < --min-duration {self.min_duration:g} s"
+        if seconds > self.max_duration:
+            return (f"too long: {seconds:.2f} s > {self.max_duration:.2f} s (gpt.max_mel_tokens "
+                    f"{self.models.limits.max_codes} codes at {CODES_PER_SECOND} Hz)")
+        return None
+
+    def load(self, item: SourceItem) -> LoadedV25:
+        tokenizer = self.models.tokenizer
+        try:
+            tokenizer.language_index(item.language or "")
+            ids = np.asarray(tokenizer.encode(item.text, item.language or ""), dtype=np.int32)
+        except (KeyError, ValueError) as exc:
+            raise ItemProblem(f"text: {' '.join(str(exc).split())}") from None
+        # the text half of the shared rule now (codes 1 stands for "some"): no audio work for a text too long
+        problem = limit_problem(int(ids.size), 1, self.models)
+        if problem is not None:
+            raise problem
+        wave_16k = load_audio_16k(item.audio)
+        reason = silence_reason(wave_16k)
+        if reason:
+            raise ItemProblem(reason)
+        features, frames = features_of(self.models.extractor, wave_16k)
+        if frames == 0:
+            raise ItemProblem("too short: no feature frame")
+        return LoadedV25(audio_16k=wave_16k, features=features, frames=frames, text_ids=ids)
+
+    def compute(self, batch: Sequence[tuple[SourceItem, LoadedV25]]) -> list[ResultV25 | ItemProblem]:
+        features, mask = pad_features(self.models.extractor, [(x.features, x.frames) for _, x in batch])
+        out = run_models(self.models, features, mask, [x.features.shape[0] for _, x in batch],
+                         [x.audio_16k for _, x in batch])
+        results: list[ResultV25 | ItemProblem] = []
+        for row, (_item, loaded) in enumerate(batch):
+            count = code_count(loaded.features.shape[0])
+            problem = limit_problem(int(loaded.text_ids.size), count, self.models)
+            if problem is not None:
+                results.append(problem)
+                continue
+            results.append(ResultV25(text_ids=loaded.text_ids, codes=out.codes[row, :count].numpy().astype(np.int32),
+                                     spk_vec=out.spk_vec[row].numpy().astype(np.float32),
+                                     emo_vec=out.emo_vec[row].numpy().astype(np.float32)))
+        return results
+
+    def write(self, out_dir: Path, item: SourceItem, result: ResultV25) -> dict[str, Any]:
+        arrays = (result.text_ids, result.codes, result.spk_vec, result.emo_vec)
+        for folder, array in zip(FOLDERS, arrays, strict=True):
+            write_npy(out_dir, Path(folder) / f"{item.stem}.npy", np.ascontiguousarray(array))
+        return {"text_len": int(result.text_ids.size), "code_len": int(result.codes.size)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifests
+
+
+def utterance_entry(item: SourceItem, record: Mapping[str, Any], text_scheme: str) -> dict[str, Any]:
+    """One line of the per-utterance manifest."""
+    stem = item.stem
+    return {"id": item.id, "audio_path": str(item.audio), "text": item.text, "speaker": item.speaker,
+            "language": item.language or "", "duration": round(float(record["seconds"]), 3),
+            "text_ids_path": f"text_ids/{stem}.npy", "text_len": int(record["text_len"]), "text_scheme": text_scheme,
+            "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
+            "spk_vec_path": f"spk_vec/{stem}.npy", "emo_vec_path": f"emo_vec/{stem}.npy"}
+
+
+def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
+                    ) -> tuple[list[dict[str, Any]], list[str]]:
+    """2.5 paired lines (``data_tools.pairs_manifest_v25``) and the speakers with a single utterance."""
+    drawn, lonely = draw_pairs(utterances, pairs_per_target, seed)
+    lines = [{"id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": target["language"],
+              "prompt_id": prompt["id"], "prompt_audio_path": prompt["audio_path"],
+              "prompt_spk_vec_path": prompt["spk_vec_path"], "prompt_emo_vec_path": prompt["emo_vec_path"],
+              "prompt_duration": prompt["duration"],
+              "target_id": target["id"], "target_audio_path": target["audio_path"], "target_text": target["text"],
+              "target_text_ids_path": target["text_ids_path"], "target_text_len": target["text_len"],
+              "text_scheme": target["text_scheme"], "target_codes_path": target["codes_path"],
+              "target_code_len": target["code_len"], "target_emo_vec_path": target["emo_vec_path"],
+              "target_duration": target["duration"]}
+             for target, prompt in drawn]
+    return lines, lonely
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+def settings_fingerprint(config: Mapping[str, Any], files: Mapping[str, Path], w2v_bert: str, tokenizer: Any) -> str:
+    """What shapes the files: the model sections, the weight files (path, size, mtime), the text scheme."""
+    local = Path(w2v_bert).expanduser()
+    w2v: Any = w2v_bert
+    if local.is_dir():
+        w2v = sorted(file_signature(p) for p in local.rglob("*") if p.is_file())
+    data = {"recipe": "2.5 speaker-prompt route, true lengths", "gpt_section": config.get("gpt"),
+            "codec_section": config.get("semantic_codec"), "campplus_section": config.get("campplus"),
+            **{name: file_signature(path) for name, path in sorted(files.items())}, "w2v_bert": w2v,
+            "text": tokenizer.describe()}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _hub_file(folder: Path, name: str) -> Path:
+    """``folder/name``, else ``folder/hf_cache/name`` (where a 2.5 download keeps what it fetched)."""
+    cached = folder / HUB_CACHE / name
+    return cached if not (folder / name).exists() and cached.exists() else folder / name
+
+
+def prepare_v25(
+    input_path: str | Path,
+    out_dir: str | Path,
+    config: str | Path,
+    *,
+    codec: str | Path | None = None,
+    gpt: str | Path | None = None,
+    campplus: str | Path | None = None,
+    w2v_bert: str = DEFAULT_W2V_BERT,
+    w2v_stats: str | Path | None = None,
+    tokenizer: str | Path | None = None,
+    text_scheme: str = "merges",
+    text_merges: str | Path | None = None,
+    language: str | None = None,
+    speaker: str | None = None,
+    pairs_per_target: int = DEFAULT_PAIRS_PER_TARGET,
+    seed: int = DEFAULT_SEED,
+    device: str = "auto",
+    batch_seconds: float = 240.0,
+    max_batch_items: int = 64,
+    loaders: int = 2,
+    min_duration: float = 0.5,
+    max_duration: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    on_skip: Callable[[Skipped], None] | None = None,
+) -> PrepareReport:
+    """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs."""
+    from data_tools.config import ConfigError, load_config
+    from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
+
+    started = time.perf_counter()
+    out = Path(out_dir).absolute()
+    config_path = Path(config)
+    try:
+        cfg = load_config(config_path)
+    except ConfigError as exc:
+        raise PrepareError(str(exc)) from None
+    if pairs_per_target < 1:
+        raise PrepareError("--pairs-per-target must be >= 1")
+    if min_duration < 0 or (max_duration is not None and max_duration <= min_duration):
+        raise PrepareError("need 0 <= --min-duration < --max-duration")
+    folder = config_path.parent
+    table = folder / TABLE_FILE
+    files = {
+        "gpt": Path(gpt) if gpt else beside_config(config_path, cfg.get("gpt_checkpoint"), "gpt_checkpoint", "--gpt"),
+        "codec": Path(codec) if codec else folder / CODEC_FILE,
+        "campplus": Path(campplus) if campplus else _hub_file(folder, CAMPPLUS_FILE),
+        "w2v_stats": Path(w2v_stats) if w2v_stats else beside_config(config_path, cfg.get("w2v_stat"), "w2v_stat",
+                                                                     "--w2v-stats"),
+        "tokenizer": Path(tokenizer) if tokenizer else table if table.is_file() else DEFAULT_TABLE,
+    }
+    if text_merges:
+        files["text_merges"] = Path(text_merges)
+    labels = {"gpt": "base GPT", "codec": "IndexTTS-2.5 codec", "campplus": "CAM++ weights",
+              "w2v_stats": "w2v-BERT stats", "tokenizer": "2.5 text table", "text_merges": "merges file"}
+    for name, path in files.items():
+        if not path.is_file():
+            raise PrepareError(f"{labels[name]} not found: {path}")
+    try:
+        items, problems = read_inputs(Path(input_path), speaker=speaker, language=language)
+    except InputError as exc:
+        raise PrepareError(str(exc)) from None
+    torch_device = resolve_device(device)
+    models = load_v25_models(cfg, gpt=files["gpt"], codec=files["codec"], campplus=files["campplus"],
+                             w2v_bert=w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
+                             text_scheme=text_scheme, text_merges=files.get("text_merges"), device=torch_device)
+    model_limit = float(models.limits.max_codes or 0) / CODES_PER_SECOND
+    preparer = V25Preparer(models=models, min_duration=float(min_duration),
+                           max_duration=min(float(max_duration), model_limit) if max_duration else model_limit,
+                           fingerprint=settings_fingerprint(cfg, files, w2v_bert, models.tokenizer))
+    skipped = [Skipped("", p.where, f"bad input: {p.reason}") for p in problems]
+    if on_skip is not None:
+        for entry in skipped:
+            on_skip(entry)
+    run = run_batches(items, preparer, out, batch_seconds=batch_seconds, max_batch_items=max_batch_items,
+                      load_threads=loaders, progress=progress, on_skip=on_skip)
+    scheme = models.tokenizer.scheme
+    utterances = [utterance_entry(item, record, scheme) for item, record in iter_in_input_order(items, run.finished)]
+    pairs, lonely = build_pairs_v25(utterances, pairs_per_target, seed)
+    utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
+    atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
+    atomic_write_text(pairs_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    report = PrepareReport(
+        utterances_manifest=str(utterances_path), pairs_manifest=str(pairs_path), utterances=len(utterances),
+        pairs=len(pairs), new=run.new, resumed=run.resumed, redone=run.redone, batches=run.batches,
+        device=str(torch_device), skipped=skipped + run.skipped, lonely_speakers=lonely,
+        hours=round(sum(u["duration"] for u in utterances) / 3600, 4),
+        elapsed_s=round(time.perf_counter() - started, 2),
+        utterances_per_s=round(run.new / run.elapsed_s, 3) if run.new and run.elapsed_s > 0 else 0.0,
+        model_s=round(run.compute_s, 3))
+    atomic_write_text(out / "prepare_report.json", json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n")
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(prog="python -m data_tools.prepare_v25",
+                                description="IndexTTS-2.5: audio + transcripts -> 25 Hz codes, CAM++ and emotion "
+                                            "vectors, text ids and a 2.5 paired manifest.")
+    parser.add_argument("--input", required=True, type=Path,
+                        help="JSONL list ({audio, text, speaker?, id?, language?}), metadata.csv, or a folder of "
+                             "audio + .txt")
+    parser.add_argument("--out-dir", required=True, type=Path, help="output folder (resumable)")
+    parser.add_argument("--config", required=True, type=Path,
+                        help="IndexTTS-2.5 config.yaml (gpt, semantic_codec); the other files default to its folder's")
+    parser.add_argument("--codec", type=Path, help=f"the 2.5 codec (default: {CODEC_FILE} beside the config)")
+    parser.add_argument("--gpt", type=Path, help="base gpt.pth (default: the config's gpt_checkpoint beside it)")
+    parser.add_argument("--campplus", type=Path,
+                        help=f"CAM++ weights (default: {CAMPPLUS_FILE} beside the config, or in its {HUB_CACHE}/)")
+    parser.add_argument("--w2v-bert", default=DEFAULT_W2V_BERT,
+                        help=f"w2v-BERT 2.0: a local folder or a model id ({DEFAULT_W2V_BERT})")
+    parser.add_argument("--w2v-stats", type=Path,
+                        help="wav2vec2bert_stats.pt (default: the config's w2v_stat beside it)")
+    parser.add_argument("--tokenizer", type=Path,
+                        help=f"the 2.5 text table (default: {TABLE_FILE} beside the config, else the studio's)")
+    parser.add_argument("--text-scheme", choices=("merges", "bytes", "translit"), default="merges",
+                        help="how text becomes ids (as the trainer's --text-scheme; merges)")
+    parser.add_argument("--text-merges", type=Path, help="merges scheme: the Ethiopic merges JSON (default: the "
+                                                         "studio's)")
+    parser.add_argument("--language", help="language of the transcripts, e.g. am (the text prefix; required per "
+                                           "item, here or in the list)")
+    parser.add_argument("--speaker", help="speaker name for entries that name none (default: the input's name)")
+    parser.add_argument("--pairs-per-target", type=int, default=DEFAULT_PAIRS_PER_TARGET,
+                        help=f"prompts per target utterance ({DEFAULT_PAIRS_PER_TARGET})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"seed of the pairing ({DEFAULT_SEED})")
+    parser.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1")
+    parser.add_argument("--batch-seconds", type=float, default=240.0,
+                        help="padded audio seconds per batch (items x longest; 240)")
+    parser.add_argument("--max-batch-items", type=int, default=64, help="items per batch at most (64)")
+    parser.add_argument("--loaders", type=int, default=2, help="threads that decode and featurise audio (2)")
+    parser.add_argument("--min-duration", type=float, default=0.5, help="skip shorter audio (seconds, 0.5)")
+    parser.add_argument("--max-duration", type=float, default=None,
+                        help="skip longer audio (seconds; default and upper bound: what gpt.max_mel_tokens fits)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    announce_active_hooks()
+
+    def run() -> int:
+        if args.batch_seconds <= 0 or args.max_batch_items < 1 or args.loaders < 1:
+            raise PrepareError("--batch-seconds must be > 0, --max-batch-items and --loaders >= 1")
+        with progress_bar(args.quiet, "preparing", unit="item") as progress:
+            def on_skip(entry: Skipped) -> None:
+                print(f"skipped {entry.where}: {entry.reason}", file=sys.stderr, flush=True)
+
+            report = prepare_v25(args.input, args.out_dir, args.config, codec=args.codec, gpt=args.gpt,
+                                 campplus=args.campplus, w2v_bert=args.w2v_bert, w2v_stats=args.w2v_stats,
+                                 tokenizer=args.tokenizer, text_scheme=args.text_scheme, text_merges=args.text_merges,
+                                 language=args.language, speaker=args.speaker,
+                                 pairs_per_target=args.pairs_per_target, seed=args.seed, device=args.device,
+                                 batch_seconds=args.batch_seconds, max_batch_items=args.max_batch_items,
+                                 loaders=args.loaders, min_duration=args.min_duration,
+                                 max_duration=args.max_duration, progress=progress, on_skip=on_skip)
+        print(report.summary())
+        if report.utterances == 0:
+            print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
+            return 1
+        return 0
+
+    try:
+        return run_refusing(run, (PrepareError,), writing=args.out_dir)
+    except KeyboardInterrupt:
+        print("interrupted: finished batches are kept; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
