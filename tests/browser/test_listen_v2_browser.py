@@ -36,7 +36,7 @@ def trained_workspace(studio_workspace: Path) -> Path:
 
 def _pick(page, side: str, label: str) -> None:
     page.locator(f"#test-model-{side} input").click()
-    page.get_by_role("option", name=label, exact=True).click()
+    page.locator(f"#test-model-{side}").get_by_role("option", name=label, exact=True).click()  # this picker's list
 
 
 def test_v2_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_workspace: Path, artifacts: Path,
