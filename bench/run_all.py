@@ -44,6 +44,7 @@ BENCHES = [
     Bench("check_data_speed", ["--lines", "50000"]),
     Bench("log_latency", ["--seconds", "6"], needs="chromium"),
     Bench("synthesis_speed", ["--lengths", "32", "128", "256", "--repeats", "3"]),  # 40-80 s on 2 busy cores
+    Bench("synthesis_speed_v2", ["--lengths", "32", "128", "256", "--repeats", "3"]),  # about 1 minute on 2 busy cores
     Bench("synthesis_speed_v25", ["--codes", "64", "--steps", "10", "--repeats", "3"]),  # about 30 s on 2 busy cores
     Bench("checkpoint_digest", ["--mb", "128", "--repeats", "2"]),
     Bench("tokens_per_char_v25", ["--merges", "1000", "2000"]),

@@ -57,12 +57,12 @@ def test_choices_list_base_models_and_every_checkpoint_with_its_step(trained):
     base_v2 = f"base:{DemoV2Paths.under(trained.root).config}"
     assert list(choices)[:2] == [base, base_v2]
     assert (choices[base].kind, choices[base].version) == ("base", "1.5")
-    assert choices[base_v2].version == "2" and "no synthesis yet" in choices[base_v2].label
+    assert choices[base_v2].version == "2" and "(IndexTTS2)" in choices[base_v2].label
     steps = {Path(key).name: (c.kind, c.step, c.version) for key, c in choices.items() if Path(key).parent == runs}
     assert steps == {"latest.pth": ("latest", 4, "1.5"), "best.pth": ("best", 4, "1.5"),
                      "model_step4.pth": ("step", 4, "1.5"), "model_step2.pth": ("step", 2, "1.5")}
     v2_latest = choices[str(v2_runs / "latest.pth")]
-    assert (v2_latest.step, v2_latest.version) == (2, "2") and "IndexTTS2: no synthesis yet" in v2_latest.label
+    assert (v2_latest.step, v2_latest.version) == (2, "2")
     assert listen.default_pair(list(choices.values())) == (base, str(runs / "latest.pth"))
 
 
@@ -88,9 +88,11 @@ def test_each_side_uses_its_own_tokenizer_config_and_vocoder(trained):
 
 def test_models_that_cannot_speak_say_why_in_one_line(trained, tmp_path):
     v2 = DemoV2Paths.under(trained.root)
-    for key in (f"base:{v2.config}", str(v2.output_dir / "latest.pth")):
-        spec = listen.resolve_model(key, trained.root)
-        assert spec.version == "2" and "IndexTTS-1.5-only" in spec.problem and "\n" not in spec.problem
+    broken = tmp_path / "IndexTTS-2"  # a download folder without its S2Mel
+    shutil.copytree(v2.config.parent, broken)
+    (broken / "s2mel.pth").unlink()
+    spec = listen.resolve_model(f"base:{broken / 'config.yaml'}", trained.root)
+    assert spec.version == "2" and str(broken / "s2mel.pth") in spec.problem and "\n" not in spec.problem
 
     missing_vocoder = listen.resolve_model(f"base:{trained.config}", trained.root, "nope.pth")
     assert missing_vocoder.problem == f"{missing_vocoder.label}: vocoder not found: {trained.root / 'nope.pth'}"
@@ -253,6 +255,13 @@ def test_reference_choices_offer_audio_prompts_but_not_mels(trained, tmp_path):
                                                    f"validation prompt {rows[0]['id']} ({rows[0]['speaker']})"]
     assert choices[0][0].startswith("generated:") and choices[2][1] == str(prompt)
 
+    v2 = DemoV2Paths.under(trained.root)  # an IndexTTS2 paired manifest: its prompts' audio, each file once
+    pairs = [json.loads(line) for line in v2.val_manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
+    expected = list(dict.fromkeys(str(v2.val_manifest.parent / p["prompt_audio_path"]) for p in pairs))
+    v2_choices = reference_voices.reference_choices(workspace, [v2.val_manifest])[2:]
+    assert [path for _, path in v2_choices] == expected and all(Path(path).is_file() for path in expected)
+    assert v2_choices[0][0] == f"validation prompt {pairs[0]['prompt_id']} ({pairs[0]['speaker']}), IndexTTS2 data"
+
 
 # -- training samples -------------------------------------------------------------------------------------
 
@@ -372,12 +381,47 @@ def test_base_and_fine_tuned_side_by_side(ctx, trained):
     assert again[2] == gr.skip() and again[5] == gr.skip()  # a tick with nothing new sends no audio
 
 
-def test_a_v2_pick_says_v15_only_and_starts_nothing(ctx, trained):
+def test_each_v2_side_speaks_through_its_download_folder(trained):
     v2 = DemoV2Paths.under(trained.root)
-    view = tab_test.start_test(ctx, *_form(ctx, str(v2.output_dir / "latest.pth"), ""))
-    assert "nothing started" in view.message
-    assert "CANNOT RUN" in view.sides["A"].status and "IndexTTS-1.5-only" in view.sides["A"].status
-    assert view.sides["B"].status == "" and view.sides["B"].detail == "not run" and not view.running
+    base = listen.resolve_model(f"base:{v2.config}", trained.root)
+    assert (base.version, base.model_dir, base.checkpoint, base.tokenizer, base.vocoder, base.problem) == (
+        "2", v2.config.parent, v2.base_checkpoint, v2.config.parent / "bpe.model", None, None)
+    tuned = listen.resolve_model(str(v2.output_dir / "latest.pth"), trained.root, "ignored_for_v2.pth")
+    assert (tuned.model_dir, tuned.tokenizer, tuned.vocoder, tuned.problem) == (
+        v2.config.parent, v2.extended_tokenizer, None, None)
+    assert tuned.describe(trained.root).startswith(
+        "checkpoint v2/runs/demo/latest.pth · tokenizer tokenizers/amharic_extended.model · IndexTTS2 folder "
+        "v2/checkpoints")
+    emotion = listen.EmotionChoice(steps=4, reference=Path("/e.wav"), alpha=0.4)
+    argv = listen.synthesis_argv("py", tuned, "ሰላም", Path("/r.wav"), Path("/o.wav"), Path("/o.json"),
+                                 listen.DecodeChoice(mode="greedy"), "cpu", emotion)
+    assert argv == ["py", "-m", "trainer.synthesize", "--model-dir", str(v2.config.parent), "--checkpoint",
+                    str(tuned.checkpoint), "--tokenizer", str(v2.extended_tokenizer), "--reference", "/r.wav",
+                    "--text", "ሰላም", "--out", "/o.wav", "--json", "/o.json", "--decode", "greedy", "--steps", "4",
+                    "--emotion-reference", "/e.wav", "--emotion-alpha", "0.4", "--device", "cpu"]
+    for values, expected in (((0, None, 1.0), "S2Mel steps must be >= 1"), ((25, None, 1.5), "alpha must be in")):
+        with pytest.raises(listen.ListenError, match=expected):
+            listen.emotion_choice(*values)
+
+
+def test_v2_base_and_fine_tuned_side_by_side_with_an_emotion_reference(ctx, trained):
+    v2 = DemoV2Paths.under(trained.root)
+    emotion = sorted((v2.train_manifest.parent / "wavs").glob("*.wav"))[-1]
+    tuned = str(v2.output_dir / "latest.pth")
+    view = tab_test.start_test(ctx, *_form(ctx, f"base:{v2.config}", tuned), 3, str(emotion), 0.5)
+    assert "STARTED" in view.message, view.message
+    assert wait_until(lambda: not tab_test.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
+    view = tab_test.poll_test(ctx)
+    commands = view.command.split("\n# B\n")
+    assert f"--model-dir {v2.config.parent} " in commands[0] and f"--checkpoint {v2.base_checkpoint} " in commands[0]
+    assert f"--checkpoint {tuned} " in commands[1] and f"--tokenizer {v2.extended_tokenizer}" in commands[1]
+    assert all("--steps 3 --emotion-reference " in c and "--emotion-alpha 0.5" in c for c in commands)
+    for side in ("A", "B"):
+        side_view = view.sides[side]
+        assert 'data-tone="ok"' in side_view.status and "22050 Hz" in side_view.status, side_view.status
+        info = soundfile.info(str(side_view.wav))
+        assert info.samplerate == 22050 and info.frames > 0
+    assert (view.sides["A"].wav.parent / "emotion_reference.wav").is_file()  # staged for the job
 
 
 def test_form_errors_start_nothing(ctx, trained):

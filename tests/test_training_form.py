@@ -123,8 +123,9 @@ def test_indextts2_demo_preset_matches_the_v2_demo_workspace(demo_workspace) -> 
     demo = trainer_options.parse_argv(v2.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "max_steps", "learning_rate", "batch_size", "warmup_steps", "log_interval", "val_interval",
-                 "save_interval", "device", "amp"):
+                 "save_interval", "device", "amp", "sample_model_dir"):
         assert values[name] == demo[name], name
+    assert values["sample_model_dir"] == str(v2.config.parent)  # the demo IndexTTS2 speaks at every save
     assert values["resume"] == "" and round_trip(values) == values
 
 
@@ -133,11 +134,16 @@ def test_what_the_form_offers_follows_the_model_version() -> None:
     assert tf.field_label(option("train_manifest"), "2") == "--train-manifest * (IndexTTS2 paired manifest)"
     assert tf.field_label(option("val_manifest"), "1.5") == "--val-manifest (IndexTTS-1.5 codes manifest)"
     assert tf.field_label(option("train_manifest"), None) == "--train-manifest *"
+    assert not tf.applies(option("vocoder"), "2") and tf.applies(option("vocoder"), "1.5")
+    assert tf.field_info(option("vocoder"), "2") == tf.NOT_FOR_V2 and "\n" not in tf.NOT_FOR_V2
+    assert tf.field_info(option("vocoder"), "1.5") == option("vocoder").help
+    for name in ("sample_model_dir", "sample_steps"):  # IndexTTS2's samples
+        assert tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
+        assert tf.field_info(option(name), "1.5") == tf.NOT_FOR_V15 and tf.field_info(option(name), "2") == option(name).help
     for name in tf.SAMPLE_OPTIONS:
-        assert not tf.applies(option(name), "2") and tf.applies(option(name), "1.5") and tf.applies(option(name), None)
-        assert tf.field_info(option(name), "2") == tf.NOT_FOR_V2 and "\n" not in tf.NOT_FOR_V2
-        assert tf.field_info(option(name), "1.5") == option(name).help
+        assert tf.applies(option(name), None)
     assert all(tf.applies(o, "2") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.V25_ONLY_OPTIONS))
+    assert all(tf.applies(o, "1.5") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.V25_ONLY_OPTIONS))
 
 
 def test_form_yaml_round_trip_and_train_config(tmp_path: Path) -> None:

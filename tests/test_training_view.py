@@ -188,12 +188,13 @@ def test_the_config_decides_the_version_badge_and_the_fields(demo_workspace, tmp
     assert 'data-version="2"' in badge and "IndexTTS2 GPT" in badge and 'data-tone="ok"' in badge
     assert fields["train_manifest"]["label"] == "--train-manifest * (IndexTTS2 paired manifest)"
     assert fields["vocoder"]["interactive"] is False and "not used for IndexTTS2" in fields["vocoder"]["info"]
+    assert fields["sample_model_dir"]["interactive"] and fields["sample_steps"]["interactive"]
 
     badge, *updates = version_view(str(demo_workspace.config))
     fields = dict(zip(VERSIONED, updates))
     assert 'data-version="1.5"' in badge and "IndexTTS-1.5 GPT" in badge
     assert fields["val_manifest"]["label"] == "--val-manifest (IndexTTS-1.5 codes manifest)"
-    assert all(fields[name]["interactive"] for name in ("vocoder", "sample_texts", "sample_every"))
+    assert fields["vocoder"]["interactive"] and not fields["sample_model_dir"]["interactive"]
 
     newer = tmp_path / "config_25.yaml"
     newer.write_text(demo_workspace.config.read_text(encoding="utf-8") + "\nversion: 2.5\n", encoding="utf-8")

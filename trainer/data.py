@@ -95,6 +95,7 @@ class PairItem:
     num_codes: int  # target_code_len: the codes file is cut to it
     condition: Path
     emo_vec: Path
+    prompt_audio: Path | None = None  # the prompt's audio (prompt_audio_path), when the manifest names one
 
     @property
     def length(self) -> int:
@@ -256,7 +257,8 @@ def _load_pair(entry: PairEntry, _tokenizer: TextTokenizer, limits: DataLimits) 
     facts = item_files.inspect_pair(entry.text_ids, entry.text_len, entry.codes, entry.code_len, entry.condition,
                                     entry.emo_vec, limits)
     return PairItem(id=entry.id, where=entry.where, text_ids=facts.text_ids, codes=entry.codes,
-                    num_codes=facts.num_codes, condition=entry.condition, emo_vec=entry.emo_vec), 0
+                    num_codes=facts.num_codes, condition=entry.condition, emo_vec=entry.emo_vec,
+                    prompt_audio=entry.prompt_audio), 0
 
 
 # ----- loading items --------------------------------------------------------------------------------

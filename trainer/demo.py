@@ -209,8 +209,9 @@ data/          train.jsonl / val.jsonl codes manifests of real Amharic sentences
 runs/          training output directories.
 recordings/    two demo recordings for the Data tab's "Recordings -> clips" (ingest): story.wav with its subtitles
                story.srt, and interview.wav without (sliced by voice activity). A speech-like sound, not speech.
-v2/            the same for IndexTTS2: checkpoints/ (a tiny v2 GPT, and a tiny random w2v-BERT folder, its stats
-               and a semantic codec for data preparation), data/ (community-format paired manifests
+v2/            the same for IndexTTS2: checkpoints/ (a whole tiny IndexTTS2 download folder, all random: the v2 GPT,
+               w2v-bert-2.0/, its stats, the semantic codec, CAMPPlus, S2Mel, the emotion matrices and a BigVGAN v2;
+               it speaks noise through the real path), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), audio/
                (synthetic speech + .txt transcripts the Data tab prepares into pairs), runs/.
 v25/           the same for IndexTTS-2.5: checkpoints/ (a whole tiny 2.5 download folder: config.yaml with

@@ -7,8 +7,12 @@ Written under ``<workspace>/v2/`` next to the IndexTTS-1.5 demo, sharing its tok
   features (int32 ids and codes, float32 ``[32, dim]`` speaker latents and ``[dim]`` emotion vector);
 - ``v2/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: paired manifests (the community trainer's format:
   the prompt is another utterance of the same speaker);
-- ``v2/checkpoints/{w2v-bert/,wav2vec2bert_stats.pt,semantic_codec.pth}`` and ``v2/audio/<speaker>/*.wav + .txt``:
-  tiny random audio models and synthetic speech for IndexTTS2 data preparation (``trainer.demo_v2_audio``).
+- ``v2/checkpoints/{w2v-bert-2.0/,wav2vec2bert_stats.pt,semantic_codec/}`` and ``v2/audio/<speaker>/*.wav + .txt``:
+  tiny random audio models and synthetic speech for IndexTTS2 data preparation (``trainer.demo_v2_audio``);
+- the rest of an IndexTTS2 download folder in ``v2/checkpoints/`` (S2Mel, CAMPPlus, emotion matrices, BigVGAN v2;
+  ``trainer.demo_v2_synthesis``), so ``networks.indextts2.load_indextts2(v2/checkpoints)`` loads every network
+  and IndexTTS2 speaks (noise) on a CPU: samples at saves, the Test tab;
+- ``v2/data/wavs/<id>.wav``: synthetic audio of the validation utterances (their prompts' voices for samples).
 
 Codes are derived from the text as in the v1.5 demo, and each speaker has its own latents, so the loss
 visibly falls within a minute of CPU training.
@@ -26,7 +30,14 @@ import torch
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from trainer.demo_data import SPEAKERS, codes_for_text, demo_train_argv, stable_int, write_npy
-from trainer.demo_v2_audio import PrepKit, demo_audio_sections, write_demo_audio, write_prep_kit
+from trainer.demo_v2_audio import (
+    PrepKit,
+    demo_audio_sections,
+    synthetic_voice,
+    write_demo_audio,
+    write_prep_kit,
+)
+from trainer.demo_v2_synthesis import synthesis_sections, write_synthesis_kit
 
 V2_MODEL_DIM = 64
 V2_LATENTS = 32
@@ -55,6 +66,7 @@ def demo_config_v2(number_text_tokens: int) -> dict:
         "semantic_codec": codec_section,
         "gpt_checkpoint": "gpt.pth",
         "w2v_stat": "wav2vec2bert_stats.pt",
+        **synthesis_sections(),
         "version": 2.0,
     }
 
@@ -86,9 +98,15 @@ class DemoV2Paths:
     def exists(self) -> bool:
         return all(p.is_file() for p in (self.config, self.base_checkpoint, self.train_manifest, self.val_manifest))
 
+    def synthesis_ready(self) -> bool:
+        """Whether ``checkpoints/`` is a whole download folder (demos from before IndexTTS2 synthesis are not)."""
+        folder = self.config.parent
+        return (folder / "s2mel.pth").is_file() and (folder / "bigvgan" / "config.json").is_file()
+
     def train_argv(self, max_steps: int = 200) -> list[str]:
+        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
         return demo_train_argv(self.train_manifest, self.val_manifest, self.extended_tokenizer, self.config,
-                               self.base_checkpoint, self.output_dir, max_steps)
+                               self.base_checkpoint, self.output_dir, max_steps, samples)
 
 
 def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
@@ -115,6 +133,7 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
     atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
     write_prep_kit(paths.config.parent, seed)
+    write_synthesis_kit(paths.config.parent, V2_MODEL_DIM, seed)
     write_demo_audio(paths.audio, sentences, SPEAKERS)
 
     data = paths.train_manifest.parent
@@ -130,6 +149,7 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "text_len": int(ids.size),
                            "code_len": int(codes.size), "duration": round(codes.size / CODES_HZ, 3)})
     val_ids = {u["id"] for u in utterances[:n_val]}
+    _write_wavs(data / "wavs", utterances[:n_val])
 
     def pairs(group: list[dict]) -> list[str]:
         lines = []
@@ -152,3 +172,16 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     atomic_write_text(paths.train_manifest,
                       "\n".join(pairs([u for u in utterances if u["id"] not in val_ids])) + "\n")
     return paths
+
+
+def _write_wavs(folder: Path, utterances: list[dict]) -> None:
+    """Short synthetic audio of the validation utterances (their pairs' prompt and target audio)."""
+    import soundfile
+
+    from trainer.demo_v2_audio import SAMPLE_RATE
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for utterance in utterances:
+        seconds = min(2.0, max(0.8, float(utterance["duration"])))
+        audio = synthetic_voice(utterance["speaker"], utterance["text"], seconds)
+        soundfile.write(str(folder / f"{utterance['id']}.wav"), audio, SAMPLE_RATE, subtype="PCM_16")

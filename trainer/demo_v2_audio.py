@@ -2,10 +2,11 @@
 
 Written under ``<workspace>/v2/`` (all random, built in well under a second, about 2 MB):
 
-- ``checkpoints/w2v-bert/``: a w2v-BERT 2.0 of ``DEMO_SEMANTIC_DIM`` channels and 17 layers (IndexTTS2 reads
+- ``checkpoints/w2v-bert-2.0/``: a w2v-BERT 2.0 of ``DEMO_SEMANTIC_DIM`` channels and 17 layers (IndexTTS2 reads
   layer 17), saved with ``save_pretrained`` beside the SeamlessM4T preprocessor settings, as a downloaded
   ``facebook/w2v-bert-2.0`` folder looks;
-- ``checkpoints/wav2vec2bert_stats.pt`` (``{"mean", "var"}``) and ``checkpoints/semantic_codec.pth``;
+- ``checkpoints/wav2vec2bert_stats.pt`` (``{"mean", "var"}``) and ``checkpoints/semantic_codec/model.safetensors``
+  (the file names of an IndexTTS2 download folder: ``trainer.demo_v2_synthesis`` adds the rest of one);
 - ``audio/<speaker>/<utt>.wav`` + ``.txt``: a few seconds of synthetic voiced sound per speaker (a pitch and
   spectral tilt of its own, syllable-like bursts), with real Amharic transcripts: the input the Data tab's
   IndexTTS2 preparation turns into pairs.
@@ -53,8 +54,9 @@ class PrepKit:
 
     @classmethod
     def under(cls, checkpoints: Path) -> PrepKit:
-        return cls(w2v_bert=checkpoints / "w2v-bert", w2v_stats=checkpoints / "wav2vec2bert_stats.pt",
-                   codec=checkpoints / "semantic_codec.pth")
+        # the names an IndexTTS2 download folder uses (networks.indextts2), so the same files serve synthesis
+        return cls(w2v_bert=checkpoints / "w2v-bert-2.0", w2v_stats=checkpoints / "wav2vec2bert_stats.pt",
+                   codec=checkpoints / "semantic_codec" / "model.safetensors")
 
     def exists(self) -> bool:
         return (self.w2v_bert / "config.json").is_file() and self.w2v_stats.is_file() and self.codec.is_file()
@@ -62,6 +64,8 @@ class PrepKit:
 
 def write_prep_kit(checkpoints: Path, seed: int, semantic_dim: int = DEMO_SEMANTIC_DIM) -> PrepKit:
     """Random w2v-BERT folder, stats and semantic codec of width ``semantic_dim`` (tests use other widths)."""
+    from safetensors.torch import save as save_safetensors
+
     from networks.frontends.seamless_features import build_feature_extractor
     from networks.semantic_codec import SemanticCodec, SemanticCodecConfig
     from networks.w2v_bert import build_w2v_bert
@@ -77,7 +81,8 @@ def write_prep_kit(checkpoints: Path, seed: int, semantic_dim: int = DEMO_SEMANT
     atomic_write_with(kit.w2v_stats, lambda handle: torch.save(stats, handle))
     codec = SemanticCodec(SemanticCodecConfig.from_section({**CODEC_SECTION, "hidden_size": semantic_dim}))
     state = {key: value.detach().clone().contiguous() for key, value in codec.state_dict().items()}
-    atomic_write_with(kit.codec, lambda handle: torch.save({"model": state}, handle))
+    kit.codec.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_with(kit.codec, lambda handle: handle.write(save_safetensors(state)))
     return kit
 
 

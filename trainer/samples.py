@@ -4,11 +4,20 @@ What is spoken: ``--sample-texts`` (one text per line) or, by default, the first
 validation transcripts (in the training language); with whose voice: the first validation item's prompt.
 Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves differ only by the weights.
 
-Each sample is ``<output-dir>/samples/step_<N>/<NN>_<id>.wav`` (24 kHz), TensorBoard audio under
-``samples/<NN>`` and one ``sample`` event in ``metrics.jsonl``. Checkpoint rotation never touches
-``samples/``. Synthesis runs under ``no_grad`` on a private generator and restores the model's train mode,
-so the training RNG streams, the data position and the weights are exactly as without samples (a resumed
-run stays bitwise exact). A failure is reported as a warning and a ``sample`` event with ``error``:
+- IndexTTS-1.5 (``--vocoder bigvgan_generator.pth``): GPT + BigVGAN, 24 kHz; the voice is the first
+  validation prompt (its cond_mel or cond_audio).
+- IndexTTS2 (``--sample-model-dir``, a download folder): the live GPT with the folder's w2v-BERT, semantic
+  codec, CAMPPlus, S2Mel (``--sample-steps`` flow-matching steps, default 10 against inference's 25: a save's
+  samples take a fraction of the time and still show what the GPT learned) and BigVGAN v2, 22.05 kHz; the voice
+  (and emotion) is the audio of the first validation pair's prompt (``prompt_audio_path``); the CFM noise is
+  seeded. The folder's networks are loaded once, at the first sample, on the training device (its own
+  ``gpt.pth`` is not read: the live GPT speaks).
+
+Each sample is ``<output-dir>/samples/step_<N>/<NN>_<id>.wav``, TensorBoard audio under ``samples/<NN>`` and one
+``sample`` event in ``metrics.jsonl``. Checkpoint rotation never touches ``samples/``. Synthesis runs under
+``no_grad`` on private generators (networks are built with the global RNG forked) and restores the model's
+train mode, so the training RNG streams, the data position and the weights are exactly as without samples (a
+resumed run stays bitwise exact). A failure is reported as a warning and a ``sample`` event with ``error``:
 training goes on.
 
 ``sample_plan(...)`` decides whether samples will be made and why not; the run plan shows it.
@@ -26,6 +35,7 @@ import torch
 
 DEFAULT_SAMPLE_COUNT = 3
 SAMPLE_SEED = 1234
+W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # used when the download folder has no w2v-bert-2.0/ (as upstream does)
 
 
 @dataclass
@@ -36,6 +46,11 @@ class SamplePlan:
     texts: list[tuple[str, list[int] | str]] = field(default_factory=list)  # (name, text ids or raw text)
     reference: Path | None = None  # a prompt mel .npy or audio file from the validation set
     vocoder: Any = None  # the loaded BigVGAN (cpu)
+    version: str = "1.5"
+    model_dir: Path | None = None  # IndexTTS2: the download folder
+    w2v_bert: str | None = None  # IndexTTS2: None (the folder's w2v-bert-2.0/) or the hub model id
+    steps: int = 10  # IndexTTS2: S2Mel flow-matching steps
+    nets: Any = None  # IndexTTS2: the folder's networks, loaded at the first sample
 
 
 def _read_texts(path: Path) -> list[str]:
@@ -52,12 +67,13 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_
         from trainer.samples_v25 import sample_plan_v25
 
         return sample_plan_v25(opts, config, val_items, _sample_texts(opts, val_items), _when(opts))
+    if version == "2":
+        return _sample_plan_v2(opts, config, val_items)
     vocoder_path = str(opts.get("vocoder") or "").strip()
     if not vocoder_path:
         return SamplePlan(False, "no samples: give --vocoder (bigvgan_generator.pth) to hear the model at every save")
     if version != "1.5":
-        return SamplePlan(False, "no samples: IndexTTS2 synthesis (S2Mel and its vocoder) is not "
-                                 "in this studio's training samples yet; --vocoder is ignored for these runs")
+        return SamplePlan(False, "no samples: --vocoder is IndexTTS-1.5's, ignored for this run")
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.vocoder_loading import load_vocoder
 
@@ -100,6 +116,51 @@ def _sample_texts(opts: dict[str, Any], val_items: list[Any]
     return f"the first {len(texts)} validation transcript(s)", texts
 
 
+def _sample_plan_v2(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
+    """IndexTTS2: the download folder's files are checked here (cheap); its networks load at the first sample."""
+    folder_text = str(opts.get("sample_model_dir") or "").strip()
+    if not folder_text:
+        ignored = "; --vocoder is IndexTTS-1.5's, ignored here" if str(opts.get("vocoder") or "").strip() else ""
+        return SamplePlan(False, "no samples: give --sample-model-dir (an IndexTTS2 download folder: S2Mel, "
+                                 f"BigVGAN v2, w2v-BERT...) to hear the model at every save{ignored}")
+    from networks.indextts2 import W2V_BERT_FOLDER, IndexTTS2FilesError, resolve_files
+
+    folder = Path(folder_text)
+    w2v_bert = None if (folder / W2V_BERT_FOLDER).is_dir() else W2V_BERT_HUB_ID
+    try:
+        _files, folder_config = resolve_files(folder, w2v_bert=w2v_bert, need_gpt=False)
+    except (IndexTTS2FilesError, ValueError) as exc:
+        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {' '.join(str(exc).split())}")
+    mismatch = _width_mismatch(config.get("gpt") or {}, folder_config.get("gpt") or {})
+    if mismatch:
+        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {mismatch}")
+    references = [item for item in val_items
+                  if getattr(item, "prompt_audio", None) is not None and Path(item.prompt_audio).is_file()]
+    if not references:
+        return SamplePlan(False, "no samples: IndexTTS2 samples need a validation manifest whose prompts have audio "
+                                 "(prompt_audio_path; the first one is the voice)")
+    texts = _sample_texts(opts, val_items)
+    if isinstance(texts, SamplePlan):
+        return texts
+    source, chosen = texts
+    steps = int(opts.get("sample_steps") or 10)
+    hub = f", w2v-BERT {W2V_BERT_HUB_ID} (downloaded once)" if w2v_bert else ""
+    return SamplePlan(True, f"samples at {_when(opts)}: {source}, voice of {references[0].id}, IndexTTS2 "
+                            f"{folder} ({steps} S2Mel steps{hub})",
+                      texts=chosen, reference=Path(references[0].prompt_audio), version="2", model_dir=folder,
+                      w2v_bert=w2v_bert, steps=steps)
+
+
+def _width_mismatch(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
+    """Why the folder's S2Mel and codec cannot take this run's GPT (None: they fit)."""
+    for key, default, what in (("model_dim", 1280, "its S2Mel takes GPT latents"),
+                               ("semantic_dim", 1024, "its semantic codec gives features")):
+        mine, theirs = int(run_gpt.get(key, default)), int(folder_gpt.get(key, default))
+        if mine != theirs:
+            return f"{what} {theirs} wide but this run's GPT has gpt.{key} {mine}: not the same IndexTTS2 model"
+    return None
+
+
 def _reference_input(path: Path) -> Any:
     if path.suffix == ".npy":
         from data_tools.npy import read_npy
@@ -118,7 +179,7 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
     started = time.perf_counter()
     folder = out_dir / "samples" / f"step_{step}"
     try:
-        speak = plan.speaker(model, tokenizer) if hasattr(plan, "speaker") else _speaker_v15(plan, model, tokenizer)
+        speak = _speaker(plan)(plan, model, tokenizer)
         files: list[dict[str, Any]] = []
         folder.mkdir(parents=True, exist_ok=True)
         for index, (name, text) in enumerate(plan.texts):
@@ -138,6 +199,15 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
     metrics.event("sample", step, epoch, dir=str(folder), files=files, seconds=seconds)
 
 
+def _speaker(plan: SamplePlan) -> Any:
+    """The function that makes ``speak(text)`` for the plan's model version."""
+    if plan.version == "2.5":
+        from trainer.samples_v25 import speaker_v25
+
+        return speaker_v25
+    return _speaker_v2 if plan.version == "2" else _speaker_v15
+
+
 def _speaker_v15(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
     """text (raw or ids) -> SynthResult with IndexTTS-1.5's GPT + BigVGAN."""
     from trainer.synthesis.generation import DecodeSettings
@@ -154,6 +224,50 @@ def _speaker_v15(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> An
         return synth.synthesize_ids(text, reference, settings)
 
     return speak
+
+
+def _speaker_v2(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
+    """text (raw or ids) -> SynthResultV2 with the live GPT and the download folder's other networks."""
+    from dataclasses import replace
+
+    from trainer.synthesis.generation import DecodeSettings
+    from trainer.synthesis.pipeline_v2 import MelSettings, SynthesizerV2
+
+    device = next(model.parameters()).device
+    if plan.nets is None:
+        plan.nets = _load_folder(plan, device)
+    synth = SynthesizerV2(replace(plan.nets, gpt=model), tokenizer)
+    settings, mel = DecodeSettings(seed=SAMPLE_SEED), MelSettings(steps=plan.steps, seed=SAMPLE_SEED)
+    assert plan.reference is not None
+    voice = synth.prepare_voice(plan.reference)  # the live GPT's conditioning: recomputed at every save
+    emotion = synth.emotion_vector(voice)
+
+    def speak(text: list[int] | str) -> Any:
+        if isinstance(text, str):
+            return synth.synthesize(text, voice, None, settings, mel, emotion_vector=emotion)
+        return synth.synthesize_ids([text], voice, None, settings, mel, emotion_vector=emotion)
+
+    return speak
+
+
+def _load_folder(plan: SamplePlan, device: torch.device) -> Any:
+    """The download folder's networks (no GPT), built on the CPU with the global RNG forked, then moved."""
+    from dataclasses import replace
+
+    from networks.indextts2 import load_indextts2
+    from trainer.synthesis.errors import SynthesisError
+
+    assert plan.model_dir is not None
+    try:
+        with torch.random.fork_rng(devices=[]):
+            nets = load_indextts2(plan.model_dir, w2v_bert=plan.w2v_bert, load_gpt_weights=False, device="cpu")
+    except (ValueError, FileNotFoundError) as exc:  # the networks' one-line refusals
+        raise SynthesisError(f"--sample-model-dir {plan.model_dir}: {' '.join(str(exc).split())}") from None
+    if device.type == "cpu":
+        return nets
+    moved = {name: getattr(nets, name).to(device)
+             for name in ("semantic", "codec", "campplus", "s2mel", "vocoder", "spk_matrix", "emo_matrix")}
+    return replace(nets, **moved)
 
 
 def _safe(name: str) -> str:

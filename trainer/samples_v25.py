@@ -18,24 +18,16 @@ from typing import Any
 
 import torch
 
-from trainer.samples import SAMPLE_SEED, SamplePlan
+from trainer.samples import SAMPLE_SEED, W2V_BERT_HUB_ID, SamplePlan
 
-W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # upstream's fetch when the folder holds no w2v-bert-2.0/
 DEFAULT_SAMPLE_STEPS = 10
 
 
 @dataclass
 class SamplePlanV25(SamplePlan):
-    """A 2.5 plan: the download folder, its w2v-BERT, the steps, the language; networks loaded lazily."""
+    """A 2.5 plan (``version`` "2.5"; ``nets`` are the folder's IndexTTS25Networks) and the voice's language."""
 
-    folder: Path | None = None
-    w2v_bert_source: str | None = None  # None: the folder's w2v-bert-2.0/
-    cfm_steps: int = DEFAULT_SAMPLE_STEPS
     language: str = ""
-    networks: Any = None  # networks.indextts25.IndexTTS25Networks, at the first sample
-
-    def speaker(self, model: torch.nn.Module, tokenizer: Any) -> Any:
-        return speaker_v25(self, model, tokenizer)
 
 
 def width_mismatch_v25(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
@@ -81,30 +73,30 @@ def sample_plan_v25(opts: dict[str, Any], config: dict[str, Any], val_items: lis
     language = str(getattr(references[0], "language", "") or "")
     return SamplePlanV25(True, f"samples at {when}: {source}, voice of {references[0].id}, IndexTTS-2.5 {folder} "
                                f"({steps} S2Mel steps{hub})",
-                         texts=chosen, reference=Path(references[0].prompt_audio), folder=folder,
-                         w2v_bert_source=w2v_bert, cfm_steps=steps, language=language)
+                         texts=chosen, reference=Path(references[0].prompt_audio), version="2.5", model_dir=folder,
+                         w2v_bert=w2v_bert, steps=steps, language=language)
 
 
-def _load_networks(plan: SamplePlanV25, device: torch.device) -> Any:
+def _load_networks(plan: SamplePlan, device: torch.device) -> Any:
     """The folder's networks (no GPT), built on the CPU with the global RNG forked, then moved."""
     from dataclasses import replace
 
     from networks.indextts25 import IndexTTS25FilesError, load_indextts25
     from trainer.synthesis.errors import SynthesisError
 
-    assert plan.folder is not None
+    assert plan.model_dir is not None
     try:
         with torch.random.fork_rng(devices=[]):
-            nets = load_indextts25(plan.folder, w2v_bert=plan.w2v_bert_source, load_gpt_weights=False, device="cpu")
+            nets = load_indextts25(plan.model_dir, w2v_bert=plan.w2v_bert, load_gpt_weights=False, device="cpu")
     except (IndexTTS25FilesError, ValueError, FileNotFoundError) as exc:
-        raise SynthesisError(f"--sample-model-dir {plan.folder}: {' '.join(str(exc).split())}") from None
+        raise SynthesisError(f"--sample-model-dir {plan.model_dir}: {' '.join(str(exc).split())}") from None
     if device.type == "cpu":
         return nets
     moved = {name: getattr(nets, name).to(device) for name in ("semantic", "codec", "campplus", "s2mel", "vocoder")}
     return replace(nets, **moved)
 
 
-def speaker_v25(plan: SamplePlanV25, model: torch.nn.Module, tokenizer: Any) -> Any:
+def speaker_v25(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
     """text (raw or ids) -> SynthResultV2 with the live 2.5 GPT and the download folder's other networks."""
     from dataclasses import replace
 
@@ -112,12 +104,12 @@ def speaker_v25(plan: SamplePlanV25, model: torch.nn.Module, tokenizer: Any) -> 
     from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
 
     device = next(model.parameters()).device
-    if plan.networks is None:
-        plan.networks = _load_networks(plan, device)
-    language = plan.language or None
-    synth = SynthesizerV25(replace(plan.networks, gpt=model), tokenizer, language=language)
+    if plan.nets is None:
+        plan.nets = _load_networks(plan, device)
+    language = getattr(plan, "language", "") or None
+    synth = SynthesizerV25(replace(plan.nets, gpt=model), tokenizer, language=language)
     settings = DecodeSettings(seed=SAMPLE_SEED)
-    mel = MelSettings25(steps=plan.cfm_steps, seed=SAMPLE_SEED, duration_factor=1.0)
+    mel = MelSettings25(steps=plan.steps, seed=SAMPLE_SEED, duration_factor=1.0)
     assert plan.reference is not None
     voice = synth.prepare_voice(plan.reference)  # CAM++ style through the live spk_emb_proj: every save
     emotion = synth.emotion_vector(voice)

@@ -11,7 +11,9 @@ JSON report it writes.
   (latest, best, step files), from file names and the runs' ``train_config.yaml`` only (cheap).
 - :func:`resolve_model` turns a picked choice into the files synthesis needs: a checkpoint of ours uses
   the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
-  base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``.
+  base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``
+  (IndexTTS-1.5). An IndexTTS2 model speaks through the download folder its config.yaml sits in (S2Mel,
+  BigVGAN v2, w2v-BERT, ...; ``networks.indextts2``), with its S2Mel steps and emotion (:class:`EmotionChoice`).
 - :func:`synthesis_argv` builds the exact command; :func:`side_result` reads the job's outcome.
 """
 
@@ -33,8 +35,8 @@ ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without it
 RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*")
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml")
 TRAIN_CONFIG = "train_config.yaml"
-V2_NO_SYNTHESIS = ("an IndexTTS2 model: synthesis in this studio is IndexTTS-1.5-only for now "
-                   "(IndexTTS2 needs its S2Mel stage and vocoder, which are not here yet)")
+W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)
+DEFAULT_V2_STEPS = 25  # S2Mel flow-matching steps (inference's default)
 KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}
 MAX_PLAY_BYTES = 64 * 1024 * 1024  # a player gets at most this much audio (a sample is a few hundred KB)
 DECODE_MODES = ("greedy", "beam", "sample")
@@ -85,17 +87,18 @@ class ModelSpec:
     vocoder: Path | None
     version: str
     notes: tuple[str, ...] = ()
+    model_dir: Path | None = None  # IndexTTS2: the download folder (the config's folder)
     adapter: bool = True  # False: a LoRA checkpoint's base weights alone
 
     @property
     def problem(self) -> str | None:
         """Why this model cannot be spoken with (None: it can)."""
-        if self.version == "2":
-            return f"{self.label} is {V2_NO_SYNTHESIS}"
         if self.tokenizer is None:
             return f"{self.label}: no tokenizer found (the checkpoint records none and the config names none)"
         if not self.tokenizer.is_file():
             return f"{self.label}: tokenizer not found: {self.tokenizer}"
+        if self.version == "2":
+            return self._folder_problem()
         if self.vocoder is None:
             return (f"{self.label}: the config {self.config} names no bigvgan_checkpoint: give a vocoder "
                     "(bigvgan_generator.pth)")
@@ -103,13 +106,38 @@ class ModelSpec:
             return f"{self.label}: vocoder not found: {self.vocoder}"
         return None
 
+    def _folder_problem(self) -> str | None:
+        """Why the IndexTTS2 download folder cannot speak (a file or config key missing), cheaply."""
+        from networks.indextts2 import IndexTTS2FilesError, resolve_files
+
+        if self.model_dir is None:
+            return f"{self.label}: no IndexTTS2 download folder"
+        try:
+            resolve_files(self.model_dir, w2v_bert=self.w2v_bert, need_gpt=False)
+        except (IndexTTS2FilesError, ValueError) as exc:
+            return f"{self.label}: {one_line(exc)}"
+        return None
+
+    @property
+    def w2v_bert(self) -> str | None:
+        """IndexTTS2: None (the folder's w2v-bert-2.0/) or the hub model id when the folder has none."""
+        from networks.indextts2 import W2V_BERT_FOLDER
+
+        if self.model_dir is None or (self.model_dir / W2V_BERT_FOLDER).is_dir():
+            return None
+        return W2V_BERT_HUB_ID
+
     def describe(self, root: Path | None = None) -> str:
         """One line for the tab: which files (relative to ``root`` where inside it)."""
         def show(path: Path | None) -> str:
             return "-" if path is None else _relative(path, root) if root is not None else str(path)
 
-        parts = [f"checkpoint {show(self.checkpoint)}", f"tokenizer {show(self.tokenizer)}",
-                 f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
+        parts = [f"checkpoint {show(self.checkpoint)}", f"tokenizer {show(self.tokenizer)}"]
+        if self.version == "2":
+            parts += [f"IndexTTS2 folder {show(self.model_dir)}"]
+            parts += [f"w2v-BERT {self.w2v_bert}"] if self.w2v_bert else []
+        else:
+            parts += [f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
         return " · ".join(parts + list(self.notes))
 
 
@@ -210,8 +238,6 @@ def _run_choices(output_dir: Path, workspace: Path, versions: dict[Path, str]) -
             except OSError:
                 continue
         label = f"{where} · {summary.path.name}" + (f" (step {step})" if step is not None else "")
-        if version == "2":
-            label += " · IndexTTS2: no synthesis yet"
         choices.append(ModelChoice(str(summary.path), label, summary.kind, step, version))
         if lora:
             choices.append(ModelChoice(ADAPTER_OFF_PREFIX + str(summary.path), label + " · LoRA adapter off",
@@ -236,8 +262,6 @@ def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None 
     version = _config_version(config, versions if versions is not None else {})
     name = "IndexTTS2" if version == "2" else "IndexTTS-1.5" if version == "1.5" else "unknown version"
     label = f"base model · {_relative(config.parent, workspace)} ({name})"
-    if version == "2":
-        label += " · no synthesis yet"
     return ModelChoice(BASE_PREFIX + str(config), label, "base", None, version)
 
 
@@ -273,10 +297,11 @@ def _resolve_base(config: Path, vocoder: Path | None) -> ModelSpec:
     if checkpoint is None:
         raise ListenError(f"{config} names no gpt_checkpoint: the base model is unknown")
     dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
+    version = model_variant(loaded, str(config)).version
     return ModelSpec(label=f"base model {config.parent.name}/{checkpoint.name}", checkpoint=checkpoint, config=config,
                      tokenizer=_beside(config, dataset.get("bpe_model")),
-                     vocoder=vocoder or _beside(config, loaded.get("bigvgan_checkpoint")),
-                     version=model_variant(loaded, str(config)).version)
+                     vocoder=None if version == "2" else vocoder or _beside(config, loaded.get("bigvgan_checkpoint")),
+                     version=version, model_dir=config.parent if version == "2" else None)
 
 
 def _checkpoint_config(path: Path, ckpt: Mapping[str, Any]) -> Path:
@@ -334,6 +359,9 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
     finally:
         del ckpt  # drop the mapped file
     label = f"{path.parent.name}/{path.name}" + (f" (step {step})" if step is not None else "")
+    if version == "2":
+        return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer, vocoder=None,
+                         version=version, notes=tuple(notes), model_dir=config.parent)
     return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer,
                      vocoder=vocoder or _beside(config, loaded.get("bigvgan_checkpoint")), version=version,
                      notes=tuple(notes))
@@ -412,6 +440,36 @@ def decode_choice(mode: str | None, num_beams: float | None, temperature: float 
     return choice
 
 
+@dataclass(frozen=True)
+class EmotionChoice:
+    """IndexTTS2 only: the S2Mel steps and the emotion (the speaker's own, or a reference blended by alpha)."""
+
+    steps: int = DEFAULT_V2_STEPS
+    reference: Path | None = None  # staged emotion reference audio (None: the voice's own emotion)
+    alpha: float = 1.0
+
+    def flags(self) -> list[str]:
+        flags = ["--steps", str(self.steps)]
+        if self.reference is not None:
+            flags += ["--emotion-reference", str(self.reference), "--emotion-alpha", f"{self.alpha:g}"]
+        return flags
+
+
+def emotion_choice(steps: float | None, reference: str | Path | None, alpha: float | None) -> EmotionChoice:
+    """Form values -> EmotionChoice (reference not yet staged); raises ListenError naming what is wrong."""
+    try:
+        count = int(steps if steps is not None else DEFAULT_V2_STEPS)
+        weight = float(alpha if alpha is not None else 1.0)
+    except (TypeError, ValueError) as exc:
+        raise ListenError(f"IndexTTS2 settings: {one_line(exc)}") from None
+    if count < 1:
+        raise ListenError(f"IndexTTS2 settings: S2Mel steps must be >= 1, got {count}")
+    if not 0.0 <= weight <= 1.0:
+        raise ListenError(f"IndexTTS2 settings: emotion alpha must be in [0, 1], got {weight:g}")
+    text = str(reference or "").strip()
+    return EmotionChoice(count, typed_path(text, "emotion reference") if text else None, weight)
+
+
 def clean_text(text: str | None) -> str:
     """The text to speak: lines joined by spaces (one utterance per side); raises ListenError when empty."""
     joined = " ".join(line.strip() for line in (text or "").splitlines() if line.strip())
@@ -421,17 +479,25 @@ def clean_text(text: str | None) -> str:
 
 
 def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out: Path, report: Path,
-                   decode: DecodeChoice, device: str = "auto") -> list[str]:
-    """The exact ``python -m trainer.synthesize`` command for one side."""
-    argv = [python, "-m", "trainer.synthesize", "--checkpoint", str(spec.checkpoint), "--config", str(spec.config),
-            "--tokenizer", str(spec.tokenizer)]
-    if spec.vocoder is not None:
-        argv += ["--vocoder", str(spec.vocoder)]
+                   decode: DecodeChoice, device: str = "auto", emotion: EmotionChoice | None = None) -> list[str]:
+    """The exact ``python -m trainer.synthesize`` command for one side (``emotion``: IndexTTS2 only)."""
+    if spec.version == "2":
+        assert spec.model_dir is not None
+        argv = [python, "-m", "trainer.synthesize", "--model-dir", str(spec.model_dir), "--checkpoint",
+                str(spec.checkpoint), "--tokenizer", str(spec.tokenizer)]
+        argv += ["--w2v-bert", spec.w2v_bert] if spec.w2v_bert else []
+    else:
+        argv = [python, "-m", "trainer.synthesize", "--checkpoint", str(spec.checkpoint), "--config",
+                str(spec.config), "--tokenizer", str(spec.tokenizer)]
+        if spec.vocoder is not None:
+            argv += ["--vocoder", str(spec.vocoder)]
     if not spec.adapter:
         argv.append("--no-adapter")
     argv += ["--reference", str(reference), "--text", text, "--out", str(out), "--json", str(report),
-             *decode.flags(), "--device", device]
-    return argv
+             *decode.flags()]
+    if spec.version == "2":
+        argv += (emotion or EmotionChoice()).flags()
+    return [*argv, "--device", device]
 
 
 def new_results_dir(jobs_root: Path, keep: int = KEEP_RESULTS) -> Path:
@@ -452,11 +518,11 @@ def new_results_dir(jobs_root: Path, keep: int = KEEP_RESULTS) -> Path:
     return folder
 
 
-def stage_reference(source: Path, folder: Path) -> Path:
+def stage_reference(source: Path, folder: Path, name: str = "reference") -> Path:
     """Copy the chosen reference into the job's folder, so the job never depends on the upload cache."""
     if not source.is_file():
-        raise ListenError(f"reference audio not found: {source}")
-    target = folder / f"reference{source.suffix.lower() or '.wav'}"
+        raise ListenError(f"{name.replace('_', ' ')} audio not found: {source}")
+    target = folder / f"{name}{source.suffix.lower() or '.wav'}"
     shutil.copyfile(source, target)
     return target
 
@@ -557,7 +623,8 @@ def side_result(status: Any) -> SideResult:
 
 
 def audio_bytes(path: Path | None) -> bytes | None:
-    """The file's bytes for a player (served as they are: the 24 kHz header is kept); None when unusable."""
+    """The file's bytes for a player (served as they are: the header's rate, 24 or 22.05 kHz, is kept); None when
+    unusable."""
     if path is None:
         return None
     try:

@@ -74,10 +74,36 @@ def default_reference(workspace: Path | str) -> tuple[str, Path]:
     return "generated: a tone with noise (no voice; upload a real reference)", tone_path
 
 
+def _pair_prompts(manifest: Path, limit: int, known: set[str]) -> list[tuple[str, str]]:
+    """(label, path) of the prompt audio files of an IndexTTS2 paired manifest that exist (each file once)."""
+    from data_tools.manifest import ManifestError, iter_lines
+    from data_tools.pairs_manifest import parse_pair_line
+
+    found: list[tuple[str, str]] = []
+    for lineno, raw in iter_lines(manifest):
+        if len(found) >= limit:
+            break
+        if isinstance(raw, ManifestError):
+            continue
+        try:
+            entry = parse_pair_line(raw, manifest, lineno)
+        except ManifestError:
+            continue
+        if entry is None or entry.prompt_audio is None or str(entry.prompt_audio) in known:
+            continue
+        if entry.prompt_audio.is_file():
+            known.add(str(entry.prompt_audio))
+            speaker = f" ({entry.speaker})" if entry.speaker else ""
+            found.append((f"validation prompt {entry.prompt_id or entry.id}{speaker}, IndexTTS2 data",
+                          str(entry.prompt_audio)))
+    return found
+
+
 def reference_choices(workspace: Path | str, val_manifests: Iterable[Path | str] = ()) -> list[tuple[str, str]]:
     """(label, path) of reference voices to pick: audio under ``references/`` (the generated one first) and
-    validation prompts that are audio files (``cond_audio``; a prompt mel .npy is not audio and is left out)."""
-    from data_tools.manifest import ManifestEntry, ManifestError, iter_manifest
+    validation prompts that are audio files (``cond_audio``; a prompt mel .npy is not audio and is left out; of an
+    IndexTTS2 paired manifest, its prompts' ``prompt_audio_path``)."""
+    from data_tools.manifest import FORMAT_V2, ManifestEntry, ManifestError, iter_manifest, manifest_format
 
     label, generated = default_reference(workspace)
     choices = [(label, str(generated))]
@@ -88,6 +114,9 @@ def reference_choices(workspace: Path | str, val_manifests: Iterable[Path | str]
             choices.append((f"references/{path.name}", str(path)))
     for manifest in val_manifests:
         try:
+            if manifest_format(manifest) == FORMAT_V2:
+                choices += _pair_prompts(Path(manifest), MAX_REFERENCES - len(choices), {p for _, p in choices})
+                continue
             for entry in iter_manifest(manifest):
                 if len(choices) >= MAX_REFERENCES:
                     return choices

@@ -118,7 +118,8 @@ def samples_gallery(saves: Sequence[SampleSave], step: int | None = None) -> Gal
     """The players for ``step`` (None: the newest save); missing files are skipped and named in the note."""
     steps = [save.step for save in saves]
     if not saves:
-        return Gallery([], None, note="no samples yet: they are spoken at each save when the run has a vocoder")
+        return Gallery([], None, note="no samples yet: they are spoken at each save when the run has a --vocoder "
+                                               "(IndexTTS-1.5) or a --sample-model-dir (IndexTTS2)")
     chosen = next((save for save in saves if save.step == step), saves[0])
     if chosen.error:
         return Gallery(steps, chosen.step, note=f"samples at step {chosen.step} failed: {chosen.error}")

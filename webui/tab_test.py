@@ -2,7 +2,8 @@
 
 Pick any base model or checkpoint of the workspace's runs for each side, type a text (Amharic works;
 paste is fine), choose a reference voice (a generated stand-in, audio under ``references/``, a validation
-prompt that is an audio file, or an upload), and decoding settings. Each side runs as its own supervised
+prompt that is an audio file, or an upload), and decoding settings; IndexTTS2 models also take the S2Mel steps
+and an emotion reference blended by alpha (IndexTTS-1.5 sides ignore them). Each side runs as its own supervised
 job (``python -m trainer.synthesize ... --json report.json``, jobs ``test_a`` / ``test_b``), never in the UI
 process; the players show the result with its length and real-time factor, or one line saying why not.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ import gradio as gr
 from webui.listen import (
     DECODE_MODES,
     DEFAULT_TEXT,
+    DEFAULT_V2_STEPS,
     DEVICES,
     ListenError,
     SideResult,
@@ -32,6 +34,7 @@ from webui.listen import (
     clean_text,
     decode_choice,
     default_pair,
+    emotion_choice,
     model_choices,
     new_results_dir,
     resolve_model,
@@ -147,7 +150,8 @@ def poll_test(ctx: StudioContext, message: str = "") -> TestView:
 def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: str | None,
                reference: str | None, upload: str | None, mode: str | None, num_beams: float | None,
                temperature: float | None, top_k: float | None, top_p: float | None, seed: float | None,
-               vocoder: str | None, device: str | None) -> TestView:
+               vocoder: str | None, device: str | None, v2_steps: float | None = DEFAULT_V2_STEPS,
+               emotion_reference: str | None = None, emotion_alpha: float | None = 1.0) -> TestView:
     """Check the form, then start one synthesis job per picked side (in parallel)."""
     from webui.supervisor import RunAlreadyActive
 
@@ -159,6 +163,11 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
             raise ListenError("pick a model for A (and B to compare)")
         spoken = clean_text(text)
         decode = decode_choice(mode, num_beams, temperature, top_k, top_p, seed)
+        emotion = emotion_choice(v2_steps, emotion_reference, emotion_alpha)
+        if emotion.reference is not None:
+            emotion_source = emotion.reference if emotion.reference.is_absolute() else ctx.workspace / emotion.reference
+            if not emotion_source.is_file():
+                raise ListenError(f"emotion reference audio not found: {emotion_source}")
         device = device or "auto"
         if device not in DEVICES and not device.startswith("cuda:"):
             raise ListenError(f"device must be one of {', '.join(DEVICES)} (or cuda:N), got {device!r}")
@@ -171,6 +180,8 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
             raise ListenError(f"reference audio not found: {source}")
         folder = new_results_dir(ctx.job_dir(TEST_JOB))
         staged = stage_reference(source, folder)
+        if emotion.reference is not None:
+            emotion = replace(emotion, reference=stage_reference(emotion_source, folder, "emotion_reference"))
     except (ListenError, OSError) as exc:
         return poll_test(ctx, message_html(str(exc)))
     current: dict[str, Any] = {"folder": str(folder), "text": spoken, "reference": str(source), "sides": {}}
@@ -185,7 +196,7 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
             if spec.problem:
                 raise ListenError(spec.problem)
             argv = synthesis_argv(ctx.python, spec, spoken, staged, folder / f"{side}.wav", folder / f"{side}.json",
-                                  decode, device)
+                                  decode, device, emotion)
             entry["run_id"] = ctx.run_background(side_job(side), argv).poll().run_id
             started.append(side)
         except (ListenError, RunAlreadyActive, RuntimeError, OSError) as exc:
@@ -269,7 +280,9 @@ def _pickers(workspace: Path) -> SimpleNamespace:
 
 
 def _inputs(ctx: StudioContext) -> SimpleNamespace:
-    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest])
+    from trainer.demo_v2 import DemoV2Paths
+
+    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest, DemoV2Paths.under(ctx.workspace).val_manifest])
     text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
                       elem_id="test-text")
     with gr.Row():
@@ -291,11 +304,21 @@ def _inputs(ctx: StudioContext) -> SimpleNamespace:
             top_p = gr.Number(value=0.8, minimum=0.01, maximum=1.0, step=0.05, label="Top-p (sample; 1 = off)",
                               elem_id="test-top-p")
         with gr.Row():
-            vocoder = gr.Textbox(value="", label="Vocoder (empty: each config's bigvgan_checkpoint)",
+            vocoder = gr.Textbox(value="", label="Vocoder (IndexTTS-1.5; empty: each config's bigvgan_checkpoint)",
                                  elem_id="test-vocoder", scale=3)
             device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", elem_id="test-device", scale=1)
+    with gr.Accordion("IndexTTS2: S2Mel steps and emotion", open=False):
+        with gr.Row():
+            v2_steps = gr.Number(value=DEFAULT_V2_STEPS, precision=0, minimum=1, label="S2Mel steps (fewer: faster, "
+                                 "rougher)", elem_id="test-v2-steps", scale=1)
+            emotion_alpha = gr.Slider(minimum=0.0, maximum=1.0, value=1.0, step=0.05, label="Emotion alpha (0: the "
+                                      "voice's own emotion, 1: the emotion reference's)", elem_id="test-emotion-alpha",
+                                      scale=2)
+        emotion_reference = gr.Audio(sources=["upload", "microphone"], type="filepath", elem_id="test-emotion-reference",
+                                     label="Emotion reference (optional; empty: the reference voice's own emotion)")
     return SimpleNamespace(text=text, reference=reference, upload=upload, mode=mode, num_beams=num_beams, seed=seed,
-                           temperature=temperature, top_k=top_k, top_p=top_p, vocoder=vocoder, device=device)
+                           temperature=temperature, top_k=top_k, top_p=top_p, vocoder=vocoder, device=device,
+                           v2_steps=v2_steps, emotion_reference=emotion_reference, emotion_alpha=emotion_alpha)
 
 
 def _side_column(side: str) -> tuple[Any, Any, Any]:
@@ -347,7 +370,8 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
 
     i = inputs
     players.start.click(on_start, inputs=[picks.model_a, picks.model_b, i.text, i.reference, i.upload, i.mode,
-                                          i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device],
+                                          i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device,
+                                          i.v2_steps, i.emotion_reference, i.emotion_alpha],
                         outputs=[*outputs, timer])
     players.stop.click(on_stop, inputs=players.shown, outputs=[*outputs, timer])
     timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden")
@@ -364,7 +388,8 @@ def build(ctx: StudioContext) -> None:
     """Lay out the Test tab (called by the shell inside ``with gr.Tab("Test")``)."""
     gr.Markdown("### Listen: two models, the same text, the same voice\n"
                 "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
-                "the browser). IndexTTS2 models cannot speak here yet: synthesis is IndexTTS-1.5-only.")
+                "the browser). IndexTTS-1.5 speaks through BigVGAN at 24 kHz; IndexTTS2 through the download folder "
+                "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below.")
     picks = _pickers(ctx.workspace)
     inputs = _inputs(ctx)
     players = _players()

@@ -1,0 +1,113 @@
+"""The rest of a tiny IndexTTS2 download folder in the demo workspace, so IndexTTS2 speaks on a CPU at once.
+
+``trainer.demo_v2_audio`` writes the w2v-BERT folder, its stats and the semantic codec (data preparation needs
+them too); this module adds what only synthesis needs, all random and tiny, under the real file names
+(``networks.indextts2``), built in well under a second:
+
+- ``s2mel.pth`` (``{"net": ...}``: CFM/DiT, length regulator, gpt_layer) from ``S2MEL_SECTION``;
+- ``campplus_cn_common.bin`` (CAMPPlus of ``CAMPPLUS_SIZES``), ``feat1.pt`` / ``feat2.pt`` (speaker and emotion
+  matrices, ``sum(EMO_NUM)`` rows);
+- ``bigvgan/config.json`` + ``bigvgan/bigvgan_generator.pt``: a BigVGAN v2 of 32 initial channels and one
+  resblock kernel (3 upsampling stages of 8 x 8 x 4 = 256 samples per frame at 22050 Hz), the cheap part.
+
+``synthesis_sections(gpt_dim)`` gives the config.yaml keys that name and size them. ``networks.indextts2.
+load_indextts2(<workspace>/v2/checkpoints)`` then loads the whole folder; it speaks noise through the real path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from data_tools.fileio import atomic_write_text, atomic_write_with
+from trainer.demo_v2_audio import DEMO_SEMANTIC_DIM
+
+CAMPPLUS_SIZES = {"embedding_size": 24, "growth_rate": 8, "bn_size": 2, "init_channels": 16}
+EMO_NUM = [2, 3, 1, 2, 1, 2, 2, 3]  # rows per emotion in feat1/feat2 (upstream: 3, 17, 2, 8, 4, 5, 10, 24)
+S2MEL_FILE = "s2mel.pth"
+CAMPPLUS_FILE = "campplus_cn_common.bin"
+SPK_MATRIX_FILE = "feat1.pt"
+EMO_MATRIX_FILE = "feat2.pt"
+BIGVGAN_DIR = "bigvgan"
+VOCODER_POST_GAIN = 1e-3
+BIGVGAN_CONFIG = {
+    "resblock": "1", "upsample_rates": [8, 8, 4], "upsample_kernel_sizes": [16, 16, 8],
+    "upsample_initial_channel": 32, "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]],
+    "use_tanh_at_final": False, "use_bias_at_final": False, "activation": "snakebeta", "snake_logscale": True,
+    "num_mels": 80, "n_fft": 1024, "hop_size": 256, "win_size": 1024, "sampling_rate": 22050, "fmin": 0,
+    "fmax": None,
+}
+
+
+def s2mel_section() -> dict[str, Any]:
+    """A small ``s2mel:`` section of upstream's layout (22050 Hz, 80 mels, hop 256)."""
+    return {
+        "preprocess_params": {"sr": 22050, "spect_params": {"n_fft": 1024, "win_length": 1024, "hop_length": 256,
+                                                            "n_mels": 80, "fmin": 0, "fmax": "None"}},
+        "dit_type": "DiT", "reg_loss_type": "l1",
+        "style_encoder": {"dim": CAMPPLUS_SIZES["embedding_size"]},
+        "length_regulator": {"channels": 32, "is_discrete": False, "in_channels": DEMO_SEMANTIC_DIM,
+                             "content_codebook_size": 64, "sampling_ratios": [1, 1], "vector_quantize": False,
+                             "n_codebooks": 1, "quantizer_dropout": 0.0, "f0_condition": False, "n_f0_bins": 512},
+        "DiT": {"hidden_dim": 32, "num_heads": 2, "depth": 3, "class_dropout_prob": 0.1, "block_size": 8192,
+                "in_channels": 80, "style_condition": True, "final_layer_type": "wavenet", "target": "mel",
+                "content_dim": 32, "content_codebook_size": 64, "content_type": "discrete", "f0_condition": False,
+                "n_f0_bins": 512, "content_codebooks": 1, "is_causal": False, "long_skip_connection": True,
+                "zero_prompt_speech_token": False, "time_as_token": False, "style_as_token": False,
+                "uvit_skip_connection": True, "add_resblock_in_transformer": False},
+        "wavenet": {"hidden_dim": 32, "num_layers": 2, "kernel_size": 5, "dilation_rate": 1, "p_dropout": 0.2,
+                    "style_condition": True},
+    }
+
+
+def synthesis_sections() -> dict[str, Any]:
+    """The config.yaml keys of the synthesis networks (file names relative to the config's folder)."""
+    return {"s2mel": s2mel_section(), "campplus": dict(CAMPPLUS_SIZES), "emo_num": list(EMO_NUM),
+            "s2mel_checkpoint": S2MEL_FILE, "spk_matrix": SPK_MATRIX_FILE, "emo_matrix": EMO_MATRIX_FILE}
+
+
+def _save(path: Path, payload: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_with(path, lambda handle: torch.save(payload, handle))
+
+
+def _plain(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {key: value.detach().clone().contiguous() for key, value in module.state_dict().items()}
+
+
+def audible(vocoder: torch.nn.Module, post_gain: float = VOCODER_POST_GAIN) -> torch.nn.Module:
+    """Scale a random vocoder's weight-normed convs to unit gain (as the v1.5 demo vocoder does), so it speaks
+    audible noise instead of near silence; ``post_gain`` keeps the noise well below full scale."""
+    from networks.bigvgan import WeightNormConv
+
+    with torch.no_grad():
+        for module in vocoder.modules():
+            if isinstance(module, WeightNormConv):
+                fan_in = module.weight_v[0].numel() if not module.transposed else module.weight_v.size(0)
+                module.weight_g.fill_((1.0 / fan_in) ** 0.5 * module.weight_v[0].numel() ** 0.5)
+        vocoder.conv_post.weight_g.mul_(post_gain)
+    return vocoder
+
+
+def write_synthesis_kit(checkpoints: Path, gpt_dim: int, seed: int) -> list[Path]:
+    """Random S2Mel, CAMPPlus, emotion matrices and BigVGAN v2 into ``checkpoints`` (the download folder)."""
+    from networks.bigvgan_v2 import BigVGANV2Spec, build_bigvgan_v2
+    from networks.campplus import CAMPPlus
+    from networks.s2mel import S2Mel
+
+    torch.manual_seed(seed)
+    s2mel = S2Mel.from_config(s2mel_section(), gpt_dim=gpt_dim)
+    _save(checkpoints / S2MEL_FILE, {"net": {part: _plain(getattr(s2mel, part)) for part in s2mel.net_parts}})
+    _save(checkpoints / CAMPPLUS_FILE, _plain(CAMPPlus(**CAMPPLUS_SIZES)))
+    rows = sum(EMO_NUM)
+    generator = torch.Generator().manual_seed(seed + 2)
+    _save(checkpoints / SPK_MATRIX_FILE, torch.randn(rows, CAMPPLUS_SIZES["embedding_size"], generator=generator))
+    _save(checkpoints / EMO_MATRIX_FILE, 0.1 * torch.randn(rows, gpt_dim, generator=generator))
+    vocoder = audible(build_bigvgan_v2(BigVGANV2Spec.from_config(BIGVGAN_CONFIG, "demo bigvgan config")))
+    bigvgan = checkpoints / BIGVGAN_DIR
+    _save(bigvgan / "bigvgan_generator.pt", {"generator": _plain(vocoder)})
+    atomic_write_text(bigvgan / "config.json", json.dumps(BIGVGAN_CONFIG, indent=2) + "\n")
+    return [checkpoints / name for name in (S2MEL_FILE, CAMPPLUS_FILE, SPK_MATRIX_FILE, EMO_MATRIX_FILE, BIGVGAN_DIR)]
