@@ -333,7 +333,9 @@ def test_indextts25_presets_and_fields(demo_workspace) -> None:
     for name in tf.V25_ONLY_OPTIONS:
         assert tf.applies(option(name), "2.5") and tf.applies(option(name), None)
         assert not tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
-        assert tf.field_info(option(name), "1.5") == tf.NOT_FOR_V25
-    for name in tf.SAMPLE_OPTIONS:
-        assert not tf.applies(option(name), "2.5") and tf.field_info(option(name), "2.5") == tf.NOT_FOR_V25
+        assert tf.field_info(option(name), "1.5") == tf.NOT_SCHEME
+    for name in ("sample_model_dir", "sample_steps"):  # 2.5 speaks samples through a download folder, as v2
+        assert tf.applies(option(name), "2.5") and tf.field_info(option(name), "2.5") == option(name).help
+    assert not tf.applies(option("vocoder"), "2.5") and tf.field_info(option("vocoder"), "2.5") == tf.NOT_FOR_V25
+    assert values["sample_model_dir"] == str(ws.config.parent) == demo["sample_model_dir"]  # the demo speaks
     assert tf.field_label(option("train_manifest"), "2.5") == "--train-manifest * (IndexTTS-2.5 paired manifest)"

@@ -5,10 +5,12 @@
 second:
 
 - ``codec.pth`` (``{"model": ...}``): the 2.5 codec (``networks.codec25``) of ``DEMO_SEMANTIC_DIM`` channels;
-- ``s2mel.pth`` (``{"net": ...}``): CFM/DiT and length regulator, built without ``gpt_layer`` as 2.5 does;
+- ``s2mel.pth`` (``{"net": ...}``): the IndexTTS2 demo's CFM/DiT and length regulator (``trainer.demo_v2_synthesis``)
+  with a 192-wide style, built without ``gpt_layer`` as 2.5 does;
 - ``campplus_cn_common.bin``: a CAMPPlus of few channels whose embedding is 192 wide (the GPT's ``spk_emb_proj``
   and S2Mel's style input read 192);
-- ``bigvgan/config.json`` + ``bigvgan/bigvgan_generator.pt``: a BigVGAN v2 of 32 initial channels (22050 Hz);
+- ``bigvgan/config.json`` + ``bigvgan/bigvgan_generator.pt``: the IndexTTS2 demo's BigVGAN v2 (32 initial
+  channels, 22050 Hz, audible noise);
 - ``w2v-bert-2.0/`` (``save_pretrained`` + the SeamlessM4T preprocessor settings) and ``wav2vec2bert_stats.pt``.
 
 ``synthesis_sections_v25()`` gives the config.yaml keys that size them (and the GPT's ``semantic_dim`` /
@@ -26,43 +28,22 @@ import torch
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from trainer.demo_v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, W2V_BERT_SETTINGS
+from trainer.demo_v2_synthesis import BIGVGAN_CONFIG, BIGVGAN_DIR, CAMPPLUS_FILE, audible, s2mel_section
+from trainer.demo_v2_synthesis import CAMPPLUS_SIZES as V2_CAMPPLUS_SIZES
 
 SPEAKER_STYLE_DIM = 192  # CAM++'s embedding: the 2.5 GPT's spk_emb_proj input (fixed) and S2Mel's style
-CAMPPLUS_SIZES = {"embedding_size": SPEAKER_STYLE_DIM, "growth_rate": 8, "bn_size": 2, "init_channels": 16}
+CAMPPLUS_SIZES = {**V2_CAMPPLUS_SIZES, "embedding_size": SPEAKER_STYLE_DIM}
 CODEC_FILE = "codec.pth"
 S2MEL_FILE = "s2mel.pth"
-CAMPPLUS_FILE = "campplus_cn_common.bin"
 STATS_FILE = "wav2vec2bert_stats.pt"
 W2V_BERT_DIR = "w2v-bert-2.0"
-BIGVGAN_DIR = "bigvgan"
-BIGVGAN_CONFIG = {
-    "resblock": "1", "upsample_rates": [8, 8, 4], "upsample_kernel_sizes": [16, 16, 8],
-    "upsample_initial_channel": 32, "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]],
-    "use_tanh_at_final": False, "use_bias_at_final": False, "activation": "snakebeta", "snake_logscale": True,
-    "num_mels": 80, "n_fft": 1024, "hop_size": 256, "win_size": 1024, "sampling_rate": 22050, "fmin": 0,
-    "fmax": None,
-}
 
 
 def s2mel_section_v25() -> dict[str, Any]:
-    """A small ``s2mel:`` section of upstream's layout (22050 Hz, 80 mels, hop 256) reading the codec's width."""
-    return {
-        "preprocess_params": {"sr": 22050, "spect_params": {"n_fft": 1024, "win_length": 1024, "hop_length": 256,
-                                                            "n_mels": 80, "fmin": 0, "fmax": "None"}},
-        "dit_type": "DiT", "reg_loss_type": "l1",
-        "style_encoder": {"dim": SPEAKER_STYLE_DIM},
-        "length_regulator": {"channels": 32, "is_discrete": False, "in_channels": DEMO_SEMANTIC_DIM,
-                             "content_codebook_size": 64, "sampling_ratios": [1, 1], "vector_quantize": False,
-                             "n_codebooks": 1, "quantizer_dropout": 0.0, "f0_condition": False, "n_f0_bins": 512},
-        "DiT": {"hidden_dim": 32, "num_heads": 2, "depth": 3, "class_dropout_prob": 0.1, "block_size": 8192,
-                "in_channels": 80, "style_condition": True, "final_layer_type": "wavenet", "target": "mel",
-                "content_dim": 32, "content_codebook_size": 64, "content_type": "discrete", "f0_condition": False,
-                "n_f0_bins": 512, "content_codebooks": 1, "is_causal": False, "long_skip_connection": True,
-                "zero_prompt_speech_token": False, "time_as_token": False, "style_as_token": False,
-                "uvit_skip_connection": True, "add_resblock_in_transformer": False},
-        "wavenet": {"hidden_dim": 32, "num_layers": 2, "kernel_size": 5, "dilation_rate": 1, "p_dropout": 0.2,
-                    "style_condition": True},
-    }
+    """The IndexTTS2 demo's S2Mel section with a 192-wide style (2.5 builds it without gpt_layer)."""
+    section = s2mel_section()
+    section["style_encoder"] = {"dim": SPEAKER_STYLE_DIM}
+    return section
 
 
 def gpt_widths_v25() -> dict[str, int]:
@@ -106,7 +87,7 @@ def write_synthesis_kit_v25(checkpoints: Path, seed: int) -> None:
         s2mel = S2Mel.from_config(s2mel_section_v25(), with_gpt_layer=False)
         _save(checkpoints / S2MEL_FILE, {"net": {part: _plain(getattr(s2mel, part)) for part in s2mel.net_parts}})
         _save(checkpoints / CAMPPLUS_FILE, _plain(CAMPPlus(**CAMPPLUS_SIZES)))
-        vocoder = build_bigvgan_v2(BigVGANV2Spec.from_config(BIGVGAN_CONFIG, "demo bigvgan config"))
+        vocoder = audible(build_bigvgan_v2(BigVGANV2Spec.from_config(BIGVGAN_CONFIG, "demo bigvgan config")))
         _save(checkpoints / BIGVGAN_DIR / "bigvgan_generator.pt", {"generator": _plain(vocoder)})
         atomic_write_text(checkpoints / BIGVGAN_DIR / "config.json", json.dumps(BIGVGAN_CONFIG, indent=2) + "\n")
         w2v = build_w2v_bert(W2V_BERT_SETTINGS)

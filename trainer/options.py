@@ -134,9 +134,9 @@ OPTIONS: tuple[Option, ...] = (
          minimum=1),
     _opt("vocoder", "path", "", "IndexTTS-1.5 BigVGAN (bigvgan_generator.pth) to speak samples at saves with "
          "(empty: no samples)", GROUP_LOGGING),
-    _opt("sample_model_dir", "path", "", "IndexTTS2 download folder (config.yaml, s2mel.pth, bigvgan/, "
+    _opt("sample_model_dir", "path", "", "IndexTTS2 or IndexTTS-2.5 download folder (config.yaml, s2mel.pth, bigvgan/, "
          "w2v-bert-2.0/, ...) to speak samples at saves with (empty: no samples)", GROUP_LOGGING),
-    _opt("sample_steps", "int", 10, "S2Mel flow-matching steps of IndexTTS2 samples at saves (inference's default "
+    _opt("sample_steps", "int", 10, "S2Mel flow-matching steps of IndexTTS2 / 2.5 samples at saves (inference's default "
          "is 25: fewer is faster and rougher)", GROUP_LOGGING, minimum=1),
     _opt("sample_texts", "path", "", "texts to speak at saves, one per line (empty: the first 3 validation "
          "transcripts)", GROUP_LOGGING),

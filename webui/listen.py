@@ -32,11 +32,14 @@ from data_tools.paths import PathError, expand_text
 
 BASE_PREFIX = "base:"
 ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without its adapters (--no-adapter)
-RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*")
-BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml")
+RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v25/runs/*/*")
+BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml", "v25/checkpoints/config.yaml")
+FOLDER_VERSIONS = ("2", "2.5")  # versions that speak through a download folder (the config's folder)
+VERSION_NAMES = {"1.5": "IndexTTS-1.5", "2": "IndexTTS2", "2.5": "IndexTTS-2.5"}
 TRAIN_CONFIG = "train_config.yaml"
 W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)
-DEFAULT_V2_STEPS = 25  # S2Mel flow-matching steps (inference's default)
+DEFAULT_V2_STEPS = 25
+MAX_DURATION_FACTOR = 10.0  # trainer.synthesis.pipeline_v25.MelSettings25's bound  # S2Mel flow-matching steps (inference's default)
 KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}
 MAX_PLAY_BYTES = 64 * 1024 * 1024  # a player gets at most this much audio (a sample is a few hundred KB)
 DECODE_MODES = ("greedy", "beam", "sample")
@@ -87,7 +90,7 @@ class ModelSpec:
     vocoder: Path | None
     version: str
     notes: tuple[str, ...] = ()
-    model_dir: Path | None = None  # IndexTTS2: the download folder (the config's folder)
+    model_dir: Path | None = None  # IndexTTS2 / IndexTTS-2.5: the download folder (the config's folder)
     adapter: bool = True  # False: a LoRA checkpoint's base weights alone
 
     @property
@@ -97,7 +100,7 @@ class ModelSpec:
             return f"{self.label}: no tokenizer found (the checkpoint records none and the config names none)"
         if not self.tokenizer.is_file():
             return f"{self.label}: tokenizer not found: {self.tokenizer}"
-        if self.version == "2":
+        if self.version in FOLDER_VERSIONS:
             return self._folder_problem()
         if self.vocoder is None:
             return (f"{self.label}: the config {self.config} names no bigvgan_checkpoint: give a vocoder "
@@ -107,25 +110,33 @@ class ModelSpec:
         return None
 
     def _folder_problem(self) -> str | None:
-        """Why the IndexTTS2 download folder cannot speak (a file or config key missing), cheaply."""
-        from networks.indextts2 import IndexTTS2FilesError, resolve_files
+        """Why the IndexTTS2 / 2.5 download folder cannot speak (a file or config key missing), cheaply."""
+        if self.version == "2.5":
+            from networks.indextts25 import IndexTTS25FilesError as FilesError
+            from networks.indextts25 import resolve_files
+        else:
+            from networks.indextts2 import IndexTTS2FilesError as FilesError  # type: ignore[assignment]
+            from networks.indextts2 import resolve_files  # type: ignore[assignment]
 
         if self.model_dir is None:
-            return f"{self.label}: no IndexTTS2 download folder"
+            return f"{self.label}: no {VERSION_NAMES[self.version]} download folder"
         try:
             resolve_files(self.model_dir, w2v_bert=self.w2v_bert, need_gpt=False)
-        except (IndexTTS2FilesError, ValueError) as exc:
+        except (FilesError, ValueError) as exc:
             return f"{self.label}: {one_line(exc)}"
         return None
 
     @property
     def w2v_bert(self) -> str | None:
-        """IndexTTS2: None (the folder's w2v-bert-2.0/) or the hub model id when the folder has none."""
+        """None (the folder's w2v-bert-2.0/, for 2.5 also under hf_cache/) or the hub model id when it has none."""
         from networks.indextts2 import W2V_BERT_FOLDER
 
-        if self.model_dir is None or (self.model_dir / W2V_BERT_FOLDER).is_dir():
+        if self.model_dir is None:
             return None
-        return W2V_BERT_HUB_ID
+        places = [self.model_dir / W2V_BERT_FOLDER]
+        if self.version == "2.5":
+            places.append(self.model_dir / "hf_cache" / W2V_BERT_FOLDER)
+        return None if any(place.is_dir() for place in places) else W2V_BERT_HUB_ID
 
     def describe(self, root: Path | None = None) -> str:
         """One line for the tab: which files (relative to ``root`` where inside it)."""
@@ -133,8 +144,8 @@ class ModelSpec:
             return "-" if path is None else _relative(path, root) if root is not None else str(path)
 
         parts = [f"checkpoint {show(self.checkpoint)}", f"tokenizer {show(self.tokenizer)}"]
-        if self.version == "2":
-            parts += [f"IndexTTS2 folder {show(self.model_dir)}"]
+        if self.version in FOLDER_VERSIONS:
+            parts += [f"{VERSION_NAMES[self.version]} folder {show(self.model_dir)}"]
             parts += [f"w2v-BERT {self.w2v_bert}"] if self.w2v_bert else []
         else:
             parts += [f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
@@ -260,7 +271,7 @@ def base_configs(workspace: Path | str) -> list[Path]:
 
 def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None = None) -> ModelChoice:
     version = _config_version(config, versions if versions is not None else {})
-    name = "IndexTTS2" if version == "2" else "IndexTTS-1.5" if version == "1.5" else "unknown version"
+    name = VERSION_NAMES.get(version, "unknown version")
     label = f"base model · {_relative(config.parent, workspace)} ({name})"
     return ModelChoice(BASE_PREFIX + str(config), label, "base", None, version)
 
@@ -298,10 +309,19 @@ def _resolve_base(config: Path, vocoder: Path | None) -> ModelSpec:
         raise ListenError(f"{config} names no gpt_checkpoint: the base model is unknown")
     dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
     version = model_variant(loaded, str(config)).version
+    folder = version in FOLDER_VERSIONS
+    tokenizer = _table_v25(config) if version == "2.5" else _beside(config, dataset.get("bpe_model"))
     return ModelSpec(label=f"base model {config.parent.name}/{checkpoint.name}", checkpoint=checkpoint, config=config,
-                     tokenizer=_beside(config, dataset.get("bpe_model")),
-                     vocoder=None if version == "2" else vocoder or _beside(config, loaded.get("bigvgan_checkpoint")),
-                     version=version, model_dir=config.parent if version == "2" else None)
+                     tokenizer=tokenizer,
+                     vocoder=None if folder else vocoder or _beside(config, loaded.get("bigvgan_checkpoint")),
+                     version=version, model_dir=config.parent if folder else None)
+
+
+def _table_v25(config: Path) -> Path:
+    """IndexTTS-2.5's tokenizer: the .tiktoken table of its download folder."""
+    from networks.indextts25 import TABLE_NAME
+
+    return config.parent / TABLE_NAME
 
 
 def _checkpoint_config(path: Path, ckpt: Mapping[str, Any]) -> Path:
@@ -351,6 +371,9 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
             notes.append("tokenizer recorded in the checkpoint")
         elif (path.parent / "bpe.model").is_file():  # an export: gpt.pth, config.yaml, bpe.model side by side
             tokenizer = path.parent / "bpe.model"
+        elif version == "2.5":
+            tokenizer = _table_v25(config)
+            notes.append(f"{kind} checkpoint: the download folder's table")
         else:
             dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
             tokenizer = _beside(config, dataset.get("bpe_model"))
@@ -359,7 +382,7 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
     finally:
         del ckpt  # drop the mapped file
     label = f"{path.parent.name}/{path.name}" + (f" (step {step})" if step is not None else "")
-    if version == "2":
+    if version in FOLDER_VERSIONS:
         return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer, vocoder=None,
                          version=version, notes=tuple(notes), model_dir=config.parent)
     return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer,
@@ -442,11 +465,13 @@ def decode_choice(mode: str | None, num_beams: float | None, temperature: float 
 
 @dataclass(frozen=True)
 class EmotionChoice:
-    """IndexTTS2 only: the S2Mel steps and the emotion (the speaker's own, or a reference blended by alpha)."""
+    """IndexTTS2 and 2.5: the S2Mel steps and the emotion (the speaker's own, or a reference blended by alpha);
+    IndexTTS-2.5 only: the duration factor (the speech's length; 1 = upstream's)."""
 
     steps: int = DEFAULT_V2_STEPS
     reference: Path | None = None  # staged emotion reference audio (None: the voice's own emotion)
     alpha: float = 1.0
+    duration_factor: float = 1.0
 
     def flags(self) -> list[str]:
         flags = ["--steps", str(self.steps)]
@@ -455,19 +480,24 @@ class EmotionChoice:
         return flags
 
 
-def emotion_choice(steps: float | None, reference: str | Path | None, alpha: float | None) -> EmotionChoice:
+def emotion_choice(steps: float | None, reference: str | Path | None, alpha: float | None,
+                   duration_factor: float | None = None) -> EmotionChoice:
     """Form values -> EmotionChoice (reference not yet staged); raises ListenError naming what is wrong."""
     try:
         count = int(steps if steps is not None else DEFAULT_V2_STEPS)
         weight = float(alpha if alpha is not None else 1.0)
+        factor = float(duration_factor if duration_factor is not None else 1.0)
     except (TypeError, ValueError) as exc:
         raise ListenError(f"IndexTTS2 settings: {one_line(exc)}") from None
+    if not 0.0 < factor <= MAX_DURATION_FACTOR:
+        raise ListenError(f"IndexTTS-2.5 settings: the duration factor must be in (0, {MAX_DURATION_FACTOR:g}], "
+                          f"got {factor:g}")
     if count < 1:
         raise ListenError(f"IndexTTS2 settings: S2Mel steps must be >= 1, got {count}")
     if not 0.0 <= weight <= 1.0:
         raise ListenError(f"IndexTTS2 settings: emotion alpha must be in [0, 1], got {weight:g}")
     text = str(reference or "").strip()
-    return EmotionChoice(count, typed_path(text, "emotion reference") if text else None, weight)
+    return EmotionChoice(count, typed_path(text, "emotion reference") if text else None, weight, factor)
 
 
 def clean_text(text: str | None) -> str:
@@ -481,7 +511,7 @@ def clean_text(text: str | None) -> str:
 def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out: Path, report: Path,
                    decode: DecodeChoice, device: str = "auto", emotion: EmotionChoice | None = None) -> list[str]:
     """The exact ``python -m trainer.synthesize`` command for one side (``emotion``: IndexTTS2 only)."""
-    if spec.version == "2":
+    if spec.version in FOLDER_VERSIONS:
         assert spec.model_dir is not None
         argv = [python, "-m", "trainer.synthesize", "--model-dir", str(spec.model_dir), "--checkpoint",
                 str(spec.checkpoint), "--tokenizer", str(spec.tokenizer)]
@@ -495,8 +525,10 @@ def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out
         argv.append("--no-adapter")
     argv += ["--reference", str(reference), "--text", text, "--out", str(out), "--json", str(report),
              *decode.flags()]
-    if spec.version == "2":
+    if spec.version in FOLDER_VERSIONS:
         argv += (emotion or EmotionChoice()).flags()
+    if spec.version == "2.5":
+        argv += ["--duration-factor", f"{(emotion or EmotionChoice()).duration_factor:g}"]
     return [*argv, "--device", device]
 
 

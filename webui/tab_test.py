@@ -2,8 +2,9 @@
 
 Pick any base model or checkpoint of the workspace's runs for each side, type a text (Amharic works;
 paste is fine), choose a reference voice (a generated stand-in, audio under ``references/``, a validation
-prompt that is an audio file, or an upload), and decoding settings; IndexTTS2 models also take the S2Mel steps
-and an emotion reference blended by alpha (IndexTTS-1.5 sides ignore them). Each side runs as its own supervised
+prompt that is an audio file, or an upload), and decoding settings; IndexTTS2 and IndexTTS-2.5 models also take the
+S2Mel steps and an emotion reference blended by alpha, IndexTTS-2.5 the duration factor (IndexTTS-1.5 sides
+ignore them). Each side runs as its own supervised
 job (``python -m trainer.synthesize ... --json report.json``, jobs ``test_a`` / ``test_b``), never in the UI
 process; the players show the result with its length and real-time factor, or one line saying why not.
 
@@ -151,7 +152,8 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
                reference: str | None, upload: str | None, mode: str | None, num_beams: float | None,
                temperature: float | None, top_k: float | None, top_p: float | None, seed: float | None,
                vocoder: str | None, device: str | None, v2_steps: float | None = DEFAULT_V2_STEPS,
-               emotion_reference: str | None = None, emotion_alpha: float | None = 1.0) -> TestView:
+               emotion_reference: str | None = None, emotion_alpha: float | None = 1.0,
+               duration_factor: float | None = 1.0) -> TestView:
     """Check the form, then start one synthesis job per picked side (in parallel)."""
     from webui.supervisor import RunAlreadyActive
 
@@ -163,7 +165,7 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
             raise ListenError("pick a model for A (and B to compare)")
         spoken = clean_text(text)
         decode = decode_choice(mode, num_beams, temperature, top_k, top_p, seed)
-        emotion = emotion_choice(v2_steps, emotion_reference, emotion_alpha)
+        emotion = emotion_choice(v2_steps, emotion_reference, emotion_alpha, duration_factor)
         if emotion.reference is not None:
             emotion_source = emotion.reference if emotion.reference.is_absolute() else ctx.workspace / emotion.reference
             if not emotion_source.is_file():
@@ -307,10 +309,13 @@ def _inputs(ctx: StudioContext) -> SimpleNamespace:
             vocoder = gr.Textbox(value="", label="Vocoder (IndexTTS-1.5; empty: each config's bigvgan_checkpoint)",
                                  elem_id="test-vocoder", scale=3)
             device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", elem_id="test-device", scale=1)
-    with gr.Accordion("IndexTTS2: S2Mel steps and emotion", open=False):
+    with gr.Accordion("IndexTTS2: S2Mel steps and emotion · IndexTTS-2.5: duration", open=False):
         with gr.Row():
             v2_steps = gr.Number(value=DEFAULT_V2_STEPS, precision=0, minimum=1, label="S2Mel steps (fewer: faster, "
                                  "rougher)", elem_id="test-v2-steps", scale=1)
+            duration_factor = gr.Number(value=1.0, minimum=0.1, maximum=10.0, step=0.05,
+                                        label="Duration factor (IndexTTS-2.5: > 1 slower, < 1 faster speech)",
+                                        elem_id="test-duration-factor", scale=1)
             emotion_alpha = gr.Slider(minimum=0.0, maximum=1.0, value=1.0, step=0.05, label="Emotion alpha (0: the "
                                       "voice's own emotion, 1: the emotion reference's)", elem_id="test-emotion-alpha",
                                       scale=2)
@@ -318,7 +323,8 @@ def _inputs(ctx: StudioContext) -> SimpleNamespace:
                                      label="Emotion reference (optional; empty: the reference voice's own emotion)")
     return SimpleNamespace(text=text, reference=reference, upload=upload, mode=mode, num_beams=num_beams, seed=seed,
                            temperature=temperature, top_k=top_k, top_p=top_p, vocoder=vocoder, device=device,
-                           v2_steps=v2_steps, emotion_reference=emotion_reference, emotion_alpha=emotion_alpha)
+                           v2_steps=v2_steps, emotion_reference=emotion_reference, emotion_alpha=emotion_alpha,
+                           duration_factor=duration_factor)
 
 
 def _side_column(side: str) -> tuple[Any, Any, Any]:
@@ -371,7 +377,7 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
     i = inputs
     players.start.click(on_start, inputs=[picks.model_a, picks.model_b, i.text, i.reference, i.upload, i.mode,
                                           i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device,
-                                          i.v2_steps, i.emotion_reference, i.emotion_alpha],
+                                          i.v2_steps, i.emotion_reference, i.emotion_alpha, i.duration_factor],
                         outputs=[*outputs, timer])
     players.stop.click(on_stop, inputs=players.shown, outputs=[*outputs, timer])
     timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden")
@@ -389,7 +395,8 @@ def build(ctx: StudioContext) -> None:
     gr.Markdown("### Listen: two models, the same text, the same voice\n"
                 "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
                 "the browser). IndexTTS-1.5 speaks through BigVGAN at 24 kHz; IndexTTS2 through the download folder "
-                "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below.")
+                "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below; IndexTTS-2.5 "
+                "likewise, with its duration factor. A LoRA run's checkpoints are offered with the adapter on and off.")
     picks = _pickers(ctx.workspace)
     inputs = _inputs(ctx)
     players = _players()

@@ -97,7 +97,7 @@ def field_info(option: Option, version: str | None = None) -> str:
     """The help shown under a field: the option's help, how a multi-path field is filled, and, for a model
     version the option does not apply to, the one-line reason instead."""
     if not applies(option, version):
-        return NOT_FOR_V25 if version == V25 or option.name in V25_ONLY_OPTIONS else NOT_FOR[str(version)]
+        return NOT_SCHEME if option.name in V25_ONLY_OPTIONS else NOT_FOR[str(version)]
     if option.repeatable:
         return f"{option.help} (here: one path per line; blank lines are ignored)"
     return option.help
@@ -106,14 +106,15 @@ def field_info(option: Option, version: str | None = None) -> str:
 # -- what applies to which model version (trainer.versions.model_variant decides the version) ----------------
 V2 = "2"
 V25 = "2.5"
-ONLY_FOR = {"vocoder": ("1.5",), "sample_model_dir": (V2,), "sample_steps": (V2,), "sample_texts": ("1.5", V2),
-            "sample_every": ("1.5", V2)}  # what speaks samples at saves, for which versions
+ONLY_FOR = {"vocoder": ("1.5",), "sample_model_dir": (V2, V25), "sample_steps": (V2, V25)}  # what speaks samples
+# at saves, for which versions (--sample-texts and --sample-every apply to every version)
 SAMPLE_OPTIONS = tuple(ONLY_FOR)  # the sample fields: they follow the model version
 V25_ONLY_OPTIONS = tuple(o.name for o in trainer_options.TEXT_SCHEME_OPTIONS)  # --text-scheme, --text-merges
 NOT_FOR_V2 = "not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a download folder)"
 NOT_FOR_V15 = "not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)"
-NOT_FOR_V25 = ("not used for this model: IndexTTS-2.5 runs make no samples at saves, and the text scheme "
-               "options apply to IndexTTS-2.5 runs only")
+NOT_FOR_V25 = ("not used for IndexTTS-2.5: its samples at saves speak through --sample-model-dir (a 2.5 download "
+               "folder)")
+NOT_SCHEME = "not used for this model: the text scheme options apply to IndexTTS-2.5 runs only"
 NOT_FOR = {V2: NOT_FOR_V2, "1.5": NOT_FOR_V15, V25: NOT_FOR_V25}
 MANIFEST_KINDS = {V2: "IndexTTS2 paired manifest", "1.5": "IndexTTS-1.5 codes manifest",
                   V25: "IndexTTS-2.5 paired manifest"}
@@ -236,7 +237,7 @@ class WorkspaceFiles:
     base_checkpoint: Path
     output_dir: Path
     vocoder: Path | None = None  # BigVGAN for samples at saves (IndexTTS-1.5); None: no samples
-    sample_model_dir: Path | None = None  # IndexTTS2 download folder for samples at saves; None: no samples
+    sample_model_dir: Path | None = None  # IndexTTS2 / 2.5 download folder for samples at saves; None: no samples
 
 
 DEMO_PRESET = "Demo (CPU, tiny)"
@@ -319,7 +320,8 @@ def demo_v25_files(workspace: Path) -> WorkspaceFiles:
 
     demo = DemoV25Paths.under(workspace)
     return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest, tokenizer=demo.tokenizer,
-                          config=demo.config, base_checkpoint=demo.base_checkpoint, output_dir=demo.output_dir)
+                          config=demo.config, base_checkpoint=demo.base_checkpoint, output_dir=demo.output_dir,
+                          sample_model_dir=demo.config.parent if demo.synthesis_ready() else None)
 
 
 def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:
