@@ -12,6 +12,9 @@ Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves di
   (and emotion) is the audio of the first validation pair's prompt (``prompt_audio_path``); the CFM noise is
   seeded. The folder's networks are loaded once, at the first sample, on the training device (its own
   ``gpt.pth`` is not read: the live GPT speaks).
+- IndexTTS-2.5 (``--sample-model-dir``, a 2.5 download folder; ``trainer.samples_v25``): the live 2.5 GPT with
+  the folder's codec, S2Mel (no gpt_layer) and BigVGAN v2, 22.05 kHz, duration factor 1, each text in the voice's
+  language; the voice as for IndexTTS2.
 
 Each sample is ``<output-dir>/samples/step_<N>/<NN>_<id>.wav``, TensorBoard audio under ``samples/<NN>`` and one
 ``sample`` event in ``metrics.jsonl``. Checkpoint rotation never touches ``samples/``. Synthesis runs under
@@ -26,31 +29,15 @@ training goes on.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-DEFAULT_SAMPLE_COUNT = 3
-SAMPLE_SEED = 1234
-W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # used when the download folder has no w2v-bert-2.0/ (as upstream does)
+from trainer.sample_plan import DEFAULT_SAMPLE_COUNT, SAMPLE_SEED, W2V_BERT_HUB_ID, SamplePlan
 
-
-@dataclass
-class SamplePlan:
-    enabled: bool
-    message: str  # what the pre-flight shows: what will be spoken, or why there are no samples
-    refusal: str | None = None  # the user asked for samples that cannot work: the run is refused
-    texts: list[tuple[str, list[int] | str]] = field(default_factory=list)  # (name, text ids or raw text)
-    reference: Path | None = None  # a prompt mel .npy or audio file from the validation set
-    vocoder: Any = None  # the loaded BigVGAN (cpu)
-    version: str = "1.5"
-    model_dir: Path | None = None  # IndexTTS2: the download folder
-    w2v_bert: str | None = None  # IndexTTS2: None (the folder's w2v-bert-2.0/) or the hub model id
-    steps: int = 10  # IndexTTS2: S2Mel flow-matching steps
-    nets: Any = None  # IndexTTS2: the folder's networks, loaded at the first sample
+__all__ = ["DEFAULT_SAMPLE_COUNT", "SAMPLE_SEED", "W2V_BERT_HUB_ID", "SamplePlan", "make_samples", "sample_plan"]
 
 
 def _read_texts(path: Path) -> list[str]:

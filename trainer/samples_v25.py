@@ -12,22 +12,14 @@ CFM noise use private seeded generators, so the training run stays bitwise as wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from trainer.samples import SAMPLE_SEED, W2V_BERT_HUB_ID, SamplePlan
+from trainer.sample_plan import SAMPLE_SEED, W2V_BERT_HUB_ID, SamplePlan
 
 DEFAULT_SAMPLE_STEPS = 10
-
-
-@dataclass
-class SamplePlanV25(SamplePlan):
-    """A 2.5 plan (``version`` "2.5"; ``nets`` are the folder's IndexTTS25Networks) and the voice's language."""
-
-    language: str = ""
 
 
 def width_mismatch_v25(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
@@ -71,10 +63,10 @@ def sample_plan_v25(opts: dict[str, Any], config: dict[str, Any], val_items: lis
     steps = int(opts.get("sample_steps") or DEFAULT_SAMPLE_STEPS)
     hub = f", w2v-BERT {W2V_BERT_HUB_ID} (downloaded once)" if w2v_bert else ""
     language = str(getattr(references[0], "language", "") or "")
-    return SamplePlanV25(True, f"samples at {when}: {source}, voice of {references[0].id}, IndexTTS-2.5 {folder} "
-                               f"({steps} S2Mel steps{hub})",
-                         texts=chosen, reference=Path(references[0].prompt_audio), version="2.5", model_dir=folder,
-                         w2v_bert=w2v_bert, steps=steps, language=language)
+    return SamplePlan(True, f"samples at {when}: {source}, voice of {references[0].id}, IndexTTS-2.5 {folder} "
+                            f"({steps} S2Mel steps{hub})",
+                      texts=chosen, reference=Path(references[0].prompt_audio), version="2.5", model_dir=folder,
+                      w2v_bert=w2v_bert, steps=steps, language=language)
 
 
 def _load_networks(plan: SamplePlan, device: torch.device) -> Any:
@@ -106,7 +98,7 @@ def speaker_v25(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any
     device = next(model.parameters()).device
     if plan.nets is None:
         plan.nets = _load_networks(plan, device)
-    language = getattr(plan, "language", "") or None
+    language = plan.language or None
     synth = SynthesizerV25(replace(plan.nets, gpt=model), tokenizer, language=language)
     settings = DecodeSettings(seed=SAMPLE_SEED)
     mel = MelSettings25(steps=plan.steps, seed=SAMPLE_SEED, duration_factor=1.0)
