@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
@@ -119,6 +118,8 @@ def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarra
 
 def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) -> DemoV2Paths:
     """Write the v2 demo under ``workspace/v2`` (the v1.5 demo's tokenizers must exist already)."""
+    import torch  # here, not at the top: the studio page reads DemoV2Paths without torch
+
     from data_tools.text_tokenizer import TextTokenizer
     from networks import indextts2
 

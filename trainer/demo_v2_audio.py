@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from trainer.demo_data import stable_int
@@ -64,6 +63,7 @@ class PrepKit:
 
 def write_prep_kit(checkpoints: Path, seed: int, semantic_dim: int = DEMO_SEMANTIC_DIM) -> PrepKit:
     """Random w2v-BERT folder, stats and semantic codec of width ``semantic_dim`` (tests use other widths)."""
+    import torch
     from safetensors.torch import save as save_safetensors
 
     from networks.frontends.seamless_features import build_feature_extractor

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from trainer.demo_v2_audio import DEMO_SEMANTIC_DIM
+
+if TYPE_CHECKING:  # torch is imported where weights are made: the studio page reads this module's paths
+    import torch
 
 CAMPPLUS_SIZES = {"embedding_size": 24, "growth_rate": 8, "bn_size": 2, "init_channels": 16}
 EMO_NUM = [2, 3, 1, 2, 1, 2, 2, 3]  # rows per emotion in feat1/feat2 (upstream: 3, 17, 2, 8, 4, 5, 10, 24)
@@ -70,6 +71,8 @@ def synthesis_sections() -> dict[str, Any]:
 
 
 def _save(path: Path, payload: Any) -> None:
+    import torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_with(path, lambda handle: torch.save(payload, handle))
 
@@ -81,6 +84,8 @@ def _plain(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 def audible(vocoder: torch.nn.Module, post_gain: float = VOCODER_POST_GAIN) -> torch.nn.Module:
     """Scale a random vocoder's weight-normed convs to unit gain (as the v1.5 demo vocoder does), so it speaks
     audible noise instead of near silence; ``post_gain`` keeps the noise well below full scale."""
+    import torch
+
     from networks.bigvgan import WeightNormConv
 
     with torch.no_grad():
@@ -94,6 +99,8 @@ def audible(vocoder: torch.nn.Module, post_gain: float = VOCODER_POST_GAIN) -> t
 
 def write_synthesis_kit(checkpoints: Path, gpt_dim: int, seed: int) -> list[Path]:
     """Random S2Mel, CAMPPlus, emotion matrices and BigVGAN v2 into ``checkpoints`` (the download folder)."""
+    import torch
+
     from networks.bigvgan_v2 import BigVGANV2Spec, build_bigvgan_v2
     from networks.campplus import CAMPPlus
     from networks.s2mel import S2Mel
