@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
@@ -110,6 +109,8 @@ def speaker_vectors(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarra
 
 def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int) -> DemoV25Paths:
     """Write the 2.5 demo under ``workspace/v25`` (needs nothing else of the workspace)."""
+    import torch
+
     from networks.gpt_v25 import build_gpt_v25
 
     paths = DemoV25Paths.under(workspace)

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from trainer.demo_v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, W2V_BERT_SETTINGS
 from trainer.demo_v2_synthesis import BIGVGAN_CONFIG, BIGVGAN_DIR, CAMPPLUS_FILE, audible, s2mel_section
 from trainer.demo_v2_synthesis import CAMPPLUS_SIZES as V2_CAMPPLUS_SIZES
+
+if TYPE_CHECKING:  # torch is imported where weights are made: the pages read the demo paths without it
+    import torch
 
 SPEAKER_STYLE_DIM = 192  # CAM++'s embedding: the 2.5 GPT's spk_emb_proj input (fixed) and S2Mel's style
 CAMPPLUS_SIZES = {**V2_CAMPPLUS_SIZES, "embedding_size": SPEAKER_STYLE_DIM}
@@ -64,6 +65,8 @@ def synthesis_ready_v25(checkpoints: Path) -> bool:
 
 
 def _save(path: Path, payload: Any) -> None:
+    import torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_with(path, lambda handle: torch.save(payload, handle))
 
@@ -74,6 +77,8 @@ def _plain(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def write_synthesis_kit_v25(checkpoints: Path, seed: int) -> None:
     """Random codec, S2Mel (no gpt_layer), CAMPPlus, BigVGAN v2, w2v-BERT and its stats into ``checkpoints``."""
+    import torch
+
     from networks.bigvgan_v2 import BigVGANV2Spec, build_bigvgan_v2
     from networks.campplus import CAMPPlus
     from networks.codec25 import Codec25, codec25_config
