@@ -2,7 +2,7 @@
 
 It serves the endpoints huggingface_hub calls: model info (``/api/models/<id>[/revision/<rev>]``), paths-info,
 ``/<id>/resolve/<rev>/<path>`` (HEAD and GET, with ETag / X-Repo-Commit / X-Linked-Etag / X-Linked-Size /
-Content-Length and Range), and for uploads ``/api/repos/create``, ``preupload`` and ``commit``. Weight-like
+Content-Length and Range), and for uploads ``/api/repos/create``, ``validate-yaml``, ``preupload`` and ``commit``. Weight-like
 files are served as LFS files (sha256 etag), others as regular git blobs (git sha1 etag), as the Hub does.
 
 Switches (sets of ``(repo_id, path)``): ``cut_once`` sends half of a file's body and drops the connection the
@@ -125,11 +125,16 @@ class _Handler(BaseHTTPRequestHandler):
             repo_id = f"{request.get('organization')}/{request['name']}" if request.get("organization") else request["name"]
             with self.hub.lock:
                 if repo_id in self.hub.repos:
-                    self._error(409, "RepoExists", "You already created this model repo")
+                    self._send_json({"error": "You already created this model repo",
+                                     "url": f"http://{self.headers['Host']}/{repo_id}"}, 409,
+                                    {"X-Error-Code": "RepoExists"})
                     return
                 self.hub.repos[repo_id] = {}
                 self.hub.private[repo_id] = request.get("visibility", "private" if request.get("private") else "public") == "private"
             self._send_json({"url": f"http://{self.headers['Host']}/{repo_id}", "name": repo_id})
+            return
+        if path == "/api/validate-yaml":  # create_commit checks a README.md's metadata header
+            self._send_json({"errors": [], "warnings": []})
             return
         parts = path.removeprefix("/api/models/").split("/")
         repo_id, action = "/".join(parts[:2]), parts[2] if len(parts) > 2 else ""

@@ -3,7 +3,8 @@
 The demo's tiny IndexTTS2 and IndexTTS-2.5 download folders are served under the real repository ids and file
 names (IndexTeam/IndexTTS-2, amphion/MaskGCT, funasr/campplus, nvidia/bigvgan_v2_22khz_80band_256x,
 facebook/w2v-bert-2.0), fetched with ``trainer.models`` into upstream's layout, and then loaded by the same
-strict loaders synthesis uses; the IndexTTS2 folder's config.yaml and gpt.pth also start a training run.
+strict loaders synthesis uses; the IndexTTS2 folder's config.yaml and gpt.pth also start a training run, whose
+export is then published (item 2) to a new private repository on the same kind of server.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import pytest
 
 from tests.hub_server import FakeHub, serve
 from tests.trainer_helpers import events, run_main
+from trainer.checkpoints import export_checkpoint
 from trainer.demo_v2 import DemoV2Paths
 from trainer.demo_v25 import DemoV25Paths
 from trainer.models.catalog import INDEXTTS_2, INDEXTTS_25, ModelSet
 from trainer.models.fetch import fetch_set
+from trainer.models.publish import publish_export
 from trainer.models.record import downloaded_model_dirs, read_record
 
 
@@ -25,9 +28,9 @@ def hub_serving(folder: Path, model_set: ModelSet, flat: bool = False) -> FakeHu
     """The set's repositories, their files read from a demo folder (``flat``: the hub's files sit at its root)."""
     repos: dict[str, dict[str, bytes]] = {}
     for source in model_set.sources:
-        local = (lambda name: source.local_path(name).removeprefix("hf_cache/")) if flat else source.local_path
-        repos[source.repo_id] = {name: (folder / local(name)).read_bytes() for name in source.files
-                                 if (folder / local(name)).is_file()}
+        locals_ = {name: source.local_path(name).removeprefix("hf_cache/" if flat else "") for name in source.files}
+        repos[source.repo_id] = {name: (folder / local).read_bytes() for name, local in locals_.items()
+                                 if (folder / local).is_file()}
     return FakeHub(repos, licences={"facebook/w2v-bert-2.0": "mit"})
 
 
@@ -60,6 +63,20 @@ def test_downloaded_indextts2_folder_loads_strictly_and_trains(hub_env, demo_wor
                      "--device", "cpu", "--amp", "off", "--max-val-batches", "1"])
     assert code == 0
     assert [e["step"] for e in events(out, "train")][-1] == 2 and (out / "latest.pth").is_file()
+
+    # item 2: the run's export goes up to a repository the user names, private by default
+    bundle = tmp_path / "export"
+    export_checkpoint(out / "latest.pth", bundle, config=folder / "config.yaml")
+    publish_hub = FakeHub({})
+    with serve(publish_hub) as url:
+        hub_env.setenv("HF_ENDPOINT", url)
+        report = publish_export(bundle, "me/indextts2-amharic", token="hf_test_token")
+    uploaded = publish_hub.repos["me/indextts2-amharic"]
+    assert publish_hub.private["me/indextts2-amharic"] is True and report.private
+    assert sorted(uploaded) == sorted([p.name for p in bundle.iterdir()] + ["README.md"])
+    assert {"gpt.pth", "config.yaml", "LICENSE-NOTICE", "MODEL_CARD.md"} <= set(uploaded)
+    assert all(uploaded[p.name] == p.read_bytes() for p in bundle.iterdir())
+    assert uploaded["README.md"].decode().startswith("---\nlicense: other\n")
 
 
 def test_downloaded_indextts25_folder_loads_strictly_from_its_hf_cache(hub_env, demo_workspace, tmp_path):
