@@ -176,6 +176,17 @@ def test_a_weights_alternative_is_taken_when_the_first_is_absent(endpoint, tmp_p
     assert (tmp_path / "toy" / "pytorch_model.bin").is_file()
 
 
+def test_a_disk_too_small_is_refused_before_the_first_byte(endpoint, tmp_path, monkeypatch):
+    import shutil
+
+    hub = toy_hub()
+    endpoint.start(hub)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**6, 10**6 - 100, 100))
+    with pytest.raises(HubProblem, match=r"GB still to download but only 0\.00 GB free"):
+        fetch_set(TOY, tmp_path / "toy", progress=False, say=quiet([]))
+    assert not [path for _, path, _ in hub.requests if "/resolve/" in path]
+
+
 def test_partial_file_names_carry_the_digest(tmp_path):
     from trainer.models.hub import RemoteFile
 

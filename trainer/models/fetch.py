@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -210,6 +211,7 @@ def fetch_set(model_set: ModelSet, folder: Path, *, token: str | None = None, of
             else:
                 needed.append((source, remote))
     write_record(folder, record)
+    _check_space(folder, needed)
     from tqdm import tqdm
 
     with tqdm(total=sum(remote.size for _, remote in needed), unit="B", unit_scale=True, unit_divisor=1024,
@@ -233,6 +235,20 @@ def fetch_set(model_set: ModelSet, folder: Path, *, token: str | None = None, of
     record["complete"] = True
     write_record(folder, record)
     return report
+
+
+def _check_space(folder: Path, needed: list[tuple[RemoteSource, RemoteFile]]) -> None:
+    """Refuse before the first byte when the disk cannot hold what is still to come (partial files count)."""
+    missing = sum(remote.size - _partial_size(folder / remote.local, remote) for _, remote in needed)
+    free = shutil.disk_usage(folder).free
+    if missing > free:
+        raise HubProblem(f"{folder}: {missing / 1e9:.2f} GB still to download but only {free / 1e9:.2f} GB free "
+                         "on that disk; free some space or choose another folder (--dir / --workspace)")
+
+
+def _partial_size(final: Path, remote: RemoteFile) -> int:
+    part = partial_path(final, remote)
+    return min(part.stat().st_size, remote.size) if part.is_file() else 0
 
 
 def _row(remote: RemoteFile, action: str) -> dict[str, Any]:
