@@ -267,3 +267,15 @@ def test_every_set_names_its_files_and_licences():
     from data_tools.asr import SUGGESTED_AMHARIC_MODELS
 
     assert {m.model for m in SUGGESTED_AMHARIC_MODELS} <= set(names)
+
+
+def test_listing_with_the_hub_shows_real_sizes_and_licence_tags(endpoint, tmp_path):
+    from trainer.models.__main__ import catalogue_rows
+
+    hub = toy_hub()
+    hub.missing.add(("org/vocoder", "bigvgan_generator.pt"))
+    endpoint.start(hub)
+    toy, vocoder = catalogue_rows(tmp_path, (TOY,), hub=True)
+    assert (toy["size"], toy["size_from"], toy["licence"]) == (21 + 4096 + 2, "hub", "mit")
+    assert toy["revision"] == hub.commit_of("org/toy") and toy["present"] == 0
+    assert vocoder["size_from"] == "about" and "has no bigvgan_generator.pt" in vocoder["note"]
