@@ -1,10 +1,10 @@
 """Issue 31 item 1, last acceptance point: a folder downloaded from the (local, Hub-like) server loads strictly.
 
-The demo's tiny IndexTTS2 and IndexTTS-2.5 download folders are served under the real repository ids and file
+The demo's tiny IndexTTS-1.5, IndexTTS2 and IndexTTS-2.5 download folders are served under the real repository ids and file
 names (IndexTeam/IndexTTS-2, amphion/MaskGCT, funasr/campplus, nvidia/bigvgan_v2_22khz_80band_256x,
 facebook/w2v-bert-2.0), fetched with ``trainer.models`` into upstream's layout, and then loaded by the same
-strict loaders synthesis uses; the IndexTTS2 folder's config.yaml and gpt.pth also start a training run, whose
-export is then published (item 2) to a new private repository on the same kind of server.
+strict loaders synthesis uses; the IndexTTS2 and 1.5 folders' config.yaml and gpt.pth also start a training run
+(the IndexTTS2 run's export is then published (item 2) to a new private repository on the same kind of server).
 """
 
 from __future__ import annotations
@@ -91,3 +91,25 @@ def test_downloaded_indextts25_folder_loads_strictly_from_its_hf_cache(hub_env, 
     assert not (folder / "bigvgan").exists()  # upstream's layout: what it fetches at run time sits in hf_cache/
     networks = load_indextts25(folder, local_files_only=True)
     assert networks.gpt is not None and networks.files.campplus == folder / "hf_cache" / "campplus_cn_common.bin"
+
+
+def test_downloaded_indextts15_folder_loads_its_dvae_strictly_and_trains(hub_env, demo_workspace, tmp_path):
+    import yaml
+
+    from networks.indextts15 import load_dvae
+    from trainer.models.catalog import INDEXTTS_15
+
+    folder = tmp_path / INDEXTTS_15.folder
+    with serve(hub_serving(demo_workspace.config.parent, INDEXTTS_15)) as url:
+        hub_env.setenv("HF_ENDPOINT", url)
+        fetch_set(INDEXTTS_15, folder, progress=False, say=lambda line: None)
+    assert sorted(p.name for p in folder.iterdir()) == ["bigvgan_generator.pth", "bpe.model", "config.yaml",
+                                                        "dvae.pth", "gpt.pth", "hub_download.json"]
+    load_dvae(folder / "dvae.pth", yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")))
+    out = tmp_path / "run"
+    code = run_main(["--train-manifest", str(demo_workspace.train_manifest), "--val-manifest",
+                     str(demo_workspace.val_manifest), "--tokenizer", str(demo_workspace.extended_tokenizer),
+                     "--config", str(folder / "config.yaml"), "--base-checkpoint", str(folder / "gpt.pth"),
+                     "--output-dir", str(out), "--max-steps", "1", "--batch-size", "2", "--val-interval", "1000",
+                     "--save-interval", "1", "--num-workers", "0", "--device", "cpu", "--amp", "off"])
+    assert code == 0 and (out / "latest.pth").is_file()
