@@ -37,7 +37,7 @@ from trainer.models.hub import (
     offline_mode,
     resolve_set,
 )
-from trainer.models.record import read_record, recorded_file, write_record
+from trainer.models.record import RECORD_NAME, read_record, recorded_file, write_record
 
 CHUNK = 8 * 1024 * 1024
 ATTEMPTS = 2  # a file whose digest does not match is fetched once more before the run gives up
@@ -290,7 +290,7 @@ def verify_folder(folder: Path) -> list[str]:
     """Hash every recorded file again: one line per file that is missing or whose digest differs."""
     record = read_record(folder)
     if not record:
-        return [f"{folder}: no readable {'hub_download.json'}: nothing to verify against"]
+        return [f"{folder}: no readable {RECORD_NAME}: nothing to verify against"]
     problems = []
     for source in (record.get("sources") or {}).values():
         for local, entry in (source.get("files") or {}).items():
