@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from webui.context import StudioContext
 
 MODELS_CLI = "trainer.models"
-NEEDS_COLUMNS = ["set", "repository", "files", "size", "licence", "present", "folder"]
+NEEDS_COLUMNS = ["set", "repository", "size", "licence", "present", "files", "folder"]
 FILE_COLUMNS = ["file", "repository", "size", "digest", "action"]
 DOWNLOAD_JOB = ReportJob("models_download")
 PUBLISH_JOB = ReportJob("models_publish")
