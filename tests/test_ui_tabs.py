@@ -617,11 +617,12 @@ def test_a_tab_that_cannot_be_imported_or_built_stops_the_studio_naming_it(tmp_p
     assert "tests/test_ui_tabs.py:" in message and "\n" not in message  # where it broke
 
 
-def test_the_studio_has_all_six_tabs(demo_workspace):
+def test_the_studio_has_all_seven_tabs(demo_workspace):
     from webui import studio
     from webui.context import StudioContext
 
     blocks = studio.build_studio(StudioContext.create(demo_workspace.root))
     ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
     assert {elem_id for _, _, elem_id in studio.TABS} <= ids
-    assert [title for title, _, _ in studio.TABS] == ["Data", "Tokenizer", "Training", "Checkpoints", "Test", "System"]
+    assert [title for title, _, _ in studio.TABS] == ["Data", "Tokenizer", "Training", "Checkpoints", "Test", "Models",
+                                                          "System"]

@@ -58,11 +58,13 @@ def job_panel(job: ReportJob, prefix: str) -> JobPanel:
 
 
 def start_action(ctx: StudioContext, job: ReportJob, make_argv: Callable[..., list[str]],
-                 *values: Any) -> tuple[str, JobResult | None]:
-    """Build the argv from the form and start the job: ('' or the one-line reason nothing started, result)."""
+                 *values: Any, make_env: Callable[..., dict[str, str] | None] | None = None
+                 ) -> tuple[str, JobResult | None]:
+    """Build the argv (and, with ``make_env``, the environment) from the form and start the job:
+    ('' or the one-line reason nothing started, result)."""
     try:
         argv = make_argv(*values)
-        return "", start_job(ctx, job, argv)
+        return "", start_job(ctx, job, argv, env=make_env(*values) if make_env is not None else None)
     except (InputProblem, RunAlreadyActive, RuntimeError, OSError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return message_html(text), None
@@ -77,16 +79,18 @@ def result_message(result: JobResult | None, what: str) -> str:
 
 def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequence[Any],
              make_argv: Callable[..., list[str]], outputs: Sequence[Any], render: Render,
-             preview: Callable[..., Sequence[Any]] | None = None) -> None:
+             preview: Callable[..., Sequence[Any]] | None = None,
+             make_env: Callable[..., dict[str, str] | None] | None = None) -> None:
     """Start, Stop and the polling timer of one job; ``outputs`` get ``render(result)`` when it ends.
 
     While the job runs, ``outputs`` show ``preview(*values)`` (default: ``render(None)``, i.e. cleared).
+    ``make_env(*values)``: the job's environment (default the studio's).
     """
     skip = gr.skip()
     blank = [skip] * len(outputs)
 
     def on_start(*values: Any) -> list[Any]:
-        message, result = start_action(ctx, panel.job, make_argv, *values)
+        message, result = start_action(ctx, panel.job, make_argv, *values, make_env=make_env)
         if result is None:
             return [message, skip, skip, skip, skip, *blank]
         view = result.view

@@ -123,14 +123,17 @@ def job_result(ctx: StudioContext, job: ReportJob) -> JobResult:
                      exit_code=status.exit_code, report_text=report_text, error=error)
 
 
-def start_job(ctx: StudioContext, job: ReportJob, argv: list[str]) -> JobResult:
-    """Start ``argv`` as this job (its previous report removed first); raises RunAlreadyActive if it runs."""
+def start_job(ctx: StudioContext, job: ReportJob, argv: list[str], env: dict[str, str] | None = None) -> JobResult:
+    """Start ``argv`` as this job (its previous report removed first); raises RunAlreadyActive if it runs.
+
+    ``env``: the job's whole environment (default the studio's), e.g. to hand it a secret that must not be in
+    its argv (argv is recorded in run.json and shown in the System tab)."""
     supervisor = job.supervisor(ctx)
     current = supervisor.poll()
     if current.running:
         raise RunAlreadyActive(supervisor.output_dir, current.pid)
     job.report_path(ctx).unlink(missing_ok=True)
-    ctx.run_background(job.name, argv)
+    ctx.run_background(job.name, argv, env=env)
     return job_result(ctx, job)
 
 

@@ -36,7 +36,7 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
-TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "System")
+TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "Models", "System")
 
 
 def log_text(page) -> str:
@@ -171,7 +171,7 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         phase("studio ready")
         page.goto(app.url)
         page.get_by_role("tab", name="Training", exact=True).wait_for()
-        for name in TABS:  # all five, none optional
+        for name in TABS:  # every one, none optional
             page.get_by_role("tab", name=name, exact=True).wait_for(timeout=UI_TIMEOUT_MS)
         run_data_and_tokenizer_checks(page, artifacts)
         phase("data and tokenizer checked")
