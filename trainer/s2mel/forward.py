@@ -76,10 +76,11 @@ def draw_flow_noise(x1: Tensor, generator: torch.Generator | None = None) -> Flo
     Seeding a generator with the fixture's seed reproduces upstream's draws after ``torch.manual_seed(seed)``.
     """
     batch = x1.shape[0]
-    t = torch.rand((batch, 1, 1), generator=generator, dtype=x1.dtype, device=x1.device)
-    z = torch.randn(x1.shape, generator=generator, dtype=x1.dtype, device=x1.device)
-    class_draw = float(torch.rand(1, generator=generator, device=x1.device))
-    return FlowDraws(t=t, z=z, class_draw=class_draw)
+    device = generator.device if generator is not None else x1.device
+    t = torch.rand((batch, 1, 1), generator=generator, dtype=x1.dtype, device=device)
+    z = torch.randn(x1.shape, generator=generator, dtype=x1.dtype, device=device)
+    class_draw = float(torch.rand(1, generator=generator, device=device))
+    return FlowDraws(t=t.to(x1.device), z=z.to(x1.device), class_draw=class_draw)
 
 
 def regulate(
