@@ -6,6 +6,10 @@ Per clip ``<stem>``:
 - ``s2mel_style/<stem>.npy`` float32 (S,): the CAM++ style of the 16 kHz copy resampled from that 22.05 kHz
   audio (sinc, float64 kernel), as inference's prompt front-end does.
 
+- 2.5 only, optional: ``s2mel_prompt/<stem>.npy`` float16 (T, 1024): the clip's normalised continuous w2v-BERT
+  features (2.5 preparation computes them anyway), from which the prompt region is regulated as inference does
+  (``bench/s2mel_conditioning.py`` measures how far decode(codes) is from them). About 100 kB per second.
+
 The semantic input is not stored again: it comes from the clip's ``codes/<stem>.npy`` that preparation already
 writes (v2: ``vq2emb(codes)`` plus the GPT's teacher-forced latent; 2.5: ``codec.decode(codes)``), computed when
 an S2Mel run starts: a 1024-wide float input at 50 Hz would take ~200 kB per second of audio.
@@ -31,6 +35,7 @@ from networks.frontends.s2mel_mel import S2MelMelSettings, s2mel_log_mel
 
 MEL_FOLDER = "s2mel_mel"
 STYLE_FOLDER = "s2mel_style"
+PROMPT_FOLDER = "s2mel_prompt"
 FOLDERS = (MEL_FOLDER, STYLE_FOLDER)
 STYLE_RATE = 16000
 
@@ -63,6 +68,16 @@ def write_s2mel_clip(out_dir: Path, stem: str, features: S2MelClipFeatures) -> N
     mel_path, style_path = s2mel_paths(stem)
     write_npy(out_dir, mel_path, np.ascontiguousarray(features.mel))
     write_npy(out_dir, style_path, np.ascontiguousarray(features.style))
+
+
+def prompt_feature_path(stem: str) -> Path:
+    return Path(PROMPT_FOLDER) / f"{stem}.npy"
+
+
+def write_prompt_features(out_dir: Path, stem: str, features: Tensor) -> None:
+    """2.5: the clip's continuous features (T, W) (or (1, T, W)) as float16."""
+    array = features.reshape(-1, features.shape[-1]).detach().cpu().to(torch.float16).numpy()
+    write_npy(out_dir, prompt_feature_path(stem), np.ascontiguousarray(array))
 
 
 def missing_s2mel_stems(out_dir: Path, stems: Iterable[str]) -> list[str]:

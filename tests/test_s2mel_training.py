@@ -277,3 +277,50 @@ def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="targets"):
         S2MelLoRASettings(targets=("everything",))
     assert copy.deepcopy(S2MelTrainSettings()).record()["lora"]["targets"] == ["attention", "feed_forward"]
+
+
+def test_split_regulation_mirrors_inference_two_calls() -> None:
+    from trainer.s2mel.batches import collate
+    from trainer.s2mel.forward import prompt_semantic_frames, regulate, regulate_split
+
+    model = tiny_model("2.5")
+    clips = tiny_clips("2.5", count=2)
+    batch = collate(clips, torch.tensor([7, 9]))
+    continuous = torch.randn_like(batch.code_embedding)
+    with torch.no_grad():
+        mu = regulate_split(
+            model.length_regulator,
+            continuous,
+            batch.code_embedding,
+            batch.semantic_lens,
+            batch.prompt_lens,
+            batch.x_lens,
+        )
+        ks = prompt_semantic_frames(batch.prompt_lens, batch.x_lens, batch.semantic_lens)
+        for b in range(2):
+            k, p, n = int(ks[b]), int(batch.prompt_lens[b]), int(batch.x_lens[b])
+            prompt = model.length_regulator(continuous[b : b + 1, :k], torch.tensor([p]))
+            rest = model.length_regulator(
+                batch.code_embedding[b : b + 1, k : int(batch.semantic_lens[b])], torch.tensor([n - p])
+            )
+            assert torch.equal(mu[b, :p], prompt[0]) and torch.equal(mu[b, p:n], rest[0])
+            assert bool((mu[b, n:] == 0).all())
+        one_call = regulate(model.length_regulator, batch.code_embedding, batch.semantic_lens, batch.x_lens)
+    assert not torch.allclose(mu, one_call), "one call over prompt and target has no seam"
+    assert int(ks.min()) >= 1 and bool((ks < batch.semantic_lens).all())
+
+
+def test_prompt_features_feed_the_prompt_region_in_training(tmp_path: Path) -> None:
+    clips = [
+        type(c)(
+            mel=c.mel,
+            style=c.style,
+            code_embedding=c.code_embedding,
+            prompt_semantic=c.code_embedding[:-1] * 2,
+            name=c.name,
+        )
+        for c in tiny_clips("2.5")
+    ]
+    trainer = S2MelTrainer(tiny_model("2.5"), clips, settings("lora", max_steps=2), tmp_path)
+    trainer.run()
+    assert trainer.step_count == 2 and torch.isfinite(torch.tensor(trainer.last_loss))

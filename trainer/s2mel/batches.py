@@ -28,6 +28,7 @@ class S2MelClip:
     style: Tensor  # (S,) CAM++ style
     code_embedding: Tensor  # (S_len, W) semantic input from the ground-truth codes
     gpt_latent: Tensor | None = None  # (S_len, gpt_dim) v2 only: the GPT's latent for the same codes
+    prompt_semantic: Tensor | None = None  # (>= S_len - 1, W) 2.5: continuous features for the prompt region
     name: str = ""
 
     @property
@@ -44,6 +45,7 @@ class S2MelBatch:
     code_embedding: Tensor  # (B, S_max, W) zero-padded
     semantic_lens: Tensor  # (B,)
     gpt_latent: Tensor | None  # (B, S_max, gpt_dim) zero-padded, or None
+    prompt_semantic: Tensor | None  # (B, S_max, W) zero-padded, or None
 
     def to(self, device: torch.device | str) -> S2MelBatch:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
@@ -76,6 +78,13 @@ def collate(clips: Sequence[S2MelClip], prompt_lens: Tensor) -> S2MelBatch:
         if any(c.gpt_latent is None for c in clips):
             raise ValueError("some clips have a GPT latent and some do not; prepare them all the same way")
         latents = torch.stack([F.pad(c.gpt_latent, (0, 0, 0, sem - c.gpt_latent.shape[0])) for c in clips])  # type: ignore[union-attr]
+    prompt_semantic = None
+    if clips[0].prompt_semantic is not None:
+        if any(c.prompt_semantic is None for c in clips):
+            raise ValueError("some clips have prompt features and some do not; prepare them all the same way")
+        prompt_semantic = torch.stack(
+            [_fit(c.prompt_semantic, sem) for c in clips]  # type: ignore[arg-type]
+        )
     return S2MelBatch(
         x1=x1,
         x_lens=torch.tensor([c.frames for c in clips]),
@@ -84,4 +93,10 @@ def collate(clips: Sequence[S2MelClip], prompt_lens: Tensor) -> S2MelBatch:
         code_embedding=code_embedding,
         semantic_lens=torch.tensor([int(c.code_embedding.shape[0]) for c in clips]),
         gpt_latent=latents,
+        prompt_semantic=prompt_semantic,
     )
+
+
+def _fit(frames: Tensor, length: int) -> Tensor:
+    """Cut or zero-pad (T, W) to ``length`` frames (2.5's w2v features can be one frame shorter than decode)."""
+    return F.pad(frames[:length], (0, 0, 0, max(0, length - frames.shape[0])))

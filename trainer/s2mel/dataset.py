@@ -7,8 +7,9 @@ decoder what inference feeds it.
   one the run's samples use (the fine-tuned one after a GPT run); ``gpt_layer`` then trains too. Codes alone would
   train on an input that lacks the GPT term present at every inference.
 - IndexTTS-2.5: ``codec.decode(codes)`` for every frame. Inference has no GPT term, so nothing is missing; only its
-  prompt region is regulated from continuous w2v features instead, which would need the 1024-wide features
-  stored per clip.
+  prompt region is regulated from continuous w2v features; where preparation stored them
+  (``s2mel_prompt/``), training regulates its prompt region from them too.
+- Both: the prompt region and the rest are regulated in two calls, as inference does (``regulate_split``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from torch import Tensor
 
 from data_tools.npy import read_npy
-from data_tools.s2mel_clip import s2mel_paths
+from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
 from trainer.s2mel.batches import S2MelClip
 
 SemanticFn = Callable[[Tensor], Tensor]  # codes (M,) int64 -> (S_len, W) semantic input
@@ -51,8 +52,13 @@ def load_clips(
     stems: Sequence[str],
     semantic_fn: SemanticFn,
     latent_fn: LatentFn | None = None,
+    *,
+    prompt_features: bool = False,
 ) -> list[S2MelClip]:
-    """Read every clip's S2Mel files and codes (``codes/<stem>.npy``) and build its semantic input."""
+    """Read every clip's S2Mel files and codes (``codes/<stem>.npy``) and build its semantic input.
+
+    ``prompt_features`` (2.5): also read ``s2mel_prompt/<stem>.npy``, the continuous features of the prompt region.
+    """
     clips = []
     for stem in stems:
         mel_path, style_path = (folder / p for p in s2mel_paths(stem))
@@ -63,12 +69,16 @@ def load_clips(
             raise ValueError(
                 f"{stem}: GPT latent has {latent.shape[0]} frames, semantic input {semantic.shape[0]}"
             )
+        prompt = None
+        if prompt_features:
+            prompt = torch.from_numpy(read_npy(folder / prompt_feature_path(stem)).astype(np.float32))
         clips.append(
             S2MelClip(
                 mel=torch.from_numpy(read_npy(mel_path)).float(),
                 style=torch.from_numpy(read_npy(style_path)).float(),
                 code_embedding=semantic.float(),
                 gpt_latent=latent,
+                prompt_semantic=prompt,
                 name=stem,
             )
         )

@@ -108,6 +108,40 @@ def regulate(
     return torch.cat(parts)
 
 
+def prompt_semantic_frames(prompt_lens: Tensor, x_lens: Tensor, semantic_lens: Tensor) -> Tensor:
+    """The semantic frames under each item's prompt: round(prompt mel frames x S_len / mel frames), kept inside
+    [1, S_len - 1] so both regions have at least one frame."""
+    ratio = prompt_lens.double() * semantic_lens.double() / x_lens.double()
+    return torch.clamp(torch.round(ratio).long(), min=1).minimum(semantic_lens - 1)
+
+
+def regulate_split(
+    regulator: InterpolateRegulator,
+    prompt_semantic: Tensor,
+    target_semantic: Tensor,
+    semantic_lens: Tensor,
+    prompt_lens: Tensor,
+    x_lens: Tensor,
+) -> Tensor:
+    """mu as inference builds it: two regulator calls per item, then concatenated along time.
+
+    The prompt region (``prompt_lens`` mel frames) is regulated from ``prompt_semantic``'s first k frames and the
+    rest from ``target_semantic``'s frames k.., each with its own GroupNorm statistics (the seam inference has);
+    k = :func:`prompt_semantic_frames`. v2: prompt = vq2emb(codes), target = vq2emb(codes) + gpt_layer(latent);
+    2.5: prompt = the continuous features (where stored), target = decode(codes).
+    """
+    total = int(x_lens.max())
+    ks = prompt_semantic_frames(prompt_lens, x_lens, semantic_lens)
+    parts = []
+    for b in range(target_semantic.shape[0]):
+        k, p, length = int(ks[b]), int(prompt_lens[b]), int(x_lens[b])
+        prompt = regulator(prompt_semantic[b : b + 1, :k], prompt_lens[b : b + 1])
+        target = regulator(target_semantic[b : b + 1, k : int(semantic_lens[b])], x_lens[b : b + 1] - p)
+        item = torch.cat([prompt, target], dim=1)
+        parts.append(F.pad(item, (0, 0, 0, total - length)))
+    return torch.cat(parts)
+
+
 def flow_matching_loss(
     model: S2Mel,
     x1: Tensor,

@@ -34,6 +34,7 @@ from trainer.s2mel.forward import (
     draw_flow_noise,
     flow_matching_loss,
     regulate,
+    regulate_split,
 )
 from trainer.s2mel.lora import (
     MODES,
@@ -42,6 +43,8 @@ from trainer.s2mel.lora import (
     attach_lora,
     load_adapter_state,
 )
+
+REGULATIONS = ("split", "per_item", "batched")
 
 
 class S2MelRunError(ValueError):
@@ -63,7 +66,9 @@ class S2MelTrainSettings:
     loss_type: str = "l1"
     class_dropout_prob: float = DEFAULT_CLASS_DROPOUT
     prompt_fraction: tuple[float, float] = (0.2, 0.5)
-    per_item_regulation: bool = True
+    regulation: str = (
+        "split"  # "split" (as inference), "per_item" or "batched" (upstream's module on a batch)
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -75,6 +80,8 @@ class S2MelTrainSettings:
             raise S2MelRunError(
                 f"prompt fraction must satisfy 0 < low <= high < 1, got {self.prompt_fraction}"
             )
+        if self.regulation not in REGULATIONS:
+            raise S2MelRunError(f"S2Mel regulation must be one of {REGULATIONS}, got {self.regulation!r}")
         if self.batch_size < 1 or self.max_steps < 1 or self.save_interval < 1:
             raise S2MelRunError("batch size, max steps and save interval must be at least 1")
 
@@ -232,14 +239,20 @@ class S2MelTrainer:
             return batch.code_embedding + self.model.gpt_layer(batch.gpt_latent)
         return batch.code_embedding
 
-    def batch_loss(self, batch: S2MelBatch, draws: FlowDraws) -> torch.Tensor:
-        mu = regulate(
-            self.model.length_regulator,
-            self.semantic_input(batch),
-            batch.semantic_lens,
-            batch.x_lens,
-            per_item=self.settings.per_item_regulation,
+    def regulated(self, batch: S2MelBatch) -> torch.Tensor:
+        regulator, s = self.model.length_regulator, self.settings
+        target = self.semantic_input(batch)
+        if s.regulation == "split":
+            prompt = batch.prompt_semantic if batch.prompt_semantic is not None else batch.code_embedding
+            return regulate_split(
+                regulator, prompt, target, batch.semantic_lens, batch.prompt_lens, batch.x_lens
+            )
+        return regulate(
+            regulator, target, batch.semantic_lens, batch.x_lens, per_item=s.regulation == "per_item"
         )
+
+    def batch_loss(self, batch: S2MelBatch, draws: FlowDraws) -> torch.Tensor:
+        mu = self.regulated(batch)
         s = self.settings
         return flow_matching_loss(
             self.model,
