@@ -39,28 +39,48 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def v2() -> None:
     folder = SHARED / "fixtures_indextts2_audio"
     config = yaml.safe_load((folder / "tiny_audio_config.yaml").read_text(encoding="utf-8"))
-    s2mel = load_s2mel(folder / "tiny_s2mel.pth", config["s2mel"], gpt_dim=config["gpt"]["model_dim"],
-                       gpt_layer_hidden=tuple(config["fixture_widths"]["gpt_layer_hidden"]))
+    s2mel = load_s2mel(
+        folder / "tiny_s2mel.pth",
+        config["s2mel"],
+        gpt_dim=config["gpt"]["model_dim"],
+        gpt_layer_hidden=tuple(config["fixture_widths"]["gpt_layer_hidden"]),
+    )
     syn = torch.load(folder / "synthesis_expected.pt", weights_only=True)["synthesis"]
     codes_only = syn["vq2emb"].transpose(1, 2)
     with_latent = codes_only + s2mel.gpt_layer(syn["gpt_latent"])  # type: ignore[misc]
-    headline(BENCH, "v2 |gpt_layer(latent)| / |vq2emb(codes)|", float((with_latent - codes_only).norm() / codes_only.norm()),
-             "ratio", note="the GPT term a codes-only trainer never sees")
+    headline(
+        BENCH,
+        "v2 |gpt_layer(latent)| / |vq2emb(codes)|",
+        float((with_latent - codes_only).norm() / codes_only.norm()),
+        "ratio",
+        note="the GPT term a codes-only trainer never sees",
+    )
     frames = torch.tensor([int(syn["target_lengths"][0])])
     mu_codes = s2mel.length_regulator(codes_only, frames)
     mu_full = s2mel.length_regulator(with_latent, frames)
-    headline(BENCH, "v2 mu change, codes only vs codes + GPT latent", relative(mu_codes, mu_full), "relative L2")
+    headline(
+        BENCH, "v2 mu change, codes only vs codes + GPT latent", relative(mu_codes, mu_full), "relative L2"
+    )
     t = torch.full((1,), 0.5)
     x = torch.randn(1, 80, mu_full.shape[1], generator=torch.Generator().manual_seed(0))
     est = s2mel.cfm.estimator
     style = syn["style"]
     out_codes = est(x, torch.zeros_like(x), torch.tensor([x.shape[-1]]), t, style, mu_codes)
     out_full = est(x, torch.zeros_like(x), torch.tensor([x.shape[-1]]), t, style, mu_full)
-    headline(BENCH, "v2 estimator output change, codes only vs codes + GPT latent", relative(out_codes, out_full),
-             "relative L2")
+    headline(
+        BENCH,
+        "v2 estimator output change, codes only vs codes + GPT latent",
+        relative(out_codes, out_full),
+        "relative L2",
+    )
     checks = torch.load(folder / "s2mel_train_expected.pt", weights_only=True)["inputs"]["source_checks"][0]
-    headline(BENCH, "v2 prompt: vq2emb(codes) vs quantize output", float(checks["S_vs_dataprep_S_maxabs"]), "max abs",
-             note="rounding of the straight-through sum: training's prompt input equals inference's")
+    headline(
+        BENCH,
+        "v2 prompt: vq2emb(codes) vs quantize output",
+        float(checks["S_vs_dataprep_S_maxabs"]),
+        "max abs",
+        note="rounding of the straight-through sum: training's prompt input equals inference's",
+    )
 
 
 @torch.no_grad()
@@ -73,11 +93,19 @@ def v25() -> None:
     decoded = train["S_item0"][None]
     continuous = item["spk_cond_emb"]
     frames = torch.tensor([int(train["x_lens"][0])])
-    headline(BENCH, "2.5 prompt input: decode(codes) vs continuous features", relative(decoded, continuous),
-             "relative L2")
-    headline(BENCH, "2.5 prompt mu: decode(codes) vs continuous features",
-             relative(s2mel.length_regulator(decoded, frames), s2mel.length_regulator(continuous, frames)),
-             "relative L2", note="only the prompt region differs; the generated part is decode(codes) in both")
+    headline(
+        BENCH,
+        "2.5 prompt input: decode(codes) vs continuous features",
+        relative(decoded, continuous),
+        "relative L2",
+    )
+    headline(
+        BENCH,
+        "2.5 prompt mu: decode(codes) vs continuous features",
+        relative(s2mel.length_regulator(decoded, frames), s2mel.length_regulator(continuous, frames)),
+        "relative L2",
+        note="only the prompt region differs; the generated part is decode(codes) in both",
+    )
 
 
 if __name__ == "__main__":
