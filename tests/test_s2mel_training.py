@@ -324,3 +324,44 @@ def test_prompt_features_feed_the_prompt_region_in_training(tmp_path: Path) -> N
     trainer = S2MelTrainer(tiny_model("2.5"), clips, settings("lora", max_steps=2), tmp_path)
     trainer.run()
     assert trainer.step_count == 2 and torch.isfinite(torch.tensor(trainer.last_loss))
+
+
+def test_validation_loss_is_repeatable_and_leaves_the_run_unchanged(tmp_path: Path) -> None:
+    straight = trainer_for("2.5", "lora", tmp_path / "a", max_steps=4)
+    straight.run()
+    probed = trainer_for("2.5", "lora", tmp_path / "b", max_steps=4)
+    probed.run(until_step=2)
+    held_out = tiny_clips("2.5", count=3, seed=5)
+    first = probed.validation_loss(held_out)
+    assert probed.validation_loss(held_out) == first
+    probed.run()
+    for name, value in trainable_state(straight.model).items():
+        assert torch.equal(value, trainable_state(probed.model)[name]), name
+
+
+def test_exported_s2mel_synthesises_a_mel(tmp_path: Path) -> None:
+    base = save_base(tiny_model("2.5"), tmp_path)
+    S2MelTrainer(
+        tiny_model("2.5"),
+        tiny_clips("2.5"),
+        settings("lora", max_steps=2),
+        tmp_path / "run",
+        base=base_record(base),
+    ).run()
+    out = export_stock_s2mel(
+        tmp_path / "run" / "latest.pth", base, TINY_SECTION, tmp_path / "s2mel.pth", with_gpt_layer=False
+    )
+    model = load_s2mel(out, TINY_SECTION, with_gpt_layer=False)
+    clip = tiny_clips("2.5", count=1, seed=2)[0]
+    ref_mel = clip.mel[None, :, :20]
+    condition = model.prompt_condition(clip.code_embedding[None, :11], 20)
+    mel = model.infer_features(
+        prompt_condition=condition,
+        ref_mel=ref_mel,
+        style=clip.style[None],
+        semantic=clip.code_embedding[None],
+        target_frames=30,
+        steps=3,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert mel.shape == (1, 80, 30) and bool(torch.isfinite(mel).all())

@@ -282,6 +282,33 @@ class S2MelTrainer:
         self.last_loss = float(loss.detach())
         return StepReport(self.step_count, self.epoch, self.last_loss, float(grad_norm))
 
+    @torch.no_grad()
+    def validation_loss(self, clips: Sequence[S2MelClip], seed: int = 0) -> float:
+        """Loss on ``clips`` with fixed prompt lengths and draws (seeded), dropout off, conditioning kept.
+
+        Train mode stays on (upstream's eval mode drops the conditioning); only the Dropout modules are put in
+        eval, and the global RNG is left untouched, so calling this never changes the run's course.
+        """
+        self.model.train()
+        dropouts = [m for m in self.model.modules() if isinstance(m, nn.Dropout)]
+        for module in dropouts:
+            module.eval()
+        try:
+            generator = torch.Generator().manual_seed(seed)
+            total = 0.0
+            for start in range(0, len(clips), self.settings.batch_size):
+                chunk = list(clips[start : start + self.settings.batch_size])
+                x_lens = torch.tensor([c.frames for c in chunk])
+                prompt_lens = draw_prompt_lens(x_lens, self.settings.prompt_fraction, generator)
+                batch = collate(chunk, prompt_lens).to(self.device)
+                draws = draw_flow_noise(batch.x1, generator)
+                draws = FlowDraws(draws.t, draws.z, class_draw=1.0)
+                total += float(self.batch_loss(batch, draws)) * len(chunk)
+            return total / len(clips)
+        finally:
+            for module in dropouts:
+                module.train()
+
     # -- the run -----------------------------------------------------------------------------------------------
 
     def save(self) -> WriteResult | None:
