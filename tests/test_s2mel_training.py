@@ -365,3 +365,14 @@ def test_exported_s2mel_synthesises_a_mel(tmp_path: Path) -> None:
         generator=torch.Generator().manual_seed(0),
     )
     assert mel.shape == (1, 80, 30) and bool(torch.isfinite(mel).all())
+
+
+def test_inspect_lines_name_the_s2mel_part(tmp_path: Path) -> None:
+    from trainer.s2mel.checkpoint import describe_s2mel_checkpoint, is_s2mel_checkpoint
+
+    trainer_for("2.5", "lora", tmp_path, max_steps=1, save_interval=1).run()
+    ckpt = torch.load(tmp_path / "latest.pth", weights_only=True)
+    assert is_s2mel_checkpoint(ckpt)
+    lines = describe_s2mel_checkpoint(ckpt)
+    assert lines[0].startswith("part: S2Mel decoder (lora fine-tune), step 1")
+    assert any(line.startswith("LoRA rank 4") for line in lines)

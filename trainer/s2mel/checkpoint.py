@@ -83,3 +83,25 @@ def select_s2mel_resume(output_dir: str | Path) -> tuple[Path, dict[str, Any], l
             "existing run (use a new output folder)"
         )
     return None
+
+
+def describe_s2mel_checkpoint(ckpt: dict[str, Any]) -> list[str]:
+    """Lines for ``checkpoints inspect`` about an S2Mel run checkpoint (what it holds, where it came from)."""
+    settings = ckpt.get("settings") or {}
+    lines = [
+        f"part: S2Mel decoder ({ckpt.get('mode')} fine-tune), step {ckpt.get('step')}, epoch {ckpt.get('epoch')}",
+        f"last training loss: {ckpt.get('loss')}",
+        f"loss {settings.get('loss_type')}, regulation {settings.get('regulation')}, "
+        f"GPT latent fed: {bool(ckpt.get('uses_gpt_layer'))}",
+    ]
+    base = ckpt.get("base") or {}
+    if base:
+        lines.append(f"base s2mel.pth: {base.get('path')} (sha256 {str(base.get('sha256'))[:12]})")
+    if ckpt.get("mode") == "lora":
+        lora = ckpt.get("lora") or {}
+        count = sum(int(t.numel()) for t in (ckpt.get("adapter") or {}).values())
+        lines.append(
+            f"LoRA rank {lora.get('rank')}, alpha {lora.get('alpha')}, targets {lora.get('targets')}, "
+            f"{count:,} adapter values" + (", length regulator trained" if ckpt.get("regulator") else "")
+        )
+    return lines
