@@ -215,6 +215,7 @@ class S2MelTrainer:
 
     def resume_if_any(self) -> Path | None:
         """Continue from the output folder's newest usable checkpoint (None: a fresh start)."""
+        self.manager.clean_stale_temp_files()  # a save killed mid-write leaves its temp file
         choice = select_s2mel_resume(self.output_dir)
         if choice is None:
             return None
