@@ -12,13 +12,15 @@ import torch
 from data_tools.s2mel_clip import add_missing_s2mel_files
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import build_gpt, load_gpt, load_indextts2
+from networks.indextts25 import load_indextts25
 from networks.s2mel import load_s2mel
 from trainer.demo_v2 import DemoV2Paths
+from trainer.demo_v25 import DemoV25Paths
 from trainer.s2mel.dataset import load_clips
 from trainer.s2mel.export import base_record, export_stock_s2mel
 from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
 from trainer.s2mel.lora import S2MelLoRASettings
-from trainer.s2mel.sources import audio_loader, v2_latent_fn, v2_semantic_fn
+from trainer.s2mel.sources import audio_loader, v2_latent_fn, v2_semantic_fn, v25_semantic_fn
 from trainer.vocab import grow_text_vocab
 
 
@@ -43,7 +45,9 @@ def test_demo_v2_s2mel_run(demo_workspace, tmp_path: Path, mode: str) -> None:
     assert written == stems
     # The demo data's text ids use the extended tokenizer: the latent comes from the GPT a run fine-tunes, i.e.
     # the base GPT grown to that tokenizer (as the GPT trainer starts it).
-    grown = grow_text_vocab(nets.gpt.state_dict(), config["gpt"], paths.extended_tokenizer, paths.base_tokenizer)
+    grown = grow_text_vocab(
+        nets.gpt.state_dict(), config["gpt"], paths.extended_tokenizer, paths.base_tokenizer
+    )
     gpt = build_gpt(grown.gpt_cfg)
     load_gpt(gpt, grown.state_dict)
     clips = load_clips(folder, stems, v2_semantic_fn(nets.codec), v2_latent_fn(gpt.eval(), folder))
@@ -84,3 +88,42 @@ def test_demo_v2_s2mel_run(demo_workspace, tmp_path: Path, mode: str) -> None:
         generator=torch.Generator().manual_seed(0),
     )
     assert mel.shape[-1] > 0 and bool(torch.isfinite(mel).all())
+
+
+def test_demo_v25_s2mel_lora_run(demo_workspace, tmp_path: Path) -> None:
+    paths = DemoV25Paths.under(demo_workspace.root)
+    nets = load_indextts25(paths.config.parent, local_files_only=True)
+    config = nets.config
+    data = paths.train_manifest.parent
+    stems = sorted(p.stem for p in (data / "wavs").glob("*.wav"))[:6]
+    folder = tmp_path / "data"
+    (folder / "codes").mkdir(parents=True)
+    for stem in stems:
+        shutil.copy(data / "codes" / f"{stem}.npy", folder / "codes" / f"{stem}.npy")
+    settings = S2MelMelSettings.from_preprocess_params(config["s2mel"]["preprocess_params"])
+    add_missing_s2mel_files(
+        folder, stems, audio_loader(data / "wavs", settings.sample_rate), nets.campplus, settings
+    )
+    clips = load_clips(folder, stems, v25_semantic_fn(nets.codec))
+    assert clips[0].gpt_latent is None and clips[0].code_embedding.shape[0] % 2 == 0
+
+    base = nets.files.s2mel
+    model = load_s2mel(base, config["s2mel"], with_gpt_layer=False)
+    lora = S2MelLoRASettings(rank=4, alpha=8, targets=("attention", "feed_forward", "norms", "io"))
+    run = S2MelTrainSettings(
+        mode="lora",
+        batch_size=2,
+        max_steps=12,
+        save_interval=6,
+        learning_rate=1e-2,
+        class_dropout_prob=0.0,
+        lora=lora,
+    )
+    trainer = S2MelTrainer(model, clips, run, tmp_path / "run", base=base_record(base))
+    before = trainer.validation_loss(clips)
+    trainer.run()
+    assert trainer.validation_loss(clips) < before
+    out = export_stock_s2mel(
+        tmp_path / "run" / "latest.pth", base, config["s2mel"], tmp_path / "s2mel.pth", with_gpt_layer=False
+    )
+    load_s2mel(out, config["s2mel"], with_gpt_layer=False)  # strict, stock layout
