@@ -3,6 +3,7 @@ teacher-forced latent, full and LoRA training lower the loss, and the export loa
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from data_tools.s2mel_clip import add_missing_s2mel_files
+from data_tools.text_tokenizer import TextTokenizer
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import build_gpt, load_gpt, load_indextts2
 from networks.indextts25 import load_indextts25
@@ -20,7 +22,9 @@ from trainer.s2mel.dataset import load_clips
 from trainer.s2mel.export import base_record, export_stock_s2mel
 from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
 from trainer.s2mel.lora import S2MelLoRASettings
+from trainer.s2mel.samples import sample_hook
 from trainer.s2mel.sources import audio_loader, v2_latent_fn, v2_semantic_fn, v25_semantic_fn
+from trainer.synthesis.pipeline_v2 import SynthesizerV2, seeded_noise
 from trainer.vocab import grow_text_vocab
 
 
@@ -69,9 +73,22 @@ def test_demo_v2_s2mel_run(demo_workspace, tmp_path: Path, mode: str) -> None:
     )
     trainer = S2MelTrainer(model, clips, run, tmp_path / "run", base=base_record(base))
     before = trainer.validation_loss(clips)
-    trainer.run()
+    synth = SynthesizerV2(
+        dataclasses.replace(nets, gpt=gpt), TextTokenizer(paths.extended_tokenizer), language="am"
+    )
+    speak = sample_hook(
+        synth,
+        ["ሰላም"],
+        data / "wavs" / f"{stems[0]}.wav",
+        tmp_path / "run",
+        noise_for=lambda i: seeded_noise(i),
+    )
+    trainer.run(on_save=speak)
     after = trainer.validation_loss(clips)
     assert after < before, (before, after)
+    samples = sorted(p.name for p in (tmp_path / "run" / "samples").glob("*.wav"))
+    assert samples == ["s2mel_step16_0.wav", "s2mel_step8_0.wav"]
+    assert synth.nets.s2mel is nets.s2mel  # the synthesizer's own S2Mel is back
 
     out = export_stock_s2mel(
         tmp_path / "run" / "latest.pth", base, config["s2mel"], tmp_path / "s2mel.pth", **model_kwargs

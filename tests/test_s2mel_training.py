@@ -376,3 +376,34 @@ def test_inspect_lines_name_the_s2mel_part(tmp_path: Path) -> None:
     lines = describe_s2mel_checkpoint(ckpt)
     assert lines[0].startswith("part: S2Mel decoder (lora fine-tune), step 1")
     assert any(line.startswith("LoRA rank 4") for line in lines)
+
+
+def test_samples_at_saves_leave_the_run_bit_exact(tmp_path: Path) -> None:
+    import numpy as np
+
+    from trainer.s2mel.samples import sample_hook
+
+    class FakeSynth:
+        """Draws from torch's global RNG like synthesis without seeded noise does, and voices with nets.s2mel."""
+
+        def __init__(self) -> None:
+            self.nets = type("Nets", (), {"s2mel": None})()
+            self.seen: list[object] = []
+
+        def synthesize(self, text: str, voice: object):
+            self.seen.append(self.nets.s2mel)
+            torch.rand(1000)
+            return type("R", (), {"waveform": np.zeros(160, dtype=np.float32), "sample_rate": 16000})()
+
+    straight = trainer_for("2.5", "lora", tmp_path / "a", max_steps=4, save_interval=2)
+    straight.run()
+    synth = FakeSynth()
+    sampled = trainer_for("2.5", "lora", tmp_path / "b", max_steps=4, save_interval=2)
+    sampled.run(on_save=sample_hook(synth, ["hello"], "voice.wav", tmp_path / "b"))
+    assert sorted(p.name for p in (tmp_path / "b" / "samples").iterdir()) == [
+        "s2mel_step2_0.wav",
+        "s2mel_step4_0.wav",
+    ]
+    assert synth.nets.s2mel is None and not has_adapters(synth.seen[0])
+    for name, value in trainable_state(straight.model).items():
+        assert torch.equal(value, trainable_state(sampled.model)[name]), name
