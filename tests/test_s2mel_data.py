@@ -89,3 +89,46 @@ def test_rerun_adds_only_missing_files_and_clips_load(tmp_path: Path, fixture: d
         length = int(inputs["S_lens"][index])
         torch.testing.assert_close(clip.code_embedding, inputs["S"][index, :length], atol=1e-5, rtol=1e-5)
         assert clip.frames == int(inputs["x_lens"][index]) and clip.gpt_latent is None
+
+
+def test_prepared_clips_build_each_clip_on_demand_and_train(tmp_path: Path, fixture: dict) -> None:
+    from trainer.s2mel.dataset import PreparedClips
+    from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
+
+    inputs = fixture["expected"]["inputs"]
+    stems = ["utt0", "utt1"]
+    for stem, codes in zip(stems, inputs["codes"], strict=True):
+        write_npy(tmp_path, Path("codes") / f"{stem}.npy", codes.numpy().astype(np.int32))
+    audio = dict(zip(stems, inputs["audio_22k"], strict=True))
+    add_missing_s2mel_files(tmp_path, stems, audio.__getitem__, fixture["campplus"], fixture["settings"])
+    codec = fixture["codec"]
+    calls: list[int] = []
+
+    def semantic(codes: torch.Tensor) -> torch.Tensor:
+        calls.append(int(codes.numel()))
+        return codec.vq2emb(codes[None])[0].T
+
+    lazy = PreparedClips(tmp_path, stems, semantic)
+    assert len(lazy) == 2 and calls == []
+    eager = load_clips(tmp_path, stems, semantic)
+    for a, b in zip(lazy[:], eager, strict=True):
+        assert torch.equal(a.mel, b.mel) and torch.equal(a.code_embedding, b.code_embedding)
+
+    from networks.s2mel import load_s2mel
+
+    folder = shared_file(*FIXTURES)
+    config = fixture["config"]
+    model = load_s2mel(
+        folder / "tiny_s2mel.pth",
+        config["s2mel"],
+        gpt_dim=config["gpt"]["model_dim"],
+        gpt_layer_hidden=tuple(config["fixture_widths"]["gpt_layer_hidden"]),
+    )
+    trainer = S2MelTrainer(
+        model,
+        lazy,
+        S2MelTrainSettings(mode="lora", batch_size=2, max_steps=2, save_interval=2),
+        tmp_path / "run",
+    )
+    trainer.run()
+    assert trainer.step_count == 2 and (tmp_path / "run" / "latest.pth").is_file()

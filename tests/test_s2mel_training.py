@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 
@@ -55,6 +56,8 @@ def test_killed_run_resumes_bit_exactly(tmp_path: Path, generation: str, mode: s
     assert resumed.resume_if_any() == tmp_path / "killed" / "latest.pth"
     assert resumed.step_count == 3
     resumed.run()
+    steps = [json.loads(line)["step"] for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]  # the redone steps 4-5 are logged once
     want, got = trainable_state(straight.model), trainable_state(resumed.model)
     assert want.keys() == got.keys() and want
     for name in want:

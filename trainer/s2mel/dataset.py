@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 import torch
@@ -83,3 +84,47 @@ def load_clips(
             )
         )
     return clips
+
+
+class PreparedClips(Sequence[S2MelClip]):
+    """The clips of a prepared folder, each read and built when a batch asks for it (nothing held in memory).
+
+    A real run's semantic inputs (1024 wide at 50 Hz, plus v2's GPT latents) would not fit in memory for hours
+    of audio; building them per batch costs a codec call (and v2's GPT forward) per clip. The builders run in
+    eval mode without randomness, so the run stays bit-exact on resume.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        stems: Sequence[str],
+        semantic_fn: SemanticFn,
+        latent_fn: LatentFn | None = None,
+        *,
+        prompt_features: bool = False,
+    ) -> None:
+        self.folder = Path(folder)
+        self.stems = list(stems)
+        self.semantic_fn = semantic_fn
+        self.latent_fn = latent_fn
+        self.prompt_features = prompt_features
+
+    def __len__(self) -> int:
+        return len(self.stems)
+
+    @overload
+    def __getitem__(self, index: int) -> S2MelClip: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[S2MelClip]: ...
+
+    def __getitem__(self, index: int | slice) -> S2MelClip | list[S2MelClip]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        return load_clips(
+            self.folder,
+            [self.stems[index]],
+            self.semantic_fn,
+            self.latent_fn,
+            prompt_features=self.prompt_features,
+        )[0]

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from data_tools.fileio import atomic_write_text
 from networks.s2mel import S2Mel
 from trainer.checkpoints.rng import capture_rng_state, restore_rng_state
 from trainer.checkpoints.store import CheckpointManager
@@ -132,7 +133,7 @@ class S2MelTrainer:
         if not clips:
             raise S2MelRunError("no clips to train the S2Mel on")
         self.settings = settings
-        self.clips = list(clips)
+        self.clips = clips  # a list, or PreparedClips that builds each clip when a batch needs it
         self.output_dir = Path(output_dir)
         self.base = dict(base or {})
         self.device = torch.device(device)
@@ -222,7 +223,23 @@ class S2MelTrainer:
         path, ckpt, notes = choice
         self.notes.extend(notes)
         self.restore(ckpt, str(path))
+        self._forget_metrics_after(self.step_count)
         return path
+
+    def _forget_metrics_after(self, step: int) -> None:
+        """Drop metrics lines of steps the resumed run will redo (a kill after the last save left them)."""
+        path = self.output_dir / "metrics.jsonl"
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line torn by the kill
+            if int(record.get("step", 0)) <= step:
+                kept.append(line)
+        atomic_write_text(path, "".join(f"{line}\n" for line in kept))
 
     # -- one step ----------------------------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ the (small) length regulator fully beside the adapters.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -122,11 +121,3 @@ def stock_net_state_dict(model: S2Mel) -> dict[str, dict[str, Tensor]]:
         part: {k: v.detach().clone() for k, v in state.items()}
         for part, state in plain.net_state_dict().items()
     }
-
-
-def trainable_parameters(model: S2Mel) -> dict[str, nn.Parameter]:
-    return {name: p for name, p in model.named_parameters() if p.requires_grad}
-
-
-def is_adapter_key(key: str) -> bool:
-    return re.search(r"\.lora_[AB]\.", key) is not None
