@@ -1,8 +1,8 @@
 """The S2Mel training loop: full fine-tuning or LoRA on the DiT, exact resume, background checkpoint saves.
 
 One step: the next clips of the epoch's permutation -> prompt lengths, t, z and the class draw from the run's
-own generator -> semantic input (+ ``gpt_layer(latent)`` for v2) -> per-item length regulation to each mel's
-length -> :func:`flow_matching_loss` in train mode (WaveNet dropout draws from torch's global RNG) -> backward,
+own generator -> semantic input (+ ``gpt_layer(latent)`` for v2) -> length regulation to each mel's length
+(default "split": prompt region and rest in two calls, as inference) -> :func:`flow_matching_loss` in train mode (WaveNet dropout draws from torch's global RNG) -> backward,
 gradient clipping, AdamW.
 
 Exact resume: a checkpoint holds the trainable weights, the optimizer, (epoch, position), the run generator's
