@@ -64,6 +64,7 @@ class S2MelConfig:
     wavenet_layers: int = 8
     wavenet_kernel_size: int = 5
     wavenet_dilation_rate: int = 1
+    wavenet_dropout: float = 0.2  # wavenet.p_dropout: acts only in train mode
 
     def __post_init__(self) -> None:
         if self.hidden_dim % self.num_heads:
@@ -124,6 +125,7 @@ class S2MelConfig:
             wavenet_layers=_int(wavenet, "wavenet", "num_layers"),
             wavenet_kernel_size=_int(wavenet, "wavenet", "kernel_size"),
             wavenet_dilation_rate=_int(wavenet, "wavenet", "dilation_rate"),
+            wavenet_dropout=float(wavenet.get("p_dropout", 0.2)),
         )
 
 

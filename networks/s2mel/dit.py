@@ -10,6 +10,7 @@ forward(x (B, 80, T), prompt_x (B, 80, T), x_lens (B,) or (1,), t (B,), style (B
 4. Long skip: ``skip_linear`` of [transformer out, x^T].
 5. ``conv1`` -> WaveNet conditioned on a second timestep embedding, + ``res_projection`` of the skip output,
    -> ``final_layer`` (LayerNorm modulated by t1, weight-normed linear) -> ``conv2`` to 80 bins.
+``drop_condition=True`` zeroes the conditioning part of step 2 (classifier-free-guidance training).
 Parameters that are in the checkpoint but not on this path (``x_embedder``, ``cond_embedder``,
 ``content_mask_embedder``, the ``input_pos`` buffer) are kept so the real file loads strictly.
 """
@@ -210,6 +211,7 @@ class DiT(nn.Module):
             config.wavenet_dilation_rate,
             config.wavenet_layers,
             cond_channels=wn,
+            dropout=config.wavenet_dropout,
         )
         self.res_projection = nn.Linear(hidden, wn)
         self.final_layer = FinalLayer(wn, hidden)
@@ -224,7 +226,12 @@ class DiT(nn.Module):
         style: Tensor,
         cond: Tensor,
         taps: Taps = None,
+        *,
+        drop_condition: bool = False,
     ) -> Tensor:
+        """``drop_condition``: classifier-free-guidance training; every merged channel after the noisy mel (prompt
+        mel, projected content, style) is multiplied by 0 before ``cond_x_merge_linear``, as upstream's train mode
+        does when its class-dropout draw falls below ``class_dropout_prob`` (the draw is the trainer's)."""
         batch, _, length = x.shape
         frames = torch.arange(length, device=x.device)[None, :] < x_lens.reshape(-1, 1)  # (B or 1, T)
         frames = frames.expand(batch, length)
@@ -234,6 +241,8 @@ class DiT(nn.Module):
         merged = torch.cat(
             [x, prompt_x.transpose(1, 2), cond, style[:, None, :].expand(batch, length, -1)], dim=-1
         )
+        if drop_condition:
+            merged = torch.cat([merged[..., : self.n_mels], merged[..., self.n_mels :] * 0], dim=-1)
         x_in = self.cond_x_merge_linear(merged)
         attn_mask = frames[:, None, None, :].expand(batch, 1, length, length)
         transformed = self.transformer(x_in, t1.unsqueeze(1), attn_mask)

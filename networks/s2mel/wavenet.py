@@ -3,7 +3,8 @@
 Per layer: a weight-normed dilated conv (reflect-padded to keep the length) to 2H channels, plus that layer's
 slice of the projected condition; a = tanh(first half) * sigmoid(second half); a 1x1 conv splits into a
 residual (added to x, then masked) and a skip part that accumulates into the output. The last layer's 1x1
-conv has only H outputs, all of them skip. Dropout is not applied (inference only).
+conv has only H outputs, all of them skip. In train mode ``dropout`` (config ``wavenet.p_dropout``) acts on the
+gated activations of every layer, as in training upstream; in eval mode it is the identity.
 """
 
 from __future__ import annotations
@@ -48,10 +49,17 @@ class WaveNet(nn.Module):
     """WN(x (B, H, T), mask (B, 1, T), g (B, C, 1)) -> (B, H, T)."""
 
     def __init__(
-        self, hidden: int, kernel_size: int, dilation_rate: int, num_layers: int, cond_channels: int
+        self,
+        hidden: int,
+        kernel_size: int,
+        dilation_rate: int,
+        num_layers: int,
+        cond_channels: int,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.hidden = hidden
+        self.drop = nn.Dropout(dropout)
         self.num_layers = num_layers
         self.in_layers = nn.ModuleList(
             ReflectPaddedConv1d(hidden, 2 * hidden, kernel_size, dilation=dilation_rate**i)
@@ -69,7 +77,7 @@ class WaveNet(nn.Module):
         g = self.cond_layer(g)
         for i, (in_layer, res_skip_layer) in enumerate(zip(self.in_layers, self.res_skip_layers)):
             pre = in_layer(x) + g[:, 2 * h * i : 2 * h * (i + 1)]
-            acts = torch.tanh(pre[:, :h]) * torch.sigmoid(pre[:, h:])
+            acts = self.drop(torch.tanh(pre[:, :h]) * torch.sigmoid(pre[:, h:]))
             res_skip = res_skip_layer(acts)
             if i < self.num_layers - 1:
                 x = (x + res_skip[:, :h]) * mask

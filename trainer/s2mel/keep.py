@@ -1,0 +1,75 @@
+"""Keep the S2Mel adapter only when it helps: the decision from the whole pipeline's scores on held-out voices.
+
+Evaluation synthesises every held-out voice twice with the same seeds, GPT only and GPT + S2Mel, and scores
+speaker similarity (higher is better) and CER (lower is better). The adapter is kept when, averaged over the
+voices, similarity improves by at least ``min_similarity_gain`` and CER gets worse by at most
+``max_cer_increase``. A user's override ("keep" / "drop") wins, and the reason still states the measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import fmean
+
+OVERRIDES = ("auto", "keep", "drop")
+
+
+@dataclass(frozen=True)
+class VoiceScore:
+    voice: str
+    similarity: float
+    cer: float
+
+
+@dataclass(frozen=True)
+class KeepDecision:
+    keep: bool
+    reason: str
+    similarity_without: float
+    similarity_with: float
+    cer_without: float
+    cer_with: float
+
+
+def decide_adapter(
+    without: Sequence[VoiceScore],
+    with_adapter: Sequence[VoiceScore],
+    *,
+    min_similarity_gain: float = 0.0,
+    max_cer_increase: float = 0.0,
+    override: str = "auto",
+) -> KeepDecision:
+    """Whether the export takes the S2Mel adapter; ``reason`` is the run log's line."""
+    if override not in OVERRIDES:
+        raise ValueError(f"S2Mel adapter override must be one of {OVERRIDES}, got {override!r}")
+    voices = [s.voice for s in without]
+    if not voices or sorted(voices) != sorted(s.voice for s in with_adapter):
+        raise ValueError("score the same held-out voices with and without the adapter")
+    sim0, sim1 = fmean(s.similarity for s in without), fmean(s.similarity for s in with_adapter)
+    cer0, cer1 = fmean(s.cer for s in without), fmean(s.cer for s in with_adapter)
+    measured = (
+        f"speaker similarity {sim0:.4f} -> {sim1:.4f}, CER {cer0:.4f} -> {cer1:.4f} "
+        f"over {len(voices)} held-out voice(s)"
+    )
+    problems = []
+    if sim1 - sim0 < min_similarity_gain:
+        problems.append(
+            f"similarity {'fell' if sim1 < sim0 else 'rose by less than the required'} "
+            f"({sim1 - sim0:+.4f}, need {min_similarity_gain:+.4f})"
+        )
+    if cer1 - cer0 > max_cer_increase:
+        problems.append(f"CER rose by {cer1 - cer0:+.4f} (allowed {max_cer_increase:+.4f})")
+    helps = not problems
+    if override == "keep":
+        keep, why = (
+            True,
+            "kept by the user's override" + ("" if helps else f" although {'; '.join(problems)}"),
+        )
+    elif override == "drop":
+        keep, why = False, "left out by the user's override"
+    elif helps:
+        keep, why = True, "kept: it helps"
+    else:
+        keep, why = False, f"left out: {'; '.join(problems)}"
+    return KeepDecision(keep, f"S2Mel adapter {why}; {measured}", sim0, sim1, cer0, cer1)

@@ -1,0 +1,372 @@
+"""The S2Mel training loop: full fine-tuning or LoRA on the DiT, exact resume, background checkpoint saves.
+
+One step: the next clips of the epoch's permutation -> prompt lengths, t, z and the class draw from the run's
+own generator -> semantic input (+ ``gpt_layer(latent)`` for v2) -> length regulation to each mel's length
+(default "split": prompt region and rest in two calls, as inference) -> :func:`flow_matching_loss` in train mode (WaveNet dropout draws from torch's global RNG) -> backward,
+gradient clipping, AdamW.
+
+Exact resume: a checkpoint holds the trainable weights, the optimizer, (epoch, position), the run generator's
+state and every global RNG state; restoring them continues the run bit for bit on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from data_tools.fileio import atomic_write_text
+from networks.s2mel import S2Mel
+from trainer.checkpoints.rng import capture_rng_state, restore_rng_state
+from trainer.checkpoints.store import CheckpointManager
+from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
+from trainer.s2mel.batches import S2MelBatch, S2MelClip, collate, draw_prompt_lens, epoch_order
+from trainer.s2mel.checkpoint import FORMAT_NAME, FORMAT_VERSION, PART, select_s2mel_resume
+from trainer.s2mel.forward import (
+    DEFAULT_CLASS_DROPOUT,
+    LOSS_TYPES,
+    FlowDraws,
+    draw_flow_noise,
+    flow_matching_loss,
+    regulate,
+    regulate_split,
+)
+from trainer.s2mel.lora import (
+    MODES,
+    S2MelLoRASettings,
+    adapter_state_dict,
+    attach_lora,
+    load_adapter_state,
+)
+
+REGULATIONS = ("split", "per_item", "batched")
+
+
+class S2MelRunError(ValueError):
+    """A setting or a checkpoint the S2Mel run cannot use (one line)."""
+
+
+@dataclass(frozen=True)
+class S2MelTrainSettings:
+    mode: str = "lora"
+    lora: S2MelLoRASettings = field(default_factory=S2MelLoRASettings)
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.01
+    batch_size: int = 4
+    max_steps: int = 1000
+    save_interval: int = 200
+    keep_checkpoints: int = 3
+    grad_clip: float = 1.0
+    seed: int = 1234
+    loss_type: str = "l1"
+    class_dropout_prob: float = DEFAULT_CLASS_DROPOUT
+    prompt_fraction: tuple[float, float] = (0.2, 0.5)
+    regulation: str = (
+        "split"  # "split" (as inference), "per_item" or "batched" (upstream's module on a batch)
+    )
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise S2MelRunError(f"S2Mel training mode must be one of {MODES}, got {self.mode!r}")
+        if self.loss_type not in LOSS_TYPES:
+            raise S2MelRunError(f"S2Mel loss type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        lo, hi = self.prompt_fraction
+        if not 0.0 < lo <= hi < 1.0:
+            raise S2MelRunError(
+                f"prompt fraction must satisfy 0 < low <= high < 1, got {self.prompt_fraction}"
+            )
+        if self.regulation not in REGULATIONS:
+            raise S2MelRunError(f"S2Mel regulation must be one of {REGULATIONS}, got {self.regulation!r}")
+        if self.batch_size < 1 or self.max_steps < 1 or self.save_interval < 1:
+            raise S2MelRunError("batch size, max steps and save interval must be at least 1")
+
+    def record(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["prompt_fraction"] = list(self.prompt_fraction)
+        record["lora"]["targets"] = list(self.lora.targets)
+        return record
+
+
+def unused_parameter_names(model: S2Mel, *, uses_gpt_layer: bool) -> list[str]:
+    """Parameters that never get a gradient on the training path (README_indextts2_audio.md 10.1)."""
+    depth = len(model.cfm.estimator.transformer.layers)
+    names = [f"cfm.estimator.transformer.layers.{i}.skip_in_linear." for i in range(depth // 2 + 1)]
+    names += [
+        "cfm.estimator.x_embedder.",
+        "cfm.estimator.cond_embedder.",
+        "cfm.estimator.content_mask_embedder.",
+        "length_regulator.embedding.",
+        "length_regulator.mask_token",
+    ]
+    if not uses_gpt_layer:
+        names.append("gpt_layer.")
+    return [n for n, _ in model.named_parameters() if any(n.startswith(prefix) for prefix in names)]
+
+
+@dataclass
+class StepReport:
+    step: int
+    epoch: int
+    loss: float
+    grad_norm: float
+
+
+class S2MelTrainer:
+    """Owns one S2Mel run: model (wrapped for LoRA when asked), optimizer, position and generators."""
+
+    def __init__(
+        self,
+        model: S2Mel,
+        clips: Sequence[S2MelClip],
+        settings: S2MelTrainSettings,
+        output_dir: str | Path,
+        *,
+        base: dict[str, str] | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if not clips:
+            raise S2MelRunError("no clips to train the S2Mel on")
+        self.settings = settings
+        self.clips = clips  # a list, or PreparedClips that builds each clip when a batch needs it
+        self.output_dir = Path(output_dir)
+        self.base = dict(base or {})
+        self.device = torch.device(device)
+        self.uses_gpt_layer = model.gpt_layer is not None and clips[0].gpt_latent is not None
+        torch.manual_seed(settings.seed)  # LoRA's init draws; a resume restores the saved state after it
+        if settings.mode == "lora":
+            attach_lora(model, settings.lora)
+        else:
+            for parameter in model.parameters():
+                parameter.requires_grad_(True)
+        unused = set(unused_parameter_names(model, uses_gpt_layer=self.uses_gpt_layer))
+        for name, parameter in model.named_parameters():
+            if name in unused:
+                parameter.requires_grad_(False)
+        self.model = model.to(self.device)
+        self.trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self.trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay
+        )
+        self.generator = torch.Generator().manual_seed(settings.seed)
+        self.step_count = 0
+        self.epoch = 0
+        self.position = 0
+        self.last_loss = math.nan
+        self.manager = CheckpointManager(self.output_dir, settings.keep_checkpoints)
+        self.writer = BackgroundWriter(self.manager)
+        self.notes: list[str] = []
+
+    # -- state -------------------------------------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        s = self.settings
+        model = self.model
+        ckpt: dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "part": PART,
+            "mode": s.mode,
+            "base": self.base,
+            "settings": s.record(),
+            "uses_gpt_layer": self.uses_gpt_layer,
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step_count,
+            "epoch": self.epoch,
+            "position": self.position,
+            "draw_rng": self.generator.get_state(),
+            "rng": capture_rng_state(),
+            "loss": None if math.isnan(self.last_loss) else self.last_loss,
+        }
+        if s.mode == "full":
+            ckpt["net"] = model.net_state_dict()
+        else:
+            ckpt["adapter"] = adapter_state_dict(model)
+            ckpt["lora"] = s.record()["lora"]
+            ckpt["regulator"] = model.length_regulator.state_dict() if s.lora.train_regulator else None
+        return ckpt
+
+    def restore(self, ckpt: dict[str, Any], where: str) -> None:
+        if ckpt.get("mode") != self.settings.mode:
+            raise S2MelRunError(
+                f"{where} is a {ckpt.get('mode')} S2Mel run; this run is {self.settings.mode}"
+            )
+        if self.settings.mode == "full":
+            self.model.load_net(ckpt["net"], where)
+        else:
+            if ckpt.get("lora") != self.settings.record()["lora"]:
+                raise S2MelRunError(f"{where}: its LoRA settings {ckpt.get('lora')} differ from this run's")
+            load_adapter_state(self.model, ckpt["adapter"], where)
+            if ckpt.get("regulator") is not None:
+                self.model.length_regulator.load_state_dict(ckpt["regulator"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.step_count, self.epoch, self.position = (
+            int(ckpt["step"]),
+            int(ckpt["epoch"]),
+            int(ckpt["position"]),
+        )
+        self.generator.set_state(ckpt["draw_rng"])
+        self.notes.extend(restore_rng_state(ckpt["rng"]))
+        self.last_loss = math.nan if ckpt.get("loss") is None else float(ckpt["loss"])
+
+    def resume_if_any(self) -> Path | None:
+        """Continue from the output folder's newest usable checkpoint (None: a fresh start)."""
+        self.manager.clean_stale_temp_files()  # a save killed mid-write leaves its temp file
+        choice = select_s2mel_resume(self.output_dir)
+        if choice is None:
+            return None
+        path, ckpt, notes = choice
+        self.notes.extend(notes)
+        self.restore(ckpt, str(path))
+        self._forget_metrics_after(self.step_count)
+        return path
+
+    def _forget_metrics_after(self, step: int) -> None:
+        """Drop metrics lines of steps the resumed run will redo (a kill after the last save left them)."""
+        path = self.output_dir / "metrics.jsonl"
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line torn by the kill
+            if int(record.get("step", 0)) <= step:
+                kept.append(line)
+        atomic_write_text(path, "".join(f"{line}\n" for line in kept))
+
+    # -- one step ----------------------------------------------------------------------------------------------
+
+    def next_clips(self) -> list[S2MelClip]:
+        order = epoch_order(len(self.clips), self.settings.seed, self.epoch)
+        chosen = order[self.position : self.position + self.settings.batch_size]
+        self.position += len(chosen)
+        if self.position >= len(order):
+            self.epoch, self.position = self.epoch + 1, 0
+        return [self.clips[i] for i in chosen]
+
+    def semantic_input(self, batch: S2MelBatch) -> torch.Tensor:
+        if self.uses_gpt_layer:
+            assert self.model.gpt_layer is not None and batch.gpt_latent is not None
+            return batch.code_embedding + self.model.gpt_layer(batch.gpt_latent)
+        return batch.code_embedding
+
+    def regulated(self, batch: S2MelBatch) -> torch.Tensor:
+        regulator, s = self.model.length_regulator, self.settings
+        target = self.semantic_input(batch)
+        if s.regulation == "split":
+            prompt = batch.prompt_semantic if batch.prompt_semantic is not None else batch.code_embedding
+            return regulate_split(
+                regulator, prompt, target, batch.semantic_lens, batch.prompt_lens, batch.x_lens
+            )
+        return regulate(
+            regulator, target, batch.semantic_lens, batch.x_lens, per_item=s.regulation == "per_item"
+        )
+
+    def batch_loss(self, batch: S2MelBatch, draws: FlowDraws) -> torch.Tensor:
+        mu = self.regulated(batch)
+        s = self.settings
+        return flow_matching_loss(
+            self.model,
+            batch.x1,
+            batch.x_lens,
+            batch.prompt_lens,
+            mu,
+            batch.style,
+            draws,
+            loss_type=s.loss_type,
+            class_dropout_prob=s.class_dropout_prob,
+        ).loss
+
+    def train_step(self) -> StepReport:
+        self.model.train()
+        clips = self.next_clips()
+        x_lens = torch.tensor([c.frames for c in clips])
+        prompt_lens = draw_prompt_lens(x_lens, self.settings.prompt_fraction, self.generator)
+        batch = collate(clips, prompt_lens).to(self.device)
+        draws = draw_flow_noise(batch.x1, self.generator)
+        loss = self.batch_loss(batch, draws)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.settings.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step_count += 1
+        self.last_loss = float(loss.detach())
+        return StepReport(self.step_count, self.epoch, self.last_loss, float(grad_norm))
+
+    @torch.no_grad()
+    def validation_loss(self, clips: Sequence[S2MelClip], seed: int = 0) -> float:
+        """Loss on ``clips`` with fixed prompt lengths and draws (seeded), dropout off, conditioning kept.
+
+        Train mode stays on (upstream's eval mode drops the conditioning); only the Dropout modules are put in
+        eval, and the global RNG is left untouched, so calling this never changes the run's course.
+        """
+        self.model.train()
+        dropouts = [m for m in self.model.modules() if isinstance(m, nn.Dropout)]
+        for module in dropouts:
+            module.eval()
+        try:
+            generator = torch.Generator().manual_seed(seed)
+            total = 0.0
+            for start in range(0, len(clips), self.settings.batch_size):
+                chunk = list(clips[start : start + self.settings.batch_size])
+                x_lens = torch.tensor([c.frames for c in chunk])
+                prompt_lens = draw_prompt_lens(x_lens, self.settings.prompt_fraction, generator)
+                batch = collate(chunk, prompt_lens).to(self.device)
+                draws = draw_flow_noise(batch.x1, generator)
+                draws = FlowDraws(draws.t, draws.z, class_draw=1.0)
+                total += float(self.batch_loss(batch, draws)) * len(chunk)
+            return total / len(clips)
+        finally:
+            for module in dropouts:
+                module.train()
+
+    # -- the run -----------------------------------------------------------------------------------------------
+
+    def save(self) -> WriteResult | None:
+        """Snapshot now, write in the background; returns the previous write's outcome if one was pending."""
+        return self.writer.submit(snapshot(self.checkpoint()), self.step_count, is_best=False)
+
+    def run(
+        self,
+        *,
+        until_step: int | None = None,
+        on_step: Callable[[StepReport], None] | None = None,
+        on_save: Callable[[S2MelTrainer], None] | None = None,
+    ) -> list[StepReport]:
+        """Train to ``max_steps`` (or ``until_step``), saving every ``save_interval`` steps and at the end."""
+        last = min(self.settings.max_steps, until_step or self.settings.max_steps)
+        reports: list[StepReport] = []
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+            while self.step_count < last:
+                report = self.train_step()
+                reports.append(report)
+                metrics.write(json.dumps({"event": "train", "part": PART, **asdict(report)}) + "\n")
+                if on_step is not None:
+                    on_step(report)
+                if (
+                    self.step_count % self.settings.save_interval == 0
+                    or self.step_count == self.settings.max_steps
+                ):
+                    self._raise_on_failed(self.save())
+                    if on_save is not None:
+                        on_save(self)
+        self._raise_on_failed(self.writer.wait())
+        return reports
+
+    @staticmethod
+    def _raise_on_failed(result: WriteResult | None) -> None:
+        if result is not None and result.error is not None:
+            raise S2MelRunError(result.error)
+
+
+def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every trainable tensor by name (for comparing runs bit for bit)."""
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
