@@ -3,7 +3,7 @@
 Under ``torchrun`` (``WORLD_SIZE`` > 1) the process group is initialised (NCCL on CUDA, Gloo on CPU),
 each rank trains on its slice of every global batch of the shared epoch order (``trainer.sampler``),
 gradients are averaged by DistributedDataParallel (or, with ``--sharding fsdp``, parameters, gradients and
-optimizer state are sharded by FSDP2: ``trainer.fsdp``), and only rank 0 writes checkpoints, metrics and logs.
+optimizer state are sharded by FSDP2: ``trainer.parallel``), and only rank 0 writes checkpoints, metrics and logs.
 
 Every collective waits at most ``--collective-timeout`` seconds: a rank that died or hangs ends the job
 with one line (``collective_failure`` recognises the backend's errors; ``trainer.train`` reports them)
@@ -140,21 +140,6 @@ def sum_tensor(ctx: DistContext, tensor: torch.Tensor) -> torch.Tensor:
     if ctx.enabled:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
-
-
-def wrap_for_processes(run: Any) -> torch.nn.Module:
-    """The module a ``TrainingRun`` under torchrun trains: DDP around ``run.model`` (``--sharding ddp``), or the model
-    sharded in place by FSDP2 (``--sharding fsdp``, ``trainer.fsdp``). Call after the weights are loaded and the
-    frozen rows are set, before the optimizer is made."""
-    if run.opts.get("sharding", "ddp") == "fsdp":
-        from trainer.fsdp import shard_run
-
-        return shard_run(run)
-    device = run.device
-    # IndexTTS2 trains on precomputed conditioning: its conditioning encoders get no gradient.
-    return torch.nn.parallel.DistributedDataParallel(
-        run.model, device_ids=[device.index] if device.type == "cuda" else None,
-        find_unused_parameters=run.plan.variant.version in ("2", "2.5"))
 
 
 def collective_failure(exc: BaseException) -> bool:

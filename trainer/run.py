@@ -26,7 +26,7 @@ import torch
 from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
 from networks.unified_voice import load_gpt_state_dict
-from trainer import distributed, steps
+from trainer import parallel, steps
 from trainer.checkpoints import (
     CheckpointManager,
     CheckpointSaveError,
@@ -143,7 +143,7 @@ class TrainingRun:
         self.languages.prepare_model()
         self.train_model: torch.nn.Module = self.model
         if self.ctx.enabled:
-            self.train_model = distributed.wrap_for_processes(self)  # DDP, or FSDP2 with --sharding fsdp (trainer.fsdp)
+            self.train_model = parallel.wrap_for_processes(self)  # DDP, or FSDP2 with --sharding fsdp (trainer.fsdp)
 
     def _freeze_base_rows(self) -> None:
         start, choice = self.start, self.plan.resume
