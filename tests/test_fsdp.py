@@ -29,8 +29,11 @@ TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 
 def fsdp_args(ws, uniform_dir, out, **overrides):
     data = {"train": uniform_dir / "train.jsonl", "val": uniform_dir / "train.jsonl"}
-    values = {"max_steps": STEPS, "config": str(uniform_dir / "config.yaml"), "val_manifest": None,
-              "save_interval": 1, "sharding": "fsdp", **overrides}
+    # Validation every 2 steps (every rank runs the sharded model on its slice) and activation checkpointing of
+    # the sharded blocks: both under FSDP too.
+    values = {"max_steps": STEPS, "config": str(uniform_dir / "config.yaml"), "val_interval": 2,
+              "max_val_batches": 1, "save_interval": 1, "grad_checkpointing": True, "sharding": "fsdp",
+              **overrides}
     return tiny_args(ws, data, out, **values)
 
 
@@ -72,6 +75,7 @@ def test_the_run_is_sharded_and_rank_0_writes_stock_checkpoints(runs, demo_works
     assert "sharding: FSDP2 over 2 processes" in stdout and "consolidated on rank 0" in stdout
     assert [e["step"] for e in events(out, "train")] == list(range(1, STEPS + 1))
     assert [e["step"] for e in events(out, "save")] == list(range(1, STEPS + 1))
+    assert [e["step"] for e in events(out, "val")] == [2, 4, 6]
     ckpt = load(out / "latest.pth")
     base = load(demo_workspace.base_checkpoint)["model"]
     assert list(ckpt["model"]) == list(build_model(ckpt["model_config"]).state_dict())  # the stock keys, in order
