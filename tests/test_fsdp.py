@@ -26,8 +26,8 @@ from tests.trainer_helpers import (
     step_losses,
     tiny_args,
 )
-from trainer.fsdp import refusal
 from trainer.fsdp_state import optimizer_state_by_index, optimizer_state_by_name
+from trainer.sharding import fsdp_refusal
 from trainer.vocab import TEXT_TENSORS
 
 STEPS = 6  # 8 items, 2 per rank, 2 ranks: 2 steps per epoch
@@ -188,6 +188,8 @@ def test_the_gathered_layout_is_checked_against_the_optimizers_order():
 
 
 def test_fsdp_refuses_lora_and_fp16():
-    assert "LoRA" in (refusal({"amp": "bf16"}, lora=True) or "")
-    assert "fp16" in (refusal({"amp": "fp16"}, lora=False) or "")
-    assert refusal({"amp": "bf16"}, lora=False) is None and refusal({"amp": "off"}, lora=False) is None
+    fsdp = {"sharding": "fsdp", "amp": "bf16", "lora": False}
+    assert "LoRA" in (fsdp_refusal({**fsdp, "lora": True}) or "")
+    assert "fp16" in (fsdp_refusal({**fsdp, "amp": "fp16"}) or "")
+    assert fsdp_refusal(fsdp) is None and fsdp_refusal({**fsdp, "amp": "off"}) is None
+    assert fsdp_refusal({**fsdp, "sharding": "ddp", "lora": True, "amp": "fp16"}) is None  # DDP takes both

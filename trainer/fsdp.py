@@ -28,6 +28,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from trainer.errors import UsageError
+from trainer.sharding import fsdp_refusal
 from trainer.vocab import BaseRowFreezer
 
 TrainingRun = Any  # trainer.run.TrainingRun (it imports trainer.distributed, which imports this module)
@@ -133,22 +134,12 @@ def transformer_blocks(model: nn.Module) -> list[nn.Module]:
     return list(blocks) if isinstance(blocks, nn.ModuleList) else []
 
 
-def refusal(opts: dict[str, Any], lora: bool) -> str | None:
-    """Why ``--sharding fsdp`` cannot train this run (None: it can)."""
-    if lora:
-        return ("--sharding fsdp shards a full fine-tune; LoRA trains adapters only, which DDP fits: use "
-                "--sharding ddp")
-    if opts.get("amp") == "fp16":
-        return "--sharding fsdp trains with --amp bf16 or off, not fp16 (its grad scaler does not take sharded gradients)"
-    return None
-
-
 def shard_run(run: TrainingRun) -> nn.Module:
     """Shard ``run.model`` in place, hold its frozen rows on the shards, swap in the consolidating checkpoint
     components; returns the module the training loop drives (``run.train_model``)."""
     from trainer.fsdp_state import ShardedOptimisation, ShardedWeights
 
-    why = refusal(run.opts, run.adaptation.config is not None)
+    why = fsdp_refusal({**run.opts, "sharding": "fsdp"})
     if why:
         raise UsageError(why)
     model = run.model
