@@ -193,3 +193,19 @@ def test_fsdp_refuses_lora_and_fp16():
     assert "fp16" in (fsdp_refusal({**fsdp, "amp": "fp16"}) or "")
     assert fsdp_refusal(fsdp) is None and fsdp_refusal({**fsdp, "amp": "off"}) is None
     assert fsdp_refusal({**fsdp, "sharding": "ddp", "lora": True, "amp": "fp16"}) is None  # DDP takes both
+
+
+def test_the_preflight_and_the_trainer_refuse_fsdp_with_lora_alike(demo_workspace, tmp_path, capsys):
+    from tests.trainer_helpers import run_main
+    from trainer.options import options_to_argv, parse_argv
+    from trainer.preflight import run_preflight
+
+    values = {**parse_argv(demo_workspace.train_argv(max_steps=1)), "output_dir": str(tmp_path / "run"),
+              "sharding": "fsdp", "lora": True}
+    report = run_preflight(values)
+    failed = {check.name: check.message for check in report.checks if not check.ok}
+    assert list(failed) == ["device"] and "LoRA trains adapters only" in failed["device"], report.lines()
+    capsys.readouterr()
+    assert run_main(options_to_argv(values)) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {failed['device']}"
+    assert run_preflight({**values, "sharding": "ddp"}).ok
