@@ -1,8 +1,8 @@
 """FSDP2 (``--sharding fsdp``) under torchrun on CPU (Gloo): two real processes on slices of the demo workspace.
 
-An uninterrupted 2-process run, and one whose ranks were all SIGKILLed mid-epoch, resumed with 2 processes and
-with 1 (its batch doubled, so the global batch stays 4): both end equal to the uninterrupted run within float
-tolerance. The data is ``test_torchrun``'s uniform set without dropout (every micro-batch has the padded width of
+An uninterrupted 2-process run, and one whose ranks were all SIGKILLed mid-epoch, resumed with 2 processes (it
+ends bitwise equal to the uninterrupted run) and with 1 (its batch doubled, so the global batch stays 4: equal
+within float tolerance). The data is ``test_torchrun``'s uniform set without dropout (every micro-batch has the padded width of
 its global batch), so one process with the whole global batch computes what two with half of it do.
 Checkpoints are consolidated on rank 0: the stock file, whose export loads strictly into a fresh model.
 """
