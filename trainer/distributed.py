@@ -2,7 +2,8 @@
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) the process group is initialised (NCCL on CUDA, Gloo on CPU),
 each rank trains on its slice of every global batch of the shared epoch order (``trainer.sampler``),
-gradients are averaged by DistributedDataParallel, and only rank 0 writes checkpoints, metrics and logs.
+gradients are averaged by DistributedDataParallel (or, with ``--sharding fsdp``, parameters, gradients and
+optimizer state are sharded by FSDP2: ``trainer.parallel``), and only rank 0 writes checkpoints, metrics and logs.
 
 Every collective waits at most ``--collective-timeout`` seconds: a rank that died or hangs ends the job
 with one line (``collective_failure`` recognises the backend's errors; ``trainer.train`` reports them)

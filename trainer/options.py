@@ -187,6 +187,10 @@ OPTIONS: tuple[Option, ...] = (
          "scheduler and scaler at step 0 (e.g. after changing the tokenizer)", GROUP_RUN),
     _opt("seed", "int", 1234, "seed of the data order, initialisation and dropout", GROUP_RUN, minimum=0),
     _opt("device", "str", "auto", "auto, cpu, cuda or cuda:N", GROUP_RUN),
+    _opt("sharding", "choice", "ddp", "under torchrun: ddp (every process holds the whole model; the default) or "
+         "fsdp (PyTorch FSDP2: weights, gradients and optimizer state split over the processes, for a full "
+         "fine-tune that does not fit one GPU); checkpoints are the same single file either way",
+         GROUP_RUN, choices=("ddp", "fsdp")),
     _opt("collective_timeout", "int", 600, "under torchrun: seconds a collective (gradient all-reduce, save, "
          "stop poll) may wait for the other processes before the job ends with an error naming the rank",
          GROUP_RUN, form=False, minimum=1),

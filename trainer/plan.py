@@ -68,6 +68,7 @@ from trainer.options import resolved_config
 from trainer.replay import sampling_groups, weight_refusal
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
 from trainer.samples import SamplePlan, sample_plan
+from trainer.sharding import fsdp_refusal
 from trainer.steps import check_amp, parameter_groups, resolve_amp, resolve_device
 from trainer.versions import ModelVariant, model_variant
 
@@ -245,6 +246,8 @@ def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
     except UsageError as exc:
         plan.device = None
         return plan.add("device", False, one_line(exc))
+    if (sharding_refusal := fsdp_refusal(plan.opts)) is not None:  # --sharding fsdp (trainer.fsdp)
+        return plan.add("device", False, sharding_refusal)
     return plan.add("device", True, f"{plan.device}, amp {plan.opts.get('amp') or 'off'}")
 
 

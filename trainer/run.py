@@ -26,7 +26,7 @@ import torch
 from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
 from networks.unified_voice import load_gpt_state_dict
-from trainer import steps
+from trainer import parallel, steps
 from trainer.checkpoints import (
     CheckpointManager,
     CheckpointSaveError,
@@ -143,10 +143,7 @@ class TrainingRun:
         self.languages.prepare_model()
         self.train_model: torch.nn.Module = self.model
         if self.ctx.enabled:
-            # IndexTTS2 trains on precomputed conditioning: its conditioning encoders get no gradient.
-            self.train_model = torch.nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=plan.variant.version in ("2", "2.5"))
+            self.train_model = parallel.wrap_for_processes(self)  # DDP, or FSDP2 with --sharding fsdp (trainer.fsdp)
 
     def _freeze_base_rows(self) -> None:
         start, choice = self.start, self.plan.resume

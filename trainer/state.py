@@ -102,7 +102,7 @@ class Optimisation:
         refusal = optimizer_state_refusal(ckpt, optimizer_param_names(run.model, run.optimizer), where)
         if refusal:
             raise UsageError(refusal)
-        run.optimizer.load_state_dict(ckpt["optimizer"])
+        self.load_optimizer(ckpt["optimizer"])
         run.scheduler.load_state_dict(ckpt["scheduler"])
         languages = getattr(run, "languages", None)  # --lang-lr-mult as this run says (trainer.run_languages)
         if languages is not None:
@@ -118,6 +118,11 @@ class Optimisation:
         elif ckpt.get("scaler") is not None:
             parts += " (the checkpoint's fp16 grad scaler is not used with --amp " + run.opts["amp"] + ")"
         notes.append(parts)
+
+
+    def load_optimizer(self, saved: dict[str, Any]) -> None:
+        """The saved ``Optimizer.state_dict`` into the run's optimizer (a sharded run takes its shard of it)."""
+        self.run.optimizer.load_state_dict(saved)
 
 
 class Position:

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from trainer.errors import UsageError
 
@@ -303,6 +304,8 @@ def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: t
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         else:
             norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=loss.device)
+        if isinstance(norm, DTensor):  # FSDP2: the norm over all shards, the same on every rank
+            norm = norm.full_tensor()
         nonfinite = ~(torch.isfinite(norm) & torch.isfinite(loss.detach()))
         optimizer.found_inf = nonfinite.to(torch.float32).reshape(())  # type: ignore[attr-defined]
         optimizer.step()

@@ -30,7 +30,7 @@ NON_STRUCTURAL_GPT_KEYS = frozenset({"checkpointing"})
 UNCOMPARED_HPARAMS = frozenset({
     "resume", "output_dir", "preflight", "preflight_json", "preflight_processes", "device", "num_workers",
     "log_interval", "val_interval", "save_interval", "keep_checkpoints", "train_manifest", "val_manifest",
-    "tokenizer", "config", "base_checkpoint", "init_from", "max_val_batches", "text_merges",
+    "tokenizer", "config", "base_checkpoint", "init_from", "max_val_batches", "text_merges", "sharding",
 })
 
 
