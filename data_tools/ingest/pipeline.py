@@ -22,17 +22,20 @@ from data_tools.ingest.clips import clip_name, clip_path, read_json, write_clip,
 from data_tools.ingest.gates import Duplicates, GateSettings, ModelLimits, audio_reasons, text_reasons
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
 from data_tools.ingest.sources import (
+    CONTAINER_SUFFIXES,
     Problem,
     Source,
     SourceError,
     audio_info,
     clip_rate,
     find_sources,
+    printable,
     stream_blocks,
 )
-from data_tools.ingest.subtitles import SubtitleError, read_cues, refine
+from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, refine
 
 FORMAT = 1
+DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
 Progress = Callable[[int, int], None]
@@ -127,14 +130,23 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         try:
             record = _slice_source(source, settings, out, vad_models, hook, problems)
         except SourceError as exc:
-            problems.append(Problem(str(source.audio), str(exc).removeprefix(f"{source.audio}: ")))
+            where = printable(source.audio)
+            problems.append(Problem(where, str(exc).removeprefix(f"{where}: ")))
             continue
         except SubtitleError as exc:  # its message names the subtitle file and the cue
             problems.append(Problem("", str(exc)))
             continue
         except OSError as exc:
-            raise _write_error(exc, out) from None
+            if _writing(exc, out):
+                raise _write_error(exc, out) from None
+            problems.append(Problem(printable(source.audio), f"cannot read it ({exc.strerror or exc})"))
+            continue
+        except Exception as exc:  # one odd file (a decoder's surprise) must not stop the import
+            reason = " ".join(str(exc).split())[:200]
+            problems.append(Problem(printable(source.audio), f"cannot be sliced ({type(exc).__name__}: {reason})"))
+            continue
         _write(record_path, record, out)
+        _drop_decoded(out, source)
     if progress:
         progress(len(sources), len(sources))
     if settings.asr_model or transcriber is not None:
@@ -150,7 +162,7 @@ def _claim_folder(out: Path, settings: IngestSettings) -> None:
         changed = [k for k, v in settings.fixed()["slicing"].items() if recorded.get("slicing", {}).get(k) != v]
         what = ", ".join(changed) or "loudness target or format"
         raise IngestError(f"{out} was made with other settings ({what}); use a new --out-dir or the same settings")
-    for folder in ("clips", "sources", "manifests", "."):  # temp files of writes a kill cut short
+    for folder in ("clips", "sources", "manifests", DECODED, "."):  # temp files of writes a kill cut short
         for stale in (out / folder).rglob(".*.tmp") if folder != "." else out.glob(".*.tmp"):
             stale.unlink(missing_ok=True)
     if recorded is None:
@@ -163,6 +175,36 @@ def _claim_folder(out: Path, settings: IngestSettings) -> None:
 
 def _finished(record: Any, source: Source) -> bool:
     return isinstance(record, dict) and record.get("audio") == str(source.audio) and "clips" in record
+
+
+def _writing(exc: OSError, out: Path) -> bool:
+    """Whether an OSError came from writing into the ingest folder (a full disk stops the run) rather than
+    from reading one input (which leaves that input out)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    name = getattr(exc, "filename", None)
+    try:
+        return name is not None and Path(os.fsdecode(name)).resolve().is_relative_to(out.resolve())
+    except (OSError, ValueError):
+        return False
+
+
+def _decoded_path(out: Path, source: Source) -> Path:
+    return out / DECODED / f"{source.id}.flac"
+
+
+def _drop_decoded(out: Path, source: Source) -> None:
+    """A container's decoded audio is only needed until its clips are written."""
+    _decoded_path(out, source).unlink(missing_ok=True)
+
+
+def _readable_audio(source: Source, out: Path) -> Path:
+    """What the slicer reads: the file itself, or a container's audio decoded to FLAC (``media``)."""
+    if source.audio.suffix.lower() not in CONTAINER_SUFFIXES:
+        return source.audio
+    from data_tools.ingest.media import decode_to_flac
+
+    return decode_to_flac(source.audio, _decoded_path(out, source))
 
 
 def _write_error(exc: OSError, out: Path) -> IngestError:
@@ -180,7 +222,12 @@ def _write(path: Path, value: Any, out: Path) -> None:
 
 def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model: list[Any], hook: _KillHook,
                   problems: list[Problem]) -> dict[str, Any]:
-    info = audio_info(source.audio)
+    audio = _readable_audio(source, out)
+    info = audio_info(audio)
+    if info.declared_frames is not None and info.declared_frames - info.frames > info.rate * 0.1:
+        problems.append(Problem(printable(source.audio), f"truncated: its header declares "
+                                f"{info.declared_frames / info.rate:.1f} s, the file holds {info.seconds:.1f} s; "
+                                "the part present was sliced"))
     out_rate = clip_rate(info.rate)
     left_out: list[tuple[float, float]] = []
     if source.kind == "transcribed":
@@ -191,16 +238,18 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
         duration = info.seconds
     else:
         cues = read_cues(source.subtitles, settings.subtitle_encoding) if source.kind == "subtitled" else None
+        if cues is not None:
+            cues = check_within(cues, info.seconds, source.subtitles)
         if not vad_model:
             from data_tools.ingest.vad import load_vad
 
             vad_model.append(load_vad())
         from data_tools.ingest.vad import FRAME_SECONDS, speech_probabilities, speech_regions
 
-        probs = speech_probabilities(vad_model[0], stream_blocks(source.audio), info.rate)
+        probs = speech_probabilities(vad_model[0], stream_blocks(audio), info.rate)
         duration = min(info.seconds, len(probs) * FRAME_SECONDS)
         if info.seconds - len(probs) * FRAME_SECONDS > 1.0:
-            problems.append(Problem(str(source.audio), f"truncated: {duration:.1f} of {info.seconds:.1f} s "
+            problems.append(Problem(printable(source.audio), f"truncated: {duration:.1f} of {info.seconds:.1f} s "
                                                        "readable; the readable part was used"))
         if cues is None:
             spans, left_out = plan_vad_spans(probs, duration, settings.slicing)
@@ -211,7 +260,7 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
     for span in spans:
         name = clip_name(source.id, None if source.kind == "transcribed" else span)
         target = clip_path(out, source.speaker, name)
-        measured = write_clip(source.audio, info.rate, out_rate, span.start, span.end, target,
+        measured = write_clip(audio, info.rate, out_rate, span.start, span.end, target,
                               settings.target_lufs)
         hook.clip_written()
         clips.append({

@@ -107,6 +107,7 @@ def _padded(pieces: list[tuple[float, float]], duration: float, pad: float, min_
 
 def pad_cues(cues: list[tuple[float, float, str]], duration: float, settings: SliceSettings) -> list[Span]:
     """Subtitle cues (already refined) -> spans padded like VAD clips; their text travels with them."""
-    spans, _ = _padded([(start, end) for start, end, _ in cues], duration, settings.pad, 0.0)
-    return [Span(s.start, s.end, s.speech_start, s.speech_end, text) for s, (_, _, text) in zip(spans, cues,
+    inside = [(start, min(end, duration), text) for start, end, text in cues if start < duration]
+    spans, _ = _padded([(start, end) for start, end, _ in inside], duration, settings.pad, float("-inf"))
+    return [Span(s.start, s.end, s.speech_start, s.speech_end, text) for s, (_, _, text) in zip(spans, inside,
                                                                                               strict=True)]
