@@ -1,6 +1,8 @@
 """``python -m data_tools.ingest``: raw recordings -> clips -> transcripts -> gates -> proofread manifest.
 
     python -m data_tools.ingest run --input recordings/ --out-dir ingest/ --language am [--asr-model DIR_OR_ID]
+    python -m data_tools.ingest run --url https://... [--url ...] --out-dir ingest/ --language am --licence CC-BY-4.0
+    python -m data_tools.ingest fetch --url https://... --into recordings/ [--subtitle-language am]
     python -m data_tools.ingest list --out-dir ingest/ [--page 0 --page-size 20 --status rejected]
     python -m data_tools.ingest text --out-dir ingest/ CLIP_ID "corrected transcript"
     python -m data_tools.ingest delete|restore --out-dir ingest/ CLIP_ID [CLIP_ID ...]
@@ -37,8 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m data_tools.ingest", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
     run = commands.add_parser("run", help="slice, transcribe and gate recordings (resumable: a rerun continues)")
-    run.add_argument("--input", required=True, type=Path,
-                     help="a folder of recordings (.srt/.vtt or .txt beside them are used), or a metadata.csv")
+    run.add_argument("--input", type=Path,
+                     help="a folder of recordings and videos (.srt/.vtt or .txt beside them are used), or a "
+                          "metadata.csv")
+    run.add_argument("--url", action="append", default=[],
+                     help="a video page, direct media link or playlist to fetch first (yt-dlp; repeatable)")
+    run.add_argument("--licence", help="the licence of what --url fetches (kept with its clips)")
+    run.add_argument("--subtitle-language", help="subtitles to fetch with --url (default: --language)")
     _out_dir(run)
     run.add_argument("--language", help="language code of the speech, e.g. am (script gate, manifests)")
     run.add_argument("--speaker", help="one speaker name for everything")
@@ -61,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"{text} ({getattr(GateSettings(), name):g})")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    fetch = commands.add_parser("fetch", help="only fetch links into a folder of recordings (resumable)")
+    fetch.add_argument("--url", action="append", required=True, help="page, media link or playlist (repeatable)")
+    fetch.add_argument("--into", required=True, type=Path, help="the folder the recordings go into")
+    fetch.add_argument("--subtitle-language", help="subtitles to fetch beside each recording, e.g. am")
+    fetch.add_argument("--licence", help="the licence of what is fetched (kept in <name>.source.json)")
 
     listing = commands.add_parser("list", help="clips worst first, a page at a time")
     _out_dir(listing)
@@ -90,12 +103,15 @@ def _out_dir(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_refusing(lambda: _main(args), (IngestError, StoreError), writing=args.out_dir)
+    writing = getattr(args, "out_dir", None) or getattr(args, "into", None)
+    return run_refusing(lambda: _main(args), (IngestError, StoreError), writing=writing)
 
 
 def _main(args: argparse.Namespace) -> int:
     if args.command == "run":
         return _run(args)
+    if args.command == "fetch":
+        return _fetch(args)
     store = IngestStore(args.out_dir)
     if args.command == "list":
         page = store.list_clips(args.page, args.page_size, args.status)
@@ -120,6 +136,17 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fetch(args: argparse.Namespace) -> int:
+    from data_tools.ingest.links import fetch_links
+
+    result = fetch_links(args.url, args.into, args.subtitle_language, args.licence)
+    for problem in result.problems:
+        print(f"problem: {problem.line()}", file=sys.stderr)
+    print(f"fetched {len(result.files)} recording(s) into {args.into} ({result.skipped} fetched before, "
+          f"{len(result.problems)} problem(s))")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     slicing = SliceSettings(**{name: getattr(args, name) for name in _SLICING_FLAGS})
     gates = GateSettings(**{name: getattr(args, name) for name in _GATE_FLAGS})
@@ -128,7 +155,10 @@ def _run(args: argparse.Namespace) -> int:
         speaker_level=args.speaker_level, speaker_column=args.speaker_column, slicing=slicing, gates=gates,
         target_lufs=None if args.no_loudness else args.loudness, subtitle_encoding=args.subtitle_encoding,
         asr_model=args.asr_model, asr_language=args.asr_language, device=args.device, batch_size=args.batch_size,
-        tokenizer=args.tokenizer, config=args.config)
+        tokenizer=args.tokenizer, config=args.config, urls=tuple(args.url), licence=args.licence,
+        subtitle_language=args.subtitle_language)
+    if args.input is None and not args.url:
+        raise IngestError("give --input (a folder or metadata.csv) or --url (links to fetch), or both")
     with progress_bar(args.quiet, "slicing", unit="file") as progress, \
             progress_bar(args.quiet or not args.asr_model, "transcribing", unit="clip") as asr_progress:
         summary = run_ingest(settings, progress=progress, asr_progress=asr_progress)

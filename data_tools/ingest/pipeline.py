@@ -31,10 +31,12 @@ from data_tools.ingest.sources import (
     find_sources,
     printable,
     stream_blocks,
+    unique_sources,
 )
 from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, refine
 
 FORMAT = 1
+DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched.txt
 DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
@@ -47,7 +49,7 @@ class IngestError(ValueError):
 
 @dataclass(frozen=True)
 class IngestSettings:
-    input: Path
+    input: Path | None
     out_dir: Path
     language: str | None = None
     speaker: str | None = None
@@ -63,6 +65,9 @@ class IngestSettings:
     batch_size: int = 8
     tokenizer: Path | None = None
     config: Path | None = None
+    urls: tuple[str, ...] = ()  # pages, direct media links, playlists: fetched into <out>/downloads first
+    licence: str | None = None  # the licence of what the links hold, as the user states it
+    subtitle_language: str | None = None  # the links' subtitles to fetch (None: the language, if any)
 
     def fixed(self) -> dict[str, Any]:
         """What the clips on disk depend on: a rerun into the same folder must use the same."""
@@ -112,11 +117,7 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
     _claim_folder(out, settings)
     if transcriber is None and settings.asr_model:
         transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
-    try:
-        sources, problems = find_sources(settings.input, settings.speaker, settings.speaker_level,
-                                         settings.speaker_column)
-    except SourceError as exc:
-        raise IngestError(str(exc)) from None
+    sources, problems = _all_sources(settings, out)
     summary = IngestSummary(str(out), sources=len(sources))
     hook = _KillHook()
     vad_models: list[Any] = [] if vad_model is None else [vad_model]  # loaded on first need
@@ -153,6 +154,41 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         summary.transcribed = _transcribe(out, settings, transcriber, asr_progress)
     _finalize(out, settings, sources, problems, summary)
     return summary
+
+
+def _all_sources(settings: IngestSettings, out: Path) -> tuple[list[Source], list[Problem]]:
+    """The input folder's sources and the links' (fetched into ``<out>/downloads`` first)."""
+    if settings.input is None and not settings.urls:
+        raise IngestError("nothing to import: give an input folder, a metadata.csv or links")
+    sources: list[Source] = []
+    problems: list[Problem] = []
+    if settings.urls:
+        from data_tools.ingest.links import fetch_links
+
+        try:
+            fetched = fetch_links(list(settings.urls), out / DOWNLOADS, settings.subtitle_language or
+                                  settings.language, settings.licence)
+        except OSError as exc:
+            raise _write_error(exc, out) from None
+        problems += fetched.problems
+        if any(p.is_file() for p in (out / DOWNLOADS).iterdir()):
+            try:
+                sources, more = find_sources(out / DOWNLOADS, settings.speaker, settings.speaker_level)
+            except SourceError:
+                more = []
+            problems += more
+    if settings.input is not None:
+        try:
+            found, more = find_sources(settings.input, settings.speaker, settings.speaker_level,
+                                       settings.speaker_column)
+        except SourceError as exc:
+            if not settings.urls:
+                raise IngestError(str(exc)) from None
+            found, more = [], [Problem("", str(exc))]
+        sources += found
+        problems += more
+    kept, clashes = unique_sources(sources)
+    return kept, problems + clashes
 
 
 def _claim_folder(out: Path, settings: IngestSettings) -> None:
@@ -269,6 +305,7 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
             "given_text": span.text, "given_kind": {"transcribed": "transcript", "subtitled": "subtitle"}.get(
                 source.kind), **measured})
     return {"source": source.id, "audio": str(source.audio), "kind": source.kind, "speaker": source.speaker,
+            "origin_url": source.origin_url, "licence": source.licence,
             "language": settings.language, "source_rate": info.rate, "seconds": round(duration, 3),
             "left_out": [[round(s, 3), round(e, 3)] for s, e in left_out], "clips": clips}
 
@@ -361,6 +398,7 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
                 reasons.append(why)
             reasons += duplicates.reasons(clip["id"], clip["audio_sha1"], record["speaker"], text)
             rows.append({**clip, "source": record["source"], "speaker": record["speaker"],
+                         "origin_url": record.get("origin_url"), "licence": record.get("licence"),
                          "language": record.get("language"), "text": text, "reasons": reasons})
     summary.clips = len(rows)
     summary.rejected = sum(1 for row in rows if row["reasons"])

@@ -32,6 +32,7 @@ AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".mp3")
 CONTAINER_SUFFIXES = (".opus", ".m4a", ".aac", ".wma", ".mp4", ".webm", ".mkv", ".mov", ".amr", ".ac3", ".ape",
                       ".aiff", ".aif", ".alac", ".3gp", ".avi", ".flv", ".m4v", ".mka", ".ts", ".wmv")
 SUBTITLE_SUFFIXES = (".srt", ".vtt")
+ORIGIN_SUFFIX = ".source.json"  # beside a recording fetched from a link: where it came from (``links``)
 MIN_SOURCE_RATE = 16_000
 STANDARD_RATES = (22_050, 24_000, 32_000, 44_100, 48_000)
 BLOCK_SECONDS = 30.0
@@ -50,6 +51,8 @@ class Source:
     kind: str  # "recording" (VAD slicing), "subtitled" (cut at cues), "transcribed" (one finished clip)
     subtitles: Path | None = None
     text: str | None = None
+    origin_url: str | None = None  # a fetched recording's link (its .source.json), None for a local file
+    licence: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,20 +107,23 @@ def find_sources(path: Path, speaker: str | None = None, speaker_level: int = 1,
         who = speaker or _folder_speaker(relative, speaker_level) or path.name
         transcript = file.with_suffix(".txt")
         subtitles = next((file.with_suffix(s) for s in SUBTITLE_SUFFIXES if file.with_suffix(s).is_file()), None)
+        origin = read_origin(file) or {}
+        fetched = {"origin_url": origin.get("url"), "licence": origin.get("licence")}
         if transcript.is_file():
             try:
                 text = " ".join(transcript.read_text(encoding="utf-8-sig").split())
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(Problem(str(transcript), f"unreadable transcript ({error_reason(exc)})"))
                 continue
-            sources.append(Source(source_id, file, who, "transcribed", text=text))
+            sources.append(Source(source_id, file, who, "transcribed", text=text, **fetched))
         elif subtitles is not None:
-            sources.append(Source(source_id, file, who, "subtitled", subtitles=subtitles))
+            sources.append(Source(source_id, file, who, "subtitled", subtitles=subtitles, **fetched))
         else:
-            sources.append(Source(source_id, file, who, "recording"))
+            sources.append(Source(source_id, file, who, "recording", **fetched))
     if not sources and not problems:
         raise SourceError(f"{path}: no recordings found ({', '.join(AUDIO_SUFFIXES + CONTAINER_SUFFIXES)})")
-    return _unique(sources, problems)
+    kept, clashes = unique_sources(sources)
+    return kept, problems + clashes
 
 
 def _folder_speaker(relative: Path, level: int) -> str | None:
@@ -154,12 +160,15 @@ def _metadata_sources(path: Path, speaker: str | None, speaker_column: int | Non
             audio = next((p for p in sorted(wavs.glob(f"{item}.*")) if p.suffix.lower() in AUDIO_SUFFIXES + CONTAINER_SUFFIXES),
                          audio)
         sources.append(Source(safe_name(item), audio, who, "transcribed", text=" ".join(fields[1].split())))
-    return _unique(sources, problems)
+    kept, clashes = unique_sources(sources)
+    return kept, problems + clashes
 
 
-def _unique(sources: list[Source], problems: list[Problem]) -> tuple[list[Source], list[Problem]]:
+def unique_sources(sources: list[Source]) -> tuple[list[Source], list[Problem]]:
+    """The sources with distinct ids (case-blind: clip files share one folder), and one problem per clash."""
     seen: dict[str, Source] = {}
     kept = []
+    problems: list[Problem] = []
     for source in sources:
         key = source.id.casefold()
         if key in seen:
@@ -168,6 +177,17 @@ def _unique(sources: list[Source], problems: list[Problem]) -> tuple[list[Source
         seen[key] = source
         kept.append(source)
     return kept, problems
+
+
+def read_origin(media: Path) -> dict | None:
+    """The ``<name>.source.json`` a fetched recording has beside it (``links``); None for a local file."""
+    import json
+
+    try:
+        value = json.loads(media.with_name(media.stem + ORIGIN_SUFFIX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 # ----- audio, streamed -----------------------------------------------------------------------------

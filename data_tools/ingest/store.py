@@ -79,7 +79,8 @@ class IngestStore:
                 "given_text": row.get("given_text"), "given_kind": row.get("given_kind"),
                 "asr_text": row.get("asr_text"), "confidence": row.get("confidence"), "reasons": row["reasons"],
                 "status": status, "edited": "text" in edit, "speaker": row["speaker"],
-                "language": row.get("language"), "seconds": row["seconds"], "source": row["source"]}
+                "language": row.get("language"), "seconds": row["seconds"], "source": row["source"],
+                "origin_url": row.get("origin_url"), "licence": row.get("licence")}
 
     def list_clips(self, page: int = 0, page_size: int = 50, status: str | None = None) -> ClipPage:
         """Clips worst first: rejected before kept, then lowest ASR confidence, then most reasons.
