@@ -44,15 +44,16 @@ class Recording:
 
 
 def build_recording(espeak: str, path: Path, texts: list[str], gaps: list[float], lead: float = 0.7,
-                    noise: float = 0.0, seed: int = 0) -> Recording:
-    """``texts`` spoken one after another with ``gaps[k]`` seconds of silence after sentence k."""
+                    noise: float = 0.0, seed: int = 0, voices: tuple[str, ...] = ("am",)) -> Recording:
+    """``texts`` spoken one after another with ``gaps[k]`` seconds of silence after sentence k, sentence k in
+    ``voices[k % len(voices)]`` (an espeak-ng voice, e.g. ``am+f3``)."""
     rng = np.random.default_rng(seed)
     pieces: list[np.ndarray] = []
     sentences: list[tuple[float, float, str]] = []
     rate = 0
     position = 0
     for k, text in enumerate(texts):
-        audio, rate = speak_sentence(espeak, text)
+        audio, rate = speak_sentence(espeak, text, voices[k % len(voices)])
         if not pieces:
             pieces.append(np.zeros(int(lead * rate), dtype=np.float32))
             position = len(pieces[0])
@@ -203,3 +204,16 @@ def soxr_resample(audio: np.ndarray, rate: int, to_rate: int) -> np.ndarray:
     import soxr
 
     return soxr.resample(audio, rate, to_rate).astype(np.float32)
+
+
+def tiny_campplus(path: Path, seed: int = 0) -> Path:
+    """A shrunk CAM++ state dict with random weights (the real one's layout), saved as a plain .bin."""
+    import torch
+
+    from networks.campplus import CAMPPlus
+
+    torch.manual_seed(seed)
+    model = CAMPPlus(embedding_size=32, growth_rate=8, bn_size=2, init_channels=16).eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+    return path

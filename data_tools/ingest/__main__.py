@@ -6,7 +6,8 @@
     python -m data_tools.ingest list --out-dir ingest/ [--page 0 --page-size 20 --status rejected]
     python -m data_tools.ingest text --out-dir ingest/ CLIP_ID "corrected transcript"
     python -m data_tools.ingest delete|restore --out-dir ingest/ CLIP_ID [CLIP_ID ...]
-    python -m data_tools.ingest save --out-dir ingest/          # prints the new manifest's path
+    python -m data_tools.ingest speaker --out-dir ingest/ LABEL CLIP_ID [CLIP_ID ...]
+    python -m data_tools.ingest save --out-dir ingest/ [--speaker LABEL]   # prints the new manifest's path
 
 Exit codes: 0 done, 2 refused (one ``error:`` line), 1 anything unexpected.
 """
@@ -66,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in _GATE_FLAGS.items():
         run.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(GateSettings(), name),
                          help=f"{text} ({getattr(GateSettings(), name):g})")
+    run.add_argument("--speaker-model", help="CAM++ weights (campplus_cn_common.bin) or an x-vector model folder "
+                                             "or id: clips get speaker labels by clustering")
+    run.add_argument("--speaker-threshold", type=float, default=0.3,
+                     help="cosine similarity (centred) at which two groups of clips are one speaker (0.3; higher: more speakers)")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -80,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--page", type=int, default=0)
     listing.add_argument("--page-size", type=int, default=20)
     listing.add_argument("--status", choices=STATUSES)
+    listing.add_argument("--speaker", help="one speaker's clips only")
     listing.add_argument("--json", action="store_true")
     text = commands.add_parser("text", help="set a clip's transcript")
     _out_dir(text)
@@ -91,8 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         _out_dir(sub)
         sub.add_argument("clips", nargs="+")
         sub.add_argument("--json", action="store_true")
+    who = commands.add_parser("speaker", help="set clips' speaker label")
+    _out_dir(who)
+    who.add_argument("label")
+    who.add_argument("clips", nargs="+")
+    who.add_argument("--json", action="store_true")
     save = commands.add_parser("save", help="write a new manifest of the kept clips (never over an earlier one)")
     _out_dir(save)
+    save.add_argument("--speaker", help="keep this speaker's clips only")
     save.add_argument("--json", action="store_true")
     return parser
 
@@ -114,21 +126,25 @@ def _main(args: argparse.Namespace) -> int:
         return _fetch(args)
     store = IngestStore(args.out_dir)
     if args.command == "list":
-        page = store.list_clips(args.page, args.page_size, args.status)
+        page = store.list_clips(args.page, args.page_size, args.status, args.speaker)
         if args.json:
             return _print_json(asdict(page))
         print(f"page {page.page + 1} of {page.pages} ({page.total} clips); {store.counts()}")
         for clip in page.clips:
             confidence = "-" if clip["confidence"] is None else f"{clip['confidence']:.2f}"
             reasons = "; ".join(clip["reasons"]) or "-"
-            print(f"{clip['status']:8} {confidence:>5} {clip['seconds']:6.2f}s {clip['id']}  {clip['text']!r}  [{reasons}]")
+            print(f"{clip['status']:8} {confidence:>5} {clip['seconds']:6.2f}s {clip['speaker']:>8} {clip['id']}  "
+                  f"{clip['text']!r}  [{reasons}]")
         return 0
     if args.command == "text":
         return _report(store.set_text(args.clip, args.text), args.json)
     if args.command in ("delete", "restore"):
         changed = [getattr(store, args.command)(clip) for clip in args.clips]
         return _print_json(changed) if args.json else _print_lines(f"{c['id']}: {c['status']}" for c in changed)
-    path = store.save_manifest()
+    if args.command == "speaker":
+        changed = [store.set_speaker(clip, args.label) for clip in args.clips]
+        return _print_json(changed) if args.json else _print_lines(f"{c['id']}: {c['speaker']}" for c in changed)
+    path = store.save_manifest(args.speaker)
     rows = len(path.read_text(encoding="utf-8").splitlines())
     if args.json:
         return _print_json({"manifest": str(path), "clips": rows})
@@ -156,7 +172,8 @@ def _run(args: argparse.Namespace) -> int:
         target_lufs=None if args.no_loudness else args.loudness, subtitle_encoding=args.subtitle_encoding,
         asr_model=args.asr_model, asr_language=args.asr_language, device=args.device, batch_size=args.batch_size,
         tokenizer=args.tokenizer, config=args.config, urls=tuple(args.url), licence=args.licence,
-        subtitle_language=args.subtitle_language)
+        subtitle_language=args.subtitle_language, speaker_model=args.speaker_model,
+        speaker_threshold=args.speaker_threshold)
     if args.input is None and not args.url:
         raise IngestError("give --input (a folder or metadata.csv) or --url (links to fetch), or both")
     with progress_bar(args.quiet, "slicing", unit="file") as progress, \

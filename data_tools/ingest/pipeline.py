@@ -68,6 +68,8 @@ class IngestSettings:
     urls: tuple[str, ...] = ()  # pages, direct media links, playlists: fetched into <out>/downloads first
     licence: str | None = None  # the licence of what the links hold, as the user states it
     subtitle_language: str | None = None  # the links' subtitles to fetch (None: the language, if any)
+    speaker_model: str | None = None  # CAM++ weights file or x-vector model: clips get clustered speaker labels
+    speaker_threshold: float = 0.3  # cosine similarity (centred) at which two groups of clips are one speaker
 
     def fixed(self) -> dict[str, Any]:
         """What the clips on disk depend on: a rerun into the same folder must use the same."""
@@ -152,6 +154,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         progress(len(sources), len(sources))
     if settings.asr_model or transcriber is not None:
         summary.transcribed = _transcribe(out, settings, transcriber, asr_progress)
+    if settings.speaker_model:
+        _embed_speakers(out, settings)
     _finalize(out, settings, sources, problems, summary)
     return summary
 
@@ -347,6 +351,49 @@ def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress:
     return done
 
 
+def _embed_speakers(out: Path, settings: IngestSettings) -> None:
+    """Each clip's speaker embedding, kept in its source record (a rerun embeds only new clips)."""
+    from data_tools.ingest.speakers import SpeakerError, embed_clip, load_embedder
+
+    pending = [(path, record) for path, record in _records(out)
+               if any("speaker_embedding" not in clip for clip in record["clips"])]
+    if not pending:
+        return
+    try:
+        embedder = load_embedder(settings.speaker_model, _speaker_device(settings.device))
+    except SpeakerError as exc:
+        raise IngestError(str(exc)) from None
+    for path, record in pending:
+        for clip in record["clips"]:
+            if "speaker_embedding" not in clip:
+                clip["speaker_embedding"] = embed_clip(embedder, out / clip["audio"])
+        _write(path, record, out)
+
+
+def _speaker_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _speaker_labels(out: Path, settings: IngestSettings) -> dict[str, str]:
+    """Clip id -> clustered speaker label, over every clip with an embedding (none without --speaker-model)."""
+    if not settings.speaker_model:
+        return {}
+    import numpy as np
+
+    from data_tools.ingest.speakers import Clip, SpeakerError, label_speakers
+
+    clips = [Clip(clip["id"], record["source"], clip["seconds"], np.asarray(clip["speaker_embedding"]))
+             for _, record in _records(out) for clip in record["clips"] if "speaker_embedding" in clip]
+    try:
+        return label_speakers(clips, settings.speaker_threshold, f"{settings.speaker}-" if settings.speaker else "spk")
+    except SpeakerError as exc:
+        raise IngestError(str(exc)) from None
+
+
 def load_transcriber(settings: IngestSettings) -> Any:
     """The CTC recogniser of ``data_tools.asr`` (imported here, so slicing never needs it)."""
     try:
@@ -384,6 +431,7 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
     edits = load_edits(out / EDITS_FILE)
     limits = _model_limits(settings)
     duplicates = Duplicates(settings.gates)
+    labels = _speaker_labels(out, settings)
     rows = []
     for _, record in _records(out):
         summary.left_out_fragments += len(record.get("left_out", []))
@@ -397,8 +445,10 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
             if limits is not None and text and (why := limits.reason(text, clip["seconds"], record["language"])):
                 reasons.append(why)
             reasons += duplicates.reasons(clip["id"], clip["audio_sha1"], record["speaker"], text)
-            rows.append({**clip, "source": record["source"], "speaker": record["speaker"],
-                         "origin_url": record.get("origin_url"), "licence": record.get("licence"),
+            row = {key: value for key, value in clip.items() if key != "speaker_embedding"}
+            rows.append({**row, "source": record["source"], "speaker": labels.get(clip["id"], record["speaker"]),
+                         "speaker_given": record["speaker"], "origin_url": record.get("origin_url"),
+                         "licence": record.get("licence"),
                          "language": record.get("language"), "text": text, "reasons": reasons})
     summary.clips = len(rows)
     summary.rejected = sum(1 for row in rows if row["reasons"])
