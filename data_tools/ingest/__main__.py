@@ -36,6 +36,9 @@ _GATE_FLAGS = {"max_clipping": "largest share of samples at full scale", "min_sn
                "max_cps": "most letters per second", "min_script_share": "least share of letters in the language's script"}
 
 
+LONG_AIM_MIN = 10.0  # --long-clips aims at 10-15 s clips unless --aim-min says otherwise
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m data_tools.ingest", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
@@ -61,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="IndexTTS config.yaml: clips too long for its GPT are gated")
     run.add_argument("--loudness", type=float, default=-20.0, help="loudness target in LUFS (-20)")
     run.add_argument("--no-loudness", action="store_true", help="keep the recordings' levels")
+    run.add_argument("--loudness-scope", choices=("clip", "dataset"), default="clip",
+                     help="normalise each clip, or the whole dataset with one gain (keeps loud and soft apart)")
+    run.add_argument("--long-clips", action="store_true",
+                     help="prosody: join sentences into clips of --aim-min (10 with this)..--aim-max s, cut only at "
+                          "sentence ends")
+    run.add_argument("--max-inner-pause", type=float,
+                     help="pauses inside a clip longer than this are shortened to it, e.g. 0.4 (s)")
     for name, text in _SLICING_FLAGS.items():
         run.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(SliceSettings(), name),
                          help=f"{text} ({getattr(SliceSettings(), name):g})")
@@ -164,7 +174,10 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    slicing = SliceSettings(**{name: getattr(args, name) for name in _SLICING_FLAGS})
+    chosen = {name: getattr(args, name) for name in _SLICING_FLAGS}
+    if args.long_clips and chosen["aim_min"] == SliceSettings.aim_min:
+        chosen["aim_min"] = LONG_AIM_MIN
+    slicing = SliceSettings(**chosen, long_clips=args.long_clips, max_inner_pause=args.max_inner_pause)
     gates = GateSettings(**{name: getattr(args, name) for name in _GATE_FLAGS})
     settings = IngestSettings(
         input=args.input, out_dir=args.out_dir, language=args.language, speaker=args.speaker,
@@ -173,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
         asr_model=args.asr_model, asr_language=args.asr_language, device=args.device, batch_size=args.batch_size,
         tokenizer=args.tokenizer, config=args.config, urls=tuple(args.url), licence=args.licence,
         subtitle_language=args.subtitle_language, speaker_model=args.speaker_model,
-        speaker_threshold=args.speaker_threshold)
+        speaker_threshold=args.speaker_threshold, loudness_scope=args.loudness_scope)
     if args.input is None and not args.url:
         raise IngestError("give --input (a folder or metadata.csv) or --url (links to fetch), or both")
     with progress_bar(args.quiet, "slicing", unit="file") as progress, \

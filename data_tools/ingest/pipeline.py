@@ -18,8 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_tools.ingest.clips import clip_name, clip_path, read_json, write_clip, write_json, write_jsonl
+from data_tools.ingest.clips import (
+    clip_name,
+    clip_path,
+    read_json,
+    regain_clip,
+    write_clip,
+    write_json,
+    write_jsonl,
+)
 from data_tools.ingest.gates import Duplicates, GateSettings, ModelLimits, audio_reasons, text_reasons
+from data_tools.ingest.loudness import dataset_gain
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
 from data_tools.ingest.sources import (
     CONTAINER_SUFFIXES,
@@ -69,11 +78,15 @@ class IngestSettings:
     licence: str | None = None  # the licence of what the links hold, as the user states it
     subtitle_language: str | None = None  # the links' subtitles to fetch (None: the language, if any)
     speaker_model: str | None = None  # CAM++ weights file or x-vector model: clips get clustered speaker labels
+    loudness_scope: str = "clip"  # "clip": each clip to target_lufs; "dataset": one gain for all clips
     speaker_threshold: float = 0.3  # cosine similarity (centred) at which two groups of clips are one speaker
 
     def fixed(self) -> dict[str, Any]:
         """What the clips on disk depend on: a rerun into the same folder must use the same."""
-        return {"format": FORMAT, "slicing": self.slicing.as_dict(), "target_lufs": self.target_lufs}
+        fixed = {"format": FORMAT, "slicing": self.slicing.as_dict(), "target_lufs": self.target_lufs}
+        if self.loudness_scope != "clip":  # (absent when per clip, so folders made before the option still match)
+            fixed["loudness_scope"] = self.loudness_scope
+        return fixed
 
 
 @dataclass
@@ -115,6 +128,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         settings.slicing.check()
     except ValueError as exc:
         raise IngestError(str(exc)) from None
+    if settings.loudness_scope not in ("clip", "dataset"):
+        raise IngestError(f"loudness scope {settings.loudness_scope!r}: 'clip' or 'dataset'")
     out = Path(settings.out_dir)
     _claim_folder(out, settings)
     if transcriber is None and settings.asr_model:
@@ -156,6 +171,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         summary.transcribed = _transcribe(out, settings, transcriber, asr_progress)
     if settings.speaker_model:
         _embed_speakers(out, settings)
+    if settings.loudness_scope == "dataset" and settings.target_lufs is not None:
+        _dataset_loudness(out, settings)
     _finalize(out, settings, sources, problems, summary)
     return summary
 
@@ -301,7 +318,8 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
         name = clip_name(source.id, None if source.kind == "transcribed" else span)
         target = clip_path(out, source.speaker, name)
         measured = write_clip(audio, info.rate, out_rate, span.start, span.end, target,
-                              settings.target_lufs)
+                              None if settings.loudness_scope == "dataset" else settings.target_lufs,
+                              span.kept(settings.slicing.max_inner_pause))
         hook.clip_written()
         clips.append({
             "id": name, "audio": target.relative_to(out).as_posix(), "start": span.start, "end": span.end,
@@ -368,6 +386,18 @@ def _embed_speakers(out: Path, settings: IngestSettings) -> None:
             if "speaker_embedding" not in clip:
                 clip["speaker_embedding"] = embed_clip(embedder, out / clip["audio"])
         _write(path, record, out)
+
+
+def _dataset_loudness(out: Path, settings: IngestSettings) -> None:
+    """One gain for every clip (``loudness.dataset_gain``), applied to the clips that do not have it yet (a new
+    source moves it a little: earlier clips are regained, never re-cut)."""
+    records = _records(out)
+    gain = dataset_gain([(clip["seconds"], clip.get("lufs")) for _, record in records for clip in record["clips"]],
+                        settings.target_lufs)
+    for path, record in records:
+        changed = [regain_clip(out / clip["audio"], clip, gain) for clip in record["clips"]]
+        if any(changed):
+            _write(path, record, out)
 
 
 def _speaker_device(device: str) -> str:
