@@ -217,3 +217,19 @@ def tiny_campplus(path: Path, seed: int = 0) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), path)
     return path
+
+
+def tiny_demucs(path: Path, seed: int = 0) -> Path:
+    """A tiny HTDemucs (stems ``other`` and ``vocals``, random weights) in demucs' own file format: its class,
+    arguments and state in one ``.th`` (what ``demucs.states.load_model`` reads)."""
+    import torch
+    from demucs.htdemucs import HTDemucs
+
+    torch.manual_seed(seed)
+    model = HTDemucs(sources=["other", "vocals"], audio_channels=2, channels=4, depth=2, nfft=512, t_layers=1,
+                     t_heads=1, samplerate=16000, segment=4, dconv_comp=2)
+    args, kwargs = model._init_args_kwargs
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"klass": HTDemucs, "args": args, "kwargs": kwargs, "state": model.state_dict(),
+                "training_args": {}}, path)
+    return path

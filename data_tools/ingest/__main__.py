@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in _GATE_FLAGS.items():
         run.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(GateSettings(), name),
                          help=f"{text} ({getattr(GateSettings(), name):g})")
+    run.add_argument("--separate", metavar="MODEL",
+                     help="separate the voice from music and noise first (demucs: a .th file, a folder, or a "
+                          "released name such as htdemucs); the voice stem is sliced, the recordings kept")
     run.add_argument("--speaker-model", help="CAM++ weights (campplus_cn_common.bin) or an x-vector model folder "
                                              "or id: clips get speaker labels by clustering")
     run.add_argument("--speaker-threshold", type=float, default=0.3,
@@ -186,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
         asr_model=args.asr_model, asr_language=args.asr_language, device=args.device, batch_size=args.batch_size,
         tokenizer=args.tokenizer, config=args.config, urls=tuple(args.url), licence=args.licence,
         subtitle_language=args.subtitle_language, speaker_model=args.speaker_model,
-        speaker_threshold=args.speaker_threshold, loudness_scope=args.loudness_scope)
+        speaker_threshold=args.speaker_threshold, loudness_scope=args.loudness_scope, separate=args.separate)
     if args.input is None and not args.url:
         raise IngestError("give --input (a folder or metadata.csv) or --url (links to fetch), or both")
     with progress_bar(args.quiet, "slicing", unit="file") as progress, \

@@ -46,6 +46,7 @@ from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, 
 
 FORMAT = 1
 DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched.txt
+SEPARATED = "separated"  # voice and rest stems of each recording, when separation is on (kept)
 DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
@@ -78,12 +79,15 @@ class IngestSettings:
     licence: str | None = None  # the licence of what the links hold, as the user states it
     subtitle_language: str | None = None  # the links' subtitles to fetch (None: the language, if any)
     speaker_model: str | None = None  # CAM++ weights file or x-vector model: clips get clustered speaker labels
+    separate: str | None = None  # a demucs model (file, folder or name): slice the voice stem, not the mix
     loudness_scope: str = "clip"  # "clip": each clip to target_lufs; "dataset": one gain for all clips
     speaker_threshold: float = 0.3  # cosine similarity (centred) at which two groups of clips are one speaker
 
     def fixed(self) -> dict[str, Any]:
         """What the clips on disk depend on: a rerun into the same folder must use the same."""
         fixed = {"format": FORMAT, "slicing": self.slicing.as_dict(), "target_lufs": self.target_lufs}
+        if self.separate:  # clips cut from voice stems differ from clips cut from the mixes
+            fixed["separate"] = self.separate
         if self.loudness_scope != "clip":  # (absent when per clip, so folders made before the option still match)
             fixed["loudness_scope"] = self.loudness_scope
         return fixed
@@ -134,6 +138,7 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
     _claim_folder(out, settings)
     if transcriber is None and settings.asr_model:
         transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
+    separator = load_separation(settings) if settings.separate else None
     sources, problems = _all_sources(settings, out)
     summary = IngestSummary(str(out), sources=len(sources))
     hook = _KillHook()
@@ -146,7 +151,7 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
             summary.sources_done_before += 1
             continue
         try:
-            record = _slice_source(source, settings, out, vad_models, hook, problems)
+            record = _slice_source(source, settings, out, vad_models, hook, problems, separator)
         except SourceError as exc:
             where = printable(source.audio)
             problems.append(Problem(where, str(exc).removeprefix(f"{where}: ")))
@@ -219,7 +224,7 @@ def _claim_folder(out: Path, settings: IngestSettings) -> None:
         changed = [k for k, v in settings.fixed()["slicing"].items() if recorded.get("slicing", {}).get(k) != v]
         what = ", ".join(changed) or "loudness target or format"
         raise IngestError(f"{out} was made with other settings ({what}); use a new --out-dir or the same settings")
-    for folder in ("clips", "sources", "manifests", DECODED, "."):  # temp files of writes a kill cut short
+    for folder in ("clips", "sources", "manifests", DECODED, SEPARATED, "."):  # temp files of writes a kill cut short
         for stale in (out / folder).rglob(".*.tmp") if folder != "." else out.glob(".*.tmp"):
             stale.unlink(missing_ok=True)
     if recorded is None:
@@ -278,8 +283,12 @@ def _write(path: Path, value: Any, out: Path) -> None:
 
 
 def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model: list[Any], hook: _KillHook,
-                  problems: list[Problem]) -> dict[str, Any]:
+                  problems: list[Problem], separator: Any = None) -> dict[str, Any]:
     audio = _readable_audio(source, out)
+    if separator is not None:
+        from data_tools.ingest.separate import separate_file
+
+        audio = separate_file(separator, audio, out / SEPARATED, source.id, _speaker_device(settings.device))
     info = audio_info(audio)
     if info.declared_frames is not None and info.declared_frames - info.frames > info.rate * 0.1:
         problems.append(Problem(printable(source.audio), f"truncated: its header declares "
@@ -328,6 +337,7 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
                 source.kind), **measured})
     return {"source": source.id, "audio": str(source.audio), "kind": source.kind, "speaker": source.speaker,
             "origin_url": source.origin_url, "licence": source.licence,
+            "sliced_from": audio.relative_to(out).as_posix() if audio.is_relative_to(out) else str(audio),
             "language": settings.language, "source_rate": info.rate, "seconds": round(duration, 3),
             "left_out": [[round(s, 3), round(e, 3)] for s, e in left_out], "clips": clips}
 
@@ -421,6 +431,16 @@ def _speaker_labels(out: Path, settings: IngestSettings) -> dict[str, str]:
     try:
         return label_speakers(clips, settings.speaker_threshold, f"{settings.speaker}-" if settings.speaker else "spk")
     except SpeakerError as exc:
+        raise IngestError(str(exc)) from None
+
+
+def load_separation(settings: IngestSettings) -> Any:
+    """The demucs model of ``--separate`` (``separate``; imported here, so slicing never needs it)."""
+    from data_tools.ingest.separate import SeparationError, load_separator
+
+    try:
+        return load_separator(settings.separate)
+    except SeparationError as exc:
         raise IngestError(str(exc)) from None
 
 
