@@ -102,3 +102,17 @@ def test_a_bad_speaker_model_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match=r"bad\.bin: not a CAMPPlus state dict"):
         run_ingest(IngestSettings(tmp_path / "in", tmp_path / "out", speaker_model=str(tmp_path / "bad.bin")),
                    vad_model=EnergyVad())
+
+
+def test_an_xvector_model_folder_labels_the_clips_too(dialogue, tmp_path: Path) -> None:
+    from tests.speech_model_factory import build_xvector_model
+
+    out, _, _ = dialogue
+    folder = build_xvector_model(tmp_path / "xvector")
+    settings = IngestSettings(out.parent / "in", tmp_path / "out", language="am", speaker_model=str(folder))
+    summary = run_ingest(settings, vad_model=EnergyVad())
+    rows = read_jsonl(tmp_path / "out" / "clips.jsonl")
+    assert summary.clips == 12 and all(r["speaker"].startswith("spk") for r in rows)
+    record = json.loads((tmp_path / "out" / "sources" / "talk0.json").read_text(encoding="utf-8"))
+    sizes = {len(clip["speaker_embedding"]) for clip in record["clips"]}
+    assert len(sizes) == 1 and sizes.pop() > 1
