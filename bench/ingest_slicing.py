@@ -1,6 +1,6 @@
 """Ingest slicing speed against a bare voice-activity loop over the same audio (CPU).
 
-    .venv/bin/python bench/ingest_slicing.py [--minutes 3] [--rate 48000] [--repeats 2]
+    .venv/bin/python bench/ingest_slicing.py [--minutes 3] [--rate 48000] [--repeats 2] [--load 2]
 
 Builds one long recording (espeak-ng Amharic sentences with pauses, 48 kHz) in a temp folder, then times, side by
 side and in turn: a bare loop that reads the file, resamples it to 16 kHz and runs silero-vad on every
@@ -10,13 +10,19 @@ Prints hours of audio per hour of wall time for each, and the ratio ingest / bar
 The two are timed in pairs, ``--repeats`` times (a fresh output folder each time), and the median of the
 pairs' ratios is kept: on a shared machine a burst of load then hits one pair, not one side. The ratio of
 CPU time (process time) is printed beside it: the model's calls are nearly all of both, and load cannot move it.
+
+The bare loop is also timed at torch's default thread count (what the slicer did before it ran the per-frame
+model at one thread), and ``--load N`` repeats everything with N busy-looping processes beside it (a shared
+machine), so the one-thread gain shows where it matters.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,8 +71,18 @@ def build_recording(path: Path, minutes: float, rate: int, seed: int = 0) -> flo
     return total / rate
 
 
-def bare_vad_loop(path: Path, model) -> int:
-    """Read, resample to 16 kHz, and one silero call per 512-sample frame; returns the frames run."""
+def bare_vad_loop(path: Path, model, threads: int = 1) -> int:
+    """Read, resample to 16 kHz, and one silero call per 512-sample frame at ``threads`` torch threads;
+    returns the frames run."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _bare_loop(path, model)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _bare_loop(path: Path, model) -> int:
     frames = 0
     model.reset_states()
     with sf.SoundFile(str(path)) as handle:
@@ -91,40 +107,78 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=2.0, help="length of the recording (2)")
     parser.add_argument("--rate", type=int, default=48000, help="its sample rate (48000)")
     parser.add_argument("--repeats", type=int, default=3, help="timed pairs (the median ratio is kept)")
+    parser.add_argument("--load", type=int, default=0, help="also time with this many busy processes beside (0)")
     args = parser.parse_args()
     model = load_vad()
+    default_threads = torch.get_num_threads()
     with tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmp:
         folder = Path(tmp) / "in"
         folder.mkdir()
         seconds = build_recording(folder / "long.wav", args.minutes, args.rate)
-        samples: dict[str, list[float]] = {"bare": [], "ingest": []}
-        cpu: dict[str, list[float]] = {"bare": [], "ingest": []}
+        print(f"recording: {seconds / 60:.1f} min at {args.rate} Hz; torch default threads {default_threads}")
+        ratio = cpu_ratio = 0.0
         clips = 0
-        for repeat in range(max(1, args.repeats)):
-            start, start_cpu = time.perf_counter(), time.process_time()
-            bare_vad_loop(folder / "long.wav", model)
-            samples["bare"].append(time.perf_counter() - start)
-            cpu["bare"].append(time.process_time() - start_cpu)
-            start, start_cpu = time.perf_counter(), time.process_time()
-            summary = run_ingest(IngestSettings(folder, Path(tmp) / f"out{repeat}"), vad_model=model)
-            samples["ingest"].append(time.perf_counter() - start)
-            cpu["ingest"].append(time.process_time() - start_cpu)
-            clips = summary.clips
-    bare_s, ingest_s = (statistics.median(samples[name]) for name in ("bare", "ingest"))
-    speed = {name: seconds / value for name, value in (("bare", bare_s), ("ingest", ingest_s))}
-    pairs = [bare / ingest for bare, ingest in zip(samples["bare"], samples["ingest"], strict=True)]
-    ratio = statistics.median(pairs)
-    cpu_ratio = statistics.median(b / i for b, i in zip(cpu["bare"], cpu["ingest"], strict=True))
-    print(f"recording: {seconds / 60:.1f} min at {args.rate} Hz; {clips} clips; torch threads "
-          f"{torch.get_num_threads()}")
-    print(f"bare VAD loop   : {speed['bare']:7.1f} h of audio per hour ({bare_s:.1f} s)")
-    print(f"ingest slicing  : {speed['ingest']:7.1f} h of audio per hour ({ingest_s:.1f} s)")
-    print(f"pair ratios (wall): {', '.join(f'{r:.2f}' for r in pairs)}; CPU-time ratio {cpu_ratio:.2f} "
-          f"(what a busy machine's load cannot move); load average {_load()}")
+        for load in sorted({0, max(0, args.load)}):
+            with busy_processes(load):
+                ratio, cpu_ratio, clips = _time_side_by_side(folder, Path(tmp) / f"load{load}", model, seconds,
+                                                            args.repeats, default_threads, load)
+            if load == 0:
+                idle = (ratio, cpu_ratio, clips)
+        ratio, cpu_ratio, clips = idle
     headline("ingest_slicing", "ingest slicing / bare VAD loop, hours of audio per hour", ratio, "x", ">= 0.8",
              ratio >= 0.8, f"{seconds / 60:.0f} min at {args.rate // 1000} kHz, {clips} clips, median of "
                            f"{max(1, args.repeats)} pairs; CPU-time ratio {cpu_ratio:.2f}")
     return 0
+
+
+def _time_side_by_side(folder: Path, outs: Path, model, seconds: float, repeats: int, default_threads: int,
+                       load: int) -> tuple[float, float, int]:
+    samples: dict[str, list[float]] = {"bare": [], "bare_default": [], "ingest": []}
+    cpu: dict[str, list[float]] = {"bare": [], "ingest": []}
+    clips = 0
+    for repeat in range(max(1, repeats)):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        bare_vad_loop(folder / "long.wav", model, threads=1)
+        samples["bare"].append(time.perf_counter() - start)
+        cpu["bare"].append(time.process_time() - start_cpu)
+        start = time.perf_counter()
+        bare_vad_loop(folder / "long.wav", model, threads=default_threads)
+        samples["bare_default"].append(time.perf_counter() - start)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        summary = run_ingest(IngestSettings(folder, outs / f"out{repeat}"), vad_model=model)
+        samples["ingest"].append(time.perf_counter() - start)
+        cpu["ingest"].append(time.process_time() - start_cpu)
+        clips = summary.clips
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    pairs = [bare / ingest for bare, ingest in zip(samples["bare"], samples["ingest"], strict=True)]
+    ratio = statistics.median(pairs)
+    cpu_ratio = statistics.median(b / i for b, i in zip(cpu["bare"], cpu["ingest"], strict=True))
+    print(f"-- {load} busy process(es) beside; load average {_load()}; {clips} clips")
+    for name, label in (("bare", "bare VAD loop, 1 thread"), ("bare_default", f"bare VAD loop, {default_threads} "
+                                                                                f"threads"), ("ingest", "ingest slicing")):
+        print(f"{label:28}: {seconds / medians[name]:7.1f} h of audio per hour ({medians[name]:.1f} s)")
+    print(f"pair ratios ingest/bare-1-thread (wall): {', '.join(f'{r:.2f}' for r in pairs)}; CPU-time ratio "
+          f"{cpu_ratio:.2f}; ingest vs bare at default threads {medians['bare_default'] / medians['ingest']:.2f}x")
+    return ratio, cpu_ratio, clips
+
+
+@contextlib.contextmanager
+def busy_processes(count: int, limit_s: float = 900.0):
+    """``count`` processes spinning on a CPU each (a busy shared machine); each ends by itself after
+    ``limit_s`` and is stopped by its pid when the block ends."""
+    workers = [subprocess.Popen([sys.executable, "-c", f"import time\nend = time.time() + {limit_s}\n"
+                                 "while time.time() < end: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait(timeout=10)
 
 
 def _load() -> str:

@@ -44,15 +44,16 @@ class Recording:
 
 
 def build_recording(espeak: str, path: Path, texts: list[str], gaps: list[float], lead: float = 0.7,
-                    noise: float = 0.0, seed: int = 0) -> Recording:
-    """``texts`` spoken one after another with ``gaps[k]`` seconds of silence after sentence k."""
+                    noise: float = 0.0, seed: int = 0, voices: tuple[str, ...] = ("am",)) -> Recording:
+    """``texts`` spoken one after another with ``gaps[k]`` seconds of silence after sentence k, sentence k in
+    ``voices[k % len(voices)]`` (an espeak-ng voice, e.g. ``am+f3``)."""
     rng = np.random.default_rng(seed)
     pieces: list[np.ndarray] = []
     sentences: list[tuple[float, float, str]] = []
     rate = 0
     position = 0
     for k, text in enumerate(texts):
-        audio, rate = speak_sentence(espeak, text)
+        audio, rate = speak_sentence(espeak, text, voices[k % len(voices)])
         if not pieces:
             pieces.append(np.zeros(int(lead * rate), dtype=np.float32))
             position = len(pieces[0])
@@ -146,3 +147,89 @@ def tone_recording(path: Path, pieces: list[float], gaps: list[float], rate: int
     path.parent.mkdir(parents=True, exist_ok=True)
     sf.write(str(path), np.concatenate(audio), rate, subtype="PCM_16")
     return Recording(path, rate, sentences)
+
+
+def encode_media(path: Path, audio: np.ndarray | None, rate: int, video_seconds: float = 0.0,
+                 codec: str | None = None) -> Path:
+    """A container (mp4, mkv, webm, m4a, ...) written with PyAV: ``audio`` (mono float32) as its audio track,
+    and ``video_seconds`` of a tiny moving picture when asked (``audio=None``: a video-only file)."""
+    import av
+
+    codecs = {".mp4": "aac", ".m4a": "aac", ".mkv": "flac", ".webm": "libopus", ".opus": "libopus",
+              ".mka": "flac"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        video = None
+        if video_seconds:
+            video = container.add_stream("mpeg4" if path.suffix != ".webm" else "libvpx", rate=10)
+            video.width, video.height, video.pix_fmt = 32, 32, "yuv420p"
+        sound = None
+        if audio is not None:
+            name = codec or codecs.get(path.suffix.lower(), "aac")
+            sound_rate = 48000 if name == "libopus" else rate
+            sound = container.add_stream(name, rate=sound_rate, layout="mono")
+            if sound_rate != rate:
+                audio = soxr_resample(audio, rate, sound_rate)
+        if video is not None:
+            for k in range(int(video_seconds * 10)):
+                picture = np.full((32, 32, 3), (k * 9) % 255, dtype=np.uint8)
+                for packet in video.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")):
+                    container.mux(packet)
+            for packet in video.encode():
+                container.mux(packet)
+        if sound is not None:
+            frame_size = 960 if sound.codec_context.name == "libopus" else 1024
+            fmt = sound.codec_context.format.name
+            for first in range(0, len(audio), frame_size):
+                piece = audio[first:first + frame_size]
+                frame = av.AudioFrame.from_ndarray(_planar(piece, fmt), format=fmt, layout="mono")
+                frame.sample_rate = sound.codec_context.sample_rate
+                frame.pts = first
+                for packet in sound.encode(frame):
+                    container.mux(packet)
+            for packet in sound.encode():
+                container.mux(packet)
+    return path
+
+
+def _planar(piece: np.ndarray, fmt: str) -> np.ndarray:
+    if fmt.startswith("s16"):
+        return (np.clip(piece, -1, 32767 / 32768) * 32768).astype(np.int16).reshape(1, -1)
+    if fmt.startswith("s32"):
+        return (np.clip(piece, -1, 1) * 2147483647).astype(np.int32).reshape(1, -1)
+    return piece.astype(np.float32).reshape(1, -1)
+
+
+def soxr_resample(audio: np.ndarray, rate: int, to_rate: int) -> np.ndarray:
+    import soxr
+
+    return soxr.resample(audio, rate, to_rate).astype(np.float32)
+
+
+def tiny_campplus(path: Path, seed: int = 0) -> Path:
+    """A shrunk CAM++ state dict with random weights (the real one's layout), saved as a plain .bin."""
+    import torch
+
+    from networks.campplus import CAMPPlus
+
+    torch.manual_seed(seed)
+    model = CAMPPlus(embedding_size=32, growth_rate=8, bn_size=2, init_channels=16).eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+    return path
+
+
+def tiny_demucs(path: Path, seed: int = 0) -> Path:
+    """A tiny HTDemucs (stems ``other`` and ``vocals``, random weights) in demucs' own file format: its class,
+    arguments and state in one ``.th`` (what ``demucs.states.load_model`` reads)."""
+    import torch
+    from demucs.htdemucs import HTDemucs
+
+    torch.manual_seed(seed)
+    model = HTDemucs(sources=["other", "vocals"], audio_channels=2, channels=4, depth=2, nfft=512, t_layers=1,
+                     t_heads=1, samplerate=16000, segment=4, dconv_comp=2)
+    args, kwargs = model._init_args_kwargs
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"klass": HTDemucs, "args": args, "kwargs": kwargs, "state": model.state_dict(),
+                "training_args": {}}, path)
+    return path

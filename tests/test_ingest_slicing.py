@@ -32,6 +32,38 @@ def test_load_vad_keeps_torch_thread_count() -> None:
     assert torch.get_num_threads() == before
 
 
+class _ThreadSpy(EnergyVad):
+    """Records torch's thread count at each per-frame call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def __call__(self, frame, rate: int) -> float:
+        self.threads.add(torch.get_num_threads())
+        return super().__call__(frame, rate)
+
+
+def test_the_per_frame_model_runs_at_one_thread_and_the_setting_is_restored() -> None:
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        spy = _ThreadSpy()
+        probs = speech_probabilities(spy, [np.zeros(48000, np.float32)] * 3, 48000)
+        assert len(probs) == 3 * 48000 // 3 // 512 + 1 and spy.threads == {1}
+        assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError):  # restored even when the model fails mid-file
+            StreamingVad(_Failing(), 16000).feed(np.zeros(4096, np.float32))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+class _Failing(EnergyVad):
+    def __call__(self, frame, rate: int) -> float:
+        raise RuntimeError("broken model")
+
+
 def test_espeak_sentences_cut_at_their_boundaries(tmp_path: Path, silero) -> None:
     espeak = require_tool("espeak-ng", "speaks the Amharic sentences of the slicing test")
     texts = amharic_sentences(14, start=20)

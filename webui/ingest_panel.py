@@ -81,24 +81,65 @@ def asr_model_arg(text: str | None, workspace: Path | str) -> str | None:
     return typed
 
 
+def link_lines(text: str | None) -> list[str]:
+    """The links field: one link a line (or separated by spaces); each must be http(s)."""
+    links = (text or "").split()
+    bad = [link for link in links if not link.startswith(("http://", "https://"))]
+    if bad:
+        raise InputProblem(f"links: {bad[0]!r} is not an http(s) link (one link a line)")
+    return links
+
+
+def extra_args(workspace: Path | str, links: str = "", licence: str = "", separate: str = "",
+               speaker_model: str = "", speaker_threshold: float | None = None, long_clips: bool = False,
+               max_inner_pause: float | None = None, loudness_scope: str = "clip") -> list[str]:
+    """The options beyond the basic form: links, separation, speaker labels, long clips, dataset loudness."""
+    args: list[str] = []
+    for link in link_lines(links):
+        args += ["--url", link]
+    if links and (licence or "").strip():
+        args += ["--licence", licence.strip()]
+    for flag, typed, what in (("--separate", separate, "separation model"),
+                              ("--speaker-model", speaker_model, "speaker model")):
+        typed = (typed or "").strip()
+        if typed:
+            path = resolve_path(typed, workspace, what)
+            args += [flag, str(path) if path is not None and path.exists() else typed]
+    if (speaker_model or "").strip() and speaker_threshold is not None:
+        if not 0 < float(speaker_threshold) < 1:
+            raise InputProblem(f"speaker threshold {speaker_threshold}: between 0 and 1")
+        args += ["--speaker-threshold", f"{float(speaker_threshold):g}"]
+    if long_clips:
+        args.append("--long-clips")
+    if max_inner_pause:
+        args += ["--max-inner-pause", f"{float(max_inner_pause):g}"]
+    if loudness_scope == "dataset":
+        args += ["--loudness-scope", "dataset"]
+    return args
+
+
 def ingest_argv(python: str, input_text: str, out_dir: str, language: str | None, speaker: str,
                 asr_model: str, asr_language: str, device: str, config: str, tokenizer: str,
-                workspace: Path | str, report: Path) -> list[str]:
-    """The job's command (``python -m webui.stdout_report --out REPORT -- data_tools.ingest run ... --json``).
+                workspace: Path | str, report: Path, extras: list[str] | None = None) -> list[str]:
+    """The job's command (``python -m webui.stdout_report --out REPORT -- data_tools.ingest run ... --json``);
+    ``extras`` from ``extra_args``. With links, the recordings folder may be left empty or missing.
 
     Raises InputProblem (one line) for a missing input, a bad model field or a bad language code.
     """
+    extras = extras or []
     source = resolve_path(input_text, workspace, "recordings")
-    if source is None:
+    if source is None and "--url" not in extras:
         raise InputProblem("give the recordings: a folder (with .srt/.vtt or .txt beside them) or a metadata.csv")
-    if not source.exists():
-        raise InputProblem(f"recordings not found: {source}")
+    if source is not None and not source.exists():
+        if "--url" not in extras:
+            raise InputProblem(f"recordings not found: {source}")
+        source = None
     target = resolve_path(out_dir, workspace, "ingest folder")
     if target is None:
         raise InputProblem("give the ingest folder (clips, edits and manifests go there)")
     if target.exists() and not target.is_dir():
         raise InputProblem(f"ingest folder is a file: {target}")
-    args = ["run", "--input", str(source), "--out-dir", str(target)]
+    args = ["run", *(["--input", str(source)] if source is not None else []), "--out-dir", str(target)]
     if language and language != NO_LANGUAGE:
         args += ["--language", language]
     if (speaker or "").strip():
@@ -119,7 +160,7 @@ def ingest_argv(python: str, input_text: str, out_dir: str, language: str | None
         args += ["--config", str(config_path)]
     if tokenizer_path is not None:
         args += ["--tokenizer", str(tokenizer_path)]
-    return stdout_report_argv(python, report, "data_tools.ingest", *args, "--json")
+    return stdout_report_argv(python, report, "data_tools.ingest", *args, *extras, "--json")
 
 
 def out_dir_of(argv: tuple[str, ...] | list[str]) -> str | None:
@@ -174,6 +215,37 @@ def _asr_fields(workspace: Path) -> list[Any]:
     return [model, target, device]
 
 
+EXTRA_FIELDS = ("links", "licence", "separate", "speaker_model", "speaker_threshold", "long_clips",
+                "max_inner_pause", "loudness_scope")
+
+
+def _source_fields() -> list[Any]:
+    """Links, voice separation, speaker labels, prosody clips: the components in ``EXTRA_FIELDS`` order."""
+    with gr.Accordion("Links, music, several speakers, long clips (optional)", open=False):
+        with gr.Row():
+            links = gr.Textbox(value="", lines=2, scale=3, elem_id="ingest-links",
+                               label="Links: video pages, media links or playlists, one a line (fetched with yt-dlp, "
+                                     "audio only, subtitles in the language)")
+            licence = gr.Textbox(value="", scale=1, label="Their licence (kept with the clips)",
+                                 elem_id="ingest-licence")
+        with gr.Row():
+            separate = gr.Textbox(value="", scale=2, elem_id="ingest-separate",
+                                  label="Separate the voice from music first: a demucs model file, folder or name "
+                                        "(e.g. htdemucs; empty: no separation)")
+            speaker_model = gr.Textbox(value="", scale=2, elem_id="ingest-speaker-model",
+                                       label="Tell speakers apart: CAM++ weights or an x-vector model (empty: no)")
+            threshold = gr.Slider(0.05, 0.95, value=0.3, step=0.05, scale=1, elem_id="ingest-speaker-threshold",
+                                  label="Same-speaker similarity (higher: more speakers)")
+        with gr.Row():
+            long_clips = gr.Checkbox(value=False, label="Long clips for prosody (10-15 s, cut at sentence ends)",
+                                     elem_id="ingest-long-clips")
+            inner = gr.Number(value=None, label="Cap pauses inside a clip at (s, e.g. 0.4; empty: no cap)",
+                              elem_id="ingest-inner-pause")
+            scope = gr.Radio(choices=["clip", "dataset"], value="clip", elem_id="ingest-loudness-scope",
+                             label="Loudness: each clip, or the whole dataset with one gain")
+    return [links, licence, separate, speaker_model, threshold, long_clips, inner, scope]
+
+
 def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
     """The ingest form, its job panel and the proofreading panel (called inside the tab's accordion)."""
     workspace = ctx.workspace
@@ -195,6 +267,7 @@ def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
         tokenizer = gr.Textbox(value="", scale=2, label="Tokenizer (optional, with the config)",
                                elem_id="ingest-tokenizer")
     model, target, device = _asr_fields(workspace)
+    more = _source_fields()
     start = gr.Button("Import and slice", variant="primary", elem_id="ingest-start")
     panel = job_panel(INGEST_JOB, "ingest")
     summary = gr.HTML(elem_id="ingest-summary")
@@ -204,7 +277,9 @@ def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
                                  elem_id="proof-use-manifest")
 
     def make_argv(*values: Any) -> list[str]:
-        return ingest_argv(ctx.python, *values, workspace, INGEST_JOB.report_path(ctx))
+        basic, chosen = values[:9], dict(zip(EXTRA_FIELDS, values[9:], strict=True))
+        return ingest_argv(ctx.python, *basic, workspace, INGEST_JOB.report_path(ctx),
+                           extra_args(workspace, **chosen))
 
     def render(result: JobResult | None) -> list[Any]:
         skip = gr.skip()
@@ -216,6 +291,6 @@ def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
         view = page_view(shown, 0, ALL, DEFAULT_PAGE_SIZE, workspace)
         return [summary_html(result), shown, *page_values(view)]
 
-    inputs = [source, folder, language, speaker, model, target, device, config, tokenizer]
+    inputs = [source, folder, language, speaker, model, target, device, config, tokenizer, *more]
     wire_job(ctx, panel, start, inputs, make_argv, [summary, folder, *proofread.page_outputs], render)
     return IngestSection(folder=folder, manifest=proofread.manifest, use_manifest=use_manifest)

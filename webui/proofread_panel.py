@@ -87,6 +87,9 @@ def page_view(folder: str | None, page: float | None, status: str | None, page_s
         return PageView(message=message_html(str(exc)))
     counts = ", ".join(f"{n} {name}" for name, n in store.counts().items() if n)
     label = f"page {shown.page + 1} of {shown.pages} · {shown.total} clip(s) shown · {counts or 'no clips'}"
+    speakers = store.speakers()
+    if len(speakers) > 1:
+        label += " · speakers: " + ", ".join(f"{name} {n}" for name, n in list(speakers.items())[:8])
     return PageView(table=clips_frame(shown.clips), label=label, page=shown.page,
                     ids=[clip["id"] for clip in shown.clips])
 
@@ -141,7 +144,8 @@ def select_clip(folder: str | None, clip_id: str | None, workspace: Path | str) 
 
 def change_clip(action: str, folder: str | None, clip_id: str | None, text: str | None,
                 workspace: Path | str) -> tuple[str, ClipView]:
-    """Apply ``action`` ("text", "delete" or "restore") to the selected clip: (message, the clip after it)."""
+    """Apply ``action`` ("text", "speaker": ``text`` is the label, "delete" or "restore") to the selected clip:
+    (message, the clip after it)."""
     from data_tools.ingest.store import StoreError
 
     if not clip_id:
@@ -151,6 +155,9 @@ def change_clip(action: str, folder: str | None, clip_id: str | None, text: str 
         if action == "text":
             clip = store.set_text(clip_id, text or "")
             done = f"transcript of {clip_id} saved"
+        elif action == "speaker":
+            clip = store.set_speaker(clip_id, text or "")
+            done = f"{clip_id} is now speaker {clip['speaker']}"
         elif action in ("delete", "restore"):
             clip = getattr(store, action)(clip_id)
             done = f"{clip_id} {'deleted (left out of manifests)' if action == 'delete' else 'restored'}"
@@ -168,19 +175,21 @@ def pending_note(clip_id: str | None, typed: str | None, stored: str | None) -> 
     return badge_html("NOT APPLIED", "the transcript differs from the saved one: Apply edit saves it", "warn")
 
 
-def save_manifest(folder: str | None, workspace: Path | str) -> tuple[str, str]:
-    """Write a new manifest of the kept clips: (message, its path or '')."""
+def save_manifest(folder: str | None, workspace: Path | str, speaker: str | None = None) -> tuple[str, str]:
+    """Write a new manifest of the kept clips (``speaker``'s only, when given): (message, its path or '')."""
     from data_tools.ingest.store import StoreError
 
+    only = " ".join((speaker or "").split()) or None
     try:
         store = open_store(folder, workspace)
-        kept = len(store.manifest_rows())
+        kept = len(store.manifest_rows(only))
         if not kept:
             raise InputProblem("no clip to save: every clip is deleted, rejected or without a transcript")
-        path = store.save_manifest()
+        path = store.save_manifest(only)
     except (InputProblem, StoreError) as exc:
         return message_html(str(exc)), ""
-    return badge_html("MANIFEST SAVED", f"{kept} clip(s) in {path}: the input of audio preprocessing "
+    whose = f" of speaker {only}" if only else ""
+    return badge_html("MANIFEST SAVED", f"{kept} clip(s){whose} in {path}: the input of audio preprocessing "
                                         "(IndexTTS-1.5 and IndexTTS2)", "ok"), str(path)
 
 
@@ -225,6 +234,8 @@ class ClipEditor:
     apply: gr.Button
     delete: gr.Button
     restore: gr.Button
+    speaker: gr.Textbox | None = None  # a new speaker label for the selected clip
+    relabel: gr.Button | None = None
 
     @property
     def outputs(self) -> list[Any]:
@@ -285,7 +296,12 @@ def _editor() -> ClipEditor:
                 apply = gr.Button("Apply edit", variant="primary", elem_id="proof-apply")
                 delete = gr.Button("Delete clip", variant="stop", elem_id="proof-delete")
                 restore = gr.Button("Restore clip", elem_id="proof-restore")
-    return ClipEditor(gr.State(None), audio, text, details, gr.State(""), pending, apply, delete, restore)
+            with gr.Row(equal_height=True):
+                speaker = gr.Textbox(value="", scale=3, label="Speaker label of this clip (e.g. spk2)",
+                                     elem_id="proof-speaker")
+                relabel = gr.Button("Set speaker", scale=1, elem_id="proof-set-speaker")
+    return ClipEditor(gr.State(None), audio, text, details, gr.State(""), pending, apply, delete, restore,
+                      speaker, relabel)
 
 
 def _wire_editor(ctx: Any, panel: ProofreadPanel, editor: ClipEditor) -> None:
@@ -307,6 +323,10 @@ def _wire_editor(ctx: Any, panel: ProofreadPanel, editor: ClipEditor) -> None:
     for button, action in ((editor.apply, "text"), (editor.delete, "delete"), (editor.restore, "restore")):
         button.click(on_change(action), inputs=changing, outputs=[*panel.page_outputs[:1], *editor.outputs,
                                                                  *panel.page_outputs[1:]])
+    if editor.relabel is not None and editor.speaker is not None:
+        relabeling = [panel.folder, editor.selected, editor.speaker, panel.page, panel.page_size, panel.status]
+        editor.relabel.click(on_change("speaker"), inputs=relabeling,
+                             outputs=[*panel.page_outputs[:1], *editor.outputs, *panel.page_outputs[1:]])
     # .change, not .input: Gradio's Textbox sends .input only on key presses, and a paste must be seen too.
     editor.text.change(pending_note, inputs=[editor.selected, editor.text, editor.loaded], outputs=editor.pending,
                        show_progress="hidden")
@@ -322,7 +342,9 @@ def build_proofread(ctx: Any, folder: gr.Textbox) -> ProofreadPanel:
     _wire_editor(ctx, panel, editor)
     with gr.Row(equal_height=True):
         save = gr.Button("Save manifest", variant="primary", scale=1, elem_id="proof-save")
+        only = gr.Textbox(value="", scale=1, label="Keep one speaker only (empty: all)", elem_id="proof-only-speaker")
         panel.manifest = gr.Textbox(value="", interactive=False, scale=4, label="Last manifest saved",
                                     elem_id="proof-manifest")
-    save.click(lambda path: save_manifest(path, ctx.workspace), inputs=folder, outputs=[panel.message, panel.manifest])
+    save.click(lambda path, who: save_manifest(path, ctx.workspace, who), inputs=[folder, only],
+               outputs=[panel.message, panel.manifest])
     return panel

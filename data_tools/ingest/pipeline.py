@@ -18,21 +18,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_tools.ingest.clips import clip_name, clip_path, read_json, write_clip, write_json, write_jsonl
+from data_tools.ingest.clips import (
+    clip_name,
+    clip_path,
+    read_json,
+    regain_clip,
+    write_clip,
+    write_json,
+    write_jsonl,
+)
 from data_tools.ingest.gates import Duplicates, GateSettings, ModelLimits, audio_reasons, text_reasons
+from data_tools.ingest.loudness import dataset_gain
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
 from data_tools.ingest.sources import (
+    CONTAINER_SUFFIXES,
     Problem,
     Source,
     SourceError,
     audio_info,
     clip_rate,
     find_sources,
+    printable,
     stream_blocks,
+    unique_sources,
 )
-from data_tools.ingest.subtitles import SubtitleError, read_cues, refine
+from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, refine
 
 FORMAT = 1
+DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched.txt
+SEPARATED = "separated"  # voice and rest stems of each recording, when separation is on (kept)
+DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
 Progress = Callable[[int, int], None]
@@ -44,7 +59,7 @@ class IngestError(ValueError):
 
 @dataclass(frozen=True)
 class IngestSettings:
-    input: Path
+    input: Path | None
     out_dir: Path
     language: str | None = None
     speaker: str | None = None
@@ -60,10 +75,22 @@ class IngestSettings:
     batch_size: int = 8
     tokenizer: Path | None = None
     config: Path | None = None
+    urls: tuple[str, ...] = ()  # pages, direct media links, playlists: fetched into <out>/downloads first
+    licence: str | None = None  # the licence of what the links hold, as the user states it
+    subtitle_language: str | None = None  # the links' subtitles to fetch (None: the language, if any)
+    speaker_model: str | None = None  # CAM++ weights file or x-vector model: clips get clustered speaker labels
+    separate: str | None = None  # a demucs model (file, folder or name): slice the voice stem, not the mix
+    loudness_scope: str = "clip"  # "clip": each clip to target_lufs; "dataset": one gain for all clips
+    speaker_threshold: float = 0.3  # cosine similarity (centred) at which two groups of clips are one speaker
 
     def fixed(self) -> dict[str, Any]:
         """What the clips on disk depend on: a rerun into the same folder must use the same."""
-        return {"format": FORMAT, "slicing": self.slicing.as_dict(), "target_lufs": self.target_lufs}
+        fixed = {"format": FORMAT, "slicing": self.slicing.as_dict(), "target_lufs": self.target_lufs}
+        if self.separate:  # clips cut from voice stems differ from clips cut from the mixes
+            fixed["separate"] = self.separate
+        if self.loudness_scope != "clip":  # (absent when per clip, so folders made before the option still match)
+            fixed["loudness_scope"] = self.loudness_scope
+        return fixed
 
 
 @dataclass
@@ -105,15 +132,14 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         settings.slicing.check()
     except ValueError as exc:
         raise IngestError(str(exc)) from None
+    if settings.loudness_scope not in ("clip", "dataset"):
+        raise IngestError(f"loudness scope {settings.loudness_scope!r}: 'clip' or 'dataset'")
     out = Path(settings.out_dir)
     _claim_folder(out, settings)
     if transcriber is None and settings.asr_model:
         transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
-    try:
-        sources, problems = find_sources(settings.input, settings.speaker, settings.speaker_level,
-                                         settings.speaker_column)
-    except SourceError as exc:
-        raise IngestError(str(exc)) from None
+    separator = load_separation(settings) if settings.separate else None
+    sources, problems = _all_sources(settings, out)
     summary = IngestSummary(str(out), sources=len(sources))
     hook = _KillHook()
     vad_models: list[Any] = [] if vad_model is None else [vad_model]  # loaded on first need
@@ -125,22 +151,70 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
             summary.sources_done_before += 1
             continue
         try:
-            record = _slice_source(source, settings, out, vad_models, hook, problems)
+            record = _slice_source(source, settings, out, vad_models, hook, problems, separator)
         except SourceError as exc:
-            problems.append(Problem(str(source.audio), str(exc).removeprefix(f"{source.audio}: ")))
+            where = printable(source.audio)
+            problems.append(Problem(where, str(exc).removeprefix(f"{where}: ")))
             continue
         except SubtitleError as exc:  # its message names the subtitle file and the cue
             problems.append(Problem("", str(exc)))
             continue
         except OSError as exc:
-            raise _write_error(exc, out) from None
+            if _writing(exc, out):
+                raise _write_error(exc, out) from None
+            problems.append(Problem(printable(source.audio), f"cannot read it ({exc.strerror or exc})"))
+            continue
+        except Exception as exc:  # one odd file (a decoder's surprise) must not stop the import
+            reason = " ".join(str(exc).split())[:200]
+            problems.append(Problem(printable(source.audio), f"cannot be sliced ({type(exc).__name__}: {reason})"))
+            continue
         _write(record_path, record, out)
+        _drop_decoded(out, source)
     if progress:
         progress(len(sources), len(sources))
     if settings.asr_model or transcriber is not None:
         summary.transcribed = _transcribe(out, settings, transcriber, asr_progress)
+    if settings.speaker_model:
+        _embed_speakers(out, settings)
+    if settings.loudness_scope == "dataset" and settings.target_lufs is not None:
+        _dataset_loudness(out, settings)
     _finalize(out, settings, sources, problems, summary)
     return summary
+
+
+def _all_sources(settings: IngestSettings, out: Path) -> tuple[list[Source], list[Problem]]:
+    """The input folder's sources and the links' (fetched into ``<out>/downloads`` first)."""
+    if settings.input is None and not settings.urls:
+        raise IngestError("nothing to import: give an input folder, a metadata.csv or links")
+    sources: list[Source] = []
+    problems: list[Problem] = []
+    if settings.urls:
+        from data_tools.ingest.links import fetch_links
+
+        try:
+            fetched = fetch_links(list(settings.urls), out / DOWNLOADS, settings.subtitle_language or
+                                  settings.language, settings.licence)
+        except OSError as exc:
+            raise _write_error(exc, out) from None
+        problems += fetched.problems
+        if any(p.is_file() for p in (out / DOWNLOADS).iterdir()):
+            try:
+                sources, more = find_sources(out / DOWNLOADS, settings.speaker, settings.speaker_level)
+            except SourceError:
+                more = []
+            problems += more
+    if settings.input is not None:
+        try:
+            found, more = find_sources(settings.input, settings.speaker, settings.speaker_level,
+                                       settings.speaker_column)
+        except SourceError as exc:
+            if not settings.urls:
+                raise IngestError(str(exc)) from None
+            found, more = [], [Problem("", str(exc))]
+        sources += found
+        problems += more
+    kept, clashes = unique_sources(sources)
+    return kept, problems + clashes
 
 
 def _claim_folder(out: Path, settings: IngestSettings) -> None:
@@ -150,7 +224,7 @@ def _claim_folder(out: Path, settings: IngestSettings) -> None:
         changed = [k for k, v in settings.fixed()["slicing"].items() if recorded.get("slicing", {}).get(k) != v]
         what = ", ".join(changed) or "loudness target or format"
         raise IngestError(f"{out} was made with other settings ({what}); use a new --out-dir or the same settings")
-    for folder in ("clips", "sources", "manifests", "."):  # temp files of writes a kill cut short
+    for folder in ("clips", "sources", "manifests", DECODED, SEPARATED, "."):  # temp files of writes a kill cut short
         for stale in (out / folder).rglob(".*.tmp") if folder != "." else out.glob(".*.tmp"):
             stale.unlink(missing_ok=True)
     if recorded is None:
@@ -163,6 +237,36 @@ def _claim_folder(out: Path, settings: IngestSettings) -> None:
 
 def _finished(record: Any, source: Source) -> bool:
     return isinstance(record, dict) and record.get("audio") == str(source.audio) and "clips" in record
+
+
+def _writing(exc: OSError, out: Path) -> bool:
+    """Whether an OSError came from writing into the ingest folder (a full disk stops the run) rather than
+    from reading one input (which leaves that input out)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    name = getattr(exc, "filename", None)
+    try:
+        return name is not None and Path(os.fsdecode(name)).resolve().is_relative_to(out.resolve())
+    except (OSError, ValueError):
+        return False
+
+
+def _decoded_path(out: Path, source: Source) -> Path:
+    return out / DECODED / f"{source.id}.flac"
+
+
+def _drop_decoded(out: Path, source: Source) -> None:
+    """A container's decoded audio is only needed until its clips are written."""
+    _decoded_path(out, source).unlink(missing_ok=True)
+
+
+def _readable_audio(source: Source, out: Path) -> Path:
+    """What the slicer reads: the file itself, or a container's audio decoded to FLAC (``media``)."""
+    if source.audio.suffix.lower() not in CONTAINER_SUFFIXES:
+        return source.audio
+    from data_tools.ingest.media import decode_to_flac
+
+    return decode_to_flac(source.audio, _decoded_path(out, source))
 
 
 def _write_error(exc: OSError, out: Path) -> IngestError:
@@ -179,8 +283,17 @@ def _write(path: Path, value: Any, out: Path) -> None:
 
 
 def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model: list[Any], hook: _KillHook,
-                  problems: list[Problem]) -> dict[str, Any]:
-    info = audio_info(source.audio)
+                  problems: list[Problem], separator: Any = None) -> dict[str, Any]:
+    audio = _readable_audio(source, out)
+    if separator is not None:
+        from data_tools.ingest.separate import separate_file
+
+        audio = separate_file(separator, audio, out / SEPARATED, source.id, _speaker_device(settings.device))
+    info = audio_info(audio)
+    if info.declared_frames is not None and info.declared_frames - info.frames > info.rate * 0.1:
+        problems.append(Problem(printable(source.audio), f"truncated: its header declares "
+                                f"{info.declared_frames / info.rate:.1f} s, the file holds {info.seconds:.1f} s; "
+                                "the part present was sliced"))
     out_rate = clip_rate(info.rate)
     left_out: list[tuple[float, float]] = []
     if source.kind == "transcribed":
@@ -191,16 +304,18 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
         duration = info.seconds
     else:
         cues = read_cues(source.subtitles, settings.subtitle_encoding) if source.kind == "subtitled" else None
+        if cues is not None:
+            cues = check_within(cues, info.seconds, source.subtitles)
         if not vad_model:
             from data_tools.ingest.vad import load_vad
 
             vad_model.append(load_vad())
         from data_tools.ingest.vad import FRAME_SECONDS, speech_probabilities, speech_regions
 
-        probs = speech_probabilities(vad_model[0], stream_blocks(source.audio), info.rate)
+        probs = speech_probabilities(vad_model[0], stream_blocks(audio), info.rate)
         duration = min(info.seconds, len(probs) * FRAME_SECONDS)
         if info.seconds - len(probs) * FRAME_SECONDS > 1.0:
-            problems.append(Problem(str(source.audio), f"truncated: {duration:.1f} of {info.seconds:.1f} s "
+            problems.append(Problem(printable(source.audio), f"truncated: {duration:.1f} of {info.seconds:.1f} s "
                                                        "readable; the readable part was used"))
         if cues is None:
             spans, left_out = plan_vad_spans(probs, duration, settings.slicing)
@@ -211,8 +326,9 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
     for span in spans:
         name = clip_name(source.id, None if source.kind == "transcribed" else span)
         target = clip_path(out, source.speaker, name)
-        measured = write_clip(source.audio, info.rate, out_rate, span.start, span.end, target,
-                              settings.target_lufs)
+        measured = write_clip(audio, info.rate, out_rate, span.start, span.end, target,
+                              None if settings.loudness_scope == "dataset" else settings.target_lufs,
+                              span.kept(settings.slicing.max_inner_pause))
         hook.clip_written()
         clips.append({
             "id": name, "audio": target.relative_to(out).as_posix(), "start": span.start, "end": span.end,
@@ -220,6 +336,8 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
             "given_text": span.text, "given_kind": {"transcribed": "transcript", "subtitled": "subtitle"}.get(
                 source.kind), **measured})
     return {"source": source.id, "audio": str(source.audio), "kind": source.kind, "speaker": source.speaker,
+            "origin_url": source.origin_url, "licence": source.licence,
+            "sliced_from": audio.relative_to(out).as_posix() if audio.is_relative_to(out) else str(audio),
             "language": settings.language, "source_rate": info.rate, "seconds": round(duration, 3),
             "left_out": [[round(s, 3), round(e, 3)] for s, e in left_out], "clips": clips}
 
@@ -261,6 +379,71 @@ def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress:
     return done
 
 
+def _embed_speakers(out: Path, settings: IngestSettings) -> None:
+    """Each clip's speaker embedding, kept in its source record (a rerun embeds only new clips)."""
+    from data_tools.ingest.speakers import SpeakerError, embed_clip, load_embedder
+
+    pending = [(path, record) for path, record in _records(out)
+               if any("speaker_embedding" not in clip for clip in record["clips"])]
+    if not pending:
+        return
+    try:
+        embedder = load_embedder(settings.speaker_model, _speaker_device(settings.device))
+    except SpeakerError as exc:
+        raise IngestError(str(exc)) from None
+    for path, record in pending:
+        for clip in record["clips"]:
+            if "speaker_embedding" not in clip:
+                clip["speaker_embedding"] = embed_clip(embedder, out / clip["audio"])
+        _write(path, record, out)
+
+
+def _dataset_loudness(out: Path, settings: IngestSettings) -> None:
+    """One gain for every clip (``loudness.dataset_gain``), applied to the clips that do not have it yet (a new
+    source moves it a little: earlier clips are regained, never re-cut)."""
+    records = _records(out)
+    gain = dataset_gain([(clip["seconds"], clip.get("lufs")) for _, record in records for clip in record["clips"]],
+                        settings.target_lufs)
+    for path, record in records:
+        changed = [regain_clip(out / clip["audio"], clip, gain) for clip in record["clips"]]
+        if any(changed):
+            _write(path, record, out)
+
+
+def _speaker_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _speaker_labels(out: Path, settings: IngestSettings) -> dict[str, str]:
+    """Clip id -> clustered speaker label, over every clip with an embedding (none without --speaker-model)."""
+    if not settings.speaker_model:
+        return {}
+    import numpy as np
+
+    from data_tools.ingest.speakers import Clip, SpeakerError, label_speakers
+
+    clips = [Clip(clip["id"], record["source"], clip["seconds"], np.asarray(clip["speaker_embedding"]))
+             for _, record in _records(out) for clip in record["clips"] if "speaker_embedding" in clip]
+    try:
+        return label_speakers(clips, settings.speaker_threshold, f"{settings.speaker}-" if settings.speaker else "spk")
+    except SpeakerError as exc:
+        raise IngestError(str(exc)) from None
+
+
+def load_separation(settings: IngestSettings) -> Any:
+    """The demucs model of ``--separate`` (``separate``; imported here, so slicing never needs it)."""
+    from data_tools.ingest.separate import SeparationError, load_separator
+
+    try:
+        return load_separator(settings.separate)
+    except SeparationError as exc:
+        raise IngestError(str(exc)) from None
+
+
 def load_transcriber(settings: IngestSettings) -> Any:
     """The CTC recogniser of ``data_tools.asr`` (imported here, so slicing never needs it)."""
     try:
@@ -298,6 +481,7 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
     edits = load_edits(out / EDITS_FILE)
     limits = _model_limits(settings)
     duplicates = Duplicates(settings.gates)
+    labels = _speaker_labels(out, settings)
     rows = []
     for _, record in _records(out):
         summary.left_out_fragments += len(record.get("left_out", []))
@@ -311,7 +495,10 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
             if limits is not None and text and (why := limits.reason(text, clip["seconds"], record["language"])):
                 reasons.append(why)
             reasons += duplicates.reasons(clip["id"], clip["audio_sha1"], record["speaker"], text)
-            rows.append({**clip, "source": record["source"], "speaker": record["speaker"],
+            row = {key: value for key, value in clip.items() if key != "speaker_embedding"}
+            rows.append({**row, "source": record["source"], "speaker": labels.get(clip["id"], record["speaker"]),
+                         "speaker_given": record["speaker"], "origin_url": record.get("origin_url"),
+                         "licence": record.get("licence"),
                          "language": record.get("language"), "text": text, "reasons": reasons})
     summary.clips = len(rows)
     summary.rejected = sum(1 for row in rows if row["reasons"])

@@ -4,7 +4,9 @@ The pipeline's clip index (``clips.jsonl``) is read only; every edit (a transcri
 goes to ``edits.json``, rewritten atomically at each change, so edits survive a reload, a restart and a
 rerun of the pipeline. ``save_manifest`` writes ``manifests/manifest_<time>.jsonl``, never over an
 earlier one: the JSONL input ``python -m data_tools.preprocess --input`` reads (audio, text, speaker,
-language, id, duration; audio paths relative to the manifest), for IndexTTS-1.5 and IndexTTS2 alike.
+language, id, duration, source; audio paths relative to the manifest), for IndexTTS-1.5 and IndexTTS2 alike.
+``speaker`` is the clustered label when the run had a speaker model (edited by hand here), and a manifest may
+keep one speaker only.
 
 A clip's status: ``deleted`` (by hand), ``restored`` (kept by hand despite its gate reasons), ``rejected``
 (a gate failed), ``ok``. Manifests hold the ``ok`` and ``restored`` clips that have a transcript.
@@ -78,19 +80,25 @@ class IngestStore:
         return {"id": clip_id, "audio": str(self.folder / row["audio"]), "text": edit.get("text", pipeline_text),
                 "given_text": row.get("given_text"), "given_kind": row.get("given_kind"),
                 "asr_text": row.get("asr_text"), "confidence": row.get("confidence"), "reasons": row["reasons"],
-                "status": status, "edited": "text" in edit, "speaker": row["speaker"],
-                "language": row.get("language"), "seconds": row["seconds"], "source": row["source"]}
+                "status": status, "edited": "text" in edit, "speaker": edit.get("speaker", row["speaker"]),
+                "speaker_edited": "speaker" in edit,
+                "language": row.get("language"), "seconds": row["seconds"], "source": row["source"],
+                "origin_url": row.get("origin_url"), "licence": row.get("licence")}
 
-    def list_clips(self, page: int = 0, page_size: int = 50, status: str | None = None) -> ClipPage:
+    def list_clips(self, page: int = 0, page_size: int = 50, status: str | None = None,
+                   speaker: str | None = None) -> ClipPage:
         """Clips worst first: rejected before kept, then lowest ASR confidence, then most reasons.
 
-        ``status`` filters to one of ``STATUSES`` (None: all); ``page`` counts from 0.
+        ``status`` filters to one of ``STATUSES``, ``speaker`` to one speaker label (None: all); ``page``
+        counts from 0.
         """
         if status is not None and status not in STATUSES:
             raise StoreError(f"unknown status {status!r} (one of {', '.join(STATUSES)})")
         rows = [self.clip(clip_id) for clip_id in self._order]
         if status is not None:
             rows = [row for row in rows if row["status"] == status]
+        if speaker is not None:
+            rows = [row for row in rows if row["speaker"] == speaker]
         rank = {"rejected": 0, "ok": 1, "restored": 1, "deleted": 2}
         rows.sort(key=lambda r: (rank[r["status"]], 1.0 if r["confidence"] is None else r["confidence"],
                                  -len(r["reasons"]), r["id"]))
@@ -101,6 +109,14 @@ class IngestStore:
 
     def audio_path(self, clip_id: str) -> Path:
         return self.folder / self._row(clip_id)["audio"]
+
+    def speakers(self) -> dict[str, int]:
+        """How many clips each speaker label has (edits applied), most first."""
+        counts: dict[str, int] = {}
+        for clip_id in self._order:
+            who = self.clip(clip_id)["speaker"]
+            counts[who] = counts.get(who, 0) + 1
+        return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
     def counts(self) -> dict[str, int]:
         """How many clips have each status."""
@@ -118,6 +134,14 @@ class IngestStore:
         if not text:
             raise StoreError(f"{clip_id}: an empty transcript; delete the clip instead")
         return self._change(clip_id, text=text)
+
+    def set_speaker(self, clip_id: str, speaker: str) -> dict[str, Any]:
+        """The clip's speaker label as proofread (an empty one is refused)."""
+        self._row(clip_id)
+        speaker = " ".join(str(speaker).split())
+        if not speaker:
+            raise StoreError(f"{clip_id}: an empty speaker label")
+        return self._change(clip_id, speaker=speaker)
 
     def delete(self, clip_id: str) -> dict[str, Any]:
         """Leave the clip out of manifests (its audio stays; ``restore`` brings it back)."""
@@ -148,27 +172,34 @@ class IngestStore:
 
     # ----- manifests ------------------------------------------------------------------------------------
 
-    def manifest_rows(self) -> list[dict[str, Any]]:
-        """What a manifest saved now holds: kept clips (ok or restored) that have a transcript."""
+    def manifest_rows(self, speaker: str | None = None) -> list[dict[str, Any]]:
+        """What a manifest saved now holds: kept clips (ok or restored) that have a transcript (of ``speaker``
+        only, when given). Each row: id, audio, text, speaker (the label, edits applied), source (the clip's
+        recording as a stable relative name: one recording's clips must stay on one side of a split),
+        duration, and language, origin_url, licence where known."""
+        if speaker is not None and speaker not in self.speakers():
+            raise StoreError(f"no speaker {speaker!r} in {self.folder} (there are: {', '.join(self.speakers())})")
         rows = []
         for clip_id in self._order:
             clip = self.clip(clip_id)
-            if clip["status"] in ("ok", "restored") and clip["text"]:
+            if clip["status"] in ("ok", "restored") and clip["text"] and speaker in (None, clip["speaker"]):
                 audio = os.path.relpath(self.folder / self._clips[clip_id]["audio"], self.folder / MANIFESTS)
                 row = {"id": clip_id, "audio": Path(audio).as_posix(), "text": clip["text"],
-                       "speaker": clip["speaker"], "duration": clip["seconds"]}
-                if clip["language"]:
-                    row["language"] = clip["language"]
+                       "speaker": clip["speaker"], "source": clip["source"], "duration": clip["seconds"]}
+                for key in ("language", "origin_url", "licence"):
+                    if clip[key]:
+                        row[key] = clip[key]
                 rows.append(row)
         return rows
 
-    def save_manifest(self) -> Path:
-        """Write the manifest under a new name (``manifest_<YYYYmmdd_HHMMSS>[_N].jsonl``); returns its path.
+    def save_manifest(self, speaker: str | None = None) -> Path:
+        """Write the manifest (of ``speaker``'s clips only, when given) under a new name
+        (``manifest_<YYYYmmdd_HHMMSS>[_N].jsonl``); returns its path.
 
         Written to a temp file, fsynced, then linked to a name that does not exist yet (never replacing one).
         """
         directory = self.folder / MANIFESTS
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self.manifest_rows())
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self.manifest_rows(speaker))
         try:
             return self._write_new(directory, text)
         except OSError as exc:

@@ -41,6 +41,9 @@ def read_cues(path: Path, encoding: str | None = None) -> list[Cue]:
     except LookupError:
         raise SubtitleError(f"{path}: unknown encoding {encoding!r}") from None
     cues = _vtt_cues(path, text) if path.suffix.lower() == ".vtt" else _srt_cues(path, text)
+    if not cues:
+        raise SubtitleError(f"{path}: no cues in it (an empty subtitle file); remove it to have the recording "
+                            "sliced by voice activity")
     for cue in cues:
         if cue.end <= cue.start:
             raise SubtitleError(f"{cue.where}: ends ({cue.end:.3f} s) before it starts ({cue.start:.3f} s)")
@@ -50,6 +53,16 @@ def read_cues(path: Path, encoding: str | None = None) -> list[Cue]:
             raise SubtitleError(f"{after.where}: starts at {after.start:.3f} s, inside {before.where} "
                                 f"(which ends at {before.end:.3f} s): overlapping cues")
     return merged
+
+
+def check_within(cues: list[Cue], seconds: float, path: Path) -> list[Cue]:
+    """The cues, refused in one line when one starts at or after the end of the audio (the wrong recording,
+    or subtitles of a longer cut); an end a little past it is clipped to it."""
+    for cue in cues:
+        if cue.start >= seconds:
+            raise SubtitleError(f"{cue.where}: starts at {cue.start:.3f} s, after the end of its audio "
+                                f"({seconds:.3f} s): subtitles of another recording?")
+    return [Cue(c.start, min(c.end, seconds), c.text, c.where) for c in cues]
 
 
 def _srt_cues(path: Path, text: str) -> list[Cue]:

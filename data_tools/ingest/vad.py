@@ -7,8 +7,9 @@ and only the probabilities, 31 floats a second, are kept: an hour needs the memo
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import soxr
@@ -28,6 +29,22 @@ def load_vad():
             from silero_vad import load_silero_vad
 
             return load_silero_vad()
+    finally:
+        torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch at one intra-op thread, the caller's count restored after. A 512-sample frame is far too small to
+    share out: under the default count every call pays the threads' hand-offs, and on a busy machine it waits
+    for cores other processes hold (31 s of audio: about 30 s at the default, 10 s at one thread, 2 busy cores)."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
     finally:
         torch.set_num_threads(threads)
 
@@ -52,7 +69,7 @@ class StreamingVad:
             whole = len(audio)
         self.pending = audio[whole:]
         frames = torch.from_numpy(np.ascontiguousarray(audio[:whole])).view(-1, FRAME)
-        with torch.inference_mode():
+        with one_thread(), torch.inference_mode():
             for frame in frames:
                 self.probs.append(float(self.model(frame, VAD_RATE)))
 
