@@ -11,7 +11,9 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -25,6 +27,8 @@ from trainer.memory_estimate import (
     fitting_change,
     gpu_bytes_of,
     gpu_presets,
+    longest_item,
+    memory_check,
     memory_refusal,
     model_facts,
     run_shape,
@@ -130,6 +134,22 @@ def test_shape_and_card_from_the_options() -> None:
     assert run_shape({"batch_size": 2}, gpt, "cpu", longest=(50, 300)).codes == 300
     assert gpu_bytes_of({"gpu_memory_gb": 24}, None) == 24 * GIB
     assert gpu_bytes_of({}, torch.device("cpu")) is None
+
+
+def test_preflight_check_reads_the_card_from_the_option_and_the_items(real_v2) -> None:
+    facts, table = real_v2
+    items = [SimpleNamespace(text_ids=np.zeros(120, dtype=np.int32), num_codes=500),
+             SimpleNamespace(text_ids=np.zeros(200, dtype=np.int32), num_codes=300)]
+    assert longest_item(items) == (200, 500, 600)
+    opts = {"batch_size": 8, "amp": "bf16", "gpu_memory_gb": 12}
+    ok, message, warning = memory_check(opts, table["config"], torch.device("cpu"), items=items, facts=facts)
+    assert not ok and not warning
+    assert "this GPU has 12.0 GB" in message and "it cannot fit; with --" in message
+    ok, message, warning = memory_check({**opts, "gpu_memory_gb": 80}, table["config"], torch.device("cpu"),
+                                        items=items, facts=facts)
+    assert ok and not warning and "this GPU has 80.0 GB" in message
+    ok, message, _ = memory_check({"batch_size": 8, "amp": "off"}, table["config"], torch.device("cpu"), facts=facts)
+    assert ok and "no GPU size to check" in message
 
 
 @pytest.mark.parametrize("gpt", [SMALL_GPT, SMALL_GPT_V2], ids=["v1.5", "v2"])

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -383,3 +383,41 @@ def preset_for(facts: ModelFacts, gpu_gb: int, text_tokens: int, codes: int) -> 
 
 def gpu_presets(facts: ModelFacts, text_tokens: int, codes: int) -> list[Preset]:
     return [preset_for(facts, size, text_tokens, codes) for size in GPU_PRESETS_GB]
+
+
+# ----- the pre-flight check -----------------------------------------------------------------------------
+
+
+def longest_item(items: Sequence[Any]) -> tuple[int, int, int] | None:
+    """(text tokens, codes, prompt frames) bounding every item (a batch of the longest is the worst case)."""
+    if not items:
+        return None
+    text = max(int(item.text_ids.size) for item in items)
+    codes = max(int(item.num_codes) for item in items)
+    prompt = max(int(getattr(item, "prompt_frames", 0) or 0) for item in items)
+    return text, codes, prompt or PREFLIGHT_PROMPT_FRAMES
+
+
+def memory_check(opts: Mapping[str, Any], gpt: Mapping[str, Any], device: torch.device | None,
+                 world_size: int = 1, items: Sequence[Any] = (), strategy: str = "ddp",
+                 facts: ModelFacts | None = None) -> tuple[bool, str, bool]:
+    """The pre-flight's memory line as (ok, message, warning) for ``RunPlan.add("memory", ...)``.
+
+    A card size comes from ``--gpu-memory-gb`` or the CUDA device; with neither (a CPU run) the line only
+    informs. A run whose estimate exceeds the card is refused, naming the option that fits."""
+    facts = facts or model_facts(gpt, opts)
+    bounds = longest_item(items)
+    gpu_bytes = gpu_bytes_of(opts, device)
+    device_type = "cuda" if gpu_bytes is not None else (device.type if device is not None else "cpu")
+    shape = run_shape(opts, gpt, device_type, world_size, bounds[:2] if bounds else None, strategy)
+    if bounds:
+        shape = dataclasses.replace(shape, prompt_frames=bounds[2])
+    if gpu_bytes is None:
+        estimate = estimate_run_memory(facts, shape)
+        return True, memory_line(estimate, None) + " (no GPU size to check: --gpu-memory-gb gives one)", False
+    refusal = memory_refusal(facts, shape, gpu_bytes)
+    if refusal:
+        return False, refusal, False
+    estimate = estimate_run_memory(facts, shape)
+    tight = estimate.device_bytes > 0.9 * gpu_bytes
+    return True, memory_line(estimate, gpu_bytes) + ("; little headroom" if tight else ""), tight
