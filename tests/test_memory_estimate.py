@@ -117,7 +117,7 @@ def test_presets_fit_their_cards_and_grow_with_them(real_v2) -> None:
     presets = gpu_presets(facts, 200, 600)
     assert [p.gpu_gb for p in presets] == list(GPU_PRESETS_GB)
     for preset in presets:
-        assert preset.estimate is not None and preset.estimate.device_bytes <= preset.gpu_gb * GIB
+        assert preset.estimate is not None and preset.estimate.device_bytes <= 0.97 * preset.gpu_gb * GIB
         assert preset.options["batch_size"] * preset.options["grad_accumulation"] >= 32
     assert presets[0].options["lora"] is True  # 8 GB cannot hold a full fine-tune of the 866 M GPT
     assert presets[-1].options["lora"] is False and presets[-1].options["grad_checkpointing"] is False

@@ -48,6 +48,8 @@ PREFLIGHT_PROMPT_FRAMES = 600  # IndexTTS-1.5 prompt mel frames assumed when the
 BATCH_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 # The global batch a preset keeps (batch size x gradient accumulation), as the community trainers use.
 PRESET_GLOBAL_BATCH = 32
+# A card sold as N GB reports a little less to CUDA (an 80 GB H100: 79.6 GiB; a 24 GB card: 23.6-24.0 GiB).
+PRESET_USABLE_SHARE = 0.97
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class MemoryEstimate:
 
 
 def gb(count: float) -> str:
+    """Sizes are printed in GB of 2**30 bytes, as nvidia-smi and torch count a card's memory."""
     return f"{count / GIB:.1f} GB"
 
 
@@ -367,7 +370,7 @@ class Preset:
 def preset_for(facts: ModelFacts, gpu_gb: int, text_tokens: int, codes: int) -> Preset:
     """The fastest settings that fit a ``gpu_gb`` card for items up to (text_tokens, codes): full fine-tune
     before LoRA, no checkpointing before checkpointing, then the largest batch; bf16 throughout."""
-    budget = int(gpu_gb * GIB)
+    budget = int(gpu_gb * GIB * PRESET_USABLE_SHARE)
     for lora in (False, True):
         for checkpointing in (False, True):
             for size in reversed(BATCH_CHOICES):
