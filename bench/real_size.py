@@ -44,7 +44,9 @@ sys.path.insert(0, str(REPO))
 from bench.report import headline  # noqa: E402
 from trainer.memory_estimate import RunShape, estimate_run_memory, gb, model_facts  # noqa: E402
 
-REFERENCE = REPO.parent / "shared" / "reference"
+# The reference tables: ../shared beside the checkout, or shared/ inside it (a device machine's copy).
+REFERENCE = next((path for path in (REPO.parent / "shared" / "reference", REPO / "shared" / "reference")
+                  if path.is_dir()), REPO.parent / "shared" / "reference")
 GPT_TABLES = {"1.5": "indextts15_gpt_state_dict_shapes.json", "2": "indextts2_gpt_state_dict_shapes.json",
               "2.5": "indextts25/indextts25_gpt_state_dict_shapes.json"}
 CHILD_TIMEOUT_S = 1800
@@ -307,6 +309,7 @@ def main() -> int:
     parser.add_argument("--lora", action="store_true")
     parser.add_argument("--grad-checkpointing", action="store_true")
     parser.add_argument("--no-synthesis", action="store_true")
+    parser.add_argument("--no-step", action="store_true", help="counts and synthesis only")
     parser.add_argument("--child", choices=("step", "synthesis"), help=argparse.SUPPRESS)
     parser.add_argument("--config-json", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -324,34 +327,43 @@ def main() -> int:
     print(f"CPU, {torch.get_num_threads()} threads; item: batch {args.batch}, text {args.text}, codes {args.codes}, "
           f"prompt {args.prompt} frames; fp32{' LoRA' if args.lora else ''}"
           f"{' grad-checkpointing' if args.grad_checkpointing else ''}")
-    rows = []
+    failures = 0
     for generation in generations:
         gpt, reference = real_gpt_config(generation)
-        step = measure_step(generation, gpt, args)
-        equal = "==" if step["parameters"] == reference else "!="
-        print(f"\nIndexTTS-{generation} GPT: {step['parameters']:,} parameters built {equal} {reference:,} reference; "
-              f"{step['trained']:,} train")
+        facts = model_facts(gpt, {"lora": True} if args.lora else None)
+        equal = "==" if facts.parameters == reference else "!="
+        trained = facts.lora_trained if args.lora else facts.reached
+        print(f"\nIndexTTS-{generation} GPT: {facts.parameters:,} parameters built {equal} {reference:,} reference; "
+              f"{trained:,} train")
         for name, built, expected in audio_counts(generation):
             print(f"  {name:28s} {built:>13,} built {'==' if built == expected else '!='} {expected:,} reference")
-        if "error" in step:
-            print(f"  step: FAILED ({step['error']})")
-            continue
-        print(f"  step ({step['optimizer']}): peak {gb(step['peak_bytes'])} measured, {gb(step['estimate_bytes'])} "
-              f"estimated, ratio {step['ratio']:.2f}; {step['step_seconds']:.1f} s per step")
-        headline("real_size", f"IndexTTS-{generation} step peak / estimate (CPU, {step['optimizer']})",
-                 step["ratio"], "x", "0.75-1.25", 0.75 <= step["ratio"] <= 1.25,
-                 f"{gb(step['peak_bytes'])} measured vs {gb(step['estimate_bytes'])} estimated")
-        rows.append((generation, step))
+        if not args.no_step:
+            failures += not print_step(generation, measure_step(generation, gpt, args))
         if not args.no_synthesis:
-            synth = run_child("synthesis", generation, args, "none")
-            if "error" in synth:
-                print(f"  synthesis: FAILED ({synth['error']})")
-                continue
-            print(f"  synthesis: {synth['audio_seconds']:.2f} s of audio in {synth['seconds']:.1f} s (RTF "
-                  f"{synth['rtf']:.2f}; {synth['codes']} codes; built in {synth['build_seconds']:.0f} s); "
-                  f"peak {gb(synth['peak_bytes'])}")
-            headline("real_size", f"IndexTTS-{generation} synthesis real-time factor (CPU)", synth["rtf"], "x")
-    return 0 if len(rows) == len(generations) else 1
+            failures += not print_synthesis(generation, run_child("synthesis", generation, args, "none"))
+    return 1 if failures else 0
+
+
+def print_step(generation: str, step: dict[str, Any]) -> bool:
+    if "error" in step:
+        print(f"  step: FAILED ({step['error']})")
+        return False
+    print(f"  step ({step['optimizer']}): peak {gb(step['peak_bytes'])} measured, {gb(step['estimate_bytes'])} "
+          f"estimated, ratio {step['ratio']:.2f}; {step['step_seconds']:.1f} s per step")
+    headline("real_size", f"IndexTTS-{generation} step peak / estimate (CPU, {step['optimizer']})",
+             step["ratio"], "x", "0.75-1.25", 0.75 <= step["ratio"] <= 1.25,
+             f"{gb(step['peak_bytes'])} measured vs {gb(step['estimate_bytes'])} estimated")
+    return True
+
+
+def print_synthesis(generation: str, synth: dict[str, Any]) -> bool:
+    if "error" in synth:
+        print(f"  synthesis: FAILED ({synth['error']})")
+        return False
+    print(f"  synthesis: {synth['audio_seconds']:.2f} s of audio in {synth['seconds']:.1f} s (RTF {synth['rtf']:.2f}; "
+          f"{synth['codes']} codes; built in {synth['build_seconds']:.0f} s); peak {gb(synth['peak_bytes'])}")
+    headline("real_size", f"IndexTTS-{generation} synthesis real-time factor (CPU)", synth["rtf"], "x")
+    return True
 
 
 if __name__ == "__main__":

@@ -4,20 +4,18 @@ Used by ``bench/real_size.py`` (in its own process, for the peak memory) and ``b
 real-time factor on a GPU). The networks are built in memory from the real configurations and handed to the
 studio's own synthesizers (``trainer.synthesis``): v1.5's GPT + BigVGAN v1.5; IndexTTS2's and 2.5's GPT,
 w2v-BERT 2.0, semantic codec (2.5: its own codec), CAMPPlus, S2Mel and BigVGAN v2. The GPT decodes greedily up
-to ``codes`` codes (random weights rarely stop earlier); the prompt is 3 s of noise.
+to ``codes`` codes (random weights rarely stop earlier); the prompt is 3 s of noise (1.5: a
+log-mel of noise).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO.parent / "shared" / "reference"
 PROMPT_SECONDS = 3.0
 TEXT_IDS = list(range(20, 44))  # 24 text tokens
 EMO_NUM = (3, 17, 2, 8, 4, 5, 10, 24)  # rows per emotion in feat1 / feat2 (upstream's)
@@ -31,6 +29,7 @@ def _gpt(generation: str, device: torch.device) -> Any:
 
 
 def _v15(codes: int, device: torch.device) -> tuple[Any, Any]:
+    from bench.real_size import REFERENCE
     from networks.bigvgan import VocoderSpec, build_bigvgan
     from trainer.synthesis.generation import DecodeSettings
     from trainer.synthesis.pipeline import Synthesizer
@@ -38,7 +37,7 @@ def _v15(codes: int, device: torch.device) -> tuple[Any, Any]:
     shapes = json.loads((REFERENCE / "fixtures_indextts15_infer" / "indextts15_bigvgan_state_dict_shapes.json").read_text())
     vocoder = build_bigvgan(VocoderSpec.from_config({"bigvgan": shapes["config"]}), str(device)).eval()
     synth = Synthesizer(_gpt("1.5", device), vocoder)
-    reference = torch.randn(1, int(PROMPT_SECONDS * 24000)) * 0.1
+    reference = torch.randn(1, 100, int(PROMPT_SECONDS * 24000 / 256), generator=torch.Generator().manual_seed(0)) - 4
     settings = DecodeSettings(mode="greedy", max_codes=codes)
     return synth, lambda: synth.synthesize_ids(TEXT_IDS, reference, settings)
 
