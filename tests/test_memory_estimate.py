@@ -152,6 +152,7 @@ def test_preflight_check_reads_the_card_from_the_option_and_the_items(real_v2) -
     assert ok and "no GPU size to check" in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpt", [SMALL_GPT, SMALL_GPT_V2], ids=["v1.5", "v2"])
 def test_estimate_within_a_quarter_of_a_measured_cpu_peak(gpt: dict) -> None:
     """A small GPT's two training steps (fused AdamW) in a fresh process: resident peak vs the estimate."""
