@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import re
 import statistics
@@ -61,6 +62,11 @@ def run_gpu_tests(budget: Budget) -> str:
     return f"exit {done.returncode}: {summary.strip('= ')}"
 
 
+@functools.cache
+def facts_of(generation: str) -> Any:
+    return model_facts(real_gpt_config(generation)[0])
+
+
 def shape_of(args: argparse.Namespace, lora: bool, device_type: str) -> RunShape:
     return RunShape(batch_size=args.batch_size, text_tokens=args.text, codes=args.codes, prompt_frames=args.prompt,
                     amp="bf16", lora=lora, device_type=device_type)
@@ -74,14 +80,14 @@ def train_row(generation: str, lora: bool, args: argparse.Namespace, device: tor
     from trainer.lora_setup import adapt_model
 
     gpt, _ = real_gpt_config(generation)
-    facts = model_facts(gpt)
+    facts = facts_of(generation)
     estimate = estimate_run_memory(facts, shape_of(args, lora, "cuda"))
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
-    with device:
+    with device:  # weights (and adapters) made on the GPU
         model = build_any_gpt(gpt).train()
-    if lora:
-        adapt_model(model, {"lora": True})
+        if lora:
+            adapt_model(model, {"lora": True})
     optimizer = steps.build_optimizer(model, 1e-5, 0.01, device)
     batch = training_batch(model, args.batch_size, args.text, args.codes, args.prompt)
     weights = steps.LossWeights(text=0.2, mel=0.8)
@@ -114,7 +120,7 @@ def train_row(generation: str, lora: bool, args: argparse.Namespace, device: tor
 def print_estimates(args: argparse.Namespace) -> None:
     print(f"memory estimates (bf16, batch {args.batch_size}, text {args.text}, codes {args.codes}):")
     for generation in GENERATIONS:
-        facts = model_facts(real_gpt_config(generation)[0])
+        facts = facts_of(generation)
         for lora in (False, True):
             estimate = estimate_run_memory(facts, shape_of(args, lora, "cuda"))
             print(f"  IndexTTS-{generation:3s} {'LoRA' if lora else 'full':4s}: peak {gb(estimate.peak)} "

@@ -37,7 +37,8 @@ def _v15(codes: int, device: torch.device) -> tuple[Any, Any]:
     shapes = json.loads((REFERENCE / "fixtures_indextts15_infer" / "indextts15_bigvgan_state_dict_shapes.json").read_text())
     vocoder = build_bigvgan(VocoderSpec.from_config({"bigvgan": shapes["config"]}), str(device)).eval()
     synth = Synthesizer(_gpt("1.5", device), vocoder)
-    reference = torch.randn(1, 100, int(PROMPT_SECONDS * 24000 / 256), generator=torch.Generator().manual_seed(0)) - 4
+    frames = int(PROMPT_SECONDS * 24000 / 256)
+    reference = torch.randn(1, 100, frames, generator=torch.Generator().manual_seed(0), device="cpu") - 4
     settings = DecodeSettings(mode="greedy", max_codes=codes)
     return synth, lambda: synth.synthesize_ids(TEXT_IDS, reference, settings)
 
@@ -92,8 +93,8 @@ def _s2mel_generation(generation: str, codes: int, steps: int, device: torch.dev
         synth = SynthesizerV25(IndexTTS25Networks(**parts), language="en")
         mel = MelSettings25(steps=steps)
     generator = torch.Generator().manual_seed(0)
-    audio_22k = torch.randn(1, int(PROMPT_SECONDS * 22050), generator=generator) * 0.1
-    audio_16k = torch.randn(1, int(PROMPT_SECONDS * 16000), generator=generator) * 0.1
+    audio_22k = torch.randn(1, int(PROMPT_SECONDS * 22050), generator=generator, device="cpu") * 0.1
+    audio_16k = torch.randn(1, int(PROMPT_SECONDS * 16000), generator=generator, device="cpu") * 0.1
     settings = DecodeSettings(mode="greedy", max_codes=codes)
 
     def speak() -> Any:
