@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from networks.generation_rule import CODES_PER_SECOND
+
 MEL_BANDS = 100
 MIN_COND_FRAMES = 3  # the conformer's conv2d2 subsampling needs three frames
 MAX_COND_FRAMES = 2 * 5000  # the conformer's sinusoidal table has 5000 rows and subsamples 2x
@@ -38,19 +40,13 @@ MAX_DECLARED_LENGTH = 10_000_000
 
 
 def seconds_of_codes(num_codes: int, version: str) -> float:
-    """Audio seconds that ``num_codes`` codes stand for (v1.5 DVAE codes or IndexTTS2 semantic codes)."""
-    if version == "2":
-        return num_codes / V2_CODES_PER_SECOND
-    if version == "2.5":
-        return num_codes / V25_CODES_PER_SECOND
-    return num_codes * V1_SAMPLES_PER_CODE / V1_SAMPLE_RATE
+    """Audio seconds that ``num_codes`` codes of generation ``version`` stand for (its codec's code rate)."""
+    return num_codes / CODES_PER_SECOND[version]
 
 
 def codes_of_seconds(seconds: float, version: str) -> int:
     """How many codes ``seconds`` of audio become (``seconds_of_codes`` inverted, rounded up)."""
-    if version == "2":
-        return math.ceil(seconds * V2_CODES_PER_SECOND)
-    return math.ceil(seconds * V1_SAMPLE_RATE / V1_SAMPLES_PER_CODE)
+    return math.ceil(seconds * CODES_PER_SECOND[version])
 
 
 class RuleError(ValueError):

@@ -18,10 +18,10 @@ import torch
 
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from networks.gpt_config import effective_gpt_config, text_rows
+from networks.gpt_v25 import V25_ONLY_KEYS
 from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of
 from trainer.errors import UsageError
 from trainer.lora_setup import merge_checkpoint_adapter
-from trainer.versions import weights_refusal
 
 
 @dataclass
@@ -57,12 +57,24 @@ def base_tokenizer_for(config: dict[str, Any], config_path: Path) -> TextTokeniz
         return None
 
 
+def later_weights_refusal(state_keys: Any, where: str) -> str | None:
+    """Refuses weights of an IndexTTS-2.5 GPT for a v1.5/v2 config (the 2.5 release ships a ``version: 2.0``
+    config.yaml beside its gpt.pth, so only the weights tell)."""
+    keys = set(state_keys)
+    found = [key for key in V25_ONLY_KEYS if key in keys]
+    if not found:
+        return None
+    return (f"{where} holds an IndexTTS-2.5 GPT ({', '.join(found)}: CAM++ speaker embedding and language table) "
+            "but the config describes an IndexTTS-1.5/IndexTTS2 GPT; the 2.5 release ships a 'version: 2.0' "
+            "config.yaml: set 'version: 2.5' at its top level")
+
+
 def _load_weights(path: Path, what: str, mmap: bool = False) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     ckpt = load_checkpoint(path, mmap=mmap)
     state = model_state_of(ckpt)
     if state is None:
         raise UsageError(f"{what} {path} holds no model weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
-    refusal = weights_refusal(state, f"{what} {path}")
+    refusal = later_weights_refusal(state, f"{what} {path}")
     if refusal:
         raise UsageError(refusal)
     return ckpt, merge_checkpoint_adapter(ckpt, state)  # a LoRA run's weights count with its adapters merged

@@ -20,7 +20,7 @@ class SamplePlan:
     texts: list[tuple[str, list[int] | str]] = field(default_factory=list)  # (name, text ids or raw text)
     reference: Path | None = None  # a prompt mel .npy or audio file from the validation set
     vocoder: Any = None  # the loaded BigVGAN (cpu)
-    version: str = "1.5"
+    version: str = ""  # the generation id (trainer.generations) whose entry speaks the samples
     model_dir: Path | None = None  # IndexTTS2 / 2.5: the download folder
     w2v_bert: str | None = None  # IndexTTS2 / 2.5: None (the folder's w2v-bert-2.0/) or the hub model id
     steps: int = 10  # IndexTTS2 / 2.5: S2Mel flow-matching steps

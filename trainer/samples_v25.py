@@ -65,8 +65,15 @@ def sample_plan_v25(opts: dict[str, Any], config: dict[str, Any], val_items: lis
     language = str(getattr(references[0], "language", "") or "")
     return SamplePlan(True, f"samples at {when}: {source}, voice of {references[0].id}, IndexTTS-2.5 {folder} "
                             f"({steps} S2Mel steps{hub})",
-                      texts=chosen, reference=Path(references[0].prompt_audio), version="2.5", model_dir=folder,
+                      texts=chosen, reference=Path(references[0].prompt_audio), model_dir=folder,
                       w2v_bert=w2v_bert, steps=steps, language=language)
+
+
+def plan_samples(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
+    """IndexTTS-2.5's samples at saves (its registry entry's ``sample_plan``)."""
+    from trainer.samples import sample_texts, samples_when
+
+    return sample_plan_v25(opts, config, val_items, sample_texts(opts, val_items), samples_when(opts))
 
 
 def _load_networks(plan: SamplePlan, device: torch.device) -> Any:

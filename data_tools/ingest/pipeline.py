@@ -31,6 +31,7 @@ from data_tools.ingest.sources import (
     stream_blocks,
 )
 from data_tools.ingest.subtitles import SubtitleError, read_cues, refine
+from networks.generation_rule import generation_id
 
 FORMAT = 1
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
@@ -286,7 +287,7 @@ def _model_limits(settings: IngestSettings) -> ModelLimits | None:
         tokenizer = TextTokenizer(settings.tokenizer, settings.language) if settings.tokenizer else None
     except (ConfigError, TokenizerError) as exc:
         raise IngestError(str(exc)) from None
-    version = "2" if "emo_condition_module" in gpt else "1.5"
+    version = generation_id(gpt)
     return ModelLimits(DataLimits.from_gpt(gpt), version, tokenizer)
 
 

@@ -37,10 +37,6 @@ TEXT_ROW_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias
 SPK_COND_MODE_KEY = "spk_cond_mode"
 
 
-def describes_v25(gpt: Mapping[str, Any]) -> bool:
-    return gpt.get(SPK_COND_MODE_KEY) == "campplus"
-
-
 def tokenizer_of(ckpt: Mapping[str, Any], table: str | Path | None) -> TextTokenizerV25:
     """The run's 2.5 tokenizer from the checkpoint's record (``table``: the .tiktoken to use instead)."""
     record = ckpt.get("tokenizer") if isinstance(ckpt.get("tokenizer"), Mapping) else {}
