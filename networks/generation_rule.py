@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from networks.gpt_v25 import describes_indextts25
+from networks.gpt_v25 import SPK_COND_MODE, V25_ONLY_KEYS
 
 ID_15, ID_2, ID_25 = "1.5", "2", "2.5"
 V2_WEIGHT_PREFIXES = ("emo_conditioning_encoder.", "emo_perceiver_encoder.")
@@ -29,6 +29,21 @@ def gpt_section(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
     config = config or {}
     gpt = config.get("gpt") if isinstance(config.get("gpt"), Mapping) else config
     return gpt if isinstance(gpt, Mapping) else {}
+
+
+def describes_indextts25(config: Mapping[str, Any] | None = None, state_keys: Iterable[str] = ()) -> bool:
+    """Whether a config (whole file or its ``gpt`` section) or a state dict's keys describe an IndexTTS-2.5 GPT.
+
+    The config says so by ``version: 2.5`` or ``gpt.spk_cond_mode: campplus``; the weights by any 2.5-only key.
+    """
+    config = config or {}
+    whole_file = isinstance(config.get("gpt"), Mapping)
+    gpt = config["gpt"] if whole_file else config
+    declared = str(config.get("version", "")).strip() if whole_file else ""
+    if declared.startswith(ID_25) or str(gpt.get("spk_cond_mode", "")) == SPK_COND_MODE:
+        return True
+    keys = set(state_keys)
+    return any(key in keys for key in V25_ONLY_KEYS)
 
 
 def describes_indextts2(config: Mapping[str, Any] | None = None, state_keys: Iterable[str] = ()) -> bool:

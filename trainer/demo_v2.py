@@ -186,3 +186,8 @@ def _write_wavs(folder: Path, utterances: list[dict]) -> None:
         seconds = min(2.0, max(0.8, float(utterance["duration"])))
         audio = synthetic_voice(utterance["speaker"], utterance["text"], seconds)
         soundfile.write(str(folder / f"{utterance['id']}.wav"), audio, SAMPLE_RATE, subtype="PCM_16")
+
+
+def train_argv_under(root: Path) -> list[str]:
+    """The training command's arguments of this generation's demo in workspace ``root``."""
+    return DemoV2Paths.under(root).train_argv()

@@ -189,3 +189,8 @@ def ensure_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int
     if force or not paths.exists() or not paths.synthesis_ready():
         return build_demo_v25(workspace, sentences, n_val, seed)
     return paths
+
+
+def train_argv_under(root: Path) -> list[str]:
+    """The training command's arguments of this generation's demo in workspace ``root``."""
+    return DemoV25Paths.under(root).train_argv()
