@@ -23,8 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from networks.generation_rule import CODES_PER_SECOND
-
 MEL_BANDS = 100
 MIN_COND_FRAMES = 3  # the conformer's conv2d2 subsampling needs three frames
 MAX_COND_FRAMES = 2 * 5000  # the conformer's sinusoidal table has 5000 rows and subsamples 2x
@@ -39,14 +37,15 @@ MAX_ID_CHARS = 1000
 MAX_DECLARED_LENGTH = 10_000_000
 
 
-def seconds_of_codes(num_codes: int, version: str) -> float:
-    """Audio seconds that ``num_codes`` codes of generation ``version`` stand for (its codec's code rate)."""
-    return num_codes / CODES_PER_SECOND[version]
+def seconds_of_codes(num_codes: int, codes_per_second: float) -> float:
+    """Audio seconds that ``num_codes`` codes stand for, at a generation's code rate
+    (``networks.generation_rule.CODES_PER_SECOND``; the registry entry's ``codes_per_second``)."""
+    return num_codes / codes_per_second
 
 
-def codes_of_seconds(seconds: float, version: str) -> int:
+def codes_of_seconds(seconds: float, codes_per_second: float) -> int:
     """How many codes ``seconds`` of audio become (``seconds_of_codes`` inverted, rounded up)."""
-    return math.ceil(seconds * CODES_PER_SECOND[version])
+    return math.ceil(seconds * codes_per_second)
 
 
 class RuleError(ValueError):

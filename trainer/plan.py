@@ -309,7 +309,7 @@ def _record_hours(plan: RunPlan) -> None:
         seconds: dict[str, float] = {}
         for item in data.items:
             path = str(Path(item.where.rsplit(":", 1)[0]).resolve())
-            seconds[path] = seconds.get(path, 0.0) + seconds_of_codes(item.num_codes, plan.generation.id)
+            seconds[path] = seconds.get(path, 0.0) + seconds_of_codes(item.num_codes, plan.generation.codes_per_second)
         for record in manifests.get(split) or []:
             record["hours"] = round(seconds.get(str(record["path"]), 0.0) / 3600, 4)
 

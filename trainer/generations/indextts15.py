@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_tools.manifest import FORMAT_V15
-from networks.generation_rule import ID_15, recogniser_of
+from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
 from trainer.generations.spec import FormFacts, Generation, lazy
 
 KIT = "trainer.generations.sentencepiece_kit"  # what IndexTTS-1.5 and IndexTTS2 share in the trainer
@@ -12,7 +12,7 @@ INDEXTTS15 = Generation(
     id=ID_15, name="IndexTTS-1.5",
     prompt="100-band log-mel of a prompt utterance (codes manifest)",
     recognises=recogniser_of(ID_15), recognises_folder=None,
-    manifest_format=FORMAT_V15, format_hint="codes manifests (text, codes, cond_mel)",
+    codes_per_second=CODES_PER_SECOND[ID_15], manifest_format=FORMAT_V15, format_hint="codes manifests (text, codes, cond_mel)",
     tokenizer_kind="a SentencePiece model", tokenizer_file="a SentencePiece model (bpe.model)",
     config_hint="a config without emo_condition_module describes IndexTTS-1.5",
     reads_tokenizer=lazy(KIT, "reads_tokenizer"), open_tokenizer=lazy(KIT, "open_tokenizer"),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from data_tools.manifest import FORMAT_V2
-from networks.generation_rule import ID_2, recogniser_of
+from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
 KIT = "trainer.generations.sentencepiece_kit"
@@ -14,7 +14,7 @@ INDEXTTS2 = Generation(
     id=ID_2, name="IndexTTS2",
     prompt="precomputed speaker latents + emotion vector (paired manifest)",
     recognises=recogniser_of(ID_2), recognises_folder=lazy(FOLDER, "is_indextts2_folder"),
-    manifest_format=FORMAT_V2, format_hint="paired manifests (prompt_condition_path, target_codes_path, ...)",
+    codes_per_second=CODES_PER_SECOND[ID_2], manifest_format=FORMAT_V2, format_hint="paired manifests (prompt_condition_path, target_codes_path, ...)",
     tokenizer_kind="a SentencePiece model", tokenizer_file="a SentencePiece model (bpe.model)",
     config_hint="an IndexTTS2 config has gpt.emo_condition_module",
     reads_tokenizer=lazy(KIT, "reads_tokenizer"), open_tokenizer=lazy(KIT, "open_tokenizer"),

@@ -75,6 +75,7 @@ class Generation:
     prompt: str  # what the speaker prompt is in its data
     recognises: Callable[..., bool]  # (config or gpt section, state keys) -> is this generation
     recognises_folder: Callable[[Path], bool] | None  # a download folder of this generation (None: none)
+    codes_per_second: float  # its audio codes per second of speech
     manifest_format: str  # data_tools.manifest FORMAT_* it trains on
     format_hint: str  # the fields of that format, for the sentence that refuses another one
     tokenizer_kind: str  # what kind of file its --tokenizer is, e.g. "a SentencePiece model"
