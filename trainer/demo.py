@@ -233,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = build_demo(args.out, force=args.force)
     print(f"demo workspace ready: {paths.root}")
     generation = by_id(args.version)
-    if generation.demo is None:
-        print(f"error: {generation.refusal(Capability.DEMO)}", file=sys.stderr)
+    refusal = generation.refusal(Capability.DEMO)
+    if refusal is not None or generation.demo is None:
+        print(f"error: {refusal or generation.name + ' has no demo'}", file=sys.stderr)
         return 2
     argv_v = generation.demo(paths.root)
     print(f"train the {generation.name} demo with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *argv_v]))

@@ -223,11 +223,12 @@ def synthesize(args: argparse.Namespace) -> int:
         raise SynthesisError(f"--reference {args.reference}: file not found")
     texts = read_texts(args)
     settings = decode_settings(args)
-    generation = generation_of(args)
-    if generation.synthesize is None:
-        from trainer.generations.spec import Capability
+    from trainer.generations.spec import Capability
 
-        raise SynthesisError(generation.refusal(Capability.SYNTHESIZE) or f"{generation.name} cannot synthesize")
+    generation = generation_of(args)
+    refusal = generation.refusal(Capability.SYNTHESIZE)
+    if refusal is not None or generation.synthesize is None:
+        raise SynthesisError(refusal or f"{generation.name} cannot synthesize")
     return generation.synthesize(args, texts, settings)
 
 

@@ -271,11 +271,12 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
-    generation = _generation(gpt)
-    if generation.export is None:
-        from trainer.generations.spec import Capability
+    from trainer.generations.spec import Capability
 
-        raise CheckpointError(generation.refusal(Capability.EXPORT) or f"{generation.name} cannot export")
+    generation = _generation(gpt)
+    refusal = generation.refusal(Capability.EXPORT)
+    if refusal is not None or generation.export is None:
+        raise CheckpointError(refusal or f"{generation.name} cannot export")
     return generation.export(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement,
                              tokenizer, report)
 
