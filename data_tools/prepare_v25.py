@@ -225,8 +225,8 @@ def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int
 
     An item's own width (its feature rows alone: the extractor pads an odd frame count by a masked row) is
     what inference reads: the codec codes every row of it, and the emotion path's length is the width
-    (inference's length quirk, ``networks.prep25.emotion_vector``). Rows past it (the batch's padding) are
-    zeroed before the codec, as the codec's own zero padding sees an item alone.
+    (inference's length quirk, ``networks.prep25.emotion_vector``). The batch pads only the semantic model
+    (masked); the codec and the emotion path then read each item alone, so no value depends on its batch.
     """
     import torch
 
@@ -238,10 +238,14 @@ def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int
         lengths = torch.as_tensor(list(widths), dtype=torch.long, device=models.device)
         within = torch.arange(features.shape[1], device=models.device)[None, :] < lengths[:, None]
         feat = models.semantic(features, mask) * within.unsqueeze(-1).to(features.dtype)
-        codes = codes_of(models.codec, feat)
+        # The codec and the emotion path read each item's own rows alone: their convolutions would carry a
+        # batch neighbour's padding into an item's last codes and its emotion vector.
+        alone = [feat[row:row + 1, :width] for row, width in enumerate(widths)]
+        codes = torch.nn.utils.rnn.pad_sequence([codes_of(models.codec, one)[0] for one in alone], batch_first=True)
         # = networks.prep25.emotion_vector(gpt, feat, spk_lengths=widths) without an emotion prompt
         # ((base - base) * 1 + base, bit for bit), computed once instead of twice
-        emo_vec = models.gpt.get_emovec(feat.transpose(1, 2), lengths)
+        emo_vec = torch.cat([models.gpt.get_emovec(one.transpose(1, 2), lengths[row:row + 1])
+                             for row, one in enumerate(alone)])
         # CAM++ per item: padding would change its fbank mean and pooled statistics
         prompt = PROMPT_SECONDS * FEATURE_RATE
         spk_vec = torch.cat([speaker_style(models.campplus, torch.from_numpy(wave[:prompt])[None])
