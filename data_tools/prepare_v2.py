@@ -353,17 +353,18 @@ class V2Preparer:
         return LoadedV2(features=features, frames=frames, text_ids=ids)
 
     def compute(self, batch: Sequence[tuple[SourceItem, LoadedV2]]) -> list[ResultV2 | ItemProblem]:
-        features, mask = pad_features(self.models.extractor, [(x.features, x.frames) for _, x in batch])
-        out = run_models(self.models, features, mask)
+        """Each item through the models alone: in a padded batch its conditioning and emotion vector would
+        depend on its companions (the conformer's convolutions read the padding), so no value does here."""
         results: list[ResultV2 | ItemProblem] = []
-        for row, (_item, loaded) in enumerate(batch):
+        for _item, loaded in batch:
             frames = loaded.frames
             if frames > self.models.max_codes:
                 results.append(ItemProblem(f"too long: {frames} codes > gpt.max_mel_tokens {self.models.max_codes}"))
                 continue
-            results.append(ResultV2(text_ids=loaded.text_ids, codes=out.codes[row, :frames].numpy().astype(np.int32),
-                                    condition=out.conditioning[row].numpy().astype(np.float32),
-                                    emo_vec=out.emo_vec[row].numpy().astype(np.float32)))
+            out = run_models(self.models, *pad_features(self.models.extractor, [(loaded.features, frames)]))
+            results.append(ResultV2(text_ids=loaded.text_ids, codes=out.codes[0, :frames].numpy().astype(np.int32),
+                                    condition=out.conditioning[0].numpy().astype(np.float32),
+                                    emo_vec=out.emo_vec[0].numpy().astype(np.float32)))
         return results
 
     def write(self, out_dir: Path, item: SourceItem, result: ResultV2) -> dict[str, Any]:
