@@ -1,6 +1,6 @@
 """The Test tab's synthesis, without Gradio: models to compare, the synthesis command, and its result.
 
-The Test tab (``webui.tab_test``) only lays out what these functions return. Reference voices live in
+The Test tab (``webui.tab_testing``) only lays out what these functions return. Reference voices live in
 ``webui.reference_voices``; a run's training samples in ``webui.sample_saves``. Synthesis itself runs as
 a supervised subprocess
 (``python -m trainer.synthesize``), never in the UI process: this module builds its argv and reads the
@@ -12,8 +12,9 @@ JSON report it writes.
 - :func:`resolve_model` turns a picked choice into the files synthesis needs: a checkpoint of ours uses
   the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
   base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``
-  (IndexTTS-1.5). An IndexTTS2 model speaks through the download folder its config.yaml sits in (S2Mel,
-  BigVGAN v2, w2v-BERT, ...; ``networks.indextts2``), with its S2Mel steps and emotion (:class:`EmotionChoice`).
+  (IndexTTS-1.5). An IndexTTS2 or IndexTTS-2.5 model speaks through the download folder its config.yaml sits in
+  (S2Mel, BigVGAN v2, w2v-BERT, ...), with its S2Mel steps and emotion (:class:`EmotionChoice`); each
+  generation's registry entry (``trainer.generations``) says which way it speaks.
 - :func:`synthesis_argv` builds the exact command; :func:`side_result` reads the job's outcome.
 """
 
