@@ -4,9 +4,8 @@ train/val, and prepare audio (IndexTTS-1.5: codes manifest; IndexTTS2: features 
 ``webui.prepare_v25_section``).
 
 Every generation's training format is checked and split: IndexTTS-1.5 codes manifests, IndexTTS2 and IndexTTS-2.5
-paired manifests (for the paired ones
-the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
-copy beside each original). A manifest path may end in ``::am`` to set its language.
+paired manifests (for the paired ones the check also finds batch-padded ``target_code_len`` values, and "Write
+corrected manifests" writes a fixed copy beside each original). A manifest path may end in ``::am`` to set its language.
 
 The data check reads every line (and every .npy it names), so it runs as a supervised job
 (``python -m data_tools.check_data ... --json``, see ``webui.report_jobs``) with progress, log and Stop,
