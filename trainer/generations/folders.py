@@ -1,10 +1,12 @@
 """Download folders of the generations that speak through one (IndexTTS2, IndexTTS-2.5): recognised and
-checked cheaply (files and config keys; no network is built)."""
+checked cheaply (files and config keys; no network is built). ``networks_module`` names the generation's
+assembly module in networks/ (its ``resolve_files`` raises a ValueError that says what is missing)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from pathlib import Path
+from typing import Any
 
 from networks.generation_rule import describes_indextts2
 
@@ -19,22 +21,16 @@ def is_indextts2_folder(folder: Path) -> bool:
         return False
 
 
-def indextts2_folder_problem(folder: Path, w2v_bert: str | None) -> str | None:
-    from networks.indextts2 import IndexTTS2FilesError, resolve_files
-
-    return _problem(lambda: resolve_files(folder, w2v_bert=w2v_bert, need_gpt=False), IndexTTS2FilesError)
-
-
-def indextts25_folder_problem(folder: Path, w2v_bert: str | None) -> str | None:
-    from networks.indextts25 import IndexTTS25FilesError, resolve_files
-
-    return _problem(lambda: resolve_files(folder, w2v_bert=w2v_bert, need_gpt=False), IndexTTS25FilesError)
+def folder_config(networks_module: str, folder: Path, w2v_bert: str | None) -> dict[str, Any]:
+    """The folder's config once its files are all there; ValueError (one line) naming what is missing."""
+    resolve_files = importlib.import_module(networks_module).resolve_files
+    return resolve_files(Path(folder), w2v_bert=w2v_bert, need_gpt=False)[1]
 
 
-def _problem(resolve: Callable[[], object], error: type[Exception]) -> str | None:
-    """Why resolving a folder's files fails (one line), None when they are all there."""
+def folder_problem(networks_module: str, folder: Path, w2v_bert: str | None) -> str | None:
+    """Why the folder cannot speak (one line), None when it can."""
     try:
-        resolve()
-    except (error, ValueError) as exc:
+        folder_config(networks_module, folder, w2v_bert)
+    except ValueError as exc:
         return " ".join(str(exc).split())
     return None

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from data_tools.manifest import FORMAT_V2
 from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
@@ -32,5 +34,5 @@ INDEXTTS2 = Generation(
                            "download folder)",
                    sample_options=frozenset({"sample_model_dir", "sample_steps"})),
     ddp_unused_parameters=True,
-    test=TestFacts(folder_problem=lazy(FOLDER, "indextts2_folder_problem"), w2v_bert_places=("w2v-bert-2.0",)),
+    test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"), w2v_bert_places=("w2v-bert-2.0",)),
 )

@@ -4,6 +4,7 @@ with a .tiktoken text table and its text schemes; samples and synthesis through 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from data_tools.manifest import FORMAT_V25
@@ -53,7 +54,7 @@ INDEXTTS25 = Generation(
                            "download folder)",
                    options=frozenset({"text_scheme", "text_merges"}),
                    sample_options=frozenset({"sample_model_dir", "sample_steps"})),
-    test=TestFacts(folder_problem=lazy(FOLDER, "indextts25_folder_problem"),
+    test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
                    w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"), folder_table=TABLE_NAME),
     config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
     missing={Capability.EVALUATE: "the evaluation at saves has no IndexTTS-2.5 synthesis backend yet (score "
