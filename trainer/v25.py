@@ -25,9 +25,9 @@ from data_tools.tokenizer.ethiopic_merges import added_token_base_ids
 from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, BASE_VOCAB_SIZE, TableError
 from networks.gpt_config import effective_gpt_config, text_rows
 from networks.gpt_v25 import SPK_COND_MODE, V25_ONLY_KEYS, UnifiedVoiceV25
-from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of, tokenizer_record
+from trainer.checkpoints import checkpoint_kind, tokenizer_record
 from trainer.errors import UsageError
-from trainer.model_source import ModelStart
+from trainer.model_source import ModelStart, load_weights
 
 TABLE_SUFFIX = ".tiktoken"
 V25_TEXT_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
@@ -108,23 +108,10 @@ def weights_refusal(state_keys: Any, where: str) -> str | None:
             "gpt.pth, or the config.yaml of the checkpoint's own version")
 
 
-def _read_weights(path: Path, what: str, mmap: bool) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    ckpt = load_checkpoint(path, mmap=mmap)
-    state = model_state_of(ckpt)
-    if state is None:
-        raise UsageError(f"{what} {path} holds no model weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
-    refusal = weights_refusal(state, f"{what} {path}")
-    if refusal:
-        raise UsageError(refusal)
-    from trainer.lora_setup import merge_checkpoint_adapter
-
-    return ckpt, merge_checkpoint_adapter(ckpt, state)  # a LoRA run's weights count with its adapters merged
-
-
 def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
                          mmap: bool = False, what: str = "--base-checkpoint") -> ModelStart:
     """A fresh 2.5 run on a 2.5 ``gpt.pth`` (bare or ours), its text table grown for the merges scheme."""
-    _, state = _read_weights(path, what, mmap)
+    _, state = load_weights(path, what, mmap, weights_refusal)
     gpt = effective_gpt_config(copy.deepcopy(config_gpt))
     gpt["spk_cond_mode"] = SPK_COND_MODE
     rows = int(state["text_embedding.weight"].shape[0])
@@ -147,7 +134,7 @@ def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
 def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
                          mmap: bool = False) -> ModelStart:
     """``--init-from``: a studio 2.5 checkpoint's weights with its model config, or a bare 2.5 gpt.pth."""
-    ckpt, state = _read_weights(path, "--init-from", mmap)
+    ckpt, state = load_weights(path, "--init-from", mmap, weights_refusal)
     if checkpoint_kind(ckpt) != "studio":
         return from_base_checkpoint(path, config_gpt, config_path, tokenizer, mmap, what="--init-from")
     gpt = effective_gpt_config(dict(ckpt.get("model_config") or config_gpt))

@@ -35,7 +35,8 @@ INDEXTTS25 = Generation(
     prompt=("CAM++ speaker vector + emotion vector of a prompt utterance, and the item's language "
             f"({NAME} paired manifest)"),
     recognises=recogniser_of(ID_25), recognises_folder=lazy("networks.indextts25", "is_indextts25_folder"),
-    codes_per_second=CODES_PER_SECOND[ID_25], manifest_format=FORMAT_V25,
+    codes_per_second=CODES_PER_SECOND[ID_25],
+    manifest_format=FORMAT_V25,
     format_hint=f"{NAME} paired manifests (prompt_spk_vec_path, target_codes_path, target_text, language, ...)",
     tokenizer_kind=f"an {NAME} table", tokenizer_file=f"its .tiktoken file ({TABLE_NAME})",
     config_hint="for a 2.5 model set 'version: 2.5' in its config.yaml",
