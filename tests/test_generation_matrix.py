@@ -171,3 +171,9 @@ def test_bare_command_refusals(bare, demo_workspace, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: " + refusal.format(Capability.DEMO.value)
     assert not entry.can(Capability.PREPARE) and entry.refusal(Capability.PREPARE) == refusal.format(
         Capability.PREPARE.value)
+
+
+def test_the_25_entry_names_the_table_its_download_folder_holds():
+    from networks.indextts25 import TABLE_NAME
+
+    assert by_id("2.5").test.folder_table == TABLE_NAME and TABLE_NAME in by_id("2.5").tokenizer_file
