@@ -28,7 +28,6 @@ import yaml
 
 from data_tools.fileio import (
     atomic_open,
-    atomic_write_bytes,
     atomic_write_text,
     atomic_write_with,
     sha256_file,
@@ -47,6 +46,7 @@ from trainer.checkpoints.digest import (
     nonfinite_tensors,
 )
 from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES
+from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of, now_iso
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.lora_setup import checkpoint_adapter
@@ -289,16 +289,7 @@ def export_sentencepiece(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: M
     bpe.model, config.yaml, LICENSE-NOTICE and MODEL_CARD.md."""
     tokenizer_path = _tokenizer_source(ckpt, tokenizer, report.notes)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    gpt_path = out_dir / "gpt.pth"
-    atomic_write_with(gpt_path, lambda handle: torch.save({"model": weights}, handle))
-    report.files.append(gpt_path)
-    if safetensors:
-        from safetensors.torch import save as safetensors_bytes
-
-        st_path = out_dir / "gpt.safetensors"
-        atomic_write_bytes(st_path, safetensors_bytes(weights, metadata={"format": "pt"}))
-        report.files.append(st_path)
+    write_gpt_weights(out_dir, weights, safetensors, report)
     bpe_path = out_dir / "bpe.model"
     with atomic_open(bpe_path, "wb") as handle, open(tokenizer_path, "rb") as source:
         handle.write(source.read())
