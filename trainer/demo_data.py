@@ -52,17 +52,3 @@ def demo_train_argv(train: Path, val: Path, tokenizer: Path, config: Path, base:
         "--warmup-steps", "10", "--log-interval", "5", "--val-interval", "20", "--save-interval", "20",
         "--device", "cpu", "--amp", "off", *extra,
     ]
-
-
-def write_demo_wavs(folder: Path, utterances: list[dict]) -> None:
-    """Short synthetic 24 kHz audio of the utterances (the demo's validation prompts and targets: IndexTTS2 and
-    2.5 read audio prompts)."""
-    import soundfile
-
-    from trainer.demo_v2_audio import SAMPLE_RATE, synthetic_voice
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for utterance in utterances:
-        seconds = min(2.0, max(0.8, float(utterance["duration"])))
-        audio = synthetic_voice(utterance["speaker"], utterance["text"], seconds)
-        soundfile.write(str(folder / f"{utterance['id']}.wav"), audio, SAMPLE_RATE, subtype="PCM_16")

@@ -33,13 +33,13 @@ from trainer.demo_data import (
     codes_for_text,
     demo_train_argv,
     stable_int,
-    write_demo_wavs,
     write_npy,
 )
 from trainer.demo_v2_audio import (
     PrepKit,
     demo_audio_sections,
     write_demo_audio,
+    write_demo_wavs,
     write_prep_kit,
 )
 from trainer.demo_v2_synthesis import synthesis_sections, write_synthesis_kit

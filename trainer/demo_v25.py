@@ -38,9 +38,9 @@ from trainer.demo_data import (
     codes_for_text,
     demo_train_argv,
     stable_int,
-    write_demo_wavs,
     write_npy,
 )
+from trainer.demo_v2_audio import write_demo_wavs
 from trainer.demo_v25_synthesis import (
     gpt_widths_v25,
     synthesis_ready_v25,
