@@ -40,6 +40,7 @@ import torch
 from networks.gpt_build import build_any_gpt
 from networks.gpt_config import effective_gpt_config, text_rows
 from networks.lora import LoRAError
+from trainer.generations.registry import generation_of_config
 
 GIB = 1 << 30
 GPU_PRESETS_GB = (8, 12, 16, 24, 48, 80)
@@ -124,25 +125,37 @@ def gb(count: float) -> str:
 # ----- counting on the meta device ---------------------------------------------------------------------
 
 
-def _meta_batch(model: torch.nn.Module, dim: int) -> dict[str, Any]:
+def mel_prompt(model: torch.nn.Module, dim: int) -> tuple[dict[str, Any], int, bool]:
+    """A prompt of log-mels that the model's conformer encodes in every step (IndexTTS-1.5)."""
+    cond = int(getattr(model, "num_cond_latents", 32))
+    return ({"cond_mels": torch.zeros(1, int(model.cond_input_size), 16), "cond_mel_lengths": torch.tensor([16])},
+            cond, True)
+
+
+def latent_prompt(model: torch.nn.Module, dim: int) -> tuple[dict[str, Any], int, bool]:
+    """Precomputed speaker latents + an emotion vector (IndexTTS2): no prompt encoder runs in training."""
+    cond = int(model.num_cond_latents)
+    return {"condition": torch.zeros(1, cond, dim), "emo_vec": torch.zeros(1, dim)}, cond + 2, False
+
+
+def speaker_vector_prompt(model: torch.nn.Module, dim: int) -> tuple[dict[str, Any], int, bool]:
+    """A CAM++ speaker vector, an emotion vector and a language row (IndexTTS-2.5): a 3-vector block."""
+    return ({"spk_vec": torch.zeros(1, 192), "emo_vec": torch.zeros(1, dim), "langs": torch.zeros(1, dtype=torch.long)},
+            3, False)
+
+
+def _meta_batch(model: torch.nn.Module, dim: int, prompt: dict[str, Any]) -> dict[str, Any]:
     """One tiny item of the inputs this generation's training step feeds (trainer.steps.model_inputs)."""
     batch: dict[str, Any] = {"text_ids": torch.full((1, 4), 2), "text_lengths": torch.tensor([4]),
                              "codes": torch.zeros(1, 4, dtype=torch.long), "code_lengths": torch.tensor([4]),
                              "text_lengths_host": [4], "code_lengths_host": [4]}
-    version = str(getattr(model, "version", "1.5"))
-    if version == "2.5":
-        return batch | {"spk_vec": torch.zeros(1, 192), "emo_vec": torch.zeros(1, dim),
-                        "langs": torch.zeros(1, dtype=torch.long)}
-    if version == "2":
-        return batch | {"condition": torch.zeros(1, int(model.num_cond_latents), dim),
-                        "emo_vec": torch.zeros(1, dim)}
-    return batch | {"cond_mels": torch.zeros(1, int(model.cond_input_size), 16), "cond_mel_lengths": torch.tensor([16])}
+    return batch | prompt
 
 
-def _reached_parameters(model: torch.nn.Module, dim: int) -> set[str]:
+def _reached_parameters(model: torch.nn.Module, dim: int, prompt: dict[str, Any]) -> set[str]:
     """Names of the parameters that get a gradient from one training step (run on the meta device)."""
     batch = {key: value.to("meta") if isinstance(value, torch.Tensor) else value
-             for key, value in _meta_batch(model, dim).items()}
+             for key, value in _meta_batch(model, dim, prompt).items()}
     out = model(**batch)
     (out.loss_text + out.loss_mel).backward()
     reached = {name for name, param in model.named_parameters() if param.grad is not None}
@@ -150,8 +163,8 @@ def _reached_parameters(model: torch.nn.Module, dim: int) -> set[str]:
     return reached
 
 
-def _conformer_shape(gpt: Mapping[str, Any], version: str) -> tuple[int, int, int, int] | None:
-    if version != "1.5":  # IndexTTS2 and 2.5 train from precomputed conditioning: no encoder runs
+def _conformer_shape(gpt: Mapping[str, Any], encoder_runs: bool) -> tuple[int, int, int, int] | None:
+    if not encoder_runs:  # trained from precomputed conditioning: no prompt encoder runs
         return None
     module = gpt["condition_module"]
     layer = str(module.get("input_layer", "conv2d2"))
@@ -168,10 +181,14 @@ def model_facts(gpt_config: Mapping[str, Any], opts: Mapping[str, Any] | None = 
         gpt["spk_cond_mode"] = gpt_config["spk_cond_mode"]
     with torch.device("meta"):
         model = build_any_gpt(gpt)
-    version = str(getattr(model, "version", "1.5"))
+    generation = generation_of_config(gpt)
+    if generation.training_prompt is None:
+        raise ValueError(f"{generation.name} does not say what its training step feeds: no memory estimate")
+    version = generation.id
     dim = int(gpt["model_dim"])
+    prompt, cond_positions, encoder_runs = generation.training_prompt(model, dim)
     parameters = sum(p.numel() for p in model.parameters())
-    reached_names = _reached_parameters(model, dim)
+    reached_names = _reached_parameters(model, dim, prompt)
     reached = sum(p.numel() for n, p in model.named_parameters() if n in reached_names)
     lora_opts = {"lora": True, **{k: v for k, v in (opts or {}).items() if k.startswith("lora_")}}
     with torch.device("meta"):
@@ -180,15 +197,13 @@ def model_facts(gpt_config: Mapping[str, Any], opts: Mapping[str, Any] | None = 
         except LoRAError:
             adapt_model(model, {"lora": True})
     adapted = sum(p.numel() for p in model.parameters())
-    lora_names = _reached_parameters(model, dim)  # frozen parameters get no gradient
+    lora_names = _reached_parameters(model, dim, prompt)  # frozen parameters get no gradient
     lora_trained = sum(p.numel() for n, p in model.named_parameters() if n in lora_names)
-    cond = int(getattr(model, "num_cond_latents", 32))
-    cond_positions = {"1.5": cond, "2": cond + 2, "2.5": 3}.get(version, cond)
     return ModelFacts(
         version=version, parameters=parameters, reached=reached, lora_trained=lora_trained,
         lora_extra=adapted - parameters, dim=dim, layers=int(gpt["layers"]), heads=int(gpt["heads"]),
         text_vocab=text_rows(gpt), mel_vocab=int(gpt["number_mel_codes"]), cond_positions=cond_positions,
-        dropout=float(gpt.get("gpt_dropout", 0.1)), conformer=_conformer_shape(gpt, version))
+        dropout=float(gpt.get("gpt_dropout", 0.1)), conformer=_conformer_shape(gpt, encoder_runs))
 
 
 # ----- the arithmetic ----------------------------------------------------------------------------------
