@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--best-sim-limit", dest="best_sim_limit", type=float, default=None, metavar="COSINE",
                         help="--best-by never picks a checkpoint whose SIM is more than this below the base model's "
                              "(default 0.03)")
+    parser.add_argument("--test-set", type=Path, metavar="TEST_JSONL",
+                        help="measure one checkpoint on the frozen test set (test.jsonl of python -m data_tools.split "
+                             "--test-fraction; refused when changed since it was frozen); never used for --best-by")
+    parser.add_argument("--checkpoint", type=Path, metavar="PTH",
+                        help="with --test-set: the checkpoint to measure (default: best.pth, else latest.pth)")
     parser.add_argument("--follow", action="store_true",
                         help="measure the saves a trainer announces on stdin (one step per line) until it closes")
     parser.add_argument("--json", type=Path, metavar="REPORT", help="also write the new results as JSON here")
@@ -139,6 +144,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
         best_by=str(opts["best_by"]),
         base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None,
         model_dir=Path(opts["model_dir"]) if opts["model_dir"] else None, w2v_bert=str(opts["w2v_bert"] or "") or None,
+        floor_manifests=[str(m) for m in opts.get("val_manifest") or []],
         cer_limit=float(opts.get("best_cer_limit") if opts.get("best_cer_limit") is not None else 0.02),
         sim_limit=float(opts.get("best_sim_limit") if opts.get("best_sim_limit") is not None else 0.03))
     scorer = ModelScorer(str(opts["eval_asr"] or ""), str(opts["eval_speaker_model"] or ""), device,
@@ -152,6 +158,8 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
 
 def evaluate(args: argparse.Namespace) -> int:
     evaluator = evaluator_for(args, say=lambda line: print(line, flush=True))
+    if args.test_set is not None:
+        return _measure_test(args, evaluator)
     if args.follow:
         count = evaluator.follow(sys.stdin)
         print(f"evaluation at saves finished: {count} checkpoint(s) measured", flush=True)
@@ -163,6 +171,19 @@ def evaluate(args: argparse.Namespace) -> int:
         atomic_write_text(args.json, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     print(f"{len(results)} checkpoint(s) measured" + ("" if results else " (every checkpoint was already measured)"),
           flush=True)
+    return EXIT_OK
+
+
+def _measure_test(args: argparse.Namespace, evaluator: Any) -> int:
+    from trainer.evaluation.frozen_test import measure_test
+
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        checkpoint = next((p for p in (args.run_dir / "best.pth", args.run_dir / "latest.pth") if p.is_file()), None)
+    if checkpoint is None or not Path(checkpoint).is_file():
+        raise EvaluationError(f"--checkpoint {checkpoint or args.run_dir / 'best.pth'}: file not found")
+    measure_test(evaluator, args.test_set, Path(checkpoint), evaluator.settings.base_checkpoint,
+                 say=lambda line: print(line, flush=True))
     return EXIT_OK
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ class EvalSettings:
     cer_limit: float = 0.02  # best-by: CER no more than this above the best so far's
     sim_limit: float = 0.03  # best-by: SIM no more than this below the base model's
     keep_clips: bool = True  # keep the first seed's clips for the listening page
+    floor_manifests: list[str] = field(default_factory=list)  # held-out manifests: the recogniser's floor
 
     @property
     def rule(self) -> BestRule:
@@ -258,6 +259,25 @@ class Evaluator:
         self.record(base, result, target)
         return result
 
+    def evaluate_floor(self) -> dict[str, Any] | None:
+        """The recogniser's CER on the real recordings of the set's sentences (measured once; see ``floor``)."""
+        from trainer.evaluation.eval_set import eval_dir
+        from trainer.evaluation.floor import measure_floor, read_floor, real_audio_by_id
+
+        if not self.settings.floor_manifests:
+            return None
+        known = read_floor(eval_dir(self.settings.run_dir), self.eval_set.fingerprint)
+        floor = measure_floor(self.scorer, self.eval_set.sentences, self.eval_set.language,
+                              real_audio_by_id(self.settings.floor_manifests), self.eval_set.fingerprint,
+                              eval_dir(self.settings.run_dir))
+        if floor is None:
+            self.say("note: the held-out manifest names no real recording of the evaluation sentences: no "
+                     "recogniser floor (an audio list, as raw ingest saves it, has them)")
+        elif floor is not known:
+            self.say(f"recogniser floor: real speech CER {score_text(floor['cer'])} WER {score_text(floor['wer'])} on "
+                     f"{floor['clips']} recording(s) of the evaluation sentences")
+        return floor
+
     # ----- a run ------------------------------------------------------------------------------------
 
     def evaluate_run(self) -> list[dict[str, Any]]:
@@ -265,6 +285,7 @@ class Evaluator:
         from trainer.checkpoints.store import step_checkpoints
 
         done = [r for r in [self.evaluate_base()] if r is not None]
+        self.evaluate_floor()
         for _step, path in step_checkpoints(self.settings.run_dir):
             if path.is_file():
                 result = self.evaluate_checkpoint(path)
@@ -289,6 +310,10 @@ class Evaluator:
             self.evaluate_base()
         except (UsageError, OSError, RuntimeError, ValueError) as exc:
             self.say(f"warning: evaluation of the base model failed: {exc}")
+        try:
+            self.evaluate_floor()
+        except (UsageError, OSError, RuntimeError, ValueError) as exc:
+            self.say(f"warning: the recogniser's floor failed: {' '.join(str(exc).split())}")
         for line in lines:
             text = line.strip()
             if not text.isdigit():
