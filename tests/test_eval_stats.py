@@ -191,3 +191,14 @@ def test_decide_without_items_compares_the_numbers():
     assert decide(4, {"cer": 0.1}, 2, {"cer": 0.2}, None, rule).becomes_best
     kept = decide(4, {"cer": 0.3}, 2, {"cer": 0.2}, None, rule)
     assert not kept.becomes_best and "CER limit" in kept.reason
+
+
+def test_the_preflight_says_how_much_slower_training_runs_without_a_spare_core():
+    from trainer.evaluation.cost import slowdown_note
+
+    busy = {"eval_at_saves": True, "device": "cuda", "num_workers": 2, "eval_threads": 2, "eval_device": "cpu"}
+    note = slowdown_note(busy, cores=4)
+    assert note is not None and "4 core(s)" in note and "about 80 % of its speed" in note and "25 % slower" in note
+    assert slowdown_note(busy, cores=8) is None  # a spare core
+    assert slowdown_note({**busy, "eval_device": "cuda"}, cores=2) is None  # evaluation on a GPU
+    assert slowdown_note({**busy, "eval_at_saves": False}, cores=1) is None

@@ -36,7 +36,7 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
-TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "System")
+TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "Listen", "System")
 
 
 def log_text(page) -> str:
