@@ -213,8 +213,12 @@ def build(ctx: StudioContext) -> None:
         start = gr.Button("Start blind test", variant="primary", elem_id="listen-start")
     rate = gr.HTML(elem_id="listen-rate", js_on_load=None)
 
-    def listen_choose(run_dir: str, token: str, choice: str) -> str:
-        allowed = _allowed_run(workspace, run_dir)
+    def listen_choose(payload: Any) -> str:
+        """The page's choice (run, trial token, "A" | "B" | "equal"; gradio hands the call's arguments over as
+        one list) -> the next trial's HTML."""
+        args = list(payload) if isinstance(payload, (list, tuple)) else [payload]
+        run_dir, token, choice = ([*args, None, None, None])[:3]
+        allowed = _allowed_run(workspace, str(run_dir or ""))
         pending = PENDING.take(str(token))
         if allowed is None or pending is None or pending[0] != str(allowed):
             return ab_html(None, None, None)
