@@ -122,7 +122,9 @@ def compare_rows(new: np.ndarray, old: np.ndarray, metric: str = "cer", draws: i
     else:
         found = bootstrap(data, _rates, paired=True, vectorized=True, method="percentile", n_resamples=draws,
                           confidence_level=level, random_state=np.random.default_rng(seed))
-        low, high = found.confidence_interval.low, found.confidence_interval.high
+        # All resamples equal (every item the same): scipy's interval is nan; the value itself is the interval.
+        low = np.where(np.isfinite(found.confidence_interval.low), found.confidence_interval.low, values)
+        high = np.where(np.isfinite(found.confidence_interval.high), found.confidence_interval.high, values)
     new_i, old_i, diff_i = (Interval(float(values[k]), float(low[k]), float(high[k])) for k in range(3))
     return PairedComparison(metric, new_i, old_i, diff_i, n)
 
