@@ -15,7 +15,8 @@ import soundfile
 from data_tools.split import split_manifest
 from tests.test_eval_stats import TEXTS, _evaluator, _KnownRecogniser, _save
 from trainer.evaluation import EvaluationError
-from trainer.evaluation.frozen_test import frozen_results, measure_test
+from trainer.evaluation.frozen_measure import measure_test
+from trainer.evaluation.frozen_test import frozen_results
 from trainer.evaluation.report import evaluation_lines
 
 REAL = 99

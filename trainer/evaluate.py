@@ -175,7 +175,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def _measure_test(args: argparse.Namespace, evaluator: Any) -> int:
-    from trainer.evaluation.frozen_test import measure_test
+    from trainer.evaluation.frozen_measure import measure_test
 
     checkpoint = args.checkpoint
     if checkpoint is None:

@@ -8,7 +8,8 @@ transcripts become the sentences, spoken in the run's evaluation voices with the
     <run>/eval/test/model_step<N>.eval.json  a checkpoint's scores on it (base.eval.json: the base model's)
     <run>/eval/test/floor.eval.json          the recogniser on the test clips' real recordings
 
-These results live apart from the per-checkpoint results that best.pth follows, so the test set never
+Measuring is ``frozen_measure.measure_test`` (it synthesises); this module only reads and describes, so the
+model card of an export can use it. These results live apart from the per-checkpoint results that best.pth follows, so the test set never
 chooses a checkpoint: it only reports on the one chosen.
 """
 
@@ -19,12 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from data_tools.fileio import atomic_write_text
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.eval_set import EvalSet, Sentence, eval_dir
-from trainer.evaluation.floor import measure_floor, real_audio_by_id
-from trainer.evaluation.results import read_result, write_result
-from trainer.evaluation.runner import Evaluator
+from trainer.evaluation.results import read_result
 from trainer.evaluation.stats import METRICS, compare, interval_of
 
 TEST_DIR = "test"
@@ -62,41 +60,7 @@ def frozen_eval_set(test_manifest: Path, run_set: EvalSet) -> tuple[EvalSet, str
     return test_set, digest
 
 
-def measure_test(evaluator: Any, test_manifest: Path, checkpoint: Path, base: Path | None = None,
-                 say: Any = print) -> dict[str, Any]:
-    """Measure ``checkpoint`` (and once the base model) on the frozen test set, and the recogniser's floor on its
-    real recordings; the checkpoint's result (with intervals and the difference against the base)."""
-    from trainer.checkpoints.store import step_of
-
-    run_dir = Path(evaluator.settings.run_dir)
-    test_set, digest = frozen_eval_set(Path(test_manifest), evaluator.eval_set)
-    folder = frozen_folder(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / TEST_SET_FILE, json.dumps(
-        {"file": str(Path(test_manifest).resolve()), "sha256": digest, "sentences": len(test_set.sentences),
-         "eval_set": test_set.fingerprint}, indent=2) + "\n")
-    worker = Evaluator(replace(evaluator.settings, best_by="val_loss", keep_clips=False), test_set,
-                             evaluator.scorer, backend=evaluator._backend, say=say)
-    base_result = None
-    if base is not None:
-        base_file = folder / "base.eval.json"
-        base_result = read_result(base_file)
-        if base_result is None or base_result.get("eval_set") != test_set.fingerprint:
-            base_result = worker.measure(base, model="base")
-            _with_intervals(base_result, None)
-            write_result(base_file, base_result)
-    result = worker.measure(Path(checkpoint))
-    step = result["step"] or step_of(Path(checkpoint)) or 0
-    result.update(step=int(step), test_set={"file": str(test_manifest), "sha256": digest})
-    _with_intervals(result, base_result)
-    write_result(folder / f"model_step{step}.eval.json", result)
-    floor = measure_floor(evaluator.scorer, test_set.sentences, test_set.language,
-                          real_audio_by_id([test_manifest]), test_set.fingerprint, folder)
-    say(f"test set ({len(test_set.sentences)} sentences, sha256 {digest[:12]}…) step {step}: " + frozen_line(result, floor))
-    return result
-
-
-def _with_intervals(result: dict[str, Any], base: dict[str, Any] | None) -> None:
+def with_intervals(result: dict[str, Any], base: dict[str, Any] | None) -> None:
     result["intervals"] = {m: (i.to_dict() if (i := interval_of(result, m)) else None) for m in METRICS}
     if base is not None:
         result["vs_base"] = {m: (c.to_dict() if (c := compare(result, base, m)) else None) for m in METRICS}
