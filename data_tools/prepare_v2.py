@@ -41,7 +41,6 @@ import hashlib
 import json
 import math
 import random
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -52,10 +51,10 @@ from typing import Any
 import numpy as np
 
 from data_tools.batch_prep import ItemProblem, Skipped, iter_in_input_order, run_batches, write_npy
-from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
+from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
+from data_tools.prepare_cli import prepare_main, shared_options
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
-from data_tools.test_hooks import announce_active_hooks
 
 COMMUNITY_RATE = 24_000  # the community recipe resamples everything to 24 kHz first
 FEATURE_RATE = 16_000
@@ -353,17 +352,18 @@ class V2Preparer:
         return LoadedV2(features=features, frames=frames, text_ids=ids)
 
     def compute(self, batch: Sequence[tuple[SourceItem, LoadedV2]]) -> list[ResultV2 | ItemProblem]:
-        features, mask = pad_features(self.models.extractor, [(x.features, x.frames) for _, x in batch])
-        out = run_models(self.models, features, mask)
+        """Each item through the models alone: in a padded batch its conditioning and emotion vector would
+        depend on its companions (the conformer's convolutions read the padding), so no value does here."""
         results: list[ResultV2 | ItemProblem] = []
-        for row, (_item, loaded) in enumerate(batch):
+        for _item, loaded in batch:
             frames = loaded.frames
             if frames > self.models.max_codes:
                 results.append(ItemProblem(f"too long: {frames} codes > gpt.max_mel_tokens {self.models.max_codes}"))
                 continue
-            results.append(ResultV2(text_ids=loaded.text_ids, codes=out.codes[row, :frames].numpy().astype(np.int32),
-                                    condition=out.conditioning[row].numpy().astype(np.float32),
-                                    emo_vec=out.emo_vec[row].numpy().astype(np.float32)))
+            out = run_models(self.models, *pad_features(self.models.extractor, [(loaded.features, frames)]))
+            results.append(ResultV2(text_ids=loaded.text_ids, codes=out.codes[0, :frames].numpy().astype(np.int32),
+                                    condition=out.conditioning[0].numpy().astype(np.float32),
+                                    emo_vec=out.emo_vec[0].numpy().astype(np.float32)))
         return results
 
     def write(self, out_dir: Path, item: SourceItem, result: ResultV2) -> dict[str, Any]:
@@ -631,33 +631,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    announce_active_hooks()
 
-    def run() -> int:
-        if args.batch_seconds <= 0 or args.max_batch_items < 1 or args.loaders < 1:
-            raise PrepareError("--batch-seconds must be > 0, --max-batch-items and --loaders >= 1")
-        with progress_bar(args.quiet, "preparing", unit="item") as progress:
-            def on_skip(entry: Skipped) -> None:
-                print(f"skipped {entry.where}: {entry.reason}", file=sys.stderr, flush=True)
+    def prepare(progress: Any, on_skip: Any) -> Any:
+        return prepare_v2(args.input, args.out_dir, args.config, **shared_options(args), progress=progress,
+                           on_skip=on_skip)
 
-            report = prepare_v2(args.input, args.out_dir, args.config, codec=args.codec, gpt=args.gpt,
-                                w2v_bert=args.w2v_bert, w2v_stats=args.w2v_stats, tokenizer=args.tokenizer,
-                                language=args.language, speaker=args.speaker,
-                                pairs_per_target=args.pairs_per_target, seed=args.seed, device=args.device,
-                                batch_seconds=args.batch_seconds, max_batch_items=args.max_batch_items,
-                                loaders=args.loaders, min_duration=args.min_duration,
-                                max_duration=args.max_duration, progress=progress, on_skip=on_skip)
-        print(report.summary())
-        if report.utterances == 0:
-            print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
-            return 1
-        return 0
-
-    try:
-        return run_refusing(run, (PrepareError,), writing=args.out_dir)
-    except KeyboardInterrupt:
-        print("interrupted: finished batches are kept; rerun the same command to resume", file=sys.stderr)
-        return 130
+    return prepare_main(args, prepare, (PrepareError,))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,8 +56,9 @@ from typing import Any
 import numpy as np
 
 from data_tools.batch_prep import ItemProblem, Skipped, iter_in_input_order, run_batches, write_npy
-from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
+from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
+from data_tools.prepare_cli import prepare_main, shared_options
 from data_tools.prepare_v2 import (
     DEFAULT_PAIRS_PER_TARGET,
     DEFAULT_SEED,
@@ -77,7 +77,6 @@ from data_tools.prepare_v2 import (
 )
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import DROP_REASONS, DataLimits, drop_reason
-from data_tools.test_hooks import announce_active_hooks
 
 SPEAKER_RATE = 22_050  # inference loads its speaker prompt at librosa's default rate
 FEATURE_RATE = 16_000
@@ -225,8 +224,8 @@ def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int
 
     An item's own width (its feature rows alone: the extractor pads an odd frame count by a masked row) is
     what inference reads: the codec codes every row of it, and the emotion path's length is the width
-    (inference's length quirk, ``networks.prep25.emotion_vector``). Rows past it (the batch's padding) are
-    zeroed before the codec, as the codec's own zero padding sees an item alone.
+    (inference's length quirk, ``networks.prep25.emotion_vector``). The batch pads only the semantic model
+    (masked); the codec and the emotion path then read each item alone, so no value depends on its batch.
     """
     import torch
 
@@ -238,10 +237,14 @@ def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int
         lengths = torch.as_tensor(list(widths), dtype=torch.long, device=models.device)
         within = torch.arange(features.shape[1], device=models.device)[None, :] < lengths[:, None]
         feat = models.semantic(features, mask) * within.unsqueeze(-1).to(features.dtype)
-        codes = codes_of(models.codec, feat)
+        # The codec and the emotion path read each item's own rows alone: their convolutions would carry a
+        # batch neighbour's padding into an item's last codes and its emotion vector.
+        alone = [feat[row:row + 1, :width] for row, width in enumerate(widths)]
+        codes = torch.nn.utils.rnn.pad_sequence([codes_of(models.codec, one)[0] for one in alone], batch_first=True)
         # = networks.prep25.emotion_vector(gpt, feat, spk_lengths=widths) without an emotion prompt
         # ((base - base) * 1 + base, bit for bit), computed once instead of twice
-        emo_vec = models.gpt.get_emovec(feat.transpose(1, 2), lengths)
+        emo_vec = torch.cat([models.gpt.get_emovec(one.transpose(1, 2), lengths[row:row + 1])
+                             for row, one in enumerate(alone)])
         # CAM++ per item: padding would change its fbank mean and pooled statistics
         prompt = PROMPT_SECONDS * FEATURE_RATE
         spk_vec = torch.cat([speaker_style(models.campplus, torch.from_numpy(wave[:prompt])[None])
@@ -526,34 +529,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    announce_active_hooks()
 
-    def run() -> int:
-        if args.batch_seconds <= 0 or args.max_batch_items < 1 or args.loaders < 1:
-            raise PrepareError("--batch-seconds must be > 0, --max-batch-items and --loaders >= 1")
-        with progress_bar(args.quiet, "preparing", unit="item") as progress:
-            def on_skip(entry: Skipped) -> None:
-                print(f"skipped {entry.where}: {entry.reason}", file=sys.stderr, flush=True)
+    def prepare(progress: Any, on_skip: Any) -> Any:
+        return prepare_v25(args.input, args.out_dir, args.config, **shared_options(args), campplus=args.campplus,
+                           text_scheme=args.text_scheme, text_merges=args.text_merges, progress=progress,
+                           on_skip=on_skip)
 
-            report = prepare_v25(args.input, args.out_dir, args.config, codec=args.codec, gpt=args.gpt,
-                                 campplus=args.campplus, w2v_bert=args.w2v_bert, w2v_stats=args.w2v_stats,
-                                 tokenizer=args.tokenizer, text_scheme=args.text_scheme, text_merges=args.text_merges,
-                                 language=args.language, speaker=args.speaker,
-                                 pairs_per_target=args.pairs_per_target, seed=args.seed, device=args.device,
-                                 batch_seconds=args.batch_seconds, max_batch_items=args.max_batch_items,
-                                 loaders=args.loaders, min_duration=args.min_duration,
-                                 max_duration=args.max_duration, progress=progress, on_skip=on_skip)
-        print(report.summary())
-        if report.utterances == 0:
-            print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
-            return 1
-        return 0
-
-    try:
-        return run_refusing(run, (PrepareError,), writing=args.out_dir)
-    except KeyboardInterrupt:
-        print("interrupted: finished batches are kept; rerun the same command to resume", file=sys.stderr)
-        return 130
+    return prepare_main(args, prepare, (PrepareError,))
 
 
 if __name__ == "__main__":

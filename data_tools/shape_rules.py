@@ -37,20 +37,15 @@ MAX_ID_CHARS = 1000
 MAX_DECLARED_LENGTH = 10_000_000
 
 
-def seconds_of_codes(num_codes: int, version: str) -> float:
-    """Audio seconds that ``num_codes`` codes stand for (v1.5 DVAE codes or IndexTTS2 semantic codes)."""
-    if version == "2":
-        return num_codes / V2_CODES_PER_SECOND
-    if version == "2.5":
-        return num_codes / V25_CODES_PER_SECOND
-    return num_codes * V1_SAMPLES_PER_CODE / V1_SAMPLE_RATE
+def seconds_of_codes(num_codes: int, codes_per_second: float) -> float:
+    """Audio seconds that ``num_codes`` codes stand for, at a generation's code rate
+    (``networks.generation_rule.CODES_PER_SECOND``; the registry entry's ``codes_per_second``)."""
+    return num_codes / codes_per_second
 
 
-def codes_of_seconds(seconds: float, version: str) -> int:
+def codes_of_seconds(seconds: float, codes_per_second: float) -> int:
     """How many codes ``seconds`` of audio become (``seconds_of_codes`` inverted, rounded up)."""
-    if version == "2":
-        return math.ceil(seconds * V2_CODES_PER_SECOND)
-    return math.ceil(seconds * V1_SAMPLE_RATE / V1_SAMPLES_PER_CODE)
+    return math.ceil(seconds * codes_per_second)
 
 
 class RuleError(ValueError):

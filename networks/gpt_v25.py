@@ -15,7 +15,7 @@ in campplus mode):
 
 Version detection: a config says 2.5 by ``version: 2.5`` (top level) or ``gpt.spk_cond_mode: campplus``.
 The release may ship its gpt.pth beside a ``version: 2.0`` config, so the weights can say it too:
-``spk_emb_proj.*`` / ``lang_embedding.weight`` exist only in a 2.5 GPT (``describes_indextts25``).
+``spk_emb_proj.*`` / ``lang_embedding.weight`` exist only in a 2.5 GPT (``networks.generation_rule.describes_indextts25``).
 
 Loading is strict (``networks.loading.load_strict``), and a checkpoint without a 2.5-only key is refused by
 that key's name before anything else, never loaded with a random language table or speaker projection.
@@ -23,7 +23,7 @@ that key's name before anything else, never loaded with a random language table 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,21 +61,6 @@ MODULE_ORDER = (
     "text_head",
     "mel_head",
 )
-
-
-def describes_indextts25(config: Mapping[str, Any] | None = None, state_keys: Iterable[str] = ()) -> bool:
-    """Whether a config (whole file or its ``gpt`` section) or a state dict's keys describe an IndexTTS-2.5 GPT.
-
-    The config says so by ``version: 2.5`` or ``gpt.spk_cond_mode: campplus``; the weights by any 2.5-only key.
-    """
-    config = config or {}
-    whole_file = isinstance(config.get("gpt"), Mapping)
-    gpt = config["gpt"] if whole_file else config
-    declared = str(config.get("version", "")).strip() if whole_file else ""
-    if declared.startswith("2.5") or str(gpt.get("spk_cond_mode", "")) == SPK_COND_MODE:
-        return True
-    keys = set(state_keys)
-    return any(key in keys for key in V25_ONLY_KEYS)
 
 
 class LanguageTextEmbedding(nn.Embedding):
@@ -352,7 +337,7 @@ def build_gpt_v25(config: Mapping[str, Any]) -> UnifiedVoiceV25:
     """The 2.5 GPT from a ``gpt:`` section or a whole loaded config, freshly initialised.
 
     Build under ``torch.device("meta")`` to inspect keys and shapes only. Which generation a config (or its
-    weights) is, is ``describes_indextts25``'s decision, made by the caller.
+    weights) is, is ``networks.generation_rule``'s decision, made by the caller.
     """
     gpt = config["gpt"] if "gpt" in config and "model_dim" not in config else config
     if not isinstance(gpt, Mapping):

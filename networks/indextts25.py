@@ -35,8 +35,9 @@ from torch import Tensor, nn
 
 from networks.bigvgan_v2 import BigVGANV2
 from networks.codec25 import CODEC_FILE_NAME, Codec25
+from networks.generation_rule import describes_indextts25
 from networks.gpt_config import ConfigError
-from networks.gpt_v25 import UnifiedVoiceV25, describes_indextts25
+from networks.gpt_v25 import UnifiedVoiceV25
 
 VERSION = "2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # the 2.5 tiktoken table (CosyVoice's)

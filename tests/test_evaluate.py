@@ -135,7 +135,7 @@ def test_another_eval_set_is_refused_once_one_is_stored(trained_run, tmp_path, c
 
 
 def test_indextts2_without_its_download_folder_is_one_line(demo_workspace):
-    from trainer.evaluation.synthesizers import synthesis_backend
+    from trainer.evaluation.backend_choice import synthesis_backend
 
     with pytest.raises(EvaluationError, match=r"IndexTTS2 speaks through .*give --model-dir") as caught:
         synthesis_backend("2", demo_workspace.config, demo_workspace.extended_tokenizer, None)

@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 
 from data_tools.config import ConfigError, load_config
+from networks.generation_rule import describes_indextts25
 from networks.gpt_v25 import (
     MODULE_ORDER,
     V25_ONLY_KEYS,
     UnifiedVoiceV25,
     build_gpt_v25,
-    describes_indextts25,
     load_gpt_v25,
     load_gpt_v25_file,
     read_gpt_state_dict,

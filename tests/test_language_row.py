@@ -13,6 +13,7 @@ import torch
 from data_tools.tokenizer.tiktoken25 import language_index
 from networks.gpt_v25 import build_gpt_v25
 from tests.test_gpt_v25 import tiny_batch, tiny_gpt
+from trainer.generations.registry import by_id
 from trainer.language_row import (
     LANG_TABLE,
     freeze_other_language_rows,
@@ -87,10 +88,10 @@ def test_with_lora_the_language_row_still_trains_alone():
 
 
 def test_refusals():
-    assert language_row_refusal({"lang_init_from": "", "lang_lr_mult": 1.0}, "1.5") is None
-    assert "IndexTTS-2.5" in language_row_refusal(OPTS, "2")
-    assert "IndexTTS-2.5" in language_row_refusal({"lang_lr_mult": 2.0}, "1.5")
-    assert language_row_refusal(OPTS, "2.5") is None
-    assert "not a language code" in language_row_refusal({**OPTS, "lang_init_from": "xx"}, "2.5")
-    assert "PATH::lang" in language_row_refusal({**OPTS, "train_manifest": ["am.jsonl"]}, "2.5")
-    assert "own language" in language_row_refusal({**OPTS, "lang_init_from": "am"}, "2.5")
+    assert language_row_refusal({"lang_init_from": "", "lang_lr_mult": 1.0}, by_id("1.5")) is None
+    assert "IndexTTS-2.5" in language_row_refusal(OPTS, by_id("2"))
+    assert "IndexTTS-2.5" in language_row_refusal({"lang_lr_mult": 2.0}, by_id("1.5"))
+    assert language_row_refusal(OPTS, by_id("2.5")) is None
+    assert "not a language code" in language_row_refusal({**OPTS, "lang_init_from": "xx"}, by_id("2.5"))
+    assert "PATH::lang" in language_row_refusal({**OPTS, "train_manifest": ["am.jsonl"]}, by_id("2.5"))
+    assert "own language" in language_row_refusal({**OPTS, "lang_init_from": "am"}, by_id("2.5"))

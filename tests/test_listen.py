@@ -19,7 +19,7 @@ import soundfile
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
 from trainer.demo import DemoPaths
 from trainer.demo_v2 import DemoV2Paths
-from webui import listen, reference_voices, sample_saves, samples_view, tab_test
+from webui import listen, reference_voices, sample_saves, samples_view, tab_testing
 from webui.context import StudioContext
 from webui.process_tools import wait_until
 
@@ -355,12 +355,12 @@ def _form(ctx: StudioContext, key_a: str, key_b: str, **extra) -> list:
 
 def test_base_and_fine_tuned_side_by_side(ctx, trained):
     with gr.Blocks():
-        tab_test.build(ctx)  # the layout builds on this workspace
+        tab_testing.build(ctx)  # the layout builds on this workspace
     tuned = str(trained.output_dir / "latest.pth")
-    view = tab_test.start_test(ctx, *_form(ctx, f"base:{trained.config}", tuned))
+    view = tab_testing.start_test(ctx, *_form(ctx, f"base:{trained.config}", tuned))
     assert "STARTED" in view.message, view.message
-    assert wait_until(lambda: not tab_test.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
-    view = tab_test.poll_test(ctx)
+    assert wait_until(lambda: not tab_testing.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
+    view = tab_testing.poll_test(ctx)
     commands = view.command.split("\n# B\n")
     assert f"--checkpoint {trained.base_checkpoint} " in commands[0] and f"--tokenizer {trained.base_tokenizer}" in commands[0]
     assert f"--checkpoint {tuned} " in commands[1] and f"--tokenizer {trained.extended_tokenizer}" in commands[1]
@@ -375,9 +375,9 @@ def test_base_and_fine_tuned_side_by_side(ctx, trained):
     assert wavs[0].parent == wavs[1].parent and wavs[0] != wavs[1]
     assert (wavs[0].parent / "reference.wav").is_file()  # the reference was copied for the job
 
-    outputs = tab_test._view_outputs(view, None)
+    outputs = tab_testing._view_outputs(view, None)
     assert outputs[2][:4] == b"RIFF" and outputs[5][:4] == b"RIFF"
-    again = tab_test._view_outputs(tab_test.poll_test(ctx), outputs[-1])
+    again = tab_testing._view_outputs(tab_testing.poll_test(ctx), outputs[-1])
     assert again[2] == gr.skip() and again[5] == gr.skip()  # a tick with nothing new sends no audio
 
 
@@ -408,10 +408,10 @@ def test_v2_base_and_fine_tuned_side_by_side_with_an_emotion_reference(ctx, trai
     v2 = DemoV2Paths.under(trained.root)
     emotion = sorted((v2.train_manifest.parent / "wavs").glob("*.wav"))[-1]
     tuned = str(v2.output_dir / "latest.pth")
-    view = tab_test.start_test(ctx, *_form(ctx, f"base:{v2.config}", tuned), 3, str(emotion), 0.5)
+    view = tab_testing.start_test(ctx, *_form(ctx, f"base:{v2.config}", tuned), 3, str(emotion), 0.5)
     assert "STARTED" in view.message, view.message
-    assert wait_until(lambda: not tab_test.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
-    view = tab_test.poll_test(ctx)
+    assert wait_until(lambda: not tab_testing.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
+    view = tab_testing.poll_test(ctx)
     commands = view.command.split("\n# B\n")
     assert f"--model-dir {v2.config.parent} " in commands[0] and f"--checkpoint {v2.base_checkpoint} " in commands[0]
     assert f"--checkpoint {tuned} " in commands[1] and f"--tokenizer {v2.extended_tokenizer}" in commands[1]
@@ -425,11 +425,11 @@ def test_v2_base_and_fine_tuned_side_by_side_with_an_emotion_reference(ctx, trai
 
 
 def test_form_errors_start_nothing(ctx, trained):
-    before = tab_test._read_current(ctx)
+    before = tab_testing._read_current(ctx)
     for extra, expected in (({"text": "  "}, "type a text"), ({"reference": "", "upload": None}, "choose a reference"),
                             ({"reference": "missing.wav"}, "reference audio not found"),
                             ({"mode": "sample", "top_p": 0}, "top_p must be in"),
                             ({"device": "tpu"}, "device must be one of")):
-        view = tab_test.start_test(ctx, *_form(ctx, f"base:{trained.config}", "", **extra))
+        view = tab_testing.start_test(ctx, *_form(ctx, f"base:{trained.config}", "", **extra))
         assert expected in view.message and 'data-tone="error"' in view.message, (extra, view.message)
-    assert tab_test._read_current(ctx) == before
+    assert tab_testing._read_current(ctx) == before

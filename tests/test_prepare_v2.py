@@ -140,7 +140,31 @@ def test_compute_writes_true_lengths_never_the_batch_padding(fixture_models, dat
     assert [r.codes.size for r in results] == [64, 74, 59]
     assert all(r.codes.dtype == np.int32 and r.condition.shape == (32, 64) and r.emo_vec.shape == (64,)
                for r in results)
-    torch.testing.assert_close(torch.from_numpy(results[0].condition), dataprep["batch"]["conditioning"][1], **TOL)
+    # each item is computed alone (batch-invariant, issue 27): utterance 1's own fixture values
+    torch.testing.assert_close(torch.from_numpy(results[0].condition), dataprep["per_utt"][1]["conditioning"][0], **TOL)
+
+
+def test_every_prepared_value_is_the_same_whatever_the_batch_companions(fixture_models, dataprep):
+    """Batches of 1, 2 and 64 (all four clips in one) give equal outputs: codes exactly, vectors within 1e-5."""
+    from dataclasses import replace
+
+    from data_tools.prepare_v2 import LoadedV2
+
+    preparer = V2Preparer(models=replace(fixture_models, max_codes=1000), fingerprint="x", min_duration=0.0,
+                          max_duration=10.0)
+    loaded = []
+    for index, utt in enumerate(dataprep["per_utt"]):
+        features, frames = features_of(fixture_models.extractor, utt["wav_16k"].numpy())
+        item = SourceItem(f"u{index}", f"u{index}", Path(f"u{index}.wav"), "x", "s", None, f"list:{index + 1}")
+        loaded.append((item, LoadedV2(features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))))
+    by_size = {size: [result for start in range(0, len(loaded), size)
+                      for result in preparer.compute(loaded[start:start + size])] for size in (1, 2, 64)}
+    alone = by_size.pop(1)
+    for size, results in by_size.items():
+        for one, batched in zip(alone, results, strict=True):
+            assert np.array_equal(one.codes, batched.codes), size
+            np.testing.assert_allclose(batched.condition, one.condition, atol=1e-5, rtol=0, err_msg=f"batch {size}")
+            np.testing.assert_allclose(batched.emo_vec, one.emo_vec, atol=1e-5, rtol=0, err_msg=f"batch {size}")
 
 
 # --- pieces ------------------------------------------------------------------------------------------------

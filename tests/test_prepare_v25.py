@@ -295,3 +295,25 @@ def test_an_item_alone_gives_what_the_2_5_inference_steps_give(kit, audio):
     torch.testing.assert_close(torch.from_numpy(result.spk_vec), expected.style[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(torch.from_numpy(result.emo_vec), expected.emo_vec[0], atol=1e-5, rtol=1e-5)
     assert result.text_ids.tolist() == models.tokenizer.encode(item.text, "am")
+
+
+def test_every_prepared_value_is_the_same_whatever_the_batch_companions(kit, audio):
+    """Batches of 1, 2 and 64 (all 12 clips in one) give equal outputs: codes exactly, vectors within 1e-5."""
+    models = load_v25_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
+                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+    preparer = V25Preparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
+    loaded = []
+    for index, wav in enumerate(sorted(audio.rglob("*.wav"))):
+        item = SourceItem(f"u{index}", f"u{index}", wav, wav.with_suffix(".txt").read_text(encoding="utf-8").strip(),
+                          "s", "am", f"l:{index}")
+        loaded.append((item, preparer.load(item)))
+    by_size = {size: [result for start in range(0, len(loaded), size)
+                      for result in preparer.compute(loaded[start:start + size])] for size in (1, 2, 64)}
+    alone = by_size.pop(1)
+    for size, results in by_size.items():
+        for one, batched in zip(alone, results, strict=True):
+            assert np.array_equal(one.codes, batched.codes), size
+            assert one.text_ids.tolist() == batched.text_ids.tolist()
+            np.testing.assert_allclose(batched.spk_vec, one.spk_vec, atol=1e-5, rtol=0, err_msg=f"batch {size}")
+            np.testing.assert_allclose(batched.emo_vec, one.emo_vec, atol=1e-5, rtol=0, err_msg=f"batch {size}")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from trainer import options as trainer_options
+from trainer.generations.registry import by_id
 from webui import launcher
 from webui import training_form as tf
 
@@ -135,15 +136,15 @@ def test_what_the_form_offers_follows_the_model_version() -> None:
     assert tf.field_label(option("val_manifest"), "1.5") == "--val-manifest (IndexTTS-1.5 codes manifest)"
     assert tf.field_label(option("train_manifest"), None) == "--train-manifest *"
     assert not tf.applies(option("vocoder"), "2") and tf.applies(option("vocoder"), "1.5")
-    assert tf.field_info(option("vocoder"), "2") == tf.NOT_FOR_V2 and "\n" not in tf.NOT_FOR_V2
+    assert tf.field_info(option("vocoder"), "2") == by_id("2").form.not_for and "\n" not in by_id("2").form.not_for
     assert tf.field_info(option("vocoder"), "1.5") == option("vocoder").help
     for name in ("sample_model_dir", "sample_steps"):  # IndexTTS2's samples
         assert tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
-        assert tf.field_info(option(name), "1.5") == tf.NOT_FOR_V15 and tf.field_info(option(name), "2") == option(name).help
+        assert tf.field_info(option(name), "1.5") == by_id("1.5").form.not_for and tf.field_info(option(name), "2") == option(name).help
     for name in tf.SAMPLE_OPTIONS:
         assert tf.applies(option(name), None)
-    assert all(tf.applies(o, "2") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.V25_ONLY_OPTIONS))
-    assert all(tf.applies(o, "1.5") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.V25_ONLY_OPTIONS))
+    assert all(tf.applies(o, "2") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.GENERATION_OPTIONS))
+    assert all(tf.applies(o, "1.5") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.GENERATION_OPTIONS))
 
 
 def test_form_yaml_round_trip_and_train_config(tmp_path: Path) -> None:
@@ -330,12 +331,12 @@ def test_indextts25_presets_and_fields(demo_workspace) -> None:
     for preset in (tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET):
         assert tf.apply_preset(preset, values, tf.demo_v25_files(demo_workspace.root))["text_scheme"] == "merges"
     option = trainer_options.option_by_name
-    for name in tf.V25_ONLY_OPTIONS:
+    for name in tf.GENERATION_OPTIONS:
         assert tf.applies(option(name), "2.5") and tf.applies(option(name), None)
         assert not tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
-        assert tf.field_info(option(name), "1.5") == tf.NOT_SCHEME
+        assert tf.field_info(option(name), "1.5").endswith("applies to IndexTTS-2.5 runs only")
     for name in ("sample_model_dir", "sample_steps"):  # 2.5 speaks samples through a download folder, as v2
         assert tf.applies(option(name), "2.5") and tf.field_info(option(name), "2.5") == option(name).help
-    assert not tf.applies(option("vocoder"), "2.5") and tf.field_info(option("vocoder"), "2.5") == tf.NOT_FOR_V25
+    assert not tf.applies(option("vocoder"), "2.5") and tf.field_info(option("vocoder"), "2.5") == by_id("2.5").form.not_for
     assert values["sample_model_dir"] == str(ws.config.parent) == demo["sample_model_dir"]  # the demo speaks
     assert tf.field_label(option("train_manifest"), "2.5") == "--train-manifest * (IndexTTS-2.5 paired manifest)"

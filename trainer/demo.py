@@ -32,6 +32,8 @@ from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
 from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
 from trainer.demo_recordings import demo_recordings_exist, write_demo_recordings
+from trainer.generations.registry import by_id, generation_ids
+from trainer.generations.spec import Capability
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "demo_assets"
@@ -225,23 +227,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder to create the workspace in")
     parser.add_argument("--force", action="store_true", help="rebuild even if a complete workspace exists")
-    parser.add_argument("--version", choices=("1.5", "2", "2.5"), default="1.5",
+    parser.add_argument("--version", choices=generation_ids(), default=generation_ids()[0],
                         help="which model's training command to print (every demo is always built)")
     args = parser.parse_args(argv)
     paths = build_demo(args.out, force=args.force)
     print(f"demo workspace ready: {paths.root}")
-    if args.version == "2":
-        from trainer.demo_v2 import DemoV2Paths
-
-        argv_v = DemoV2Paths.under(paths.root).train_argv()
-    elif args.version == "2.5":
-        from trainer.demo_v25 import DemoV25Paths
-
-        argv_v = DemoV25Paths.under(paths.root).train_argv()
-    else:
-        argv_v = paths.train_argv()
-    print(f"train the IndexTTS-{args.version} demo with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *argv_v]))
+    generation = by_id(args.version)
+    refusal = generation.refusal(Capability.DEMO)
+    if refusal is not None or generation.demo is None:
+        print(f"error: {refusal or generation.name + ' has no demo'}", file=sys.stderr)
+        return 2
+    argv_v = generation.demo(paths.root)
+    print(f"train the {generation.name} demo with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *argv_v]))
     return 0
+
+
+def train_argv_under(root: Path) -> list[str]:
+    """The training command's arguments of the IndexTTS-1.5 demo in workspace ``root``."""
+    return DemoPaths.under(root).train_argv()
 
 
 if __name__ == "__main__":

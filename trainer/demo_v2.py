@@ -28,12 +28,18 @@ import numpy as np
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
-from trainer.demo_data import SPEAKERS, codes_for_text, demo_train_argv, stable_int, write_npy
+from trainer.demo_data import (
+    SPEAKERS,
+    codes_for_text,
+    demo_train_argv,
+    stable_int,
+    write_npy,
+)
 from trainer.demo_v2_audio import (
     PrepKit,
     demo_audio_sections,
-    synthetic_voice,
     write_demo_audio,
+    write_demo_wavs,
     write_prep_kit,
 )
 from trainer.demo_v2_synthesis import synthesis_sections, write_synthesis_kit
@@ -150,7 +156,7 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "text_len": int(ids.size),
                            "code_len": int(codes.size), "duration": round(codes.size / CODES_HZ, 3)})
     val_ids = {u["id"] for u in utterances[:n_val]}
-    _write_wavs(data / "wavs", utterances[:n_val])
+    write_demo_wavs(data / "wavs", utterances[:n_val])
 
     def pairs(group: list[dict]) -> list[str]:
         lines = []
@@ -175,14 +181,6 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     return paths
 
 
-def _write_wavs(folder: Path, utterances: list[dict]) -> None:
-    """Short synthetic audio of the validation utterances (their pairs' prompt and target audio)."""
-    import soundfile
-
-    from trainer.demo_v2_audio import SAMPLE_RATE
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for utterance in utterances:
-        seconds = min(2.0, max(0.8, float(utterance["duration"])))
-        audio = synthetic_voice(utterance["speaker"], utterance["text"], seconds)
-        soundfile.write(str(folder / f"{utterance['id']}.wav"), audio, SAMPLE_RATE, subtype="PCM_16")
+def train_argv_under(root: Path) -> list[str]:
+    """The training command's arguments of this generation's demo in workspace ``root``."""
+    return DemoV2Paths.under(root).train_argv()

@@ -33,7 +33,14 @@ from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
-from trainer.demo_data import SPEAKERS, codes_for_text, demo_train_argv, stable_int, write_npy
+from trainer.demo_data import (
+    SPEAKERS,
+    codes_for_text,
+    demo_train_argv,
+    stable_int,
+    write_npy,
+)
+from trainer.demo_v2_audio import write_demo_wavs
 from trainer.demo_v25_synthesis import (
     gpt_widths_v25,
     synthesis_ready_v25,
@@ -137,7 +144,7 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "code_len": int(codes.size),
                            "duration": round(codes.size / V25_CODES_PER_SECOND, 3)})
     val_ids = {u["id"] for u in utterances[:n_val]}
-    _write_wavs(data / "wavs", utterances[:n_val])
+    write_demo_wavs(data / "wavs", utterances[:n_val])
 
     def pairs(group: list[dict]) -> list[str]:
         lines = []
@@ -160,19 +167,6 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
     return paths
 
 
-def _write_wavs(folder: Path, utterances: list[dict]) -> None:
-    """Short synthetic audio of the validation utterances (IndexTTS-2.5 reads 24 kHz prompts like IndexTTS2)."""
-    import soundfile
-
-    from trainer.demo_v2_audio import SAMPLE_RATE, synthetic_voice
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for utterance in utterances:
-        seconds = min(2.0, max(0.8, float(utterance["duration"])))
-        audio = synthetic_voice(utterance["speaker"], utterance["text"], seconds)
-        soundfile.write(str(folder / f"{utterance['id']}.wav"), audio, SAMPLE_RATE, subtype="PCM_16")
-
-
 def _audio_fields(data: Path, prompt_id: str, target_id: str) -> dict[str, str]:
     """The audio paths of a pair whose wavs exist (the validation pairs)."""
     fields = {}
@@ -189,3 +183,8 @@ def ensure_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int
     if force or not paths.exists() or not paths.synthesis_ready():
         return build_demo_v25(workspace, sentences, n_val, seed)
     return paths
+
+
+def train_argv_under(root: Path) -> list[str]:
+    """The training command's arguments of this generation's demo in workspace ``root``."""
+    return DemoV25Paths.under(root).train_argv()

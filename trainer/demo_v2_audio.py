@@ -116,3 +116,14 @@ def write_demo_audio(folder: Path, sentences: list[str], speakers: tuple[str, ..
         atomic_write_text(wav.with_suffix(".txt"), sentence + "\n")
         written.append(wav)
     return written
+
+def write_demo_wavs(folder: Path, utterances: list[dict]) -> None:
+    """Short synthetic 24 kHz audio of the utterances (the demo's validation prompts and targets: IndexTTS2 and
+    2.5 read audio prompts)."""
+    import soundfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for utterance in utterances:
+        seconds = min(2.0, max(0.8, float(utterance["duration"])))
+        audio = synthetic_voice(utterance["speaker"], utterance["text"], seconds)
+        soundfile.write(str(folder / f"{utterance['id']}.wav"), audio, SAMPLE_RATE, subtype="PCM_16")

@@ -99,7 +99,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
     from trainer.evaluation.eval_set import EvalSetSpec, ensure_eval_set
     from trainer.evaluation.runner import EvalSettings, Evaluator
     from trainer.evaluation.scorers import ModelScorer
-    from trainer.versions import model_variant
+    from trainer.generations.registry import generation_of_config
 
     run_dir: Path = args.run_dir
     if not run_dir.is_dir():
@@ -114,7 +114,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
         if not opts[name]:
             raise EvaluationError(f"--{name} is needed (the run has no train_config.yaml naming it)")
     config_path = Path(opts["config"])
-    variant = model_variant(load_config(config_path))
+    generation = generation_of_config(load_config(config_path))
     eval_set, note = ensure_eval_set(EvalSetSpec.from_options(opts), run_dir, explicit=bool(explicit))
     if note:
         say(f"note: {note}")
@@ -124,7 +124,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
     torch.set_num_threads(max(1, int(opts["eval_threads"] or 1)))
     settings = EvalSettings(
         run_dir=run_dir, config=config_path, tokenizer=Path(opts["tokenizer"]),
-        vocoder=Path(opts["vocoder"]) if opts["vocoder"] else None, version=variant.version, device=device,
+        vocoder=Path(opts["vocoder"]) if opts["vocoder"] else None, version=generation.id, device=device,
         best_by=str(opts["best_by"]),
         base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None,
         model_dir=Path(opts["model_dir"]) if opts["model_dir"] else None, w2v_bert=str(opts["w2v_bert"] or "") or None)

@@ -34,16 +34,18 @@ def run_language(opts: Mapping[str, Any]) -> str | None:
     return language.strip().lower() if language else None
 
 
-def language_row_refusal(opts: Mapping[str, Any], version: str | None) -> str | None:
-    """Why ``--lang-init-from`` / ``--lang-lr-mult`` cannot apply to this run (None: they can or are unused)."""
+def language_row_refusal(opts: Mapping[str, Any], generation: Any) -> str | None:
+    """Why ``--lang-init-from`` / ``--lang-lr-mult`` cannot apply to this run (None: they can or are unused);
+    ``generation``: the run's registry entry (None: not known), whose GPT has a language table or not."""
     code = str(opts.get("lang_init_from") or "").strip().lower()
     mult = float(opts.get("lang_lr_mult", 1.0))
     if not code and mult == 1.0:
         return None
     what = "--lang-init-from" if code else "--lang-lr-mult"
-    if version != "2.5":
+    if generation is None or not generation.language_table:
+        name = generation.name if generation is not None else "unknown"
         return (f"{what} applies to IndexTTS-2.5 GPTs (their per-language table); --config describes an "
-                f"IndexTTS-{version} GPT")
+                f"{name} GPT")
     if not code:
         return None
     if code not in LANGUAGE_CODES:

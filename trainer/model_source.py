@@ -10,6 +10,7 @@ base rows can be frozen (``trainer.vocab.BaseRowFreezer``) in this run and every
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,10 @@ import torch
 
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from networks.gpt_config import effective_gpt_config, text_rows
+from networks.gpt_v25 import V25_ONLY_KEYS
 from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of
 from trainer.errors import UsageError
 from trainer.lora_setup import merge_checkpoint_adapter
-from trainer.versions import weights_refusal
 
 
 @dataclass
@@ -57,12 +58,28 @@ def base_tokenizer_for(config: dict[str, Any], config_path: Path) -> TextTokeniz
         return None
 
 
-def _load_weights(path: Path, what: str, mmap: bool = False) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+def later_weights_refusal(state_keys: Any, where: str) -> str | None:
+    """Refuses weights of an IndexTTS-2.5 GPT for a v1.5/v2 config (the 2.5 release ships a ``version: 2.0``
+    config.yaml beside its gpt.pth, so only the weights tell)."""
+    keys = set(state_keys)
+    found = [key for key in V25_ONLY_KEYS if key in keys]
+    if not found:
+        return None
+    return (f"{where} holds an IndexTTS-2.5 GPT ({', '.join(found)}: CAM++ speaker embedding and language table) "
+            "but the config describes an IndexTTS-1.5/IndexTTS2 GPT; the 2.5 release ships a 'version: 2.0' "
+            "config.yaml: set 'version: 2.5' at its top level")
+
+
+def load_weights(path: Path, what: str, mmap: bool = False,
+                 refusal_of: Callable[[Any, str], str | None] = later_weights_refusal
+                 ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(checkpoint, its model weights with a LoRA run's adapters merged); UsageError (one line) when it holds
+    none, or ``refusal_of`` (state keys, where) says they are another generation's."""
     ckpt = load_checkpoint(path, mmap=mmap)
     state = model_state_of(ckpt)
     if state is None:
         raise UsageError(f"{what} {path} holds no model weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
-    refusal = weights_refusal(state, f"{what} {path}")
+    refusal = refusal_of(state, f"{what} {path}")
     if refusal:
         raise UsageError(refusal)
     return ckpt, merge_checkpoint_adapter(ckpt, state)  # a LoRA run's weights count with its adapters merged
@@ -87,7 +104,7 @@ def _grow(state: dict[str, torch.Tensor], gpt: dict[str, Any], tokenizer: TextTo
 def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, config: dict[str, Any],
                          tokenizer: TextTokenizer, mmap: bool = False) -> ModelStart:
     """A fresh run on a base checkpoint (bare IndexTTS gpt.pth or one of ours); grows the vocabulary if needed."""
-    _, state = _load_weights(path, "--base-checkpoint", mmap)
+    _, state = load_weights(path, "--base-checkpoint", mmap)
     gpt = effective_gpt_config(copy.deepcopy(config_gpt))
     rows = _text_rows(state, path)
     expected_rows = text_rows(gpt)
@@ -107,7 +124,7 @@ def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
 def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, config: dict[str, Any],
                          tokenizer: TextTokenizer, mmap: bool = False) -> ModelStart:
     """``--init-from``: a checkpoint's weights (ours or bare), re-grown to ``--tokenizer`` when it is larger."""
-    ckpt, state = _load_weights(path, "--init-from", mmap)
+    ckpt, state = load_weights(path, "--init-from", mmap)
     kind = checkpoint_kind(ckpt)
     if kind != "studio":
         start = from_base_checkpoint(path, config_gpt, config_path, config, tokenizer, mmap)

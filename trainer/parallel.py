@@ -15,7 +15,7 @@ def wrap_for_processes(run: Any) -> torch.nn.Module:
 
         return shard_run(run)
     device = run.device
-    # IndexTTS2 trains on precomputed conditioning: its conditioning encoders get no gradient.
+    # A generation that trains on precomputed conditioning leaves its conditioning encoders without a gradient.
     return torch.nn.parallel.DistributedDataParallel(
         run.model, device_ids=[device.index] if device.type == "cuda" else None,
-        find_unused_parameters=run.plan.variant.version in ("2", "2.5"))
+        find_unused_parameters=run.plan.generation.ddp_unused_parameters)

@@ -24,21 +24,14 @@ from typing import Any
 import torch
 
 from data_tools.config import ConfigError, load_config
-from data_tools.manifest import (
-    FORMAT_NAMES,
-    FORMAT_V2,
-    FORMAT_V15,
-    FORMAT_V25,
-    ManifestError,
-    parse_manifest_spec,
-)
+from data_tools.manifest import FORMAT_NAMES, ManifestError, parse_manifest_spec
 from data_tools.shape_rules import seconds_of_codes
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+from data_tools.tokenizer.tiktoken25 import TableError
 from networks.gpt_build import build_any_gpt
 from networks.loading import state_dict_mismatches
 from networks.lora import LoRAError
 from networks.unified_voice import INFERENCE_ONLY_PREFIXES
-from trainer import v25
 from trainer.checkpoints import (
     CheckpointError,
     Expectation,
@@ -49,28 +42,21 @@ from trainer.checkpoints import (
     lock_holder,
     manifests_record,
     select_resume,
-    tokenizer_record,
 )
 from trainer.data import load_items, split_format, train_sampler
 from trainer.errors import UsageError
 from trainer.evaluation.planning import evaluation_plan
+from trainer.generations.registry import GENERATIONS, config_refusal, generation_of_config
+from trainer.generations.spec import Capability, Generation
 from trainer.language_row import lang_lr_mults, language_row_refusal, run_language
 from trainer.lora_setup import adapt_model, lora_config_of, lora_refusal, lora_resume_refusal
-from trainer.model_source import (
-    ModelStart,
-    from_base_checkpoint,
-    from_init_checkpoint,
-    from_resumed,
-    random_init,
-    target_gpt_config,
-)
+from trainer.model_source import ModelStart, from_resumed
 from trainer.options import resolved_config
 from trainer.replay import sampling_groups, weight_refusal
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
 from trainer.samples import SamplePlan, sample_plan
 from trainer.sharding import fsdp_refusal
 from trainer.steps import check_amp, parameter_groups, resolve_amp, resolve_device
-from trainer.versions import ModelVariant, model_variant
 
 CHECKPOINTS_OF_HEADROOM = 3
 # What the data check does not read: the arrays' values (only their headers: shape, dtype, size).
@@ -101,7 +87,7 @@ class RunPlan:
     checks: list[Check] = field(default_factory=list)
     config: dict[str, Any] | None = None
     tokenizer: TextTokenizer | None = None
-    variant: ModelVariant | None = None
+    generation: Generation | None = None  # the registry entry of the GPT this run trains
     gpt: dict[str, Any] | None = None  # the gpt config of the model this run trains
     device: torch.device | None = None
     train: DataPlan | None = None
@@ -142,8 +128,8 @@ class RunPlan:
         choice, point = self.resume, self.resume_point
         return {
             "ok": self.ok, "checks": [asdict(c) for c in self.checks],
-            "version": self.variant.version if self.variant else None,
-            "model": self.variant.name if self.variant else None,
+            "version": self.generation.id if self.generation else None,
+            "model": self.generation.name if self.generation else None,
             "resume_step": int(choice.checkpoint["step"]) if choice else None,
             "resume_epoch": point.epoch if choice and point else None,
             "resume_position": point.position if choice and point else None,
@@ -180,24 +166,22 @@ def _manifests(plan: RunPlan) -> bool:
     return plan.add("manifests", True, f"train {len(train)} file(s), val {len(val)} file(s){extra}")
 
 
+def tokenizer_owner(path: str) -> Generation:
+    """The generation whose kind of ``--tokenizer`` file ``path`` is (the first that reads it)."""
+    return next((entry for entry in GENERATIONS if entry.reads_tokenizer(path)), GENERATIONS[-1])
+
+
 def _tokenizer(plan: RunPlan) -> bool:
     if not plan.opts.get("tokenizer"):
         return plan.add("tokenizer", False, "no --tokenizer given")
-    if v25.is_v25_table(plan.opts["tokenizer"]):
-        try:
-            plan.tokenizer = v25.open_tokenizer(plan.opts)
-        except UsageError as exc:
-            plan.tokenizer = None
-            return plan.add("tokenizer", False, one_line(exc))
-        return plan.add("tokenizer", True, v25.describe_tokenizer(plan.opts["tokenizer"], plan.tokenizer))
+    path = str(plan.opts["tokenizer"])
+    owner = tokenizer_owner(path)
     try:
-        plan.tokenizer = TextTokenizer(plan.opts["tokenizer"])
-        plan.tokenizer.encode("preflight")
-    except (TokenizerError, OSError, RuntimeError) as exc:
+        plan.tokenizer = owner.open_tokenizer(plan.opts)
+    except (UsageError, TokenizerError, TableError, OSError, RuntimeError) as exc:
         plan.tokenizer = None
-        return plan.add("tokenizer", False, f"--tokenizer: {one_line(exc)}")
-    tok = plan.tokenizer
-    return plan.add("tokenizer", True, f"{plan.opts['tokenizer']}: {tok.vocab_size:,} pieces, sha256 {tok.sha256[:12]}…")
+        return plan.add("tokenizer", False, one_line(exc))
+    return plan.add("tokenizer", True, owner.describe_tokenizer(path, plan.tokenizer))
 
 
 def _config(plan: RunPlan) -> bool:
@@ -208,34 +192,31 @@ def _config(plan: RunPlan) -> bool:
         config = load_config(path)
     except ConfigError as exc:
         return plan.add("config", False, one_line(exc))
-    variant = model_variant(config, f"--config {path}")
-    if variant.refusal:
-        return plan.add("config", False, variant.refusal)
-    mismatch = _tokenizer_kind_mismatch(plan, variant)
+    generation = generation_of_config(config)
+    refusal = config_refusal(config, generation, f"--config {path}") or generation.refusal(Capability.TRAIN)
+    if refusal:
+        return plan.add("config", False, refusal)
+    mismatch = _tokenizer_kind_mismatch(plan, generation)
     if mismatch:
         return plan.add("config", False, mismatch)
     try:
         expected_state_shapes(config["gpt"])  # the model constructor accepts it
     except (KeyError, TypeError, ValueError) as exc:
         return plan.add("config", False, f"--config {path}: the gpt section does not build a model ({one_line(exc)})")
-    plan.config, plan.variant = config, variant
+    plan.config, plan.generation = config, generation
     gpt = config["gpt"]
-    return plan.add("config", True, f"{path}: {variant.name} GPT, {gpt['layers']} layers, dim {gpt['model_dim']}, "
+    return plan.add("config", True, f"{path}: {generation.name} GPT, {gpt['layers']} layers, dim {gpt['model_dim']}, "
                                     f"{gpt['number_text_tokens']:,} text tokens")
 
 
-def _tokenizer_kind_mismatch(plan: RunPlan, variant: ModelVariant) -> str | None:
-    """IndexTTS-2.5 reads its .tiktoken table, IndexTTS-1.5/IndexTTS2 a SentencePiece model."""
+def _tokenizer_kind_mismatch(plan: RunPlan, generation: Generation) -> str | None:
+    """Each generation reads its own kind of text table (a SentencePiece model, a .tiktoken table, ...)."""
     path = str(plan.opts.get("tokenizer") or "")
-    if not path:
+    if not path or generation.reads_tokenizer(path):
         return None
-    if variant.version == "2.5" and not v25.is_v25_table(path):
-        return (f"--config {plan.opts['config']} describes an IndexTTS-2.5 GPT, whose text table is its .tiktoken "
-                f"file (multilingual_zh_ja_yue_char_del.tiktoken); --tokenizer {path} is not one")
-    if variant.version != "2.5" and v25.is_v25_table(path):
-        return (f"--tokenizer {path} is an IndexTTS-2.5 table but --config {plan.opts['config']} describes an "
-                f"{variant.name} GPT (SentencePiece bpe.model); for a 2.5 model set 'version: 2.5' in its config.yaml")
-    return None
+    owner = tokenizer_owner(path)
+    return (f"--tokenizer {path} is {owner.tokenizer_kind} but --config {plan.opts['config']} describes an "
+            f"{generation.name} GPT, whose text table is {generation.tokenizer_file}; {owner.config_hint}")
 
 
 def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
@@ -253,7 +234,7 @@ def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
 
 def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     """The trainer's own item loading: format, tokenize, length limits, what is dropped, batches per epoch."""
-    assert plan.tokenizer is not None and plan.gpt is not None and plan.variant is not None
+    assert plan.tokenizer is not None and plan.gpt is not None and plan.generation is not None
     gpt = plan.gpt
     limits = (int(gpt["max_text_tokens"]), int(gpt["max_mel_tokens"]))
     parts: list[str] = []
@@ -282,8 +263,8 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     if len(plan.sampler) == 0:
         return plan.add("data", False, f"{len(plan.train.items)} training items give no batch of {plan.opts['batch_size']} "
                                        f"for each of {world_size} processes")
-    if plan.variant.version == "2.5":
-        parts.append(v25.tokens_per_char_line(plan.train.items, plan.tokenizer))
+    if plan.generation.data_note is not None:
+        parts.append(plan.generation.data_note(plan.train.items, plan.tokenizer))
     return plan.add("data", True, "; ".join(parts) + f"; {len(plan.sampler)} batches per epoch; "
                     + ARRAY_CONTENTS_NOTE)
 
@@ -293,34 +274,26 @@ def _format_mismatch(plan: RunPlan) -> str | None:
 
     Told from the manifests' fields before any item is read, so the sentence names the real problem.
     """
-    assert plan.variant is not None
+    assert plan.generation is not None
     train = split_format([parse_manifest_spec(p) for p in plan.opts["train_manifest"]])
     val_paths = plan.opts.get("val_manifest") or []
     val = split_format([parse_manifest_spec(p) for p in val_paths]) if val_paths else train
     if val != train:
         return (f"--train-manifest is {FORMAT_NAMES[train]} but --val-manifest is {FORMAT_NAMES[val]}: one run "
                 "trains one format")
-    wanted = {"2": FORMAT_V2, "2.5": FORMAT_V25}.get(plan.variant.version, FORMAT_V15)
-    if train == wanted:
+    if train == plan.generation.manifest_format:
         return None
-    if wanted == FORMAT_V25:
-        return ("--config describes an IndexTTS-2.5 GPT, which trains on IndexTTS-2.5 paired manifests "
-                f"(prompt_spk_vec_path, target_codes_path, target_text, language, ...); --train-manifest is "
-                f"{FORMAT_NAMES[train]}")
-    if wanted == FORMAT_V2:
-        return ("--config describes an IndexTTS2 GPT, which trains on paired manifests (prompt_condition_path, "
-                f"target_codes_path, ...); --train-manifest is {FORMAT_NAMES[train]}")
-    return ("--config describes an IndexTTS-1.5 GPT, which trains on codes manifests (text, codes, cond_mel); "
+    return (f"--config describes an {plan.generation.name} GPT, which trains on {plan.generation.format_hint}; "
             f"--train-manifest is {FORMAT_NAMES[train]}")
 
 
-def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer: TextTokenizer) -> Expectation:
+def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer: Any,
+                        generation: Generation | None = None) -> Expectation:
     """What a resumed checkpoint must match."""
-    is_v25 = isinstance(tokenizer, v25.TextTokenizerV25)
+    generation = generation or generation_of_config(config)
     return Expectation(
-        gpt_config=(v25.target_gpt_config if is_v25 else target_gpt_config)(config["gpt"], tokenizer),
-        tokenizer=(v25.run_tokenizer_record(opts, tokenizer) if is_v25
-                   else tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size)),
+        gpt_config=generation.target_gpt_config(config["gpt"], tokenizer),
+        tokenizer=generation.tokenizer_record(opts, tokenizer),
         base_vocab_size=int(config["gpt"]["number_text_tokens"]) if opts.get("base_checkpoint") else None,
         manifests=manifests_record([manifest_file(p) for p in opts.get("train_manifest") or []],
                                    [manifest_file(p) for p in opts.get("val_manifest") or []]),
@@ -329,7 +302,7 @@ def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer:
 
 def _record_hours(plan: RunPlan) -> None:
     """Each manifest record gets the hours of its items this run trains on (from their code counts)."""
-    if plan.expectation is None or plan.variant is None:
+    if plan.expectation is None or plan.generation is None:
         return
     manifests = plan.expectation.manifests or {}
     for split in ("train", "val"):
@@ -339,7 +312,7 @@ def _record_hours(plan: RunPlan) -> None:
         seconds: dict[str, float] = {}
         for item in data.items:
             path = str(Path(item.where.rsplit(":", 1)[0]).resolve())
-            seconds[path] = seconds.get(path, 0.0) + seconds_of_codes(item.num_codes, plan.variant.version)
+            seconds[path] = seconds.get(path, 0.0) + seconds_of_codes(item.num_codes, plan.generation.codes_per_second)
         for record in manifests.get(split) or []:
             record["hours"] = round(seconds.get(str(record["path"]), 0.0) / 3600, 4)
 
@@ -377,13 +350,16 @@ def _resume(plan: RunPlan, mmap: bool) -> bool:
     assert plan.config is not None and plan.tokenizer is not None
     out_dir = Path(plan.opts["output_dir"])
     resume = str(plan.opts.get("resume") or "").strip()
-    plan.expectation = expectation_for_run(plan.opts, plan.config, plan.tokenizer)
+    plan.expectation = expectation_for_run(plan.opts, plan.config, plan.tokenizer, plan.generation)
     _record_hours(plan)
     if not resume:
         if checkpoint_files_exist(out_dir):
             return plan.add("resume", False, f"output dir {out_dir} already holds checkpoints of a run: continue it "
                                              "with --resume auto, or start a new run in a new --output-dir")
         return plan.add("resume", True, "fresh start at step 0 (no --resume)")
+    refusal = plan.generation.refusal(Capability.RESUME) if plan.generation is not None else None
+    if refusal:
+        return plan.add("resume", False, refusal)
     try:
         choice = select_resume(out_dir, resume, plan.expectation, mmap=mmap)
     except CheckpointError as exc:
@@ -438,10 +414,10 @@ def _lora_and_languages(plan: RunPlan) -> bool | None:
     used = opts.get("lora") or opts.get("lang_init_from") or float(opts.get("lang_lr_mult", 1.0)) != 1.0 or weighted
     if not used:
         return None
-    version = plan.variant.version if plan.variant is not None else None
     refusal = (weight_refusal(opts.get("train_manifest") or [])
+               or (plan.generation.refusal(Capability.LORA) if plan.generation and opts.get("lora") else None)
                or (lora_refusal(opts, plan.gpt) if plan.gpt is not None else None)
-               or language_row_refusal(opts, version))
+               or language_row_refusal(opts, plan.generation))
     if refusal:
         return plan.add("LoRA and languages", False, refusal)
     parts = []
@@ -472,30 +448,22 @@ def optimizer_state_refusal(ckpt: dict[str, Any], names: list[list[str]], where:
 
 def _weights(plan: RunPlan, mmap: bool) -> bool:
     """Where the weights come from, and that they fit the model this run builds."""
-    assert plan.config is not None and plan.tokenizer is not None
-    opts, config, tokenizer = plan.opts, plan.config, plan.tokenizer
+    assert plan.config is not None and plan.tokenizer is not None and plan.generation is not None
+    opts, config, tokenizer, generation = plan.opts, plan.config, plan.tokenizer, plan.generation
     config_path = Path(opts["config"])
     try:
         if plan.resume is not None:
             plan.start = from_resumed(plan.resume.checkpoint, plan.resume.path)
-        elif isinstance(tokenizer, v25.TextTokenizerV25):
-            plan.start = _start_v25(opts, config, config_path, tokenizer, mmap)
-        elif opts.get("init_from"):
-            plan.start = from_init_checkpoint(Path(opts["init_from"]), config["gpt"], config_path, config, tokenizer,
-                                              mmap=mmap)
-        elif opts.get("base_checkpoint"):
-            plan.start = from_base_checkpoint(Path(opts["base_checkpoint"]), config["gpt"], config_path, config,
-                                              tokenizer, mmap=mmap)
         else:
-            plan.start = random_init(config["gpt"], tokenizer)
+            plan.start = generation.start(opts, config, config_path, tokenizer, mmap)
     except (UsageError, CheckpointError) as exc:
         plan.start = None
         return plan.add("weights", False, one_line(exc))
     start = plan.start
-    variant = model_variant(start.gpt_config, f"the model of {start.source}")
-    if variant.refusal or (plan.variant and variant.version != plan.variant.version):
-        return plan.add("weights", False, f"{start.source} holds an {variant.name} GPT but --config {config_path} "
-                                          f"describes an {plan.variant.name if plan.variant else '?'} GPT")
+    held = generation_of_config(start.gpt_config)
+    if config_refusal(start.gpt_config, held, f"the model of {start.source}") or held is not generation:
+        return plan.add("weights", False, f"{start.source} holds an {held.name} GPT but --config {config_path} "
+                                          f"describes an {generation.name} GPT")
     if start.state_dict is not None:
         model = _meta_model(start.gpt_config)
         kept = {k: v for k, v in start.state_dict.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
@@ -503,31 +471,17 @@ def _weights(plan: RunPlan, mmap: bool) -> bool:
         if problems:
             return plan.add("weights", False, f"{start.source} does not fit the model of --config {config_path}: "
                                               "state dict does not fit the model: " + "; ".join(problems))
-    tokens = int(start.gpt_config["number_text_tokens"])
-    if isinstance(tokenizer, v25.TextTokenizerV25):
-        if tokenizer.number_text_tokens != tokens:
-            return plan.add("weights", False, v25.rows_refusal(tokens + 1, tokenizer, start.source))
-    elif tokenizer.vocab_size > tokens:
-        return plan.add("weights", False, f"--tokenizer has {tokenizer.vocab_size} pieces but the model of "
-                                          f"{start.source} has {tokens} text tokens")
+    rows = generation.rows_refusal(int(start.gpt_config["number_text_tokens"]), tokenizer, start.source)
+    if rows:
+        return plan.add("weights", False, rows)
     note = f"; {len(start.lines)} growth note(s)" if start.lines else ""
     return plan.add("weights", True, f"{start.source}{note}")
 
 
-def _start_v25(opts: dict[str, Any], config: dict[str, Any], config_path: Path, tokenizer: Any,
-               mmap: bool) -> ModelStart:
-    if opts.get("init_from"):
-        return v25.from_init_checkpoint(Path(opts["init_from"]), config["gpt"], config_path, tokenizer, mmap=mmap)
-    if opts.get("base_checkpoint"):
-        return v25.from_base_checkpoint(Path(opts["base_checkpoint"]), config["gpt"], config_path, tokenizer,
-                                        mmap=mmap)
-    return v25.random_init(config["gpt"], tokenizer)
-
-
 def _samples(plan: RunPlan) -> bool:
-    assert plan.config is not None and plan.variant is not None
+    assert plan.config is not None and plan.generation is not None
     val_items = plan.val.items if plan.val is not None else []
-    plan.samples = sample_plan(plan.opts, plan.config, plan.variant.version, val_items)
+    plan.samples = sample_plan(plan.opts, plan.config, plan.generation, val_items)
     if plan.samples.refusal:
         return plan.add("samples", False, plan.samples.refusal)
     return plan.add("samples", True, plan.samples.message)
@@ -561,9 +515,8 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
     _tokenizer(plan)
     _config(plan)
     _device(plan, local_rank, distributed)
-    if plan.config is not None and plan.tokenizer is not None:
-        target = v25.target_gpt_config if isinstance(plan.tokenizer, v25.TextTokenizerV25) else target_gpt_config
-        plan.gpt = target(copy.deepcopy(plan.config["gpt"]), plan.tokenizer)
+    if plan.config is not None and plan.tokenizer is not None and plan.generation is not None:
+        plan.gpt = plan.generation.target_gpt_config(copy.deepcopy(plan.config["gpt"]), plan.tokenizer)
     _lora_and_languages(plan)
     if plan.config is not None and plan.tokenizer is not None and manifests_ok:
         _data(plan, rank, world_size)
@@ -571,9 +524,9 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
     if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):
         _weights(plan, mmap)
-    if plan.variant is not None and plan.train is not None:
+    if plan.generation is not None and plan.train is not None:
         _samples(plan)
-        plan.add("evaluation", *evaluation_plan(plan.opts, plan.variant.version))
+        plan.add("evaluation", *evaluation_plan(plan.opts, plan.generation))
     if plan.gpt is not None and dir_ok:
         _disk(plan)
     return plan

@@ -110,7 +110,7 @@ class TrainingRun:
 
     def build_model(self) -> None:
         opts, start, plan = self.opts, self.start, self.plan
-        assert plan.variant is not None and plan.tokenizer is not None
+        assert plan.generation is not None and plan.tokenizer is not None
         self.say(f"device {self.device}" + (f" x {self.ctx.world_size} processes" if self.ctx.enabled else "")
                  + f", amp {opts['amp']}, tokenizer {opts['tokenizer']} ({plan.tokenizer.vocab_size} pieces)")
         random.seed(opts["seed"])
@@ -124,7 +124,7 @@ class TrainingRun:
                 raise UsageError(f"{start.source} does not fit the model of --config {opts['config']}: {exc}") from None
             if dropped:
                 self.say(f"dropped {len(dropped)} inference-only alias keys (gpt.wte.*, inference_model.*)")
-        self.say(f"model: {plan.variant.name} GPT from {start.source}; {steps.count_parameters(self.model):,} "
+        self.say(f"model: {plan.generation.name} GPT from {start.source}; {steps.count_parameters(self.model):,} "
                  f"parameters, text vocabulary {self.model.text_vocab_size} rows")
         for line in start.lines:
             self.say("  " + line)
@@ -242,10 +242,10 @@ class TrainingRun:
         self.manager = CheckpointManager(self.out_dir, keep=self.opts["keep_checkpoints"], protect=protect)
         self.writer = BackgroundWriter(self.manager, write_context=self._write_context)
         self.metrics = MetricsLog(self.out_dir, enabled=self.ctx.is_main)
-        assert self.plan.variant is not None
+        assert self.plan.generation is not None
         self.metrics.event("resume" if choice else "start", state.step, state.epoch, position=state.position,
                            samples=state.samples_seen, total_steps=self.total_steps,
-                           steps_per_epoch=self.steps_per_epoch, version=self.plan.variant.version,
+                           steps_per_epoch=self.steps_per_epoch, version=self.plan.generation.id,
                            global_batch=self.global_batch, world_size=self.ctx.world_size,
                            source=str(choice.path) if choice else self.start.source,
                            tensorboard=str(self.metrics.tb_dir) if self.metrics.tb_dir else None)

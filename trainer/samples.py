@@ -29,38 +29,48 @@ training goes on.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from trainer.sample_plan import DEFAULT_SAMPLE_COUNT, SAMPLE_SEED, W2V_BERT_HUB_ID, SamplePlan
+from trainer.generations.folders import folder_config
+from trainer.sample_plan import (
+    DEFAULT_SAMPLE_COUNT,
+    SAMPLE_SEED,
+    W2V_BERT_HUB_ID,
+    FolderKind,
+    SamplePlan,
+    folder_sample_plan,
+    sample_texts,
+    samples_when,
+)
 
 __all__ = ["DEFAULT_SAMPLE_COUNT", "SAMPLE_SEED", "W2V_BERT_HUB_ID", "SamplePlan", "make_samples", "sample_plan"]
 
 
-def _read_texts(path: Path) -> list[str]:
-    from data_tools.fileio import open_regular
+def sample_plan(opts: dict[str, Any], config: dict[str, Any], generation: Any, val_items: list[Any]) -> SamplePlan:
+    """Whether this run makes samples at its saves, what it speaks, and with which voice (``generation``: the
+    run's registry entry, which plans them; one that cannot make samples says why)."""
+    from trainer.generations.spec import Capability
 
-    with open_regular(path) as handle:
-        raw = handle.read()
-    return [line.strip() for line in raw.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    refusal = generation.refusal(Capability.SAMPLES)
+    if refusal is not None or generation.sample_plan is None:
+        asked = any(str(opts.get(name) or "").strip() for name in ("vocoder", "sample_model_dir"))
+        message = refusal or f"{generation.name} makes no samples at saves"
+        return SamplePlan(False, "", refusal=message) if asked else SamplePlan(False, f"no samples: {message}")
+    plan = generation.sample_plan(opts, config, val_items)
+    plan.version = generation.id
+    return plan
 
 
-def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_items: list[Any]) -> SamplePlan:
-    """Whether this run makes samples at its saves, what it speaks, and with which voice."""
-    if version == "2.5":
-        from trainer.samples_v25 import sample_plan_v25
-
-        return sample_plan_v25(opts, config, val_items, _sample_texts(opts, val_items), _when(opts))
-    if version == "2":
-        return _sample_plan_v2(opts, config, val_items)
+def sample_plan_v15(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
+    """IndexTTS-1.5: the GPT's codes through its BigVGAN (``--vocoder``)."""
     vocoder_path = str(opts.get("vocoder") or "").strip()
     if not vocoder_path:
         return SamplePlan(False, "no samples: give --vocoder (bigvgan_generator.pth) to hear the model at every save")
-    if version != "1.5":
-        return SamplePlan(False, "no samples: --vocoder is IndexTTS-1.5's, ignored for this run")
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.vocoder_loading import load_vocoder
 
@@ -73,69 +83,17 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], version: str, val_
     if not references:
         return SamplePlan(False, "no samples: they need a validation manifest (its first prompt is the voice)")
     reference = references[0].cond_mel or references[0].cond_audio
-    texts = _sample_texts(opts, val_items)
+    texts = sample_texts(opts, val_items)
     if isinstance(texts, SamplePlan):
         return texts
     source, chosen = texts
-    return SamplePlan(True, f"samples at {_when(opts)}: {source}, voice of {references[0].id}, vocoder {vocoder_path}",
+    return SamplePlan(True, f"samples at {samples_when(opts)}: {source}, voice of {references[0].id}, vocoder {vocoder_path}",
                       texts=chosen, reference=Path(reference), vocoder=vocoder)
 
 
-def _when(opts: dict[str, Any]) -> str:
-    every = int(opts.get("sample_every") or 0)
-    return "every save" if every == 0 else f"saves at multiples of {every} steps"
-
-
-def _sample_texts(opts: dict[str, Any], val_items: list[Any]
-                  ) -> tuple[str, list[tuple[str, list[int] | str]]] | SamplePlan:
-    """(where the texts come from, the texts), or a refusing plan when ``--sample-texts`` cannot be used."""
-    if str(opts.get("sample_texts") or "").strip():
-        path = Path(opts["sample_texts"])
-        try:
-            lines = _read_texts(path)
-        except (OSError, ValueError) as exc:
-            return SamplePlan(False, "", refusal=f"--sample-texts {path}: {' '.join(str(exc).split())}")
-        if not lines:
-            return SamplePlan(False, "", refusal=f"--sample-texts {path}: no text in the file")
-        return f"{len(lines)} text(s) of {path}", [(f"text{index + 1}", line) for index, line in enumerate(lines)]
-    texts: list[tuple[str, list[int] | str]] = [(item.id, [int(i) for i in item.text_ids])
-                                                for item in val_items[:DEFAULT_SAMPLE_COUNT]]
-    return f"the first {len(texts)} validation transcript(s)", texts
-
-
-def _sample_plan_v2(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
+def sample_plan_v2(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
     """IndexTTS2: the download folder's files are checked here (cheap); its networks load at the first sample."""
-    folder_text = str(opts.get("sample_model_dir") or "").strip()
-    if not folder_text:
-        ignored = "; --vocoder is IndexTTS-1.5's, ignored here" if str(opts.get("vocoder") or "").strip() else ""
-        return SamplePlan(False, "no samples: give --sample-model-dir (an IndexTTS2 download folder: S2Mel, "
-                                 f"BigVGAN v2, w2v-BERT...) to hear the model at every save{ignored}")
-    from networks.indextts2 import W2V_BERT_FOLDER, IndexTTS2FilesError, resolve_files
-
-    folder = Path(folder_text)
-    w2v_bert = None if (folder / W2V_BERT_FOLDER).is_dir() else W2V_BERT_HUB_ID
-    try:
-        _files, folder_config = resolve_files(folder, w2v_bert=w2v_bert, need_gpt=False)
-    except (IndexTTS2FilesError, ValueError) as exc:
-        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {' '.join(str(exc).split())}")
-    mismatch = _width_mismatch(config.get("gpt") or {}, folder_config.get("gpt") or {})
-    if mismatch:
-        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {mismatch}")
-    references = [item for item in val_items
-                  if getattr(item, "prompt_audio", None) is not None and Path(item.prompt_audio).is_file()]
-    if not references:
-        return SamplePlan(False, "no samples: IndexTTS2 samples need a validation manifest whose prompts have audio "
-                                 "(prompt_audio_path; the first one is the voice)")
-    texts = _sample_texts(opts, val_items)
-    if isinstance(texts, SamplePlan):
-        return texts
-    source, chosen = texts
-    steps = int(opts.get("sample_steps") or 10)
-    hub = f", w2v-BERT {W2V_BERT_HUB_ID} (downloaded once)" if w2v_bert else ""
-    return SamplePlan(True, f"samples at {_when(opts)}: {source}, voice of {references[0].id}, IndexTTS2 "
-                            f"{folder} ({steps} S2Mel steps{hub})",
-                      texts=chosen, reference=Path(references[0].prompt_audio), version="2", model_dir=folder,
-                      w2v_bert=w2v_bert, steps=steps)
+    return folder_sample_plan(INDEXTTS2_FOLDER, opts, config, val_items)
 
 
 def _width_mismatch(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
@@ -146,6 +104,11 @@ def _width_mismatch(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str 
         if mine != theirs:
             return f"{what} {theirs} wide but this run's GPT has gpt.{key} {mine}: not the same IndexTTS2 model"
     return None
+
+
+INDEXTTS2_FOLDER = FolderKind(name="IndexTTS2", contents="S2Mel, BigVGAN v2, w2v-BERT...",
+                              w2v_bert_places=("w2v-bert-2.0",), resolve=partial(folder_config, "networks.indextts2"),
+                              width_mismatch=lambda run, folder: _width_mismatch(run, folder))
 
 
 def _reference_input(path: Path) -> Any:
@@ -187,15 +150,15 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
 
 
 def _speaker(plan: SamplePlan) -> Any:
-    """The function that makes ``speak(text)`` for the plan's model version."""
-    if plan.version == "2.5":
-        from trainer.samples_v25 import speaker_v25
+    """The function that makes ``speak(text)`` for the plan's generation (its registry entry's)."""
+    from trainer.generations.registry import by_id
 
-        return speaker_v25
-    return _speaker_v2 if plan.version == "2" else _speaker_v15
+    speaker = by_id(plan.version).sample_speaker
+    assert speaker is not None, "a generation without a sample speaker never plans samples"
+    return speaker
 
 
-def _speaker_v15(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
+def speaker_v15(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
     """text (raw or ids) -> SynthResult with IndexTTS-1.5's GPT + BigVGAN."""
     from trainer.synthesis.generation import DecodeSettings
     from trainer.synthesis.pipeline import Synthesizer
@@ -213,7 +176,7 @@ def _speaker_v15(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> An
     return speak
 
 
-def _speaker_v2(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
+def speaker_v2(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
     """text (raw or ids) -> SynthResultV2 with the live GPT and the download folder's other networks."""
     from dataclasses import replace
 

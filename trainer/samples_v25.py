@@ -12,14 +12,13 @@ CFM noise use private seeded generators, so the training run stays bitwise as wi
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import torch
 
-from trainer.sample_plan import SAMPLE_SEED, W2V_BERT_HUB_ID, SamplePlan
-
-DEFAULT_SAMPLE_STEPS = 10
+from trainer.generations.folders import folder_config
+from trainer.sample_plan import SAMPLE_SEED, FolderKind, SamplePlan, folder_sample_plan
 
 
 def width_mismatch_v25(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
@@ -33,40 +32,15 @@ def width_mismatch_v25(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> s
     return None
 
 
-def sample_plan_v25(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any],
-                    texts: tuple[str, list[tuple[str, list[int] | str]]] | SamplePlan, when: str) -> SamplePlan:
-    """The 2.5 plan; ``texts`` is (source, chosen) as ``trainer.samples`` picks them (or its refusal plan)."""
-    folder_text = str(opts.get("sample_model_dir") or "").strip()
-    if not folder_text:
-        return SamplePlan(False, "no samples: give --sample-model-dir (an IndexTTS-2.5 download folder: codec, "
-                                 "S2Mel, BigVGAN v2, w2v-BERT...) to hear the model at every save")
-    from networks.indextts25 import W2V_BERT_FOLDER, IndexTTS25FilesError, resolve_files
+INDEXTTS25_FOLDER = FolderKind(name="IndexTTS-2.5", contents="codec, S2Mel, BigVGAN v2, w2v-BERT...",
+                               w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"),
+                               resolve=partial(folder_config, "networks.indextts25"),
+                               width_mismatch=width_mismatch_v25, carries_language=True)
 
-    folder = Path(folder_text)
-    w2v_bert = None if (folder / W2V_BERT_FOLDER).is_dir() or (folder / "hf_cache" / W2V_BERT_FOLDER).is_dir() \
-        else W2V_BERT_HUB_ID
-    try:
-        _files, folder_config = resolve_files(folder, w2v_bert=w2v_bert, need_gpt=False)
-    except (IndexTTS25FilesError, ValueError) as exc:
-        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {' '.join(str(exc).split())}")
-    mismatch = width_mismatch_v25(config.get("gpt") or {}, folder_config.get("gpt") or {})
-    if mismatch:
-        return SamplePlan(False, "", refusal=f"--sample-model-dir {folder}: {mismatch}")
-    references = [item for item in val_items
-                  if getattr(item, "prompt_audio", None) is not None and Path(item.prompt_audio).is_file()]
-    if not references:
-        return SamplePlan(False, "no samples: IndexTTS-2.5 samples need a validation manifest whose prompts have "
-                                 "audio (prompt_audio_path; the first one is the voice)")
-    if isinstance(texts, SamplePlan):
-        return texts
-    source, chosen = texts
-    steps = int(opts.get("sample_steps") or DEFAULT_SAMPLE_STEPS)
-    hub = f", w2v-BERT {W2V_BERT_HUB_ID} (downloaded once)" if w2v_bert else ""
-    language = str(getattr(references[0], "language", "") or "")
-    return SamplePlan(True, f"samples at {when}: {source}, voice of {references[0].id}, IndexTTS-2.5 {folder} "
-                            f"({steps} S2Mel steps{hub})",
-                      texts=chosen, reference=Path(references[0].prompt_audio), version="2.5", model_dir=folder,
-                      w2v_bert=w2v_bert, steps=steps, language=language)
+
+def plan_samples(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
+    """IndexTTS-2.5's samples at saves (its registry entry's ``sample_plan``)."""
+    return folder_sample_plan(INDEXTTS25_FOLDER, opts, config, val_items)
 
 
 def _load_networks(plan: SamplePlan, device: torch.device) -> Any:

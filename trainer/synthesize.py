@@ -129,18 +129,28 @@ def flag(name: str) -> str:
     return FLAGS_OF_DESTS.get(name) or "--" + name.replace("_", "-")
 
 
-V25_ONLY = ("text_scheme", "adapter_file")
-V25_DEFAULTS = {"duration_factor": 1.0}
+# Options only some generations take (their registry entries' ``synthesis_options``), with their defaults.
+GENERATION_OPTIONS = {"text_scheme": None, "adapter_file": None, "duration_factor": 1.0}
 
 
 def check_flags(args: argparse.Namespace) -> None:
     """Refuse flag combinations of the wrong generation (one line)."""
     from trainer.synthesis.errors import SynthesisError
 
-    given = [flag(n) for n in V25_ONLY if getattr(args, n) is not None]
-    given += [flag(n) for n, default in V25_DEFAULTS.items() if getattr(args, n) != default]
-    if given and not (args.model_dir is not None and is_v25(args.model_dir)):
-        raise SynthesisError(f"{', '.join(given)} need(s) an IndexTTS-2.5 --model-dir (config.yaml version 2.5)")
+    given = [name for name, default in GENERATION_OPTIONS.items() if getattr(args, name) != default]
+    generation = None
+    if given and args.model_dir is not None:
+        from trainer.generations.registry import generation_of_folder
+
+        generation = generation_of_folder(args.model_dir)
+    foreign = [flag(name) for name in given if generation is None or name not in generation.synthesis_options]
+    if foreign:
+        from trainer.generations.registry import GENERATIONS
+
+        takers = " or ".join(entry.name for entry in GENERATIONS
+                             if all(name in entry.synthesis_options for name in given))
+        raise SynthesisError(f"{', '.join(foreign)} need(s) an {takers or 'other'} --model-dir (its config.yaml "
+                             "says which generation it is)")
     if args.model_dir is None:
         missing = [flag(name) for name in ("checkpoint", "config", "tokenizer") if getattr(args, name) is None]
         if missing:
@@ -213,15 +223,28 @@ def synthesize(args: argparse.Namespace) -> int:
         raise SynthesisError(f"--reference {args.reference}: file not found")
     texts = read_texts(args)
     settings = decode_settings(args)
-    if args.model_dir is None:
-        return synthesize_v15(args, texts, settings)
-    return (synthesize_v25 if is_v25(args.model_dir) else synthesize_v2)(args, texts, settings)
+    from trainer.generations.spec import Capability
+
+    generation = generation_of(args)
+    refusal = generation.refusal(Capability.SYNTHESIZE)
+    if refusal is not None or generation.synthesize is None:
+        raise SynthesisError(refusal or f"{generation.name} cannot synthesize")
+    return generation.synthesize(args, texts, settings)
 
 
-def is_v25(model_dir: Path) -> bool:
-    from networks.indextts25 import is_indextts25_folder
+def generation_of(args: argparse.Namespace) -> Any:
+    """The registry entry that speaks: the --model-dir folder's generation, else the --config's."""
+    from data_tools.config import load_config
+    from trainer.generations.registry import GENERATIONS, generation_of_config, generation_of_folder
+    from trainer.synthesis import SynthesisError
 
-    return is_indextts25_folder(model_dir)
+    if args.model_dir is not None:
+        found = generation_of_folder(args.model_dir)
+        if found is None:
+            raise SynthesisError(f"--model-dir {args.model_dir}: no IndexTTS generation reads this folder "
+                                 f"({', '.join(entry.name for entry in GENERATIONS)})")
+        return found
+    return generation_of_config(load_config(args.config))
 
 
 def decode_settings(args: argparse.Namespace) -> Any:

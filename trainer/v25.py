@@ -24,11 +24,10 @@ from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
 from data_tools.tokenizer.ethiopic_merges import added_token_base_ids
 from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, BASE_VOCAB_SIZE, TableError
 from networks.gpt_config import effective_gpt_config, text_rows
-from networks.gpt_v25 import SPK_COND_MODE
-from trainer.checkpoints import checkpoint_kind, load_checkpoint, model_state_of, tokenizer_record
+from networks.gpt_v25 import SPK_COND_MODE, V25_ONLY_KEYS, UnifiedVoiceV25
+from trainer.checkpoints import checkpoint_kind, tokenizer_record
 from trainer.errors import UsageError
-from trainer.model_source import ModelStart
-from trainer.versions import weights_refusal
+from trainer.model_source import ModelStart, load_weights
 
 TABLE_SUFFIX = ".tiktoken"
 V25_TEXT_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
@@ -98,23 +97,21 @@ def grow_text_rows(state: dict[str, torch.Tensor], tokenizer: TextTokenizerV25) 
     return out, lines
 
 
-def _read_weights(path: Path, what: str, mmap: bool) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    ckpt = load_checkpoint(path, mmap=mmap)
-    state = model_state_of(ckpt)
-    if state is None:
-        raise UsageError(f"{what} {path} holds no model weights (top-level keys: {', '.join(sorted(ckpt)[:6])})")
-    refusal = weights_refusal(state, f"{what} {path}", "2.5")
-    if refusal:
-        raise UsageError(refusal)
-    from trainer.lora_setup import merge_checkpoint_adapter
-
-    return ckpt, merge_checkpoint_adapter(ckpt, state)  # a LoRA run's weights count with its adapters merged
+def weights_refusal(state_keys: Any, where: str) -> str | None:
+    """Refuses weights that lack a 2.5-only key (the first one missing is named), else None."""
+    keys = set(state_keys)
+    lacking = [key for key in V25_ONLY_KEYS if key not in keys]
+    if not lacking:
+        return None
+    return (f"{where} lacks {lacking[0]}: not an IndexTTS-2.5 GPT checkpoint, but the config describes "
+            "IndexTTS-2.5 (refusing to train a random speaker projection or language table); give the 2.5 "
+            "gpt.pth, or the config.yaml of the checkpoint's own version")
 
 
 def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
                          mmap: bool = False, what: str = "--base-checkpoint") -> ModelStart:
     """A fresh 2.5 run on a 2.5 ``gpt.pth`` (bare or ours), its text table grown for the merges scheme."""
-    _, state = _read_weights(path, what, mmap)
+    _, state = load_weights(path, what, mmap, weights_refusal)
     gpt = effective_gpt_config(copy.deepcopy(config_gpt))
     gpt["spk_cond_mode"] = SPK_COND_MODE
     rows = int(state["text_embedding.weight"].shape[0])
@@ -137,7 +134,7 @@ def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
 def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
                          mmap: bool = False) -> ModelStart:
     """``--init-from``: a studio 2.5 checkpoint's weights with its model config, or a bare 2.5 gpt.pth."""
-    ckpt, state = _read_weights(path, "--init-from", mmap)
+    ckpt, state = load_weights(path, "--init-from", mmap, weights_refusal)
     if checkpoint_kind(ckpt) != "studio":
         return from_base_checkpoint(path, config_gpt, config_path, tokenizer, mmap, what="--init-from")
     gpt = effective_gpt_config(dict(ckpt.get("model_config") or config_gpt))
@@ -151,6 +148,21 @@ def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
 def random_init(config_gpt: dict[str, Any], tokenizer: TextTokenizerV25) -> ModelStart:
     return ModelStart(target_gpt_config(config_gpt, tokenizer), None, None,
                       "random initialisation (no --base-checkpoint)")
+
+
+def start(opts: dict[str, Any], config: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
+          mmap: bool) -> ModelStart:
+    """Where a 2.5 run's weights come from: --init-from, the base checkpoint, or a random initialisation."""
+    if opts.get("init_from"):
+        return from_init_checkpoint(Path(opts["init_from"]), config["gpt"], config_path, tokenizer, mmap=mmap)
+    if opts.get("base_checkpoint"):
+        return from_base_checkpoint(Path(opts["base_checkpoint"]), config["gpt"], config_path, tokenizer, mmap=mmap)
+    return random_init(config["gpt"], tokenizer)
+
+
+def run_rows_refusal(tokens: int, tokenizer: TextTokenizerV25, where: str) -> str | None:
+    """Why a model of ``tokens`` text tokens cannot take the run's text scheme (None: it can)."""
+    return None if tokenizer.number_text_tokens == tokens else rows_refusal(tokens + 1, tokenizer, where)
 
 
 def tokens_per_char_line(items: list[Any], tokenizer: TextTokenizerV25, limit: int = 2000) -> str:
@@ -170,6 +182,6 @@ def saved_model_config(model: torch.nn.Module) -> dict[str, Any]:
     """The gpt config a checkpoint records for ``model``: a 2.5 GPT keeps ``spk_cond_mode`` out of its own
     ``gpt_config`` (upstream passes it beside), so it is added back here; resume and export read it."""
     config = dict(model.gpt_config)  # type: ignore[arg-type]
-    if getattr(model, "version", "") == "2.5":
+    if isinstance(model, UnifiedVoiceV25):
         config["spk_cond_mode"] = SPK_COND_MODE
     return config

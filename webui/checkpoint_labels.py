@@ -7,7 +7,7 @@ from pathlib import Path
 
 from data_tools.paths import PathError, expand_path
 from webui import training_form as tf
-from webui.model_version import MODEL_NAMES
+from webui.model_version import model_name
 
 # Metadata only (no tensor data: milliseconds for a 7 GB file), cached per file version; the pre-flight and
 # the trainer verify the checkpoint they resume from.
@@ -31,7 +31,7 @@ def _checkpoint_label(path: Path) -> tuple[int | None, str]:
             meta = read_metadata(path)
             step = meta.step if meta.step is not None else step_of(path)
             loss = f"{meta.last_val_loss:.4f}" if meta.last_val_loss is not None else "-"
-            model = MODEL_NAMES.get(str(meta.model_version), "model ?")
+            model = model_name(meta.model_version)
             kind = "" if meta.kind == "studio" else f" · {meta.kind} (repair it in the Checkpoints tab)"
             entry = (step, f"{path.name} · step {step if step is not None else '?'} · val loss {loss} · {model}{kind}")
         except CheckpointError as exc:

@@ -1,6 +1,6 @@
 """The Test tab's synthesis, without Gradio: models to compare, the synthesis command, and its result.
 
-The Test tab (``webui.tab_test``) only lays out what these functions return. Reference voices live in
+The Test tab (``webui.tab_testing``) only lays out what these functions return. Reference voices live in
 ``webui.reference_voices``; a run's training samples in ``webui.sample_saves``. Synthesis itself runs as
 a supervised subprocess
 (``python -m trainer.synthesize``), never in the UI process: this module builds its argv and reads the
@@ -12,8 +12,9 @@ JSON report it writes.
 - :func:`resolve_model` turns a picked choice into the files synthesis needs: a checkpoint of ours uses
   the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
   base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``
-  (IndexTTS-1.5). An IndexTTS2 model speaks through the download folder its config.yaml sits in (S2Mel,
-  BigVGAN v2, w2v-BERT, ...; ``networks.indextts2``), with its S2Mel steps and emotion (:class:`EmotionChoice`).
+  (IndexTTS-1.5). An IndexTTS2 or IndexTTS-2.5 model speaks through the download folder its config.yaml sits in
+  (S2Mel, BigVGAN v2, w2v-BERT, ...), with its S2Mel steps and emotion (:class:`EmotionChoice`); each
+  generation's registry entry (``trainer.generations``) says which way it speaks.
 - :func:`synthesis_argv` builds the exact command; :func:`side_result` reads the job's outcome.
 """
 
@@ -34,8 +35,6 @@ BASE_PREFIX = "base:"
 ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without its adapters (--no-adapter)
 RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v25/runs/*/*")
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml", "v25/checkpoints/config.yaml")
-FOLDER_VERSIONS = ("2", "2.5")  # versions that speak through a download folder (the config's folder)
-VERSION_NAMES = {"1.5": "IndexTTS-1.5", "2": "IndexTTS2", "2.5": "IndexTTS-2.5"}
 TRAIN_CONFIG = "train_config.yaml"
 W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)
 DEFAULT_V2_STEPS = 25
@@ -76,7 +75,7 @@ class ModelChoice:
     label: str
     kind: str  # base | latest | best | step | other
     step: int | None
-    version: str  # "1.5" | "2" | "?" (config unreadable)
+    version: str  # the generation id (trainer.generations); "?" when the config is unreadable
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ class ModelSpec:
     config: Path
     tokenizer: Path | None
     vocoder: Path | None
-    version: str
+    version: str  # the generation id (its registry entry says how it speaks)
     notes: tuple[str, ...] = ()
     model_dir: Path | None = None  # IndexTTS2 / IndexTTS-2.5: the download folder (the config's folder)
     adapter: bool = True  # False: a LoRA checkpoint's base weights alone
@@ -100,7 +99,7 @@ class ModelSpec:
             return f"{self.label}: no tokenizer found (the checkpoint records none and the config names none)"
         if not self.tokenizer.is_file():
             return f"{self.label}: tokenizer not found: {self.tokenizer}"
-        if self.version in FOLDER_VERSIONS:
+        if _test_facts(self.version).speaks_through_folder:
             return self._folder_problem()
         if self.vocoder is None:
             return (f"{self.label}: the config {self.config} names no bigvgan_checkpoint: give a vocoder "
@@ -111,31 +110,19 @@ class ModelSpec:
 
     def _folder_problem(self) -> str | None:
         """Why the IndexTTS2 / 2.5 download folder cannot speak (a file or config key missing), cheaply."""
-        if self.version == "2.5":
-            from networks.indextts25 import IndexTTS25FilesError as FilesError
-            from networks.indextts25 import resolve_files
-        else:
-            from networks.indextts2 import IndexTTS2FilesError as FilesError  # type: ignore[assignment]
-            from networks.indextts2 import resolve_files  # type: ignore[assignment]
-
         if self.model_dir is None:
-            return f"{self.label}: no {VERSION_NAMES[self.version]} download folder"
-        try:
-            resolve_files(self.model_dir, w2v_bert=self.w2v_bert, need_gpt=False)
-        except (FilesError, ValueError) as exc:
-            return f"{self.label}: {one_line(exc)}"
-        return None
+            return f"{self.label}: no {_name(self.version)} download folder"
+        check = _test_facts(self.version).folder_problem
+        assert check is not None
+        problem = check(self.model_dir, self.w2v_bert)
+        return f"{self.label}: {problem}" if problem else None
 
     @property
     def w2v_bert(self) -> str | None:
         """None (the folder's w2v-bert-2.0/, for 2.5 also under hf_cache/) or the hub model id when it has none."""
-        from networks.indextts2 import W2V_BERT_FOLDER
-
         if self.model_dir is None:
             return None
-        places = [self.model_dir / W2V_BERT_FOLDER]
-        if self.version == "2.5":
-            places.append(self.model_dir / "hf_cache" / W2V_BERT_FOLDER)
+        places = [self.model_dir / place for place in _test_facts(self.version).w2v_bert_places]
         return None if any(place.is_dir() for place in places) else W2V_BERT_HUB_ID
 
     def describe(self, root: Path | None = None) -> str:
@@ -144,12 +131,35 @@ class ModelSpec:
             return "-" if path is None else _relative(path, root) if root is not None else str(path)
 
         parts = [f"checkpoint {show(self.checkpoint)}", f"tokenizer {show(self.tokenizer)}"]
-        if self.version in FOLDER_VERSIONS:
-            parts += [f"{VERSION_NAMES[self.version]} folder {show(self.model_dir)}"]
+        if _test_facts(self.version).speaks_through_folder:
+            parts += [f"{_name(self.version)} folder {show(self.model_dir)}"]
             parts += [f"w2v-BERT {self.w2v_bert}"] if self.w2v_bert else []
         else:
             parts += [f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
         return " · ".join(parts + list(self.notes))
+
+
+def _test_facts(version: str) -> Any:
+    """The Test tab's facts of generation ``version`` (its registry entry's); none for an unknown one."""
+    from trainer.generations.registry import by_id
+    from trainer.generations.spec import TestFacts
+
+    try:
+        return by_id(version).test
+    except KeyError:
+        return TestFacts()
+
+
+def _name(version: str, unknown: str = "unknown version") -> str:
+    from trainer.generations.registry import name_of
+
+    return name_of(version, unknown)
+
+
+def _generation_id(config: Mapping[str, Any]) -> str:
+    from trainer.generations.registry import generation_of_config
+
+    return generation_of_config(config).id
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -173,10 +183,8 @@ def _config_version(config: Path, cache: dict[Path, str]) -> str:
     key = config.resolve()
     if key not in cache:
         from data_tools.config import ConfigError, load_config
-        from trainer.versions import model_variant
-
         try:
-            cache[key] = model_variant(load_config(config)).version
+            cache[key] = _generation_id(load_config(config))
         except (ConfigError, ValueError):
             cache[key] = "?"
     return cache[key]
@@ -271,7 +279,7 @@ def base_configs(workspace: Path | str) -> list[Path]:
 
 def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None = None) -> ModelChoice:
     version = _config_version(config, versions if versions is not None else {})
-    name = VERSION_NAMES.get(version, "unknown version")
+    name = _name(version)
     label = f"base model · {_relative(config.parent, workspace)} ({name})"
     return ModelChoice(BASE_PREFIX + str(config), label, "base", None, version)
 
@@ -287,8 +295,11 @@ def model_choices(workspace: Path | str) -> list[ModelChoice]:
 
 
 def default_pair(choices: Sequence[ModelChoice]) -> tuple[str | None, str | None]:
-    """(A, B) to start with: a v1.5 base model and the newest v1.5 run's latest checkpoint."""
-    speakable = [c for c in choices if c.version == "1.5"]
+    """(A, B) to start with: a base model and the newest run's latest checkpoint of the oldest generation."""
+    from trainer.generations.registry import generation_ids
+
+    first = generation_ids()[0]
+    speakable = [c for c in choices if c.version == first]
     base = next((c.key for c in speakable if c.kind == "base"), None)
     trained = next((c.key for c in speakable if c.kind == "latest"), None)
     if trained is None:
@@ -298,7 +309,6 @@ def default_pair(choices: Sequence[ModelChoice]) -> tuple[str | None, str | None
 
 def _resolve_base(config: Path, vocoder: Path | None) -> ModelSpec:
     from data_tools.config import ConfigError, load_config
-    from trainer.versions import model_variant
 
     try:
         loaded = load_config(config)
@@ -308,20 +318,15 @@ def _resolve_base(config: Path, vocoder: Path | None) -> ModelSpec:
     if checkpoint is None:
         raise ListenError(f"{config} names no gpt_checkpoint: the base model is unknown")
     dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
-    version = model_variant(loaded, str(config)).version
-    folder = version in FOLDER_VERSIONS
-    tokenizer = _table_v25(config) if version == "2.5" else _beside(config, dataset.get("bpe_model"))
+    version = _generation_id(loaded)
+    facts = _test_facts(version)
+    folder = facts.speaks_through_folder
+    tokenizer = (config.parent / facts.folder_table if facts.folder_table
+                 else _beside(config, dataset.get("bpe_model")))
     return ModelSpec(label=f"base model {config.parent.name}/{checkpoint.name}", checkpoint=checkpoint, config=config,
                      tokenizer=tokenizer,
                      vocoder=None if folder else vocoder or _beside(config, loaded.get("bigvgan_checkpoint")),
                      version=version, model_dir=config.parent if folder else None)
-
-
-def _table_v25(config: Path) -> Path:
-    """IndexTTS-2.5's tokenizer: the .tiktoken table of its download folder."""
-    from networks.indextts25 import TABLE_NAME
-
-    return config.parent / TABLE_NAME
 
 
 def _checkpoint_config(path: Path, ckpt: Mapping[str, Any]) -> Path:
@@ -344,7 +349,6 @@ def _checkpoint_config(path: Path, ckpt: Mapping[str, Any]) -> Path:
 def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
     from data_tools.config import ConfigError, load_config
     from trainer.checkpoints import CheckpointError, checkpoint_kind, load_checkpoint
-    from trainer.versions import model_variant
 
     if not path.is_file():
         raise ListenError(f"checkpoint not found: {path}")
@@ -361,9 +365,10 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
             raise ListenError(one_line(exc)) from None
         model_config = ckpt.get("model_config")
         if isinstance(model_config, Mapping) and model_config:
-            version = model_variant({"gpt": dict(model_config)}, str(path)).version
+            version = _generation_id({"gpt": dict(model_config)})
         else:
-            version = model_variant(loaded, str(config)).version
+            version = _generation_id(loaded)
+        facts = _test_facts(version)
         record = ckpt.get("tokenizer")
         notes: list[str] = []
         if isinstance(record, Mapping) and str(record.get("path") or "").strip():
@@ -371,8 +376,8 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
             notes.append("tokenizer recorded in the checkpoint")
         elif (path.parent / "bpe.model").is_file():  # an export: gpt.pth, config.yaml, bpe.model side by side
             tokenizer = path.parent / "bpe.model"
-        elif version == "2.5":
-            tokenizer = _table_v25(config)
+        elif facts.folder_table:
+            tokenizer = config.parent / facts.folder_table
             notes.append(f"{kind} checkpoint: the download folder's table")
         else:
             dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
@@ -382,7 +387,7 @@ def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
     finally:
         del ckpt  # drop the mapped file
     label = f"{path.parent.name}/{path.name}" + (f" (step {step})" if step is not None else "")
-    if version in FOLDER_VERSIONS:
+    if facts.speaks_through_folder:
         return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer, vocoder=None,
                          version=version, notes=tuple(notes), model_dir=config.parent)
     return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer,
@@ -511,7 +516,8 @@ def clean_text(text: str | None) -> str:
 def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out: Path, report: Path,
                    decode: DecodeChoice, device: str = "auto", emotion: EmotionChoice | None = None) -> list[str]:
     """The exact ``python -m trainer.synthesize`` command for one side (``emotion``: IndexTTS2 only)."""
-    if spec.version in FOLDER_VERSIONS:
+    facts = _test_facts(spec.version)
+    if facts.speaks_through_folder:
         assert spec.model_dir is not None
         argv = [python, "-m", "trainer.synthesize", "--model-dir", str(spec.model_dir), "--checkpoint",
                 str(spec.checkpoint), "--tokenizer", str(spec.tokenizer)]
@@ -525,11 +531,20 @@ def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out
         argv.append("--no-adapter")
     argv += ["--reference", str(reference), "--text", text, "--out", str(out), "--json", str(report),
              *decode.flags()]
-    if spec.version in FOLDER_VERSIONS:
+    if facts.speaks_through_folder:
         argv += (emotion or EmotionChoice()).flags()
-    if spec.version == "2.5":
+    if "duration_factor" in _synthesis_options(spec.version):
         argv += ["--duration-factor", f"{(emotion or EmotionChoice()).duration_factor:g}"]
     return [*argv, "--device", device]
+
+
+def _synthesis_options(version: str) -> frozenset[str]:
+    from trainer.generations.registry import by_id
+
+    try:
+        return by_id(version).synthesis_options
+    except KeyError:
+        return frozenset()
 
 
 def new_results_dir(jobs_root: Path, keep: int = KEEP_RESULTS) -> Path:

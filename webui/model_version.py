@@ -1,6 +1,7 @@
 """Which IndexTTS GPT the training form's config describes, as the studio shows it beside the config field.
 
-The rule is ``trainer.versions.model_variant`` (the same call the pre-flight and the trainer make); this
+The rule is the generation registry's (``trainer.generations.registry``, the same call the pre-flight and the
+trainer make); this
 module only reads the typed config file (a few KB of YAML) and turns the answer into a badge.
 """
 
@@ -11,13 +12,17 @@ from dataclasses import dataclass
 
 from webui.plots import badge_html
 
-# trainer.versions.ModelVariant.name by version, for files whose metadata records only the version.
-MODEL_NAMES = {"1.5": "IndexTTS-1.5", "2": "IndexTTS2", "2.5": "IndexTTS-2.5"}
+
+def model_name(version: str | None, unknown: str = "model ?") -> str:
+    """The studio name of generation ``version`` (an id a file's metadata records), ``unknown`` where none."""
+    from trainer.generations.registry import name_of
+
+    return name_of(version, unknown)
 
 
 @dataclass(frozen=True)
 class ConfigVersion:
-    version: str | None  # "1.5" | "2" | "2.5"; None when the config cannot be read
+    version: str | None  # the generation id (trainer.generations); None when the config cannot be read
     name: str = ""  # e.g. "IndexTTS2"
     detail: str = ""  # what the prompt is, why it is refused, or why the config cannot be read
     trainable: bool = False
@@ -27,19 +32,21 @@ def config_version(config: str | None) -> ConfigVersion:
     """The model version of the config file at the typed path (never raises: problems become the detail)."""
     from data_tools.config import ConfigError, load_config
     from data_tools.paths import PathError, expand_path
-    from trainer.versions import model_variant
+    from trainer.generations.registry import config_refusal, generation_of_config
 
     text = (config or "").strip()
     if not text:
         return ConfigVersion(None, detail="no --config given yet")
     try:
         path = expand_path(text, "--config")
-        variant = model_variant(load_config(path), f"--config {path}")
+        config = load_config(path)
     except (PathError, ConfigError) as exc:
         return ConfigVersion(None, detail=str(exc).splitlines()[0])
-    if variant.refusal:
-        return ConfigVersion(variant.version, variant.name, variant.refusal, trainable=False)
-    return ConfigVersion(variant.version, variant.name, f"prompt: {variant.prompt}", trainable=True)
+    generation = generation_of_config(config)
+    refusal = config_refusal(config, generation, f"--config {path}")
+    if refusal:
+        return ConfigVersion(generation.id, generation.name, refusal, trainable=False)
+    return ConfigVersion(generation.id, generation.name, f"prompt: {generation.prompt}", trainable=True)
 
 
 def version_badge_html(found: ConfigVersion) -> str:

@@ -104,15 +104,6 @@ def histogram_from_counts(edges: Sequence[float], counts: Sequence[float], *, un
     return pd.DataFrame({x: labels, y: [int(c) if float(c).is_integer() else float(c) for c in counts]})
 
 
-def _nice_step(span: float, bins: int) -> float:
-    raw = span / max(bins, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    for factor in (1, 2, 2.5, 5, 10):
-        if raw <= factor * magnitude:
-            return factor * magnitude
-    return 10 * magnitude
-
-
 def format_bytes(size: float | None) -> str:
     if size is None:
         return ""

@@ -122,32 +122,32 @@ def build_section(ctx: StudioContext, languages: list[str]) -> None:
     d = default_form(Path(ctx.workspace))
     with gr.Row():
         source = gr.Textbox(value=d.input, scale=3, elem_id="prep25-input",
-                            label="Input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
-        out = gr.Textbox(value=d.out_dir, scale=2, label="Output folder", elem_id="prep25-out")
+                            label="IndexTTS-2.5 preparation input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
+        out = gr.Textbox(value=d.out_dir, scale=2, label="IndexTTS-2.5 output folder", elem_id="prep25-out")
     with gr.Row():
         config = gr.Textbox(value=d.config, label="IndexTTS-2.5 config.yaml", elem_id="prep25-config")
-        gpt = gr.Textbox(value=d.gpt, label="Base gpt.pth (empty: the config's gpt_checkpoint)", elem_id="prep25-gpt")
-        codec = gr.Textbox(value=d.codec, label="2.5 codec (empty: codec.pth beside the config)",
+        gpt = gr.Textbox(value=d.gpt, label="IndexTTS-2.5 base gpt.pth (empty: the config's gpt_checkpoint)", elem_id="prep25-gpt")
+        codec = gr.Textbox(value=d.codec, label="IndexTTS-2.5 codec (empty: codec.pth beside the config)",
                            elem_id="prep25-codec")
-        campplus = gr.Textbox(value=d.campplus, label="CAM++ (empty: campplus_cn_common.bin beside the config)",
+        campplus = gr.Textbox(value=d.campplus, label="IndexTTS-2.5 CAM++ (empty: campplus_cn_common.bin beside the config)",
                               elem_id="prep25-campplus")
     with gr.Row():
-        w2v = gr.Textbox(value=d.w2v_bert, label="w2v-BERT 2.0: a local folder or a model id", elem_id="prep25-w2v")
-        stats = gr.Textbox(value=d.w2v_stats, label="w2v-BERT stats (empty: the config's w2v_stat)",
+        w2v = gr.Textbox(value=d.w2v_bert, label="IndexTTS-2.5 w2v-BERT 2.0: a local folder or a model id", elem_id="prep25-w2v")
+        stats = gr.Textbox(value=d.w2v_stats, label="IndexTTS-2.5 w2v-BERT stats (empty: the config's w2v_stat)",
                            elem_id="prep25-stats")
-        tokenizer = gr.Textbox(value=d.tokenizer, label="2.5 text table (empty: beside the config, else the studio's)",
+        tokenizer = gr.Textbox(value=d.tokenizer, label="IndexTTS-2.5 text table (empty: beside the config, else the studio's)",
                                elem_id="prep25-tokenizer")
-        scheme = gr.Radio(choices=list(TEXT_SCHEMES), value=d.text_scheme, label="Text scheme (as training's)",
+        scheme = gr.Radio(choices=list(TEXT_SCHEMES), value=d.text_scheme, label="IndexTTS-2.5 text scheme (as training's)",
                           elem_id="prep25-scheme")
     with gr.Row():
         language = gr.Dropdown(choices=languages, value=d.language if d.language in languages else NO_LANGUAGE,
-                               label="Language", elem_id="prep25-language")
-        speaker = gr.Textbox(value="", label="Speaker (for entries naming none)", elem_id="prep25-speaker")
-        pairs = gr.Number(value=d.pairs_per_target, precision=0, minimum=1, label="Pairs per target",
+                               label="IndexTTS-2.5 language", elem_id="prep25-language")
+        speaker = gr.Textbox(value="", label="IndexTTS-2.5 speaker (for entries naming none)", elem_id="prep25-speaker")
+        pairs = gr.Number(value=d.pairs_per_target, precision=0, minimum=1, label="IndexTTS-2.5 pairs per target",
                           elem_id="prep25-pairs")
-        seed = gr.Number(value=d.seed, precision=0, label="Seed", elem_id="prep25-seed")
-        device = gr.Radio(choices=list(DEVICES), value=d.device, label="Device", elem_id="prep25-device")
-        batch = gr.Number(value=d.batch_seconds, minimum=1, label="Batch seconds (items x longest)",
+        seed = gr.Number(value=d.seed, precision=0, label="IndexTTS-2.5 seed", elem_id="prep25-seed")
+        device = gr.Radio(choices=list(DEVICES), value=d.device, label="IndexTTS-2.5 device", elem_id="prep25-device")
+        batch = gr.Number(value=d.batch_seconds, minimum=1, label="IndexTTS-2.5 batch seconds (items x longest)",
                           elem_id="prep25-batch-seconds")
     with gr.Row():
         start = gr.Button("Prepare for IndexTTS-2.5", variant="primary", elem_id="prep25-start")

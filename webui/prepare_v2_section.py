@@ -171,27 +171,27 @@ def build_section(ctx: StudioContext, languages: list[str]) -> None:
     d = default_form(Path(ctx.workspace))
     with gr.Row():
         source = gr.Textbox(value=d.input, scale=3, elem_id="prep2-input",
-                            label="Input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
-        out = gr.Textbox(value=d.out_dir, scale=2, label="Output folder", elem_id="prep2-out")
+                            label="IndexTTS2 preparation input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
+        out = gr.Textbox(value=d.out_dir, scale=2, label="IndexTTS2 output folder", elem_id="prep2-out")
     with gr.Row():
         config = gr.Textbox(value=d.config, label="IndexTTS2 config.yaml", elem_id="prep2-config")
-        gpt = gr.Textbox(value=d.gpt, label="Base gpt.pth (empty: the config's gpt_checkpoint)", elem_id="prep2-gpt")
-        codec = gr.Textbox(value=d.codec, label="Semantic codec (model.safetensors or .pth)", elem_id="prep2-codec")
+        gpt = gr.Textbox(value=d.gpt, label="IndexTTS2 base gpt.pth (empty: the config's gpt_checkpoint)", elem_id="prep2-gpt")
+        codec = gr.Textbox(value=d.codec, label="IndexTTS2 semantic codec (model.safetensors or .pth)", elem_id="prep2-codec")
     with gr.Row():
-        w2v = gr.Textbox(value=d.w2v_bert, label="w2v-BERT 2.0: a local folder or a model id", elem_id="prep2-w2v")
-        stats = gr.Textbox(value=d.w2v_stats, label="w2v-BERT stats (empty: the config's w2v_stat)",
+        w2v = gr.Textbox(value=d.w2v_bert, label="IndexTTS2 w2v-BERT 2.0: a local folder or a model id", elem_id="prep2-w2v")
+        stats = gr.Textbox(value=d.w2v_stats, label="IndexTTS2 w2v-BERT stats (empty: the config's w2v_stat)",
                            elem_id="prep2-stats")
-        tokenizer = gr.Textbox(value=d.tokenizer, label="Tokenizer (empty: the config's bpe_model)",
+        tokenizer = gr.Textbox(value=d.tokenizer, label="IndexTTS2 tokenizer (empty: the config's bpe_model)",
                                elem_id="prep2-tokenizer")
     with gr.Row():
         language = gr.Dropdown(choices=languages, value=d.language if d.language in languages else NO_LANGUAGE,
-                               label="Language", elem_id="prep2-language")
-        speaker = gr.Textbox(value="", label="Speaker (for entries naming none)", elem_id="prep2-speaker")
-        pairs = gr.Number(value=d.pairs_per_target, precision=0, minimum=1, label="Pairs per target",
+                               label="IndexTTS2 language", elem_id="prep2-language")
+        speaker = gr.Textbox(value="", label="IndexTTS2 speaker (for entries naming none)", elem_id="prep2-speaker")
+        pairs = gr.Number(value=d.pairs_per_target, precision=0, minimum=1, label="IndexTTS2 pairs per target",
                           elem_id="prep2-pairs")
-        seed = gr.Number(value=d.seed, precision=0, label="Seed", elem_id="prep2-seed")
-        device = gr.Radio(choices=list(DEVICES), value=d.device, label="Device", elem_id="prep2-device")
-        batch = gr.Number(value=d.batch_seconds, minimum=1, label="Batch seconds (items x longest)",
+        seed = gr.Number(value=d.seed, precision=0, label="IndexTTS2 seed", elem_id="prep2-seed")
+        device = gr.Radio(choices=list(DEVICES), value=d.device, label="IndexTTS2 device", elem_id="prep2-device")
+        batch = gr.Number(value=d.batch_seconds, minimum=1, label="IndexTTS2 batch seconds (items x longest)",
                           elem_id="prep2-batch-seconds")
     with gr.Row():
         start = gr.Button("Prepare for IndexTTS2", variant="primary", elem_id="prep2-start")

@@ -21,7 +21,7 @@ TABS: tuple[tuple[str, str, str], ...] = (
     ("Tokenizer", "webui.tab_tokenizer", "tab-tokenizer"),
     ("Training", "webui.tab_training", "tab-training"),
     ("Checkpoints", "webui.tab_checkpoints", "tab-checkpoints"),
-    ("Test", "webui.tab_test", "tab-test"),
+    ("Test", "webui.tab_testing", "tab-test"),
     ("Models", "webui.models_panel", "tab-models"),
     ("System", "webui.tab_system", "tab-system"),
 )

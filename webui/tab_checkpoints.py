@@ -22,7 +22,7 @@ import pandas as pd
 
 from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.job_panel import job_panel, wire_job
-from webui.model_version import MODEL_NAMES
+from webui.model_version import model_name as generation_name
 from webui.plots import (
     badge_html,
     empty_frame,
@@ -110,7 +110,7 @@ def model_name(path: Path | str) -> str:
                 version = None
             if len(_versions) > 1024:
                 _versions.clear()
-            _versions[key] = MODEL_NAMES.get(str(version), "?")
+            _versions[key] = generation_name(version, "?")
         return _versions[key]
 
 

@@ -3,9 +3,9 @@ train/val, and prepare audio (IndexTTS-1.5: codes manifest; IndexTTS2: features 
 ``webui.prepare_v2_section``; IndexTTS-2.5: codes, CAM++ / emotion vectors and a 2.5 paired manifest,
 ``webui.prepare_v25_section``).
 
-Both training formats are checked and split: v1.5 codes manifests and IndexTTS2 paired manifests (for these
-the check also finds batch-padded ``target_code_len`` values, and "Write corrected manifests" writes a fixed
-copy beside each original). A manifest path may end in ``::am`` to set its language.
+Every generation's training format is checked and split: IndexTTS-1.5 codes manifests, IndexTTS2 and IndexTTS-2.5
+paired manifests (for the paired ones the check also finds batch-padded ``target_code_len`` values, and "Write
+corrected manifests" writes a fixed copy beside each original). A manifest path may end in ``::am`` to set its language.
 
 The data check reads every line (and every .npy it names), so it runs as a supervised job
 (``python -m data_tools.check_data ... --json``, see ``webui.report_jobs``) with progress, log and Stop,
@@ -520,7 +520,7 @@ def _preprocess_form(ctx: StudioContext, languages: list[str]) -> list[Any]:
     paths = ctx.paths
     with gr.Row():
         source = gr.Textbox(value="", scale=3, elem_id="data-prep-input",
-                            label="Input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
+                            label="IndexTTS-1.5 preparation input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
         out = gr.Textbox(value=str(paths.data_dir / "prepared"), scale=2, label="Output folder",
                          elem_id="data-prep-out")
     with gr.Row():

@@ -383,7 +383,7 @@ def _sample_section(ctx: StudioContext, languages: list[str]) -> None:
                                elem_id="tok-sample-language", scale=0, min_width=140)
     initial = compare_tokenization(SAMPLE_TEXT, str(paths.base_tokenizer), str(paths.tokenizer), AUTO_LANGUAGE,
                                    workspace)
-    text = gr.Textbox(value=SAMPLE_TEXT, label="Sample text", lines=2, elem_id="tok-sample-text")
+    text = gr.Textbox(value=SAMPLE_TEXT, label="Sample text to tokenize", lines=2, elem_id="tok-sample-text")
     message = gr.HTML(value=initial.message, elem_id="tok-sample-message")
     table = gr.Dataframe(value=initial.summary, interactive=False, wrap=True, label="Token counts",
                          elem_id="tok-sample-table")

@@ -49,7 +49,7 @@ def build_panel() -> None:
 
     gr.Markdown("### IndexTTS-2.5: tokens per character of each text scheme")
     with gr.Row():
-        text = gr.Textbox(value=SAMPLE_V25, label="Sample text", lines=2, elem_id="tok25-text", scale=4)
+        text = gr.Textbox(value=SAMPLE_V25, label="Sample text for the IndexTTS-2.5 schemes", lines=2, elem_id="tok25-text", scale=4)
         language = gr.Textbox(value="am", label="Language code", elem_id="tok25-language", scale=0, min_width=120)
     table, message = measure_schemes(SAMPLE_V25, "am")
     note = gr.Markdown(value=message, elem_id="tok25-message")

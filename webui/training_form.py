@@ -18,6 +18,8 @@ import yaml
 
 from data_tools.paths import PathError, expand_text, path_lines
 from trainer import options as trainer_options
+from trainer.generations.registry import GENERATIONS, by_id
+from trainer.generations.spec import FormFacts
 from trainer.options import OPTIONS, Option
 from webui import launcher
 from webui.launcher import LAUNCH_KEYS, LAUNCH_OPTIONS, TRAINER_MODULE, LaunchError
@@ -95,45 +97,56 @@ def _single_line(option: Option, text: str) -> str:
 
 def field_info(option: Option, version: str | None = None) -> str:
     """The help shown under a field: the option's help, how a multi-path field is filled, and, for a model
-    version the option does not apply to, the one-line reason instead."""
+    generation the option does not apply to, the one-line reason instead."""
     if not applies(option, version):
-        return NOT_SCHEME if option.name in V25_ONLY_OPTIONS else NOT_FOR[str(version)]
+        return not_for(option, version)
     if option.repeatable:
         return f"{option.help} (here: one path per line; blank lines are ignored)"
     return option.help
 
 
-# -- what applies to which model version (trainer.versions.model_variant decides the version) ----------------
-V2 = "2"
-V25 = "2.5"
-ONLY_FOR = {"vocoder": ("1.5",), "sample_model_dir": (V2, V25), "sample_steps": (V2, V25)}  # what speaks samples
-# at saves, for which versions (--sample-texts and --sample-every apply to every version)
-SAMPLE_OPTIONS = tuple(ONLY_FOR)  # the sample fields: they follow the model version
-V25_ONLY_OPTIONS = tuple(o.name for o in trainer_options.TEXT_SCHEME_OPTIONS)  # --text-scheme, --text-merges
-NOT_FOR_V2 = "not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a download folder)"
-NOT_FOR_V15 = "not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)"
-NOT_FOR_V25 = ("not used for IndexTTS-2.5: its samples at saves speak through --sample-model-dir (a 2.5 download "
-               "folder)")
-NOT_SCHEME = "not used for this model: the text scheme options apply to IndexTTS-2.5 runs only"
-NOT_FOR = {V2: NOT_FOR_V2, "1.5": NOT_FOR_V15, V25: NOT_FOR_V25}
-MANIFEST_KINDS = {V2: "IndexTTS2 paired manifest", "1.5": "IndexTTS-1.5 codes manifest",
-                  V25: "IndexTTS-2.5 paired manifest"}
+# -- what applies to which generation (each generation's registry entry says: trainer.generations) ----------
+def _form_facts(version: str | None) -> FormFacts | None:
+    """The form facts of generation ``version`` (None: not known yet, or no such generation)."""
+    try:
+        return by_id(str(version)).form if version is not None else None
+    except KeyError:
+        return None
+
+
+# The sample fields (what speaks samples at saves: they follow the generation; --sample-texts and
+# --sample-every apply to every one) and the generation-only fields (e.g. the text scheme).
+SAMPLE_OPTIONS = tuple(sorted({name for entry in GENERATIONS for name in entry.form.sample_options}))
+GENERATION_OPTIONS = tuple(sorted({name for entry in GENERATIONS for name in entry.form.options}))
+
+
+def not_for(option: Option, version: str | None) -> str:
+    """Why ``option`` does nothing for generation ``version`` (one line)."""
+    facts = _form_facts(version)
+    if option.name in GENERATION_OPTIONS or facts is None:
+        users = " and ".join(entry.name for entry in reversed(GENERATIONS) if option.name in entry.form.options)
+        return f"not used for this model: {option.flag} applies to {users or 'no'} runs only"
+    return facts.not_for
 
 
 def applies(option: Option, version: str | None) -> bool:
-    """Whether the option does anything for a model of ``version`` ("1.5", "2", "2.5"; None: not known yet)."""
-    if option.name in ONLY_FOR:
-        return version not in NOT_FOR or version in ONLY_FOR[option.name]
-    if option.name in V25_ONLY_OPTIONS:
-        return version in (V25, None)
+    """Whether the option does anything for a model of generation ``version`` (None: not known yet)."""
+    facts = _form_facts(version)
+    if facts is None:
+        return True
+    if option.name in SAMPLE_OPTIONS:
+        return option.name in facts.sample_options
+    if option.name in GENERATION_OPTIONS:
+        return option.name in facts.options
     return True
 
 
 def field_label(option: Option, version: str | None = None) -> str:
     """The field's label: the flag, ``*`` when required, and for manifests which format this model reads."""
     label = option.flag + (" *" if option.required else "")
-    if option.name in ("train_manifest", "val_manifest") and version in MANIFEST_KINDS:
-        label += f" ({MANIFEST_KINDS[version]})"
+    facts = _form_facts(version)
+    if option.name in ("train_manifest", "val_manifest") and facts is not None:
+        label += f" ({facts.manifest_kind})"
     return label
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from data_tools.check_chunks import LANGUAGE_SCRIPTS
 from data_tools.shape_rules import DROP_REASONS, DataLimits, codes_of_seconds, drop_reason
 from data_tools.text import script_counts
+from networks.generation_rule import CODES_PER_SECOND
 
 FULL_SCALE = 0.999
 FRAME_SECONDS = 0.02
@@ -122,12 +123,12 @@ class ModelLimits:
     """What one model takes: text tokens by the tokenizer, codes from the duration (shape_rules)."""
 
     limits: DataLimits
-    version: str  # "1.5" or "2"
+    version: str  # the generation id (networks.generation_rule)
     tokenizer: Any = None  # a TextTokenizer, or None (text length not checked)
 
     def reason(self, text: str, seconds: float, language: str | None) -> str | None:
         tokens = len(self.tokenizer.encode(text, language)) if self.tokenizer is not None else 1
-        codes = codes_of_seconds(seconds, self.version)
+        codes = codes_of_seconds(seconds, CODES_PER_SECOND[self.version])
         why = drop_reason(tokens, codes, 0, self.limits)
         if why in ("too_many_text_tokens", "too_many_codes"):
             return f"too_long_for_model: {DROP_REASONS[why]} ({tokens} text tokens, {codes} codes)"

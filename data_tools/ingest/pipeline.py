@@ -43,6 +43,7 @@ from data_tools.ingest.sources import (
     unique_sources,
 )
 from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, refine
+from networks.generation_rule import generation_id
 
 FORMAT = 1
 DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched.txt
@@ -469,7 +470,7 @@ def _model_limits(settings: IngestSettings) -> ModelLimits | None:
         tokenizer = TextTokenizer(settings.tokenizer, settings.language) if settings.tokenizer else None
     except (ConfigError, TokenizerError) as exc:
         raise IngestError(str(exc)) from None
-    version = "2" if "emo_condition_module" in gpt else "1.5"
+    version = generation_id(gpt)
     return ModelLimits(DataLimits.from_gpt(gpt), version, tokenizer)
 
 

@@ -28,7 +28,6 @@ import yaml
 
 from data_tools.fileio import (
     atomic_open,
-    atomic_write_bytes,
     atomic_write_text,
     atomic_write_with,
     sha256_file,
@@ -46,7 +45,8 @@ from trainer.checkpoints.digest import (
     nonfinite_reason,
     nonfinite_tensors,
 )
-from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES, describes_v25, export_v25
+from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES
+from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of, now_iso
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.lora_setup import checkpoint_adapter
@@ -86,9 +86,11 @@ def _gpt_config(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Tenso
     return gpt
 
 
-def model_version(gpt: Mapping[str, Any]) -> str:
-    """"2" for an IndexTTS2 GPT (it has an emotion conditioning module), "1.5" otherwise."""
-    return "2" if "emo_condition_module" in gpt else "1.5"
+def _generation(gpt: Mapping[str, Any]) -> Any:
+    """The registry entry of the GPT ``gpt`` describes (its export, names and config version)."""
+    from trainer.generations.registry import generation_of_config
+
+    return generation_of_config(gpt)
 
 
 def _config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
@@ -109,7 +111,7 @@ def _config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, note
     dataset["bpe_model"] = "bpe.model"
     data["dataset"] = dataset
     data["gpt_checkpoint"] = "gpt.pth"
-    version = 2.0 if model_version(gpt) == "2" else 1.5
+    version = _generation(gpt).exported_version
     if data.get("version") != version:
         if data.get("version") is not None:
             notes.append(f"config.yaml version {data['version']!r} -> {version} (the exported model's version)")
@@ -145,8 +147,8 @@ def _tokenizer_source(ckpt: dict[str, Any], tokenizer: str | Path | None, notes:
 def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: Path, dtype: str,
                source: Path, movement: BaseMovement | None = None, evaluation: list[str] | None = None) -> str:
     """The MODEL_CARD.md text of an export (facts from the checkpoint; "not recorded" where it has none)."""
-    version = model_version(gpt)
-    name = "IndexTTS2" if version == "2" else "IndexTTS 1.5"
+    generation = _generation(gpt)
+    name = generation.export_name
     vocab = TextTokenizer(tokenizer_path).vocab_size
     losses = ckpt.get("last_losses") if isinstance(ckpt.get("last_losses"), Mapping) else {}
     base_vocab = ckpt.get("base_vocab_size")
@@ -154,7 +156,7 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
         f"# {name} GPT fine-tune",
         "",
         f"- Base model: {name}, {_base_model(ckpt)}",
-        f"- Model version: {version} (config.yaml `version: {2.0 if version == '2' else 1.5}`)",
+        f"- Model version: {generation.id} (config.yaml `version: {generation.exported_version}`)",
         f"- Architecture: {gpt.get('layers')} layers, model_dim {gpt.get('model_dim')}, "
         f"{gpt.get('number_text_tokens')} text tokens"
         + (f" (base vocabulary {base_vocab})" if isinstance(base_vocab, int) else ""),
@@ -269,21 +271,25 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
-    if describes_v25(gpt):  # IndexTTS-2.5: its own table, row order, config and card (export_v25)
-        return export_v25(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement, tokenizer,
-                          report)
+    from trainer.generations.spec import Capability
+
+    generation = _generation(gpt)
+    refusal = generation.refusal(Capability.EXPORT)
+    if refusal is not None or generation.export is None:
+        raise CheckpointError(refusal or f"{generation.name} cannot export")
+    return generation.export(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement,
+                             tokenizer, report)
+
+
+def export_sentencepiece(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: Mapping[str, Any],
+                         weights: dict[str, torch.Tensor], raw_config: dict[str, Any] | None, dtype: str,
+                         safetensors: bool, movement: BaseMovement | None, tokenizer: str | Path | None,
+                         report: ExportReport) -> ExportReport:
+    """The upstream folder of a GPT with a SentencePiece tokenizer (IndexTTS-1.5, IndexTTS2): gpt.pth,
+    bpe.model, config.yaml, LICENSE-NOTICE and MODEL_CARD.md."""
     tokenizer_path = _tokenizer_source(ckpt, tokenizer, report.notes)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    gpt_path = out_dir / "gpt.pth"
-    atomic_write_with(gpt_path, lambda handle: torch.save({"model": weights}, handle))
-    report.files.append(gpt_path)
-    if safetensors:
-        from safetensors.torch import save as safetensors_bytes
-
-        st_path = out_dir / "gpt.safetensors"
-        atomic_write_bytes(st_path, safetensors_bytes(weights, metadata={"format": "pt"}))
-        report.files.append(st_path)
+    write_gpt_weights(out_dir, weights, safetensors, report)
     bpe_path = out_dir / "bpe.model"
     with atomic_open(bpe_path, "wb") as handle, open(tokenizer_path, "rb") as source:
         handle.write(source.read())
@@ -292,16 +298,15 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     atomic_write_text(config_path, yaml.safe_dump(_config_yaml(gpt, raw_config, report.notes), sort_keys=False,
                                                   allow_unicode=True))
     report.files.append(config_path)
-    version = model_version(gpt)
+    generation = _generation(gpt)
     notice_path = out_dir / "LICENSE-NOTICE"
-    atomic_write_text(notice_path, LICENSE_NOTICE.format(
-        model_name="IndexTTS2" if version == "2" else "IndexTTS 1.5", base=_base_model(ckpt)))
+    atomic_write_text(notice_path, LICENSE_NOTICE.format(model_name=generation.export_name, base=_base_model(ckpt)))
     report.files.append(notice_path)
     card_path = out_dir / "MODEL_CARD.md"
     atomic_write_text(card_path, model_card(ckpt, gpt, tokenizer_path, dtype, path, movement,
                                             _evaluation_lines(path, ckpt)))
     report.files.append(card_path)
-    report.notes.insert(0, f"{len(weights)} tensors as {dtype}, IndexTTS {'2' if version == '2' else '1.5'} "
-                           f"(config version {2.0 if version == '2' else 1.5}), number_text_tokens "
+    report.notes.insert(0, f"{len(weights)} tensors as {dtype}, {generation.export_name} "
+                           f"(config version {generation.exported_version}), number_text_tokens "
                            f"{gpt['number_text_tokens']}")
     return report

@@ -22,23 +22,20 @@ from typing import Any
 import torch
 import yaml
 
-from data_tools.fileio import atomic_write_bytes, atomic_write_text, atomic_write_with, sha256_file
+from data_tools.fileio import atomic_write_bytes, atomic_write_text, sha256_file
 from data_tools.languages import amharic_translit
 from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25, stock_inference_notes
 from data_tools.tokenizer.ethiopic_merges import write_upstream_table
 from data_tools.tokenizer.tiktoken25 import TABLE_NAME, TableError
 from trainer.checkpoints.base_movement import BaseMovement
 from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, _data_lines, _fmt_loss
+from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError, now_iso
 
 V25_BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", TABLE_NAME, TABLE_NAME + ".LICENSE",
                     "amharic_translit.py", "LICENSE-NOTICE", "MODEL_CARD.md")
 TEXT_ROW_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
 SPK_COND_MODE_KEY = "spk_cond_mode"
-
-
-def describes_v25(gpt: Mapping[str, Any]) -> bool:
-    return gpt.get(SPK_COND_MODE_KEY) == "campplus"
 
 
 def tokenizer_of(ckpt: Mapping[str, Any], table: str | Path | None) -> TextTokenizerV25:
@@ -148,16 +145,7 @@ def export_v25(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: Mapping[str
     """Write the 2.5 bundle (see the module docstring); ``weights`` are already in the export dtype."""
     tok = tokenizer_of(ckpt, tokenizer)
     weights = upstream_rows(weights, tok)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    gpt_path = out_dir / "gpt.pth"
-    atomic_write_with(gpt_path, lambda handle: torch.save({"model": weights}, handle))
-    report.files.append(gpt_path)
-    if safetensors:
-        from safetensors.torch import save as safetensors_bytes
-
-        st_path = out_dir / "gpt.safetensors"
-        atomic_write_bytes(st_path, safetensors_bytes(weights, metadata={"format": "pt"}))
-        report.files.append(st_path)
+    write_gpt_weights(out_dir, weights, safetensors, report)
     table_path = out_dir / TABLE_NAME
     if tok.added_tokens:
         write_upstream_table(tok.tokenizer, table_path)

@@ -29,7 +29,7 @@ class CheckpointMetadata:
     mtime: float
     kind: str  # studio | community | bare | unknown
     format_version: int | None = None
-    model_version: str | None = None  # "1.5" | "2" (from the recorded model config or the weights' keys)
+    model_version: str | None = None  # the generation id (trainer.generations) of the recorded config or weights
     step: int | None = None
     epoch: int | None = None
     position: int | None = None
@@ -120,11 +120,10 @@ def _metadata_of(ckpt: dict[str, Any], path: Path, size: int, mtime: float) -> C
     state = model_state_of(ckpt) or {}
     meta = CheckpointMetadata(path=path, size_bytes=size, mtime=mtime, kind=kind)
     meta.format_version = _int(ckpt.get("format_version"))
-    config = ckpt.get("model_config")
-    if isinstance(config, Mapping):
-        meta.model_version = "2" if "emo_condition_module" in config else "1.5"
-    elif state:
-        meta.model_version = "2" if any(k.startswith("emo_conditioning_encoder.") for k in state) else "1.5"
+    if isinstance(ckpt.get("model_config"), Mapping) or state:
+        from trainer.generations.registry import generation_of_checkpoint
+
+        meta.model_version = generation_of_checkpoint(ckpt, state).id
     meta.step, meta.epoch = _int(ckpt.get("step")), _int(ckpt.get("epoch"))
     meta.position = _int(ckpt.get("position", ckpt.get("batch_idx")))
     meta.saved_at = ckpt.get("saved_at") if isinstance(ckpt.get("saved_at"), str) else None

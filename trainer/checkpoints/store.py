@@ -29,7 +29,6 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -166,12 +165,6 @@ def _remove(paths: list[Path]) -> list[Path]:
     if removed:
         fsync_dir(removed[0].parent)
     return removed
-
-
-@dataclass(frozen=True)
-class SaveResult:
-    path: Path
-    removed: tuple[Path, ...]
 
 
 class CheckpointManager:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.evaluation.errors import EvaluationError
+from trainer.generations.spec import Capability, Generation
 
 
-def evaluation_plan(opts: dict[str, Any], version: str) -> tuple[bool, str]:
-    """(ok, the pre-flight's line) for ``--eval-at-saves`` and ``--best-by``; not ok refuses the run."""
+def evaluation_plan(opts: dict[str, Any], generation: Generation) -> tuple[bool, str]:
+    """(ok, the pre-flight's line) for ``--eval-at-saves`` and ``--best-by``; not ok refuses the run.
+
+    ``generation`` (the run's registry entry) says how its evaluation speaks, or why it cannot evaluate."""
     from trainer.evaluation.eval_set import EvalSetSpec, candidate
-    from trainer.evaluation.synthesizers import EVAL_CFM_STEPS, indextts2_folder
 
     best_by = str(opts.get("best_by") or "val_loss")
     if not opts.get("eval_at_saves"):
@@ -18,16 +20,12 @@ def evaluation_plan(opts: dict[str, Any], version: str) -> tuple[bool, str]:
             return True, "no evaluation at saves (--eval-at-saves measures CER, WER and speaker similarity)"
         return True, (f"best.pth follows {best_by} from python -m trainer.evaluate on this run (no evaluation at "
                       "saves); until a checkpoint is measured there is no best.pth")
-    if version == "2":
-        try:
-            folder = indextts2_folder(opts.get("model_dir"), opts.get("config"), str(opts.get("w2v_bert") or ""))
-        except EvaluationError as exc:
-            return False, f"--eval-at-saves: {exc}"
-        speech = f"; speech through the IndexTTS2 folder {folder} ({EVAL_CFM_STEPS} CFM steps)"
-    elif not str(opts.get("vocoder") or "").strip():
-        return False, "--eval-at-saves speaks with the IndexTTS-1.5 BigVGAN: give --vocoder (bigvgan_generator.pth)"
-    else:
-        speech = ""
+    refusal = generation.refusal(Capability.EVALUATE)
+    if refusal is not None or generation.evaluation_speech is None:
+        return False, f"--eval-at-saves: {refusal or f'{generation.name} has no evaluation'}"
+    ok, speech = generation.evaluation_speech(opts)
+    if not ok:
+        return False, speech
     if not str(opts.get("eval_asr") or "").strip():
         return False, ("--eval-at-saves needs a speech recogniser: give --eval-asr (a CTC model folder or id, e.g. "
                        "facebook/mms-1b-all with --eval-asr-lang amh)")
@@ -37,9 +35,9 @@ def evaluation_plan(opts: dict[str, Any], version: str) -> tuple[bool, str]:
         return False, f"--eval-at-saves: {exc}"
     speaker = str(opts.get("eval_speaker_model") or "") or "none (no similarity)"
     no_audio = [v.id for v in eval_set.voices if v.audio is None]
-    if version == "2" and no_audio:
-        return False, ("--eval-at-saves: IndexTTS2 speaks from reference audio and the validation prompts are mels: "
-                       "give --eval-reference audio files")
+    if generation.evaluation_needs_audio and no_audio:
+        return False, (f"--eval-at-saves: {generation.name} speaks from reference audio and the validation prompts "
+                       "are mels: give --eval-reference audio files")
     note = (f"; voice(s) {', '.join(no_audio)} are prompt mels without audio: no similarity for them "
             "(--eval-reference gives audio)" if no_audio and opts.get("eval_speaker_model") else "")
     return True, (f"evaluation at saves on {opts.get('eval_device') or 'cpu'}: {eval_set.summary()}; ASR "

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from trainer.errors import UsageError
+from trainer.evaluation.backend_choice import synthesis_backend
 from trainer.evaluation.best import pin_lock, update_best
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.eval_set import EvalSet, Sentence
@@ -39,7 +40,7 @@ from trainer.evaluation.results import (
     write_result,
 )
 from trainer.evaluation.scorers import Scorer
-from trainer.evaluation.synthesizers import SynthesisBackend, synthesis_backend
+from trainer.evaluation.synthesizers import SynthesisBackend
 
 
 @dataclass
@@ -48,7 +49,7 @@ class EvalSettings:
     config: Path
     tokenizer: Path
     vocoder: Path | None
-    version: str  # "1.5" | "2": picks the synthesis backend
+    version: str  # the generation id: its registry entry's evaluation backend speaks
     device: str = "cpu"
     best_by: str = "val_loss"
     base_checkpoint: Path | None = None  # measured once when given

@@ -1,4 +1,4 @@
-"""Speech from a checkpoint for evaluation, chosen by model version: the one place a generation plugs in.
+"""Speech from a checkpoint for evaluation, per generation (``trainer.evaluation.backend_choice`` picks one):
 
     backend = synthesis_backend(version, config_path, tokenizer_path, vocoder_path, device, language,
                                 model_dir=..., w2v_bert=...)
@@ -12,12 +12,12 @@ folder of ``--config`` when it is one; w2v-BERT, semantic codec, CAMPPlus, S2Mel
 once, each checkpoint's GPT per call; the emotion is the reference voice's own, the codes are decoded as the
 eval set says (deterministic beam by default) and the S2Mel CFM takes ``EVAL_CFM_STEPS`` Euler steps from
 noise seeded with the eval set's seed. A new generation adds a backend class with the same two methods and
-one entry in ``BACKENDS``; nothing else in evaluation knows the generation.
+its registry entry's ``evaluation_backend`` (trainer.generations); nothing else in evaluation knows the generation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -195,25 +195,27 @@ class V2Backend:
             return None
 
 
-BACKENDS: dict[str, Callable[..., SynthesisBackend]] = {"1.5": V15Backend, "2": V2Backend}
+def v15_speech(opts: dict[str, Any]) -> tuple[bool, str]:
+    """(ok, note or refusal) of IndexTTS-1.5's speech for --eval-at-saves: its BigVGAN (--vocoder)."""
+    if not str(opts.get("vocoder") or "").strip():
+        return False, "--eval-at-saves speaks with the IndexTTS-1.5 BigVGAN: give --vocoder (bigvgan_generator.pth)"
+    return True, ""
 
 
-def synthesis_backend(version: str, config_path: Path, tokenizer_path: Path, vocoder_path: Path | None,
-                      device: str = "cpu", language: str | None = None, *, model_dir: str | Path | None = None,
-                      w2v_bert: str | None = None) -> SynthesisBackend:
-    """The synthesis of model ``version`` ("1.5", "2"); EvaluationError (one line) where there is none.
+def v15_backend(config_path: Path, tokenizer_path: Path, vocoder_path: Path | None, device: str,
+                language: str | None, **_folder: Any) -> SynthesisBackend:
+    if vocoder_path is None:
+        raise EvaluationError("evaluation speaks with the IndexTTS-1.5 BigVGAN: give --vocoder (bigvgan_generator.pth)")
+    return V15Backend(config_path, tokenizer_path, vocoder_path, device, language)
 
-    ``model_dir`` / ``w2v_bert``: IndexTTS2's download folder and w2v-BERT (``indextts2_folder``)."""
-    factory = BACKENDS.get(str(version))
-    if factory is None:
-        raise EvaluationError(f"no synthesis for IndexTTS version {version!r}")
-    if factory is V15Backend:
-        if vocoder_path is None:
-            raise EvaluationError("evaluation speaks with the IndexTTS-1.5 BigVGAN: give --vocoder "
-                                  "(bigvgan_generator.pth)")
-        return factory(config_path, tokenizer_path, vocoder_path, device, language)
-    return factory(config_path, tokenizer_path, vocoder_path, device, language, model_dir=model_dir,
-                   w2v_bert=w2v_bert)
+
+def v2_speech(opts: dict[str, Any]) -> tuple[bool, str]:
+    """(ok, note or refusal) of IndexTTS2's speech for --eval-at-saves: its download folder."""
+    try:
+        folder = indextts2_folder(opts.get("model_dir"), opts.get("config"), str(opts.get("w2v_bert") or ""))
+    except EvaluationError as exc:
+        return False, f"--eval-at-saves: {exc}"
+    return True, f"; speech through the IndexTTS2 folder {folder} ({EVAL_CFM_STEPS} CFM steps)"
 
 
 def _prompt_input(path: Path) -> Any:

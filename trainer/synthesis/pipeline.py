@@ -42,6 +42,7 @@ from torch import Tensor
 from data_tools.features import N_MELS, mel_spectrogram
 from data_tools.shape_rules import MAX_COND_FRAMES, MIN_COND_FRAMES
 from networks.bigvgan import BigVGAN
+from networks.indextts15 import VERSION
 from networks.unified_voice import UnifiedVoice
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.eval_mode import EvalMode
@@ -91,8 +92,8 @@ class Synthesizer:
 
     def __init__(self, model: UnifiedVoice, vocoder: BigVGAN, tokenizer: Any | None = None, *,
                  language: str | None = None) -> None:
-        if getattr(model, "version", None) != "1.5":
-            raise SynthesisError(f"synthesis supports the IndexTTS v1.5 GPT only, got version {model.version}")
+        if getattr(model, "version", None) != VERSION:
+            raise SynthesisError(f"this synthesizer speaks the IndexTTS-1.5 GPT only, got version {model.version}")
         if vocoder.spec.gpt_dim != model.model_dim:
             raise SynthesisError(f"the vocoder expects GPT latents of width {vocoder.spec.gpt_dim} (bigvgan.gpt_dim) "
                                  f"but the GPT's model_dim is {model.model_dim}: they do not belong together")

@@ -1,0 +1,28 @@
+"""IndexTTS-1.5: a v1.5 GPT (mel-prompted) on codes manifests, spoken through its BigVGAN (``--vocoder``)."""
+
+from __future__ import annotations
+
+from data_tools.manifest import FORMAT_V15
+from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
+from trainer.generations.sentencepiece_fields import SENTENCEPIECE
+from trainer.generations.spec import FormFacts, Generation, lazy
+
+INDEXTTS15 = Generation(
+    id=ID_15, name="IndexTTS-1.5",
+    prompt="100-band log-mel of a prompt utterance (codes manifest)",
+    recognises=recogniser_of(ID_15), recognises_folder=None,
+    codes_per_second=CODES_PER_SECOND[ID_15],
+    manifest_format=FORMAT_V15, format_hint="codes manifests (text, codes, cond_mel)",
+    **SENTENCEPIECE,
+    config_hint="a config without emo_condition_module describes IndexTTS-1.5",
+    sample_plan=lazy("trainer.samples", "sample_plan_v15"), sample_speaker=lazy("trainer.samples", "speaker_v15"),
+    evaluation_speech=lazy("trainer.evaluation.synthesizers", "v15_speech"),
+    evaluation_backend=lazy("trainer.evaluation.synthesizers", "v15_backend"), evaluation_needs_audio=False,
+    synthesize=lazy("trainer.synthesize", "synthesize_v15"), synthesis_options=frozenset(),
+    export_name="IndexTTS 1.5",
+    exported_version=1.5,
+    demo=lazy("trainer.demo", "train_argv_under"), prepare="data_tools.preprocess",
+    form=FormFacts(manifest_kind="IndexTTS-1.5 codes manifest",
+                   not_for="not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)",
+                   sample_options=frozenset({"vocoder"})),
+)

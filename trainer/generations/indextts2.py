@@ -1,0 +1,36 @@
+"""IndexTTS2: a v2 GPT (speaker latents + emotion vector) on paired manifests, spoken through a download folder
+(S2Mel, BigVGAN v2, w2v-BERT) at saves, in evaluation and in synthesis."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from data_tools.manifest import FORMAT_V2
+from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
+from trainer.generations.sentencepiece_fields import SENTENCEPIECE
+from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
+
+FOLDER = "trainer.generations.folders"
+
+INDEXTTS2 = Generation(
+    id=ID_2, name="IndexTTS2",
+    prompt="precomputed speaker latents + emotion vector (paired manifest)",
+    recognises=recogniser_of(ID_2), recognises_folder=lazy(FOLDER, "is_indextts2_folder"),
+    codes_per_second=CODES_PER_SECOND[ID_2],
+    manifest_format=FORMAT_V2, format_hint="paired manifests (prompt_condition_path, target_codes_path, ...)",
+    **SENTENCEPIECE,
+    config_hint="an IndexTTS2 config has gpt.emo_condition_module",
+    sample_plan=lazy("trainer.samples", "sample_plan_v2"), sample_speaker=lazy("trainer.samples", "speaker_v2"),
+    evaluation_speech=lazy("trainer.evaluation.synthesizers", "v2_speech"),
+    evaluation_backend=lazy("trainer.evaluation.synthesizers", "V2Backend"), evaluation_needs_audio=True,
+    synthesize=lazy("trainer.synthesize", "synthesize_v2"), synthesis_options=frozenset(),
+    export_name="IndexTTS2", exported_version=2.0,
+    demo=lazy("trainer.demo_v2", "train_argv_under"), prepare="data_tools.prepare_v2",
+    form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
+                   not_for="not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a "
+                           "download folder)",
+                   sample_options=frozenset({"sample_model_dir", "sample_steps"})),
+    ddp_unused_parameters=True,
+    test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
+                   w2v_bert_places=("w2v-bert-2.0",)),
+)

@@ -1,0 +1,63 @@
+"""IndexTTS-2.5: a 2.5 GPT (CAM++ speaker vector + emotion vector + language row) on 2.5 paired manifests,
+with a .tiktoken text table and its text schemes; samples and synthesis through a 2.5 download folder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from data_tools.manifest import FORMAT_V25
+from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
+from trainer.generations.spec import Capability, FormFacts, Generation, TestFacts, lazy
+
+NAME = "IndexTTS-2.5"
+TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
+TABLE_SUFFIX = ".tiktoken"
+V25 = "trainer.v25"
+FOLDER = "trainer.generations.folders"
+
+
+def config_refusal(gpt: Mapping[str, Any], where: str) -> str | None:
+    if "emo_condition_module" in gpt:
+        return None
+    return (f"{where} declares {NAME} but its gpt section has no emo_condition_module (an {NAME} GPT keeps "
+            "IndexTTS2's emotion path): use the config.yaml of the 2.5 release")
+
+
+def reads_tokenizer(path: str) -> bool:
+    """A ``--tokenizer`` that is a 2.5 ``.tiktoken`` table (rather than a SentencePiece model)."""
+    return str(path).endswith(TABLE_SUFFIX)
+
+
+INDEXTTS25 = Generation(
+    id=ID_25, name=NAME,
+    prompt=("CAM++ speaker vector + emotion vector of a prompt utterance, and the item's language "
+            f"({NAME} paired manifest)"),
+    recognises=recogniser_of(ID_25), recognises_folder=lazy("networks.indextts25", "is_indextts25_folder"),
+    codes_per_second=CODES_PER_SECOND[ID_25],
+    manifest_format=FORMAT_V25,
+    format_hint=f"{NAME} paired manifests (prompt_spk_vec_path, target_codes_path, target_text, language, ...)",
+    tokenizer_kind=f"an {NAME} table", tokenizer_file=f"its .tiktoken file ({TABLE_NAME})",
+    config_hint="for a 2.5 model set 'version: 2.5' in its config.yaml",
+    reads_tokenizer=reads_tokenizer, open_tokenizer=lazy(V25, "open_tokenizer"),
+    describe_tokenizer=lazy(V25, "describe_tokenizer"), target_gpt_config=lazy(V25, "target_gpt_config"),
+    tokenizer_record=lazy(V25, "run_tokenizer_record"), start=lazy(V25, "start"),
+    rows_refusal=lazy(V25, "run_rows_refusal"), data_note=lazy(V25, "tokens_per_char_line"),
+    sample_plan=lazy("trainer.samples_v25", "plan_samples"), sample_speaker=lazy("trainer.samples_v25", "speaker_v25"),
+    evaluation_speech=None, evaluation_backend=None, evaluation_needs_audio=True,
+    synthesize=lazy("trainer.synthesize", "synthesize_v25"),
+    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor"}),
+    export=lazy("trainer.checkpoints.export_v25", "export_v25"), export_name=NAME, exported_version=2.5,
+    demo=lazy("trainer.demo_v25", "train_argv_under"), prepare="data_tools.prepare_v25",
+    form=FormFacts(manifest_kind=f"{NAME} paired manifest",
+                   not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "
+                           "download folder)",
+                   options=frozenset({"text_scheme", "text_merges"}),
+                   sample_options=frozenset({"sample_model_dir", "sample_steps"})),
+    test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
+                   w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"), folder_table=TABLE_NAME),
+    config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
+    missing={Capability.EVALUATE: "the evaluation at saves has no IndexTTS-2.5 synthesis backend yet (score "
+                                  "its checkpoints with python -m trainer.synthesize and your own ASR)"},
+)

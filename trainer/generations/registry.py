@@ -1,0 +1,107 @@
+"""The one list of IndexTTS generations, and the one function that answers "which generation is this?".
+
+``GENERATIONS`` holds an entry (``trainer.generations.spec.Generation``) per generation, most specific first;
+``generation_of_config`` / ``generation_of_checkpoint`` / ``generation_of_folder`` ask each entry's
+recogniser in that order (the shipped recognisers are ``networks.generation_rule``'s). ``register`` adds an
+entry in front (tests register a toy generation this way); ``unregister`` takes it away again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from trainer.generations.indextts2 import INDEXTTS2
+from trainer.generations.indextts15 import INDEXTTS15
+from trainer.generations.indextts25 import INDEXTTS25
+from trainer.generations.spec import Capability, Generation
+
+GENERATIONS: list[Generation] = [INDEXTTS25, INDEXTTS2, INDEXTTS15]
+CAPABILITIES: tuple[Capability, ...] = tuple(Capability)
+
+
+def generation_ids() -> tuple[str, ...]:
+    """The choice list of generations (ids, oldest first), e.g. for the form and the Test tab."""
+    return tuple(entry.id for entry in reversed(GENERATIONS))
+
+
+def generation_names() -> dict[str, str]:
+    """id -> the name the studio shows."""
+    return {entry.id: entry.name for entry in reversed(GENERATIONS)}
+
+
+def by_id(ident: str) -> Generation:
+    """The entry of generation ``ident``; KeyError (naming the known ids) for an unknown one."""
+    for entry in GENERATIONS:
+        if entry.id == ident:
+            return entry
+    raise KeyError(f"no IndexTTS generation {ident!r} (known: {', '.join(generation_ids())})")
+
+
+def name_of(ident: str | None, unknown: str = "?") -> str:
+    """The studio name of generation ``ident`` (``unknown`` where there is none)."""
+    try:
+        return by_id(str(ident)).name
+    except KeyError:
+        return unknown
+
+
+def generation_of_config(config: Mapping[str, Any] | None, state_keys: Iterable[str] = ()) -> Generation:
+    """The generation a config (whole, or its gpt section) and optionally a state dict's keys describe."""
+    keys = list(state_keys)
+    for entry in GENERATIONS:
+        if entry.is_config(config, keys):
+            return entry
+    raise LookupError("no generation recognises this config")  # the oldest entry recognises anything
+
+
+def generation_of_checkpoint(ckpt: Mapping[str, Any], state: Mapping[str, Any] | None = None) -> Generation:
+    """The generation of a checkpoint: its recorded model config where it has one, and its weights' keys."""
+    config = ckpt.get("model_config") if isinstance(ckpt.get("model_config"), Mapping) else None
+    return generation_of_config(config, list(state or {}))
+
+
+def generation_of_folder(folder: str | Path) -> Generation | None:
+    """The generation of a download folder (its config.yaml and files); None where no entry reads folders."""
+    for entry in GENERATIONS:
+        if entry.recognises_folder is not None and entry.recognises_folder(Path(folder)):
+            return entry
+    return None
+
+
+def register(entry: Generation) -> None:
+    """Add a generation in front of the list (its recogniser is asked first)."""
+    if any(known.id == entry.id for known in GENERATIONS):
+        raise ValueError(f"generation {entry.id!r} is already registered")
+    GENERATIONS.insert(0, entry)
+
+
+def unregister(ident: str) -> None:
+    GENERATIONS[:] = [entry for entry in GENERATIONS if entry.id != ident]
+
+
+SUPPORTED_CONDITION_TYPE = "conformer_perceiver"
+
+
+def config_refusal(config: Mapping[str, Any], generation: Generation, where: str = "--config") -> str | None:
+    """Why this studio cannot train the GPT ``config`` describes (None: it can); ``generation`` is its entry."""
+    whole = isinstance(config.get("gpt"), Mapping)
+    gpt = config["gpt"] if whole else config
+    declared = str(config.get("version", "")).strip() if whole else ""
+    own = generation.config_refusal(gpt, where) if generation.config_refusal is not None else None
+    if own:
+        return own
+    if declared and not any(declared.startswith(ident) for ident in generation_ids()):
+        names = ", ".join(entry.name for entry in reversed(GENERATIONS))
+        return f"{where} declares 'version: {declared}'; this studio trains {names} GPTs only"
+    if str(gpt.get("condition_type", SUPPORTED_CONDITION_TYPE)) != SUPPORTED_CONDITION_TYPE:
+        return (f"{where} uses gpt.condition_type '{gpt.get('condition_type')}'; this studio supports "
+                f"'{SUPPORTED_CONDITION_TYPE}' only (the IndexTTS release configs)")
+    if int(gpt.get("types", 1) or 1) != 1:
+        return f"{where} sets gpt.types {gpt.get('types')}; this studio supports types 1 only"
+    if bool(gpt.get("train_solo_embeddings", False)):
+        return f"{where} sets gpt.train_solo_embeddings true; this studio supports the release setting false only"
+    if gpt.get("use_mel_codes_as_input", True) is False:
+        return f"{where} sets gpt.use_mel_codes_as_input false; this studio supports the release setting true only"
+    return None

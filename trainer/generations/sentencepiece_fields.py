@@ -1,0 +1,16 @@
+"""The entry fields IndexTTS-1.5 and IndexTTS2 share: a SentencePiece ``--tokenizer`` and how a GPT of that
+tokenizer starts (``sentencepiece_kit``, named lazily so that the entries import none of it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.generations.spec import lazy
+
+KIT = "trainer.generations.sentencepiece_kit"
+SENTENCEPIECE: dict[str, Any] = {
+    "tokenizer_kind": "a SentencePiece model", "tokenizer_file": "a SentencePiece model (bpe.model)",
+    **{name: lazy(KIT, name) for name in ("reads_tokenizer", "open_tokenizer", "describe_tokenizer",
+                                          "target_gpt_config", "tokenizer_record", "start", "rows_refusal")},
+    "export": lazy("trainer.checkpoints.export", "export_sentencepiece"),
+}

@@ -1,0 +1,125 @@
+"""What one IndexTTS generation is to the studio: a plain object of facts and functions (the registry's entry).
+
+Modelled on torchtitan's ``TrainSpec``: hubs (the run plan, samples, synthesis, evaluation, export, the Test
+tab, the training form, the data checker) ask an entry; they never compare version strings. A capability the
+generation lacks is named in ``missing`` with the reason, and the run plan refuses it in one line
+(``refusal``): "<name> cannot <capability>: <why>". No else branch decides for a generation.
+
+An entry names its code with ``lazy("module", "function")``, as transformers' auto mapping names its classes:
+the function's module is imported at the first call. So importing the registry imports none of the code it
+points at, reading it (the Checkpoints tab, the form) builds no network, and no hub that asks the registry is
+imported back by it (no import cycle: tests/test_import_cycles.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+def lazy(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported when first called."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = f"{module}.{name}"
+    return call
+
+
+class Capability(StrEnum):
+    TRAIN = "train"
+    RESUME = "resume"
+    LORA = "train LoRA adapters"
+    SAMPLES = "make samples at saves"
+    SYNTHESIZE = "synthesize"
+    EVALUATE = "evaluate at saves"
+    EXPORT = "export"
+    PREPARE = "prepare from audio"
+    DEMO = "build a demo"
+
+
+@dataclass(frozen=True)
+class FormFacts:
+    """What the training form shows for this generation."""
+
+    manifest_kind: str  # the data it trains on, as the form names it
+    not_for: str  # the sentence under an option that does nothing for this generation
+    options: frozenset[str] = frozenset()  # generation-only options that apply (e.g. the text scheme)
+    sample_options: frozenset[str] = frozenset()  # which sample fields speak its samples at saves
+
+
+@dataclass(frozen=True)
+class TestFacts:
+    """How the Test tab speaks this generation's models."""
+
+    folder_problem: Callable[[Path, str | None], str | None] | None = None  # (folder, w2v-BERT) -> why not; None:
+    # it speaks through a config + vocoder, not a download folder
+    w2v_bert_places: tuple[str, ...] = ()  # where in its folder a w2v-BERT may sit
+    folder_table: str | None = None  # its tokenizer's file in the download folder (None: the config's bpe_model)
+
+    @property
+    def speaks_through_folder(self) -> bool:
+        return self.folder_problem is not None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One IndexTTS generation: every fact and function a hub needs to ask about it."""
+
+    id: str  # the config's version ("1.5", "2", "2.5"); a key, never compared outside the registry
+    name: str  # what the studio shows, e.g. "IndexTTS-1.5"
+    prompt: str  # what the speaker prompt is in its data
+    recognises: Callable[..., bool]  # (config or gpt section, state keys) -> is this generation
+    recognises_folder: Callable[[Path], bool] | None  # a download folder of this generation (None: none)
+    codes_per_second: float  # its audio codes per second of speech
+    manifest_format: str  # data_tools.manifest FORMAT_* it trains on
+    format_hint: str  # the fields of that format, for the sentence that refuses another one
+    tokenizer_kind: str  # what kind of file its --tokenizer is, e.g. "a SentencePiece model"
+    tokenizer_file: str  # which file its text table is, in words
+    config_hint: str  # how a config says it is this generation
+    reads_tokenizer: Callable[[str], bool]  # whether a --tokenizer path is this generation's kind of file
+    open_tokenizer: Callable[[dict[str, Any]], Any]  # opts -> tokenizer (raises UsageError, TokenizerError, ...)
+    describe_tokenizer: Callable[[str, Any], str]
+    target_gpt_config: Callable[[dict[str, Any], Any], dict[str, Any]]
+    tokenizer_record: Callable[[dict[str, Any], Any], dict[str, Any]]
+    start: Callable[..., Any]  # (opts, config, config_path, tokenizer, mmap) -> ModelStart
+    rows_refusal: Callable[[int, Any, str], str | None]  # (model text tokens, tokenizer, source) -> why not
+    sample_plan: Callable[..., Any] | None  # (opts, config, val_items) -> SamplePlan
+    sample_speaker: Callable[..., Any] | None  # (plan, model, tokenizer) -> speak(text)
+    evaluation_speech: Callable[[dict[str, Any]], tuple[bool, str]] | None  # opts -> (ok, note or refusal)
+    evaluation_backend: Callable[..., Any] | None  # the evaluation's synthesis backend class
+    evaluation_needs_audio: bool  # its evaluation speaks from reference audio (not prompt mels)
+    synthesize: Callable[..., int] | None  # (args, texts, settings) -> exit code of trainer.synthesize
+    synthesis_options: frozenset[str]  # trainer.synthesize options only this generation takes
+    export: Callable[..., Any] | None  # export_model's generation part
+    export_name: str  # the model's name in exported cards and notices
+    exported_version: float  # config.yaml ``version:`` of an export
+    demo: Callable[[Path], list[str]] | None  # workspace root -> its demo's trainer argv (python -m trainer.demo
+    # builds every demo in one workspace)
+    prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
+    form: FormFacts
+    config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule
+    ddp_unused_parameters: bool = False  # DDP must look for parameters a step leaves unused (its prompt paths)
+    test: TestFacts = field(default_factory=TestFacts)
+    language_table: bool = False  # its GPT has a per-language table (--lang-init-from, --lang-lr-mult apply)
+    data_note: Callable[[list[Any], Any], str] | None = None  # an extra data line for the pre-flight
+    missing: Mapping[Capability, str] = field(default_factory=dict)  # capability -> why this generation lacks it
+
+    def can(self, capability: Capability) -> bool:
+        return capability not in self.missing
+
+    def refusal(self, capability: Capability) -> str | None:
+        """One line naming the generation and the capability it lacks; None where it has it."""
+        why = self.missing.get(capability)
+        return None if why is None else f"{self.name} cannot {capability.value}: {why}"
+
+    def is_config(self, config: Mapping[str, Any] | None, state_keys: Iterable[str] = ()) -> bool:
+        return bool(self.recognises(config, list(state_keys)))
+
+    def renamed(self, **changes: Any) -> Generation:
+        """A copy with other facts (tests register a toy generation this way)."""
+        return replace(self, **changes)
