@@ -125,6 +125,9 @@ def check_manifests(
              for task in _chunk_tasks(spec.path, index, step, formats[index], spec.language)]
     train_acc = SplitAccumulator("train", train_paths, 0, problems)
     val_acc = SplitAccumulator("val", val_paths, len(train_paths), problems)
+    for index, fmt in enumerate(formats):
+        if fmt is None:
+            (train_acc if index < len(train_paths) else val_acc).refused(index)
     total_bytes = sum(sizes)
     done_bytes = 0
     for result in _run_chunks(tasks, settings, workers):

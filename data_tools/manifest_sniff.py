@@ -1,0 +1,114 @@
+"""What a file given as a manifest is when it is no JSON-lines manifest at all: one rule for every reader.
+
+``manifest_format_refusal(path)`` looks at the file's first bytes and first non-blank line and returns a
+``ManifestError`` that says in one line what the file is and where (``file:line``), or None when it may be
+a manifest (its lines are then judged one by one). The data checker, the run pre-flight and the trainer all
+reach it through ``data_tools.manifest.manifest_format``, so they refuse the same files with the same words.
+
+Recognised: an empty or blank-only file, compressed archives (gzip, bzip2, xz, zstd, zip), UTF-16/UTF-32
+text (with or without a byte-order mark), a UTF-8 byte-order mark, binary data (NUL bytes or bytes that are
+no UTF-8), classic-Mac CR-only line ends, a JSON array, a pretty-printed JSON object (one object over many
+lines) and a first line over ``MAX_LINE_BYTES`` (a whole JSON document on one line, or no text at all).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from data_tools.fileio import UnusableFile, open_regular
+from data_tools.manifest import MAX_LINE_BYTES, ManifestError
+
+SNIFF_BYTES = 64 * 1024
+COMPRESSED_MAGIC = (
+    (b"\x1f\x8b", "gzip-compressed", "gunzip"),
+    (b"BZh", "bzip2-compressed", "bunzip2"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "unxz"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "unzstd"),
+    (b"PK\x03\x04", "a zip archive", "unzip"),
+)
+WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
+)
+JSONL_HINT = "a manifest is UTF-8 text with one JSON object per line (JSON lines)"
+
+
+def manifest_format_refusal(path: str | Path) -> ManifestError | None:
+    """Why ``path`` cannot be a JSON-lines manifest (one line naming file and line), or None."""
+    path = Path(path)
+    try:
+        with open_regular(path) as handle:
+            head = handle.read(SNIFF_BYTES)
+    except UnusableFile as exc:
+        message = "manifest not found" if exc.kind == "missing" else str(exc).replace(f"{path} is ", "manifest is ")
+        return ManifestError(path, None, message)
+    except OSError as exc:
+        return ManifestError(path, 1, f"cannot read the manifest: {exc.strerror or exc}")
+    if not head:
+        return ManifestError(path, None, f"empty file: {JSONL_HINT}")
+    whole = _whole_file_refusal(path, head)
+    if whole is not None:
+        return whole
+    return _first_line_refusal(path)
+
+
+def _whole_file_refusal(path: Path, head: bytes) -> ManifestError | None:
+    for magic, what, tool in COMPRESSED_MAGIC:
+        if head.startswith(magic):
+            return ManifestError(path, None, f"{what} data, not a text manifest: unpack it first ({tool})")
+    for bom, encoding in WIDE_BOMS:
+        if head.startswith(bom):
+            return ManifestError(path, 1, f"{encoding} text (byte-order mark): save it as UTF-8")
+    if b"\x00" in head:
+        if _looks_wide(head):
+            return ManifestError(path, 1, "UTF-16 text (NUL every other byte): save it as UTF-8")
+        nul = head.index(b"\x00")
+        line = head[:nul].count(b"\n") + 1
+        return ManifestError(path, line, f"binary data (a NUL byte at byte {nul + 1}), not a text manifest: "
+                                         f"{JSONL_HINT}")
+    if head.startswith(b"\xef\xbb\xbf"):
+        return ManifestError(path, 1, "starts with a UTF-8 byte-order mark: save it as UTF-8 without BOM")
+    if b"\r" in head and b"\n" not in head and head.strip(b"\r \t"):
+        return ManifestError(path, 1, "lines end in CR only (classic Mac line ends): convert them to LF")
+    if not head.strip() and len(head) < SNIFF_BYTES:
+        return ManifestError(path, None, f"only blank lines: {JSONL_HINT}")
+    return None
+
+
+def _looks_wide(head: bytes) -> bool:
+    """UTF-16 without a byte-order mark: ASCII text with a NUL beside nearly every character."""
+    sample = head[:4096]
+    return sample[1::2].count(0) * 4 >= len(sample) or sample[0::2].count(0) * 4 >= len(sample)
+
+
+def _first_line_refusal(path: Path) -> ManifestError | None:
+    """The first non-blank line: too long, not UTF-8 (binary), a JSON array, or the start of a pretty-printed object."""
+    from data_tools.manifest import iter_lines
+
+    first = next(iter(iter_lines(path)), None)
+    if first is None:
+        return ManifestError(path, None, f"only blank lines: {JSONL_HINT}")
+    lineno, text = first
+    if isinstance(text, ManifestError):
+        if "longer than" in text.message:
+            return ManifestError(path, lineno, f"line {lineno} is longer than {MAX_LINE_BYTES} bytes: not JSON "
+                                               f"lines ({JSONL_HINT})")
+        return ManifestError(path, lineno, f"binary data or another encoding ({text.message}): {JSONL_HINT}")
+    stripped = text.strip()
+    if stripped.startswith("["):
+        return ManifestError(path, lineno, f"a JSON array, not JSON lines: write one object per line ({JSONL_HINT})")
+    if stripped.startswith("{") and not _is_json(stripped):
+        rest = stripped[1:].lstrip()
+        if not rest or (rest.startswith('"') and rest.rstrip().endswith((",", "{", "[", ":"))):
+            return ManifestError(path, lineno, "a pretty-printed JSON object spread over several lines: write one "
+                                               "object per line (e.g. jq -c)")
+    return None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
