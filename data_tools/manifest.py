@@ -230,13 +230,13 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str | ManifestError]]:
     with handle:
         lineno = 0
         while True:
-            raw = handle.readline(MAX_LINE_BYTES + 1)
+            raw = _read_line(handle, path, lineno + 1, MAX_LINE_BYTES + 1)
             if not raw:
                 break
             lineno += 1
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):  # skip the rest of the line, a block at a time
-                    raw = handle.readline(MAX_LINE_BYTES)
+                    raw = _read_line(handle, path, lineno, MAX_LINE_BYTES)
                 yield lineno, ManifestError(path, lineno, f"line longer than {MAX_LINE_BYTES} bytes")
                 continue
             try:
@@ -246,6 +246,14 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str | ManifestError]]:
                 continue
             if text.strip():
                 yield lineno, text
+
+
+def _read_line(handle, path: Path, lineno: int, limit: int) -> bytes:
+    """One line's bytes; an I/O error (a bad disk, a vanished share) is a ManifestError at that line."""
+    try:
+        return handle.readline(limit)
+    except OSError as exc:
+        raise ManifestError(path, lineno, f"cannot read the manifest: {exc.strerror or exc}") from None
 
 
 def iter_manifest(path: str | Path, default_language: str | None = None
