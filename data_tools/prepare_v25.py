@@ -74,6 +74,7 @@ from data_tools.prepare_v2 import (
     refuse,
     resolve_device,
     silence_reason,
+    write_pairs_manifest,
 )
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import DROP_REASONS, DataLimits, drop_reason
@@ -468,9 +469,9 @@ def prepare_v25(
     pairs, lonely = build_pairs_v25(utterances, pairs_per_target, seed)
     utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
     atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
-    atomic_write_text(pairs_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     report = PrepareReport(
-        utterances_manifest=str(utterances_path), pairs_manifest=str(pairs_path), utterances=len(utterances),
+        utterances_manifest=str(utterances_path), pairs_manifest=write_pairs_manifest(pairs_path, pairs),
+        utterances=len(utterances),
         pairs=len(pairs), new=run.new, resumed=run.resumed, redone=run.redone, batches=run.batches,
         device=str(torch_device), skipped=skipped + run.skipped, lonely_speakers=lonely,
         hours=round(sum(u["duration"] for u in utterances) / 3600, 4),
