@@ -78,6 +78,7 @@ from data_tools.prepare_v2 import (
 )
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import DROP_REASONS, DataLimits, drop_reason
+from data_tools.tokenizer.tiktoken25 import unknown_language
 
 SPEAKER_RATE = 22_050  # inference loads its speaker prompt at librosa's default rate
 FEATURE_RATE = 16_000
@@ -284,6 +285,9 @@ class V25Preparer:
     def screen(self, item: SourceItem, seconds: float) -> str | None:
         if not item.language:
             return "no language: IndexTTS-2.5 needs each item's language (give --language or a language per line)"
+        unknown = unknown_language(item.language)
+        if unknown is not None:
+            return f"unknown language: {unknown}"
         if seconds < self.min_duration:
             return f"too short: {seconds:.2f} s < --min-duration {self.min_duration:g} s"
         if seconds > self.max_duration:

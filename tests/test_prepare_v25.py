@@ -344,3 +344,11 @@ def test_one_clip_per_speaker_writes_no_empty_pairs_and_a_rerun_sweeps_temp_file
         path.write_bytes(b"half")
     assert main(prepare_argv(kit, listing, out)) == 1
     assert not [p for p in out.rglob("*.tmp")]
+
+
+def test_items_in_an_unknown_language_are_flagged(kit, audio, tmp_path):
+    skipped = []
+    report = prepare_v25(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
+                         language="amh", on_skip=skipped.append)
+    assert report.utterances == 0 and len(skipped) == 12
+    assert all(s.reason.startswith("unknown language: language 'amh' is not a code") for s in skipped), skipped[0]
