@@ -182,3 +182,15 @@ def test_a_nonfinite_last_step_never_reports_a_checkpoint_it_did_not_write(demo_
     assert len(lines) == 1 and "last step (3) was not finite" in lines[0] and "none yet" in lines[0], said.err
     assert not (out / "latest.pth").exists()
     assert events(out, "end")[-1]["status"] == "nonfinite"
+
+
+def test_changing_only_when_to_stop_keeps_the_resume_exact(demo_workspace, slices, tmp_path, monkeypatch, capsys):
+    """--stop-on-forgetting / --max-nonfinite-steps decide when a run stops, never what it computes."""
+    out = tmp_path / "run"
+    assert _run(demo_workspace, slices, out, monkeypatch, 2, batch_size=4, stop_on_forgetting=True,
+                max_nonfinite_steps=20) == 130
+    capsys.readouterr()
+    assert _run(demo_workspace, slices, out, monkeypatch, 3, batch_size=4, stop_on_forgetting=False,
+                max_nonfinite_steps=5) == 130
+    said = capsys.readouterr().out
+    assert "resumed from" in said and "bitwise exactness" not in said and "hyper-parameters changed" not in said
