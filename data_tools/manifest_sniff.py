@@ -31,7 +31,7 @@ WIDE_BOMS = (
     (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
     (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
 )
-JSONL_HINT = "a manifest is UTF-8 text with one JSON object per line (JSON lines)"
+JSONL_HINT = "a manifest is UTF-8 JSON lines, one object per line"
 
 
 def manifest_format_refusal(path: str | Path) -> ManifestError | None:
@@ -50,7 +50,7 @@ def manifest_format_refusal(path: str | Path) -> ManifestError | None:
     whole = _whole_file_refusal(path, head)
     if whole is not None:
         return whole
-    return _first_line_refusal(path)
+    return _first_line_refusal(path, head)
 
 
 def _whole_file_refusal(path: Path, head: bytes) -> ManifestError | None:
@@ -82,7 +82,7 @@ def _looks_wide(head: bytes) -> bool:
     return sample[1::2].count(0) * 4 >= len(sample) or sample[0::2].count(0) * 4 >= len(sample)
 
 
-def _first_line_refusal(path: Path) -> ManifestError | None:
+def _first_line_refusal(path: Path, head: bytes) -> ManifestError | None:
     """The first non-blank line: too long, not UTF-8 (binary), a JSON array, or the start of a pretty-printed object."""
     from data_tools.manifest import iter_lines
 
@@ -93,17 +93,27 @@ def _first_line_refusal(path: Path) -> ManifestError | None:
     if isinstance(text, ManifestError):
         if "longer than" in text.message:
             return ManifestError(path, lineno, f"line {lineno} is longer than {MAX_LINE_BYTES} bytes: not JSON "
-                                               f"lines ({JSONL_HINT})")
+                                               "lines (one object per line), or not text at all")
         return ManifestError(path, lineno, f"binary data or another encoding ({text.message}): {JSONL_HINT}")
     stripped = text.strip()
     if stripped.startswith("["):
-        return ManifestError(path, lineno, f"a JSON array, not JSON lines: write one object per line ({JSONL_HINT})")
-    if stripped.startswith("{") and not _is_json(stripped):
-        rest = stripped[1:].lstrip()
-        if not rest or (rest.startswith('"') and rest.rstrip().endswith((",", "{", "[", ":"))):
-            return ManifestError(path, lineno, "a pretty-printed JSON object spread over several lines: write one "
-                                               "object per line (e.g. jq -c)")
+        return ManifestError(path, lineno, "a JSON array, not JSON lines: write one object per line (e.g. jq -c '.[]')")
+    if stripped.startswith("{") and not _is_json(stripped) and _object_spans_lines(stripped, head):
+        return ManifestError(path, lineno, "a pretty-printed JSON object spread over several lines: write one "
+                                           "object per line (e.g. jq -c)")
     return None
+
+
+def _object_spans_lines(first_line: str, head: bytes) -> bool:
+    """The first line opens a JSON object that the following lines close (not a line that is merely broken)."""
+    if first_line == "{":
+        return True
+    text = head.decode("utf-8", errors="replace").lstrip()
+    try:
+        _obj, end = json.JSONDecoder().raw_decode(text)
+    except (ValueError, RecursionError):
+        return False
+    return "\n" in text[:end]
 
 
 def _is_json(text: str) -> bool:

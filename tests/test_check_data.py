@@ -232,7 +232,7 @@ def test_empty_manifest_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureF
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n", encoding="utf-8")
     report = check_manifests([empty])
-    blank = "only blank lines: a manifest is UTF-8 text with one JSON object per line (JSON lines)"
+    blank = "only blank lines: a manifest is UTF-8 JSON lines, one object per line"
     assert [(p.code, p.where, p.message) for p in report.errors] == [("not-a-training-manifest", str(empty), blank)]
     assert main(["--manifest", str(empty), "--quiet"]) == 1
     out = capsys.readouterr().out

@@ -83,3 +83,13 @@ def test_preflight_and_trainer_refuse_a_hostile_manifest_in_one_line(tmp_path, d
     line = refusal(capsys)
     assert line == f"error: {failed['data']}"
     assert not (Path(demo["output_dir"]) / "latest.pth").exists()
+
+
+def test_a_broken_first_line_is_a_line_problem_not_a_file_refusal(tmp_path) -> None:
+    from data_tools.manifest_sniff import manifest_format_refusal
+
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"id": "a",\n' + json.dumps(ENTRY) + "\n", encoding="utf-8")
+    assert manifest_format_refusal(path) is None  # the checker reports line 1's malformed JSON, then checks line 2
+    path.write_text('{"id": "a",\n  "text": "x"}\n', encoding="utf-8")
+    assert "pretty-printed" in str(manifest_format_refusal(path))
