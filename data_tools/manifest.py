@@ -273,6 +273,16 @@ def iter_manifest(path: str | Path, default_language: str | None = None
             yield entry
 
 
+def manifest_format_refusal(path: str | Path) -> ManifestError | None:
+    """Why ``path`` is no JSON-lines manifest at all (empty, compressed, UTF-16, binary, a JSON array,
+    pretty-printed, ...: ``data_tools.manifest_sniff``), as one ``file:line: what``; None when it may be one."""
+    from data_tools.manifest_sniff import format_refusal
+
+    path = Path(path)
+    found = format_refusal(path, MAX_LINE_BYTES)
+    return None if found is None else ManifestError(path, found.line, found.message)
+
+
 def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
     """The format of a manifest, from its first line that is a JSON object with known fields.
 
@@ -281,8 +291,6 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
     manifest (the trainer needs pairs) and for one whose JSON objects have none of any format's fields.
     Lines that are not JSON objects are left to the line parsers (they report each at its line).
     """
-    from data_tools.manifest_sniff import manifest_format_refusal
-
     path = Path(path)
     refusal = manifest_format_refusal(path)
     if refusal is not None:

@@ -1,23 +1,24 @@
 """What a file given as a manifest is when it is no JSON-lines manifest at all: one rule for every reader.
 
-``manifest_format_refusal(path)`` looks at the file's first bytes and first non-blank line and returns a
-``ManifestError`` that says in one line what the file is and where (``file:line``), or None when it may be
-a manifest (its lines are then judged one by one). The data checker, the run pre-flight and the trainer all
-reach it through ``data_tools.manifest.manifest_format``, so they refuse the same files with the same words.
+``format_refusal(path, max_line_bytes)`` looks at the file's first bytes and first non-blank line and says in
+one line what the file is and at which line, or None when it may be a manifest (its lines are then judged one
+by one); ``data_tools.manifest.manifest_format_refusal`` makes that a ``ManifestError`` (``file:line: what``).
+The data checker, the run pre-flight and the trainer all reach it through ``data_tools.manifest.manifest_format``,
+so they refuse the same files with the same words. (It imports nothing of ``data_tools.manifest``: no cycle.)
 
 Recognised: an empty or blank-only file, compressed archives (gzip, bzip2, xz, zstd, zip), UTF-16/UTF-32
 text (with or without a byte-order mark), a UTF-8 byte-order mark, binary data (NUL bytes or bytes that are
 no UTF-8), classic-Mac CR-only line ends, a JSON array, a pretty-printed JSON object (one object over many
-lines) and a first line over ``MAX_LINE_BYTES`` (a whole JSON document on one line, or no text at all).
+lines) and a first line over ``max_line_bytes`` (a whole JSON document on one line, or no text at all).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from data_tools.fileio import UnusableFile, open_regular
-from data_tools.manifest import MAX_LINE_BYTES, ManifestError
 
 SNIFF_BYTES = 64 * 1024
 COMPRESSED_MAGIC = (
@@ -34,45 +35,49 @@ WIDE_BOMS = (
 JSONL_HINT = "a manifest is UTF-8 JSON lines, one object per line"
 
 
-def manifest_format_refusal(path: str | Path) -> ManifestError | None:
-    """Why ``path`` cannot be a JSON-lines manifest (one line naming file and line), or None."""
-    path = Path(path)
+class FileRefusal(NamedTuple):
+    line: int | None  # None: the file as a whole
+    message: str
+
+
+def format_refusal(path: Path, max_line_bytes: int) -> FileRefusal | None:
+    """Why ``path`` cannot be a JSON-lines manifest (what, and at which line), or None."""
     try:
         with open_regular(path) as handle:
             head = handle.read(SNIFF_BYTES)
+        if not head:
+            return FileRefusal(None, f"empty file: {JSONL_HINT}")
+        whole = _whole_file_refusal(head)
+        if whole is not None:
+            return whole
+        return _first_line_refusal(path, head, max_line_bytes)
     except UnusableFile as exc:
-        message = "manifest not found" if exc.kind == "missing" else str(exc).replace(f"{path} is ", "manifest is ")
-        return ManifestError(path, None, message)
+        return FileRefusal(None, "manifest not found" if exc.kind == "missing"
+                           else str(exc).replace(f"{path} is ", "manifest is "))
     except OSError as exc:
-        return ManifestError(path, 1, f"cannot read the manifest: {exc.strerror or exc}")
-    if not head:
-        return ManifestError(path, None, f"empty file: {JSONL_HINT}")
-    whole = _whole_file_refusal(path, head)
-    if whole is not None:
-        return whole
-    return _first_line_refusal(path, head)
+        return FileRefusal(1, f"cannot read the manifest: {exc.strerror or exc}")
 
 
-def _whole_file_refusal(path: Path, head: bytes) -> ManifestError | None:
+def _whole_file_refusal(head: bytes) -> FileRefusal | None:
     for magic, what, tool in COMPRESSED_MAGIC:
         if head.startswith(magic):
-            return ManifestError(path, None, f"{what} data, not a text manifest: unpack it first ({tool})")
+            return FileRefusal(None, f"{what} data, not a text manifest: unpack it first ({tool})")
     for bom, encoding in WIDE_BOMS:
         if head.startswith(bom):
-            return ManifestError(path, 1, f"{encoding} text (byte-order mark): save it as UTF-8")
+            return FileRefusal(1, f"{encoding} text (byte-order mark): save it as UTF-8")
     if b"\x00" in head:
         if _looks_wide(head):
-            return ManifestError(path, 1, "UTF-16 text (NUL every other byte): save it as UTF-8")
+            return FileRefusal(1, "UTF-16 text (NUL every other byte): save it as UTF-8")
         nul = head.index(b"\x00")
         line = head[:nul].count(b"\n") + 1
-        return ManifestError(path, line, f"binary data (a NUL byte at byte {nul + 1}), not a text manifest: "
+        return FileRefusal(line, f"binary data (a NUL byte at byte {nul + 1}), not a text manifest: "
                                          f"{JSONL_HINT}")
     if head.startswith(b"\xef\xbb\xbf"):
-        return ManifestError(path, 1, "starts with a UTF-8 byte-order mark: save it as UTF-8 without BOM")
+        return FileRefusal(1, "starts with a UTF-8 byte-order mark: save it as UTF-8 without BOM")
     if b"\r" in head and b"\n" not in head and head.strip(b"\r \t"):
-        return ManifestError(path, 1, "lines end in CR only (classic Mac line ends): convert them to LF")
+        return FileRefusal(1, "lines end in CR only (classic Mac line ends): convert them to LF")
     if not head.strip() and len(head) < SNIFF_BYTES:
-        return ManifestError(path, None, f"only blank lines: {JSONL_HINT}")
+        return FileRefusal(None, f"only blank lines: {JSONL_HINT}")
     return None
 
 
@@ -82,25 +87,38 @@ def _looks_wide(head: bytes) -> bool:
     return sample[1::2].count(0) * 4 >= len(sample) or sample[0::2].count(0) * 4 >= len(sample)
 
 
-def _first_line_refusal(path: Path, head: bytes) -> ManifestError | None:
+def _first_line_refusal(path: Path, head: bytes, max_line_bytes: int) -> FileRefusal | None:
     """The first non-blank line: too long, not UTF-8 (binary), a JSON array, or the start of a pretty-printed object."""
-    from data_tools.manifest import iter_lines
-
-    first = next(iter(iter_lines(path)), None)
+    first = _first_line(path, max_line_bytes)
     if first is None:
-        return ManifestError(path, None, f"only blank lines: {JSONL_HINT}")
-    lineno, text = first
-    if isinstance(text, ManifestError):
-        if "longer than" in text.message:
-            return ManifestError(path, lineno, f"line {lineno} is longer than {MAX_LINE_BYTES} bytes: not JSON "
-                                               "lines (one object per line), or not text at all")
-        return ManifestError(path, lineno, f"binary data or another encoding ({text.message}): {JSONL_HINT}")
-    stripped = text.strip()
+        return FileRefusal(None, f"only blank lines: {JSONL_HINT}")
+    lineno, raw = first
+    if raw is None:
+        return FileRefusal(lineno, f"line {lineno} is longer than {max_line_bytes} bytes: not JSON lines (one object "
+                                   "per line), or not text at all")
+    try:
+        stripped = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        return FileRefusal(lineno, f"binary data or another encoding (not valid UTF-8 at byte {exc.start + 1} of the "
+                                   f"line): {JSONL_HINT}")
     if stripped.startswith("["):
-        return ManifestError(path, lineno, "a JSON array, not JSON lines: write one object per line (e.g. jq -c '.[]')")
+        return FileRefusal(lineno, "a JSON array, not JSON lines: write one object per line (e.g. jq -c '.[]')")
     if stripped.startswith("{") and not _is_json(stripped) and _object_spans_lines(stripped, head):
-        return ManifestError(path, lineno, "a pretty-printed JSON object spread over several lines: write one "
-                                           "object per line (e.g. jq -c)")
+        return FileRefusal(lineno, "a pretty-printed JSON object spread over several lines: write one object per "
+                                   "line (e.g. jq -c)")
+    return None
+
+
+def _first_line(path: Path, max_line_bytes: int) -> tuple[int, bytes | None] | None:
+    """(line number, bytes) of the first non-blank line, bytes None when it is over ``max_line_bytes``; None: none."""
+    with open_regular(path) as handle:
+        lineno = 0
+        while raw := handle.readline(max_line_bytes + 1):
+            lineno += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                return lineno, None
+            if raw.strip():
+                return lineno, raw
     return None
 
 

@@ -86,7 +86,7 @@ def test_preflight_and_trainer_refuse_a_hostile_manifest_in_one_line(tmp_path, d
 
 
 def test_a_broken_first_line_is_a_line_problem_not_a_file_refusal(tmp_path) -> None:
-    from data_tools.manifest_sniff import manifest_format_refusal
+    from data_tools.manifest import manifest_format_refusal
 
     path = tmp_path / "m.jsonl"
     path.write_text('{"id": "a",\n' + json.dumps(ENTRY) + "\n", encoding="utf-8")
