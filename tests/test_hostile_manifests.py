@@ -93,3 +93,12 @@ def test_a_broken_first_line_is_a_line_problem_not_a_file_refusal(tmp_path) -> N
     assert manifest_format_refusal(path) is None  # the checker reports line 1's malformed JSON, then checks line 2
     path.write_text('{"id": "a",\n  "text": "x"}\n', encoding="utf-8")
     assert "pretty-printed" in str(manifest_format_refusal(path))
+
+
+@pytest.mark.skipif(not TABLE_25.is_file(), reason="the shared 2.5 table fixture is not here")
+def test_the_2_5_table_with_a_codes_manifest_is_a_usage_error_not_a_checker_bug(tmp_path, capsys) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps(ENTRY) + "\n", encoding="utf-8")
+    assert check_main(["--manifest", str(path), "--quiet", "--workers", "1", "--tokenizer", str(TABLE_25)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --tokenizer {TABLE_25} cannot tokenise {path}"), err
