@@ -33,4 +33,5 @@ INDEXTTS2 = Generation(
     ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "latent_prompt"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
                    w2v_bert_places=("w2v-bert-2.0",)),
+    s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v2"), s2mel_gpt_latent=True,
 )

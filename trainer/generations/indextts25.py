@@ -58,6 +58,7 @@ INDEXTTS25 = Generation(
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
                    w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"), folder_table=TABLE_NAME),
     config_refusal=config_refusal, ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "speaker_vector_prompt"), language_table=True,
+    s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v25"),
     missing={Capability.EVALUATE: "the evaluation at saves has no IndexTTS-2.5 synthesis backend yet (score "
                                   "its checkpoints with python -m trainer.synthesize and your own ASR)"},
 )

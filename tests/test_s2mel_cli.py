@@ -1,0 +1,113 @@
+"""``python -m trainer.train --train s2mel``: the plan refuses IndexTTS-1.5 in one line; a demo 2.5 run is killed
+and resumed bit-exactly through the CLI, and speaks samples at saves; the pre-flight plans it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from data_tools.s2mel_clip import add_missing_s2mel_files
+from networks.frontends.s2mel_mel import S2MelMelSettings
+from networks.indextts25 import load_indextts25
+from tests.checkpoint_factory import tiny_gpt_config
+from trainer.demo_v25 import DemoV25Paths
+from trainer.options import parse_argv
+from trainer.plan import make_plan
+from trainer.s2mel.sources import audio_loader
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def trainer_cli(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "trainer.train", *argv], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_indextts15_is_refused_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"gpt": tiny_gpt_config()}), encoding="utf-8")
+    manifest = tmp_path / "train.jsonl"
+    manifest.write_text(json.dumps({"target_codes_path": "codes/a.npy"}) + "\n", encoding="utf-8")
+    argv = ["--train", "s2mel", "--config", str(config), "--train-manifest", str(manifest),
+            "--output-dir", str(tmp_path / "run")]
+    plan = make_plan(parse_argv(argv))
+    assert plan.refusal is not None and plan.refusal.startswith("IndexTTS-1.5 cannot train the S2Mel decoder")
+    done = trainer_cli(argv)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: {plan.refusal}"]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def prepared_v25(demo_workspace, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(download folder, a prepared folder's manifest with S2Mel files, a voice) of the 2.5 demo (4 clips)."""
+    paths = DemoV25Paths.under(demo_workspace.root)
+    folder = paths.config.parent
+    nets = load_indextts25(folder, local_files_only=True, load_gpt_weights=False)
+    data = paths.train_manifest.parent
+    stems = sorted(p.stem for p in (data / "wavs").glob("*.wav"))[:4]
+    out = tmp_path_factory.mktemp("s2mel_data")
+    (out / "codes").mkdir()
+    for stem in stems:
+        shutil.copy(data / "codes" / f"{stem}.npy", out / "codes" / f"{stem}.npy")
+    settings = S2MelMelSettings.from_preprocess_params(nets.config["s2mel"]["preprocess_params"])
+    add_missing_s2mel_files(out, stems, audio_loader(data / "wavs", settings.sample_rate), nets.campplus, settings)
+    manifest = out / "train.jsonl"
+    manifest.write_text("".join(json.dumps({"target_codes_path": f"codes/{s}.npy"}) + "\n" for s in stems),
+                        encoding="utf-8")
+    return folder, manifest, data / "wavs" / f"{stems[0]}.wav"
+
+
+def run_argv(prepared: tuple[Path, Path, Path], out: Path, *extra: str) -> list[str]:
+    folder, manifest, _ = prepared
+    return ["--train", "s2mel", "--model-dir", str(folder), "--train-manifest", str(manifest),
+            "--output-dir", str(out), "--max-steps", "4", "--save-interval", "2", "--batch-size", "2",
+            "--learning-rate", "1e-3", "--log-interval", "1", "--device", "cpu", *extra]
+
+
+def net_of(path: Path) -> dict[str, torch.Tensor]:
+    ckpt = torch.load(path, weights_only=True)
+    return {f"{part}.{key}": value for part, state in ckpt["net"].items() for key, value in state.items()}
+
+
+def test_v25_full_run_killed_and_resumed_bit_exactly(prepared_v25, tmp_path: Path) -> None:
+    straight = trainer_cli(run_argv(prepared_v25, tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr
+    hooks = {"STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_KILL_AFTER_STEP": "3"}
+    killed = trainer_cli(run_argv(prepared_v25, tmp_path / "killed"), env=hooks)
+    assert killed.returncode == -9, killed.stderr
+    assert (tmp_path / "killed" / "model_step2.pth").is_file()
+    resumed = trainer_cli(run_argv(prepared_v25, tmp_path / "killed"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from latest.pth at step 2" in resumed.stdout
+    expected, actual = net_of(tmp_path / "straight" / "latest.pth"), net_of(tmp_path / "killed" / "latest.pth")
+    assert expected.keys() == actual.keys()
+    assert all(torch.equal(expected[key], actual[key]) for key in expected)
+    events = [json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "train"] == [1, 2, 3, 4]
+    assert events[-1]["event"] == "end" and events[-1]["status"] == "finished"
+
+
+def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_path: Path) -> None:
+    texts = tmp_path / "texts.txt"
+    texts.write_text("ሰላም\n", encoding="utf-8")
+    argv = run_argv(prepared_v25, tmp_path / "lora", "--lora", "--lora-rank", "4", "--sample-texts", str(texts),
+                    "--eval-reference", str(prepared_v25[2]))
+    preflight = trainer_cli([*argv, "--preflight"])
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    assert "LoRA rank 4" in preflight.stdout and "4 clip(s)" in preflight.stdout
+    done = trainer_cli(argv)
+    assert done.returncode == 0, done.stderr
+    samples = sorted(p.name for p in (tmp_path / "lora" / "samples").glob("*.wav"))
+    assert samples == ["s2mel_step2_0.wav", "s2mel_step4_0.wav"]
+    ckpt = torch.load(tmp_path / "lora" / "latest.pth", weights_only=True)
+    assert ckpt["mode"] == "lora" and ckpt["step"] == 4 and ckpt["adapter"]
