@@ -17,11 +17,18 @@ import yaml
 from data_tools.s2mel_clip import add_missing_s2mel_files
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts25 import load_indextts25
+from networks.s2mel import load_s2mel
 from tests.checkpoint_factory import tiny_gpt_config
+from trainer.checkpoints.__main__ import main as checkpoints_main
+from trainer.checkpoints.format import checkpoint_kind
+from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
+from trainer.checkpoints.verify import verify_checkpoint
 from trainer.demo_v25 import DemoV25Paths
 from trainer.options import parse_argv
 from trainer.plan import make_plan
 from trainer.s2mel.sources import audio_loader
+from trainer.synthesize import main as synthesize_main
+from trainer.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -111,3 +118,36 @@ def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_pa
     assert samples == ["s2mel_step2_0.wav", "s2mel_step4_0.wav"]
     ckpt = torch.load(tmp_path / "lora" / "latest.pth", weights_only=True)
     assert ckpt["mode"] == "lora" and ckpt["step"] == 4 and ckpt["adapter"]
+    assert checkpoint_kind(ckpt) == "s2mel"
+    lines = inspect_lines(inspect_checkpoint(tmp_path / "lora" / "latest.pth"))
+    assert any("S2Mel decoder (lora fine-tune), step 4" in line for line in lines)
+    report = verify_checkpoint(tmp_path / "lora" / "latest.pth")
+    assert (report.kind, report.verdict) == ("s2mel", "COMPLETE")
+
+
+def test_v25_export_and_synthesis_with_the_trained_s2mel(prepared_v25, tmp_path: Path, capsys) -> None:
+    folder, _, voice = prepared_v25
+    argv = run_argv(prepared_v25, tmp_path / "run", "--lora", "--lora-rank", "4", "--max-steps", "2")
+    assert train_main(argv) == 0
+    latest = tmp_path / "run" / "latest.pth"
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    export = ["export-s2mel", str(latest), "--model-dir", str(folder)]
+    assert checkpoints_main([*export, "--out", str(tmp_path / "out")]) == 0
+    load_s2mel(tmp_path / "out" / "s2mel.pth", config["s2mel"], with_gpt_layer=False)  # strict, stock layout
+    assert checkpoints_main([*export, "--out", str(tmp_path / "out"), "--adapter-only"]) == 0
+    assert torch.load(tmp_path / "out" / "s2mel_adapter.pth", weights_only=True)["adapter"]
+    scores = tmp_path / "scores.json"
+    scores.write_text(json.dumps({"without": [{"voice": "a", "similarity": 0.8, "cer": 0.1}],
+                                  "with": [{"voice": "a", "similarity": 0.7, "cer": 0.1}]}), encoding="utf-8")
+    capsys.readouterr()
+    assert checkpoints_main([*export, "--out", str(tmp_path / "gated"), "--scores", str(scores)]) == 2
+    assert "not exported: S2Mel adapter left out: similarity fell" in capsys.readouterr().err
+    assert not (tmp_path / "gated").exists()
+    assert checkpoints_main([*export, "--out", str(tmp_path / "gated"), "--scores", str(scores),
+                             "--keep", "keep"]) == 0
+    assert "kept by the user's override" in capsys.readouterr().out
+    wav = tmp_path / "spoken.wav"
+    assert synthesize_main(["--model-dir", str(folder), "--s2mel", str(tmp_path / "out" / "s2mel_adapter.pth"),
+                            "--reference", str(voice), "--text", "ሰላም", "--out", str(wav), "--steps", "2",
+                            "--decode", "greedy", "--max-codes", "20", "--device", "cpu"]) == 0
+    assert wav.is_file() and wav.stat().st_size > 44

@@ -259,9 +259,14 @@ def build_checkpoint(
 
 
 def checkpoint_kind(obj: Any) -> str:
-    """Classify a loaded object: "studio" (ours), "community", "bare" (weights only) or "unknown"."""
+    """Classify a loaded object: "studio" (ours), "s2mel" (an S2Mel run's), "community", "bare" (weights only) or
+    "unknown"."""
+    from trainer.s2mel.checkpoint import is_s2mel_checkpoint  # here: that module imports this one
+
     if not isinstance(obj, dict):
         return "unknown"
+    if is_s2mel_checkpoint(obj):
+        return "s2mel"
     if obj.get("format") == FORMAT_NAME:
         return "studio"
     model = obj.get("model")

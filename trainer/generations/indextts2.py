@@ -23,7 +23,7 @@ INDEXTTS2 = Generation(
     sample_plan=lazy("trainer.samples", "sample_plan_v2"), sample_speaker=lazy("trainer.samples", "speaker_v2"),
     evaluation_speech=lazy("trainer.evaluation.synthesizers", "v2_speech"),
     evaluation_backend=lazy("trainer.evaluation.synthesizers", "V2Backend"), evaluation_needs_audio=True,
-    synthesize=lazy("trainer.synthesize", "synthesize_v2"), synthesis_options=frozenset(),
+    synthesize=lazy("trainer.synthesize", "synthesize_v2"), synthesis_options=frozenset({"s2mel"}),
     export_name="IndexTTS2", exported_version=2.0,
     demo=lazy("trainer.demo_v2", "train_argv_under"), prepare="data_tools.prepare_v2",
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",

@@ -47,7 +47,7 @@ INDEXTTS25 = Generation(
     sample_plan=lazy("trainer.samples_v25", "plan_samples"), sample_speaker=lazy("trainer.samples_v25", "speaker_v25"),
     evaluation_speech=None, evaluation_backend=None, evaluation_needs_audio=True,
     synthesize=lazy("trainer.synthesize", "synthesize_v25"),
-    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor"}),
+    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel"}),
     export=lazy("trainer.checkpoints.export_v25", "export_v25"), export_name=NAME, exported_version=2.5,
     demo=lazy("trainer.demo_v25", "train_argv_under"), prepare="data_tools.prepare_v25",
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",

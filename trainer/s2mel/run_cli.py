@@ -81,8 +81,8 @@ def _sample_texts(path: str) -> list[str]:
 
 def train_s2mel(opts: dict[str, Any]) -> int:
     """The run (exit code); a setting or file the S2Mel modules refuse becomes UsageError (one line, exit 2)."""
-    from trainer.s2mel.lora import S2MelLoRAError
     from trainer.s2mel.loop import S2MelRunError
+    from trainer.s2mel.lora import S2MelLoRAError
 
     try:
         return _train(opts)
