@@ -317,3 +317,28 @@ def test_every_prepared_value_is_the_same_whatever_the_batch_companions(kit, aud
             assert one.text_ids.tolist() == batched.text_ids.tolist()
             np.testing.assert_allclose(batched.spk_vec, one.spk_vec, atol=1e-5, rtol=0, err_msg=f"batch {size}")
             np.testing.assert_allclose(batched.emo_vec, one.emo_vec, atol=1e-5, rtol=0, err_msg=f"batch {size}")
+
+
+def test_prepared_clips_carry_the_s2mel_files_and_a_rerun_adds_only_missing_ones(kit, audio, tmp_path):
+    from data_tools.config import load_config, save_config
+    from tests.conftest import shared_file
+
+    fixture = load_config(shared_file("reference", "indextts25", "fixtures_audio", "tiny_audio_config_v25.yaml"))
+    config = load_config(kit.config)
+    config["s2mel"] = {"preprocess_params": fixture["s2mel"]["preprocess_params"]}
+    with_s2mel = kit.config.with_name("config_s2mel.yaml")  # beside the kit's files, which preparation resolves
+    save_config(config, with_s2mel)
+    out = tmp_path / "prep"
+
+    def run_prepare(kit, source, out):
+        return prepare_v25(source, out, with_s2mel, w2v_bert=str(kit.w2v_bert), language="am", device="cpu")
+
+    run_prepare(kit, audio, out)
+    mels = sorted((out / "s2mel_mel").glob("*.npy"))
+    assert len(mels) == 12 and len(list((out / "s2mel_style").glob("*.npy"))) == 12
+    before = {p.name: p.stat().st_mtime_ns for p in mels}
+    mels[0].unlink()
+    run_prepare(kit, audio, out)
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "s2mel_mel").glob("*.npy")}
+    assert after.keys() == before.keys()
+    assert [name for name in after if after[name] != before[name]] == [mels[0].name]

@@ -16,6 +16,7 @@ import yaml
 
 from data_tools.s2mel_clip import add_missing_s2mel_files
 from networks.frontends.s2mel_mel import S2MelMelSettings
+from networks.indextts2 import load_indextts2
 from networks.indextts25 import load_indextts25
 from networks.s2mel import load_s2mel
 from tests.checkpoint_factory import tiny_gpt_config
@@ -23,12 +24,14 @@ from trainer.checkpoints.__main__ import main as checkpoints_main
 from trainer.checkpoints.format import checkpoint_kind
 from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
 from trainer.checkpoints.verify import verify_checkpoint
+from trainer.demo_v2 import DemoV2Paths
 from trainer.demo_v25 import DemoV25Paths
 from trainer.options import parse_argv
 from trainer.plan import make_plan
 from trainer.s2mel.sources import audio_loader
 from trainer.synthesize import main as synthesize_main
 from trainer.train import main as train_main
+from trainer.vocab import grow_text_vocab
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -151,3 +154,37 @@ def test_v25_export_and_synthesis_with_the_trained_s2mel(prepared_v25, tmp_path:
                             "--reference", str(voice), "--text", "ሰላም", "--out", str(wav), "--steps", "2",
                             "--decode", "greedy", "--max-codes", "20", "--device", "cpu"]) == 0
     assert wav.is_file() and wav.stat().st_size > 44
+
+
+def test_v2_lora_run_feeds_the_gpt_latent_and_speaks_samples(demo_workspace, tmp_path: Path) -> None:
+    paths = DemoV2Paths.under(demo_workspace.root)
+    folder = paths.config.parent
+    nets = load_indextts2(folder, local_files_only=True)
+    data = paths.train_manifest.parent
+    stems = sorted(p.stem for p in (data / "wavs").glob("*.wav"))[:2]
+    prepared = tmp_path / "data"
+    for sub in ("codes", "text_ids", "condition", "emo_vec"):
+        (prepared / sub).mkdir(parents=True)
+        for stem in stems:
+            shutil.copy(data / sub / f"{stem}.npy", prepared / sub / f"{stem}.npy")
+    settings = S2MelMelSettings.from_preprocess_params(nets.config["s2mel"]["preprocess_params"])
+    add_missing_s2mel_files(prepared, stems, audio_loader(data / "wavs", settings.sample_rate), nets.campplus,
+                            settings)
+    manifest = prepared / "train.jsonl"
+    manifest.write_text("".join(json.dumps({"target_codes_path": f"codes/{s}.npy"}) + "\n" for s in stems),
+                        encoding="utf-8")
+    # The demo's text ids use its extended tokenizer: the latent's GPT is the base grown to it (a GPT run's start).
+    grown = grow_text_vocab(nets.gpt.state_dict(), nets.config["gpt"], paths.extended_tokenizer,
+                            paths.base_tokenizer)
+    gpt = tmp_path / "gpt_grown.pth"
+    torch.save(grown.state_dict, gpt)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("ሰላም\n", encoding="utf-8")
+    argv = run_argv((folder, manifest, data / "wavs" / f"{stems[0]}.wav"), tmp_path / "run", "--lora",
+                    "--lora-rank", "4", "--max-steps", "2", "--base-checkpoint", str(gpt), "--tokenizer",
+                    str(paths.extended_tokenizer), "--sample-texts", str(texts), "--eval-reference",
+                    str(data / "wavs" / f"{stems[0]}.wav"))
+    assert train_main(argv) == 0
+    ckpt = torch.load(tmp_path / "run" / "latest.pth", weights_only=True)
+    assert ckpt["uses_gpt_layer"] and ckpt["mode"] == "lora" and ckpt["step"] == 2
+    assert sorted(p.name for p in (tmp_path / "run" / "samples").glob("*.wav")) == ["s2mel_step2_0.wav"]
