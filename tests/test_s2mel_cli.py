@@ -26,8 +26,10 @@ from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
 from trainer.checkpoints.verify import verify_checkpoint
 from trainer.demo_v2 import DemoV2Paths
 from trainer.demo_v25 import DemoV25Paths
+from trainer.generations.registry import by_id
+from trainer.generations.spec import Capability
 from trainer.options import parse_argv
-from trainer.plan import make_plan
+from trainer.preflight import run_preflight
 from trainer.s2mel.sources import audio_loader
 from trainer.synthesize import main as synthesize_main
 from trainer.train import main as train_main
@@ -49,7 +51,7 @@ def test_indextts15_is_refused_in_one_line(tmp_path: Path) -> None:
     manifest.write_text(json.dumps({"target_codes_path": "codes/a.npy"}) + "\n", encoding="utf-8")
     argv = ["--train", "s2mel", "--config", str(config), "--train-manifest", str(manifest),
             "--output-dir", str(tmp_path / "run")]
-    plan = make_plan(parse_argv(argv))
+    plan = run_preflight(parse_argv(argv))
     assert plan.refusal is not None and plan.refusal.startswith("IndexTTS-1.5 cannot train the S2Mel decoder")
     done = trainer_cli(argv)
     assert done.returncode == 2
@@ -188,3 +190,19 @@ def test_v2_lora_run_feeds_the_gpt_latent_and_speaks_samples(demo_workspace, tmp
     ckpt = torch.load(tmp_path / "run" / "latest.pth", weights_only=True)
     assert ckpt["uses_gpt_layer"] and ckpt["mode"] == "lora" and ckpt["step"] == 2
     assert sorted(p.name for p in (tmp_path / "run" / "samples").glob("*.wav")) == ["s2mel_step2_0.wav"]
+
+
+@pytest.mark.parametrize("version", ["1.5", "2", "2.5"])
+def test_s2mel_preflight_rows(version: str, demo_workspace, tmp_path: Path) -> None:
+    """The registry answers: IndexTTS2 / 2.5 find their download folder's S2Mel, 1.5 is refused by its entry."""
+    generation = by_id(version)
+    assert generation.demo is not None
+    opts = parse_argv([*generation.demo(demo_workspace.root), "--train", "s2mel"])
+    opts.update(output_dir=str(tmp_path / "run"))
+    plan = run_preflight(opts)
+    model = next(check for check in plan.checks if check.name == "model")
+    if generation.can(Capability.TRAIN_S2MEL):
+        assert model.ok and model.message.startswith(f"{generation.name} S2Mel from "), plan.lines()
+    else:
+        assert [check.name for check in plan.checks if not check.ok] == ["model"]
+        assert model.message == generation.refusal(Capability.TRAIN_S2MEL)

@@ -510,10 +510,6 @@ def _disk(plan: RunPlan) -> None:
 def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_size: int = 1,
               local_rank: int = 0, distributed: bool = False, own_lock: bool = False) -> RunPlan:
     """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``)."""
-    if opts.get("train") == "s2mel":  # the S2Mel decoder's own checks (trainer.s2mel.run_plan)
-        from trainer.s2mel.run_plan import make_s2mel_plan
-
-        return make_s2mel_plan(opts, own_lock=own_lock).plan
     plan = RunPlan(opts=dict(opts))
     manifests_ok = _manifests(plan)
     _tokenizer(plan)
