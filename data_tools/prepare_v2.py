@@ -520,6 +520,19 @@ def beside_config(config_path: Path, value: Any, what: str, flag: str) -> Path:
     return config_path.parent / str(value)
 
 
+def add_s2mel_files(out: Path, cfg: Mapping[str, Any], config_path: Path, audio_of_stem: Mapping[str, Path]) -> None:
+    """What S2Mel training reads, for a config with an s2mel section whose folder holds campplus_cn_common.bin
+    (a rerun adds only the missing files)."""
+    campplus_path = config_path.parent / "campplus_cn_common.bin"
+    if not isinstance(cfg.get("s2mel"), dict) or not campplus_path.is_file():
+        return
+    from data_tools.s2mel_clip import add_s2mel_files_of
+    from networks.campplus import load_campplus
+    from networks.indextts2 import campplus_sizes
+
+    add_s2mel_files_of(out, audio_of_stem, load_campplus(campplus_path, **campplus_sizes(cfg)), cfg)
+
+
 def prepare_v2(
     input_path: str | Path,
     out_dir: str | Path,
@@ -585,7 +598,9 @@ def prepare_v2(
             on_skip(entry)
     run = run_batches(items, preparer, out, batch_seconds=batch_seconds, max_batch_items=max_batch_items,
                       load_threads=loaders, progress=progress, on_skip=on_skip)
-    utterances = [utterance_entry(item, record) for item, record in iter_in_input_order(items, run.finished)]
+    finished = list(iter_in_input_order(items, run.finished))
+    add_s2mel_files(out, cfg, config_path, {item.stem: item.audio for item, _ in finished})
+    utterances = [utterance_entry(item, record) for item, record in finished]
     pairs, lonely = build_pairs(utterances, pairs_per_target, seed)
     utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
     atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))

@@ -469,7 +469,12 @@ def prepare_v25(
     run = run_batches(items, preparer, out, batch_seconds=batch_seconds, max_batch_items=max_batch_items,
                       load_threads=loaders, progress=progress, on_skip=on_skip)
     scheme = models.tokenizer.scheme
-    utterances = [utterance_entry(item, record, scheme) for item, record in iter_in_input_order(items, run.finished)]
+    finished = list(iter_in_input_order(items, run.finished))
+    if isinstance(cfg.get("s2mel"), dict):  # what S2Mel training reads (a rerun adds only the missing files)
+        from data_tools.s2mel_clip import add_s2mel_files_of
+
+        add_s2mel_files_of(out, {item.stem: item.audio for item, _ in finished}, models.campplus, cfg)
+    utterances = [utterance_entry(item, record, scheme) for item, record in finished]
     pairs, lonely = build_pairs_v25(utterances, pairs_per_target, seed)
     utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
     atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))

@@ -20,7 +20,7 @@ only for clips that lack them and touches nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from data_tools.audio import load_audio
 from data_tools.batch_prep import write_npy
 from networks.campplus import CAMPPlus
 from networks.frontends.resample import sinc_resample
@@ -97,3 +98,18 @@ def add_missing_s2mel_files(
         write_s2mel_clip(out_dir, stem, s2mel_clip_features(load_audio_22k(stem), campplus, mel_settings))
         done.append(stem)
     return done
+
+
+def add_s2mel_files_of(
+    out_dir: Path, audio_of_stem: Mapping[str, Path], campplus: CAMPPlus, config: Mapping[str, object]
+) -> list[str]:
+    """Preparation's pass: the S2Mel files of every prepared clip (stem -> its source audio) that lacks them,
+    with the mel settings of ``config``'s s2mel section; the stems done."""
+    s2mel = config["s2mel"]
+    assert isinstance(s2mel, Mapping)
+    settings = S2MelMelSettings.from_preprocess_params(s2mel["preprocess_params"])
+
+    def load(stem: str) -> Tensor:
+        return torch.from_numpy(np.asarray(load_audio(audio_of_stem[stem], settings.sample_rate)))[None]
+
+    return add_missing_s2mel_files(out_dir, list(audio_of_stem), load, campplus, settings)

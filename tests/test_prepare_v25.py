@@ -352,3 +352,28 @@ def test_items_in_an_unknown_language_are_flagged(kit, audio, tmp_path):
                          language="amh", on_skip=skipped.append)
     assert report.utterances == 0 and len(skipped) == 12
     assert all(s.reason.startswith("unknown language: language 'amh' is not a code") for s in skipped), skipped[0]
+
+
+def test_prepared_clips_carry_the_s2mel_files_and_a_rerun_adds_only_missing_ones(kit, audio, tmp_path):
+    from data_tools.config import load_config, save_config
+    from tests.conftest import shared_file
+
+    fixture = load_config(shared_file("reference", "indextts25", "fixtures_audio", "tiny_audio_config_v25.yaml"))
+    config = load_config(kit.config)
+    config["s2mel"] = {"preprocess_params": fixture["s2mel"]["preprocess_params"]}
+    with_s2mel = kit.config.with_name("config_s2mel.yaml")  # beside the kit's files, which preparation resolves
+    save_config(config, with_s2mel)
+    out = tmp_path / "prep"
+
+    def run_prepare(kit, source, out):
+        return prepare_v25(source, out, with_s2mel, w2v_bert=str(kit.w2v_bert), language="am", device="cpu")
+
+    run_prepare(kit, audio, out)
+    mels = sorted((out / "s2mel_mel").glob("*.npy"))
+    assert len(mels) == 12 and len(list((out / "s2mel_style").glob("*.npy"))) == 12
+    before = {p.name: p.stat().st_mtime_ns for p in mels}
+    mels[0].unlink()
+    run_prepare(kit, audio, out)
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "s2mel_mel").glob("*.npy")}
+    assert after.keys() == before.keys()
+    assert [name for name in after if after[name] != before[name]] == [mels[0].name]

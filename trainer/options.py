@@ -70,6 +70,10 @@ TEXT_SCHEME_OPTIONS: tuple[Option, ...] = (
 
 OPTIONS: tuple[Option, ...] = (
     # --- data and model
+    _opt("train", "choice", "gpt", "what to train: gpt (the GPT) or s2mel (IndexTTS2 / 2.5 S2Mel decoder on the "
+         "prepared folder of --train-manifest, from the s2mel.pth of --model-dir; --lora trains adapters, else the "
+         "whole DiT; --base-checkpoint: the GPT whose latent IndexTTS2 feeds it)", GROUP_DATA,
+         choices=("gpt", "s2mel")),
     _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest, an IndexTTS2 or an IndexTTS-2.5 paired manifest; repeat for several (PATH::lang sets its language, PATH::lang@W also its sampling weight: replay)",
          GROUP_DATA, repeatable=True, required=True),
     _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (PATH::lang: validated per "

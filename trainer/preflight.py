@@ -21,5 +21,9 @@ __all__ = ["CHECKPOINTS_OF_HEADROOM", "Check", "PreflightReport", "checkpoint_si
 def run_preflight(values: dict[str, Any]) -> RunPlan:
     """Every pre-start check on the trainer's option ``values`` (never raises for bad input), for a job of
     ``--preflight-processes`` processes (rank 0's view: every rank has as many batches)."""
+    if values.get("train") == "s2mel":  # the S2Mel decoder's own checks
+        from trainer.s2mel.run_plan import make_s2mel_plan
+
+        return make_s2mel_plan(values).plan
     processes = int(values.get("preflight_processes") or 1)
     return make_plan(values, mmap=True, world_size=processes, distributed=processes > 1)

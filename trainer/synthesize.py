@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     v2.add_argument("--segment-tokens", type=int, default=DEFAULT_SEGMENT_TOKENS,
                     help="longest text segment in tokens; longer texts are cut at sentence, clause, word "
                          f"boundaries (default {DEFAULT_SEGMENT_TOKENS}, capped by the model's max_text_tokens)")
+    v2.add_argument("--s2mel", type=Path, metavar="S2MEL.pth",
+                    help="IndexTTS2 / 2.5: an S2Mel run checkpoint or adapter (python -m trainer.train --train s2mel) "
+                         "that replaces the --model-dir's s2mel.pth (adapters merged)")
     v2.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"S2Mel flow-matching steps (default {DEFAULT_STEPS})")
     v2.add_argument("--cfg-rate", type=float, default=DEFAULT_CFG_RATE,
                     help=f"S2Mel classifier-free guidance (default {DEFAULT_CFG_RATE})")
@@ -130,7 +133,7 @@ def flag(name: str) -> str:
 
 
 # Options only some generations take (their registry entries' ``synthesis_options``), with their defaults.
-GENERATION_OPTIONS = {"text_scheme": None, "adapter_file": None, "duration_factor": 1.0}
+GENERATION_OPTIONS = {"text_scheme": None, "adapter_file": None, "duration_factor": 1.0, "s2mel": None}
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -320,6 +323,7 @@ def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> 
     synth = SynthesizerV2.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
                                tokenizer=args.tokenizer, language=args.language, device=device,
                                max_segment_tokens=args.segment_tokens, adapter=args.adapter)
+    with_trained_s2mel(args, synth, device, gpt_dim=synth.nets.config["gpt"]["model_dim"])
     synth.check_settings(settings, mel)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.segments(text, where(args, index))
@@ -366,6 +370,7 @@ def synthesize_v25(args: argparse.Namespace, texts: list[str], settings: Any) ->
                                 table=args.tokenizer, scheme=args.text_scheme, language=args.language,
                                 device=device, max_segment_tokens=args.segment_tokens, adapter=args.adapter,
                                 adapter_file=args.adapter_file)
+    with_trained_s2mel(args, synth, device, with_gpt_layer=False)
     synth.check_settings(settings, mel)
     for index, text in enumerate(texts):  # every text is checked before any audio is made
         synth.segments(text, where(args, index))
@@ -377,6 +382,26 @@ def synthesize_v25(args: argparse.Namespace, texts: list[str], settings: Any) ->
                                           "s2mel": vars_of(mel), "emotion": _emotion_report(emotion),
                                           "text_scheme": synth.tokenizer.scheme,
                                           "reference_seconds": round(voice.seconds, 4)})
+
+
+def with_trained_s2mel(args: argparse.Namespace, synth: Any, device: Any, **model_kwargs: Any) -> None:
+    """``--s2mel``: the synthesizer speaks through that S2Mel run checkpoint or adapter (merged, eval mode)."""
+    if args.s2mel is None:
+        return
+    import dataclasses
+
+    from trainer.checkpoints import CheckpointError
+    from trainer.s2mel.export import S2MelExportError, build_trained_s2mel
+    from trainer.s2mel.lora import S2MelLoRAError, merged_copy
+    from trainer.synthesis import SynthesisError
+
+    if not args.s2mel.is_file():
+        raise SynthesisError(f"--s2mel {args.s2mel}: file not found")
+    try:
+        model = build_trained_s2mel(args.s2mel, synth.nets.files.s2mel, synth.nets.config["s2mel"], **model_kwargs)
+    except (S2MelExportError, S2MelLoRAError, CheckpointError) as exc:
+        raise SynthesisError(f"--s2mel {args.s2mel}: {' '.join(str(exc).split())}") from None
+    synth.nets = dataclasses.replace(synth.nets, s2mel=merged_copy(model).eval().to(device))
 
 
 def _emotion_report(emotion: Any) -> dict[str, Any]:

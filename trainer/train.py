@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     values = parse_argv(sys.argv[1:] if argv is None else argv)
     if values["preflight"]:
         return run_cli(lambda: preflight(values))
+    if values["train"] == "s2mel":  # one process: the S2Mel decoder (trainer.s2mel.run_cli)
+        from trainer.s2mel.run_cli import train_s2mel
+
+        return run_cli(lambda: train_s2mel(values))
     ctx = init_distributed(values["device"], values["collective_timeout"])
     code = EXIT_UNEXPECTED
     try:

@@ -1,4 +1,4 @@
-"""``python -m trainer.checkpoints verify|inspect|list|repair|export``: the checkpoint toolkit.
+"""``python -m trainer.checkpoints verify|inspect|list|repair|export|export-s2mel``: the checkpoint toolkit.
 
 Exit codes: verify 0 COMPLETE / 1 PARTIAL / 2 INVALID or incompatible; the other verbs 0 done, 2 refused
 (one line ``error: ...`` on stderr). The UI calls the same library functions.
@@ -58,7 +58,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "(OUT/adapter.pth) instead of the bundle with them merged")
     export.add_argument("--base", type=Path, help="base gpt.pth to measure the fine-tune against (default: the "
                         "--base-checkpoint the run recorded); weights bitwise equal to it are refused")
+    s2mel = verbs.add_parser("export-s2mel", help="an S2Mel run checkpoint -> a stock s2mel.pth (adapters merged) or "
+                             "the adapter alone")
+    s2mel.add_argument("path", type=Path)
+    s2mel.add_argument("--out", type=Path, required=True, help="output folder (s2mel.pth or s2mel_adapter.pth)")
+    s2mel.add_argument("--model-dir", type=Path, required=True, help="the IndexTTS2 / 2.5 download folder the run "
+                       "trained from (its s2mel.pth and config.yaml)")
+    s2mel.add_argument("--adapter-only", action="store_true", help="a LoRA run: write its adapter alone")
+    s2mel.add_argument("--scores", type=Path, help="held-out voices scored GPT-only and GPT + S2Mel (JSON): export "
+                       "only when the S2Mel helps")
+    s2mel.add_argument("--keep", choices=("auto", "keep", "drop"), default="auto", help="override the scores' "
+                       "decision (default auto)")
+    s2mel.add_argument("--force", action="store_true", help="replace an earlier export in --out")
     return parser
+
+
+def _export_s2mel(args: argparse.Namespace) -> int:
+    from trainer.s2mel.export_cli import S2MelExportRefused, export_s2mel
+
+    try:
+        report = export_s2mel(args.path, args.out, args.model_dir, adapter_only=args.adapter_only,
+                              scores=args.scores, keep=args.keep, force=args.force)
+    except S2MelExportRefused as exc:
+        raise _Refusal(str(exc)) from None
+    print("\n".join(report.lines()))
+    return EXIT_OK
 
 
 def _print_json(payload: Any) -> None:
@@ -138,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     from data_tools.text_tokenizer import TokenizerError
     from trainer.checkpoints.format import CheckpointError
 
-    handlers = {"verify": _verify, "inspect": _inspect, "list": _list, "repair": _repair, "export": _export}
+    handlers = {"verify": _verify, "inspect": _inspect, "list": _list, "repair": _repair, "export": _export,
+                "export-s2mel": _export_s2mel}
     try:
         return handlers[args.verb](args)
     except (CheckpointError, ConfigError, TokenizerError, _Refusal) as exc:

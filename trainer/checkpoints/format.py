@@ -258,10 +258,21 @@ def build_checkpoint(
     return to_plain(ckpt)
 
 
+S2MEL_FORMAT_NAME, S2MEL_PART = "indextts-studio-s2mel", "s2mel"  # an S2Mel run's checkpoint (trainer.s2mel)
+
+
+def is_s2mel_checkpoint(obj: Any) -> bool:
+    """True for a checkpoint of an S2Mel run (the kind inspect/verify/synthesis should recognise)."""
+    return isinstance(obj, dict) and obj.get("format") == S2MEL_FORMAT_NAME and obj.get("part") == S2MEL_PART
+
+
 def checkpoint_kind(obj: Any) -> str:
-    """Classify a loaded object: "studio" (ours), "community", "bare" (weights only) or "unknown"."""
+    """Classify a loaded object: "studio" (ours), "s2mel" (an S2Mel run's), "community", "bare" (weights only) or
+    "unknown"."""
     if not isinstance(obj, dict):
         return "unknown"
+    if is_s2mel_checkpoint(obj):
+        return "s2mel"
     if obj.get("format") == FORMAT_NAME:
         return "studio"
     model = obj.get("model")

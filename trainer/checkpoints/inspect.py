@@ -82,6 +82,7 @@ def inspect_checkpoint(path: str | Path) -> dict[str, Any]:
         "rng": ckpt.get("rng") is not None or ckpt.get("rng_state") is not None,
         "sampler": ckpt.get("sampler"),
         "lora": _lora_summary(ckpt),
+        "s2mel": _s2mel_lines(ckpt) if kind == "s2mel" else None,
         "other_keys": sorted(str(k) for k in ckpt if k not in {
             "format", "format_version", "saved_at", "model", "optimizer", "scheduler", "scaler", "step", "epoch",
             "position", "batch_idx", "last_losses", "last_val_loss", "best_val_loss", "hparams", "tokenizer",
@@ -111,8 +112,18 @@ def _lora_summary(ckpt: Mapping[str, Any]) -> dict[str, Any] | None:
     return {**config.to_dict(), "tensors": len(tensors), "values": sum(t.numel() for t in tensors.values())}
 
 
+def _s2mel_lines(ckpt: dict[str, Any]) -> list[str]:
+    from trainer.s2mel.checkpoint import describe_s2mel_checkpoint
+
+    return describe_s2mel_checkpoint(ckpt)
+
+
 def inspect_lines(info: Mapping[str, Any]) -> list[str]:
     """Human-readable lines for ``inspect_checkpoint``'s dict."""
+    if info.get("s2mel"):  # an S2Mel run's checkpoint: its own description (no GPT fields)
+        return [f"file:        {info['path']} ({_fmt_bytes(info['file_bytes'])}, modified {info['modified']})",
+                f"kind:        s2mel, format version {info['format_version']}",
+                *(f"s2mel:       {line}" for line in info["s2mel"])]
     model = info["model"]
     lines = [
         f"file:        {info['path']} ({_fmt_bytes(info['file_bytes'])}, modified {info['modified']})",

@@ -378,6 +378,8 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
         report.verdict = INVALID
         report.reason = f"not a checkpoint of this trainer nor an IndexTTS model (top-level keys: {keys})"
         return report
+    if kind == "s2mel":
+        return _verify_s2mel(report, ckpt, digest)
     if kind == "studio":
         version = ckpt.get("format_version")
         if _is_count(version) and version > FORMAT_VERSION:
@@ -430,6 +432,27 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
         report.compatibility = _compatibility(ckpt, kind, state, tokenizer, config, path)
     report.details = {"step": ckpt.get("step"), "epoch": ckpt.get("epoch"),
                       "val_loss": _float_or_none(ckpt.get("last_val_loss"))}
+    return report
+
+
+def _verify_s2mel(report: VerifyReport, ckpt: dict[str, Any], digest: DigestCheck | None) -> VerifyReport:
+    """An S2Mel run's checkpoint: its digest and finite weights; resumable by its run, exportable."""
+    from trainer.checkpoints.digest import nonfinite_reason, nonfinite_tensors
+
+    report.components = [_digest_component(digest, ckpt)]
+    problem = (integrity_problem(digest, ckpt) if digest is not None else None) or (
+        nonfinite_reason(bad) if (bad := nonfinite_tensors(ckpt)) else None)
+    if problem:
+        report.verdict, report.reason = INVALID, problem
+        return report
+    part = "net" if ckpt.get("mode") == "full" else "adapter"
+    report.components.append(Component("S2Mel weights", OK if ckpt.get(part) else MISSING,
+                                       f"{ckpt.get('mode')} fine-tune, step {ckpt.get('step')}"))
+    report.verdict = COMPLETE if ckpt.get(part) else INVALID
+    report.reason = ("an S2Mel run checkpoint: resumes with --train s2mel in its --output-dir; export writes "
+                     "s2mel.pth (or the adapter)") if ckpt.get(part) else f"S2Mel checkpoint without its {part}"
+    report.usable_as = ["--train s2mel (resume)", "trainer.synthesize --s2mel"] if ckpt.get(part) else []
+    report.details = {"step": ckpt.get("step"), "epoch": ckpt.get("epoch"), "val_loss": None}
     return report
 
 

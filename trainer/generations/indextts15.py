@@ -5,7 +5,7 @@ from __future__ import annotations
 from data_tools.manifest import FORMAT_V15
 from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
 from trainer.generations.sentencepiece_fields import SENTENCEPIECE
-from trainer.generations.spec import FormFacts, Generation, lazy
+from trainer.generations.spec import Capability, FormFacts, Generation, lazy
 
 INDEXTTS15 = Generation(
     id=ID_15, name="IndexTTS-1.5",
@@ -26,4 +26,6 @@ INDEXTTS15 = Generation(
                    not_for="not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)",
                    sample_options=frozenset({"vocoder"})),
     training_prompt=lazy("trainer.memory_estimate", "mel_prompt"),
+    missing={Capability.TRAIN_S2MEL: "it has no S2Mel decoder (its BigVGAN speaks the GPT's latent directly); "
+                                     "train an IndexTTS2 or IndexTTS-2.5 S2Mel"},
 )

@@ -23,7 +23,7 @@ INDEXTTS2 = Generation(
     sample_plan=lazy("trainer.samples", "sample_plan_v2"), sample_speaker=lazy("trainer.samples", "speaker_v2"),
     evaluation_speech=lazy("trainer.evaluation.synthesizers", "v2_speech"),
     evaluation_backend=lazy("trainer.evaluation.synthesizers", "V2Backend"), evaluation_needs_audio=True,
-    synthesize=lazy("trainer.synthesize", "synthesize_v2"), synthesis_options=frozenset(),
+    synthesize=lazy("trainer.synthesize", "synthesize_v2"), synthesis_options=frozenset({"s2mel"}),
     export_name="IndexTTS2", exported_version=2.0,
     demo=lazy("trainer.demo_v2", "train_argv_under"), prepare="data_tools.prepare_v2",
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
@@ -33,4 +33,5 @@ INDEXTTS2 = Generation(
     ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "latent_prompt"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
                    w2v_bert_places=("w2v-bert-2.0",)),
+    s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v2"), s2mel_gpt_latent=True,
 )

@@ -47,7 +47,7 @@ INDEXTTS25 = Generation(
     sample_plan=lazy("trainer.samples_v25", "plan_samples"), sample_speaker=lazy("trainer.samples_v25", "speaker_v25"),
     evaluation_speech=None, evaluation_backend=None, evaluation_needs_audio=True,
     synthesize=lazy("trainer.synthesize", "synthesize_v25"),
-    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor"}),
+    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel"}),
     export=lazy("trainer.checkpoints.export_v25", "export_v25"), export_name=NAME, exported_version=2.5,
     demo=lazy("trainer.demo_v25", "train_argv_under"), prepare="data_tools.prepare_v25",
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
@@ -58,6 +58,7 @@ INDEXTTS25 = Generation(
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
                    w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"), folder_table=TABLE_NAME),
     config_refusal=config_refusal, ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "speaker_vector_prompt"), language_table=True,
+    s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v25"),
     missing={Capability.EVALUATE: "the evaluation at saves has no IndexTTS-2.5 synthesis backend yet (score "
                                   "its checkpoints with python -m trainer.synthesize and your own ASR)"},
 )

@@ -27,18 +27,12 @@ from trainer.checkpoints.digest import (
     nonfinite_reason,
     nonfinite_tensors,
 )
-from trainer.checkpoints.format import CheckpointError
+from trainer.checkpoints.format import S2MEL_FORMAT_NAME, S2MEL_PART, CheckpointError, is_s2mel_checkpoint
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.store import LATEST, step_checkpoints
 
-FORMAT_NAME = "indextts-studio-s2mel"
+FORMAT_NAME, PART = S2MEL_FORMAT_NAME, S2MEL_PART
 FORMAT_VERSION = 1
-PART = "s2mel"
-
-
-def is_s2mel_checkpoint(obj: Any) -> bool:
-    """True for a checkpoint of an S2Mel run (the kind inspect/verify/synthesis should recognise)."""
-    return isinstance(obj, dict) and obj.get("format") == FORMAT_NAME and obj.get("part") == PART
 
 
 def _usable(path: Path) -> tuple[dict[str, Any] | None, str]:

@@ -349,6 +349,7 @@ class S2MelTrainer:
                 report = self.train_step()
                 reports.append(report)
                 metrics.write(json.dumps({"event": "train", "part": PART, **asdict(report)}) + "\n")
+                metrics.flush()  # a killed run keeps the lines of the steps it did
                 if on_step is not None:
                     on_step(report)
                 if (

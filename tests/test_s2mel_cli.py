@@ -1,0 +1,208 @@
+"""``python -m trainer.train --train s2mel``: the plan refuses IndexTTS-1.5 in one line; a demo 2.5 run is killed
+and resumed bit-exactly through the CLI, and speaks samples at saves; the pre-flight plans it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from data_tools.s2mel_clip import add_missing_s2mel_files
+from networks.frontends.s2mel_mel import S2MelMelSettings
+from networks.indextts2 import load_indextts2
+from networks.indextts25 import load_indextts25
+from networks.s2mel import load_s2mel
+from tests.checkpoint_factory import tiny_gpt_config
+from trainer.checkpoints.__main__ import main as checkpoints_main
+from trainer.checkpoints.format import checkpoint_kind
+from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
+from trainer.checkpoints.verify import verify_checkpoint
+from trainer.demo_v2 import DemoV2Paths
+from trainer.demo_v25 import DemoV25Paths
+from trainer.generations.registry import by_id
+from trainer.generations.spec import Capability
+from trainer.options import parse_argv
+from trainer.preflight import run_preflight
+from trainer.s2mel.sources import audio_loader
+from trainer.synthesize import main as synthesize_main
+from trainer.train import main as train_main
+from trainer.vocab import grow_text_vocab
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def trainer_cli(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "trainer.train", *argv], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_indextts15_is_refused_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"gpt": tiny_gpt_config()}), encoding="utf-8")
+    manifest = tmp_path / "train.jsonl"
+    manifest.write_text(json.dumps({"target_codes_path": "codes/a.npy"}) + "\n", encoding="utf-8")
+    argv = ["--train", "s2mel", "--config", str(config), "--train-manifest", str(manifest),
+            "--output-dir", str(tmp_path / "run")]
+    plan = run_preflight(parse_argv(argv))
+    assert plan.refusal is not None and plan.refusal.startswith("IndexTTS-1.5 cannot train the S2Mel decoder")
+    done = trainer_cli(argv)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: {plan.refusal}"]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def prepared_v25(demo_workspace, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(download folder, a prepared folder's manifest with S2Mel files, a voice) of the 2.5 demo (4 clips)."""
+    paths = DemoV25Paths.under(demo_workspace.root)
+    folder = paths.config.parent
+    nets = load_indextts25(folder, local_files_only=True, load_gpt_weights=False)
+    data = paths.train_manifest.parent
+    stems = sorted(p.stem for p in (data / "wavs").glob("*.wav"))[:4]
+    out = tmp_path_factory.mktemp("s2mel_data")
+    (out / "codes").mkdir()
+    for stem in stems:
+        shutil.copy(data / "codes" / f"{stem}.npy", out / "codes" / f"{stem}.npy")
+    settings = S2MelMelSettings.from_preprocess_params(nets.config["s2mel"]["preprocess_params"])
+    add_missing_s2mel_files(out, stems, audio_loader(data / "wavs", settings.sample_rate), nets.campplus, settings)
+    manifest = out / "train.jsonl"
+    manifest.write_text("".join(json.dumps({"target_codes_path": f"codes/{s}.npy"}) + "\n" for s in stems),
+                        encoding="utf-8")
+    return folder, manifest, data / "wavs" / f"{stems[0]}.wav"
+
+
+def run_argv(prepared: tuple[Path, Path, Path], out: Path, *extra: str) -> list[str]:
+    folder, manifest, _ = prepared
+    return ["--train", "s2mel", "--model-dir", str(folder), "--train-manifest", str(manifest),
+            "--output-dir", str(out), "--max-steps", "4", "--save-interval", "2", "--batch-size", "2",
+            "--learning-rate", "1e-3", "--log-interval", "1", "--device", "cpu", *extra]
+
+
+def net_of(path: Path) -> dict[str, torch.Tensor]:
+    ckpt = torch.load(path, weights_only=True)
+    return {f"{part}.{key}": value for part, state in ckpt["net"].items() for key, value in state.items()}
+
+
+def test_v25_full_run_killed_and_resumed_bit_exactly(prepared_v25, tmp_path: Path) -> None:
+    straight = trainer_cli(run_argv(prepared_v25, tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr
+    hooks = {"STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_KILL_AFTER_STEP": "3"}
+    killed = trainer_cli(run_argv(prepared_v25, tmp_path / "killed"), env=hooks)
+    assert killed.returncode == -9, killed.stderr
+    assert (tmp_path / "killed" / "model_step2.pth").is_file()
+    resumed = trainer_cli(run_argv(prepared_v25, tmp_path / "killed"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from latest.pth at step 2" in resumed.stdout
+    expected, actual = net_of(tmp_path / "straight" / "latest.pth"), net_of(tmp_path / "killed" / "latest.pth")
+    assert expected.keys() == actual.keys()
+    assert all(torch.equal(expected[key], actual[key]) for key in expected)
+    events = [json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "train"] == [1, 2, 3, 4]
+    assert events[-1]["event"] == "end" and events[-1]["status"] == "finished"
+
+
+def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_path: Path) -> None:
+    texts = tmp_path / "texts.txt"
+    texts.write_text("ሰላም\n", encoding="utf-8")
+    argv = run_argv(prepared_v25, tmp_path / "lora", "--lora", "--lora-rank", "4", "--sample-texts", str(texts),
+                    "--eval-reference", str(prepared_v25[2]))
+    preflight = trainer_cli([*argv, "--preflight"])
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    assert "LoRA rank 4" in preflight.stdout and "4 clip(s)" in preflight.stdout
+    done = trainer_cli(argv)
+    assert done.returncode == 0, done.stderr
+    samples = sorted(p.name for p in (tmp_path / "lora" / "samples").glob("*.wav"))
+    assert samples == ["s2mel_step2_0.wav", "s2mel_step4_0.wav"]
+    ckpt = torch.load(tmp_path / "lora" / "latest.pth", weights_only=True)
+    assert ckpt["mode"] == "lora" and ckpt["step"] == 4 and ckpt["adapter"]
+    assert checkpoint_kind(ckpt) == "s2mel"
+    lines = inspect_lines(inspect_checkpoint(tmp_path / "lora" / "latest.pth"))
+    assert any("S2Mel decoder (lora fine-tune), step 4" in line for line in lines)
+    report = verify_checkpoint(tmp_path / "lora" / "latest.pth")
+    assert (report.kind, report.verdict) == ("s2mel", "COMPLETE")
+
+
+def test_v25_export_and_synthesis_with_the_trained_s2mel(prepared_v25, tmp_path: Path, capsys) -> None:
+    folder, _, voice = prepared_v25
+    argv = run_argv(prepared_v25, tmp_path / "run", "--lora", "--lora-rank", "4", "--max-steps", "2")
+    assert train_main(argv) == 0
+    latest = tmp_path / "run" / "latest.pth"
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    export = ["export-s2mel", str(latest), "--model-dir", str(folder)]
+    assert checkpoints_main([*export, "--out", str(tmp_path / "out")]) == 0
+    load_s2mel(tmp_path / "out" / "s2mel.pth", config["s2mel"], with_gpt_layer=False)  # strict, stock layout
+    assert checkpoints_main([*export, "--out", str(tmp_path / "out"), "--adapter-only"]) == 0
+    assert torch.load(tmp_path / "out" / "s2mel_adapter.pth", weights_only=True)["adapter"]
+    scores = tmp_path / "scores.json"
+    scores.write_text(json.dumps({"without": [{"voice": "a", "similarity": 0.8, "cer": 0.1}],
+                                  "with": [{"voice": "a", "similarity": 0.7, "cer": 0.1}]}), encoding="utf-8")
+    capsys.readouterr()
+    assert checkpoints_main([*export, "--out", str(tmp_path / "gated"), "--scores", str(scores)]) == 2
+    assert "not exported: S2Mel adapter left out: similarity fell" in capsys.readouterr().err
+    assert not (tmp_path / "gated").exists()
+    assert checkpoints_main([*export, "--out", str(tmp_path / "gated"), "--scores", str(scores),
+                             "--keep", "keep"]) == 0
+    assert "kept by the user's override" in capsys.readouterr().out
+    wav = tmp_path / "spoken.wav"
+    assert synthesize_main(["--model-dir", str(folder), "--s2mel", str(tmp_path / "out" / "s2mel_adapter.pth"),
+                            "--reference", str(voice), "--text", "ሰላም", "--out", str(wav), "--steps", "2",
+                            "--decode", "greedy", "--max-codes", "20", "--device", "cpu"]) == 0
+    assert wav.is_file() and wav.stat().st_size > 44
+
+
+def test_v2_lora_run_feeds_the_gpt_latent_and_speaks_samples(demo_workspace, tmp_path: Path) -> None:
+    paths = DemoV2Paths.under(demo_workspace.root)
+    folder = paths.config.parent
+    nets = load_indextts2(folder, local_files_only=True)
+    data = paths.train_manifest.parent
+    stems = sorted(p.stem for p in (data / "wavs").glob("*.wav"))[:2]
+    prepared = tmp_path / "data"
+    for sub in ("codes", "text_ids", "condition", "emo_vec"):
+        (prepared / sub).mkdir(parents=True)
+        for stem in stems:
+            shutil.copy(data / sub / f"{stem}.npy", prepared / sub / f"{stem}.npy")
+    settings = S2MelMelSettings.from_preprocess_params(nets.config["s2mel"]["preprocess_params"])
+    add_missing_s2mel_files(prepared, stems, audio_loader(data / "wavs", settings.sample_rate), nets.campplus,
+                            settings)
+    manifest = prepared / "train.jsonl"
+    manifest.write_text("".join(json.dumps({"target_codes_path": f"codes/{s}.npy"}) + "\n" for s in stems),
+                        encoding="utf-8")
+    # The demo's text ids use its extended tokenizer: the latent's GPT is the base grown to it (a GPT run's start).
+    grown = grow_text_vocab(nets.gpt.state_dict(), nets.config["gpt"], paths.extended_tokenizer,
+                            paths.base_tokenizer)
+    gpt = tmp_path / "gpt_grown.pth"
+    torch.save(grown.state_dict, gpt)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("ሰላም\n", encoding="utf-8")
+    argv = run_argv((folder, manifest, data / "wavs" / f"{stems[0]}.wav"), tmp_path / "run", "--lora",
+                    "--lora-rank", "4", "--max-steps", "2", "--base-checkpoint", str(gpt), "--tokenizer",
+                    str(paths.extended_tokenizer), "--sample-texts", str(texts), "--eval-reference",
+                    str(data / "wavs" / f"{stems[0]}.wav"))
+    assert train_main(argv) == 0
+    ckpt = torch.load(tmp_path / "run" / "latest.pth", weights_only=True)
+    assert ckpt["uses_gpt_layer"] and ckpt["mode"] == "lora" and ckpt["step"] == 2
+    assert sorted(p.name for p in (tmp_path / "run" / "samples").glob("*.wav")) == ["s2mel_step2_0.wav"]
+
+
+@pytest.mark.parametrize("version", ["1.5", "2", "2.5"])
+def test_s2mel_preflight_rows(version: str, demo_workspace, tmp_path: Path) -> None:
+    """The registry answers: IndexTTS2 / 2.5 find their download folder's S2Mel, 1.5 is refused by its entry."""
+    generation = by_id(version)
+    assert generation.demo is not None
+    opts = parse_argv([*generation.demo(demo_workspace.root), "--train", "s2mel"])
+    opts.update(output_dir=str(tmp_path / "run"))
+    plan = run_preflight(opts)
+    model = next(check for check in plan.checks if check.name == "model")
+    if generation.can(Capability.TRAIN_S2MEL):
+        assert model.ok and model.message.startswith(f"{generation.name} S2Mel from "), plan.lines()
+    else:
+        assert [check.name for check in plan.checks if not check.ok] == ["model"]
+        assert model.message == generation.refusal(Capability.TRAIN_S2MEL)

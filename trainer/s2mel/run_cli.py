@@ -1,0 +1,166 @@
+"""``python -m trainer.train --train s2mel``: one S2Mel run under the trainer's output-directory contract.
+
+The plan (:mod:`trainer.s2mel.run_plan`) -> the output-dir lock -> the generation's sources (its synthesizer,
+loaded from the download folder with the GPT of ``--base-checkpoint``; its semantic input; IndexTTS2's GPT
+latent) -> :class:`~trainer.s2mel.loop.S2MelTrainer` over :class:`~trainer.s2mel.dataset.PreparedClips`,
+resumed from the output folder when it holds a run -> ``latest.pth`` / ``model_step<N>.pth`` every
+``--save-interval`` steps, ``metrics.jsonl`` train and end events, samples at saves (``--sample-texts`` spoken
+with the first ``--eval-reference``).
+
+Exit codes as the GPT trainer: 0 finished, 2 refused, 130 stopped by SIGINT/SIGTERM after saving latest.pth.
+The STUDIO_TEST_* stop and kill hooks act after a step, before that step's save.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.errors import EXIT_OK, EXIT_STOPPED, UsageError
+from trainer.s2mel.checkpoint import PART
+from trainer.s2mel.dataset import LatentFn, SemanticFn
+
+
+@dataclass(frozen=True)
+class S2MelSources:
+    """What one generation gives an S2Mel run, loaded from its download folder."""
+
+    synthesizer: Any  # speaks the samples at saves (its nets: config, codec, gpt, s2mel)
+    semantic: SemanticFn
+    latent_for: Callable[[Path], LatentFn] | None  # prepared folder -> the GPT latent (IndexTTS2), else None
+    model_kwargs: dict[str, Any]  # load_s2mel's arguments beyond the config section
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.synthesizer.nets.config
+
+
+def _w2v(opts: dict[str, Any]) -> tuple[str | None, bool]:
+    return (opts.get("w2v_bert") or None), not opts.get("w2v_bert")
+
+
+def sources_v2(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
+    from trainer.s2mel.sources import v2_latent_fn, v2_semantic_fn
+    from trainer.synthesis.pipeline_v2 import SynthesizerV2
+
+    w2v, local = _w2v(opts)
+    synth = SynthesizerV2.load(folder, w2v_bert=w2v, checkpoint=opts.get("base_checkpoint") or None,
+                               tokenizer=opts.get("tokenizer") or None, device=device, local_files_only=local)
+    gpt = synth.nets.gpt.eval()
+    return S2MelSources(synth, v2_semantic_fn(synth.nets.codec), lambda data: v2_latent_fn(gpt, data),
+                        {"gpt_dim": synth.nets.config["gpt"]["model_dim"]})
+
+
+def sources_v25(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
+    from trainer.s2mel.sources import v25_semantic_fn
+    from trainer.synthesis.pipeline_v25 import SynthesizerV25
+
+    w2v, local = _w2v(opts)
+    synth = SynthesizerV25.load(folder, w2v_bert=w2v, checkpoint=opts.get("base_checkpoint") or None,
+                                device=device, local_files_only=local)
+    return S2MelSources(synth, v25_semantic_fn(synth.nets.codec), None, {"with_gpt_layer": False})
+
+
+class _StopRequested(Exception):
+    pass
+
+
+def _event(out_dir: Path, record: dict[str, Any]) -> None:
+    with open(out_dir / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+        metrics.write(json.dumps({"part": PART, **record}) + "\n")
+
+
+def _sample_texts(path: str) -> list[str]:
+    return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def train_s2mel(opts: dict[str, Any]) -> int:
+    """The run (exit code); a setting or file the S2Mel modules refuse becomes UsageError (one line, exit 2)."""
+    from trainer.s2mel.loop import S2MelRunError
+    from trainer.s2mel.lora import S2MelLoRAError
+
+    try:
+        return _train(opts)
+    except (S2MelRunError, S2MelLoRAError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _train(opts: dict[str, Any]) -> int:
+    from networks.s2mel import load_s2mel
+    from trainer.checkpoints import OutputDirLock
+    from trainer.s2mel.dataset import PreparedClips
+    from trainer.s2mel.export import base_record
+    from trainer.s2mel.loop import S2MelTrainer
+    from trainer.s2mel.run_plan import make_s2mel_plan
+    from trainer.s2mel.samples import sample_hook
+    from trainer.signals import GracefulStop, active_test_hooks, after_step_test_hooks
+    from trainer.steps import resolve_device
+    from trainer.synthesis.pipeline_v2 import seeded_noise
+
+    found = make_s2mel_plan(opts)
+    for line in found.plan.lines():
+        print(line, flush=True)
+    if not found.plan.ok:
+        raise UsageError(found.plan.refusal)
+    assert found.generation is not None and found.model_dir is not None and found.data_dir is not None
+    assert found.settings is not None and found.generation.s2mel_sources is not None
+    out_dir = Path(opts["output_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = OutputDirLock(out_dir).acquire()
+    stop = GracefulStop(print).install()
+    trainer: S2MelTrainer | None = None
+    try:
+        for line in active_test_hooks():
+            print(line, flush=True)
+        device = resolve_device(opts["device"])
+        sources = found.generation.s2mel_sources(opts, found.model_dir, device)
+        latent = sources.latent_for(found.data_dir) if sources.latent_for is not None else None
+        clips = PreparedClips(found.data_dir, found.stems, sources.semantic, latent,
+                              prompt_features=found.prompt_features)
+        base = found.model_dir / "s2mel.pth"
+        model = load_s2mel(base, sources.config["s2mel"], **sources.model_kwargs)
+        trainer = S2MelTrainer(model, clips, found.settings, out_dir, base=base_record(base), device=device)
+        resumed = trainer.resume_if_any()
+        for note in trainer.notes:
+            print(f"note: {note}", flush=True)
+        print(f"S2Mel {found.settings.mode}: " + (f"resumed from {resumed.name} at step {trainer.step_count}"
+                                                    if resumed else "fresh start at step 0"), flush=True)
+        on_save = None
+        if opts.get("sample_texts"):
+            speak = sample_hook(sources.synthesizer, _sample_texts(opts["sample_texts"]), opts["eval_reference"][0],
+                                out_dir, noise_for=seeded_noise)
+            on_save = lambda run: print(f"samples: {', '.join(p.name for p in speak(run))}", flush=True)  # noqa: E731
+        _event(out_dir, {"event": "start", "step": trainer.step_count, "mode": found.settings.mode,
+                         "generation": found.generation.name})
+        interval = int(opts["log_interval"])
+
+        def on_step(report: Any) -> None:
+            if report.step % interval == 0 or report.step == found.settings.max_steps:
+                print(f"step {report.step} epoch {report.epoch} loss {report.loss:.5f} "
+                      f"grad_norm {report.grad_norm:.4f}", flush=True)
+            after_step_test_hooks(report.step)
+            if stop.requested:
+                raise _StopRequested
+
+        try:
+            trainer.run(on_step=on_step, on_save=on_save)
+        except _StopRequested:
+            with stop.saving_checkpoint():
+                trainer._raise_on_failed(trainer.save())
+                trainer._raise_on_failed(trainer.writer.wait())
+            _event(out_dir, {"event": "end", "step": trainer.step_count, "status": "stopped"})
+            print(f"stopped by {stop.requested}: saved latest.pth at step {trainer.step_count}", flush=True)
+            return EXIT_STOPPED
+        _event(out_dir, {"event": "end", "step": trainer.step_count, "status": "finished"})
+        print(f"finished at step {trainer.step_count}: {out_dir / 'latest.pth'}", flush=True)
+        return EXIT_OK
+    finally:
+        if trainer is not None:
+            trainer.writer.wait()
+        stop.restore()
+        lock.release()

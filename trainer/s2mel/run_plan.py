@@ -1,0 +1,188 @@
+"""The pre-flight of ``python -m trainer.train --train s2mel``: every check before an S2Mel run starts.
+
+The run trains the S2Mel decoder of an IndexTTS2 / 2.5 download folder (``--model-dir``, else
+``--sample-model-dir``, else the folder of ``--config``) on the prepared folder of the first ``--train-manifest``
+(its clips are the manifest's targets: ``codes/<stem>.npy`` plus preparation's ``s2mel_mel/`` and
+``s2mel_style/`` files; IndexTTS2 also ``text_ids/``, ``condition/``, ``emo_vec/`` for the GPT latent). The
+generation comes from the registry (a 1.5 config is refused by its entry, in one line naming it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
+from trainer.generations.spec import Capability, Generation
+from trainer.plan import RunPlan, manifest_file, one_line
+from trainer.s2mel.loop import S2MelTrainSettings
+from trainer.s2mel.lora import DEFAULT_TARGETS, S2MelLoRASettings
+
+GPT_LATENT_FOLDERS = ("text_ids", "condition", "emo_vec")  # IndexTTS2: what the teacher-forced latent reads
+
+
+@dataclass
+class S2MelPlan:
+    """The checks (``plan``, a :class:`trainer.plan.RunPlan`) and what a passing plan found."""
+
+    plan: RunPlan
+    generation: Generation | None = None
+    model_dir: Path | None = None
+    data_dir: Path | None = None
+    stems: list[str] = field(default_factory=list)
+    settings: S2MelTrainSettings | None = None
+    prompt_features: bool = False
+
+
+def model_folder(opts: dict[str, Any]) -> Path | None:
+    for name in ("model_dir", "sample_model_dir"):
+        if opts.get(name):
+            return Path(opts[name])
+    return Path(opts["config"]).parent if opts.get("config") else None
+
+
+def manifest_stems(path: Path) -> tuple[Path, list[str]]:
+    """(the prepared folder, the target stems in order) of a paired manifest; ValueError naming the line."""
+    stems: list[str] = []
+    folders: set[Path] = set()
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            codes = json.loads(raw)["target_codes_path"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ValueError(f"{path}:{lineno}: not a paired manifest line with target_codes_path") from None
+        codes_path = (path.parent / codes).resolve()
+        folders.add(codes_path.parent.parent)
+        if codes_path.stem not in stems:
+            stems.append(codes_path.stem)
+    if not stems:
+        raise ValueError(f"{path}: no lines")
+    if len(folders) != 1:
+        raise ValueError(f"{path}: its targets lie in {len(folders)} prepared folders; an S2Mel run reads one")
+    return folders.pop(), stems
+
+
+def _generation(plan: S2MelPlan) -> bool:
+    from data_tools.config import load_config
+    from trainer.generations.registry import generation_of_config, generation_of_folder
+
+    opts = plan.plan.opts
+    folder = model_folder(opts)
+    generation = None
+    try:
+        if opts.get("config"):
+            generation = generation_of_config(load_config(opts["config"]))
+        elif folder is not None and folder.is_dir():
+            generation = generation_of_folder(folder)
+    except Exception as exc:  # a config that does not load: one line
+        return plan.plan.add("model", False, f"--config {opts.get('config')}: {one_line(exc)}")
+    if generation is None:
+        return plan.plan.add("model", False, "no IndexTTS2 / 2.5 download folder: give --model-dir (config.yaml, "
+                                             "s2mel.pth, ...)")
+    refusal = generation.refusal(Capability.TRAIN_S2MEL) or (
+        generation.refusal(Capability.LORA) if opts.get("lora") else None)
+    if refusal or generation.s2mel_sources is None:
+        return plan.plan.add("model", False, refusal or f"{generation.name} cannot train the S2Mel decoder")
+    if folder is None or not (folder / "s2mel.pth").is_file():
+        return plan.plan.add("model", False, f"{generation.name}: no s2mel.pth in {folder} (give --model-dir, "
+                                             "the download folder)")
+    plan.generation, plan.model_dir = generation, folder
+    return plan.plan.add("model", True, f"{generation.name} S2Mel from {folder / 's2mel.pth'}")
+
+
+def _data(plan: S2MelPlan) -> bool:
+    opts = plan.plan.opts
+    manifests = list(opts.get("train_manifest") or [])
+    if not manifests:
+        return plan.plan.add("data", False, "no --train-manifest given (its prepared folder is the S2Mel data)")
+    path = manifest_file(manifests[0])
+    if not path.is_file():
+        return plan.plan.add("data", False, f"{path}: manifest not found")
+    try:
+        folder, stems = manifest_stems(path)
+    except (OSError, ValueError) as exc:
+        return plan.plan.add("data", False, one_line(exc))
+    needed = ["codes/{}.npy", *(str(p).replace("STEM", "{}") for p in s2mel_paths("STEM"))]
+    if plan.generation is not None and plan.generation.s2mel_gpt_latent:
+        needed += [f"{sub}/{{}}.npy" for sub in GPT_LATENT_FOLDERS]
+    missing = [(stem, pattern.format(stem)) for stem in stems for pattern in needed
+               if not (folder / pattern.format(stem)).is_file()]
+    if missing:
+        stem, file = missing[0]
+        return plan.plan.add("data", False, f"{folder}: {len(missing)} file(s) an S2Mel run reads are missing, e.g. "
+                                            f"{file} (clip {stem}); rerun the preparation on this folder (it adds "
+                                            "only the missing S2Mel files)")
+    plan.prompt_features = all((folder / prompt_feature_path(stem)).is_file() for stem in stems)
+    plan.data_dir, plan.stems = folder, stems
+    extra = ", with the prompt's continuous features" if plan.prompt_features else ""
+    return plan.plan.add("data", True, f"{len(stems)} clip(s) in {folder}{extra}")
+
+
+def lora_targets(text: str) -> tuple[str, ...]:
+    return DEFAULT_TARGETS if text in ("", "all") else tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def train_settings(opts: dict[str, Any], clips: int) -> S2MelTrainSettings:
+    """The S2Mel run's settings from the trainer's options (``--max-steps`` 0: ``--epochs`` passes)."""
+    batch = min(int(opts["batch_size"]), clips)
+    steps = int(opts["max_steps"]) or int(opts["epochs"]) * math.ceil(clips / batch)
+    return S2MelTrainSettings(
+        mode="lora" if opts.get("lora") else "full",
+        lora=S2MelLoRASettings(rank=int(opts["lora_rank"]), alpha=float(opts["lora_alpha"]),
+                               dropout=float(opts["lora_dropout"]), targets=lora_targets(opts["lora_targets"])),
+        learning_rate=float(opts["learning_rate"]), weight_decay=float(opts["weight_decay"]), batch_size=batch,
+        max_steps=steps, save_interval=int(opts["save_interval"]), keep_checkpoints=int(opts["keep_checkpoints"]),
+        grad_clip=float(opts["grad_clip"]) or math.inf, seed=int(opts["seed"]))
+
+
+def _settings(plan: S2MelPlan) -> bool:
+    opts = plan.plan.opts
+    if opts.get("resume") not in ("", "auto"):
+        return plan.plan.add("settings", False, f"--resume {opts['resume']}: an S2Mel run resumes from its "
+                                                "--output-dir only (auto)")
+    if opts.get("sample_texts") and not opts.get("eval_reference"):
+        return plan.plan.add("settings", False, "--sample-texts of an S2Mel run are spoken with the first "
+                                                "--eval-reference (reference voice audio): give one")
+    try:
+        plan.settings = train_settings(opts, len(plan.stems))
+    except ValueError as exc:
+        return plan.plan.add("settings", False, one_line(exc))
+    s = plan.settings
+    what = f"LoRA rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
+    return plan.plan.add("settings", True, f"{what}, {s.max_steps} steps of {s.batch_size} clip(s), saves every "
+                                           f"{s.save_interval}")
+
+
+def _resume(plan: S2MelPlan) -> bool:
+    from trainer.checkpoints.format import CheckpointError
+    from trainer.s2mel.checkpoint import select_s2mel_resume
+
+    try:
+        choice = select_s2mel_resume(plan.plan.opts["output_dir"])
+    except CheckpointError as exc:
+        return plan.plan.add("resume", False, one_line(exc))
+    if choice is None:
+        return plan.plan.add("resume", True, "fresh start at step 0")
+    path, ckpt, _ = choice
+    if plan.settings is not None and ckpt.get("mode") != plan.settings.mode:
+        return plan.plan.add("resume", False, f"{path} is a {ckpt.get('mode')} S2Mel run; this run is "
+                                              f"{plan.settings.mode} (use a new --output-dir)")
+    return plan.plan.add("resume", True, f"resume from {path.name} at step {ckpt.get('step')}")
+
+
+def make_s2mel_plan(opts: dict[str, Any], *, own_lock: bool = False) -> S2MelPlan:
+    """Every pre-start check of an S2Mel run, in order; never raises for bad input."""
+    from trainer.plan import _output_dir
+
+    plan = S2MelPlan(RunPlan(opts=dict(opts)))
+    generation_ok = _generation(plan)
+    data_ok = generation_ok and _data(plan)
+    settings_ok = data_ok and _settings(plan)
+    if _output_dir(plan.plan, own_lock) and settings_ok:
+        _resume(plan)
+    plan.plan.generation = plan.generation
+    return plan
