@@ -33,7 +33,7 @@ class PrepareV2Form(PairedPrepareForm):
 
 def default_form(workspace: Path) -> PrepareV2Form:
     """The demo's IndexTTS2 files when the workspace has them, else empty fields and the real w2v-BERT id."""
-    from trainer.demo_v2 import DemoV2Paths
+    from demo.v2 import DemoV2Paths
 
     demo = DemoV2Paths.under(workspace)
     options = {"language": "am", "speaker": "", "pairs_per_target": 2, "seed": 2025, "device": "auto",

@@ -10,7 +10,7 @@ Written under ``<workspace>/v25/``:
 - ``v25/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: 2.5 paired manifests with the raw Amharic text
   (tokenised by the trainer with its ``--text-scheme``) and ``language: am``;
 - every other network of a 2.5 download folder in ``v25/checkpoints/`` (codec, S2Mel without gpt_layer,
-  CAMPPlus, BigVGAN v2, w2v-BERT + stats; ``trainer.demo_v25_synthesis``), so ``networks.indextts25.
+  CAMPPlus, BigVGAN v2, w2v-BERT + stats; ``demo.v25_synthesis``), so ``networks.indextts25.
   load_indextts25(v25/checkpoints)`` loads the folder and IndexTTS-2.5 speaks (noise) on a CPU;
 - ``v25/data/wavs/<id>.wav``: synthetic audio of the validation utterances (their pairs' prompt and target
   audio: the voice of samples at saves).
@@ -33,15 +33,15 @@ from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
-from trainer.demo_data import (
+from demo.data import (
     SPEAKERS,
     codes_for_text,
     demo_train_argv,
     stable_int,
     write_npy,
 )
-from trainer.demo_v2_audio import write_demo_wavs
-from trainer.demo_v25_synthesis import (
+from demo.v2_audio import write_demo_wavs
+from demo.v25_synthesis import (
     gpt_widths_v25,
     synthesis_ready_v25,
     synthesis_sections_v25,

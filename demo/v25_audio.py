@@ -3,7 +3,7 @@
 ``write_prep25_kit(folder)`` writes ``config.yaml`` (``version: 2.5``; a ``gpt`` section reading w2v-BERT
 features of ``width`` channels, a small ``semantic_codec`` and ``campplus`` section), ``gpt.pth`` (the 2.5
 GPT, real key layout and the full text table), ``codec.pth`` (the 2.5 codec), ``campplus_cn_common.bin``
-(a small CAM++ giving real 192-wide vectors), and the w2v-BERT folder + stats of ``trainer.demo_v2_audio``:
+(a small CAM++ giving real 192-wide vectors), and the w2v-BERT folder + stats of ``demo.v2_audio``:
 what ``python -m data_tools.prepare_v25 --config <folder>/config.yaml --w2v-bert <folder>/w2v-bert`` needs.
 """
 
@@ -17,7 +17,7 @@ import torch
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_with
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE
-from trainer.demo_v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, PrepKit, write_prep_kit
+from demo.v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, PrepKit, write_prep_kit
 
 CAMPPLUS_SECTION = {"growth_rate": 8, "bn_size": 2, "init_channels": 16}
 

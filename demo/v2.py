@@ -1,0 +1,186 @@
+"""The IndexTTS2 half of the demo workspace: a tiny v2 GPT and community-format paired data.
+
+Written under ``<workspace>/v2/`` next to the IndexTTS-1.5 demo, sharing its tokenizers:
+
+- ``v2/checkpoints/config.yaml`` (IndexTTS2 layout, ``version: 2.0``) and a random-init ``gpt.pth``;
+- ``v2/data/{text_ids,codes,condition,emo_vec}/<id>.npy``: the community preprocessing's per-utterance
+  features (int32 ids and codes, float32 ``[32, dim]`` speaker latents and ``[dim]`` emotion vector);
+- ``v2/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: paired manifests (the community trainer's format:
+  the prompt is another utterance of the same speaker);
+- ``v2/checkpoints/{w2v-bert-2.0/,wav2vec2bert_stats.pt,semantic_codec/}`` and ``v2/audio/<speaker>/*.wav + .txt``:
+  tiny random audio models and synthetic speech for IndexTTS2 data preparation (``demo.v2_audio``);
+- the rest of an IndexTTS2 download folder in ``v2/checkpoints/`` (S2Mel, CAMPPlus, emotion matrices, BigVGAN v2;
+  ``demo.v2_synthesis``), so ``networks.indextts2.load_indextts2(v2/checkpoints)`` loads every network
+  and IndexTTS2 speaks (noise) on a CPU: samples at saves, the Test tab;
+- ``v2/data/wavs/<id>.wav``: synthetic audio of the validation utterances (their prompts' voices for samples).
+
+Codes are derived from the text as in the v1.5 demo, and each speaker has its own latents, so the loss
+visibly falls within a minute of CPU training.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from data_tools.config import save_config
+from data_tools.fileio import atomic_write_text, atomic_write_with
+from demo.data import (
+    SPEAKERS,
+    codes_for_text,
+    demo_train_argv,
+    stable_int,
+    write_npy,
+)
+from demo.v2_audio import (
+    PrepKit,
+    demo_audio_sections,
+    write_demo_audio,
+    write_demo_wavs,
+    write_prep_kit,
+)
+from demo.v2_synthesis import synthesis_sections, write_synthesis_kit
+
+V2_MODEL_DIM = 64
+V2_LATENTS = 32
+CODES_HZ = 50
+
+
+def demo_config_v2(number_text_tokens: int) -> dict:
+    """IndexTTS2 config.yaml layout; the semantic width is the tiny demo w2v-BERT's (``gpt.semantic_dim``)."""
+    gpt_widths, codec_section = demo_audio_sections()
+    return {
+        "dataset": {"bpe_model": "bpe.model", "sample_rate": 24000, "squeeze": False,
+                    "mel": {"sample_rate": 24000, "n_fft": 1024, "hop_length": 256, "win_length": 1024,
+                            "n_mels": 100, "mel_fmin": 0, "normalize": False}},
+        "gpt": {
+            "model_dim": V2_MODEL_DIM, "max_mel_tokens": 128, "max_text_tokens": 64, "heads": 4,
+            "use_mel_codes_as_input": True, "mel_length_compression": 1024, "layers": 2,
+            "number_text_tokens": number_text_tokens, "number_mel_codes": 8194, "start_mel_token": 8192,
+            "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1, "train_solo_embeddings": False,
+            "condition_num_latent": V2_LATENTS, "condition_type": "conformer_perceiver",
+            "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4, "num_blocks": 1,
+                                 "input_layer": "conv2d2", "perceiver_mult": 2},
+            "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
+                                     "input_layer": "conv2d2", "perceiver_mult": 1},
+            **gpt_widths,
+        },
+        "semantic_codec": codec_section,
+        "gpt_checkpoint": "gpt.pth",
+        "w2v_stat": "wav2vec2bert_stats.pt",
+        **synthesis_sections(),
+        "version": 2.0,
+    }
+
+
+@dataclass(frozen=True)
+class DemoV2Paths:
+    root: Path  # <workspace>/v2
+    config: Path
+    base_checkpoint: Path
+    base_tokenizer: Path
+    extended_tokenizer: Path
+    train_manifest: Path
+    val_manifest: Path
+    output_dir: Path
+    audio: Path  # folder of audio + .txt transcripts (speaker subfolders) for IndexTTS2 preparation
+    kit: PrepKit  # the tiny w2v-BERT folder, its stats and the semantic codec
+
+    @classmethod
+    def under(cls, workspace: Path) -> DemoV2Paths:
+        root = Path(workspace) / "v2"
+        return cls(root=root, config=root / "checkpoints" / "config.yaml",
+                   base_checkpoint=root / "checkpoints" / "gpt.pth",
+                   base_tokenizer=Path(workspace) / "checkpoints" / "bpe.model",
+                   extended_tokenizer=Path(workspace) / "tokenizers" / "amharic_extended.model",
+                   train_manifest=root / "data" / "train_pairs.jsonl", val_manifest=root / "data" / "val_pairs.jsonl",
+                   output_dir=root / "runs" / "demo", audio=root / "audio",
+                   kit=PrepKit.under(root / "checkpoints"))
+
+    def exists(self) -> bool:
+        return all(p.is_file() for p in (self.config, self.base_checkpoint, self.train_manifest, self.val_manifest))
+
+    def synthesis_ready(self) -> bool:
+        """Whether ``checkpoints/`` is a whole download folder (demos from before IndexTTS2 synthesis are not)."""
+        folder = self.config.parent
+        return (folder / "s2mel.pth").is_file() and (folder / "bigvgan" / "config.json").is_file()
+
+    def train_argv(self, max_steps: int = 200) -> list[str]:
+        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
+        return demo_train_argv(self.train_manifest, self.val_manifest, self.extended_tokenizer, self.config,
+                               self.base_checkpoint, self.output_dir, max_steps, samples)
+
+
+def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
+    """A speaker-specific conditioning block and emotion vector, with a little per-utterance noise."""
+    base = np.random.default_rng(stable_int(speaker) % 2**32).normal(0.0, 0.5, size=(V2_LATENTS, V2_MODEL_DIM))
+    noise = np.random.default_rng(stable_int(utterance) % 2**32).normal(0.0, 0.05, size=(V2_LATENTS, V2_MODEL_DIM))
+    emo = np.random.default_rng(stable_int(speaker + "/emo") % 2**32).normal(0.0, 0.1, size=(V2_MODEL_DIM,))
+    return (base + noise).astype(np.float32), emo.astype(np.float32)
+
+
+def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) -> DemoV2Paths:
+    """Write the v2 demo under ``workspace/v2`` (the v1.5 demo's tokenizers must exist already)."""
+    import torch  # here, not at the top: the studio page reads DemoV2Paths without torch
+
+    from data_tools.text_tokenizer import TextTokenizer
+    from networks import indextts2
+
+    paths = DemoV2Paths.under(workspace)
+    base_tokenizer = TextTokenizer(paths.base_tokenizer)
+    extended = TextTokenizer(paths.extended_tokenizer)
+    config = demo_config_v2(base_tokenizer.vocab_size)
+    save_config(config, paths.config)
+    atomic_write_with(paths.config.parent / "bpe.model", lambda h: h.write(paths.base_tokenizer.read_bytes()))
+    torch.manual_seed(seed)
+    model = indextts2.build_gpt(config["gpt"])
+    state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
+    atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+    write_prep_kit(paths.config.parent, seed)
+    write_synthesis_kit(paths.config.parent, V2_MODEL_DIM, seed)
+    write_demo_audio(paths.audio, sentences, SPEAKERS)
+
+    data = paths.train_manifest.parent
+    utterances = []
+    for index, sentence in enumerate(sentences):
+        speaker = SPEAKERS[index % len(SPEAKERS)]
+        utt = f"{speaker}_{index:04d}"
+        ids = np.asarray(extended.encode(sentence, "am"), dtype=np.int32)
+        codes = codes_for_text(sentence).astype(np.int32)
+        condition, emo = speaker_latents(speaker, utt)
+        for folder, array in (("text_ids", ids), ("codes", codes), ("condition", condition), ("emo_vec", emo)):
+            write_npy(data / folder / f"{utt}.npy", array)
+        utterances.append({"id": utt, "speaker": speaker, "text": sentence, "text_len": int(ids.size),
+                           "code_len": int(codes.size), "duration": round(codes.size / CODES_HZ, 3)})
+    val_ids = {u["id"] for u in utterances[:n_val]}
+    write_demo_wavs(data / "wavs", utterances[:n_val])
+
+    def pairs(group: list[dict]) -> list[str]:
+        lines = []
+        for i, target in enumerate(group):
+            same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
+            prompt = same[i % len(same)]
+            lines.append(json.dumps({
+                "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
+                "prompt_id": prompt["id"], "prompt_audio_path": f"wavs/{prompt['id']}.wav",
+                "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
+                "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy", "prompt_duration": prompt["duration"],
+                "target_id": target["id"], "target_audio_path": f"wavs/{target['id']}.wav",
+                "target_text": target["text"], "target_text_ids_path": f"text_ids/{target['id']}.npy",
+                "target_text_len": target["text_len"], "target_codes_path": f"codes/{target['id']}.npy",
+                "target_code_len": target["code_len"], "target_emo_vec_path": f"emo_vec/{target['id']}.npy",
+            }, ensure_ascii=False))
+        return lines
+
+    atomic_write_text(paths.val_manifest, "\n".join(pairs([u for u in utterances if u["id"] in val_ids])) + "\n")
+    atomic_write_text(paths.train_manifest,
+                      "\n".join(pairs([u for u in utterances if u["id"] not in val_ids])) + "\n")
+    return paths
+
+
+def train_argv_under(root: Path) -> list[str]:
+    """The training command's arguments of this generation's demo in workspace ``root``."""
+    return DemoV2Paths.under(root).train_argv()
