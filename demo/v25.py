@@ -37,6 +37,7 @@ from demo.data import (
     SPEAKERS,
     codes_for_text,
     demo_train_argv,
+    paired_gpt_section,
     stable_int,
     write_npy,
 )
@@ -55,18 +56,7 @@ def demo_config_v25() -> dict:
     """The 2.5 config.yaml layout (an IndexTTS2 gpt section; ``version: 2.5`` says what it is)."""
     return {
         "dataset": {"sample_rate": 24000, "squeeze": False},
-        "gpt": {
-            "model_dim": V25_MODEL_DIM, "max_mel_tokens": 128, "max_text_tokens": 128, "heads": 4,
-            "use_mel_codes_as_input": True, "mel_length_compression": 1024, "layers": 2,
-            "number_text_tokens": BASE_VOCAB_SIZE, "number_mel_codes": 8194, "start_mel_token": 8192,
-            "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1, "train_solo_embeddings": False,
-            "condition_num_latent": 32, "condition_type": "conformer_perceiver",
-            "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4, "num_blocks": 1,
-                                 "input_layer": "conv2d2", "perceiver_mult": 2},
-            "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
-                                     "input_layer": "conv2d2", "perceiver_mult": 1},
-            **gpt_widths_v25(),
-        },
+        "gpt": paired_gpt_section(V25_MODEL_DIM, BASE_VOCAB_SIZE, max_text_tokens=128, **gpt_widths_v25()),
         "gpt_checkpoint": "gpt.pth",
         **synthesis_sections_v25(),
         "version": 2.5,
