@@ -1,5 +1,6 @@
-"""The demo's stand-in data, shared by every generation's demo (the paired demos' gpt section too): codes made from the text, speaker-
-specific prompts, and stable hashing (nothing random: the workspace is the same on every machine)."""
+"""The demo's stand-in data, shared by every generation's demo: codes made from the text, speaker-specific
+prompts, stable hashing (nothing random: the workspace is the same on every machine), and the paired demos'
+tiny gpt section."""
 
 from __future__ import annotations
 
