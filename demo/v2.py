@@ -36,6 +36,7 @@ from demo.data import (
     stable_int,
     write_npy,
 )
+from demo.paired_paths import PairedDemoPaths
 from demo.v2_audio import (
     PrepKit,
     demo_audio_sections,
@@ -68,27 +69,17 @@ def demo_config_v2(number_text_tokens: int) -> dict:
 
 
 @dataclass(frozen=True)
-class DemoV2Paths:
-    root: Path  # <workspace>/v2
-    config: Path
-    base_checkpoint: Path
+class DemoV2Paths(PairedDemoPaths):
     base_tokenizer: Path
     extended_tokenizer: Path
-    train_manifest: Path
-    val_manifest: Path
-    output_dir: Path
     audio: Path  # folder of audio + .txt transcripts (speaker subfolders) for IndexTTS2 preparation
     kit: PrepKit  # the tiny w2v-BERT folder, its stats and the semantic codec
 
     @classmethod
     def under(cls, workspace: Path) -> DemoV2Paths:
         root = Path(workspace) / "v2"
-        return cls(root=root, config=root / "checkpoints" / "config.yaml",
-                   base_checkpoint=root / "checkpoints" / "gpt.pth",
-                   base_tokenizer=Path(workspace) / "checkpoints" / "bpe.model",
-                   extended_tokenizer=Path(workspace) / "tokenizers" / "amharic_extended.model",
-                   train_manifest=root / "data" / "train_pairs.jsonl", val_manifest=root / "data" / "val_pairs.jsonl",
-                   output_dir=root / "runs" / "demo", audio=root / "audio",
+        return cls(**cls.common(root), base_tokenizer=Path(workspace) / "checkpoints" / "bpe.model",
+                   extended_tokenizer=Path(workspace) / "tokenizers" / "amharic_extended.model", audio=root / "audio",
                    kit=PrepKit.under(root / "checkpoints"))
 
     def exists(self) -> bool:
@@ -100,9 +91,8 @@ class DemoV2Paths:
         return (folder / "s2mel.pth").is_file() and (folder / "bigvgan" / "config.json").is_file()
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
-        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
         return demo_train_argv(self.train_manifest, self.val_manifest, self.extended_tokenizer, self.config,
-                               self.base_checkpoint, self.output_dir, max_steps, samples)
+                               self.base_checkpoint, self.output_dir, max_steps, self.sample_args())
 
 
 def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:

@@ -41,6 +41,7 @@ from demo.data import (
     stable_int,
     write_npy,
 )
+from demo.paired_paths import PairedDemoPaths
 from demo.v2_audio import write_demo_wavs
 from demo.v25_synthesis import (
     gpt_widths_v25,
@@ -64,22 +65,13 @@ def demo_config_v25() -> dict:
 
 
 @dataclass(frozen=True)
-class DemoV25Paths:
-    root: Path  # <workspace>/v25
-    config: Path
-    base_checkpoint: Path
+class DemoV25Paths(PairedDemoPaths):
     tokenizer: Path
-    train_manifest: Path
-    val_manifest: Path
-    output_dir: Path
 
     @classmethod
     def under(cls, workspace: Path) -> DemoV25Paths:
         root = Path(workspace) / "v25"
-        return cls(root=root, config=root / "checkpoints" / "config.yaml",
-                   base_checkpoint=root / "checkpoints" / "gpt.pth", tokenizer=root / "checkpoints" / TABLE_NAME,
-                   train_manifest=root / "data" / "train_pairs.jsonl", val_manifest=root / "data" / "val_pairs.jsonl",
-                   output_dir=root / "runs" / "demo")
+        return cls(**cls.common(root), tokenizer=root / "checkpoints" / TABLE_NAME)
 
     def exists(self) -> bool:
         return all(p.is_file() for p in (self.config, self.base_checkpoint, self.tokenizer, self.train_manifest,
@@ -91,9 +83,9 @@ class DemoV25Paths:
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
         """The demo's command: the merges scheme, and samples at every save through the demo's own folder."""
-        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
         return demo_train_argv(self.train_manifest, self.val_manifest, self.tokenizer, self.config,
-                               self.base_checkpoint, self.output_dir, max_steps, ("--text-scheme", "merges", *samples))
+                               self.base_checkpoint, self.output_dir, max_steps,
+                               ("--text-scheme", "merges", *self.sample_args()))
 
 
 def speaker_vectors(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
