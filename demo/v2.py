@@ -20,14 +20,13 @@ visibly falls within a minute of CPU training.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from data_tools.config import save_config
-from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.fileio import atomic_write_with
 from demo.data import (
     SPEAKERS,
     codes_for_text,
@@ -36,7 +35,7 @@ from demo.data import (
     stable_int,
     write_npy,
 )
-from demo.paired_paths import PairedDemoPaths
+from demo.paired_paths import PairedDemoPaths, write_pair_manifests
 from demo.v2_audio import (
     PrepKit,
     demo_audio_sections,
@@ -136,29 +135,21 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
             write_npy(data / folder / f"{utt}.npy", array)
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "text_len": int(ids.size),
                            "code_len": int(codes.size), "duration": round(codes.size / CODES_HZ, 3)})
-    val_ids = {u["id"] for u in utterances[:n_val]}
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
-    def pairs(group: list[dict]) -> list[str]:
-        lines = []
-        for i, target in enumerate(group):
-            same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
-            prompt = same[i % len(same)]
-            lines.append(json.dumps({
-                "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-                "prompt_id": prompt["id"], "prompt_audio_path": f"wavs/{prompt['id']}.wav",
-                "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
-                "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy", "prompt_duration": prompt["duration"],
-                "target_id": target["id"], "target_audio_path": f"wavs/{target['id']}.wav",
-                "target_text": target["text"], "target_text_ids_path": f"text_ids/{target['id']}.npy",
-                "target_text_len": target["text_len"], "target_codes_path": f"codes/{target['id']}.npy",
-                "target_code_len": target["code_len"], "target_emo_vec_path": f"emo_vec/{target['id']}.npy",
-            }, ensure_ascii=False))
-        return lines
+    def row(target: dict, prompt: dict) -> dict:
+        return {
+            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
+            "prompt_id": prompt["id"], "prompt_audio_path": f"wavs/{prompt['id']}.wav",
+            "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
+            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy", "prompt_duration": prompt["duration"],
+            "target_id": target["id"], "target_audio_path": f"wavs/{target['id']}.wav",
+            "target_text": target["text"], "target_text_ids_path": f"text_ids/{target['id']}.npy",
+            "target_text_len": target["text_len"], "target_codes_path": f"codes/{target['id']}.npy",
+            "target_code_len": target["code_len"], "target_emo_vec_path": f"emo_vec/{target['id']}.npy",
+        }
 
-    atomic_write_text(paths.val_manifest, "\n".join(pairs([u for u in utterances if u["id"] in val_ids])) + "\n")
-    atomic_write_text(paths.train_manifest,
-                      "\n".join(pairs([u for u in utterances if u["id"] not in val_ids])) + "\n")
+    write_pair_manifests(paths, utterances, n_val, row)
     return paths
 
 

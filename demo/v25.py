@@ -21,7 +21,6 @@ visibly falls within a minute or two of CPU training.
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from data_tools.config import save_config
-from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.fileio import atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
@@ -41,7 +40,7 @@ from demo.data import (
     stable_int,
     write_npy,
 )
-from demo.paired_paths import PairedDemoPaths
+from demo.paired_paths import PairedDemoPaths, write_pair_manifests
 from demo.v2_audio import write_demo_wavs
 from demo.v25_synthesis import (
     gpt_widths_v25,
@@ -125,27 +124,19 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
             write_npy(data / folder / f"{utt}.npy", array)
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "code_len": int(codes.size),
                            "duration": round(codes.size / V25_CODES_PER_SECOND, 3)})
-    val_ids = {u["id"] for u in utterances[:n_val]}
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
-    def pairs(group: list[dict]) -> list[str]:
-        lines = []
-        for i, target in enumerate(group):
-            same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
-            prompt = same[i % len(same)]
-            lines.append(json.dumps({
-                "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-                "prompt_id": prompt["id"], "prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy",
-                "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
-                "target_id": target["id"], "target_text": target["text"],
-                "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
-                "target_duration": target["duration"], **_audio_fields(data, prompt["id"], target["id"]),
-            }, ensure_ascii=False))
-        return lines
+    def row(target: dict, prompt: dict) -> dict:
+        return {
+            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
+            "prompt_id": prompt["id"], "prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy",
+            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
+            "target_id": target["id"], "target_text": target["text"],
+            "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
+            "target_duration": target["duration"], **_audio_fields(data, prompt["id"], target["id"]),
+        }
 
-    atomic_write_text(paths.val_manifest, "\n".join(pairs([u for u in utterances if u["id"] in val_ids])) + "\n")
-    atomic_write_text(paths.train_manifest,
-                      "\n".join(pairs([u for u in utterances if u["id"] not in val_ids])) + "\n")
+    write_pair_manifests(paths, utterances, n_val, row)
     return paths
 
 
