@@ -99,7 +99,7 @@ def ensure_workspace(workspace: Path) -> None:
     if not is_empty_dir(workspace):
         return
     try:
-        from trainer.demo import build_demo
+        from demo.workspace import build_demo
     except ImportError as exc:  # the demo builder is part of the trainer; without it start empty
         print(f"note: demo workspace not created ({exc}); starting with an empty workspace", flush=True)
         workspace.mkdir(parents=True, exist_ok=True)

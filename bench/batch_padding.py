@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO))
 from bench.report import headline  # noqa: E402
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
+from demo.workspace import build_demo  # noqa: E402
 from trainer.data import load_items, train_sampler  # noqa: E402
-from trainer.demo import build_demo  # noqa: E402
 
 GOAL = 0.10
 

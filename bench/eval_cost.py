@@ -39,9 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
+from demo.workspace import build_demo  # noqa: E402
 from tests.speech_model_factory import WAV2VEC2_CONV, build_ctc_model, build_xvector_model  # noqa: E402
 from tests.trainer_helpers import subset_manifest  # noqa: E402
-from trainer.demo import build_demo  # noqa: E402
 
 GOAL = 0.9
 TRAIN_TIMEOUT_S = 900

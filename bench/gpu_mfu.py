@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
+from demo.workspace import demo_config  # noqa: E402
 from networks.unified_voice import build_model  # noqa: E402
 from trainer import steps  # noqa: E402
-from trainer.demo import demo_config  # noqa: E402
 
 # The released IndexTTS-1.5 gpt section (shared/reference/README.md, "GPT model").
 V15_GPT = {

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/prepare_v25_speed.py [--utterances 48] [--width 256] [--device auto] [--repeats 2]
 
-Builds random 2.5 preparation networks in a temp folder (``trainer.demo_v25_audio``: a w2v-BERT of
+Builds random 2.5 preparation networks in a temp folder (``demo.v25_audio``: a w2v-BERT of
 ``--width`` channels and 17 layers, its stats, the 2.5 codec, a small CAM++ and a 2.5 GPT reading that width)
 and ``--utterances`` synthetic utterances of 1 to ``--max-seconds`` seconds, then times, in turn:
 
@@ -37,8 +37,8 @@ from data_tools.config import load_config
 from data_tools.prepare_v2 import resolve_device
 from data_tools.prepare_v25 import load_v25_models, prepare_v25
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
-from trainer.demo_v2_audio import synthetic_voice
-from trainer.demo_v25_audio import write_prep25_kit
+from demo.v2_audio import synthetic_voice
+from demo.v25_audio import write_prep25_kit
 
 WORDS = ("ሰላም", "ኢትዮጵያ", "አዲስ", "አበባ", "ቋንቋ", "መጽሐፍ", "ትምህርት", "ቤት", "ውሃ", "ዛሬ", "ነገ", "ጥሩ")
 

@@ -48,9 +48,9 @@ from data_tools.prepare_v2 import (
 )
 from data_tools.preprocess_inputs import read_inputs
 from data_tools.tokenizer import train_tokenizer
+from demo.v2 import demo_config_v2
+from demo.v2_audio import synthetic_voice, write_prep_kit
 from networks import indextts2
-from trainer.demo_v2 import demo_config_v2
-from trainer.demo_v2_audio import synthetic_voice, write_prep_kit
 
 WORDS = ("ሰላም", "ኢትዮጵያ", "አዲስ", "አበባ", "ቋንቋ", "መጽሐፍ", "ትምህርት", "ቤት", "ውሃ", "ዛሬ", "ነገ", "ጥሩ")
 

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from trainer.demo import build_demo  # noqa: E402
+from demo.workspace import build_demo  # noqa: E402
 
 
 def first_step_seconds(argv: list[str], out: Path) -> float:

@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
 from bench.synthesis_speed import sync, threads_text, timed  # noqa: E402
+from demo.v2 import demo_config_v2  # noqa: E402
 from networks import indextts2  # noqa: E402
-from trainer.demo_v2 import demo_config_v2  # noqa: E402
 from trainer.synthesis import DecodeSettings, generate_codes  # noqa: E402
 
 TEXT_TOKENS = 24
@@ -119,8 +119,8 @@ class StageClock:
 
 
 def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
-    from trainer.demo import build_demo
-    from trainer.demo_v2 import DemoV2Paths
+    from demo.v2 import DemoV2Paths
+    from demo.workspace import build_demo
     from trainer.synthesis.pipeline_v2 import MelSettings, SynthesizerV2
 
     scratch = Path(tempfile.mkdtemp(prefix="synthesis_v2_bench_"))

@@ -39,10 +39,10 @@ sys.path.insert(0, str(REPO))
 from bench.report import headline  # noqa: E402
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
+from demo.workspace import DemoPaths, build_demo  # noqa: E402
 from networks.unified_voice import build_model, load_gpt_state_dict  # noqa: E402
 from trainer import steps  # noqa: E402
 from trainer.data import load_items, make_dataset, train_sampler  # noqa: E402
-from trainer.demo import DemoPaths, build_demo  # noqa: E402
 from trainer.model_source import ModelStart, from_base_checkpoint  # noqa: E402
 from trainer.schedule import build_scheduler  # noqa: E402
 from trainer.train import main as trainer_main  # noqa: E402

@@ -32,8 +32,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from networks import download_folder
 from networks.bigvgan import VocoderError
 from networks.bigvgan_v2 import BigVGANV2, BigVGANV2Spec, build_bigvgan_v2, load_bigvgan_v2
+from networks.download_folder import (
+    BIGVGAN_FILES,
+    W2V_BERT_FOLDER,
+    DownloadFolder,
+    DownloadFolderError,
+    load_w2v_bert_frontend,
+    read_matrix,
+)
 from networks.gpt_config import ConfigError
 from networks.unified_voice import UnifiedVoiceV2, build_model, load_gpt_state_dict
 
@@ -104,12 +113,10 @@ HUB_FILES = {
     "campplus": "campplus_cn_common.bin",
     "bigvgan": "bigvgan",
 }
-W2V_BERT_FOLDER = "w2v-bert-2.0"
-BIGVGAN_FILES = ("config.json", "bigvgan_generator.pt")
 CAMPPLUS_SIZE_KEYS = ("embedding_size", "growth_rate", "bn_size", "init_channels")
 
 
-class IndexTTS2FilesError(ValueError):
+class IndexTTS2FilesError(DownloadFolderError):
     """The download folder lacks a file or its config a key; the message names every one in one line."""
 
 
@@ -155,19 +162,7 @@ class IndexTTS2Networks:
 
 def read_config(folder: str | Path) -> tuple[Path, dict[str, Any]]:
     """``config.yaml`` of a download folder (or the file itself) -> (path, mapping)."""
-    import yaml
-
-    path = Path(folder)
-    path = path if path.suffix in (".yaml", ".yml") else path / "config.yaml"
-    if not path.is_file():
-        raise IndexTTS2FilesError(f"IndexTTS2 config not found: {path}")
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise IndexTTS2FilesError(f"{path}: not a readable YAML config ({str(exc).splitlines()[0]})") from None
-    if not isinstance(config, dict):
-        raise IndexTTS2FilesError(f"{path}: not a YAML mapping")
-    return path, config
+    return download_folder.read_config(folder, "IndexTTS2", IndexTTS2FilesError)
 
 
 def resolve_files(
@@ -180,47 +175,29 @@ def resolve_files(
     need_gpt: bool = True,
 ) -> tuple[IndexTTS2Files, dict[str, Any]]:
     """The files of a download folder; refuses in one line naming every missing config key and file."""
-    config_path, config = read_config(folder)
-    root = config_path.parent
-    missing_keys = [key for name, key in CONFIG_FILES.items() if (need_gpt or name != "gpt") and not config.get(key)]
-    missing_keys += [key for key in ("gpt", "s2mel", "semantic_codec", "emo_num") if key not in config]
-    if missing_keys:
-        raise IndexTTS2FilesError(f"{config_path} lacks key(s): {', '.join(missing_keys)}")
-
-    def at(value: str | Path) -> Path:
-        path = Path(value).expanduser()
-        return path if path.is_absolute() else root / path
-
-    paths = {name: at(config.get(key) or "") for name, key in CONFIG_FILES.items()}
+    found = DownloadFolder.open(folder, "IndexTTS2", IndexTTS2FilesError)
+    config, root = found.config, found.root
+    found.require_keys([*(key for name, key in CONFIG_FILES.items() if (need_gpt or name != "gpt")
+                          and not config.get(key)),
+                        *(key for key in ("gpt", "s2mel", "semantic_codec", "emo_num") if key not in config)])
+    paths = found.files(CONFIG_FILES)
     paths["semantic_codec"] = Path(semantic_codec) if semantic_codec else root / HUB_FILES["semantic_codec"]
     paths["campplus"] = Path(campplus) if campplus else root / HUB_FILES["campplus"]
     paths["bigvgan"] = Path(bigvgan) if bigvgan else root / HUB_FILES["bigvgan"]
     missing = [str(path) for name, path in paths.items() if name != "bigvgan" and (need_gpt or name != "gpt")
                and not path.is_file()]
     missing += [str(paths["bigvgan"] / name) for name in BIGVGAN_FILES if not (paths["bigvgan"] / name).is_file()]
-    if w2v_bert is None:
-        local = root / W2V_BERT_FOLDER
-        if not local.is_dir():
-            missing.append(f"{local} (or name a w2v-BERT 2.0 folder / model id)")
-        w2v_bert = local
-    elif _looks_like_folder(w2v_bert) and not Path(w2v_bert).is_dir():
-        missing.append(f"{w2v_bert} (w2v-BERT folder)")
-    if missing:
-        raise IndexTTS2FilesError(f"IndexTTS2 folder {root} is missing: {'; '.join(missing)}")
+    w2v = found.w2v_bert(w2v_bert, root / W2V_BERT_FOLDER, missing)
+    found.refuse_missing(missing)
     bpe = (config.get("dataset") or {}).get("bpe_model") if isinstance(config.get("dataset"), Mapping) else None
-    tokenizer = at(bpe) if bpe and at(bpe).is_file() else None
+    tokenizer = found.at(bpe) if bpe and found.at(bpe).is_file() else None
     files = IndexTTS2Files(
-        folder=root, config_path=config_path, gpt=paths["gpt"], s2mel=paths["s2mel"],
+        folder=root, config_path=found.config_path, gpt=paths["gpt"], s2mel=paths["s2mel"],
         w2v_stats=paths["w2v_stats"], spk_matrix=paths["spk_matrix"], emo_matrix=paths["emo_matrix"],
         semantic_codec=paths["semantic_codec"], campplus=paths["campplus"], bigvgan=paths["bigvgan"],
-        w2v_bert=str(w2v_bert), tokenizer=tokenizer,
+        w2v_bert=w2v, tokenizer=tokenizer,
     )
     return files, config
-
-
-def _looks_like_folder(name: str | Path) -> bool:
-    text = str(name)
-    return isinstance(name, Path) or text.startswith((".", "/", "~")) or text.count("/") != 1
 
 
 def campplus_sizes(config: Mapping[str, Any]) -> dict[str, int]:
@@ -248,13 +225,7 @@ def read_gpt_state(path: Path) -> Mapping[str, Any]:
 
 
 def _read_matrix(path: Path) -> Tensor:
-    try:
-        value = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise IndexTTS2FilesError(f"cannot read {path}: {str(exc).strip().splitlines()[0]}") from None
-    if not isinstance(value, Tensor) or value.dim() != 2:
-        raise IndexTTS2FilesError(f"{path} is not a 2-D tensor (an emotion/speaker matrix)")
-    return value.float()
+    return read_matrix(path, IndexTTS2FilesError)
 
 
 def load_vocoder_folder(folder: Path, device: torch.device | str = "cpu") -> BigVGANV2:
@@ -289,10 +260,9 @@ def load_indextts2(
     ``local_files_only``). ``load_gpt_weights=False`` leaves ``gpt`` None (the caller brings a fine-tuned one).
     """
     from networks.campplus import load_campplus
-    from networks.frontends.seamless_features import build_feature_extractor, load_feature_extractor
     from networks.s2mel import load_s2mel
     from networks.semantic_codec import load_semantic_codec
-    from networks.w2v_bert import SemanticFeatureModel, SemanticStats, load_w2v_bert_pretrained
+    from networks.w2v_bert import SemanticFeatureModel, SemanticStats
 
     files, config = resolve_files(folder, w2v_bert=w2v_bert, semantic_codec=semantic_codec, campplus=campplus,
                                   bigvgan=bigvgan, need_gpt=load_gpt_weights)
@@ -301,13 +271,7 @@ def load_indextts2(
         gpt = build_gpt(config)
         load_gpt(gpt, read_gpt_state(files.gpt))
         gpt = gpt.to(device).eval()
-    w2v_folder = Path(files.w2v_bert)
-    local = w2v_folder.is_dir()
-    w2v = load_w2v_bert_pretrained(w2v_folder if local else files.w2v_bert, local_files_only=local_files_only)
-    if local and not (w2v_folder / "preprocessor_config.json").is_file():
-        extractor = build_feature_extractor()
-    else:
-        extractor = load_feature_extractor(files.w2v_bert, local_files_only=local_files_only)
+    w2v, extractor = load_w2v_bert_frontend(files.w2v_bert, local_files_only=local_files_only)
     semantic = SemanticFeatureModel(w2v, SemanticStats.from_file(files.w2v_stats)).to(device).eval()
     codec = load_semantic_codec(files.semantic_codec, config["semantic_codec"]).to(device).eval()
     style = load_campplus(files.campplus, **campplus_sizes(config)).to(device).eval()

@@ -35,6 +35,15 @@ from torch import Tensor, nn
 
 from networks.bigvgan_v2 import BigVGANV2
 from networks.codec25 import CODEC_FILE_NAME, Codec25
+from networks.download_folder import (
+    BIGVGAN_FILES,
+    W2V_BERT_FOLDER,
+    DownloadFolder,
+    DownloadFolderError,
+    load_w2v_bert_frontend,
+    read_config,
+    read_matrix,
+)
 from networks.generation_rule import describes_indextts25
 from networks.gpt_config import ConfigError
 from networks.gpt_v25 import UnifiedVoiceV25
@@ -44,14 +53,12 @@ TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # the 2.5 tiktoken tabl
 HUB_CACHE = "hf_cache"
 CAMPPLUS_FILE = "campplus_cn_common.bin"
 BIGVGAN_FOLDER = "bigvgan"
-BIGVGAN_FILES = ("config.json", "bigvgan_generator.pt")
-W2V_BERT_FOLDER = "w2v-bert-2.0"
 REQUIRED_FILE_KEYS = {"gpt": "gpt_checkpoint", "s2mel": "s2mel_checkpoint", "w2v_stats": "w2v_stat"}
 OPTIONAL_FILE_KEYS = {"spk_matrix": "spk_matrix", "emo_matrix": "emo_matrix"}
 REQUIRED_SECTIONS = ("gpt", "semantic_codec", "s2mel")
 
 
-class IndexTTS25FilesError(ValueError):
+class IndexTTS25FilesError(DownloadFolderError):
     """The download folder lacks a file or its config a key, or a file does not fit its config (one line)."""
 
 
@@ -97,11 +104,9 @@ class IndexTTS25Networks:
 
 def is_indextts25_folder(folder: str | Path) -> bool:
     """Whether a download folder's config.yaml describes IndexTTS-2.5 (``version: 2.5``), or it holds codec.pth."""
-    from networks.indextts2 import IndexTTS2FilesError, read_config
-
     try:
         path, config = read_config(folder)
-    except IndexTTS2FilesError:
+    except DownloadFolderError:
         return False
     return describes_indextts25(config) or (path.parent / CODEC_FILE_NAME).is_file()
 
@@ -126,45 +131,26 @@ def resolve_files(
     need_gpt: bool = True,
 ) -> tuple[IndexTTS25Files, dict[str, Any]]:
     """The files of a 2.5 download folder; refuses in one line naming every missing config key and file."""
-    from networks.indextts2 import _looks_like_folder, read_config
-
-    try:
-        config_path, config = read_config(folder)
-    except ValueError as exc:
-        raise IndexTTS25FilesError(str(exc).replace("IndexTTS2 config", "IndexTTS-2.5 config")) from None
-    root = config_path.parent
-    missing_keys = [key for name, key in REQUIRED_FILE_KEYS.items() if (need_gpt or name != "gpt")
-                    and not config.get(key)]
-    missing_keys += [key for key in REQUIRED_SECTIONS if not isinstance(config.get(key), Mapping)]
-    if missing_keys:
-        raise IndexTTS25FilesError(f"{config_path} lacks key(s): {', '.join(missing_keys)}")
-
-    def at(value: str | Path) -> Path:
-        path = Path(value).expanduser()
-        return path if path.is_absolute() else root / path
-
-    paths = {name: at(config.get(key) or "") for name, key in REQUIRED_FILE_KEYS.items()}
+    found = DownloadFolder.open(folder, "IndexTTS-2.5", IndexTTS25FilesError)
+    config, root = found.config, found.root
+    found.require_keys([*(key for name, key in REQUIRED_FILE_KEYS.items() if (need_gpt or name != "gpt")
+                          and not config.get(key)),
+                        *(key for key in REQUIRED_SECTIONS if not isinstance(config.get(key), Mapping))])
+    paths = found.files(REQUIRED_FILE_KEYS)
     paths["codec"] = root / CODEC_FILE_NAME
     paths["table"] = Path(table) if table is not None else root / TABLE_NAME
     paths["campplus"] = _hub_file(root, CAMPPLUS_FILE, campplus)
     vocoder = _hub_file(root, BIGVGAN_FOLDER, bigvgan)
     missing = [str(path) for name, path in paths.items() if (need_gpt or name != "gpt") and not path.is_file()]
     missing += [str(vocoder / name) for name in BIGVGAN_FILES if not (vocoder / name).is_file()]
-    if w2v_bert is None:
-        local = _hub_file(root, W2V_BERT_FOLDER, None)
-        if not local.is_dir():
-            missing.append(f"{local} (or name a w2v-BERT 2.0 folder / model id)")
-        w2v_bert = local
-    elif _looks_like_folder(w2v_bert) and not Path(w2v_bert).is_dir():
-        missing.append(f"{w2v_bert} (w2v-BERT folder)")
-    if missing:
-        raise IndexTTS25FilesError(f"IndexTTS-2.5 folder {root} is missing: {'; '.join(missing)}")
-    optional = {name: at(config[key]) if config.get(key) and at(config[key]).is_file() else None
-                for name, key in OPTIONAL_FILE_KEYS.items()}
+    w2v = found.w2v_bert(w2v_bert, _hub_file(root, W2V_BERT_FOLDER, None), missing)
+    found.refuse_missing(missing)
+    optional = {name: path if path.is_file() else None
+                for name, path in found.files(OPTIONAL_FILE_KEYS).items()}
     files = IndexTTS25Files(
-        folder=root, config_path=config_path, gpt=paths["gpt"], codec=paths["codec"], s2mel=paths["s2mel"],
+        folder=root, config_path=found.config_path, gpt=paths["gpt"], codec=paths["codec"], s2mel=paths["s2mel"],
         w2v_stats=paths["w2v_stats"], table=paths["table"], campplus=paths["campplus"], bigvgan=vocoder,
-        w2v_bert=str(w2v_bert), spk_matrix=optional["spk_matrix"], emo_matrix=optional["emo_matrix"],
+        w2v_bert=w2v, spk_matrix=optional["spk_matrix"], emo_matrix=optional["emo_matrix"],
     )
     return files, config
 
@@ -222,10 +208,9 @@ def load_indextts25(
     """
     from networks.campplus import load_campplus
     from networks.codec25 import load_codec25
-    from networks.frontends.seamless_features import build_feature_extractor, load_feature_extractor
-    from networks.indextts2 import _read_matrix, campplus_sizes, load_vocoder_folder
+    from networks.indextts2 import campplus_sizes, load_vocoder_folder
     from networks.s2mel import load_s2mel
-    from networks.w2v_bert import SemanticStats, load_w2v_bert_pretrained
+    from networks.w2v_bert import SemanticStats
 
     files, config = resolve_files(folder, w2v_bert=w2v_bert, campplus=campplus, bigvgan=bigvgan, table=table,
                                   need_gpt=load_gpt_weights)
@@ -244,19 +229,13 @@ def load_indextts25(
     style = strictly("CAMPPlus", lambda: load_campplus(files.campplus, **campplus_sizes(config)).to(device).eval())
     vocoder = strictly("BigVGAN v2", lambda: load_vocoder_folder(files.bigvgan, device))
     stats = strictly("w2v-BERT stats", lambda: SemanticStats.from_file(files.w2v_stats))
-    w2v_folder = Path(files.w2v_bert)
-    local = w2v_folder.is_dir()
-    w2v = load_w2v_bert_pretrained(w2v_folder if local else files.w2v_bert, local_files_only=local_files_only)
-    if local and not (w2v_folder / "preprocessor_config.json").is_file():
-        extractor = build_feature_extractor()
-    else:
-        extractor = load_feature_extractor(files.w2v_bert, local_files_only=local_files_only)
+    w2v, extractor = load_w2v_bert_frontend(files.w2v_bert, local_files_only=local_files_only)
     semantic = semantic_feature_model(w2v, stats).to(device).eval()
     spk_matrix = emo_matrix = None
     emo_num = None
     if files.spk_matrix is not None and files.emo_matrix is not None and config.get("emo_num"):
-        spk_matrix = _read_matrix(files.spk_matrix).to(device)
-        emo_matrix = _read_matrix(files.emo_matrix).to(device)
+        spk_matrix = read_matrix(files.spk_matrix, IndexTTS25FilesError).to(device)
+        emo_matrix = read_matrix(files.emo_matrix, IndexTTS25FilesError).to(device)
         emo_num = tuple(int(n) for n in config["emo_num"])
     return IndexTTS25Networks(
         config=config, files=files, gpt=gpt, extractor=extractor, semantic=semantic, codec=codec,

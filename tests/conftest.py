@@ -47,7 +47,7 @@ def _trainer_test_hooks_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def demo_workspace(tmp_path_factory: pytest.TempPathFactory):
     """The demo workspace, built once per test session. Tests must not modify it: copy what they change."""
-    from trainer.demo import build_demo
+    from demo.workspace import build_demo
 
     return build_demo(tmp_path_factory.mktemp("demo"))
 

@@ -150,9 +150,9 @@ def test_bare_preflight_refusals(capability, bare, demo_workspace, tmp_path):
 
 
 def test_bare_command_refusals(bare, demo_workspace, tmp_path, capsys):
+    from demo.workspace import main as demo_main
     from trainer.checkpoints import CheckpointError
     from trainer.checkpoints.export import export_checkpoint
-    from trainer.demo import main as demo_main
     from trainer.synthesis import SynthesisError
     from trainer.synthesize import build_parser, synthesize
 

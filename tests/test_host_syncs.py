@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from demo.v2 import DemoV2Paths
 from networks.unified_voice import build_model
 from trainer import steps
 from trainer.data import load_items, make_dataset
-from trainer.demo_v2 import DemoV2Paths
 from trainer.model_source import from_base_checkpoint
 from trainer.schedule import build_scheduler
 from trainer.vocab import BaseRowFreezer

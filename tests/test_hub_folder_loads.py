@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from demo.v2 import DemoV2Paths
+from demo.v25 import DemoV25Paths
 from tests.hub_server import FakeHub, serve
 from tests.trainer_helpers import events, run_main
 from trainer.checkpoints import export_checkpoint
-from trainer.demo_v2 import DemoV2Paths
-from trainer.demo_v25 import DemoV25Paths
 from trainer.models.catalog import INDEXTTS_2, INDEXTTS_25, ModelSet
 from trainer.models.fetch import fetch_set
 from trainer.models.publish import publish_export

@@ -2,11 +2,12 @@
 
 Python resolves a cycle at run time only when the import order happens to be right, and a function-level import
 hides one until that function runs. This reads every ``import`` statement (module level and inside functions) of
-app.py, trainer/, data_tools/, webui/ and networks/ and fails on any strongly connected group of modules, naming
+app.py, demo/, trainer/, data_tools/, webui/ and networks/ and fails on any strongly connected group of modules, naming
 it. A ``from package import name`` inside the package counts as an edge to the package's ``__init__``.
 
-It also holds the layers to their order (app.py -> webui/ -> trainer/ -> data_tools/ -> networks/): networks/
-imports nothing of the layers above it, data_tools/ nothing of trainer/ or webui/; a failure names module:line.
+It also holds the layers to their order (app.py -> webui/ -> demo/ -> trainer/ -> data_tools/ -> networks/):
+networks/ imports nothing of the layers above it, data_tools/ nothing of trainer/ or webui/, trainer/ nothing of
+demo/; a failure names module:line.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("trainer", "data_tools", "webui", "networks")
+PACKAGES = ("trainer", "data_tools", "webui", "networks", "demo")
 # Each layer and the packages above it, which it must never import (a function-level import counts too).
 FORBIDDEN_ABOVE = {
-    "networks": ("trainer", "data_tools", "webui", "app"),
-    "data_tools": ("trainer", "webui", "app"),
+    "networks": ("trainer", "data_tools", "webui", "app", "demo"),
+    "data_tools": ("trainer", "webui", "app", "demo"),
+    "trainer": ("demo",),  # the demo builders sit above the trainer (webui/ and app.py may import them)
 }
 
 
@@ -156,3 +158,9 @@ def test_the_layer_check_names_module_and_line():
         "networks/dvae.py:12 imports trainer.errors",
         "data_tools/config.py:3 imports webui.app",
     ]
+
+
+def test_trainer_imports_no_demo_builder():
+    violations = [v for v in layer_violations(import_edges()) if v.startswith("trainer/")]
+    assert violations == [], "trainer/ must import nothing of demo/: " + "; ".join(violations)
+    assert layer_violations([("trainer.run", "trainer/run.py:5", "demo.v2")]) == ["trainer/run.py:5 imports demo.v2"]

@@ -16,9 +16,9 @@ import gradio as gr
 import pytest
 import soundfile
 
+from demo.v2 import DemoV2Paths
+from demo.workspace import DemoPaths
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
-from trainer.demo import DemoPaths
-from trainer.demo_v2 import DemoV2Paths
 from webui import listen, reference_voices, sample_saves, samples_view, tab_testing
 from webui.context import StudioContext
 from webui.process_tools import wait_until

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import soundfile
 
+from demo.v25 import DemoV25Paths
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import run_main
-from trainer.demo_v25 import DemoV25Paths
 from webui import listen, reference_voices, tab_testing
 from webui.context import StudioContext
 from webui.process_tools import wait_until

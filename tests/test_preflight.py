@@ -19,13 +19,13 @@ import yaml
 
 from data_tools.config import load_config
 from data_tools.text_tokenizer import TextTokenizer
+from demo.v2 import DemoV2Paths
+from demo.v25 import DemoV25Paths
 from tests.checkpoint_factory import make_checkpoint, trained_state
 from tests.conftest import shared_file
 from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
-from trainer.demo_v2 import DemoV2Paths
-from trainer.demo_v25 import DemoV25Paths
 from trainer.options import options_to_argv, parse_argv
 from trainer.preflight import run_preflight
 

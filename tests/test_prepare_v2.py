@@ -33,10 +33,10 @@ from data_tools.prepare_v2 import (
     run_models,
 )
 from data_tools.preprocess_inputs import SourceItem
+from demo.v2 import DemoV2Paths
 from networks.frontends.resample import sinc_resample
 from networks.w2v_bert import load_w2v_bert_state
 from tests.conftest import require_tool, shared_file
-from trainer.demo_v2 import DemoV2Paths
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = ("reference", "fixtures_indextts2_audio")
@@ -355,9 +355,9 @@ def test_espeak_speech_prepares_into_pairs_checked_clean_and_trains(v2_ws, tmp_p
 
 def test_layers_after_17_are_dropped_with_bitwise_equal_features(v2_ws, tmp_path):
     from data_tools.config import load_config
+    from demo.v2_audio import W2V_BERT_SETTINGS
     from networks.frontends.seamless_features import build_feature_extractor
     from networks.w2v_bert import SemanticFeatureModel, SemanticStats, build_w2v_bert
-    from trainer.demo_v2_audio import W2V_BERT_SETTINGS
 
     torch.manual_seed(5)
     full = build_w2v_bert({**W2V_BERT_SETTINGS, "num_hidden_layers": 24})  # w2v-BERT 2.0's depth

@@ -34,9 +34,9 @@ from data_tools.prepare_v25 import (
 from data_tools.preprocess_inputs import SourceItem
 from data_tools.shape_rules import DataLimits
 from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, DEFAULT_TABLE, TextTokenizerV25
+from demo.v2_audio import SAMPLE_RATE, synthetic_voice, write_demo_audio
+from demo.v25_audio import Prep25Kit, write_prep25_kit
 from tests.conftest import require_tool
-from trainer.demo_v2_audio import SAMPLE_RATE, synthetic_voice, write_demo_audio
-from trainer.demo_v25_audio import Prep25Kit, write_prep25_kit
 
 REPO = Path(__file__).resolve().parents[1]
 SENTENCES = REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"

@@ -15,6 +15,8 @@ import torch
 import yaml
 
 from data_tools.s2mel_clip import add_missing_s2mel_files
+from demo.v2 import DemoV2Paths
+from demo.v25 import DemoV25Paths
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import load_indextts2
 from networks.indextts25 import load_indextts25
@@ -24,8 +26,6 @@ from trainer.checkpoints.__main__ import main as checkpoints_main
 from trainer.checkpoints.format import checkpoint_kind
 from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
 from trainer.checkpoints.verify import verify_checkpoint
-from trainer.demo_v2 import DemoV2Paths
-from trainer.demo_v25 import DemoV25Paths
 from trainer.generations.registry import by_id
 from trainer.generations.spec import Capability
 from trainer.options import parse_argv

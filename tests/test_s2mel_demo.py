@@ -12,12 +12,12 @@ import torch
 
 from data_tools.s2mel_clip import add_missing_s2mel_files
 from data_tools.text_tokenizer import TextTokenizer
+from demo.v2 import DemoV2Paths
+from demo.v25 import DemoV25Paths
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import build_gpt, load_gpt, load_indextts2
 from networks.indextts25 import load_indextts25
 from networks.s2mel import load_s2mel
-from trainer.demo_v2 import DemoV2Paths
-from trainer.demo_v25 import DemoV25Paths
 from trainer.s2mel.dataset import load_clips
 from trainer.s2mel.export import base_record, export_stock_s2mel
 from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings

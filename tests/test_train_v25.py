@@ -21,12 +21,12 @@ import yaml
 
 from data_tools.text_tokenizer_v25 import TextTokenizerV25
 from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, TABLE_NAME, Tiktoken25
+from demo.v25 import DemoV25Paths
 from networks.gpt_build import build_any_gpt
 from networks.gpt_v25 import load_gpt_v25_file
 from tests.conftest import shared_file
 from tests.trainer_helpers import assert_same_training_state, events, load, run_cli, run_main, step_losses
 from trainer.checkpoints import COMPLETE, export_checkpoint, verify_checkpoint
-from trainer.demo_v25 import DemoV25Paths
 from trainer.options import parse_argv
 from trainer.plan import make_plan
 from trainer.vocab import TEXT_TENSORS
@@ -238,7 +238,7 @@ def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_s
 
 def test_export_of_v2_is_unchanged_by_the_25_branch(demo_workspace, tmp_path):
     """A v2 bundle still holds bpe.model and version 2.0 (the 2.5 branch is taken on the model config only)."""
-    from trainer.demo_v2 import DemoV2Paths
+    from demo.v2 import DemoV2Paths
 
     ws = DemoV2Paths.under(demo_workspace.root)
     out = tmp_path / "run"

@@ -116,7 +116,7 @@ def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
 
 
 def test_indextts2_demo_preset_matches_the_v2_demo_workspace(demo_workspace) -> None:
-    from trainer.demo_v2 import DemoV2Paths
+    from demo.v2 import DemoV2Paths
 
     assert tf.PRESETS[:2] == (tf.DEMO_PRESET, tf.DEMO_V2_PRESET)  # offered next to the IndexTTS-1.5 demo
     v2 = DemoV2Paths.under(demo_workspace.root)
@@ -318,7 +318,7 @@ def test_preflight_plans_for_every_process_start_would_launch(tmp_path: Path) ->
 
 def test_indextts25_presets_and_fields(demo_workspace) -> None:
     """The 2.5 demo preset is the 2.5 demo's command; the text-scheme fields apply to 2.5 runs only."""
-    from trainer.demo_v25 import DemoV25Paths
+    from demo.v25 import DemoV25Paths
 
     assert {tf.DEMO_V25_PRESET, tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET} <= set(tf.PRESETS)
     ws = DemoV25Paths.under(demo_workspace.root)

@@ -221,8 +221,8 @@ def test_the_data_tab_builds_without_torch(tmp_path: Path):
 
 def test_demo_recordings_need_no_espeak(tmp_path: Path):
     from data_tools.ingest.subtitles import read_cues
-    from trainer.demo import ASSETS
-    from trainer.demo_recordings import demo_recordings_exist, write_demo_recordings
+    from demo.recordings import demo_recordings_exist, write_demo_recordings
+    from demo.workspace import ASSETS
 
     sentences = (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines()
     folder = write_demo_recordings(tmp_path, sentences) / "spk_abebe"
@@ -277,8 +277,8 @@ def test_the_job_transcribes_with_a_local_model_under_the_supervisor(tmp_path: P
 def test_a_workspace_made_before_the_demo_recordings_gets_them(demo_workspace, tmp_path: Path):
     import shutil
 
-    from trainer.demo import build_demo
-    from trainer.demo_recordings import demo_recordings_exist
+    from demo.recordings import demo_recordings_exist
+    from demo.workspace import build_demo
 
     assert demo_recordings_exist(demo_workspace.root)
     older = tmp_path / "older"

@@ -493,8 +493,8 @@ def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo
 
     from data_tools.config import load_config
     from data_tools.text_tokenizer import TextTokenizer
+    from demo.v2 import DemoV2Paths
     from tests.checkpoint_factory import community_checkpoint, trained_state
-    from trainer.demo_v2 import DemoV2Paths
     from webui import tab_checkpoints as tc
     from webui.context import StudioContext
 

@@ -16,7 +16,7 @@ from webui.supervisor import REPO_ROOT, RunSupervisor, SupervisorRegistry
 
 @dataclass(frozen=True)
 class WorkspacePaths:
-    """The demo workspace layout (``python -m trainer.demo --out DIR``); user workspaces follow it too."""
+    """The demo workspace layout (``python -m demo --out DIR``); user workspaces follow it too."""
 
     root: Path
     config: Path  # checkpoints/config.yaml

@@ -1,7 +1,7 @@
 """The Data tab: recordings -> proofread clips (``webui.ingest_panel``), check manifests, split a manifest into
 train/val, and prepare audio (IndexTTS-1.5: codes manifest; IndexTTS2: features and a paired manifest,
 ``webui.prepare_v2_section``; IndexTTS-2.5: codes, CAM++ / emotion vectors and a 2.5 paired manifest,
-``webui.prepare_v25_section``).
+``webui.prepare_v25_section``; both laid out and run by ``webui.prepare_section``).
 
 Every generation's training format is checked and split: IndexTTS-1.5 codes manifests, IndexTTS2 and IndexTTS-2.5
 paired manifests (for the paired ones the check also finds batch-padded ``target_code_len`` values, and "Write
@@ -31,7 +31,7 @@ from webui.dataclass_json import from_json
 from webui.form_inputs import InputProblem, existing_file, resolve_path, split_paths
 from webui.ingest_panel import build_ingest
 from webui.job_panel import job_panel, wire_job
-from webui.job_view import JobView, job_view
+from webui.job_view import JobView
 from webui.plots import (
     badge_html,
     empty_frame,
@@ -39,6 +39,7 @@ from webui.plots import (
     message_html,
     records_frame,
 )
+from webui.prepare_section import job_controls, poll_job, stop_job, view_of
 from webui.report_jobs import JobResult, ReportJob
 
 if TYPE_CHECKING:
@@ -54,7 +55,6 @@ HISTOGRAM_COLUMNS = ["bin", "count"]
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "logs", ".cache"}
 MAX_MANIFESTS = 500
 PREPROCESS_JOB = "preprocess"
-PREP_POLL_S = 1.0
 CHECK_JOB = ReportJob("data_check", report_exits=(0, 1))  # exit 1: the check found problems (a verdict)
 
 
@@ -307,7 +307,6 @@ def split_action(manifest: str, out_dir: str, val_fraction: float | None, seed: 
 # -- preprocessing (a supervised subprocess) --------------------------------------------------------------
 
 DEVICES = ("cpu", "cuda")
-LOG_TAIL_BYTES = 16 * 1024
 
 
 def preprocess_argv(python: str, input_path: Path, out_dir: Path, config: Path, dvae: Path | None, workers: int,
@@ -355,32 +354,17 @@ def start_preprocess(ctx: StudioContext, input_text: str, out_dir: str, config: 
         supervisor = ctx.run_background(PREPROCESS_JOB, argv)
     except (InputProblem, RunAlreadyActive, RuntimeError, OSError) as exc:
         return message_html(str(exc)), poll_preprocess(ctx)
-    return badge_html("STARTED", f"preprocessing into {target}", "info"), _view(supervisor)
-
-
-def _view(supervisor: Any) -> JobView:
-    return job_view(supervisor.poll(), supervisor.log_tail(LOG_TAIL_BYTES))
+    return badge_html("STARTED", f"preprocessing into {target}", "info"), view_of(supervisor)
 
 
 def poll_preprocess(ctx: StudioContext) -> JobView:
     """The preprocessing job as it stands (also after a page reload or a UI restart)."""
-    return _view(ctx.supervisor(ctx.job_dir(PREPROCESS_JOB)))
+    return poll_job(ctx, PREPROCESS_JOB)
 
 
 def stop_preprocess(ctx: StudioContext) -> JobView:
     """Graceful stop (SIGINT: the tool saves what it finished; a rerun resumes), escalating if ignored."""
-    supervisor = ctx.supervisor(ctx.job_dir(PREPROCESS_JOB))
-    try:
-        supervisor.stop(grace_s=20.0, term_s=10.0, kill_s=10.0)
-    except RuntimeError as exc:
-        return JobView(status=message_html(str(exc)), progress="", log=supervisor.log_tail(LOG_TAIL_BYTES),
-                       running=True)
-    return _view(supervisor)
-
-
-def _job_outputs(view: JobView) -> tuple[str, str, str]:
-    return view.status, view.progress, view.log
-
+    return stop_job(ctx, PREPROCESS_JOB)
 
 
 # -- layout -----------------------------------------------------------------------------------------------
@@ -546,33 +530,8 @@ def _preprocess_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
                 "Runs as its own process: it keeps going if you close the browser, and a rerun skips what "
                 "is already done.")
     fields = _preprocess_form(ctx, languages)
-    with gr.Row():
-        start = gr.Button("Start preprocessing", variant="primary", elem_id="data-prep-start")
-        stop = gr.Button("Stop", variant="stop", elem_id="data-prep-stop")
-    message = gr.HTML(elem_id="data-prep-message")
-    # Callable values are computed on every page load, so a reload shows the job as it is now.
-    status = gr.HTML(value=lambda: poll_preprocess(ctx).status, elem_id="data-prep-status")
-    progress = gr.HTML(value=lambda: poll_preprocess(ctx).progress, elem_id="data-prep-progress")
-    log = gr.Textbox(value=lambda: poll_preprocess(ctx).log, lines=10, max_lines=20, interactive=False,
-                     autoscroll=True, label="Preprocessing log", elem_id="data-prep-log")
-    timer = gr.Timer(PREP_POLL_S, active=True)
-
-    def on_start(*values: Any):
-        text, view = start_preprocess(ctx, *values)
-        return (text, *_job_outputs(view), gr.Timer(active=True))
-
-    def on_stop():
-        view = stop_preprocess(ctx)
-        return (*_job_outputs(view), gr.Timer(active=view.running))
-
-    def on_tick():
-        view = poll_preprocess(ctx)
-        return (*_job_outputs(view), gr.Timer(active=view.running))
-
-    outputs = [status, progress, log]
-    start.click(on_start, inputs=fields, outputs=[message, *outputs, timer])
-    stop.click(on_stop, outputs=[*outputs, timer])
-    timer.tick(on_tick, outputs=[*outputs, timer], show_progress="hidden")
+    job_controls(ctx, PREPROCESS_JOB, "data-prep", "Start preprocessing", "Preprocessing log", fields,
+                 lambda *values: start_preprocess(ctx, *values))
     return fields[0]
 
 
@@ -585,5 +544,5 @@ def build(ctx: StudioContext) -> None:
     _split_section(ctx, form.train, form.val)
     prep_input = _preprocess_section(ctx, languages)
     ingest.use_manifest.click(lambda path: path or gr.skip(), inputs=ingest.manifest, outputs=prep_input)
-    prepare_v2_section.build_section(ctx, languages)
-    prepare_v25_section.build_section(ctx, languages)
+    for section in (prepare_v2_section.SECTION, prepare_v25_section.SECTION):
+        section.build(ctx, languages)

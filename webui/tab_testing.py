@@ -282,7 +282,7 @@ def _pickers(workspace: Path) -> SimpleNamespace:
 
 
 def _inputs(ctx: StudioContext) -> SimpleNamespace:
-    from trainer.demo_v2 import DemoV2Paths
+    from demo.v2 import DemoV2Paths
 
     references = reference_choices(ctx.workspace, [ctx.paths.val_manifest, DemoV2Paths.under(ctx.workspace).val_manifest])
     text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",

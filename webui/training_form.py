@@ -317,8 +317,8 @@ def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
 
 
 def demo_v2_files(workspace: Path) -> WorkspaceFiles:
-    """The IndexTTS2 half of the demo workspace (``trainer.demo_v2.DemoV2Paths``) as preset files."""
-    from trainer.demo_v2 import DemoV2Paths
+    """The IndexTTS2 half of the demo workspace (``demo.v2.DemoV2Paths``) as preset files."""
+    from demo.v2 import DemoV2Paths
 
     demo = DemoV2Paths.under(workspace)
     return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest,
@@ -328,8 +328,8 @@ def demo_v2_files(workspace: Path) -> WorkspaceFiles:
 
 
 def demo_v25_files(workspace: Path) -> WorkspaceFiles:
-    """The IndexTTS-2.5 part of the demo workspace (``trainer.demo_v25.DemoV25Paths``) as preset files."""
-    from trainer.demo_v25 import DemoV25Paths
+    """The IndexTTS-2.5 part of the demo workspace (``demo.v25.DemoV25Paths``) as preset files."""
+    from demo.v25 import DemoV25Paths
 
     demo = DemoV25Paths.under(workspace)
     return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest, tokenizer=demo.tokenizer,

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import soundfile
 
+from demo.workspace import DemoPaths
 from tests.speech_model_factory import build_ctc_model, build_xvector_model
 from tests.studio_process import StudioProcess
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
-from trainer.demo import DemoPaths
 from trainer.evaluate import main as evaluate_main
 
 UI_TIMEOUT_MS = 60_000

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from demo.workspace import DemoPaths
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
-from trainer.demo import DemoPaths
 
 SYNTH_TIMEOUT_MS = 300_000  # two synthesis processes (torch import, model load) on a busy 2-core machine
 UI_TIMEOUT_MS = 60_000

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from demo.v25 import DemoV25Paths
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import run_main
-from trainer.demo_v25 import DemoV25Paths
 
 SYNTH_TIMEOUT_MS = 300_000  # two synthesis processes (torch + transformers import, model load) on 2 busy cores
 UI_TIMEOUT_MS = 60_000

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from demo.v2 import DemoV2Paths
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from tests.test_train_v2 import pair_subset, v2_args
 from tests.trainer_helpers import run_main
-from trainer.demo_v2 import DemoV2Paths
 
 SYNTH_TIMEOUT_MS = 300_000  # two synthesis processes (torch + transformers import, model load) on 2 busy cores
 UI_TIMEOUT_MS = 60_000

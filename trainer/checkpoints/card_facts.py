@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.checkpoints.base_movement import BaseMovement
 
 LICENSE_NOTICE = """\
 These model weights are derived from IndexTTS ({model_name}), the text-to-speech model by bilibili.
@@ -60,3 +63,32 @@ def _fmt_hours(hours: float) -> str:
 
 def _fmt_loss(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "not recorded"
+
+
+def training_lines(ckpt: Mapping[str, Any], dtype: str, source: Path, movement: BaseMovement | None,
+                   *, with_top1: bool = True) -> list[str]:
+    """The card lines every generation's export shares, from the weights line to the movement section: how the
+    weights were written, the training step, the data, the final losses (``with_top1``: the mel top-1 accuracy
+    when the checkpoint logged one) and the movement from the base model."""
+    from trainer.checkpoints.format import now_iso
+
+    losses = ckpt.get("last_losses") if isinstance(ckpt.get("last_losses"), Mapping) else {}
+    top1 = with_top1 and "mel_top1" in losses
+    return [
+        f"- Weights: gpt.pth as {dtype}, exported from {source.name} on {now_iso()}",
+        f"- Training: step {ckpt.get('step', 'not recorded')}, epoch {ckpt.get('epoch', 'not recorded')}",
+        "",
+        "## Data",
+        "",
+        *_data_lines(ckpt),
+        "",
+        "## Final losses",
+        "",
+        f"- train (last logged): text {_fmt_loss(losses.get('text_loss'))}, mel {_fmt_loss(losses.get('mel_loss'))}"
+        + (f", mel top-1 {_fmt_loss(losses.get('mel_top1'))}" if top1 else ""),
+        f"- validation: last {_fmt_loss(ckpt.get('last_val_loss'))}, best {_fmt_loss(ckpt.get('best_val_loss'))}",
+        "",
+        "## Movement from the base model",
+        "",
+        *(movement.lines() if movement is not None else ["- not measured (no base model at hand)"]),
+    ]

@@ -36,7 +36,7 @@ from data_tools.text_tokenizer import TextTokenizer
 from networks.gpt_config import text_tokens_of_rows
 from networks.lora import merged_state_dict
 from trainer.checkpoints.base_movement import BaseMovement, movement_for_export
-from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, _data_lines, _fmt_loss
+from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, training_lines
 from trainer.checkpoints.digest import (
     DAMAGED,
     MISMATCH,
@@ -47,7 +47,7 @@ from trainer.checkpoints.digest import (
 )
 from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES
 from trainer.checkpoints.export_weights import write_gpt_weights
-from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of, now_iso
+from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.lora_setup import checkpoint_adapter
 
@@ -150,7 +150,6 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
     generation = _generation(gpt)
     name = generation.export_name
     vocab = TextTokenizer(tokenizer_path).vocab_size
-    losses = ckpt.get("last_losses") if isinstance(ckpt.get("last_losses"), Mapping) else {}
     base_vocab = ckpt.get("base_vocab_size")
     lines = [
         f"# {name} GPT fine-tune",
@@ -161,22 +160,7 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
         f"{gpt.get('number_text_tokens')} text tokens"
         + (f" (base vocabulary {base_vocab})" if isinstance(base_vocab, int) else ""),
         f"- Tokenizer: bpe.model, {vocab:,} pieces, sha256 {sha256_file(tokenizer_path)}",
-        f"- Weights: gpt.pth as {dtype}, exported from {source.name} on {now_iso()}",
-        f"- Training: step {ckpt.get('step', 'not recorded')}, epoch {ckpt.get('epoch', 'not recorded')}",
-        "",
-        "## Data",
-        "",
-        *_data_lines(ckpt),
-        "",
-        "## Final losses",
-        "",
-        f"- train (last logged): text {_fmt_loss(losses.get('text_loss'))}, mel {_fmt_loss(losses.get('mel_loss'))}"
-        + (f", mel top-1 {_fmt_loss(losses.get('mel_top1'))}" if "mel_top1" in losses else ""),
-        f"- validation: last {_fmt_loss(ckpt.get('last_val_loss'))}, best {_fmt_loss(ckpt.get('best_val_loss'))}",
-        "",
-        "## Movement from the base model",
-        "",
-        *(movement.lines() if movement is not None else ["- not measured (no base model at hand)"]),
+        *training_lines(ckpt, dtype, source, movement),
         "",
         *(["## Evaluation", "", *evaluation, ""] if evaluation else []),
         "## Licence",

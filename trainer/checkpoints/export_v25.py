@@ -28,9 +28,9 @@ from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25, stoc
 from data_tools.tokenizer.ethiopic_merges import write_upstream_table
 from data_tools.tokenizer.tiktoken25 import TABLE_NAME, TableError
 from trainer.checkpoints.base_movement import BaseMovement
-from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, _data_lines, _fmt_loss
+from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, training_lines
 from trainer.checkpoints.export_weights import write_gpt_weights
-from trainer.checkpoints.format import CheckpointError, now_iso
+from trainer.checkpoints.format import CheckpointError
 
 V25_BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", TABLE_NAME, TABLE_NAME + ".LICENSE",
                     "amharic_translit.py", "LICENSE-NOTICE", "MODEL_CARD.md")
@@ -94,7 +94,6 @@ def config_yaml_v25(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, n
 
 def model_card_v25(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: TextTokenizerV25, dtype: str,
                    source: Path, movement: BaseMovement | None, language: str) -> str:
-    losses = ckpt.get("last_losses") if isinstance(ckpt.get("last_losses"), Mapping) else {}
     lines = [
         "# IndexTTS-2.5 GPT fine-tune",
         "",
@@ -104,21 +103,7 @@ def model_card_v25(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: T
         f"{gpt.get('number_text_tokens')} text tokens",
         f"- Text: '{tokenizer.scheme}' scheme, {TABLE_NAME} ({tokenizer.added_tokens:,} added tokens), table sha256 "
         f"{tokenizer.sha256}" + (f", merges sha256 {tokenizer.merges_sha256}" if tokenizer.merges_sha256 else ""),
-        f"- Weights: gpt.pth as {dtype}, exported from {source.name} on {now_iso()}",
-        f"- Training: step {ckpt.get('step', 'not recorded')}, epoch {ckpt.get('epoch', 'not recorded')}",
-        "",
-        "## Data",
-        "",
-        *_data_lines(ckpt),
-        "",
-        "## Final losses",
-        "",
-        f"- train (last logged): text {_fmt_loss(losses.get('text_loss'))}, mel {_fmt_loss(losses.get('mel_loss'))}",
-        f"- validation: last {_fmt_loss(ckpt.get('last_val_loss'))}, best {_fmt_loss(ckpt.get('best_val_loss'))}",
-        "",
-        "## Movement from the base model",
-        "",
-        *(movement.lines() if movement is not None else ["- not measured (no base model at hand)"]),
+        *training_lines(ckpt, dtype, source, movement, with_top1=False),
         "",
         stock_inference_notes(tokenizer, language).rstrip("\n"),
         "",

@@ -99,7 +99,7 @@ class Generation:
     export: Callable[..., Any] | None  # export_model's generation part
     export_name: str  # the model's name in exported cards and notices
     exported_version: float  # config.yaml ``version:`` of an export
-    demo: Callable[[Path], list[str]] | None  # workspace root -> its demo's trainer argv (python -m trainer.demo
+    demo: Callable[[Path], list[str]] | None  # workspace root -> its demo's trainer argv (python -m demo
     # builds every demo in one workspace)
     prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
     form: FormFacts

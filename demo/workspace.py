@@ -1,6 +1,6 @@
 """Build the demo workspace: a tiny IndexTTS-shaped model and Amharic data a newcomer can train on at once.
 
-``python -m trainer.demo --out DIR`` writes, in seconds on a CPU:
+``python -m demo --out DIR`` writes, in seconds on a CPU:
 
 - ``DIR/checkpoints/config.yaml``: a tiny IndexTTS-1.5 config (same layout as the real one);
 - ``DIR/checkpoints/gpt.pth``: a random-init base GPT in the real state-dict layout (``{"model": ...}``);
@@ -9,12 +9,12 @@
 - ``DIR/tokenizers/amharic_extended.model``: the base tokenizer extended with Amharic pieces;
 - ``DIR/data/{train,val}.jsonl`` with ``codes/`` and ``cond_mels/``: real Amharic sentences whose codes are
   made deterministically from the text, so the loss visibly falls within a minute of CPU training;
-- ``DIR/recordings/``: two long-ish demo recordings (one with subtitles) for ingest (``trainer.demo_recordings``);
-- ``DIR/v2/``: the same for IndexTTS2 (``trainer.demo_v2``): a tiny v2 GPT and community-format paired data;
-- ``DIR/v25/``: the same for IndexTTS-2.5 (``trainer.demo_v25``): a whole tiny 2.5 download folder (every network
+- ``DIR/recordings/``: two long-ish demo recordings (one with subtitles) for ingest (``demo.recordings``);
+- ``DIR/v2/``: the same for IndexTTS2 (``demo.v2``): a tiny v2 GPT and community-format paired data;
+- ``DIR/v25/``: the same for IndexTTS-2.5 (``demo.v25``): a whole tiny 2.5 download folder (every network
   random and tiny, so 2.5 speaks on a CPU), 2.5 paired data.
 
-Nothing here reads ``../shared``: the text comes from ``trainer/demo_assets/``.
+Nothing here reads ``../shared``: the text comes from ``demo/assets/``.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from data_tools.cli import OneLineErrorParser
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
-from trainer.demo_data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
-from trainer.demo_recordings import demo_recordings_exist, write_demo_recordings
+from demo.data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
+from demo.recordings import demo_recordings_exist, write_demo_recordings
 from trainer.generations.registry import by_id, generation_ids
 from trainer.generations.spec import Capability
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
-ASSETS = Path(__file__).resolve().parent / "demo_assets"
+ASSETS = Path(__file__).resolve().parent / "assets"
 BASE_VOCAB = 1000
 AMHARIC_PIECES = 800
 
@@ -173,8 +173,8 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     """Create the demo workspace under ``out`` (idempotent: an existing complete workspace is kept)."""
     import tempfile
 
-    from trainer.demo_v2 import DemoV2Paths, build_demo_v2
-    from trainer.demo_v25 import ensure_demo_v25
+    from demo.v2 import DemoV2Paths, build_demo_v2
+    from demo.v25 import ensure_demo_v25
 
     paths = DemoPaths.under(Path(out))
     sentences = [s for s in (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
@@ -224,7 +224,7 @@ v25/           the same for IndexTTS-2.5: checkpoints/ (a whole tiny 2.5 downloa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineErrorParser(prog="python -m trainer.demo", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="python -m demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder to create the workspace in")
     parser.add_argument("--force", action="store_true", help="rebuild even if a complete workspace exists")
     parser.add_argument("--version", choices=generation_ids(), default=generation_ids()[0],

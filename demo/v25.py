@@ -10,7 +10,7 @@ Written under ``<workspace>/v25/``:
 - ``v25/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: 2.5 paired manifests with the raw Amharic text
   (tokenised by the trainer with its ``--text-scheme``) and ``language: am``;
 - every other network of a 2.5 download folder in ``v25/checkpoints/`` (codec, S2Mel without gpt_layer,
-  CAMPPlus, BigVGAN v2, w2v-BERT + stats; ``trainer.demo_v25_synthesis``), so ``networks.indextts25.
+  CAMPPlus, BigVGAN v2, w2v-BERT + stats; ``demo.v25_synthesis``), so ``networks.indextts25.
   load_indextts25(v25/checkpoints)`` loads the folder and IndexTTS-2.5 speaks (noise) on a CPU;
 - ``v25/data/wavs/<id>.wav``: synthetic audio of the validation utterances (their pairs' prompt and target
   audio: the voice of samples at saves).
@@ -21,7 +21,6 @@ visibly falls within a minute or two of CPU training.
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,19 +28,21 @@ from pathlib import Path
 import numpy as np
 
 from data_tools.config import save_config
-from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.fileio import atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
-from trainer.demo_data import (
+from demo.data import (
     SPEAKERS,
     codes_for_text,
     demo_train_argv,
+    paired_gpt_section,
     stable_int,
     write_npy,
 )
-from trainer.demo_v2_audio import write_demo_wavs
-from trainer.demo_v25_synthesis import (
+from demo.paired_paths import PairedDemoPaths, write_pair_manifests
+from demo.v2_audio import write_demo_wavs
+from demo.v25_synthesis import (
     gpt_widths_v25,
     synthesis_ready_v25,
     synthesis_sections_v25,
@@ -55,18 +56,7 @@ def demo_config_v25() -> dict:
     """The 2.5 config.yaml layout (an IndexTTS2 gpt section; ``version: 2.5`` says what it is)."""
     return {
         "dataset": {"sample_rate": 24000, "squeeze": False},
-        "gpt": {
-            "model_dim": V25_MODEL_DIM, "max_mel_tokens": 128, "max_text_tokens": 128, "heads": 4,
-            "use_mel_codes_as_input": True, "mel_length_compression": 1024, "layers": 2,
-            "number_text_tokens": BASE_VOCAB_SIZE, "number_mel_codes": 8194, "start_mel_token": 8192,
-            "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1, "train_solo_embeddings": False,
-            "condition_num_latent": 32, "condition_type": "conformer_perceiver",
-            "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4, "num_blocks": 1,
-                                 "input_layer": "conv2d2", "perceiver_mult": 2},
-            "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
-                                     "input_layer": "conv2d2", "perceiver_mult": 1},
-            **gpt_widths_v25(),
-        },
+        "gpt": paired_gpt_section(V25_MODEL_DIM, BASE_VOCAB_SIZE, max_text_tokens=128, **gpt_widths_v25()),
         "gpt_checkpoint": "gpt.pth",
         **synthesis_sections_v25(),
         "version": 2.5,
@@ -74,22 +64,13 @@ def demo_config_v25() -> dict:
 
 
 @dataclass(frozen=True)
-class DemoV25Paths:
-    root: Path  # <workspace>/v25
-    config: Path
-    base_checkpoint: Path
+class DemoV25Paths(PairedDemoPaths):
     tokenizer: Path
-    train_manifest: Path
-    val_manifest: Path
-    output_dir: Path
 
     @classmethod
     def under(cls, workspace: Path) -> DemoV25Paths:
         root = Path(workspace) / "v25"
-        return cls(root=root, config=root / "checkpoints" / "config.yaml",
-                   base_checkpoint=root / "checkpoints" / "gpt.pth", tokenizer=root / "checkpoints" / TABLE_NAME,
-                   train_manifest=root / "data" / "train_pairs.jsonl", val_manifest=root / "data" / "val_pairs.jsonl",
-                   output_dir=root / "runs" / "demo")
+        return cls(**cls.common(root), tokenizer=root / "checkpoints" / TABLE_NAME)
 
     def exists(self) -> bool:
         return all(p.is_file() for p in (self.config, self.base_checkpoint, self.tokenizer, self.train_manifest,
@@ -101,9 +82,9 @@ class DemoV25Paths:
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
         """The demo's command: the merges scheme, and samples at every save through the demo's own folder."""
-        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
         return demo_train_argv(self.train_manifest, self.val_manifest, self.tokenizer, self.config,
-                               self.base_checkpoint, self.output_dir, max_steps, ("--text-scheme", "merges", *samples))
+                               self.base_checkpoint, self.output_dir, max_steps,
+                               ("--text-scheme", "merges", *self.sample_args()))
 
 
 def speaker_vectors(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
@@ -143,27 +124,19 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
             write_npy(data / folder / f"{utt}.npy", array)
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "code_len": int(codes.size),
                            "duration": round(codes.size / V25_CODES_PER_SECOND, 3)})
-    val_ids = {u["id"] for u in utterances[:n_val]}
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
-    def pairs(group: list[dict]) -> list[str]:
-        lines = []
-        for i, target in enumerate(group):
-            same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
-            prompt = same[i % len(same)]
-            lines.append(json.dumps({
-                "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-                "prompt_id": prompt["id"], "prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy",
-                "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
-                "target_id": target["id"], "target_text": target["text"],
-                "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
-                "target_duration": target["duration"], **_audio_fields(data, prompt["id"], target["id"]),
-            }, ensure_ascii=False))
-        return lines
+    def row(target: dict, prompt: dict) -> dict:
+        return {
+            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
+            "prompt_id": prompt["id"], "prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy",
+            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
+            "target_id": target["id"], "target_text": target["text"],
+            "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
+            "target_duration": target["duration"], **_audio_fields(data, prompt["id"], target["id"]),
+        }
 
-    atomic_write_text(paths.val_manifest, "\n".join(pairs([u for u in utterances if u["id"] in val_ids])) + "\n")
-    atomic_write_text(paths.train_manifest,
-                      "\n".join(pairs([u for u in utterances if u["id"] not in val_ids])) + "\n")
+    write_pair_manifests(paths, utterances, n_val, row)
     return paths
 
 

@@ -8,9 +8,9 @@ Written under ``<workspace>/v2/`` next to the IndexTTS-1.5 demo, sharing its tok
 - ``v2/data/train_pairs.jsonl`` / ``val_pairs.jsonl``: paired manifests (the community trainer's format:
   the prompt is another utterance of the same speaker);
 - ``v2/checkpoints/{w2v-bert-2.0/,wav2vec2bert_stats.pt,semantic_codec/}`` and ``v2/audio/<speaker>/*.wav + .txt``:
-  tiny random audio models and synthetic speech for IndexTTS2 data preparation (``trainer.demo_v2_audio``);
+  tiny random audio models and synthetic speech for IndexTTS2 data preparation (``demo.v2_audio``);
 - the rest of an IndexTTS2 download folder in ``v2/checkpoints/`` (S2Mel, CAMPPlus, emotion matrices, BigVGAN v2;
-  ``trainer.demo_v2_synthesis``), so ``networks.indextts2.load_indextts2(v2/checkpoints)`` loads every network
+  ``demo.v2_synthesis``), so ``networks.indextts2.load_indextts2(v2/checkpoints)`` loads every network
   and IndexTTS2 speaks (noise) on a CPU: samples at saves, the Test tab;
 - ``v2/data/wavs/<id>.wav``: synthetic audio of the validation utterances (their prompts' voices for samples).
 
@@ -20,29 +20,30 @@ visibly falls within a minute of CPU training.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from data_tools.config import save_config
-from data_tools.fileio import atomic_write_text, atomic_write_with
-from trainer.demo_data import (
+from data_tools.fileio import atomic_write_with
+from demo.data import (
     SPEAKERS,
     codes_for_text,
     demo_train_argv,
+    paired_gpt_section,
     stable_int,
     write_npy,
 )
-from trainer.demo_v2_audio import (
+from demo.paired_paths import PairedDemoPaths, write_pair_manifests
+from demo.v2_audio import (
     PrepKit,
     demo_audio_sections,
     write_demo_audio,
     write_demo_wavs,
     write_prep_kit,
 )
-from trainer.demo_v2_synthesis import synthesis_sections, write_synthesis_kit
+from demo.v2_synthesis import synthesis_sections, write_synthesis_kit
 
 V2_MODEL_DIM = 64
 V2_LATENTS = 32
@@ -56,18 +57,8 @@ def demo_config_v2(number_text_tokens: int) -> dict:
         "dataset": {"bpe_model": "bpe.model", "sample_rate": 24000, "squeeze": False,
                     "mel": {"sample_rate": 24000, "n_fft": 1024, "hop_length": 256, "win_length": 1024,
                             "n_mels": 100, "mel_fmin": 0, "normalize": False}},
-        "gpt": {
-            "model_dim": V2_MODEL_DIM, "max_mel_tokens": 128, "max_text_tokens": 64, "heads": 4,
-            "use_mel_codes_as_input": True, "mel_length_compression": 1024, "layers": 2,
-            "number_text_tokens": number_text_tokens, "number_mel_codes": 8194, "start_mel_token": 8192,
-            "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1, "train_solo_embeddings": False,
-            "condition_num_latent": V2_LATENTS, "condition_type": "conformer_perceiver",
-            "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4, "num_blocks": 1,
-                                 "input_layer": "conv2d2", "perceiver_mult": 2},
-            "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
-                                     "input_layer": "conv2d2", "perceiver_mult": 1},
-            **gpt_widths,
-        },
+        "gpt": paired_gpt_section(V2_MODEL_DIM, number_text_tokens, max_text_tokens=64, latents=V2_LATENTS,
+                                  **gpt_widths),
         "semantic_codec": codec_section,
         "gpt_checkpoint": "gpt.pth",
         "w2v_stat": "wav2vec2bert_stats.pt",
@@ -77,27 +68,17 @@ def demo_config_v2(number_text_tokens: int) -> dict:
 
 
 @dataclass(frozen=True)
-class DemoV2Paths:
-    root: Path  # <workspace>/v2
-    config: Path
-    base_checkpoint: Path
+class DemoV2Paths(PairedDemoPaths):
     base_tokenizer: Path
     extended_tokenizer: Path
-    train_manifest: Path
-    val_manifest: Path
-    output_dir: Path
     audio: Path  # folder of audio + .txt transcripts (speaker subfolders) for IndexTTS2 preparation
     kit: PrepKit  # the tiny w2v-BERT folder, its stats and the semantic codec
 
     @classmethod
     def under(cls, workspace: Path) -> DemoV2Paths:
         root = Path(workspace) / "v2"
-        return cls(root=root, config=root / "checkpoints" / "config.yaml",
-                   base_checkpoint=root / "checkpoints" / "gpt.pth",
-                   base_tokenizer=Path(workspace) / "checkpoints" / "bpe.model",
-                   extended_tokenizer=Path(workspace) / "tokenizers" / "amharic_extended.model",
-                   train_manifest=root / "data" / "train_pairs.jsonl", val_manifest=root / "data" / "val_pairs.jsonl",
-                   output_dir=root / "runs" / "demo", audio=root / "audio",
+        return cls(**cls.common(root), base_tokenizer=Path(workspace) / "checkpoints" / "bpe.model",
+                   extended_tokenizer=Path(workspace) / "tokenizers" / "amharic_extended.model", audio=root / "audio",
                    kit=PrepKit.under(root / "checkpoints"))
 
     def exists(self) -> bool:
@@ -109,9 +90,8 @@ class DemoV2Paths:
         return (folder / "s2mel.pth").is_file() and (folder / "bigvgan" / "config.json").is_file()
 
     def train_argv(self, max_steps: int = 200) -> list[str]:
-        samples = ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
         return demo_train_argv(self.train_manifest, self.val_manifest, self.extended_tokenizer, self.config,
-                               self.base_checkpoint, self.output_dir, max_steps, samples)
+                               self.base_checkpoint, self.output_dir, max_steps, self.sample_args())
 
 
 def speaker_latents(speaker: str, utterance: str) -> tuple[np.ndarray, np.ndarray]:
@@ -155,29 +135,21 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
             write_npy(data / folder / f"{utt}.npy", array)
         utterances.append({"id": utt, "speaker": speaker, "text": sentence, "text_len": int(ids.size),
                            "code_len": int(codes.size), "duration": round(codes.size / CODES_HZ, 3)})
-    val_ids = {u["id"] for u in utterances[:n_val]}
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
-    def pairs(group: list[dict]) -> list[str]:
-        lines = []
-        for i, target in enumerate(group):
-            same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
-            prompt = same[i % len(same)]
-            lines.append(json.dumps({
-                "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-                "prompt_id": prompt["id"], "prompt_audio_path": f"wavs/{prompt['id']}.wav",
-                "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
-                "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy", "prompt_duration": prompt["duration"],
-                "target_id": target["id"], "target_audio_path": f"wavs/{target['id']}.wav",
-                "target_text": target["text"], "target_text_ids_path": f"text_ids/{target['id']}.npy",
-                "target_text_len": target["text_len"], "target_codes_path": f"codes/{target['id']}.npy",
-                "target_code_len": target["code_len"], "target_emo_vec_path": f"emo_vec/{target['id']}.npy",
-            }, ensure_ascii=False))
-        return lines
+    def row(target: dict, prompt: dict) -> dict:
+        return {
+            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
+            "prompt_id": prompt["id"], "prompt_audio_path": f"wavs/{prompt['id']}.wav",
+            "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
+            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy", "prompt_duration": prompt["duration"],
+            "target_id": target["id"], "target_audio_path": f"wavs/{target['id']}.wav",
+            "target_text": target["text"], "target_text_ids_path": f"text_ids/{target['id']}.npy",
+            "target_text_len": target["text_len"], "target_codes_path": f"codes/{target['id']}.npy",
+            "target_code_len": target["code_len"], "target_emo_vec_path": f"emo_vec/{target['id']}.npy",
+        }
 
-    atomic_write_text(paths.val_manifest, "\n".join(pairs([u for u in utterances if u["id"] in val_ids])) + "\n")
-    atomic_write_text(paths.train_manifest,
-                      "\n".join(pairs([u for u in utterances if u["id"] not in val_ids])) + "\n")
+    write_pair_manifests(paths, utterances, n_val, row)
     return paths
 
 

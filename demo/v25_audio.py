@@ -3,7 +3,7 @@
 ``write_prep25_kit(folder)`` writes ``config.yaml`` (``version: 2.5``; a ``gpt`` section reading w2v-BERT
 features of ``width`` channels, a small ``semantic_codec`` and ``campplus`` section), ``gpt.pth`` (the 2.5
 GPT, real key layout and the full text table), ``codec.pth`` (the 2.5 codec), ``campplus_cn_common.bin``
-(a small CAM++ giving real 192-wide vectors), and the w2v-BERT folder + stats of ``trainer.demo_v2_audio``:
+(a small CAM++ giving real 192-wide vectors), and the w2v-BERT folder + stats of ``demo.v2_audio``:
 what ``python -m data_tools.prepare_v25 --config <folder>/config.yaml --w2v-bert <folder>/w2v-bert`` needs.
 """
 
@@ -17,7 +17,8 @@ import torch
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_with
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE
-from trainer.demo_v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, PrepKit, write_prep_kit
+from demo.data import paired_gpt_section
+from demo.v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, PrepKit, write_prep_kit
 
 CAMPPLUS_SECTION = {"growth_rate": 8, "bn_size": 2, "init_channels": 16}
 
@@ -36,18 +37,8 @@ class Prep25Kit:
 def kit_config(width: int, max_text_tokens: int, max_mel_tokens: int, model_dim: int = 32) -> dict:
     """A 2.5 config.yaml: IndexTTS2's gpt layout (``version: 2.5`` marks it) at tiny sizes."""
     return {
-        "gpt": {
-            "model_dim": model_dim, "max_mel_tokens": max_mel_tokens, "max_text_tokens": max_text_tokens, "heads": 4,
-            "use_mel_codes_as_input": True, "mel_length_compression": 1024, "layers": 2,
-            "number_text_tokens": BASE_VOCAB_SIZE, "number_mel_codes": 8194, "start_mel_token": 8192,
-            "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1, "train_solo_embeddings": False,
-            "condition_num_latent": 32, "condition_type": "conformer_perceiver",
-            "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4, "num_blocks": 1,
-                                 "input_layer": "conv2d2", "perceiver_mult": 2},
-            "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
-                                     "input_layer": "conv2d2", "perceiver_mult": 1},
-            "semantic_dim": width, "emo_perceiver_dim": width,
-        },
+        "gpt": paired_gpt_section(model_dim, BASE_VOCAB_SIZE, max_text_tokens, max_mel_tokens,
+                                  semantic_dim=width, emo_perceiver_dim=width),
         "semantic_codec": {**CODEC_SECTION, "hidden_size": width},
         "campplus": dict(CAMPPLUS_SECTION),
         "gpt_checkpoint": "gpt.pth",

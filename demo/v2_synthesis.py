@@ -1,6 +1,6 @@
 """The rest of a tiny IndexTTS2 download folder in the demo workspace, so IndexTTS2 speaks on a CPU at once.
 
-``trainer.demo_v2_audio`` writes the w2v-BERT folder, its stats and the semantic codec (data preparation needs
+``demo.v2_audio`` writes the w2v-BERT folder, its stats and the semantic codec (data preparation needs
 them too); this module adds what only synthesis needs, all random and tiny, under the real file names
 (``networks.indextts2``), built in well under a second:
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
-from trainer.demo_v2_audio import DEMO_SEMANTIC_DIM
+from demo.v2_audio import DEMO_SEMANTIC_DIM
 
 if TYPE_CHECKING:  # torch is imported where weights are made: the studio page reads this module's paths
     import torch

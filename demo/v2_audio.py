@@ -6,7 +6,7 @@ Written under ``<workspace>/v2/`` (all random, built in well under a second, abo
   layer 17), saved with ``save_pretrained`` beside the SeamlessM4T preprocessor settings, as a downloaded
   ``facebook/w2v-bert-2.0`` folder looks;
 - ``checkpoints/wav2vec2bert_stats.pt`` (``{"mean", "var"}``) and ``checkpoints/semantic_codec/model.safetensors``
-  (the file names of an IndexTTS2 download folder: ``trainer.demo_v2_synthesis`` adds the rest of one);
+  (the file names of an IndexTTS2 download folder: ``demo.v2_synthesis`` adds the rest of one);
 - ``audio/<speaker>/<utt>.wav`` + ``.txt``: a few seconds of synthetic voiced sound per speaker (a pitch and
   spectral tilt of its own, syllable-like bursts), with real Amharic transcripts: the input the Data tab's
   IndexTTS2 preparation turns into pairs.
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
-from trainer.demo_data import stable_int
+from demo.data import stable_int
 
 DEMO_SEMANTIC_DIM = 32
 SAMPLE_RATE = 24_000

@@ -1,5 +1,6 @@
-"""The demo's stand-in data, shared by the IndexTTS-1.5 and IndexTTS2 demos: codes made from the text, speaker-
-specific prompts, and stable hashing (nothing random: the workspace is the same on every machine)."""
+"""The demo's stand-in data, shared by every generation's demo: codes made from the text, speaker-specific
+prompts, stable hashing (nothing random: the workspace is the same on every machine), and the paired demos'
+tiny gpt section."""
 
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ def demo_train_argv(train: Path, val: Path, tokenizer: Path, config: Path, base:
         "--warmup-steps", "10", "--log-interval", "5", "--val-interval", "20", "--save-interval", "20",
         "--device", "cpu", "--amp", "off", *extra,
     ]
+
+
+def paired_gpt_section(model_dim: int, number_text_tokens: int, max_text_tokens: int, max_mel_tokens: int = 128,
+                       latents: int = 32, **widths: int) -> dict:
+    """The tiny ``gpt:`` section IndexTTS2 and 2.5 demos share (2.5 keeps IndexTTS2's gpt layout); ``widths``:
+    the semantic / emotion widths that follow the demo's w2v-BERT."""
+    return {
+        "model_dim": model_dim, "max_mel_tokens": max_mel_tokens, "max_text_tokens": max_text_tokens, "heads": 4,
+        "use_mel_codes_as_input": True, "mel_length_compression": 1024, "layers": 2,
+        "number_text_tokens": number_text_tokens, "number_mel_codes": 8194, "start_mel_token": 8192,
+        "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1, "train_solo_embeddings": False,
+        "condition_num_latent": latents, "condition_type": "conformer_perceiver",
+        "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 4, "num_blocks": 1,
+                             "input_layer": "conv2d2", "perceiver_mult": 2},
+        "emo_condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1,
+                                 "input_layer": "conv2d2", "perceiver_mult": 1},
+        **widths,
+    }

@@ -1,11 +1,11 @@
 """The rest of a tiny IndexTTS-2.5 download folder in the demo workspace, so IndexTTS-2.5 speaks on a CPU at once.
 
-``trainer.demo_v25`` writes config.yaml, gpt.pth and the .tiktoken table; this module adds every other network
+``demo.v25`` writes config.yaml, gpt.pth and the .tiktoken table; this module adds every other network
 2.5 synthesis loads (``networks.indextts25``), all random and tiny, under the real file names, in well under a
 second:
 
 - ``codec.pth`` (``{"model": ...}``): the 2.5 codec (``networks.codec25``) of ``DEMO_SEMANTIC_DIM`` channels;
-- ``s2mel.pth`` (``{"net": ...}``): the IndexTTS2 demo's CFM/DiT and length regulator (``trainer.demo_v2_synthesis``)
+- ``s2mel.pth`` (``{"net": ...}``): the IndexTTS2 demo's CFM/DiT and length regulator (``demo.v2_synthesis``)
   with a 192-wide style, built without ``gpt_layer`` as 2.5 does;
 - ``campplus_cn_common.bin``: a CAMPPlus of few channels whose embedding is 192 wide (the GPT's ``spk_emb_proj``
   and S2Mel's style input read 192);
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
-from trainer.demo_v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, W2V_BERT_SETTINGS
-from trainer.demo_v2_synthesis import BIGVGAN_CONFIG, BIGVGAN_DIR, CAMPPLUS_FILE, audible, s2mel_section
-from trainer.demo_v2_synthesis import CAMPPLUS_SIZES as V2_CAMPPLUS_SIZES
+from demo.v2_audio import CODEC_SECTION, DEMO_SEMANTIC_DIM, W2V_BERT_SETTINGS
+from demo.v2_synthesis import BIGVGAN_CONFIG, BIGVGAN_DIR, CAMPPLUS_FILE, audible, s2mel_section
+from demo.v2_synthesis import CAMPPLUS_SIZES as V2_CAMPPLUS_SIZES
 
 if TYPE_CHECKING:  # torch is imported where weights are made: the pages read the demo paths without it
     import torch

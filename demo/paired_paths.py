@@ -1,0 +1,54 @@
+"""What the paired generations' demos (IndexTTS2, IndexTTS-2.5) share: where a demo keeps its files under
+``<workspace>/<folder>/``, and how its utterances become the val and train pair manifests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_tools.fileio import atomic_write_text
+
+
+@dataclass(frozen=True)
+class PairedDemoPaths:
+    """The files every paired demo has; a generation's subclass adds its own and says when it can synthesise."""
+
+    root: Path  # <workspace>/<folder>
+    config: Path
+    base_checkpoint: Path
+    train_manifest: Path
+    val_manifest: Path
+    output_dir: Path
+
+    @staticmethod
+    def common(root: Path) -> dict[str, Path]:
+        """The shared fields' values for a demo at ``root`` (keyword arguments of the subclass)."""
+        return {"root": root, "config": root / "checkpoints" / "config.yaml",
+                "base_checkpoint": root / "checkpoints" / "gpt.pth", "train_manifest": root / "data" / "train_pairs.jsonl",
+                "val_manifest": root / "data" / "val_pairs.jsonl", "output_dir": root / "runs" / "demo"}
+
+    def synthesis_ready(self) -> bool:
+        raise NotImplementedError
+
+    def sample_args(self) -> tuple[str, ...]:
+        """Samples at every save through the demo's own download folder, once it is a whole one."""
+        return ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
+
+
+def write_pair_manifests(paths: PairedDemoPaths, utterances: list[dict], n_val: int,
+                         row: Callable[[dict, dict], dict]) -> None:
+    """The first ``n_val`` utterances are validation, the rest training; each target is paired with another
+    utterance of its speaker in the same split (in turn), and ``row(target, prompt)`` is its manifest line."""
+    val_ids = {u["id"] for u in utterances[:n_val]}
+
+    def pairs(group: list[dict]) -> str:
+        lines = []
+        for i, target in enumerate(group):
+            same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
+            lines.append(json.dumps(row(target, same[i % len(same)]), ensure_ascii=False))
+        return "\n".join(lines) + "\n"
+
+    atomic_write_text(paths.val_manifest, pairs([u for u in utterances if u["id"] in val_ids]))
+    atomic_write_text(paths.train_manifest, pairs([u for u in utterances if u["id"] not in val_ids]))

@@ -1,0 +1,267 @@
+"""The Data tab's preparation section, for any generation: a form laid out from the generation's facts, whose
+command runs as a supervised job.
+
+A generation gives a ``PairedPrepareForm`` subclass (its model files, its command's module and flags) and the
+rows of ``Field``s it shows; ``build_section`` lays those out between the shared source and options rows and
+wires Start / Stop / the polling timer (``job_controls``, also used by the IndexTTS-1.5 preprocessing). The job
+runs under the studio's supervisor in ``<workspace>/jobs/<job>/`` (run.json, console.log, progress from its
+tqdm bar, Stop = SIGINT: finished batches are kept and a rerun resumes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gradio as gr
+
+from webui.form_inputs import InputProblem, existing_file, resolve_path
+from webui.job_view import JobView, job_view
+from webui.plots import badge_html, message_html
+
+if TYPE_CHECKING:
+    from webui.context import StudioContext
+
+DEVICES = ("auto", "cpu", "cuda")
+LOG_TAIL_BYTES = 16 * 1024
+POLL_S = 1.0
+NO_LANGUAGE = "any"
+DEFAULT_W2V_BERT = "facebook/w2v-bert-2.0"
+_MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")  # owner/name, not ./x or ../x
+
+FileFact = tuple[str, str, str]  # (flag, form field, what the refusal calls it)
+
+
+def w2v_bert_argument(value: str, workspace: Path) -> str:
+    """The ``--w2v-bert`` value: an existing folder, or a model id like facebook/w2v-bert-2.0."""
+    text = value.strip() or DEFAULT_W2V_BERT
+    folder = resolve_path(text, workspace, "w2v-BERT")
+    if folder is not None and folder.is_dir():
+        return str(folder)
+    if _MODEL_ID.match(text):
+        return text  # a model id (downloaded by transformers if it is not cached)
+    raise InputProblem(f"w2v-BERT folder not found: {folder} (give a local folder or a model id like "
+                       f"{DEFAULT_W2V_BERT})")
+
+
+@dataclass(frozen=True)
+class PairedPrepareForm:
+    """The fields every paired preparation has (strings as typed); ``argv`` checks them and builds the command.
+
+    A generation's subclass adds its own fields and sets ``MODULE``, ``REQUIRED_FILES`` and ``OPTIONAL_FILES``
+    (``(flag, field, what)``: a required file must exist, an optional one is passed only when given).
+    """
+
+    MODULE: ClassVar[str]
+    REQUIRED_FILES: ClassVar[tuple[FileFact, ...]]
+    OPTIONAL_FILES: ClassVar[tuple[FileFact, ...]]
+
+    input: str
+    out_dir: str
+    config: str
+    gpt: str
+    codec: str
+    w2v_bert: str
+    w2v_stats: str
+    tokenizer: str
+    language: str | None
+    speaker: str
+    pairs_per_target: float | None
+    seed: float | None
+    device: str
+    batch_seconds: float | None
+
+    def argv(self, python: str, workspace: Path) -> list[str]:
+        """``python -m <MODULE> ...``; raises InputProblem (one line) for a bad field."""
+        source = resolve_path(self.input, workspace, "input")
+        if source is None:
+            raise InputProblem("give the input: a JSONL list, a metadata.csv or a folder of audio + .txt")
+        if not source.exists():
+            raise InputProblem(f"input not found: {source}")
+        target = resolve_path(self.out_dir, workspace, "output folder")
+        if target is None:
+            raise InputProblem("give an output folder")
+        argv = [python, "-m", self.MODULE, "--input", str(source), "--out-dir", str(target)]
+        for flag, name, what in self.REQUIRED_FILES:
+            argv += [flag, str(existing_file(getattr(self, name), workspace, what))]
+        argv += ["--w2v-bert", w2v_bert_argument(self.w2v_bert, workspace)]
+        for flag, name, what in self.OPTIONAL_FILES:
+            path = existing_file(getattr(self, name), workspace, what, required=False)
+            if path is not None:
+                argv += [flag, str(path)]
+        argv += self.generation_args()
+        if self.speaker.strip():
+            argv += ["--speaker", self.speaker.strip()]
+        pairs = int(self.pairs_per_target or 0)
+        if pairs < 1:
+            raise InputProblem("pairs per target must be at least 1")
+        if self.device not in DEVICES:
+            raise InputProblem(f"device must be one of {', '.join(DEVICES)}")
+        if not self.batch_seconds or self.batch_seconds <= 0:
+            raise InputProblem("batch seconds must be above 0")
+        return [*argv, "--pairs-per-target", str(pairs), "--seed", str(int(self.seed or 0)), "--device",
+                self.device, "--batch-seconds", f"{float(self.batch_seconds):g}"]
+
+    def generation_args(self) -> list[str]:
+        """The generation's own flags (default: the language when one is picked)."""
+        return ["--language", self.language] if self.language and self.language != NO_LANGUAGE else []
+
+
+# -- the job ----------------------------------------------------------------------------------------------
+
+
+def view_of(supervisor: Any) -> JobView:
+    """What a job's supervisor shows now: status, progress and the log's tail."""
+    return job_view(supervisor.poll(), supervisor.log_tail(LOG_TAIL_BYTES))
+
+
+def start_job(ctx: StudioContext, job: str, form: Any, generation: str) -> tuple[str, JobView]:
+    """Check ``form`` (anything with ``argv(python, workspace)``) and launch its command as ``job``."""
+    from webui.supervisor import RunAlreadyActive
+
+    try:
+        argv = form.argv(ctx.python, Path(ctx.workspace))
+        supervisor = ctx.run_background(job, argv)
+    except (InputProblem, RunAlreadyActive, RuntimeError, OSError) as exc:
+        return message_html(str(exc)), poll_job(ctx, job)
+    return badge_html("STARTED", f"preparing {generation} data into {argv[argv.index('--out-dir') + 1]}", "info"), \
+        view_of(supervisor)
+
+
+def poll_job(ctx: StudioContext, job: str) -> JobView:
+    """A preparation job (any generation's) as it stands (also after a page reload or a UI restart)."""
+    return view_of(ctx.supervisor(ctx.job_dir(job)))
+
+
+def stop_job(ctx: StudioContext, job: str) -> JobView:
+    """Graceful stop of a preparation job (SIGINT: finished batches are kept), escalating if ignored."""
+    supervisor = ctx.supervisor(ctx.job_dir(job))
+    try:
+        supervisor.stop(grace_s=20.0, term_s=10.0, kill_s=10.0)
+    except RuntimeError as exc:
+        return JobView(status=message_html(str(exc)), progress="", log=supervisor.log_tail(LOG_TAIL_BYTES),
+                       running=True)
+    return view_of(supervisor)
+
+
+def job_controls(ctx: StudioContext, job: str, prefix: str, start_label: str, log_label: str,
+                 fields: Sequence[Any], start: Callable[..., tuple[str, JobView]]) -> None:
+    """Start / Stop, the message, status, progress and log of ``job``, and the timer that polls it while it runs.
+
+    ``start(*values)`` gets the ``fields``' values; element ids are ``<prefix>-start``, ``<prefix>-status``...
+    """
+    with gr.Row():
+        start_button = gr.Button(start_label, variant="primary", elem_id=f"{prefix}-start")
+        stop_button = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
+    message = gr.HTML(elem_id=f"{prefix}-message")
+    # Callable values are computed on every page load, so a reload shows the job as it is now.
+    status = gr.HTML(value=lambda: poll_job(ctx, job).status, elem_id=f"{prefix}-status")
+    progress = gr.HTML(value=lambda: poll_job(ctx, job).progress, elem_id=f"{prefix}-progress")
+    log = gr.Textbox(value=lambda: poll_job(ctx, job).log, lines=10, max_lines=20, interactive=False,
+                     autoscroll=True, label=log_label, elem_id=f"{prefix}-log")
+    timer = gr.Timer(POLL_S, active=True)
+
+    def shown_of(view: JobView) -> tuple[str, str, str, gr.Timer]:
+        return view.status, view.progress, view.log, gr.Timer(active=view.running)
+
+    def on_start(*values: Any):
+        text, view = start(*values)
+        return (text, *shown_of(view)[:3], gr.Timer(active=True))
+
+    shown = [status, progress, log, timer]
+    start_button.click(on_start, inputs=list(fields), outputs=[message, *shown])
+    stop_button.click(lambda: shown_of(stop_job(ctx, job)), outputs=shown)
+    timer.tick(lambda: shown_of(poll_job(ctx, job)), outputs=shown, show_progress="hidden")
+
+
+# -- the layout -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    """One input of a preparation form: its form field, its label (after the generation's name), its element
+    id (after the section's prefix) and its kind: text, count (whole, from 1), whole, amount (from 1), choice
+    (a radio of ``choices``) or language (the studio's languages)."""
+
+    name: str
+    label: str
+    elem: str
+    kind: str = "text"
+    choices: tuple[str, ...] = ()
+    scale: int | None = None
+
+    def component(self, value: Any, label: str, elem_id: str, languages: list[str]) -> Any:
+        if self.kind == "text":
+            return gr.Textbox(value=value, label=label, elem_id=elem_id, scale=self.scale)
+        if self.kind == "count":
+            return gr.Number(value=value, precision=0, minimum=1, label=label, elem_id=elem_id)
+        if self.kind == "whole":
+            return gr.Number(value=value, precision=0, label=label, elem_id=elem_id)
+        if self.kind == "amount":
+            return gr.Number(value=value, minimum=1, label=label, elem_id=elem_id)
+        if self.kind == "choice":
+            return gr.Radio(choices=list(self.choices), value=value, label=label, elem_id=elem_id)
+        if self.kind == "language":
+            return gr.Dropdown(choices=languages, value=value if value in languages else NO_LANGUAGE, label=label,
+                               elem_id=elem_id)
+        raise ValueError(f"unknown field kind {self.kind!r}")
+
+
+SOURCE_ROW = (
+    Field("input", "preparation input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt",
+          "input", scale=3),
+    Field("out_dir", "output folder", "out", scale=2),
+)
+OPTIONS_ROW = (
+    Field("language", "language", "language", "language"),
+    Field("speaker", "speaker (for entries naming none)", "speaker"),
+    Field("pairs_per_target", "pairs per target", "pairs", "count"),
+    Field("seed", "seed", "seed", "whole"),
+    Field("device", "device", "device", "choice", DEVICES),
+    Field("batch_seconds", "batch seconds (items x longest)", "batch-seconds", "amount"),
+)
+
+
+@dataclass(frozen=True)
+class PrepareSection:
+    """A generation's preparation section: what it is called, its job, its form and the model rows it shows."""
+
+    generation: str  # "IndexTTS2": the start of every label
+    prefix: str  # element ids: "prep2" -> prep2-input, prep2-start...
+    job: str
+    heading: str  # Markdown
+    model_rows: tuple[tuple[Field, ...], ...]
+    default_form: Callable[[Path], PairedPrepareForm]
+
+    def start(self, ctx: StudioContext, form: PairedPrepareForm) -> tuple[str, JobView]:
+        """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
+        return start_job(ctx, self.job, form, self.generation)
+
+    def poll(self, ctx: StudioContext) -> JobView:
+        return poll_job(ctx, self.job)
+
+    def stop(self, ctx: StudioContext) -> JobView:
+        return stop_job(ctx, self.job)
+
+    def build(self, ctx: StudioContext, languages: list[str]) -> None:
+        """Lay the section out (inside the Data tab) and wire it."""
+        gr.Markdown(self.heading)
+        form = self.default_form(Path(ctx.workspace))
+        names: list[str] = []
+        fields: list[Any] = []
+        for row in (SOURCE_ROW, *self.model_rows, OPTIONS_ROW):
+            with gr.Row():
+                for fact in row:
+                    names.append(fact.name)
+                    fields.append(fact.component(getattr(form, fact.name), f"{self.generation} {fact.label}",
+                                                 f"{self.prefix}-{fact.elem}", languages))
+
+        def start(*values: Any) -> tuple[str, JobView]:
+            return self.start(ctx, dataclasses.replace(form, **dict(zip(names, values, strict=True))))
+
+        job_controls(ctx, self.job, self.prefix, f"Prepare for {self.generation}",
+                     f"{self.generation} preparation log", fields, start)
