@@ -16,6 +16,9 @@ random WavLM x-vector model saved as local folders (loaded through the data tool
    >= 0.9 on a machine with a spare core or GPU). On a machine whose cores other jobs keep busy, the
    evaluation competes with them and with training for the same cores: read the ratio with the load
    average printed beside it.
+3. The seeds' cost: one checkpoint measured with 1 seed and with ``--seeds`` seeds (every text in every
+   voice once per seed: the items the paired intervals need), side by side, and the time of the paired
+   bootstrap (2000 resamples) that compares two results.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ def main() -> int:
     parser.add_argument("--hidden", type=int, default=64, help="width of the random CTC model")
     parser.add_argument("--device", default="cpu", help="evaluation device (cpu, cuda)")
     parser.add_argument("--threads", type=int, default=1, help="threads of training and of evaluation, each")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds of the evaluation set (section 3)")
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp_name:
@@ -115,6 +119,9 @@ def main() -> int:
         results = [e for e in _events(last_evaluated, "eval") if e.get("model") == "checkpoint"]
         split = {part: statistics.median(e["seconds"][part] for e in results)
                  for part in ("synthesis", "asr", "speaker", "total")}
+
+        # -- 3. the seeds' cost
+        seed_seconds, bootstrap_s = _seeds_cost(last_evaluated, args.seeds)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"evaluation per checkpoint ({args.sentences} sentence(s) x 1 voice, median of {len(results)}): "
           + ", ".join(f"{part} {seconds:.2f} s" for part, seconds in split.items()))
@@ -128,7 +135,31 @@ def main() -> int:
     headline("eval_cost", "training tokens/s with evaluation beside it / without", ratio, "x", f">= {GOAL}",
              ratio >= GOAL, f"{evaluated:.0f} vs {plain:.0f} tokens/s, {args.threads} thread(s) each, eval on "
                             f"{args.device}, load average {load:.1f} on {os.cpu_count()} cores")
+    headline("eval_cost", f"evaluation wall time per checkpoint, {args.seeds} seeds / 1 seed",
+             seed_seconds[args.seeds] / seed_seconds[1], "x",
+             note=f"{seed_seconds[1]:.2f} s with 1 seed, {seed_seconds[args.seeds]:.2f} s with {args.seeds}; paired "
+                  f"bootstrap of two results {bootstrap_s * 1000:.0f} ms")
     return 0
+
+
+def _seeds_cost(run: Path, seeds: int) -> tuple[dict[int, float], float]:
+    """Seconds to measure one checkpoint with 1 seed and with ``seeds``; seconds of one paired bootstrap."""
+    from trainer.evaluate import build_parser, evaluator_for
+    from trainer.evaluation.eval_set import EVAL_SEED
+    from trainer.evaluation.stats import compare
+
+    evaluator = evaluator_for(build_parser().parse_args([str(run)]), say=lambda _line: None)
+    checkpoint = sorted(run.glob("model_step*.pth"))[-1]
+    seconds: dict[int, float] = {}
+    measured = {}
+    for count in dict.fromkeys((1, seeds)):
+        evaluator.eval_set.seeds = [EVAL_SEED + k for k in range(count)]
+        started = time.perf_counter()
+        measured[count] = evaluator.measure(checkpoint)
+        seconds[count] = time.perf_counter() - started
+    started = time.perf_counter()
+    compare(measured[seeds], measured[seeds], "cer")
+    return seconds, time.perf_counter() - started
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ per item); this module owns everything else, the same for every generation:
 - **Resumable**: each item's files are written atomically (temp + rename); once a whole batch is written, one
   line per item is appended to ``<out>/<state_dir>/done.jsonl`` and synced. A rerun skips items whose line
   is there (same audio path, size and mtime, same transcript and language, same settings fingerprint) and
-  whose files exist; a killed run loses at most the batch in flight.
+  whose files exist; a killed run loses at most the batch in flight. A rerun first removes the temp files
+  (``.<name>.npy|jsonl|json.<tag>.tmp``) a killed run left in the output folder (a preparation owns its output
+  folder; a temp file of another live process, named by its pid, is left alone).
 - **Bad items never stop the rest**: a missing, unreadable, silent, too short or too long item is reported
   (``where: reason``, where = input file:line or the audio file) and skipped.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -112,6 +115,36 @@ def write_npy(out_dir: Path, relative: Path, array: np.ndarray) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+PID_MAX = 1 << 22  # Linux's largest pid_max: a longer all-digit tag is a random temp name, not a pid
+_TEMP_NAME = re.compile(r"^\..+\.(?:npy|jsonl|json)\.(?P<tag>[^.]+)\.tmp$")
+
+
+def remove_stale_temp_files(out_dir: Path) -> list[Path]:
+    """Remove the temp files of writes a kill interrupted under ``out_dir``; returns those removed."""
+    removed: list[Path] = []
+    if not out_dir.is_dir():
+        return removed
+    for path in out_dir.rglob(".*.tmp"):
+        found = _TEMP_NAME.match(path.name)
+        if found is None or not path.is_file() or _is_live_other_process(found["tag"]):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _is_live_other_process(tag: str) -> bool:
+    if not tag.isdigit() or int(tag) == os.getpid() or int(tag) > PID_MAX:
+        return False
+    try:
+        os.kill(int(tag), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
 
 
 def audio_signature(path: Path) -> list[int]:
@@ -252,6 +285,7 @@ def run_batches(
     if batch_seconds <= 0 or max_batch_items < 1:
         raise ValueError("need batch seconds > 0 and at least 1 item per batch")
     run = BatchRun(finished={})
+    remove_stale_temp_files(out_dir)
 
     def skip(entry: Skipped) -> None:
         run.skipped.append(entry)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from data_tools import item_files
-from data_tools.chunk_lines import TOO_LONG, read_lines
+from data_tools.chunk_lines import IO_ERROR, MARKERS, read_lines
 from data_tools.manifest import FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
 from data_tools.shape_rules import (
     MAX_COND_FRAMES,
@@ -348,6 +348,8 @@ def unreadable_line_problem(raw: str | None, lineno: int) -> tuple[str, str, int
     """The problem for a line the reader gave as None (not UTF-8) or ``TOO_LONG`` (not held in memory)."""
     if raw is None:
         return ("error", "not-utf8", lineno, "not valid UTF-8")
+    if raw is IO_ERROR:
+        return ("error", "manifest-unreadable", lineno, "cannot read the manifest from this line on (an I/O error)")
     return ("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes")
 
 
@@ -360,7 +362,7 @@ def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tup
     entry_lines: list[int] = []
     append_entry, append_line = entries.append, entry_lines.append
     for lineno, raw in enumerate(lines, 1):
-        if raw is None or raw is TOO_LONG:
+        if raw is None or raw in MARKERS:
             problems.append(unreadable_line_problem(raw, lineno))
             continue
         # The usual line: one JSON value from its first character to its last is exactly what json.loads

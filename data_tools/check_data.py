@@ -120,11 +120,15 @@ def check_manifests(
     problems = ProblemList(max_listed)
     specs = [*train_specs, *val_specs]
     formats = _formats(specs, problems)
+    _refuse_tokenizer_mismatch(tokenizer, specs, formats)
     step = chunk_bytes or max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, sum(sizes) // max(1, 4 * workers) + 1))
     tasks = [task for index, spec in enumerate(specs) if formats[index] is not None
              for task in _chunk_tasks(spec.path, index, step, formats[index], spec.language)]
     train_acc = SplitAccumulator("train", train_paths, 0, problems)
     val_acc = SplitAccumulator("val", val_paths, len(train_paths), problems)
+    for index, fmt in enumerate(formats):
+        if fmt is None:
+            (train_acc if index < len(train_paths) else val_acc).refused(index)
     total_bytes = sum(sizes)
     done_bytes = 0
     for result in _run_chunks(tasks, settings, workers):
@@ -190,6 +194,19 @@ def _formats(specs: list, problems: ProblemList) -> list[str | None]:
                          "trains one format")
         formats.append(fmt)
     return formats
+
+
+def _refuse_tokenizer_mismatch(tokenizer: str | Path | None, specs: list, formats: list[str | None]) -> None:
+    """The 2.5 table (.tiktoken) tokenises 2.5 manifests only, a SentencePiece model the others (usage error)."""
+    if tokenizer is None:
+        return
+    table_25 = str(tokenizer).endswith(".tiktoken")
+    for spec, fmt in zip(specs, formats):
+        if fmt is None or (fmt == FORMAT_V25) == table_25:
+            continue
+        need = "the IndexTTS-2.5 table (.tiktoken)" if fmt == FORMAT_V25 else "a SentencePiece model (.model)"
+        raise CheckUsageError(f"--tokenizer {tokenizer} cannot tokenise {spec.path}: it is {FORMAT_NAMES[fmt]}, "
+                              f"which needs {need}")
 
 
 def write_code_len_fixes(report: DataReport | Sequence[dict]) -> list[Path]:

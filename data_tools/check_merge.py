@@ -227,6 +227,10 @@ class SplitAccumulator:
         parts = self.arrays.get(key)
         return np.concatenate(parts) if parts else np.zeros(0)
 
+    def refused(self, index: int) -> None:
+        """Manifest ``index`` was refused as a whole (one error said why): no "has no entries" on top of it."""
+        self.problems_per_manifest[index] = self.problems_per_manifest.get(index, 0) + 1
+
     def finish(self, settings: CheckSettings) -> SplitStats:
         for k, path in enumerate(self.manifests):
             index = self.first_index + k

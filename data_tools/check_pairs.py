@@ -27,7 +27,7 @@ from data_tools.check_chunks import (
     problem_code,
     unreadable_line_problem,
 )
-from data_tools.chunk_lines import TOO_LONG, read_lines
+from data_tools.chunk_lines import MARKERS, read_lines
 from data_tools.code_lengths import padded_length, target_duration
 from data_tools.manifest import ManifestError, load_json_object
 from data_tools.pairs_manifest import PairEntry, parse_pair_object
@@ -47,7 +47,7 @@ def parse_pair_lines(lines: list[str | None], manifest: Path, problems: list, la
     entries: list[Pair] = []
     entry_lines: list[int] = []
     for lineno, raw in enumerate(lines, 1):
-        if raw is None or raw is TOO_LONG:
+        if raw is None or raw in MARKERS:
             problems.append(unreadable_line_problem(raw, lineno))
             continue
         if raw.isspace() or not raw:

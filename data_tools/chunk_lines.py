@@ -2,7 +2,7 @@
 
 The checker's workers each read one chunk (a run of whole lines) this way: one item per line, ``None``
 for a line that is not UTF-8 and ``TOO_LONG`` for one over ``MAX_LINE_BYTES``, whose bytes are skipped
-without ever being held whole. What the lines mean is the caller's business.
+without ever being held whole; a chunk an I/O error cut short is one ``IO_ERROR`` item. What the lines mean is the caller's business.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ class ByteRange(Protocol):
 
 
 TOO_LONG = "\x00too long"  # stands for a line over MAX_LINE_BYTES (never a real line: JSON has no raw NUL)
+IO_ERROR = "\x00cannot read"  # stands for the rest of a chunk an I/O error kept from being read
+MARKERS = (TOO_LONG, IO_ERROR)
 
 
 # A chunk up to this size is read in one go and split in C, not line by line. The checker's chunks are at most
@@ -37,14 +39,17 @@ WHOLE_READ_BYTES = 16 << 20
 
 def read_lines(task: ByteRange) -> tuple[list[str | None], int]:
     """The chunk's lines (None where a line is not UTF-8, TOO_LONG where it is too long) and the bytes read."""
-    if task.end - task.start <= WHOLE_READ_BYTES:
-        with open_regular(task.manifest) as handle:
-            handle.seek(task.start)
-            data = handle.read(task.end - task.start)
-        lines = _split_lines(data)
-        if lines is not None:
-            return lines, len(data)
-    return read_lines_bounded(task)
+    try:
+        if task.end - task.start <= WHOLE_READ_BYTES:
+            with open_regular(task.manifest) as handle:
+                handle.seek(task.start)
+                data = handle.read(task.end - task.start)
+            lines = _split_lines(data)
+            if lines is not None:
+                return lines, len(data)
+        return read_lines_bounded(task)
+    except OSError:  # an I/O error (a bad disk, a vanished share): reported at the chunk's first line
+        return [IO_ERROR], task.end - task.start
 
 
 def _split_lines(data: bytes) -> list[str | None] | None:

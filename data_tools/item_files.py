@@ -79,6 +79,9 @@ def cond_audio_frames(path: Path) -> int:
         raise _file_problem(exc, "cond_audio", path) from None
     except AudioError as exc:
         raise RuleError("file-unreadable", f"cond_audio: {exc}") from None
+    except OSError as exc:  # an I/O error reading the header
+        raise RuleError("file-unreadable", f"cond_audio file unusable: cannot read {path}: {exc.strerror or exc}"
+                        ) from None
     frames = num_frames(int(duration * SAMPLE_RATE))
     if duration <= 0:
         raise RuleError("cond-audio-empty", f"cond_audio has no samples: {path}")

@@ -230,13 +230,13 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str | ManifestError]]:
     with handle:
         lineno = 0
         while True:
-            raw = handle.readline(MAX_LINE_BYTES + 1)
+            raw = _read_line(handle, path, lineno + 1, MAX_LINE_BYTES + 1)
             if not raw:
                 break
             lineno += 1
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):  # skip the rest of the line, a block at a time
-                    raw = handle.readline(MAX_LINE_BYTES)
+                    raw = _read_line(handle, path, lineno, MAX_LINE_BYTES)
                 yield lineno, ManifestError(path, lineno, f"line longer than {MAX_LINE_BYTES} bytes")
                 continue
             try:
@@ -246,6 +246,14 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str | ManifestError]]:
                 continue
             if text.strip():
                 yield lineno, text
+
+
+def _read_line(handle, path: Path, lineno: int, limit: int) -> bytes:
+    """One line's bytes; an I/O error (a bad disk, a vanished share) is a ManifestError at that line."""
+    try:
+        return handle.readline(limit)
+    except OSError as exc:
+        raise ManifestError(path, lineno, f"cannot read the manifest: {exc.strerror or exc}") from None
 
 
 def iter_manifest(path: str | Path, default_language: str | None = None
@@ -265,14 +273,30 @@ def iter_manifest(path: str | Path, default_language: str | None = None
             yield entry
 
 
+def manifest_format_refusal(path: str | Path) -> ManifestError | None:
+    """Why ``path`` is no JSON-lines manifest at all (empty, compressed, UTF-16, binary, a JSON array,
+    pretty-printed, ...: ``data_tools.manifest_sniff``), as one ``file:line: what``; None when it may be one."""
+    from data_tools.manifest_sniff import format_refusal
+
+    path = Path(path)
+    found = format_refusal(path, MAX_LINE_BYTES)
+    return None if found is None else ManifestError(path, found.line, found.message)
+
+
 def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
     """The format of a manifest, from its first line that is a JSON object with known fields.
 
-    Raises ManifestError for the community's per-utterance feature manifest (the trainer needs pairs) and
-    for a manifest with no recognisable line among the first ``max_lines``.
+    Raises ManifestError for a file that is no JSON-lines manifest at all (``manifest_sniff``: empty,
+    compressed, UTF-16, binary, a JSON array, pretty-printed, ...), for the community's per-utterance feature
+    manifest (the trainer needs pairs) and for one whose JSON objects have none of any format's fields.
+    Lines that are not JSON objects are left to the line parsers (they report each at its line).
     """
     path = Path(path)
+    refusal = manifest_format_refusal(path)
+    if refusal is not None:
+        raise refusal
     seen = 0
+    first_object: tuple[int, dict] | None = None
     for lineno, raw in iter_lines(path):
         seen += 1
         if seen > max_lines:
@@ -283,6 +307,7 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
             obj = load_json_object(raw, path, lineno)
         except ManifestError:
             continue
+        first_object = first_object or (lineno, obj)
         found = detect_format(obj)
         if found is not None:
             return found
@@ -290,6 +315,11 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
             raise ManifestError(path, lineno, "a per-utterance feature manifest (codes_path/condition_path): the "
                                               "trainer needs the paired manifest (prompt_*/target_* fields) built "
                                               "from it")
+    if first_object is not None and not any(key in first_object[1] for key in REQUIRED_STR_FIELDS):
+        lineno, obj = first_object
+        fields = ", ".join(sorted(map(str, obj))[:8]) or "none"
+        raise ManifestError(path, lineno, f"no line is a training manifest entry (fields here: {fields}); a codes "
+                                          "manifest has id/text/codes, a paired one prompt_*/target_* paths")
     return FORMAT_V15
 
 

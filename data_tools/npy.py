@@ -116,17 +116,27 @@ def _read_header(handle: IO[bytes], path: Path, file_size: int) -> NpyHeader:
 def read_npy_header(path: str | Path) -> NpyHeader:
     """Shape and dtype from the header, checked against the file size; nothing of the data is read."""
     path = Path(path)
-    with open_regular(path) as handle:
-        return _read_header(handle, path, os.fstat(handle.fileno()).st_size)
+    try:
+        with open_regular(path) as handle:
+            return _read_header(handle, path, os.fstat(handle.fileno()).st_size)
+    except UnusableFile:
+        raise
+    except OSError as exc:  # an I/O error (a bad disk, a vanished network share): one line naming the file
+        raise NpyError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def read_npy(path: str | Path) -> np.ndarray:
     """The array of a plain numeric ``.npy`` (writable, C or Fortran order as stored); NpyError/UnusableFile."""
     path = Path(path)
-    with open_regular(path) as handle:
-        header = _read_header(handle, path, os.fstat(handle.fileno()).st_size)
-        data = bytearray(header.nbytes)  # the size was checked against the file: no surprise allocation
-        got = handle.readinto(data) if header.nbytes else 0
+    try:
+        with open_regular(path) as handle:
+            header = _read_header(handle, path, os.fstat(handle.fileno()).st_size)
+            data = bytearray(header.nbytes)  # the size was checked against the file: no surprise allocation
+            got = handle.readinto(data) if header.nbytes else 0
+    except UnusableFile:
+        raise
+    except OSError as exc:
+        raise NpyError(f"cannot read {path}: {exc.strerror or exc}") from None
     if got != header.nbytes:
         raise NpyError(f"{path} is truncated: {got} of {header.nbytes} data bytes")
     array = np.frombuffer(data, dtype=header.dtype, count=header.count)

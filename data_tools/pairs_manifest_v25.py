@@ -32,6 +32,7 @@ from data_tools.manifest import (
     string_field,
 )
 from data_tools.pairs_manifest import _emo_vec_field, _language, _length, _pair_id, _target_duration
+from data_tools.tokenizer.tiktoken25 import unknown_language
 
 V25_PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
                    "target_codes_path", "target_audio_path", "prompt_audio_path")
@@ -89,6 +90,9 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     if not language:
         raise ManifestError(manifest, lineno, f"missing field 'language': IndexTTS-2.5 needs each item's language "
                                               f"(or give the manifest as PATH::lang) (id {uid})")
+    unknown = unknown_language(language)
+    if unknown is not None:
+        raise ManifestError(manifest, lineno, f"{unknown} (id {uid})")
     duration = _target_duration(obj, manifest, lineno)
     base = manifest.parent
 

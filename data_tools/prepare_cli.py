@@ -23,7 +23,8 @@ def shared_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type[BaseException], ...]) -> int:
-    """Run ``prepare`` for parsed ``args``: 0 done, 1 nothing prepared, 2 refused (one line), 130 interrupted."""
+    """Run ``prepare`` for parsed ``args``: 0 done, 1 nothing prepared or no pair drawn, 2 refused (one line), 130
+    interrupted."""
     announce_active_hooks()
 
     def run() -> int:
@@ -37,6 +38,10 @@ def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type
         print(report.summary())
         if report.utterances == 0:
             print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
+            return 1
+        if report.pairs == 0:
+            print(f"error: no pair could be drawn: every speaker has a single utterance; {report.utterances} "
+                  "prepared utterance(s) are kept, add a second clip per speaker and rerun to resume", file=sys.stderr)
             return 1
         return 0
 

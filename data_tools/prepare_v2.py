@@ -466,7 +466,9 @@ class PrepareReport:
         return data
 
     def summary(self) -> str:
-        lines = [f"pairs: {self.pairs_manifest} ({self.pairs} pairs)",
+        pairs = (f"pairs: {self.pairs_manifest} ({self.pairs} pairs)" if self.pairs_manifest else
+                 "pairs: none, so no pairs.jsonl was written: a pair needs two utterances of one speaker")
+        lines = [pairs,
                  f"utterances: {self.utterances_manifest} ({self.utterances} utterances, {self.hours:.2f} h; "
                  f"{self.new} prepared now in {self.batches} batches on {self.device}, {self.resumed} from an "
                  f"earlier run) in {self.elapsed_s:.1f} s"]
@@ -481,6 +483,16 @@ class PrepareReport:
             lines.append(f"note: {len(self.lonely_speakers)} speaker(s) with a single utterance have no pair: "
                          f"{', '.join(self.lonely_speakers[:5])}")
         return "\n".join(lines)
+
+
+def write_pairs_manifest(path: Path, pairs: Sequence[Mapping[str, Any]]) -> str:
+    """Write the paired manifest atomically; with no pair, write none (and remove an earlier one): a 0-byte
+    manifest is no result. Returns the path written, or "" when there was nothing to write."""
+    if not pairs:
+        path.unlink(missing_ok=True)
+        return ""
+    atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    return str(path)
 
 
 def file_signature(path: Path) -> list[Any]:
@@ -577,9 +589,9 @@ def prepare_v2(
     pairs, lonely = build_pairs(utterances, pairs_per_target, seed)
     utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
     atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
-    atomic_write_text(pairs_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     report = PrepareReport(
-        utterances_manifest=str(utterances_path), pairs_manifest=str(pairs_path), utterances=len(utterances),
+        utterances_manifest=str(utterances_path), pairs_manifest=write_pairs_manifest(pairs_path, pairs),
+        utterances=len(utterances),
         pairs=len(pairs), new=run.new, resumed=run.resumed, redone=run.redone, batches=run.batches,
         device=str(torch_device),
         skipped=skipped + run.skipped, lonely_speakers=lonely,

@@ -74,9 +74,11 @@ from data_tools.prepare_v2 import (
     refuse,
     resolve_device,
     silence_reason,
+    write_pairs_manifest,
 )
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import DROP_REASONS, DataLimits, drop_reason
+from data_tools.tokenizer.tiktoken25 import unknown_language
 
 SPEAKER_RATE = 22_050  # inference loads its speaker prompt at librosa's default rate
 FEATURE_RATE = 16_000
@@ -283,6 +285,9 @@ class V25Preparer:
     def screen(self, item: SourceItem, seconds: float) -> str | None:
         if not item.language:
             return "no language: IndexTTS-2.5 needs each item's language (give --language or a language per line)"
+        unknown = unknown_language(item.language)
+        if unknown is not None:
+            return f"unknown language: {unknown}"
         if seconds < self.min_duration:
             return f"too short: {seconds:.2f} s < --min-duration {self.min_duration:g} s"
         if seconds > self.max_duration:
@@ -468,9 +473,9 @@ def prepare_v25(
     pairs, lonely = build_pairs_v25(utterances, pairs_per_target, seed)
     utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
     atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
-    atomic_write_text(pairs_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     report = PrepareReport(
-        utterances_manifest=str(utterances_path), pairs_manifest=str(pairs_path), utterances=len(utterances),
+        utterances_manifest=str(utterances_path), pairs_manifest=write_pairs_manifest(pairs_path, pairs),
+        utterances=len(utterances),
         pairs=len(pairs), new=run.new, resumed=run.resumed, redone=run.redone, batches=run.batches,
         device=str(torch_device), skipped=skipped + run.skipped, lonely_speakers=lonely,
         hours=round(sum(u["duration"] for u in utterances) / 3600, 4),

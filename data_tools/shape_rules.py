@@ -11,7 +11,8 @@ A file the checker passes, the trainer loads, and the other way round, because b
 - IndexTTS-2.5 paired manifest: as IndexTTS2, but the prompt is a CAM++ vector float [192] and an emo vec
   float [model_dim]; the text is tokenised with the run's scheme, ``"<|lang|> "`` prefix included in the
   ``max_text_tokens`` limit; codes are the codec's 25 Hz codes.
-- All: codes lie in [0, code_limit) (below the start/stop ids); float features are finite; an item whose
+- All: codes lie in [0, code_limit) (below the start/stop ids); float features are finite and no value's
+  magnitude exceeds ``MAX_FEATURE_MAGNITUDE``, checked in the file's own dtype before any cast; an item whose
   text or codes exceed the model's ``max_text_tokens`` / ``max_mel_tokens`` is dropped (``drop_reason``).
 """
 
@@ -35,6 +36,10 @@ V2_CONDITION_LATENTS = 32
 MAX_DURATION_S = 24 * 3600.0  # a manifest duration beyond a day is a broken value, not a recording
 MAX_ID_CHARS = 1000
 MAX_DECLARED_LENGTH = 10_000_000
+# Real features are small: log-mels lie within about +-20, conformer conditions, emotion and CAM++ speaker
+# vectors within a few hundred. 1e4 leaves room for any of them, while a value near float32's range (3e38,
+# 1e30, or a float64 1e300 that the cast would make inf) overflows the first matmul into NaN losses.
+MAX_FEATURE_MAGNITUDE = 1e4
 
 
 def seconds_of_codes(num_codes: int, codes_per_second: float) -> float:
@@ -192,9 +197,18 @@ def check_text_id_values(ids: np.ndarray, vocab: int | None, path: object) -> No
 
 
 def check_finite(array: np.ndarray, what: str, path: object) -> None:
-    if array.dtype.kind == "f" and array.size and not bool(np.isfinite(array).all()):
-        bad = int(array.size - np.isfinite(array).sum())
+    """Every value finite and within +-MAX_FEATURE_MAGNITUDE; call it on the array as stored, before any cast."""
+    if array.dtype.kind != "f" or not array.size:
+        return
+    finite = np.isfinite(array)
+    if not bool(finite.all()):
+        bad = int(array.size - finite.sum())
         raise RuleError("non-finite", f"{what} holds {bad} NaN/infinite value(s): {path}")
+    peak = float(np.abs(array).max())
+    if peak > MAX_FEATURE_MAGNITUDE:
+        bad = int((np.abs(array) > MAX_FEATURE_MAGNITUDE).sum())
+        raise RuleError("non-finite", f"{what} holds {bad} value(s) beyond +-{MAX_FEATURE_MAGNITUDE:g} (largest "
+                                      f"{peak:.3g}): a broken feature file, training on it gives NaN losses: {path}")
 
 
 # ----- manifest values ---------------------------------------------------------------------------

@@ -4,12 +4,22 @@ Library: ``split_manifest(manifest, out_dir, val_fraction, seed, held_out_speake
 (``plan_split`` does the choosing on parsed entries). CLI::
 
     python -m data_tools.split --manifest M --out-dir D [--val-fraction 0.05] [--seed 0] [--held-out-speakers N]
+        [--by-speaker] [--test-fraction 0.05]
 
 writes ``D/train.jsonl`` and ``D/val.jsonl`` atomically (relative paths rewritten against ``D``; every
-other field kept as it was).
+other field kept as it was). The manifest is a codes manifest, a paired manifest, or an audio list as raw
+ingest saves it (``{"id", "audio", "text", "speaker", "source", ...}`` per line).
 
 - Never leaking: entries that share an id, a text ("same text" as the data checker defines it,
-  before and after the text front-end) or a codes file form one group, and a group goes to one side.
+  before and after the text front-end), a codes file or a source recording (``source``: ingest records the
+  recording each clip was cut from) form one group, and a group goes to one side: the room, the microphone
+  and the words of one recording never reach both sides. ``--by-speaker`` also keeps every clip of one
+  speaker on one side (val then holds voices train never heard).
+- A frozen test set: ``--test-fraction F`` first sets whole groups aside in ``D/test.jsonl`` (before any
+  training; never used for best-by; measured on request and at export) and records its SHA-256 in
+  ``D/test.digest.json``. A later split into the same folder keeps that test set: a test.jsonl changed on
+  disk is refused by its digest, its entries are left out of train and val, and a manifest entry that
+  shares a recording (or text, or id) with the test set is refused in one line (it would leak).
 - Speaker-aware: by default val holds utterances of speakers that also stay in train (each speaker
   keeps at least one group in train, and gives about ``val_fraction`` of its utterances to val).
   ``--held-out-speakers N`` additionally moves every utterance of N whole speakers to val (unseen
@@ -24,6 +34,7 @@ other field kept as it was).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -46,7 +57,9 @@ from data_tools.pairs_manifest_v25 import V25_PATH_FIELDS, PairEntryV25, parse_p
 from data_tools.text import normalize_text
 from data_tools.text_keys import text_key
 
-PATH_FIELDS = ("codes", "cond_mel", "cond_audio")
+PATH_FIELDS = ("codes", "cond_mel", "cond_audio", "audio")
+TEST_FILE = "test.jsonl"
+TEST_DIGEST_FILE = "test.digest.json"
 
 
 class SplitError(ValueError):
@@ -63,10 +76,18 @@ class SplitResult:
     held_out: list[str] = field(default_factory=list)  # speakers only in val
     val_speakers: int = 0
     notes: list[str] = field(default_factory=list)
+    test_path: Path | None = None
+    test_count: int = 0
+    test_digest: str | None = None
+    test_frozen_before: bool = False  # the test set was there already (kept, not chosen now)
 
     def summary(self) -> str:
         lines = [f"train: {self.train_count} entries -> {self.train_path}",
                  f"val: {self.val_count} entries from {self.val_speakers} speaker(s) -> {self.val_path}"]
+        if self.test_path is not None:
+            how = "kept as frozen" if self.test_frozen_before else "set aside and frozen"
+            lines.append(f"test: {self.test_count} entries -> {self.test_path} ({how}; sha256 "
+                         f"{(self.test_digest or '')[:16]}…)")
         if self.held_out:
             lines.append(f"held-out speakers (val only): {', '.join(self.held_out)}")
         lines.extend(f"note: {note}" for note in self.notes)
@@ -82,6 +103,7 @@ class SplitItem:
     speaker: str | None
     codes: str  # resolved path
     language: str | None = None
+    source: str | None = None  # the recording the clip was cut from (ingest), when known
 
 
 class _UnionFind:
@@ -100,16 +122,25 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def leak_groups(items: list[SplitItem]) -> list[list[int]]:
-    """Indices grouped so that entries sharing an id, text or codes file are together (first-seen order)."""
+def leak_keys(item: SplitItem, by_speaker: bool = False) -> set[tuple[str, str]]:
+    """What an entry shares with entries that must stay on its side."""
+    keys = {("id", item.id), ("codes", item.codes), ("text", text_key(item.text)),
+            ("text", text_key(normalize_text(item.text, item.language)))}
+    if item.source:
+        keys.add(("source", item.source))
+    if by_speaker and item.speaker is not None:
+        keys.add(("speaker", item.speaker))
+    return {key for key in keys if key[0] != "text" or key[1]}  # a text of punctuation only says nothing
+
+
+def leak_groups(items: list[SplitItem], by_speaker: bool = False) -> list[list[int]]:
+    """Indices grouped so that entries sharing an id, text, codes file or source recording (and with
+    ``by_speaker`` a speaker) are together (first-seen order)."""
     uf = _UnionFind(len(items))
     first: dict[tuple[str, str], int] = {}
     for i, item in enumerate(items):
-        keys = {("id", item.id), ("codes", item.codes), ("text", text_key(item.text)),
-                ("text", text_key(normalize_text(item.text, item.language)))}
+        keys = leak_keys(item, by_speaker)
         for key in keys:
-            if key[0] == "text" and not key[1]:
-                continue  # a text of punctuation only says nothing
             j = first.setdefault(key, i)
             if j != i:
                 uf.union(i, j)
@@ -127,12 +158,13 @@ class SplitPlan:
     groups: int
 
 
-def plan_split(items: list[SplitItem], val_fraction: float, seed: int, held_out_speakers: int = 0) -> SplitPlan:
+def plan_split(items: list[SplitItem], val_fraction: float, seed: int, held_out_speakers: int = 0,
+               by_speaker: bool = False) -> SplitPlan:
     """Choose the val entries (see the module docstring); raises SplitError for impossible requests."""
     if not 0.0 <= val_fraction < 1.0:
         raise SplitError(f"--val-fraction must be in [0, 1), got {val_fraction}")
     rng = random.Random(seed)
-    groups = leak_groups(items)
+    groups = leak_groups(items, by_speaker)
     speakers_of = [Counter(items[i].speaker for i in group) for group in groups]
     in_val = [False] * len(groups)
 
@@ -176,13 +208,22 @@ def plan_split(items: list[SplitItem], val_fraction: float, seed: int, held_out_
             size = sum(speakers_of[g].values())
             if chosen + size > target:
                 continue
-            if not _keeps_speakers_seen(speakers_of[g], train_left):
+            if not by_speaker and not _keeps_speakers_seen(speakers_of[g], train_left):
                 continue
             if respect_quota and any(taken[s] + n > quota.get(s, 0) for s, n in speakers_of[g].items()):
                 continue
             in_val[g] = True
             chosen += size
             taken.update(speakers_of[g])
+            train_left.subtract(speakers_of[g])
+    if chosen == 0 and target > 0:  # every group is larger than the target (whole recordings): the smallest one
+        left_in_train = sum(sum(speakers_of[g].values()) for g in range(len(groups)) if not in_val[g])
+        sizes = [(sum(speakers_of[g].values()), k, g) for k, g in enumerate(order) if not in_val[g]
+                 and (by_speaker or _keeps_speakers_seen(speakers_of[g], train_left))]
+        fitting = [row for row in sizes if row[0] < left_in_train]  # train keeps something
+        if fitting:
+            g = min(fitting)[2]
+            in_val[g] = True
             train_left.subtract(speakers_of[g])
 
     train = sorted(i for g, group in enumerate(groups) if not in_val[g] for i in group)
@@ -206,23 +247,50 @@ def _rebase(obj: dict, manifest_dir: Path, out_dir: Path, fields: tuple[str, ...
 
 
 def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: float = 0.05, seed: int = 0,
-                   held_out_speakers: int = 0) -> SplitResult:
-    """Split ``manifest`` into ``out_dir``/train.jsonl and val.jsonl (raises SplitError on bad input)."""
+                   held_out_speakers: int = 0, by_speaker: bool = False, test_fraction: float = 0.0) -> SplitResult:
+    """Split ``manifest`` into ``out_dir``/train.jsonl and val.jsonl, keeping or first setting aside the frozen
+    test.jsonl (raises SplitError on bad input or a leak)."""
     manifest = Path(manifest).absolute()
     out_dir = Path(out_dir).absolute()
-    train_path, val_path = out_dir / "train.jsonl", out_dir / "val.jsonl"
-    if manifest in (train_path, val_path):
+    train_path, val_path, test_path = out_dir / "train.jsonl", out_dir / "val.jsonl", out_dir / TEST_FILE
+    if manifest in (train_path, val_path, test_path):
         raise SplitError(f"--out-dir {out_dir} would overwrite the input manifest {manifest}")
+    if not 0.0 <= test_fraction < 1.0:
+        raise SplitError(f"--test-fraction must be in [0, 1), got {test_fraction}")
     try:
         fmt = manifest_format(manifest)
     except ManifestError as exc:
         raise SplitError(str(exc)) from None
     if fmt in (FORMAT_V2, FORMAT_V25):
+        if test_fraction or frozen_test_exists(out_dir):
+            raise SplitError("a frozen test set is set aside from a codes manifest or an audio list (as ingest "
+                             "saves it), not from a paired manifest: split those first")
         return _split_pairs(manifest, out_dir, train_path, val_path, val_fraction, seed, held_out_speakers,
-                            v25=fmt == FORMAT_V25)
+                            v25=fmt == FORMAT_V25, by_speaker=by_speaker)
     items, objects = _read(manifest)
-    plan = plan_split(items, val_fraction, seed, held_out_speakers)
     notes = []
+    test_digest, test_count, frozen_before = None, 0, frozen_test_exists(out_dir)
+    if frozen_before:
+        test_digest = verify_test_set(test_path)
+        test_items, _ = _read(test_path)
+        keep = _outside_test(items, test_items, manifest, test_path, by_speaker)
+        test_count = len(test_items)
+        if test_fraction:
+            notes.append(f"the frozen test set {test_path} is kept as it is (--test-fraction chose it before)")
+    elif test_fraction > 0:
+        chosen = plan_split(items, test_fraction, seed + 1, 0, by_speaker)
+        if not chosen.val:
+            raise SplitError(f"--test-fraction {test_fraction}: no group of entries could be set aside (every one is "
+                             "needed in train to keep its speaker seen)")
+        test_digest = _freeze_test(test_path, [_rebase(objects[i], manifest.parent, out_dir) for i in chosen.val],
+                                   manifest, seed)
+        test_count, keep = len(chosen.val), chosen.train
+    else:
+        keep = list(range(len(items)))
+    items, objects = [items[i] for i in keep], [objects[i] for i in keep]
+    if not items:
+        raise SplitError(f"{manifest}: no entries are left for train and val beside the frozen test set")
+    plan = plan_split(items, val_fraction, seed, held_out_speakers, by_speaker)
     duplicate_ids = len(items) - len({item.id for item in items})
     if duplicate_ids:
         notes.append(f"{duplicate_ids} duplicate id(s) kept on one side; the data checker reports them")
@@ -235,7 +303,78 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
     val_speakers = {items[i].speaker for i in plan.val if items[i].speaker is not None}
     return SplitResult(train_path=train_path, val_path=val_path, train_count=len(plan.train),
                        val_count=len(plan.val), groups=plan.groups, held_out=plan.held_out,
-                       val_speakers=len(val_speakers), notes=notes)
+                       val_speakers=len(val_speakers), notes=notes,
+                       test_path=test_path if test_digest else None, test_count=test_count, test_digest=test_digest,
+                       test_frozen_before=frozen_before)
+
+
+# ----- the frozen test set ------------------------------------------------------------------------------
+
+
+def frozen_test_exists(out_dir: Path) -> bool:
+    return (Path(out_dir) / TEST_FILE).exists() or (Path(out_dir) / TEST_DIGEST_FILE).exists()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _freeze_test(test_path: Path, rows: list[dict], manifest: Path, seed: int) -> str:
+    atomic_write_text(test_path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    digest = _sha256(test_path)
+    record = {"format": 1, "file": TEST_FILE, "sha256": digest, "entries": len(rows), "from": str(manifest),
+              "seed": seed, "sources": sorted({str(r["source"]) for r in rows if r.get("source")})}
+    atomic_write_text(test_path.with_name(TEST_DIGEST_FILE), json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return digest
+
+
+def verify_test_set(test_path: str | Path) -> str:
+    """The frozen test set's SHA-256 after checking it against the digest recorded when it was set aside;
+    SplitError (one line) when it was changed on disk or its digest is missing."""
+    test_path = Path(test_path)
+    digest_path = test_path.with_name(TEST_DIGEST_FILE)
+    try:
+        recorded = json.loads(digest_path.read_text(encoding="utf-8")).get("sha256")
+    except FileNotFoundError:
+        raise SplitError(f"{test_path}: no {TEST_DIGEST_FILE} beside it, so it is not a frozen test set (make one "
+                         "with --test-fraction)") from None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise SplitError(f"{digest_path}: unreadable ({' '.join(str(exc).split())})") from None
+    try:
+        actual = _sha256(test_path)
+    except FileNotFoundError:
+        raise SplitError(f"{test_path}: the frozen test set is missing (its digest {digest_path} is there)") from None
+    if actual != recorded:
+        raise SplitError(f"{test_path} changed on disk since it was frozen (sha256 {actual[:12]}…, recorded "
+                         f"{str(recorded)[:12]}…): restore it, or move {TEST_FILE} and {TEST_DIGEST_FILE} away to "
+                         "freeze a new one (scores on the old one then no longer compare)")
+    return actual
+
+
+def _outside_test(items: list[SplitItem], test_items: list[SplitItem], manifest: Path, test_path: Path,
+                  by_speaker: bool) -> list[int]:
+    """Indices of the manifest entries that are not in the frozen test set; SplitError for one that shares a
+    recording, a text or a codes file with it (it would leak)."""
+    test_ids = {(t.id, text_key(t.text)) for t in test_items}
+    owner: dict[tuple[str, str], str] = {}
+    for t in test_items:
+        for key in leak_keys(t, by_speaker):
+            owner.setdefault(key, t.id)
+    keep = []
+    for i, item in enumerate(items):
+        if (item.id, text_key(item.text)) in test_ids:
+            continue
+        shared = sorted(k for k in leak_keys(item, by_speaker) if k in owner)
+        if shared:
+            kind, value = shared[0]
+            raise SplitError(f"{manifest}: entry {item.id} shares its {kind} {value!r} with {owner[shared[0]]} of the "
+                             f"frozen test set {test_path}: it would leak into training (leave it out of the manifest)")
+        keep.append(i)
+    return keep
 
 
 PROMPT_FIELDS = ("prompt_id", "prompt_audio_path", "prompt_condition_path", "prompt_condition_len",
@@ -271,7 +410,7 @@ def _utterance(entry: PairEntry | PairEntryV25, role: str) -> str:
 
 
 def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path, val_fraction: float, seed: int,
-                 held_out_speakers: int, v25: bool = False) -> SplitResult:
+                 held_out_speakers: int, v25: bool = False, by_speaker: bool = False) -> SplitResult:
     entries, objects = _read_pairs(manifest, v25)
     targets: dict[str, int] = {}  # target utterance -> its first pair
     for i, entry in enumerate(entries):
@@ -279,7 +418,7 @@ def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path
     names = list(targets)
     items = [SplitItem(name, entries[i].target_text or name, entries[i].speaker, os.path.normpath(entries[i].codes),
                        entries[i].language) for name, i in targets.items()]
-    plan = plan_split(items, val_fraction, seed, held_out_speakers)
+    plan = plan_split(items, val_fraction, seed, held_out_speakers, by_speaker)
     val_targets = {names[k] for k in plan.val}
     train_rows = [i for i, e in enumerate(entries) if _utterance(e, "target") not in val_targets]
     trained = {_utterance(entries[i], "target") for i in train_rows}
@@ -326,18 +465,25 @@ def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path
 
 
 def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
-    """Every entry (validated by the manifest parser) and its JSON object; SplitError on the first bad line."""
+    """Every entry (a codes manifest's validated by the manifest parser; an audio list's by ``_audio_item``) and
+    its JSON object; SplitError on the first bad line."""
     items: list[SplitItem] = []
     objects: list[dict] = []
     try:
         with open(manifest, encoding="utf-8") as handle:
             for lineno, raw in enumerate(handle, 1):
-                entry = parse_manifest_line(raw, manifest, lineno)
-                if entry is None:
+                if not raw.strip():
                     continue
-                items.append(SplitItem(entry.id, entry.text, entry.speaker, os.path.normpath(entry.codes),
-                                       entry.language))
-                objects.append(json.loads(raw))
+                obj = load_json_object(raw, manifest, lineno)
+                if "audio" in obj and "codes" not in obj:
+                    items.append(_audio_item(obj, manifest, lineno))
+                else:
+                    entry = parse_manifest_line(raw, manifest, lineno)
+                    if entry is None:
+                        continue
+                    items.append(SplitItem(entry.id, entry.text, entry.speaker, os.path.normpath(entry.codes),
+                                           entry.language, _source(obj)))
+                objects.append(obj)
     except FileNotFoundError:
         raise SplitError(f"{manifest}: manifest not found") from None
     except UnicodeDecodeError:
@@ -349,15 +495,40 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
     return items, objects
 
 
+def _source(obj: dict) -> str | None:
+    value = obj.get("source")
+    return str(value) if isinstance(value, (str, int)) and str(value).strip() else None
+
+
+def _audio_item(obj: dict, manifest: Path, lineno: int) -> SplitItem:
+    """A line of an audio list (raw ingest's manifest: id, audio, text, speaker, source)."""
+    for key in ("audio", "text"):
+        if not isinstance(obj.get(key), str) or not obj[key].strip():
+            raise SplitError(f"{manifest}:{lineno}: an audio list line needs a non-empty {key!r}")
+    audio = os.path.normpath(manifest.parent / os.path.expanduser(obj["audio"]))
+    speaker = obj.get("speaker")
+    language = obj.get("language")
+    return SplitItem(str(obj.get("id") or Path(obj["audio"]).stem), obj["text"],
+                     str(speaker) if speaker is not None else None, audio,
+                     language if isinstance(language, str) else None, _source(obj))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m data_tools.split",
-                                description="Split a codes, IndexTTS2 or IndexTTS-2.5 paired manifest into train.jsonl / val.jsonl (speaker-aware, leak-free).")
+                                description="Split a codes manifest, an audio list (raw ingest's) or an IndexTTS2 / IndexTTS-2.5 paired "
+                                            "manifest into train.jsonl / val.jsonl (speaker-aware, leak-free by text "
+                                            "and source recording), with an optional frozen test.jsonl.")
     parser.add_argument("--manifest", required=True, type=Path, help="codes manifest to split")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for train.jsonl and val.jsonl")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="share of utterances for val (0.05)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same split)")
     parser.add_argument("--held-out-speakers", type=int, default=0, metavar="N",
                         help="also move every utterance of N whole speakers to val")
+    parser.add_argument("--by-speaker", action="store_true",
+                        help="keep every clip of one speaker on one side (val: voices train never heard)")
+    parser.add_argument("--test-fraction", type=float, default=0.0, metavar="F",
+                        help="first set aside this share as the frozen test set D/test.jsonl (kept by later splits "
+                             "into D; 0: none)")
     return parser
 
 
@@ -365,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def run() -> int:
-        result = split_manifest(args.manifest, args.out_dir, args.val_fraction, args.seed, args.held_out_speakers)
+        result = split_manifest(args.manifest, args.out_dir, args.val_fraction, args.seed, args.held_out_speakers,
+                                args.by_speaker, args.test_fraction)
         print(result.summary())
         return 0
 

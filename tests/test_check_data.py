@@ -232,11 +232,11 @@ def test_empty_manifest_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureF
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n", encoding="utf-8")
     report = check_manifests([empty])
-    assert [(p.code, p.where, p.message) for p in report.errors] == [
-        ("empty-manifest", str(empty), "manifest has no entries")]
+    blank = "only blank lines: a manifest is UTF-8 JSON lines, one object per line"
+    assert [(p.code, p.where, p.message) for p in report.errors] == [("not-a-training-manifest", str(empty), blank)]
     assert main(["--manifest", str(empty), "--quiet"]) == 1
     out = capsys.readouterr().out
-    assert f"{empty}: manifest has no entries" in out
+    assert f"{empty}: {blank}" in out
     assert "verdict: ERRORS" in out
 
 

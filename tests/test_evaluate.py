@@ -82,7 +82,7 @@ def test_cli_measures_every_checkpoint_once_and_skips_them_on_rerun(trained_run,
         assert event["cer"] >= 0.0 and event["wer"] >= 0.0 and -1.0 <= event["sim"] <= 1.0
         assert set(event["seconds"]) == {"synthesis", "asr", "speaker", "total"}
         result = read_result(result_path(run / event["checkpoint"]))
-        assert result["cer"] == event["cer"] and len(result["items"]) == 2  # 2 sentences x 1 voice
+        assert result["cer"] == event["cer"] and len(result["items"]) == 6  # 2 sentences x 1 voice x 3 seeds
         assert all(isinstance(item["transcript"], str) for item in result["items"])
     stored = json.loads((run / "eval" / "eval_set.json").read_text(encoding="utf-8"))
     assert len(stored["sentences"]) == 2 and stored["voices"][0]["audio"].startswith("eval/voices/")
@@ -121,7 +121,7 @@ def test_base_model_and_second_language(trained_run, demo_workspace, tmp_path):
     for event in events(run, "eval"):
         assert event["second"]["language"] == "en" and isinstance(event["second"]["cer"], float)
     result = read_result(result_path(run / "model_step2.pth"))
-    assert [item["language"] for item in result["items"]].count("en") == 1
+    assert [item["language"] for item in result["items"]].count("en") == 3  # 1 sentence x 1 voice x 3 seeds
 
 
 def test_another_eval_set_is_refused_once_one_is_stored(trained_run, tmp_path, capsys):
@@ -210,9 +210,11 @@ def test_eval_at_saves_measures_every_save_and_leaves_training_bitwise_unchanged
     assert_same_training_state(load(measured / "latest.pth"), load(plain / "latest.pth"))
     assert [e["step"] for e in events(measured, "eval")] == [2, 4]
     assert all(result_path(measured / f"model_step{s}.pth").is_file() for s in (2, 4))
-    evals = events(measured, "eval")
-    lowest = min(evals, key=lambda e: (e["cer"], e["step"]))
-    assert os.path.samefile(measured / "best.pth", measured / f"model_step{lowest['step']}.pth")
+    from trainer.evaluation.best import BestRule, best_of, replay
+
+    chosen = best_of(replay(measured, BestRule("cer")))  # the documented rule (tests/test_eval_stats.py)
+    assert os.path.samefile(measured / "best.pth", measured / f"model_step{chosen}.pth")
+    assert all(e["best_reason"] for e in events(measured, "eval"))
     assert not any(e.get("best") for e in events(measured, "save"))  # best.pth is the evaluation's, not val loss's
     assert [e["event"] for e in events(measured)].count("end") == 1
 

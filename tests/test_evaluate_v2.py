@@ -114,7 +114,7 @@ def test_eval_at_saves_measures_an_indextts2_checkpoint(measured_run, capsys):
     result = read_result(result_path(measured_run / "model_step2.pth"))
     assert (result["cer"], result["wer"], result["sim"]) == (event["cer"], event["wer"], event["sim"])
     items = result["items"]
-    assert len(items) == 4  # 2 sentences x 2 voices (one per validation speaker)
+    assert len(items) == 12  # 2 sentences x 2 voices (one per validation speaker) x 3 seeds
     assert {item["voice"] for item in items} == {"s0u0", "s1u3"}  # the pairs' prompt utterances
     assert {item["text"] for item in items} == {SENTENCES[2], SENTENCES[5]}
     assert all(item["audio_seconds"] > 0 for item in items)

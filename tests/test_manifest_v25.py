@@ -138,3 +138,19 @@ def test_split_keeps_2_5_pairs_trainable(ws, tmp_path):
     prompts = [json.loads(line)["prompt_id"] for line in result.val_path.read_text(encoding="utf-8").splitlines()]
     assert len(train) == result.train_count and len(val) == result.val_count
     assert not targets & set(prompts)  # no val prompt is a train target
+
+
+@pytest.mark.parametrize("code", ["xx", "amh"])
+def test_an_unknown_language_code_is_refused_not_trained_as_common(ws, tmp_path, code):
+    rows = rows_of(ws, 2)
+    rows[1]["language"] = code
+    manifest = write(rows, tmp_path / "m.jsonl")
+    report = check_manifests([manifest], tokenizer=ws.tokenizer, config=ws.config, workers=1)
+    assert [p.where for p in report.errors] == [f"{manifest}:2"]
+    assert f"language '{code}' is not a code of the IndexTTS-2.5 language table" in report.errors[0].message
+    gpt = yaml.safe_load(ws.config.read_text())["gpt"]
+    with pytest.raises(ManifestError, match=f"{manifest}:2: language '{code}' is not a code"):
+        load_items([manifest], TextTokenizerV25(ws.tokenizer), gpt["max_text_tokens"], gpt["max_mel_tokens"], gpt=gpt)
+    row = {k: v for k, v in rows[0].items() if k != "language"}
+    with pytest.raises(ManifestError, match="language 'xx' is not a code"):  # a manifest's ::xx alike
+        parse_pair_line_v25(json.dumps(row, ensure_ascii=False), tmp_path / "n.jsonl", 1, "xx")

@@ -496,3 +496,16 @@ def test_fewer_items_than_processes_is_refused_alike_by_preflight_and_torchrun(d
     assert done.returncode != 0 and "exitcode  : 2" in done.stderr, done.stderr[-3000:]  # torchrun itself says 1
     assert [ln for ln in done.stderr.splitlines() if ln.startswith("error: ")] == [
         line.replace("error: ", "error: rank 0: ", 1)]
+
+
+def test_preflight_checks_the_memory_estimate_against_a_given_card(demo):
+    """A card size (--gpu-memory-gb, or CUDA's own) makes the pre-flight estimate the run: one line that fits or
+    refuses with the card's size; a CPU run without one is not estimated (no card to fit)."""
+    assert "memory" not in [c.name for c in run_preflight(demo).checks]
+    roomy = run_preflight({**demo, "gpu_memory_gb": 80.0})
+    assert roomy.ok, roomy.lines()
+    assert "this GPU has 80.0 GB" in _check(roomy, "memory").message
+    small = run_preflight({**demo, "gpu_memory_gb": 0.5})
+    assert not small.ok
+    refusal = _failed(small)["memory"]
+    assert "needs about" in refusal and "this GPU has 0.5 GB" in refusal

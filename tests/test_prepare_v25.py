@@ -317,3 +317,38 @@ def test_every_prepared_value_is_the_same_whatever_the_batch_companions(kit, aud
             assert one.text_ids.tolist() == batched.text_ids.tolist()
             np.testing.assert_allclose(batched.spk_vec, one.spk_vec, atol=1e-5, rtol=0, err_msg=f"batch {size}")
             np.testing.assert_allclose(batched.emo_vec, one.emo_vec, atol=1e-5, rtol=0, err_msg=f"batch {size}")
+
+
+def test_one_clip_per_speaker_writes_no_empty_pairs_and_a_rerun_sweeps_temp_files(kit, audio, tmp_path, capsys):
+    from data_tools.prepare_v25 import main
+
+    first = sorted(audio.rglob("*.wav"))
+    lonely = [next(w for w in first if w.parent.name == name) for name in ("spk_a", "spk_b")]
+    rows = [{"audio": str(w), "text": w.with_suffix(".txt").read_text(encoding="utf-8").strip(),
+             "speaker": w.parent.name, "id": w.parent.name} for w in lonely]
+    listing = tmp_path / "list.jsonl"
+    listing.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(prepare_argv(kit, listing, out)) == 1
+    said = capsys.readouterr()
+    errors = [line for line in said.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no pair could be drawn" in errors[0], said.err
+    assert "no pairs.jsonl was written" in said.out
+    assert not (out / "pairs.jsonl").exists() and len(read_jsonl(out / "utterances.jsonl")) == 2
+
+    # What a kill while writing leaves: a half-written feature and manifest; a rerun removes them.
+    stale = [out / "codes" / ".spk_a.npy.999999999.tmp", out / ".pairs.jsonl.k3j_x9a2.tmp",
+             out / ".utterances.jsonl.0a1b2c3d.tmp"]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    assert main(prepare_argv(kit, listing, out)) == 1
+    assert not [p for p in out.rglob("*.tmp")]
+
+
+def test_items_in_an_unknown_language_are_flagged(kit, audio, tmp_path):
+    skipped = []
+    report = prepare_v25(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
+                         language="amh", on_skip=skipped.append)
+    assert report.utterances == 0 and len(skipped) == 12
+    assert all(s.reason.startswith("unknown language: language 'amh' is not a code") for s in skipped), skipped[0]

@@ -167,3 +167,30 @@ def test_grad_accumulation_1_then_2_continues_the_sample_count(demo_workspace, s
     assert second["sampler"]["samples_seen"] == 24
     train_counts = [samples for kind, _step, samples in _samples(out) if kind == "train"]
     assert train_counts == sorted(train_counts) and train_counts[-1] == 24
+
+
+def test_a_nonfinite_last_step_never_reports_a_checkpoint_it_did_not_write(demo_workspace, slices, tmp_path,
+                                                                          monkeypatch, capsys):
+    """The run ends on a step whose loss went non-finite (below --max-nonfinite-steps): exit 2, no "finished" line."""
+    out = tmp_path / "run"
+    code = _run(demo_workspace, slices, out, monkeypatch, None, batch_size=4, max_steps=3, learning_rate=1e30,
+                max_nonfinite_steps=20, grad_clip=0.0)
+    said = capsys.readouterr()
+    assert code == 2, said.out + said.err
+    assert "training finished" not in said.out
+    lines = [line for line in said.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "last step (3) was not finite" in lines[0] and "none yet" in lines[0], said.err
+    assert not (out / "latest.pth").exists()
+    assert events(out, "end")[-1]["status"] == "nonfinite"
+
+
+def test_changing_only_when_to_stop_keeps_the_resume_exact(demo_workspace, slices, tmp_path, monkeypatch, capsys):
+    """--stop-on-forgetting / --max-nonfinite-steps decide when a run stops, never what it computes."""
+    out = tmp_path / "run"
+    assert _run(demo_workspace, slices, out, monkeypatch, 2, batch_size=4, stop_on_forgetting=True,
+                max_nonfinite_steps=20) == 130
+    capsys.readouterr()
+    assert _run(demo_workspace, slices, out, monkeypatch, 3, batch_size=4, stop_on_forgetting=False,
+                max_nonfinite_steps=5) == 130
+    said = capsys.readouterr().out
+    assert "resumed from" in said and "bitwise exactness" not in said and "hyper-parameters changed" not in said

@@ -59,6 +59,22 @@ def test_suggested_models_are_named_with_their_licences():
     assert ingest_panel.pick_model(ingest_panel.NO_MODEL) == ("", "")
 
 
+def test_downloaded_asr_folders_are_offered_before_the_suggestions(tmp_path: Path):
+    """A folder the Models tab finished is offered by its path (nothing to fetch again), with its MMS language;
+    an unfinished one is not offered."""
+    from trainer.models.record import MODELS_DIR, write_record
+
+    done = tmp_path / MODELS_DIR / "speech" / "facebook--mms-1b-all"
+    partial = tmp_path / MODELS_DIR / "speech" / "other--ctc"
+    for folder, complete, name in ((done, True, "facebook/mms-1b-all"), (partial, False, "other/ctc")):
+        folder.mkdir(parents=True)
+        write_record(folder, {"set": name, "title": name, "kind": "asr", "complete": complete})
+    choices = ingest_panel.model_choices(tmp_path)
+    assert choices[:2] == [ingest_panel.NO_MODEL, str(done)]
+    assert str(partial) not in choices and "facebook/mms-1b-all" in choices
+    assert ingest_panel.pick_model(str(done), tmp_path) == (str(done), "amh")
+
+
 def _argv(workspace: Path, **fields) -> list[str]:
     values = {"input_text": "recordings", "out_dir": "ingest", "language": "am", "speaker": "", "asr_model": "",
               "asr_language": "", "device": "auto", "config": "", "tokenizer": "", **fields}

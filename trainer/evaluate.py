@@ -42,7 +42,9 @@ EVAL_OPTIONS = ("eval_asr", "eval_asr_lang", "eval_speaker_model", "eval_texts",
                 "eval_base",
                 "eval_device", "eval_threads", "best_by", "keep_best")
 SET_OPTIONS = ("eval_texts", "eval_sentences", "eval_voices", "eval_reference", "eval_language",
-               "eval_second_texts", "eval_second_language")
+               "eval_second_texts", "eval_second_language", "eval_seeds")
+# Flags of this command only (not yet trainer options): the seeds and the limits of the best-by rule.
+OWN_OPTIONS = ("eval_seeds", "best_cer_limit", "best_sim_limit")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
         if option.kind == "path":
             kwargs["type"] = _expanded
         parser.add_argument(option.flag, **kwargs)
+    parser.add_argument("--eval-seeds", dest="eval_seeds", type=int, default=None, metavar="N",
+                        help="every text is spoken in every voice with N seeds (default 3; fixed when the run's "
+                             "evaluation set is first stored)")
+    parser.add_argument("--best-cer-limit", dest="best_cer_limit", type=float, default=None, metavar="POINTS",
+                        help="--best-by never picks a checkpoint whose CER is more than this above the best so "
+                             "far's (default 0.02: two points)")
+    parser.add_argument("--best-sim-limit", dest="best_sim_limit", type=float, default=None, metavar="COSINE",
+                        help="--best-by never picks a checkpoint whose SIM is more than this below the base model's "
+                             "(default 0.03)")
+    parser.add_argument("--test-set", type=Path, metavar="TEST_JSONL",
+                        help="measure one checkpoint on the frozen test set (test.jsonl of python -m data_tools.split "
+                             "--test-fraction; refused when changed since it was frozen); never used for --best-by")
+    parser.add_argument("--checkpoint", type=Path, metavar="PTH",
+                        help="with --test-set: the checkpoint to measure (default: best.pth, else latest.pth)")
     parser.add_argument("--follow", action="store_true",
                         help="measure the saves a trainer announces on stdin (one step per line) until it closes")
     parser.add_argument("--json", type=Path, metavar="REPORT", help="also write the new results as JSON here")
@@ -107,7 +123,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
         raise EvaluationError(f"run directory {run_dir}: not found")
     opts = run_options(run_dir)
     explicit = [name for name in SET_OPTIONS if getattr(args, name, None) not in (None, [])]
-    for name in RUN_OPTIONS + EVAL_OPTIONS:
+    for name in RUN_OPTIONS + EVAL_OPTIONS + OWN_OPTIONS:
         value = getattr(args, name, None)
         if value is not None:
             opts[name] = value
@@ -128,7 +144,10 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
         vocoder=Path(opts["vocoder"]) if opts["vocoder"] else None, version=generation.id, device=device,
         best_by=str(opts["best_by"]),
         base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None,
-        model_dir=Path(opts["model_dir"]) if opts["model_dir"] else None, w2v_bert=str(opts["w2v_bert"] or "") or None)
+        model_dir=Path(opts["model_dir"]) if opts["model_dir"] else None, w2v_bert=str(opts["w2v_bert"] or "") or None,
+        floor_manifests=[str(m) for m in opts.get("val_manifest") or []],
+        cer_limit=float(opts.get("best_cer_limit") if opts.get("best_cer_limit") is not None else 0.02),
+        sim_limit=float(opts.get("best_sim_limit") if opts.get("best_sim_limit") is not None else 0.03))
     scorer = ModelScorer(str(opts["eval_asr"] or ""), str(opts["eval_speaker_model"] or ""), device,
                          asr_lang=str(opts["eval_asr_lang"] or "") or None, main_language=eval_set.language,
                          second_asr_lang=str(opts["eval_second_asr_lang"] or "") or None)
@@ -140,6 +159,8 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
 
 def evaluate(args: argparse.Namespace) -> int:
     evaluator = evaluator_for(args, say=lambda line: print(line, flush=True))
+    if args.test_set is not None:
+        return _measure_test(args, evaluator)
     if args.follow:
         count = evaluator.follow(sys.stdin)
         print(f"evaluation at saves finished: {count} checkpoint(s) measured", flush=True)
@@ -151,6 +172,19 @@ def evaluate(args: argparse.Namespace) -> int:
         atomic_write_text(args.json, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     print(f"{len(results)} checkpoint(s) measured" + ("" if results else " (every checkpoint was already measured)"),
           flush=True)
+    return EXIT_OK
+
+
+def _measure_test(args: argparse.Namespace, evaluator: Any) -> int:
+    from trainer.evaluation.frozen_measure import measure_test
+
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        checkpoint = next((p for p in (args.run_dir / "best.pth", args.run_dir / "latest.pth") if p.is_file()), None)
+    if checkpoint is None or not Path(checkpoint).is_file():
+        raise EvaluationError(f"--checkpoint {checkpoint or args.run_dir / 'best.pth'}: file not found")
+    measure_test(evaluator, args.test_set, Path(checkpoint), evaluator.settings.base_checkpoint,
+                 say=lambda line: print(line, flush=True))
     return EXIT_OK
 
 

@@ -124,6 +124,8 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_OPTIM, minimum=1),
     _opt("grad_checkpointing", "bool", False, "recompute GPT-2 and conformer blocks in backward (less memory, slower)",
          GROUP_OPTIM),
+    _opt("gpu_memory_gb", "float", 0.0, "GPU memory in GB the pre-flight checks the run's estimate against (0: the "
+         "CUDA device's own; a CPU run without it is not estimated)", GROUP_OPTIM, minimum=0.0),
     # --- logging and checkpoints
     _opt("log_interval", "int", 10, "print and record training metrics every N steps", GROUP_LOGGING,
          minimum=1),

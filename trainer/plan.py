@@ -50,6 +50,7 @@ from trainer.generations.registry import GENERATIONS, config_refusal, generation
 from trainer.generations.spec import Capability, Generation
 from trainer.language_row import lang_lr_mults, language_row_refusal, run_language
 from trainer.lora_setup import adapt_model, lora_config_of, lora_refusal, lora_resume_refusal
+from trainer.memory_estimate import gpu_bytes_of, memory_check
 from trainer.model_source import ModelStart, from_resumed
 from trainer.options import resolved_config
 from trainer.replay import sampling_groups, weight_refusal
@@ -507,6 +508,16 @@ def _disk(plan: RunPlan) -> None:
         plan.add("disk space", True, "warning: little disk left, saves may fail: " + message, warning=True)
 
 
+def _memory(plan: RunPlan, world_size: int) -> None:
+    """What the run needs per GPU against the card's memory (CUDA's, or --gpu-memory-gb). A CPU run without a card
+    size gets no line: counting the model on the meta device costs seconds, and there is no card to fit."""
+    if gpu_bytes_of(plan.opts, plan.device) is None or plan.gpt is None or plan.train is None:
+        return
+    ok, message, warning = memory_check(plan.opts, plan.gpt, plan.device, world_size, plan.train.items,
+                                        strategy=str(plan.opts.get("sharding", "ddp")))
+    plan.add("memory", ok, message, warning=warning)
+
+
 def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_size: int = 1,
               local_rank: int = 0, distributed: bool = False, own_lock: bool = False) -> RunPlan:
     """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``)."""
@@ -520,6 +531,8 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
     _lora_and_languages(plan)
     if plan.config is not None and plan.tokenizer is not None and manifests_ok:
         _data(plan, rank, world_size)
+    if plan.gpt is not None and plan.train is not None:
+        _memory(plan, world_size)
     dir_ok = _output_dir(plan, own_lock)
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
     if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):

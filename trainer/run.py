@@ -355,15 +355,18 @@ class TrainingRun:
                                  self.opts["epochs"], summary, lr, eta))
         self.window = steps.Window(streak_before=int(summary["nonfinite_trailing"]))
 
-    def save_if_finite(self, is_best: bool) -> None:
-        """Save, unless the latest step's loss or gradient was not finite (a good latest.pth is never replaced by it)."""
+    def save_if_finite(self, is_best: bool) -> bool:
+        """Save, unless the latest step's loss or gradient was not finite (a good latest.pth is never replaced by it).
+
+        Returns whether a save was made."""
         longest, trailing, _count = self.window.nonfinite_streaks()
         self._check_nonfinite_summary({"nonfinite_streak": longest})
         if trailing:
             kept = f"latest.pth keeps step {self.saved_step}" if self.saved_step >= 0 else "nothing saved yet"
             self.say(f"warning: not saving step {self.state.step}: its loss or gradient was not finite ({kept})")
-            return
+            return False
         self.save(is_best)
+        return True
 
     def _check_nonfinite_summary(self, summary: dict[str, Any]) -> None:
         streak = int(summary.get("nonfinite_streak") or 0)
@@ -492,13 +495,16 @@ class TrainingRun:
                 self.drain_saves()
             where = self.manager.latest_path if self.saved_step >= 0 else None
             self.say(f"stopped by signal at step {state.step}; "
-                     + (f"saved {where}" if where else "no step was taken, nothing new to save"))
+                     + (f"saved {where} (step {self.saved_step})" if where else "nothing saved"))
             self.metrics.event("end", state.step, state.epoch, status="stopped", signal=self.stop.requested,
                                saved_step=self.saved_step if self.saved_step >= 0 else None)
             self._end_evaluation()
             return True
-        if self.saved_step != state.step:
-            self.save_if_finite(False)  # e.g. resumed at or beyond the end: latest.pth holds the final state
+        if self.saved_step != state.step:  # e.g. resumed at or beyond the end: latest.pth holds the final state
+            if not self.save_if_finite(False):  # never report a checkpoint of a step that was not written
+                raise NonFiniteLoss(f"the loss or gradient of the last step ({state.step}) was not finite, so it "
+                                    "was not saved; lower --learning-rate, use --amp off or check the data with "
+                                    "the Data tab's checker")
             self.drain_saves()
         self.say(f"training finished at step {state.step}; latest checkpoint {self.manager.latest_path}")
         if self.evaluation is not None:

@@ -54,12 +54,27 @@ def suggestions_markdown() -> str:
             + "\n".join(lines))
 
 
-def model_choices() -> list[str]:
-    return [NO_MODEL, *(model.model for model in suggested_models())]
+def downloaded_asr_models(workspace: Path | str | None) -> list[Any]:
+    """ASR model folders the Models tab downloaded into the workspace (complete ones only)."""
+    if workspace is None:
+        return []
+    from trainer.models.record import downloaded_model_dirs
+
+    return [found for found in downloaded_model_dirs(Path(workspace), "asr") if found.complete]
 
 
-def pick_model(choice: str | None) -> tuple[str, str]:
-    """A suggestion picked from the list -> (model field, target language field)."""
+def model_choices(workspace: Path | str | None = None) -> list[str]:
+    """No model, the workspace's downloaded ASR folders (their paths: nothing is fetched again), the suggestions."""
+    downloaded = [str(found.path) for found in downloaded_asr_models(workspace)]
+    return [NO_MODEL, *downloaded, *(model.model for model in suggested_models())]
+
+
+def pick_model(choice: str | None, workspace: Path | str | None = None) -> tuple[str, str]:
+    """A choice picked from the list -> (model field, target language field)."""
+    for found in downloaded_asr_models(workspace):
+        if str(found.path) == choice:
+            lang = next((m.target_lang for m in suggested_models() if m.model == found.set_name), None)
+            return str(found.path), lang or ""
     for model in suggested_models():
         if model.model == choice:
             return model.model, model.target_lang or ""
@@ -203,7 +218,8 @@ def _asr_fields(workspace: Path) -> list[Any]:
     with gr.Accordion("Transcription (optional): an ASR model for clips without a transcript", open=False):
         gr.Markdown(suggestions_markdown(), elem_id="ingest-asr-suggestions")
         with gr.Row():
-            pick = gr.Dropdown(choices=model_choices(), value=NO_MODEL, label="Suggested model", scale=2,
+            pick = gr.Dropdown(choices=model_choices(workspace), value=NO_MODEL, scale=2,
+                               label="Suggested or downloaded model (the Models tab downloads them)",
                                elem_id="ingest-asr-pick")
             model = gr.Textbox(value="", scale=3, label="ASR model: a local folder or a Hub model id (empty: none)",
                                placeholder="e.g. facebook/mms-1b-all or models/my-ctc-model",
@@ -211,7 +227,9 @@ def _asr_fields(workspace: Path) -> list[Any]:
             target = gr.Textbox(value="", scale=1, label="MMS target_lang (e.g. amh)", elem_id="ingest-asr-lang")
             device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", scale=1,
                               elem_id="ingest-asr-device")
-    pick.change(pick_model, inputs=pick, outputs=[model, target])
+    pick.change(lambda choice: pick_model(choice, workspace), inputs=pick, outputs=[model, target])
+    # A download finished in the Models tab while this page was open shows up the next time the list opens.
+    pick.focus(lambda: gr.Dropdown(choices=model_choices(workspace)), outputs=pick)
     return [model, target, device]
 
 

@@ -22,6 +22,7 @@ TABS: tuple[tuple[str, str, str], ...] = (
     ("Training", "webui.tab_training", "tab-training"),
     ("Checkpoints", "webui.tab_checkpoints", "tab-checkpoints"),
     ("Test", "webui.tab_testing", "tab-test"),
+    ("Listen", "webui.tab_listen", "tab-listen"),
     ("Models", "webui.models_panel", "tab-models"),
     ("System", "webui.tab_system", "tab-system"),
 )

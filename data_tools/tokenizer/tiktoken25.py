@@ -85,6 +85,16 @@ def language_index(code: str) -> int:
 _LANGUAGE_INDEX = {code: index for index, code in enumerate(LANGUAGE_CODES)}
 
 
+def unknown_language(code: str) -> str | None:
+    """Why training data in ``code`` cannot be trained (None: the code names a row of the language table).
+
+    Inference maps an unknown code to ``common``; training on one would silently train that shared row."""
+    if code.strip().lower() in _LANGUAGE_INDEX:
+        return None
+    return (f"language {code.strip()[:20]!r} is not a code of the IndexTTS-2.5 language table (e.g. en, zh, am; "
+            f"'{COMMON_LANGUAGE}' for none): training it would change the shared '{COMMON_LANGUAGE}' row")
+
+
 def language_prefix(code: str) -> str:
     """The text prefix inference puts before the text: ``"<|am|> "`` (a special token for 99 codes)."""
     return f"<|{code.strip().lower()}|> "

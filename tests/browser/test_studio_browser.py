@@ -36,7 +36,7 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
-TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "Models", "System")
+TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "Listen", "Models", "System")
 
 
 def log_text(page) -> str:

@@ -31,6 +31,8 @@ UNCOMPARED_HPARAMS = frozenset({
     "resume", "output_dir", "preflight", "preflight_json", "preflight_processes", "device", "num_workers",
     "log_interval", "val_interval", "save_interval", "keep_checkpoints", "train_manifest", "val_manifest",
     "tokenizer", "config", "base_checkpoint", "init_from", "max_val_batches", "text_merges", "sharding",
+    # when to stop, never what is computed: a resume without them stays bitwise exact
+    "stop_on_forgetting", "max_nonfinite_steps", "collective_timeout",
 })
 
 

@@ -1,9 +1,9 @@
 """``--best-by``: which checkpoint ``best.pth`` points at, and which few are pinned against rotation.
 
 ``val_loss`` (the default) leaves everything to the trainer (best.pth follows the validation loss, as
-before). ``cer`` (lowest) and ``sim`` (highest) follow the evaluation results, which arrive after the
-save, from another process: so the evaluation moves ``best.pth`` itself when a result makes a new best,
-with the store's atomic link replacement (a hard link made under a temp name and renamed over best.pth:
+before). ``cer`` (lower is better) and ``sim`` (higher is better) follow the evaluation results, which
+arrive after the save, from another process: so the evaluation moves ``best.pth`` itself when a result
+makes a new best, with the store's atomic link replacement (a hard link made under a temp name and renamed over best.pth:
 a crash leaves the old or the new link, never a missing or partial file; a hard link never dangles).
 
 The ``keep_best`` best measured checkpoints are pinned: the trainer's rotation (``CheckpointManager``'s
@@ -11,6 +11,16 @@ The ``keep_best`` best measured checkpoints are pinned: the trainer's rotation (
 run's pin lock (``<run>/.eval_pins.lock``, flock), so rotation never reads the pins, then deletes a file
 that a result arriving meanwhile has just made the best: either the result is written first and the file
 is pinned, or the file is gone first and the result cannot pick it (only existing files are ranked).
+
+The rule (``decide``), checkpoint by checkpoint in step order: the first measured checkpoint becomes the
+best; a later one replaces the best only when the paired bootstrap 95 % interval of the difference
+(new - best, same items on both sides: ``trainer.evaluation.stats``) lies wholly on the better side of zero,
+so a difference inside the scores' own spread never moves best.pth. A checkpoint that breaks a limit never
+becomes the best, whatever its number: its CER more than ``cer_limit`` (default 0.02, two points) above the
+best so far's, or its SIM more than ``sim_limit`` (default 0.03) below the base model's. Each decision
+carries its reason in words ("best.pth -> step 4000: CER 8.1 % [7.2, 9.0] vs 9.4 % [8.5, 10.4], difference
+-1.3 [-2.1, -0.5]"), written with the ``eval`` event. Results without per-item detail (older files) fall
+back to comparing the numbers alone.
 """
 
 from __future__ import annotations
@@ -20,11 +30,13 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer.evaluation.errors import EvaluationError
-from trainer.evaluation.results import results_by_step
+from trainer.evaluation.results import base_result_path, read_result, results_by_step
+from trainer.evaluation.stats import PairedComparison, compare
 
 BEST_BY = ("val_loss", "cer", "sim")
 PIN_LOCK = ".eval_pins.lock"
@@ -63,7 +75,23 @@ def pinned_names(run_dir: Path, best_by: str, keep_best: int) -> set[str]:
     """File names of the ``keep_best`` best measured checkpoints (none for ``val_loss``)."""
     if best_by == "val_loss" or keep_best <= 0:
         return set()
-    return {path.name for _step, path, _value in ranking(run_dir, best_by)[:keep_best]}
+    names = {path.name for _step, path, _value in ranking(run_dir, best_by)[:keep_best]}
+    current = current_best_file(run_dir)
+    return names | ({current.name} if current is not None else set())
+
+
+def current_best_file(run_dir: Path) -> Path | None:
+    """The model_step file best.pth links (None when there is no best.pth or its step file is gone)."""
+    from trainer.checkpoints.store import BEST, step_checkpoints
+
+    best = Path(run_dir) / BEST
+    if not best.is_file():
+        return None
+    for _step, path in step_checkpoints(run_dir):
+        with contextlib.suppress(OSError):
+            if os.path.samefile(best, path):
+                return path
+    return None
 
 
 @contextlib.contextmanager
@@ -102,22 +130,146 @@ def rotation_guard(run_dir: Path, best_by: str, keep_best: int) -> Callable[[], 
     return guard
 
 
-def update_best(run_dir: Path, best_by: str) -> tuple[int, float] | None:
-    """Point best.pth at the best measured checkpoint by ``best_by`` (caller holds the pin lock).
+@dataclass(frozen=True)
+class BestRule:
+    best_by: str
+    cer_limit: float = 0.02  # CER no more than this above the best so far's (0.02: two points)
+    sim_limit: float = 0.03  # SIM no more than this below the base model's
 
-    Returns (step, value) when best.pth was moved, None when it already pointed there or nothing is measured.
-    """
-    from trainer.checkpoints.store import BEST, _replace_with_link
 
-    if best_by == "val_loss":
+@dataclass(frozen=True)
+class Decision:
+    step: int
+    becomes_best: bool
+    reason: str
+    best_step: int | None  # the best before this decision
+    comparison: PairedComparison | None = None  # new - best on best_by (None: first, or no paired items)
+
+
+def _metric(best_by: str) -> str:
+    return "cer" if best_by == "cer" else "sim"
+
+
+def _number(result: dict[str, Any] | None, metric: str) -> float | None:
+    value = (result or {}).get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    ranked = ranking(run_dir, best_by)
-    if not ranked:
+    return float(value)
+
+
+def _scaled(metric: str) -> tuple[float, str, int]:
+    """How a metric reads: CER/WER in percent points, SIM as a cosine."""
+    return (100.0, " %", 1) if metric in ("cer", "wer") else (1.0, "", 3)
+
+
+def comparison_text(comparison: PairedComparison) -> str:
+    """``CER 8.1 % [7.2, 9.0] vs 9.4 % [8.5, 10.4], difference -1.3 [-2.1, -0.5]``."""
+    scale, unit, digits = _scaled(comparison.metric)
+    return (f"{comparison.metric.upper()} {comparison.new.text(scale, digits, unit)} vs "
+            f"{comparison.old.text(scale, digits, unit)}, difference {comparison.difference.text(scale, digits)}")
+
+
+def limit_breach(result: dict[str, Any], best: dict[str, Any] | None, base: dict[str, Any] | None,
+                 rule: BestRule) -> str | None:
+    """Which limit ``result`` breaks, in words; None when it breaks none."""
+    cer, best_cer = _number(result, "cer"), _number(best, "cer")
+    if cer is not None and best_cer is not None and cer - best_cer > rule.cer_limit + 1e-12:
+        return (f"CER limit: {cer * 100:.1f} % is {(cer - best_cer) * 100:.1f} points above the best so far "
+                f"({best_cer * 100:.1f} %; the limit is {rule.cer_limit * 100:.1f})")
+    sim, base_sim = _number(result, "sim"), _number(base, "sim")
+    if sim is not None and base_sim is not None and base_sim - sim > rule.sim_limit + 1e-12:
+        return (f"SIM limit: {sim:.3f} is {base_sim - sim:.3f} below the base model's {base_sim:.3f} "
+                f"(the limit is {rule.sim_limit:.3f})")
+    return None
+
+
+def decide(step: int, result: dict[str, Any], best_step: int | None, best: dict[str, Any] | None,
+           base: dict[str, Any] | None, rule: BestRule) -> Decision:
+    """Whether checkpoint ``step`` takes over from the best so far (see the module docstring), and why."""
+    metric = _metric(rule.best_by)
+    breach = limit_breach(result, best, base, rule)
+    if breach is not None:
+        kept = f"best.pth stays at step {best_step}" if best_step is not None else "no best.pth yet"
+        return Decision(step, False, f"{kept}: step {step} breaks the {breach}", best_step)
+    if best is None or best_step is None:
+        value = _number(result, metric)
+        shown = "-" if value is None else f"{value * _scaled(metric)[0]:.{_scaled(metric)[2]}f}{_scaled(metric)[1]}"
+        return Decision(step, value is not None, f"best.pth -> step {step}: the first measured checkpoint "
+                        f"({metric.upper()} {shown})", None)
+    comparison = compare(result, best, metric)
+    if comparison is None:  # no per-item detail on one side: the numbers alone
+        new, old = _number(result, metric), _number(best, metric)
+        better = new is not None and old is not None and (new < old if metric == "cer" else new > old)
+        words = f"{metric.upper()} {new} vs {old} (no paired items: compared as numbers)"
+        return Decision(step, better, (f"best.pth -> step {step}: " if better else
+                                       f"best.pth stays at step {best_step}: step {step} ") + words, best_step)
+    better = comparison.difference.high < 0 if metric == "cer" else comparison.difference.low > 0
+    if better:
+        return Decision(step, True, f"best.pth -> step {step}: {comparison_text(comparison)}", best_step, comparison)
+    why = "worse" if comparison.excludes_zero else "inside the noise: the interval of the difference includes zero"
+    return Decision(step, False, f"best.pth stays at step {best_step}: step {step} {comparison_text(comparison)} "
+                    f"({why})", best_step, comparison)
+
+
+def base_result(run_dir: Path, eval_set: str | None = None) -> dict[str, Any] | None:
+    """The base model's result (of evaluation set ``eval_set`` when given)."""
+    base = read_result(base_result_path(run_dir))
+    if base is None or (eval_set is not None and base.get("eval_set") != eval_set):
         return None
-    step, path, value = ranked[0]
+    return base
+
+
+def replay(run_dir: Path, rule: BestRule, extra: tuple[int, dict[str, Any]] | None = None) -> list[Decision]:
+    """The rule applied to every measured checkpoint that still exists, in step order (``extra``: a result not
+    yet written, decided last)."""
+    from trainer.checkpoints.store import step_file_name
+
+    results = {step: r for step, r in results_by_step(run_dir).items() if (Path(run_dir) / step_file_name(step)).is_file()}
+    if extra is not None:
+        results.pop(extra[0], None)
+    order = sorted(results.items()) + ([extra] if extra is not None else [])
+    decisions: list[Decision] = []
+    best_step: int | None = None
+    for step, result in order:
+        if _number(result, _metric(rule.best_by)) is None:
+            continue
+        base = base_result(run_dir, result.get("eval_set"))
+        best = results.get(best_step) if best_step is not None else None
+        decision = decide(step, result, best_step, best, base, rule)
+        decisions.append(decision)
+        if decision.becomes_best:
+            best_step = step
+    return decisions
+
+
+def best_of(decisions: list[Decision]) -> int | None:
+    return next((d.step for d in reversed(decisions) if d.becomes_best), None)
+
+
+def apply_best(run_dir: Path, rule: BestRule) -> tuple[tuple[int, float] | None, list[Decision]]:
+    """Point best.pth at the checkpoint the rule picks (caller holds the pin lock): ((step, value) when best.pth
+    was moved, else None; the decisions)."""
+    from trainer.checkpoints.store import BEST, _replace_with_link, step_file_name
+
+    if rule.best_by == "val_loss":
+        return None, []
+    decisions = replay(run_dir, rule)
+    step = best_of(decisions)
+    if step is None:
+        return None, decisions
+    path = Path(run_dir) / step_file_name(step)
     best = Path(run_dir) / BEST
     with contextlib.suppress(OSError):
         if os.path.samefile(best, path):
-            return None
+            return None, decisions
     _replace_with_link(path, best)
-    return step, value
+    value = _number(results_by_step(run_dir).get(step), _metric(rule.best_by))
+    return (step, float(value if value is not None else math.nan)), decisions
+
+
+def update_best(run_dir: Path, best_by: str, rule: BestRule | None = None) -> tuple[int, float] | None:
+    """Point best.pth at the best measured checkpoint by the rule (caller holds the pin lock).
+
+    Returns (step, value) when best.pth was moved, None when it already pointed there or nothing is measured.
+    """
+    return apply_best(run_dir, rule or BestRule(best_by))[0]

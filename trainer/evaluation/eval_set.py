@@ -4,7 +4,7 @@
 training language; or a user's file, one per line), optionally a second language's sentences (to show what
 the fine-tune forgot), the reference voices (prompts of the first validation speakers, or given audio files;
 copied into ``<run>/eval/voices/`` so later checkpoints use the very same files), the decoding settings and
-the seed. It is written once; every later evaluation of the run reads it back, so every checkpoint is
+the seeds (every text is spoken in every voice with each seed: items to pair between two checkpoints). It is written once; every later evaluation of the run reads it back, so every checkpoint is
 measured on the same work. Its ``fingerprint`` (texts, languages, decoding, voice file digests) goes into
 every result, and a result of another set is never taken as "already measured".
 
@@ -29,6 +29,7 @@ EVAL_DIR = "eval"
 EVAL_SET_FILE = "eval_set.json"
 VOICES_DIR = "voices"
 EVAL_SEED = 1234
+EVAL_SEEDS = 3  # every text is spoken in every voice with this many seeds (EVAL_SEED, EVAL_SEED + 1, ...)
 FORMAT_VERSION = 1
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".m4a", ".opus")
 
@@ -53,13 +54,14 @@ class EvalSetSpec:
 
     val_manifests: list[str] = field(default_factory=list)
     texts_file: str = ""  # one sentence per line; empty: validation transcripts
-    sentences: int = 8  # how many validation transcripts
+    sentences: int = 12  # how many validation transcripts
     voices: int = 1  # how many validation speakers lend their prompt
     references: list[str] = field(default_factory=list)  # audio files as voices (instead of validation prompts)
     language: str = ""  # scoring language of the sentences; empty: the validation manifest's
     second_texts_file: str = ""
     second_language: str = "en"
     decode: dict[str, Any] = field(default_factory=dict)  # DecodeSettings fields; empty: deterministic beam
+    seeds: int = EVAL_SEEDS
 
     @classmethod
     def from_options(cls, opts: dict[str, Any]) -> EvalSetSpec:
@@ -69,7 +71,8 @@ class EvalSetSpec:
                    references=[str(p) for p in opts.get("eval_reference") or []],
                    language=str(opts.get("eval_language") or ""),
                    second_texts_file=str(opts.get("eval_second_texts") or ""),
-                   second_language=str(opts.get("eval_second_language") or "en"))
+                   second_language=str(opts.get("eval_second_language") or "en"),
+                   seeds=max(1, int(opts.get("eval_seeds") or EVAL_SEEDS)))
 
 
 @dataclass
@@ -83,6 +86,11 @@ class EvalSet:
     second_sentences: list[Sentence] = field(default_factory=list)
     voice_digests: list[str] = field(default_factory=list)
     root: Path | None = None  # the run dir the voices' paths are relative to (None: absolute)
+    seeds: list[int] = field(default_factory=list)  # empty: [seed] (a set stored before seeds were repeated)
+
+    @property
+    def all_seeds(self) -> list[int]:
+        return list(self.seeds) or [self.seed]
 
     @property
     def fingerprint(self) -> str:
@@ -90,29 +98,33 @@ class EvalSet:
                 "seed": self.seed, "second_language": self.second_language,
                 "second": [s.text for s in self.second_sentences], "voices": self.voice_digests,
                 "with_audio": [v.audio is not None for v in self.voices]}
+        if self.all_seeds != [self.seed]:  # a one-seed set keeps the fingerprint it had before seeds repeated
+            work["seeds"] = self.all_seeds
         return hashlib.sha256(json.dumps(work, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
     def path_of(self, relative: str) -> Path:
         path = Path(relative)
         return path if path.is_absolute() or self.root is None else self.root / path
 
-    def decode_settings(self) -> Any:
+    def decode_settings(self, seed: int | None = None) -> Any:
         from trainer.synthesis.generation import DecodeSettings
 
-        return DecodeSettings(**{**self.decode, "seed": self.seed})
+        return DecodeSettings(**{**self.decode, "seed": self.seed if seed is None else seed})
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT_VERSION, "fingerprint": self.fingerprint, "language": self.language,
                 "seed": self.seed, "decode": self.decode, "sentences": [asdict(s) for s in self.sentences],
                 "second_language": self.second_language,
                 "second_sentences": [asdict(s) for s in self.second_sentences],
-                "voices": [asdict(v) for v in self.voices], "voice_digests": self.voice_digests}
+                "voices": [asdict(v) for v in self.voices], "voice_digests": self.voice_digests,
+                "seeds": self.all_seeds}
 
     def summary(self) -> str:
         second = (f" + {len(self.second_sentences)} {self.second_language} sentence(s)"
                   if self.second_sentences else "")
         voices = ", ".join(v.speaker or v.id for v in self.voices)
-        return f"{len(self.sentences)} sentence(s) ({self.language or 'any language'}){second}; voice(s): {voices}"
+        return (f"{len(self.sentences)} sentence(s) ({self.language or 'any language'}){second}; voice(s): {voices}; "
+                f"{len(self.all_seeds)} seed(s)")
 
 
 def eval_dir(run_dir: Path) -> Path:
@@ -235,7 +247,7 @@ def candidate(spec: EvalSetSpec) -> EvalSet:
                for v in voices]
     return EvalSet(language=language, sentences=sentences, voices=voices, decode=dict(spec.decode),
                    second_language=spec.second_language if second else None, second_sentences=second,
-                   voice_digests=digests)
+                   voice_digests=digests, seeds=[EVAL_SEED + k for k in range(max(1, spec.seeds))])
 
 
 def _store_voices(eval_set: EvalSet, run_dir: Path) -> EvalSet:
@@ -271,7 +283,8 @@ def load_eval_set(run_dir: Path) -> EvalSet | None:
                            voices=[Voice(**v) for v in data["voices"]], decode=dict(data.get("decode") or {}),
                            seed=int(data.get("seed", EVAL_SEED)), second_language=data.get("second_language"),
                            second_sentences=[Sentence(**s) for s in data.get("second_sentences") or []],
-                           voice_digests=list(data.get("voice_digests") or []), root=Path(run_dir))
+                           voice_digests=list(data.get("voice_digests") or []), root=Path(run_dir),
+                           seeds=[int(x) for x in data.get("seeds") or []])
     except (ValueError, KeyError, TypeError) as exc:
         raise EvaluationError(f"{path}: not a readable evaluation set ({' '.join(str(exc).split())}); move it away "
                               "to make a new one") from None

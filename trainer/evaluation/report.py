@@ -1,34 +1,40 @@
-"""The evaluation table of a run, as Markdown lines for an export's model card."""
+"""The evaluation of a run, as Markdown lines for an export's model card: every checkpoint's scores with their
+95 % intervals and the difference against the base model, the recogniser's floor on real speech, and the
+frozen test set's scores of the exported checkpoint (``frozen_test``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from trainer.evaluation.eval_set import eval_dir
+from trainer.evaluation.floor import read_floor
 from trainer.evaluation.results import base_result_path, read_result, results_by_step, score_text
 
 MAX_ROWS = 30
 
 
 def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
-    """A Markdown table of the base model's and every measured checkpoint's scores (the exported one marked);
-    empty when the run has no per-checkpoint evaluation results."""
+    """A Markdown table of the base model's and every measured checkpoint's scores (the exported one marked), the
+    floor and the frozen test set; empty when the run has neither per-checkpoint results nor a test set."""
     by_step = results_by_step(run_dir)
     if not by_step:
-        return []
+        return frozen_test_lines(run_dir, exported_step)[1:]
     base = read_result(base_result_path(run_dir))
     steps = list(by_step)[-MAX_ROWS:]
     if exported_step in by_step and exported_step not in steps:
         steps = [exported_step, *steps[1:]]
     sample = by_step[steps[-1]]
     second = next((r["second"] for r in by_step.values() if isinstance(r.get("second"), dict)), None)
-    header = "| model | step | CER | WER | SIM |" + (f" CER ({second['language']}) |" if second else "")
-    rule = "| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if second else "")
+    header = ("| model | step | CER | CER 95 % CI | WER | SIM | SIM 95 % CI | CER - base [95 % CI] |"
+              + (f" CER ({second['language']}) |" if second else ""))
+    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if second else "")
     rows = [header, rule]
 
     def row(label: str, result: dict[str, Any]) -> str:
-        cells = [label, str(result.get("step", "")), score_text(result.get("cer")), score_text(result.get("wer")),
-                 score_text(result.get("sim"))]
+        cells = [label, str(result.get("step", "")), score_text(result.get("cer")), _ci(result, "cer"),
+                 score_text(result.get("wer")), score_text(result.get("sim")), _ci(result, "sim"),
+                 _difference(result.get("vs_base"), "cer")]
         if second:
             other = result.get("second") if isinstance(result.get("second"), dict) else {}
             cells.append(score_text(other.get("cer")))
@@ -44,5 +50,63 @@ def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
              f" sentences, fixed voices and decoding): CER/WER by the speech recogniser {models.get('asr') or '?'} "
              "after the language's scoring normaliser (lower is better; above 1 when the transcript inserts), "
              f"SIM the cosine of x-vectors of {models.get('speaker') or '?'} against the reference voice "
-             "(higher is closer).")
-    return [about, "", *rows]
+             "(higher is closer). Intervals: paired bootstrap over the set's texts x voices x seeds; best.pth moves "
+             "only when the interval of the difference against the best so far excludes zero.")
+    lines = [about, "", *rows]
+    floor = read_floor(eval_dir(run_dir), sample.get("eval_set"))
+    if floor is not None:
+        lines += ["", f"Recogniser's floor: the same recogniser on the real recordings of {floor['clips']} evaluation "
+                      f"sentence(s) gives CER {_percent_ci(floor, 'cer')}, WER {_percent_ci(floor, 'wer')}; "
+                      "a good checkpoint approaches this, not zero."]
+    return lines + frozen_test_lines(run_dir, exported_step)
+
+
+def frozen_test_lines(run_dir: Path, exported_step: int | None) -> list[str]:
+    """The frozen test set's section: the exported checkpoint's scores with intervals, the difference against the
+    base model and the recogniser's floor (empty when the run has no test set)."""
+    from trainer.evaluation.frozen_test import frozen_line, frozen_results
+
+    info, by_step, floor = frozen_results(run_dir)
+    if info is None:
+        return []
+    lines = ["", "### Held-out test set", "",
+             f"Frozen before training ({info.get('sentences')} sentences, sha256 `{str(info.get('sha256'))[:16]}`), "
+             "never used to choose a checkpoint."]
+    result = by_step.get(exported_step) if exported_step is not None else None
+    if result is None:
+        return [*lines, "", f"Not measured for this checkpoint: `python -m trainer.evaluate {run_dir} --test-set "
+                f"{info.get('file')} --checkpoint <this checkpoint>`."]
+    lines += ["", f"model_step{exported_step}: {frozen_line(result, floor)}"]
+    difference = _difference(result.get("vs_base"), "cer")
+    if difference != "-":
+        lines.append(f"CER against the base model: {difference} points.")
+    if floor is not None:
+        lines.append(f"Recogniser's floor on the test clips' real recordings: CER {_percent_ci(floor, 'cer')}.")
+    return lines
+
+
+def _ci(result: dict[str, Any], metric: str) -> str:
+    interval = (result.get("intervals") or {}).get(metric)
+    if not isinstance(interval, dict):
+        return "-"
+    return f"[{score_text(interval.get('low'))}, {score_text(interval.get('high'))}]"
+
+
+def _percent_ci(result: dict[str, Any], metric: str) -> str:
+    interval = (result.get("intervals") or {}).get(metric) or {}
+    value = result.get(metric)
+    if not isinstance(value, (int, float)):
+        return "-"
+    if not interval:
+        return f"{value * 100:.1f} %"
+    return f"{value * 100:.1f} % [{interval['low'] * 100:.1f}, {interval['high'] * 100:.1f}]"
+
+
+def _difference(comparisons: Any, metric: str) -> str:
+    """``-1.3 [-2.1, -0.5]`` in percent points (CER, WER) or cosine (SIM); '-' when not measured."""
+    comparison = comparisons.get(metric) if isinstance(comparisons, dict) else None
+    if not isinstance(comparison, dict):
+        return "-"
+    diff = comparison["difference"]
+    scale, digits = (100.0, 1) if metric != "sim" else (1.0, 3)
+    return f"{diff['value'] * scale:+.{digits}f} [{diff['low'] * scale:+.{digits}f}, {diff['high'] * scale:+.{digits}f}]"

@@ -4,13 +4,16 @@
     evaluator.evaluate_run()            # every model_step file not yet measured (oldest first), and the base
     evaluator.follow(sys.stdin)         # the trainer's saves, one step number per line, until end of input
 
-For each checkpoint: every sentence is spoken in every reference voice with fixed decoding (the eval set's
-seed; beam search by default), transcribed by the CTC recogniser, scored with CER and WER after the
-language's scoring normaliser (``data_tools.scoring``) over the whole set, and each clip's x-vector is
-compared with its voice's reference audio (mean cosine). The result goes to ``model_step<N>.eval.json``
-and an ``eval`` event (``trainer.evaluation.results``); with ``--best-by cer|sim`` best.pth then follows
-the best result (``trainer.evaluation.best``). A checkpoint whose result matches its identity and the
-eval set is skipped.
+For each checkpoint: every sentence is spoken in every reference voice with each of the eval set's seeds
+(fixed decoding; beam search by default), transcribed by the CTC recogniser, scored with CER and WER after
+the language's scoring normaliser (``data_tools.scoring``) over the whole set, and each clip's x-vector is
+compared with its voice's reference audio (mean cosine). Every item (text x voice x seed) keeps its error
+counts, so two checkpoints compare item by item with paired bootstrap intervals (``stats``): the result
+carries each score's interval and the difference against the base model and against the best so far. The
+clips of the first seed are kept under ``<run>/eval/audio/<model>/`` for the listening page. The result
+goes to ``model_step<N>.eval.json`` and an ``eval`` event (``trainer.evaluation.results``); with
+``--best-by cer|sim`` best.pth then follows the rule of ``trainer.evaluation.best`` and the event says why.
+A checkpoint whose result matches its identity and the eval set is skipped.
 """
 
 from __future__ import annotations
@@ -18,15 +21,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trainer.errors import UsageError
+from trainer.evaluation.audio_store import save_clips
 from trainer.evaluation.backend_choice import synthesis_backend
-from trainer.evaluation.best import pin_lock, update_best
+from trainer.evaluation.best import BestRule, Decision, apply_best, base_result, best_of, pin_lock, replay
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.eval_set import EvalSet, Sentence
 from trainer.evaluation.results import (
@@ -40,6 +44,7 @@ from trainer.evaluation.results import (
     write_result,
 )
 from trainer.evaluation.scorers import Scorer
+from trainer.evaluation.stats import METRICS, compare, interval_of
 from trainer.evaluation.synthesizers import SynthesisBackend
 
 
@@ -55,11 +60,24 @@ class EvalSettings:
     base_checkpoint: Path | None = None  # measured once when given
     model_dir: Path | None = None  # IndexTTS2: the download folder (None: the folder of config, when it is one)
     w2v_bert: str | None = None  # IndexTTS2: a w2v-BERT folder or id (None: the folder's w2v-bert-2.0/)
+    cer_limit: float = 0.02  # best-by: CER no more than this above the best so far's
+    sim_limit: float = 0.03  # best-by: SIM no more than this below the base model's
+    keep_clips: bool = True  # keep the first seed's clips for the listening page
+    floor_manifests: list[str] = field(default_factory=list)  # held-out manifests: the recogniser's floor
+
+    @property
+    def rule(self) -> BestRule:
+        return BestRule(self.best_by, self.cer_limit, self.sim_limit)
 
 
 def _mean(values: Iterable[float]) -> float | None:
     kept = [v for v in values if isinstance(v, float) and math.isfinite(v)]
     return sum(kept) / len(kept) if kept else None
+
+
+def _counts(rates: Any) -> tuple[int, int]:
+    """(errors, reference length) of one utterance's ErrorRates."""
+    return rates.substitutions + rates.deletions + rates.insertions, rates.reference_length
 
 
 class Evaluator:
@@ -82,6 +100,7 @@ class Evaluator:
         """Speak, transcribe and compare with ``checkpoint``; the result (nothing written)."""
         from trainer.checkpoints.format import CheckpointError
         from trainer.checkpoints.metadata import read_metadata
+        from trainer.checkpoints.store import step_of
 
         started = time.perf_counter()
         asr0, speaker0 = self.scorer.seconds["asr"], self.scorer.seconds["speaker"]
@@ -90,20 +109,25 @@ class Evaluator:
             meta = read_metadata(checkpoint)
             step, epoch = meta.step or 0, meta.epoch or 0
         except CheckpointError:
-            step, epoch = 0, 0
-        settings = self.eval_set.decode_settings()
+            step, epoch = step_of(Path(checkpoint)) or 0, 0
         synthesis = time.perf_counter()
         speaker = self.backend.for_checkpoint(Path(checkpoint), base=model == "base")
         groups = [(self.eval_set.language, self.eval_set.sentences)]
         if self.eval_set.second_sentences:
             groups.append((self.eval_set.second_language, self.eval_set.second_sentences))
-        clips: list[list[list[np.ndarray]]] = []  # [group][voice][sentence]
+        seeds = self.eval_set.all_seeds
+        clips: list[list[list[list[np.ndarray]]]] = []  # [group][seed][voice][sentence]
         for language, sentences in groups:
-            clips.append([speaker.speak([s.text for s in sentences], self.eval_set.path_of(voice.prompt), settings,
-                                        language) for voice in self.eval_set.voices])
+            clips.append([[speaker.speak([s.text for s in sentences], self.eval_set.path_of(voice.prompt),
+                                         self.eval_set.decode_settings(seed), language)
+                           for voice in self.eval_set.voices] for seed in seeds])
         synthesis = time.perf_counter() - synthesis
         rate = self.backend.sample_rate
-        scores = [self._score_group(language, sentences, group_clips, rate)
+        if self.settings.keep_clips:
+            label = "base" if model == "base" else f"model_step{step}"
+            save_clips(self.settings.run_dir, label, self.eval_set, groups, [group[0] for group in clips], rate)
+        scores = [self._merge_seeds([self._score_group(language, sentences, seed_clips, rate, seed)
+                                     for seed, seed_clips in zip(seeds, group_clips)])
                   for (language, sentences), group_clips in zip(groups, clips)]
         main = scores[0]
         seconds = {"synthesis": round(synthesis, 3),
@@ -120,8 +144,20 @@ class Evaluator:
                 "seconds": seconds, "items": [item for group in scores for item in group["items"]],
                 "time": round(time.time(), 3)}
 
+    @staticmethod
+    def _merge_seeds(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+        """The scores of one group over all seeds: corpus rates over every item, the mean similarity."""
+        items = [item for group in per_seed for item in group["items"]]
+
+        def rate(metric: str) -> float | None:
+            errors = sum(float(i[f"{metric}_errors"]) for i in items)
+            length = sum(float(i[f"{metric}_length"]) for i in items)
+            return errors / length if length else (float(errors > 0) if items else None)
+
+        return {"cer": rate("cer"), "wer": rate("wer"), "sim": _mean(float(i["sim"]) for i in items), "items": items}
+
     def _score_group(self, language: str | None, sentences: list[Sentence], clips: list[list[np.ndarray]],
-                     rate: int) -> dict[str, Any]:
+                     rate: int, seed: int | None = None) -> dict[str, Any]:
         from data_tools.scoring import ScoringError, cer, wer
 
         flat = [clip for voice_clips in clips for clip in voice_clips]
@@ -129,6 +165,8 @@ class Evaluator:
         hyps = self.scorer.transcribe(flat, rate, language)
         try:
             char_rates, word_rates = cer(refs, hyps, language), wer(refs, hyps, language)
+            counts = [(_counts(cer([ref], [hyp], language)), _counts(wer([ref], [hyp], language)))
+                      for ref, hyp in zip(refs, hyps)]
         except ScoringError as exc:
             raise EvaluationError(f"scoring: {exc}") from None
         sims: list[float] = []
@@ -144,18 +182,46 @@ class Evaluator:
                 items.append({"sentence": sentence.id, "voice": voice.id, "language": language, "text": sentence.text,
                               "transcript": hyps[index], "cer": char_rates.per_utterance[index],
                               "wer": word_rates.per_utterance[index], "sim": sims[index],
-                              "audio_seconds": round(flat[index].size / rate, 3)})
+                              "cer_errors": counts[index][0][0], "cer_length": counts[index][0][1],
+                              "wer_errors": counts[index][1][0], "wer_length": counts[index][1][1],
+                              "seed": seed, "audio_seconds": round(flat[index].size / rate, 3)})
                 index += 1
         return {"cer": char_rates.corpus, "wer": word_rates.corpus, "sim": _mean(sims), "items": items}
 
-    def record(self, checkpoint: Path, result: dict[str, Any], result_file: Path) -> dict[str, Any]:
-        """Write the result, append its event, and move best.pth when it made a new best (under the pin lock)."""
+    def _with_intervals(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The result with each score's interval and its paired differences against the base and the best so far
+        (the best as the rule picks it among the results already written)."""
+        from trainer.evaluation.results import results_by_step
+
         run_dir = self.settings.run_dir
+        result["intervals"] = {m: (i.to_dict() if (i := interval_of(result, m)) else None) for m in METRICS}
+        if result["model"] != "checkpoint":
+            return result
+        base = base_result(run_dir, result["eval_set"])
+        if base is not None:
+            result["vs_base"] = {m: (c.to_dict() if (c := compare(result, base, m)) else None) for m in METRICS}
+        best_step = best_of(replay(run_dir, self.settings.rule)) if self.settings.best_by != "val_loss" else None
+        best = results_by_step(run_dir).get(best_step) if best_step is not None else None
+        if best is not None and best.get("eval_set") == result["eval_set"] and best_step != result["step"]:
+            result["vs_best"] = {"step": best_step,
+                                 **{m: (c.to_dict() if (c := compare(result, best, m)) else None) for m in METRICS}}
+        return result
+
+    def record(self, checkpoint: Path, result: dict[str, Any], result_file: Path) -> dict[str, Any]:
+        """Write the result, append its event, and move best.pth when the rule makes it the new best (under the pin
+        lock); the event carries the rule's reason."""
+        run_dir = self.settings.run_dir
+        decision: Decision | None = None
         with pin_lock(run_dir):
+            self._with_intervals(result)
             write_result(result_file, result)
-            moved = update_best(run_dir, self.settings.best_by) if result["model"] == "checkpoint" else None
+            moved = None
+            if result["model"] == "checkpoint":
+                moved, decisions = apply_best(run_dir, self.settings.rule)
+                decision = next((d for d in decisions if d.step == result["step"]), None)
         event = append_event(run_dir, result["step"], result["epoch"], **event_fields(result),
-                             best=bool(moved and moved[0] == result["step"]))
+                             best=bool(moved and moved[0] == result["step"]),
+                             best_reason=decision.reason if decision is not None else None)
         second = result.get("second")
         extra = (f" | {second['language']}: CER {score_text(second['cer'])} WER {score_text(second['wer'])}"
                  if second else "")
@@ -163,7 +229,9 @@ class Evaluator:
         self.say(f"eval {result['model']} step {result['step']} ({result['checkpoint']}): CER {score_text(result['cer'])}"
                  f" WER {score_text(result['wer'])} SIM {score_text(result['sim'])}{extra} | synthesis "
                  f"{seconds['synthesis']:.1f} s, ASR {seconds['asr']:.1f} s, speaker {seconds['speaker']:.1f} s")
-        if moved is not None:
+        if decision is not None:
+            self.say(decision.reason)
+        elif moved is not None:
             self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} {moved[1]:.4f})")
         return event
 
@@ -192,6 +260,25 @@ class Evaluator:
         self.record(base, result, target)
         return result
 
+    def evaluate_floor(self) -> dict[str, Any] | None:
+        """The recogniser's CER on the real recordings of the set's sentences (measured once; see ``floor``)."""
+        from trainer.evaluation.eval_set import eval_dir
+        from trainer.evaluation.floor import measure_floor, read_floor, real_audio_by_id
+
+        if not self.settings.floor_manifests:
+            return None
+        known = read_floor(eval_dir(self.settings.run_dir), self.eval_set.fingerprint)
+        floor = measure_floor(self.scorer, self.eval_set.sentences, self.eval_set.language,
+                              real_audio_by_id(self.settings.floor_manifests), self.eval_set.fingerprint,
+                              eval_dir(self.settings.run_dir))
+        if floor is None:
+            self.say("note: the held-out manifest names no real recording of the evaluation sentences: no "
+                     "recogniser floor (an audio list, as raw ingest saves it, has them)")
+        elif floor is not known:
+            self.say(f"recogniser floor: real speech CER {score_text(floor['cer'])} WER {score_text(floor['wer'])} on "
+                     f"{floor['clips']} recording(s) of the evaluation sentences")
+        return floor
+
     # ----- a run ------------------------------------------------------------------------------------
 
     def evaluate_run(self) -> list[dict[str, Any]]:
@@ -199,13 +286,14 @@ class Evaluator:
         from trainer.checkpoints.store import step_checkpoints
 
         done = [r for r in [self.evaluate_base()] if r is not None]
+        self.evaluate_floor()
         for _step, path in step_checkpoints(self.settings.run_dir):
             if path.is_file():
                 result = self.evaluate_checkpoint(path)
                 if result is not None:
                     done.append(result)
         with pin_lock(self.settings.run_dir):  # results written by an earlier version of the set, a lost link
-            moved = update_best(self.settings.run_dir, self.settings.best_by)
+            moved, _decisions = apply_best(self.settings.run_dir, self.settings.rule)
         if moved is not None:
             self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} {moved[1]:.4f})")
         return done
@@ -223,6 +311,10 @@ class Evaluator:
             self.evaluate_base()
         except (UsageError, OSError, RuntimeError, ValueError) as exc:
             self.say(f"warning: evaluation of the base model failed: {exc}")
+        try:
+            self.evaluate_floor()
+        except (UsageError, OSError, RuntimeError, ValueError) as exc:
+            self.say(f"warning: the recogniser's floor failed: {' '.join(str(exc).split())}")
         for line in lines:
             text = line.strip()
             if not text.isdigit():
