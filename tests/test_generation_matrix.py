@@ -79,11 +79,12 @@ def test_preflight_rows(version, capability, demo_workspace, tmp_path):
         assert message.endswith(generation.refusal(capability) or "?") and "\n" not in message
 
 
-def test_indextts25_eval_at_saves_is_refused_by_name_not_sent_to_a_vocoder(demo_workspace, tmp_path):
+def test_indextts25_evaluates_through_its_own_folder_not_a_vocoder(demo_workspace, tmp_path):
     plan = demo_plan(by_id("2.5"), demo_workspace.root, tmp_path / "run", eval_at_saves=True,
                      eval_asr="facebook/mms-1b-all", vocoder=str(tmp_path / "bigvgan_generator.pth"))
-    name, message = one_refusal(plan)
-    assert name == "evaluation" and message.startswith("--eval-at-saves: IndexTTS-2.5 cannot evaluate at saves: ")
+    assert by_id("2.5").can(Capability.EVALUATE) and plan.ok, plan.lines()
+    message = next(check.message for check in plan.checks if check.name == "evaluation")
+    assert "speech through the IndexTTS-2.5 folder" in message and "LoRA adapters" in message
     assert "--vocoder" not in message and "IndexTTS-1.5" not in message
 
 

@@ -3,10 +3,11 @@
     python -m trainer.evaluate runs/am1 --eval-asr facebook/mms-1b-all --eval-asr-lang amh \\
         --eval-speaker-model microsoft/wavlm-base-plus-sv --best-by cer
     python -m trainer.evaluate runs/am_v2 --model-dir checkpoints/IndexTTS-2   # an IndexTTS2 run
+    python -m trainer.evaluate runs/am25 --model-dir checkpoints/IndexTTS-2.5  # an IndexTTS-2.5 run
 
 Every ``model_step<N>.pth`` of RUN_DIR not yet measured on the run's evaluation set (and, once, the base
-model) speaks the set's sentences in its reference voices (IndexTTS2: through the download folder of
-``--model-dir``, else of ``--config``); the clips are transcribed (CER, WER) and compared
+model) speaks the set's sentences in its reference voices (IndexTTS2 and IndexTTS-2.5: through the download
+folder of ``--model-dir``, else of ``--config``); the clips are transcribed (CER, WER) and compared
 with the voices (speaker similarity). Results: ``model_step<N>.eval.json`` beside each checkpoint and an
 ``eval`` event in ``metrics.jsonl``; ``--best-by cer|sim`` points best.pth at the best. Measured checkpoints
 are skipped, so a rerun only measures what is new.

@@ -89,9 +89,9 @@ OPTIONS: tuple[Option, ...] = (
          GROUP_DATA),
     _opt("output_dir", "path", "", "run folder: checkpoints, metrics.jsonl, TensorBoard logs", GROUP_DATA,
          required=True),
-    _opt("model_dir", "path", "", "IndexTTS2 download folder (s2mel.pth, semantic_codec/, campplus_cn_common.bin, "
-         "bigvgan/, wav2vec2bert_stats.pt, feat1/feat2) that IndexTTS2 speech at saves and evaluation use; empty: "
-         "the folder of --config when it holds them", GROUP_DATA),
+    _opt("model_dir", "path", "", "IndexTTS2 or IndexTTS-2.5 download folder (s2mel.pth, semantic_codec/ or codec, "
+         "campplus_cn_common.bin, bigvgan/, wav2vec2bert_stats.pt, ...) that speech at saves and evaluation of "
+         "those generations use; empty: the folder of --config when it holds them", GROUP_DATA),
     _opt("w2v_bert", "str", "", "w2v-BERT 2.0 for IndexTTS2 speech: a local folder or a model id (empty: "
          "w2v-bert-2.0/ in --model-dir)", GROUP_DATA),
     _opt("loss_mode", "choice", "masked",

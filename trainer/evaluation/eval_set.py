@@ -160,10 +160,11 @@ class _ValItem:
 
 
 def _val_entries(manifests: list[str]) -> list[_ValItem]:
-    """The transcribed lines of v1.5 codes manifests (cond_audio, else cond_mel, is the prompt) or IndexTTS2
-    paired manifests (target_text spoken, prompt_audio_path the prompt)."""
+    """The transcribed lines of v1.5 codes manifests (cond_audio, else cond_mel, is the prompt) or IndexTTS2 /
+    IndexTTS-2.5 paired manifests (target_text spoken, prompt_audio_path the prompt)."""
     from data_tools.manifest import (
         FORMAT_V2,
+        FORMAT_V25,
         ManifestEntry,
         ManifestError,
         iter_lines,
@@ -172,15 +173,18 @@ def _val_entries(manifests: list[str]) -> list[_ValItem]:
         parse_manifest_spec,
     )
     from data_tools.pairs_manifest import parse_pair_line
+    from data_tools.pairs_manifest_v25 import parse_pair_line_v25
 
+    parsers = {FORMAT_V2: parse_pair_line, FORMAT_V25: parse_pair_line_v25}
     items: list[_ValItem] = []
     for spec_text in manifests:
         spec = parse_manifest_spec(spec_text)
         try:
-            if manifest_format(spec.path) == FORMAT_V2:
+            parse = parsers.get(manifest_format(spec.path))
+            if parse is not None:
                 for lineno, raw in iter_lines(spec.path):
                     try:  # a bad line is the checker's and the trainer's to report, as with codes manifests
-                        pair = parse_pair_line(raw, spec.path, lineno, spec.language) if isinstance(raw, str) else None
+                        pair = parse(raw, spec.path, lineno, spec.language) if isinstance(raw, str) else None
                     except ManifestError:
                         continue
                     if pair is not None and (pair.target_text or "").strip():

@@ -11,7 +11,10 @@ per backend, each checkpoint's GPT per call; the base model with its own tokeniz
 folder of ``--config`` when it is one; w2v-BERT, semantic codec, CAMPPlus, S2Mel, BigVGAN v2) are loaded
 once, each checkpoint's GPT per call; the emotion is the reference voice's own, the codes are decoded as the
 eval set says (deterministic beam by default) and the S2Mel CFM takes ``EVAL_CFM_STEPS`` Euler steps from
-noise seeded with the eval set's seed. A new generation adds a backend class with the same two methods and
+noise seeded with the eval set's seed. IndexTTS-2.5 speaks through ``SynthesizerV25`` the same way: a 2.5
+download folder's networks loaded once (``--model-dir``, else the folder of ``--config``; the run's
+``--tokenizer`` table), each checkpoint's GPT with its LoRA adapters merged, in the text scheme it records,
+with each sentence's language row and ``EVAL_DURATION_FACTOR``. A new generation adds a backend class with the same two methods and
 its registry entry's ``evaluation_backend`` (trainer.generations); nothing else in evaluation knows the generation.
 """
 
@@ -28,8 +31,11 @@ from trainer.evaluation.errors import EvaluationError
 # S2Mel (CFM) Euler steps of evaluation speech: fewer than upstream's 25 (evaluation speaks many clips per
 # save), enough for the recogniser; the same for every checkpoint, so scores compare.
 EVAL_CFM_STEPS = 10
+EVAL_DURATION_FACTOR = 1.0  # IndexTTS-2.5's S2Mel length factor in evaluation: upstream's default length
 V2_FOLDER_HINT = ("IndexTTS2 speaks through the networks of an IndexTTS2 download folder (s2mel.pth, semantic_codec/, "
                   "campplus_cn_common.bin, bigvgan/, wav2vec2bert_stats.pt, w2v-bert-2.0/): give --model-dir")
+V25_FOLDER_HINT = ("IndexTTS-2.5 speaks through the networks of an IndexTTS-2.5 download folder (codec, s2mel.pth, "
+                   "CAMPPlus, bigvgan/, wav2vec2bert_stats.pt, w2v-bert-2.0/): give --model-dir")
 
 
 class CheckpointSpeaker(Protocol):
@@ -102,38 +108,60 @@ def indextts2_folder(model_dir: str | Path | None, config_path: str | Path | Non
     when it is one. Checks that every file is there (nothing is loaded); EvaluationError in one line."""
     from networks.indextts2 import resolve_files
 
+    return _download_folder(resolve_files, V2_FOLDER_HINT, model_dir, config_path, w2v_bert)
+
+
+def indextts25_folder(model_dir: str | Path | None, config_path: str | Path | None, w2v_bert: str | None = None,
+                      table: str | Path | None = None) -> Path:
+    """The IndexTTS-2.5 download folder evaluation speaks with (as :func:`indextts2_folder`); ``table``: the
+    run's .tiktoken table (None: the folder's)."""
+    from functools import partial
+
+    from networks.indextts25 import resolve_files
+
+    return _download_folder(partial(resolve_files, table=table), V25_FOLDER_HINT, model_dir, config_path, w2v_bert)
+
+
+def _download_folder(resolve_files: Any, hint: str, model_dir: str | Path | None, config_path: str | Path | None,
+                     w2v_bert: str | None) -> Path:
     given = str(model_dir or "").strip()
     folder = Path(given).expanduser() if given else Path(config_path or ".").parent
     try:
         resolve_files(folder, w2v_bert=w2v_bert or None, need_gpt=False)
-    except (ValueError, OSError) as exc:  # IndexTTS2FilesError names every missing file and key
+    except (ValueError, OSError) as exc:  # the FilesError names every missing file and key
         reason = " ".join(str(exc).split())
         if given:
             raise EvaluationError(f"--model-dir {folder}: {reason}") from None
         if not (folder / "s2mel.pth").is_file():  # a config kept apart from the download folder
             reason = f"the folder of --config, {folder}, is not one"
-        raise EvaluationError(f"{V2_FOLDER_HINT} ({reason})") from None
+        raise EvaluationError(f"{hint} ({reason})") from None
     return folder
 
 
 class _V2Speaker:
     """One checkpoint's IndexTTS2 synthesizer; each reference voice is prepared once (its GPT latents)."""
 
+    name = "IndexTTS2"
+
     def __init__(self, synth: Any) -> None:
         self.synth = synth
         self.voices: dict[Path, Any] = {}
 
+    def mel_settings(self, seed: int) -> Any:
+        from trainer.synthesis.pipeline_v2 import MelSettings
+
+        return MelSettings(steps=EVAL_CFM_STEPS, seed=seed)
+
     def speak(self, texts: Sequence[str], prompt: Path, settings: Any, language: str | None = None
               ) -> list[np.ndarray]:
         from trainer.synthesis.errors import SynthesisError
-        from trainer.synthesis.pipeline_v2 import MelSettings
 
         prompt = Path(prompt)
         if prompt.suffix.lower() == ".npy":
-            raise EvaluationError(f"reference voice {prompt}: IndexTTS2 speaks from reference audio, not a prompt "
+            raise EvaluationError(f"reference voice {prompt}: {self.name} speaks from reference audio, not a prompt "
                                   "mel: give --eval-reference audio files")
         self.synth.language = language
-        mel = MelSettings(steps=EVAL_CFM_STEPS, seed=int(settings.seed))
+        mel = self.mel_settings(int(settings.seed))
         try:
             if prompt not in self.voices:
                 self.voices[prompt] = self.synth.prepare_voice(prompt)
@@ -195,6 +223,48 @@ class V2Backend:
             return None
 
 
+class _V25Speaker(_V2Speaker):
+    """One checkpoint's IndexTTS-2.5 synthesizer: CAM++ style, language row and prefix per sentence group."""
+
+    name = "IndexTTS-2.5"
+
+    def mel_settings(self, seed: int) -> Any:
+        from trainer.synthesis.pipeline_v25 import MelSettings25
+
+        return MelSettings25(steps=EVAL_CFM_STEPS, seed=seed, duration_factor=EVAL_DURATION_FACTOR)
+
+
+class V25Backend:
+    """IndexTTS-2.5: the download folder's networks (loaded once, with the run's table) and each checkpoint's
+    GPT (``SynthesizerV25.with_checkpoint``: its LoRA adapters merged, its recorded text scheme)."""
+
+    def __init__(self, config_path: Path, tokenizer_path: Path, vocoder_path: Path | None, device: str,
+                 language: str | None, model_dir: str | Path | None = None, w2v_bert: str | None = None) -> None:
+        from networks.indextts25 import IndexTTS25FilesError, load_indextts25
+
+        del vocoder_path  # BigVGAN v2 comes from the folder
+        self.device, self.language = device, language or None
+        folder = indextts25_folder(model_dir, config_path, w2v_bert, tokenizer_path)
+        try:
+            self.nets = load_indextts25(folder, w2v_bert=w2v_bert or None, table=tokenizer_path,
+                                        load_gpt_weights=False, device=device)
+        except (IndexTTS25FilesError, ValueError, OSError) as exc:
+            raise EvaluationError(f"IndexTTS-2.5 folder {folder}: {' '.join(str(exc).split())}") from None
+        self.sample_rate = int(self.nets.sample_rate)
+
+    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker:
+        """``base`` needs nothing apart: a bare gpt.pth records no scheme and speaks with upstream's bytes."""
+        from trainer.synthesis.errors import SynthesisError
+        from trainer.synthesis.pipeline_v25 import SynthesizerV25
+
+        del base
+        try:
+            synth = SynthesizerV25.with_checkpoint(self.nets, checkpoint, language=self.language, device=self.device)
+        except SynthesisError as exc:
+            raise EvaluationError(f"{Path(checkpoint).name}: {exc}") from None
+        return _V25Speaker(synth)
+
+
 def v15_speech(opts: dict[str, Any]) -> tuple[bool, str]:
     """(ok, note or refusal) of IndexTTS-1.5's speech for --eval-at-saves: its BigVGAN (--vocoder)."""
     if not str(opts.get("vocoder") or "").strip():
@@ -216,6 +286,17 @@ def v2_speech(opts: dict[str, Any]) -> tuple[bool, str]:
     except EvaluationError as exc:
         return False, f"--eval-at-saves: {exc}"
     return True, f"; speech through the IndexTTS2 folder {folder} ({EVAL_CFM_STEPS} CFM steps)"
+
+
+def v25_speech(opts: dict[str, Any]) -> tuple[bool, str]:
+    """(ok, note or refusal) of IndexTTS-2.5's speech for --eval-at-saves: its download folder and the run's table."""
+    try:
+        folder = indextts25_folder(opts.get("model_dir"), opts.get("config"), str(opts.get("w2v_bert") or ""),
+                                   str(opts.get("tokenizer") or "") or None)
+    except EvaluationError as exc:
+        return False, f"--eval-at-saves: {exc}"
+    return True, (f"; speech through the IndexTTS-2.5 folder {folder} ({EVAL_CFM_STEPS} CFM steps, duration "
+                  f"factor {EVAL_DURATION_FACTOR:g}, each checkpoint's text scheme and LoRA adapters)")
 
 
 def _prompt_input(path: Path) -> Any:

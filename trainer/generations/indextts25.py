@@ -1,5 +1,5 @@
 """IndexTTS-2.5: a 2.5 GPT (CAM++ speaker vector + emotion vector + language row) on 2.5 paired manifests,
-with a .tiktoken text table and its text schemes; samples and synthesis through a 2.5 download folder."""
+with a .tiktoken text table and its text schemes; samples, synthesis and evaluation through a 2.5 download folder."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from data_tools.manifest import FORMAT_V25
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
-from trainer.generations.spec import Capability, FormFacts, Generation, TestFacts, lazy
+from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
 NAME = "IndexTTS-2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
@@ -45,7 +45,8 @@ INDEXTTS25 = Generation(
     tokenizer_record=lazy(V25, "run_tokenizer_record"), start=lazy(V25, "start"),
     rows_refusal=lazy(V25, "run_rows_refusal"), data_note=lazy(V25, "tokens_per_char_line"),
     sample_plan=lazy("trainer.samples_v25", "plan_samples"), sample_speaker=lazy("trainer.samples_v25", "speaker_v25"),
-    evaluation_speech=None, evaluation_backend=None, evaluation_needs_audio=True,
+    evaluation_speech=lazy("trainer.evaluation.synthesizers", "v25_speech"),
+    evaluation_backend=lazy("trainer.evaluation.synthesizers", "V25Backend"), evaluation_needs_audio=True,
     synthesize=lazy("trainer.synthesize", "synthesize_v25"),
     synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel"}),
     export=lazy("trainer.checkpoints.export_v25", "export_v25"), export_name=NAME, exported_version=2.5,
@@ -57,8 +58,7 @@ INDEXTTS25 = Generation(
                    sample_options=frozenset({"sample_model_dir", "sample_steps"})),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
                    w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"), folder_table=TABLE_NAME),
-    config_refusal=config_refusal, ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "speaker_vector_prompt"), language_table=True,
+    config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
+    training_prompt=lazy("trainer.memory_estimate", "speaker_vector_prompt"),
     s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v25"),
-    missing={Capability.EVALUATE: "the evaluation at saves has no IndexTTS-2.5 synthesis backend yet (score "
-                                  "its checkpoints with python -m trainer.synthesize and your own ASR)"},
 )

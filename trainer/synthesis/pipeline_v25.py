@@ -199,8 +199,6 @@ class SynthesizerV25(SynthesizerV2):
         in upstream's order (an export), put back in the tokenizer's (:func:`rows_from_upstream_order`).
         ``adapter`` / ``adapter_file``: LoRA, as :func:`load_gpt25_checkpoint` (a file also applies to the
         folder's own gpt.pth). Raises SynthesisError (one line)."""
-        from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
-        from data_tools.tokenizer.tiktoken25 import TableError
         from networks.indextts25 import IndexTTS25FilesError, load_indextts25
 
         own_gpt = checkpoint is None and adapter_file is None
@@ -209,11 +207,36 @@ class SynthesizerV25(SynthesizerV2):
                                    local_files_only=local_files_only, device=device)
         except (IndexTTS25FilesError, ValueError, OSError) as exc:
             raise SynthesisError(" ".join(str(exc).split())) from None
-        recorded = None
-        if not own_gpt:
-            loaded = load_gpt25_checkpoint(checkpoint or nets.files.gpt, nets.config, device, adapter=adapter,
-                                           adapter_file=adapter_file)
-            nets.gpt, recorded = loaded.model, loaded.scheme
+        if own_gpt:
+            return cls.speaking(nets, None, scheme=scheme, merges=merges, language=language,
+                                max_segment_tokens=max_segment_tokens)
+        return cls.with_checkpoint(nets, checkpoint or nets.files.gpt, scheme=scheme, merges=merges,
+                                   language=language, device=device, max_segment_tokens=max_segment_tokens,
+                                   adapter=adapter, adapter_file=adapter_file)
+
+    @classmethod
+    def with_checkpoint(cls, nets: IndexTTS25Networks, checkpoint: str | Path, *, scheme: str | None = None,
+                        merges: str | Path | None = None, language: str | None = None,
+                        device: str | torch.device = "cpu", max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS,
+                        adapter: bool = True, adapter_file: str | Path | None = None) -> SynthesizerV25:
+        """A folder's networks already loaded (``nets``; its own GPT, if any, is left as it is) speaking with
+        any 2.5 GPT checkpoint (:func:`load_gpt25_checkpoint`: LoRA adapters merged), in the checkpoint's text
+        scheme: how evaluation speaks each checkpoint of a run with networks loaded once. SynthesisError."""
+        from dataclasses import replace
+
+        loaded = load_gpt25_checkpoint(checkpoint, nets.config, device, adapter=adapter, adapter_file=adapter_file)
+        return cls.speaking(replace(nets, gpt=loaded.model), loaded.scheme, scheme=scheme, merges=merges,
+                            language=language, max_segment_tokens=max_segment_tokens)
+
+    @classmethod
+    def speaking(cls, nets: IndexTTS25Networks, recorded: str | None, *, scheme: str | None = None,
+                 merges: str | Path | None = None, language: str | None = None,
+                 max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> SynthesizerV25:
+        """``nets`` with the tokenizer of ``scheme``, else of the scheme its GPT records (``recorded``), else
+        ``bytes``; a GPT recording none has its text rows in upstream's order, put back in the tokenizer's."""
+        from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
+        from data_tools.tokenizer.tiktoken25 import TableError
+
         chosen = scheme or recorded or BARE_CHECKPOINT_SCHEME
         try:
             tokenizer = TextTokenizerV25(nets.files.table, scheme=chosen,
