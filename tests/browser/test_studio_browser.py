@@ -33,7 +33,9 @@ def phase(name: str) -> None:
 
 
 def open_tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name, exact=True).click()
+    # Right after page.goto the page may still be building its eight tabs; on a loaded machine that takes longer
+    # than playwright's default 30 s, so the click waits as long as the other UI waits do.
+    page.get_by_role("tab", name=name, exact=True).click(timeout=UI_TIMEOUT_MS)
 
 
 TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "Listen", "Models", "System")
