@@ -39,7 +39,7 @@ from bench.report import headline
 from data_tools.ingest.pipeline import IngestSettings, run_ingest
 from data_tools.ingest.vad import FRAME, VAD_RATE, load_vad
 
-SENTENCES = Path(__file__).resolve().parents[1] / "trainer" / "demo_assets" / "amharic_sentences.txt"
+SENTENCES = Path(__file__).resolve().parents[1] / "demo" / "assets" / "amharic_sentences.txt"
 
 
 def build_recording(path: Path, minutes: float, rate: int, seed: int = 0) -> float:

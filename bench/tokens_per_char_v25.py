@@ -34,7 +34,7 @@ from data_tools.tokenizer.tiktoken25 import Tiktoken25
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpora" / "amharic_libreoffice_ui.txt"
-DEMO_CORPUS = REPO / "trainer" / "demo_assets" / "amharic_corpus.txt"
+DEMO_CORPUS = REPO / "demo" / "assets" / "amharic_corpus.txt"
 
 
 def read_lines(path: Path) -> list[str]:

@@ -11,7 +11,7 @@ import numpy as np
 import soundfile as sf
 
 REPO = Path(__file__).resolve().parents[1]
-SENTENCES = REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"
+SENTENCES = REPO / "demo" / "assets" / "amharic_sentences.txt"
 
 
 def amharic_sentences(count: int, start: int = 0) -> list[str]:

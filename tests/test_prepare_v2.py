@@ -41,7 +41,7 @@ from tests.conftest import require_tool, shared_file
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = ("reference", "fixtures_indextts2_audio")
 TOL = {"atol": 1e-4, "rtol": 1e-4}
-SENTENCES = REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"
+SENTENCES = REPO / "demo" / "assets" / "amharic_sentences.txt"
 VOICES = ("am", "am+f2", "am+m3")
 
 

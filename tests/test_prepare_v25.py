@@ -39,7 +39,7 @@ from demo.v25_audio import Prep25Kit, write_prep25_kit
 from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[1]
-SENTENCES = REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"
+SENTENCES = REPO / "demo" / "assets" / "amharic_sentences.txt"
 VOICES = ("am", "am+f2", "am+m3")
 MAX_TEXT_TOKENS, MAX_CODES = 60, 250  # the kit's limits: 60 ids, 10 s of 25 Hz codes
 

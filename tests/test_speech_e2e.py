@@ -24,7 +24,7 @@ from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "tests" / "fixtures" / "tiny_config.yaml"
-SENTENCES = REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"
+SENTENCES = REPO / "demo" / "assets" / "amharic_sentences.txt"
 VOICES = ("am", "am+f2", "am+m3")  # three espeak-ng voice variants stand in for three speakers
 
 

@@ -51,8 +51,8 @@ from tests.conftest import FIXTURES, REPO, shared_file
 TABLE_SHA256 = "747979631e813193436aabcff7c1c235d37de8097b71c563ec8b63b7a515c718"
 CORPUS = FIXTURES / "corpus"
 PROJECT_AMHARIC = [CORPUS / "amharic_train.txt", CORPUS / "amharic_heldout.txt",
-                   REPO / "trainer" / "demo_assets" / "amharic_corpus.txt",
-                   REPO / "trainer" / "demo_assets" / "amharic_sentences.txt"]
+                   REPO / "demo" / "assets" / "amharic_corpus.txt",
+                   REPO / "demo" / "assets" / "amharic_sentences.txt"]
 
 
 def lines_of(path: Path) -> list[str]:
