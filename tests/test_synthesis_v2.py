@@ -164,7 +164,7 @@ def test_any_v2_checkpoint_kind_replaces_the_folders_gpt(folder, synth, tmp_path
         for name, tensor in model.state_dict().items():
             assert torch.equal(loaded.state_dict()[name], tensor), name
     v15 = save(make_checkpoint(), tmp_path / "v15.pth")
-    with pytest.raises(SynthesisError, match=r"IndexTTS 1\.5 GPT: an IndexTTS 2 GPT is needed"):
+    with pytest.raises(SynthesisError, match=r"an IndexTTS-1\.5 GPT: an IndexTTS2 GPT is needed"):
         load_synthesizer(folder, checkpoint=v15)
 
 
