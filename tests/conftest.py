@@ -12,6 +12,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# Under pytest-xdist each worker, and each trainer or torchrun process a test starts, would take one torch thread
+# per core: two workers on two cores then run four to eight spinning threads. One thread each keeps the cores busy
+# without that contention. Set before torch is imported, so the worker and every child process inherit it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, "1")
+
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
