@@ -107,6 +107,10 @@ def test_an_edited_transcript_has_its_gates_rerun(tmp_path: Path) -> None:
     assert store.clip("spk_a")["status"] == "rejected"
     assert [gate_name(r) for r in store.clip("spk_a")["reasons"]] == ["no_text"]
 
+    from webui.proofread_panel import change_clip
+
+    message, view = change_clip("text", str(out), "spk_a", TEXT, tmp_path)  # what the proofread panel's Apply does
+    assert "saved: ok (passes the gates)" in message
     typed = store.set_text("spk_a", TEXT)
     assert typed["status"] == "ok" and typed["reasons"] == []
     assert IngestStore(out).clip("spk_a")["status"] == "ok"  # also after a reload
