@@ -109,7 +109,7 @@ def test_an_edited_transcript_has_its_gates_rerun(tmp_path: Path) -> None:
 
     from webui.proofread_panel import change_clip
 
-    message, view = change_clip("text", str(out), "spk_a", TEXT, tmp_path)  # what the proofread panel's Apply does
+    message, _shown = change_clip("text", str(out), "spk_a", TEXT, tmp_path)  # what the proofread panel's Apply does
     assert "saved: ok (passes the gates)" in message
     typed = store.set_text("spk_a", TEXT)
     assert typed["status"] == "ok" and typed["reasons"] == []

@@ -209,7 +209,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json(asdict(summary))
     if summary.model:
-        print(f"clips cut for the {summary.model}")
+        print(f"clips cut for the {summary.model}; {summary.too_long} clip(s) still too long for it are flagged "
+              "(gate too_long_for_model: proofread them)")
     print(f"{summary.clips} clips from {summary.sources} sources ({summary.hours:.2f} h of audio; "
           f"{summary.sources_done_before} done before), {summary.rejected} rejected by the gates, "
           f"{summary.left_out_fragments} fragments shorter than {slicing.min_seconds:g} s left out, "

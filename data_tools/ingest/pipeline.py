@@ -516,8 +516,9 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
                          "language": record.get("language"), "text": text, "reasons": reasons})
     summary.clips = len(rows)
     summary.rejected = sum(1 for row in rows if row["reasons"])
-    summary.too_long = sum(1 for row in rows if row["seconds"] > settings.slicing.max_seconds or
-                           any(gate_name(reason) == "too_long_for_model" for reason in row["reasons"]))
+    if model is not None:
+        summary.too_long = sum(1 for row in rows if row["seconds"] > settings.slicing.max_seconds or
+                               any(gate_name(reason) == "too_long_for_model" for reason in row["reasons"]))
     summary.hours = round(summary.hours, 4)
     summary.problems = [problem.line() for problem in problems]
     try:
