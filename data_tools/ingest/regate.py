@@ -36,10 +36,25 @@ def save_context(folder: Path, record: Mapping[str, Any]) -> None:
     write_json(Path(folder) / CONTEXT_FILE, dict(record))
 
 
+_loaded: dict[tuple[str, int, str | None], GateContext] = {}  # the page opens a store per view: load tokenizers once
+
+
 def load_context(folder: Path, language: str | None) -> GateContext:
     """The folder's gates as its import applied them. A folder made before ``gates.json`` gets the default
     thresholds and the clip lengths of its ``ingest.json``; a tokenizer that cannot be loaded now leaves the
     text length unchecked (the codes are still checked)."""
+    path = Path(folder) / CONTEXT_FILE
+    try:
+        key = (str(path.resolve()), path.stat().st_mtime_ns, language)
+    except OSError:
+        return _read_context(folder, language)
+    if key not in _loaded:
+        _loaded.clear()  # one folder at a time is proofread; an import rewrites gates.json (a new mtime)
+        _loaded[key] = _read_context(folder, language)
+    return _loaded[key]
+
+
+def _read_context(folder: Path, language: str | None) -> GateContext:
     record = read_json(Path(folder) / CONTEXT_FILE)
     if not isinstance(record, dict):
         slicing = (read_json(Path(folder) / "ingest.json") or {}).get("slicing", {})
