@@ -9,7 +9,8 @@ language, id, duration, source; audio paths relative to the manifest), for Index
 keep one speaker only.
 
 A clip's status: ``deleted`` (by hand), ``restored`` (kept by hand despite its gate reasons), ``rejected``
-(a gate failed), ``ok``. An edited transcript has its gates re-run as the import ran them (``regate``). Manifests hold the ``ok`` and ``restored`` clips that have a transcript.
+(a gate failed), ``ok``. Manifests hold the ``ok`` and ``restored`` clips that have a transcript. An edited
+transcript has its gates re-run as the import ran them (``regate``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class IngestStore:
             self._gates: Any = None  # the folder's GateContext, read on the first edit that needs it
             self._reasons: dict[str, list[str]] = {}  # re-run gates of clips edited since the import
         self._regate([c for c, edit in self._edits.items()
-                      if c in clips and edit.get("text", clips[c]["text"]) != clips[c]["text"]])
+                      if c in clips and edit.get("text", clips[c].get("text")) != clips[c].get("text")])
 
     # ----- reading -----------------------------------------------------------------------------------
 
