@@ -10,6 +10,7 @@ from typing import Any
 
 from data_tools.batch_prep import Skipped
 from data_tools.cli import progress_bar, run_refusing
+from data_tools.job_summary import summary_line
 from data_tools.test_hooks import announce_active_hooks
 
 # The options every preparation CLI has, passed to its prepare function by name.
@@ -24,7 +25,7 @@ def shared_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type[BaseException], ...]) -> int:
     """Run ``prepare`` for parsed ``args``: 0 done, 1 nothing prepared or no pair drawn, 2 refused (one line), 130
-    interrupted."""
+    interrupted. The report ends with the job's summary line (``data_tools.job_summary``: what the badge shows)."""
     announce_active_hooks()
 
     def run() -> int:
@@ -36,6 +37,7 @@ def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type
 
             report = prepare(progress, on_skip)
         print(report.summary())
+        print(summary_line(report.utterances, report.skipped_by_reason), flush=True)
         if report.utterances == 0:
             print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
             return 1

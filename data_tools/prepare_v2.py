@@ -53,8 +53,10 @@ import numpy as np
 from data_tools.batch_prep import ItemProblem, Skipped, iter_in_input_order, run_batches, write_npy
 from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
+from data_tools.model_limits import longest_seconds
 from data_tools.prepare_cli import prepare_main, shared_options
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
+from networks.generation_rule import ID_2
 
 COMMUNITY_RATE = 24_000  # the community recipe resamples everything to 24 kHz first
 FEATURE_RATE = 16_000
@@ -587,7 +589,7 @@ def prepare_v2(
     torch_device = resolve_device(device)
     models = load_v2_models(cfg, gpt=gpt_path, codec=codec_path, w2v_bert=w2v_bert, w2v_stats=stats_path,
                             tokenizer=tokenizer_path, device=torch_device)
-    model_limit = models.max_codes / CODES_PER_SECOND
+    model_limit = longest_seconds(models.max_codes, ID_2)  # the rule the ingest slicer cuts clips to
     preparer = V2Preparer(models=models, min_duration=float(min_duration),
                           max_duration=min(float(max_duration), model_limit) if max_duration else model_limit,
                           fingerprint=settings_fingerprint(cfg, gpt_path, codec_path, w2v_bert, stats_path,

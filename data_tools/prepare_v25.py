@@ -58,6 +58,7 @@ import numpy as np
 from data_tools.batch_prep import ItemProblem, Skipped, iter_in_input_order, run_batches, write_npy
 from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
+from data_tools.model_limits import longest_seconds
 from data_tools.prepare_cli import prepare_main, shared_options
 from data_tools.prepare_v2 import (
     DEFAULT_PAIRS_PER_TARGET,
@@ -79,6 +80,7 @@ from data_tools.prepare_v2 import (
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import DROP_REASONS, DataLimits, drop_reason
 from data_tools.tokenizer.tiktoken25 import unknown_language
+from networks.generation_rule import ID_25
 
 SPEAKER_RATE = 22_050  # inference loads its speaker prompt at librosa's default rate
 FEATURE_RATE = 16_000
@@ -458,7 +460,7 @@ def prepare_v25(
     models = load_v25_models(cfg, gpt=files["gpt"], codec=files["codec"], campplus=files["campplus"],
                              w2v_bert=w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
                              text_scheme=text_scheme, text_merges=files.get("text_merges"), device=torch_device)
-    model_limit = float(models.limits.max_codes or 0) / CODES_PER_SECOND
+    model_limit = longest_seconds(int(models.limits.max_codes or 0), ID_25)  # the ingest slicer's rule too
     preparer = V25Preparer(models=models, min_duration=float(min_duration),
                            max_duration=min(float(max_duration), model_limit) if max_duration else model_limit,
                            fingerprint=settings_fingerprint(cfg, files, w2v_bert, models.tokenizer))

@@ -46,9 +46,10 @@ import numpy as np
 from data_tools.batch_prep import Skipped
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.job_summary import summary_line
+from data_tools.model_limits import longest_seconds
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 from data_tools.shape_rules import V1_SAMPLE_RATE as SAMPLE_RATE
-from data_tools.shape_rules import V1_SAMPLES_PER_CODE as SAMPLES_PER_CODE
 from data_tools.workers import pool_results
 
 SILENCE_DBFS = -60.0  # RMS below this is taken as silence
@@ -299,6 +300,7 @@ def _settings(out: Path, config: Path, dvae: str | Path | None, min_duration: fl
     from data_tools.config import ConfigError, load_config
     from networks import indextts15
     from networks.dvae import DVAEError
+    from networks.generation_rule import ID_15
 
     try:
         cfg = load_config(config)
@@ -318,7 +320,7 @@ def _settings(out: Path, config: Path, dvae: str | Path | None, min_duration: fl
     if min_duration < 0 or (max_duration is not None and max_duration <= min_duration):
         raise PreprocessError("need 0 <= --min-duration < --max-duration")
     max_codes = int(cfg["gpt"]["max_mel_tokens"])
-    model_limit = max_codes * SAMPLES_PER_CODE / SAMPLE_RATE
+    model_limit = longest_seconds(max_codes, ID_15)  # the rule the ingest slicer cuts clips to
     return WorkerSettings(out_dir=str(out), dvae=str(dvae), vqvae=dict(vqvae), device=device,
                           min_duration=float(min_duration),
                           max_duration=min(float(max_duration), model_limit) if max_duration else model_limit,
@@ -401,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                                 min_duration=args.min_duration, max_duration=args.max_duration,
                                 language=args.language, speaker=args.speaker, device=args.device, progress=progress)
         print(report.summary())
+        print(summary_line(report.entries, report.skipped_by_reason), flush=True)
         if report.entries == 0:
             print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
             return 1

@@ -6,6 +6,10 @@ when an ASR model is given, and applies the quality gates. It keeps going if the
 the same folder continues where it stopped and keeps the proofreading edits. Its JSON summary is the job's
 report; when the job ends, the proofreading table below shows the folder. Nothing here imports torch.
 
+The base model (a dropdown of the workspace's model folders, the demo's first) bounds the slicer: its longest
+clip comes from the model's limits (``data_tools.model_limits``), and a clip that still does not fit (a long
+subtitle cue, a text over the model's text tokens) is flagged at import, where it is proofread.
+
 The suggested Amharic ASR models come from ``data_tools.asr.SUGGESTED_AMHARIC_MODELS`` (licences included);
 none is bundled: a Hub id is downloaded by transformers when the job starts, a local folder is used as it is.
 """
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 INGEST_JOB = ReportJob("ingest")
 DEVICES = ("auto", "cpu", "cuda")
 NO_MODEL = "none (no transcription)"
+NO_BASE_MODEL = "none (no model limits)"
+BASE_MODEL_FOLDERS = ("checkpoints", "v2/checkpoints", "v25/checkpoints")  # the demo's IndexTTS-1.5, 2 and 2.5
 NO_LANGUAGE = "any"
 _HUB_ID = re.compile(r"^[\w.\-]+/[\w.\-]+$")
 _LANG_CODE = re.compile(r"^[A-Za-z]{2,8}([_-][A-Za-z0-9]{1,8})*$")
@@ -94,6 +100,35 @@ def asr_model_arg(text: str | None, workspace: Path | str) -> str | None:
     if typed.startswith(("/", "~", ".")) or "\\" in typed or not _HUB_ID.match(typed):
         raise InputProblem(f"ASR model: no folder {path} and not a model id like 'facebook/mms-1b-all'")
     return typed
+
+
+def base_model_choices(workspace: Path | str) -> list[str]:
+    """The workspace's model folders (the demo's, then the Models tab's downloads), then none."""
+    root = Path(workspace)
+    demo = [root / folder for folder in BASE_MODEL_FOLDERS]
+    downloaded = [found.path for found in _downloaded_generations(root)]
+    folders = [str(path) for path in [*demo, *downloaded] if (path / "config.yaml").is_file()]
+    return [*dict.fromkeys(folders), NO_BASE_MODEL]
+
+
+def _downloaded_generations(workspace: Path) -> list[Any]:
+    from trainer.models.record import downloaded_model_dirs
+
+    return [found for found in downloaded_model_dirs(workspace, "generation") if found.complete]
+
+
+def base_model_args(text: str | None, workspace: Path | str) -> list[str]:
+    """The base model field: a model folder (``--model-dir``) or a config.yaml (``--config``); [] for none."""
+    typed = (text or "").strip()
+    if not typed or typed == NO_BASE_MODEL:
+        return []
+    path = resolve_path(typed, workspace, "base model")
+    if path is not None and path.is_dir():
+        if not (path / "config.yaml").is_file():
+            raise InputProblem(f"base model: no config.yaml in {path}")
+        return ["--model-dir", str(path)]
+    config = existing_file(typed, workspace, "config")
+    return ["--config", str(config)]
 
 
 def link_lines(text: str | None) -> list[str]:
@@ -167,12 +202,11 @@ def ingest_argv(python: str, input_text: str, out_dir: str, language: str | None
             if not _LANG_CODE.match(lang):
                 raise InputProblem(f"ASR target language: {lang!r} is not a language code like 'amh'")
             args += ["--asr-language", lang]
-    config_path = existing_file(config, workspace, "config", required=False)
+    model_args = base_model_args(config, workspace)
     tokenizer_path = existing_file(tokenizer, workspace, "tokenizer", required=False)
-    if tokenizer_path is not None and config_path is None:
+    if tokenizer_path is not None and not model_args:
         raise InputProblem("the tokenizer is used with a config (its GPT's text length limit): give both")
-    if config_path is not None:
-        args += ["--config", str(config_path)]
+    args += model_args
     if tokenizer_path is not None:
         args += ["--tokenizer", str(tokenizer_path)]
     return stdout_report_argv(python, report, "data_tools.ingest", *args, *extras, "--json")
@@ -193,8 +227,11 @@ def summary_html(result: JobResult | None) -> str:
     except (ValueError, KeyError, TypeError) as exc:
         return message_html(str(exc).splitlines()[0] if str(exc) else "the ingest left no summary")
     problems = [str(p) for p in summary.get("problems", [])]
-    detail = (f"{clips} clip(s) from {summary.get('sources', 0)} recording(s) ({float(summary.get('hours', 0)):.2f} h; "
-              f"{summary.get('sources_done_before', 0)} done before), {rejected} rejected by the gates, "
+    model = f"cut for the {summary['model']}; " if summary.get("model") else ""
+    too_long = int(summary.get("too_long", 0) or 0)
+    flagged = f", {too_long} too long for the model (flagged: proofread them)" if too_long else ""
+    detail = (f"{model}{clips} clip(s) from {summary.get('sources', 0)} recording(s) ({float(summary.get('hours', 0)):.2f} h; "
+              f"{summary.get('sources_done_before', 0)} done before), {rejected} rejected by the gates{flagged}, "
               f"{summary.get('transcribed', 0)} transcribed, {summary.get('left_out_fragments', 0)} short "
               f"fragment(s) left out, {len(problems)} problem(s) in {summary.get('out_dir', '')}")
     shown = badge_html("SLICED", detail, "warn" if problems else "ok")
@@ -280,9 +317,11 @@ def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
                                label="Language", scale=1, elem_id="ingest-language")
         speaker = gr.Textbox(value="", scale=2, label="Speaker (empty: the first folder level names it)",
                              elem_id="ingest-speaker")
-        config = gr.Textbox(value="", scale=2, label="Config (optional: gate clips too long for its model)",
-                            elem_id="ingest-config")
-        tokenizer = gr.Textbox(value="", scale=2, label="Tokenizer (optional, with the config)",
+        models = base_model_choices(workspace)
+        config = gr.Dropdown(choices=models, value=models[0], allow_custom_value=True, scale=2,
+                             label="Base model: clips are cut to what it takes (a folder or config.yaml)",
+                             elem_id="ingest-config")
+        tokenizer = gr.Textbox(value="", scale=2, label="Tokenizer counting text tokens (empty: the model's own)",
                                elem_id="ingest-tokenizer")
     model, target, device = _asr_fields(workspace)
     more = _source_fields()

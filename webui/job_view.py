@@ -1,7 +1,9 @@
 """A background job as the tabs show it: status line, progress from the log's tqdm bar, and the log tail.
 
 The job itself runs under the studio's supervisor (``ctx.run_background``); this module only reads
-what the supervisor reports, so it has no Gradio and no processes of its own.
+what the supervisor reports, so it has no Gradio and no processes of its own. An ended job whose log holds a
+summary line (``data_tools.job_summary``: what a preparation prepared and left out) shows it in its badge,
+"FINISHED 7 prepared, 3 left out (too long)", in the warning colour when items were left out.
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from data_tools.job_summary import last_summary
 from webui.plots import badge_html
 
 # tqdm's default bar: "desc:  45%|####5     | 45/100 [00:03<00:04, 12.3it/s]" (the percent may be absent
 # when the total is unknown: "desc: 45it [00:03, 12.3it/s]").
 _TQDM_FRACTION = re.compile(r"(\d+(?:\.\d+)?)([kMG]?)/(\d+(?:\.\d+)?)([kMG]?)\s*\[")
 _SCALE = {"": 1, "k": 1_000, "M": 1_000_000, "G": 1_000_000_000}
+_ENDED = ("finished", "failed", "stopped", "killed")
 _STATE_TONES = {"running": "info", "finished": "ok", "stopped": "warn", "failed": "error", "killed": "error",
                 "idle": "info"}
 
@@ -64,6 +68,11 @@ def job_view(status: object, log_tail: str) -> JobView:
     state = str(getattr(status, "state", "idle"))
     summary = str(getattr(status, "summary", state))
     running = bool(getattr(status, "running", False))
-    badge = badge_html(state.upper(), summary, _STATE_TONES.get(state, "info"))
+    tone = _STATE_TONES.get(state, "info")
+    told = last_summary(log_tail) if state in _ENDED else None
+    if told is not None:
+        summary = told.text() if state == "finished" else f"{told.text()}; {summary}"
+        tone = "warn" if state == "finished" and told.left_out_total else tone
+    badge = badge_html(state.upper(), summary, tone)
     return JobView(status=badge, progress=progress_html(progress_from_log(log_tail), state), log=log_tail,
                    running=running)

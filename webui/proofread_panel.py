@@ -153,8 +153,9 @@ def change_clip(action: str, folder: str | None, clip_id: str | None, text: str 
     try:
         store = open_store(folder, workspace)
         if action == "text":
-            clip = store.set_text(clip_id, text or "")
-            done = f"transcript of {clip_id} saved"
+            clip = store.set_text(clip_id, text or "")  # the store re-runs the clip's gates on the new text
+            verdict = "; ".join(clip["reasons"]) if clip["reasons"] else "passes the gates"
+            done = f"transcript of {clip_id} saved: {clip['status']} ({verdict})"
         elif action == "speaker":
             clip = store.set_speaker(clip_id, text or "")
             done = f"{clip_id} is now speaker {clip['speaker']}"

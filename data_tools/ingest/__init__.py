@@ -12,6 +12,7 @@ An ingest folder:
     clips/<speaker>/<name>.wav mono 16-bit clips at the source rate (>= 22.05 kHz), loudness-normalised
     clips.jsonl                the index of every clip with its gate reasons (rebuilt at the end of a run)
     problems.jsonl             inputs that could not be used, one line each (rebuilt every run)
+    gates.json                 what the gates applied (thresholds, the base model's limits): re-run on an edit
     edits.json                 proofreading: edited texts, deleted and restored clips (written at each edit)
     manifests/manifest_<time>.jsonl   saved manifests (a new name each time, never over an earlier one)
 """

@@ -1,6 +1,7 @@
 """``python -m data_tools.ingest``: raw recordings -> clips -> transcripts -> gates -> proofread manifest.
 
     python -m data_tools.ingest run --input recordings/ --out-dir ingest/ --language am [--asr-model DIR_OR_ID]
+        [--model-dir checkpoints/]   # the base model: clips are cut to what it takes, texts too long are flagged
     python -m data_tools.ingest run --url https://... [--url ...] --out-dir ingest/ --language am --licence CC-BY-4.0
     python -m data_tools.ingest fetch --url https://... --into recordings/ [--subtitle-language am]
     python -m data_tools.ingest list --out-dir ingest/ [--page 0 --page-size 20 --status rejected]
@@ -60,8 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--asr-language", help="the model's target language (multilingual CTC models), e.g. amh")
     run.add_argument("--device", default="auto", help="device for the ASR model (auto, cpu, cuda)")
     run.add_argument("--batch-size", type=int, default=8, help="ASR batch size (8)")
-    run.add_argument("--tokenizer", type=Path, help="tokenizer .model: text tokens checked against --config")
-    run.add_argument("--config", type=Path, help="IndexTTS config.yaml: clips too long for its GPT are gated")
+    run.add_argument("--model-dir", type=Path,
+                     help="the base model's folder (config.yaml inside; IndexTTS-1.5, 2 or 2.5): the slicer's longest "
+                          "clip comes from its limits, and clips or texts that still do not fit are flagged")
+    run.add_argument("--config", type=Path, help="the base model's config.yaml (instead of --model-dir)")
+    run.add_argument("--tokenizer", type=Path,
+                     help="tokenizer that counts text tokens against the model (default: the model folder's own)")
     run.add_argument("--loudness", type=float, default=-20.0, help="loudness target in LUFS (-20)")
     run.add_argument("--no-loudness", action="store_true", help="keep the recordings' levels")
     run.add_argument("--loudness-scope", choices=("clip", "dataset"), default="clip",
@@ -182,12 +187,16 @@ def _run(args: argparse.Namespace) -> int:
         chosen["aim_min"] = LONG_AIM_MIN
     slicing = SliceSettings(**chosen, long_clips=args.long_clips, max_inner_pause=args.max_inner_pause)
     gates = GateSettings(**{name: getattr(args, name) for name in _GATE_FLAGS})
+    if args.model_dir is not None and args.config is not None:
+        raise IngestError("give the base model once: --model-dir (its folder) or --config (its config.yaml)")
+    if args.tokenizer is not None and args.model_dir is None and args.config is None:
+        raise IngestError("--tokenizer counts text tokens against a model: give --model-dir (or --config) too")
     settings = IngestSettings(
         input=args.input, out_dir=args.out_dir, language=args.language, speaker=args.speaker,
         speaker_level=args.speaker_level, speaker_column=args.speaker_column, slicing=slicing, gates=gates,
         target_lufs=None if args.no_loudness else args.loudness, subtitle_encoding=args.subtitle_encoding,
         asr_model=args.asr_model, asr_language=args.asr_language, device=args.device, batch_size=args.batch_size,
-        tokenizer=args.tokenizer, config=args.config, urls=tuple(args.url), licence=args.licence,
+        tokenizer=args.tokenizer, config=args.model_dir or args.config, urls=tuple(args.url), licence=args.licence,
         subtitle_language=args.subtitle_language, speaker_model=args.speaker_model,
         speaker_threshold=args.speaker_threshold, loudness_scope=args.loudness_scope, separate=args.separate)
     if args.input is None and not args.url:
@@ -199,6 +208,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"problem: {problem}", file=sys.stderr)
     if args.json:
         return _print_json(asdict(summary))
+    if summary.model:
+        print(f"clips cut for the {summary.model}; {summary.too_long} clip(s) still too long for it are flagged "
+              "(gate too_long_for_model: proofread them)")
     print(f"{summary.clips} clips from {summary.sources} sources ({summary.hours:.2f} h of audio; "
           f"{summary.sources_done_before} done before), {summary.rejected} rejected by the gates, "
           f"{summary.left_out_fragments} fragments shorter than {slicing.min_seconds:g} s left out, "

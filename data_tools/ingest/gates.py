@@ -13,7 +13,6 @@ import numpy as np
 from data_tools.check_chunks import LANGUAGE_SCRIPTS
 from data_tools.shape_rules import DROP_REASONS, DataLimits, codes_of_seconds, drop_reason
 from data_tools.text import script_counts
-from networks.generation_rule import CODES_PER_SECOND
 
 FULL_SCALE = 0.999
 FRAME_SECONDS = 0.02
@@ -120,19 +119,54 @@ def audio_reasons(measured: dict[str, Any], seconds: float, settings: GateSettin
 
 @dataclass(frozen=True)
 class ModelLimits:
-    """What one model takes: text tokens by the tokenizer, codes from the duration (shape_rules)."""
+    """What one model takes: text tokens by the tokenizer, codes from the duration (shape_rules, the rule
+    preparation applies: ``data_tools.model_limits``)."""
 
     limits: DataLimits
-    version: str  # the generation id (networks.generation_rule)
-    tokenizer: Any = None  # a TextTokenizer, or None (text length not checked)
+    codes_per_second: float  # the generation's code rate (networks.generation_rule.CODES_PER_SECOND)
+    tokenizer: Any = None  # a TextTokenizer (or the 2.5 one), or None (text length not checked)
+
+    def text_tokens(self, text: str, language: str | None) -> int:
+        """The text's tokens (1 when there is no text or tokenizer, or it cannot read the text: not checked)."""
+        if self.tokenizer is None or not text:
+            return 1
+        try:
+            return len(self.tokenizer.encode(text, language))
+        except (KeyError, ValueError, AttributeError):  # e.g. the 2.5 tokenizer without a language
+            return 1
 
     def reason(self, text: str, seconds: float, language: str | None) -> str | None:
-        tokens = len(self.tokenizer.encode(text, language)) if self.tokenizer is not None else 1
-        codes = codes_of_seconds(seconds, CODES_PER_SECOND[self.version])
+        tokens = self.text_tokens(text, language)
+        codes = codes_of_seconds(seconds, self.codes_per_second)
         why = drop_reason(tokens, codes, 0, self.limits)
         if why in ("too_many_text_tokens", "too_many_codes"):
-            return f"too_long_for_model: {DROP_REASONS[why]} ({tokens} text tokens, {codes} codes)"
+            limit = (f"at most {self.limits.max_text_tokens} text tokens" if why == "too_many_text_tokens" else
+                     f"at most {self.limits.max_codes} codes, {self.limits.max_codes / self.codes_per_second:.2f} s")
+            return f"too_long_for_model: {DROP_REASONS[why]} ({tokens} text tokens, {codes} codes; {limit})"
         return None
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """Everything the gates of one ingest folder apply, so a proofreading edit re-runs them as the import did."""
+
+    settings: GateSettings
+    min_seconds: float
+    max_seconds: float
+    limits: ModelLimits | None = None
+
+    def clip_reasons(self, clip: dict[str, Any], text: str, language: str | None, speaker: str,
+                     duplicates: Duplicates) -> list[str]:
+        """A clip's reasons (its measured audio, ``text`` as it stands now); ``duplicates`` sees clips in order."""
+        speech, seconds = max(clip["speech_end"] - clip["speech_start"], 1e-3), clip["seconds"]
+        too_long = self.limits.reason(text, seconds, language) if self.limits is not None else None
+        longest = float("inf") if too_long and seconds > self.max_seconds else self.max_seconds  # said once
+        reasons = audio_reasons(clip, seconds, self.settings, self.min_seconds, longest)
+        reasons += text_reasons(text, speech, language, self.settings)
+        if too_long:
+            reasons.append(too_long)
+        reasons += duplicates.reasons(clip["id"], clip["audio_sha1"], speaker, text)
+        return reasons
 
 
 class Duplicates:

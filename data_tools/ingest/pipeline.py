@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from data_tools.ingest.clips import (
     write_json,
     write_jsonl,
 )
-from data_tools.ingest.gates import Duplicates, GateSettings, ModelLimits, audio_reasons, text_reasons
+from data_tools.ingest.gates import Duplicates, GateContext, GateSettings, ModelLimits, gate_name
 from data_tools.ingest.loudness import dataset_gain
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
 from data_tools.ingest.sources import (
@@ -43,7 +43,7 @@ from data_tools.ingest.sources import (
     unique_sources,
 )
 from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, refine
-from networks.generation_rule import generation_id
+from data_tools.model_limits import ClipLimits, LimitsError, clip_limits, load_text_tokenizer
 
 FORMAT = 1
 DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched.txt
@@ -74,8 +74,8 @@ class IngestSettings:
     asr_language: str | None = None
     device: str = "auto"
     batch_size: int = 8
-    tokenizer: Path | None = None
-    config: Path | None = None
+    tokenizer: Path | None = None  # counts text tokens against the model (default: the model's own)
+    config: Path | None = None  # the base model: its folder or config.yaml; clips are cut to fit its limits
     urls: tuple[str, ...] = ()  # pages, direct media links, playlists: fetched into <out>/downloads first
     licence: str | None = None  # the licence of what the links hold, as the user states it
     subtitle_language: str | None = None  # the links' subtitles to fetch (None: the language, if any)
@@ -105,6 +105,9 @@ class IngestSummary:
     hours: float = 0.0
     left_out_fragments: int = 0
     problems: list[str] = field(default_factory=list)
+    model: str = ""  # the base model's limits the clips were cut to ('' without a model)
+    longest_clip: float = 0.0  # the slicer's longest clip (seconds)
+    too_long: int = 0  # clips flagged as longer (audio or text) than the model takes
 
 
 class _KillHook:
@@ -129,10 +132,13 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
     sample_rate, batch_size)``, the second silero's call ``model(frame, 16000) -> probability`` and
     ``reset_states()``.
     """
+    model = base_model(settings)
+    if model is not None:  # the model's longest clip bounds the slicer before anything is cut
+        settings = replace(settings, slicing=settings.slicing.fit_to(model.slicing_seconds))
     try:
         settings.slicing.check()
     except ValueError as exc:
-        raise IngestError(str(exc)) from None
+        raise IngestError(str(exc) + (f" ({model.describe()})" if model is not None else "")) from None
     if settings.loudness_scope not in ("clip", "dataset"):
         raise IngestError(f"loudness scope {settings.loudness_scope!r}: 'clip' or 'dataset'")
     out = Path(settings.out_dir)
@@ -141,7 +147,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
     separator = load_separation(settings) if settings.separate else None
     sources, problems = _all_sources(settings, out)
-    summary = IngestSummary(str(out), sources=len(sources))
+    summary = IngestSummary(str(out), sources=len(sources), model=model.describe() if model is not None else "",
+                            longest_clip=settings.slicing.max_seconds)
     hook = _KillHook()
     vad_models: list[Any] = [] if vad_model is None else [vad_model]  # loaded on first need
     for done, source in enumerate(sources):
@@ -179,8 +186,18 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         _embed_speakers(out, settings)
     if settings.loudness_scope == "dataset" and settings.target_lufs is not None:
         _dataset_loudness(out, settings)
-    _finalize(out, settings, sources, problems, summary)
+    _finalize(out, settings, sources, problems, summary, model)
     return summary
+
+
+def base_model(settings: IngestSettings) -> ClipLimits | None:
+    """The limits of the base model the import is for (``settings.config``: a folder or its config.yaml)."""
+    if settings.config is None:
+        return None
+    try:
+        return clip_limits(settings.config)
+    except LimitsError as exc:
+        raise IngestError(str(exc)) from None
 
 
 def _all_sources(settings: IngestSettings, out: Path) -> tuple[list[Source], list[Problem]]:
@@ -297,10 +314,7 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
                                 "the part present was sliced"))
     out_rate = clip_rate(info.rate)
     left_out: list[tuple[float, float]] = []
-    if source.kind == "transcribed":
-        if info.seconds > settings.slicing.max_seconds:
-            raise SourceError(f"{info.seconds:.1f} s with one transcript is longer than a clip may be "
-                              f"({settings.slicing.max_seconds:g} s); remove its .txt to have it sliced")
+    if source.kind == "transcribed":  # kept whole: one longer than a clip may be is flagged by the gates
         spans = [Span(0.0, info.seconds, 0.0, info.seconds, source.text)]
         duration = info.seconds
     else:
@@ -458,29 +472,34 @@ def load_transcriber(settings: IngestSettings) -> Any:
         raise IngestError(str(exc)) from None
 
 
-def _model_limits(settings: IngestSettings) -> ModelLimits | None:
-    if settings.config is None:
-        return None
-    from data_tools.config import ConfigError, load_config
-    from data_tools.shape_rules import DataLimits
-    from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+def _gate_context(settings: IngestSettings, model: ClipLimits | None) -> tuple[GateContext, dict[str, Any] | None]:
+    """The gates of this run, and the model as ``gates.json`` records it (``regate``)."""
+    from data_tools.ingest.regate import model_record
 
-    try:
-        gpt = load_config(settings.config)["gpt"]
-        tokenizer = TextTokenizer(settings.tokenizer, settings.language) if settings.tokenizer else None
-    except (ConfigError, TokenizerError) as exc:
-        raise IngestError(str(exc)) from None
-    version = generation_id(gpt)
-    return ModelLimits(DataLimits.from_gpt(gpt), version, tokenizer)
+    limits = record = None
+    if model is not None:
+        tokenizer_path = settings.tokenizer or model.tokenizer
+        try:
+            tokenizer = (load_text_tokenizer(tokenizer_path, model.generation, settings.language)
+                         if tokenizer_path is not None else None)
+        except LimitsError as exc:
+            raise IngestError(str(exc)) from None
+        limits = ModelLimits(model.data_limits, model.codes_per_second, tokenizer)
+        record = model_record(model.generation, model.max_codes, model.max_text_tokens, model.codes_per_second,
+                              model.config, Path(tokenizer_path).absolute() if tokenizer_path else None)
+    context = GateContext(settings.gates, settings.slicing.min_seconds, settings.slicing.max_seconds, limits)
+    return context, record
 
 
 def _finalize(out: Path, settings: IngestSettings, sources: list[Source], problems: list[Problem],
-              summary: IngestSummary) -> None:
-    """The clip index: every clip with its pipeline text and gate reasons; problems.jsonl beside it."""
+              summary: IngestSummary, model: ClipLimits | None = None) -> None:
+    """The clip index: every clip with its pipeline text and gate reasons; problems.jsonl and gates.json
+    (what the gates applied, for re-running them on an edit) beside it."""
+    from data_tools.ingest.regate import context_record, save_context
     from data_tools.ingest.store import EDITS_FILE, load_edits
 
     edits = load_edits(out / EDITS_FILE)
-    limits = _model_limits(settings)
+    context, model_entry = _gate_context(settings, model)
     duplicates = Duplicates(settings.gates)
     labels = _speaker_labels(out, settings)
     rows = []
@@ -489,13 +508,7 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
         summary.hours += record.get("seconds", 0.0) / 3600
         for clip in record["clips"]:
             text = edits.get(clip["id"], {}).get("text") or clip.get("given_text") or clip.get("asr_text") or ""
-            speech = max(clip["speech_end"] - clip["speech_start"], 1e-3)
-            reasons = audio_reasons(clip, clip["seconds"], settings.gates, settings.slicing.min_seconds,
-                                    settings.slicing.max_seconds)
-            reasons += text_reasons(text, speech, record.get("language"), settings.gates)
-            if limits is not None and text and (why := limits.reason(text, clip["seconds"], record["language"])):
-                reasons.append(why)
-            reasons += duplicates.reasons(clip["id"], clip["audio_sha1"], record["speaker"], text)
+            reasons = context.clip_reasons(clip, text, record.get("language"), record["speaker"], duplicates)
             row = {key: value for key, value in clip.items() if key != "speaker_embedding"}
             rows.append({**row, "source": record["source"], "speaker": labels.get(clip["id"], record["speaker"]),
                          "speaker_given": record["speaker"], "origin_url": record.get("origin_url"),
@@ -503,10 +516,14 @@ def _finalize(out: Path, settings: IngestSettings, sources: list[Source], proble
                          "language": record.get("language"), "text": text, "reasons": reasons})
     summary.clips = len(rows)
     summary.rejected = sum(1 for row in rows if row["reasons"])
+    if model is not None:
+        summary.too_long = sum(1 for row in rows if row["seconds"] > settings.slicing.max_seconds or
+                               any(gate_name(reason) == "too_long_for_model" for reason in row["reasons"]))
     summary.hours = round(summary.hours, 4)
     summary.problems = [problem.line() for problem in problems]
     try:
         write_jsonl(out / "clips.jsonl", rows)
         write_jsonl(out / "problems.jsonl", [{"where": p.where, "reason": p.reason} for p in problems])
+        save_context(out, context_record(context, model_entry))
     except OSError as exc:
         raise _write_error(exc, out) from None

@@ -9,7 +9,8 @@ sentence-final punctuation), and the pauses inside a clip can be capped (``max_i
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,17 @@ class SliceSettings:
             raise ValueError(f"--aim-max {self.aim_max} s leaves no room for speech inside the padding")
         if self.max_inner_pause is not None and self.max_inner_pause < 2 * FRAME_SECONDS:
             raise ValueError(f"--max-inner-pause must be at least {2 * FRAME_SECONDS:g} s")
+
+    def fit_to(self, longest: float) -> SliceSettings:
+        """These settings with no clip longer than ``longest`` seconds (a model's limit): the longest accepted
+        and aimed-for clip become ``longest`` (to the millisecond below), the shortest ones at most half of it."""
+        longest = math.floor(longest * 1000) / 1000
+        if self.max_seconds <= longest:
+            return self
+        aim_max = min(self.aim_max, longest)
+        aim_min = min(self.aim_min, round(aim_max / 2, 3))
+        return replace(self, max_seconds=longest, aim_max=aim_max, aim_min=aim_min,
+                       min_seconds=min(self.min_seconds, aim_min))
 
     def as_dict(self) -> dict[str, Any]:
         """The settings clips depend on; the later options only when set (older folders stay comparable)."""

@@ -9,7 +9,8 @@ language, id, duration, source; audio paths relative to the manifest), for Index
 keep one speaker only.
 
 A clip's status: ``deleted`` (by hand), ``restored`` (kept by hand despite its gate reasons), ``rejected``
-(a gate failed), ``ok``. Manifests hold the ``ok`` and ``restored`` clips that have a transcript.
+(a gate failed), ``ok``. Manifests hold the ``ok`` and ``restored`` clips that have a transcript. An edited
+transcript has its gates re-run as the import ran them (``regate``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class IngestStore:
         with self._lock:
             self._clips, self._order = clips, list(clips)
             self._edits = load_edits(self.folder / EDITS_FILE)
+            self._gates: Any = None  # the folder's GateContext, read on the first edit that needs it
+            self._reasons: dict[str, list[str]] = {}  # re-run gates of clips edited since the import
+        self._regate([c for c, edit in self._edits.items()
+                      if c in clips and edit.get("text", clips[c].get("text")) != clips[c].get("text")])
 
     # ----- reading -----------------------------------------------------------------------------------
 
@@ -75,11 +80,12 @@ class IngestStore:
         """One clip as the table shows it (KeyError-free: StoreError for an unknown id)."""
         row = self._row(clip_id)
         edit = self._edits.get(clip_id, {})
-        status = edit.get("status") or ("rejected" if row["reasons"] else "ok")
+        reasons = self._reasons.get(clip_id, row["reasons"])
+        status = edit.get("status") or ("rejected" if reasons else "ok")
         pipeline_text = row.get("given_text") or row.get("asr_text") or ""
         return {"id": clip_id, "audio": str(self.folder / row["audio"]), "text": edit.get("text", pipeline_text),
                 "given_text": row.get("given_text"), "given_kind": row.get("given_kind"),
-                "asr_text": row.get("asr_text"), "confidence": row.get("confidence"), "reasons": row["reasons"],
+                "asr_text": row.get("asr_text"), "confidence": row.get("confidence"), "reasons": reasons,
                 "status": status, "edited": "text" in edit, "speaker": edit.get("speaker", row["speaker"]),
                 "speaker_edited": "speaker" in edit,
                 "language": row.get("language"), "seconds": row["seconds"], "source": row["source"],
@@ -133,7 +139,21 @@ class IngestStore:
         text = " ".join(str(text).split())
         if not text:
             raise StoreError(f"{clip_id}: an empty transcript; delete the clip instead")
-        return self._change(clip_id, text=text)
+        self._change(clip_id, text=text)
+        self._regate([clip_id])
+        return self.clip(clip_id)
+
+    def _regate(self, clip_ids: list[str]) -> None:
+        """Re-run the gates of clips whose transcript changed (``regate``: the import's own gates)."""
+        if not clip_ids:
+            return
+        from data_tools.ingest.regate import load_context, reasons_now
+
+        if self._gates is None:
+            self._gates = load_context(self.folder, None)
+        rows = [self._clips[c] for c in self._order]
+        texts = {c: e["text"] for c, e in self._edits.items() if "text" in e}
+        self._reasons.update(reasons_now(rows, texts, clip_ids, self._gates))
 
     def set_speaker(self, clip_id: str, speaker: str) -> dict[str, Any]:
         """The clip's speaker label as proofread (an empty one is refused)."""
