@@ -28,7 +28,9 @@ training goes on.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -121,8 +123,12 @@ def _reference_input(path: Path) -> Any:
 
 
 def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step: int, epoch: int, out_dir: Path,
-                 metrics: Any, say: Any) -> None:
-    """Speak the plan's texts with ``model`` as it is now; never raises (a failure is reported)."""
+                 metrics: Any, say: Any, stop_requested: Callable[[], bool] | None = None) -> bool:
+    """Speak the plan's texts with ``model`` as it is now; never raises (a failure is reported).
+
+    ``stop_requested`` is asked before each text: once it says yes, the samples of this save are abandoned
+    (the wavs spoken so far removed, no ``sample`` event) and False is returned, so a stop never waits for
+    synthesis. True otherwise (made, or failed and reported)."""
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.wav import write_wav
 
@@ -133,6 +139,9 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
         files: list[dict[str, Any]] = []
         folder.mkdir(parents=True, exist_ok=True)
         for index, (name, text) in enumerate(plan.texts):
+            if stop_requested is not None and stop_requested():
+                _abandon(folder, files)
+                return False
             result = speak(text)
             path = write_wav(folder / f"{index + 1:02d}_{_safe(name)}.wav", result.waveform, result.sample_rate)
             metrics.audio(f"samples/{index + 1:02d}", result.waveform, step, result.sample_rate)
@@ -143,10 +152,19 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
         message = " ".join(str(exc).split())
         say(f"warning: samples at step {step} failed ({message}); training goes on")
         metrics.event("sample", step, epoch, error=message, seconds=seconds)
-        return
+        return True
     seconds = round(time.perf_counter() - started, 2)
     say(f"samples at step {step}: {len(files)} wav(s) in {folder} ({seconds:.1f} s)")
     metrics.event("sample", step, epoch, dir=str(folder), files=files, seconds=seconds)
+    return True
+
+
+def _abandon(folder: Path, files: list[dict[str, Any]]) -> None:
+    """Remove the wavs of samples left half-made by a stop (a step's folder is all of its samples or none)."""
+    for entry in files:
+        Path(entry["path"]).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def _speaker(plan: SamplePlan) -> Any:

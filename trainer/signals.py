@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from types import FrameType
@@ -47,6 +48,7 @@ class GracefulStop:
 
     def __init__(self, announce: Callable[[str], None] = print) -> None:
         self.requested: str | None = None  # the signal name once a stop was asked for
+        self.requested_at: float | None = None  # time.time() of that signal
         self.saving = False
         self._announce = announce
         self._previous: dict[int, Any] = {}
@@ -65,7 +67,7 @@ class GracefulStop:
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.requested is None:
-            self.requested = name
+            self.requested, self.requested_at = name, round(time.time(), 3)
             self._announce(f"{name} received: finishing the current optimizer step, then saving latest.pth "
                            "(a second signal is ignored until the checkpoint is committed)")
         elif self.saving:
