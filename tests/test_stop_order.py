@@ -55,7 +55,8 @@ def test_samples_stop_between_texts_and_leave_nothing_half_made(tmp_path, monkey
         return speak
 
     class Metrics:
-        recorded: list[str] = []
+        def __init__(self):
+            self.recorded: list[str] = []
 
         def audio(self, *_args):
             pass
