@@ -71,3 +71,40 @@ def test_samples_stop_between_texts_and_leave_nothing_half_made(tmp_path, monkey
                                 stop_requested=lambda: len(spoken) >= 1)
     assert made is False and spoken == ["one"] and metrics.recorded == []
     assert not (tmp_path / "samples" / "step_4").exists()
+
+
+def test_a_stop_signal_cuts_the_text_being_spoken_short(tmp_path, monkeypatch):
+    """Inside ``GracefulStop.interruptible()`` the signal itself ends synthesis: Stop waits for no text."""
+    import os
+    import signal
+
+    from trainer import samples
+    from trainer.sample_plan import SamplePlan
+    from trainer.signals import GracefulStop
+
+    stop = GracefulStop(lambda _line: None).install()
+    finished: list[str] = []
+
+    def fake_speaker(_plan, _model, _tokenizer):
+        def speak(text):
+            if text == "two":
+                os.kill(os.getpid(), signal.SIGINT)  # Stop pressed while this text is spoken
+                for _ in range(10_000_000):  # the long synthesis the signal must cut short
+                    pass
+            finished.append(text)
+            return SimpleNamespace(waveform=np.zeros(240, dtype=np.float32), sample_rate=24000, audio_seconds=0.01,
+                                   hit_stop=True)
+        return speak
+
+    monkeypatch.setattr(samples, "_speaker", lambda _plan: fake_speaker)
+    recorded: list[str] = []
+    metrics = SimpleNamespace(audio=lambda *_args: None, event=lambda kind, *_a, **_k: recorded.append(kind))
+    try:
+        made = samples.make_samples(SamplePlan(True, "", texts=[("a", "one"), ("b", "two"), ("c", "three")]), None,
+                                    None, 6, 0, tmp_path, metrics, lambda _line: None,
+                                    stop_requested=lambda: stop.requested is not None,
+                                    interruptible=stop.interruptible())
+    finally:
+        stop.restore()
+    assert made is False and finished == ["one"] and recorded == [] and stop.requested == "SIGINT"
+    assert not (tmp_path / "samples" / "step_6").exists()  # the wav of "one" went with the rest

@@ -487,7 +487,8 @@ class TrainingRun:
         assert self.metrics is not None and self.plan.samples is not None
         made = make_samples(self.plan.samples, self.model, self.plan.tokenizer, self.state.step, self.state.epoch,
                             self.out_dir, self.metrics, self.say,
-                            stop_requested=lambda: self.stop.requested is not None)
+                            stop_requested=lambda: self.stop.requested is not None,
+                            interruptible=self.stop.interruptible())
         if not made:
             self._owe_samples(self.state.step)
 

@@ -49,6 +49,7 @@ from trainer.sample_plan import (
     sample_texts,
     samples_when,
 )
+from trainer.signals import StopDuringSamples
 
 __all__ = ["DEFAULT_SAMPLE_COUNT", "SAMPLE_SEED", "W2V_BERT_HUB_ID", "SamplePlan", "make_samples", "sample_plan"]
 
@@ -123,30 +124,38 @@ def _reference_input(path: Path) -> Any:
 
 
 def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step: int, epoch: int, out_dir: Path,
-                 metrics: Any, say: Any, stop_requested: Callable[[], bool] | None = None) -> bool:
+                 metrics: Any, say: Any, stop_requested: Callable[[], bool] | None = None,
+                 interruptible: contextlib.AbstractContextManager | None = None) -> bool:
     """Speak the plan's texts with ``model`` as it is now; never raises (a failure is reported).
 
-    ``stop_requested`` is asked before each text: once it says yes, the samples of this save are abandoned
-    (the wavs spoken so far removed, no ``sample`` event) and False is returned, so a stop never waits for
-    synthesis. True otherwise (made, or failed and reported)."""
+    A stop abandons the samples of this save (the wavs spoken so far removed, no ``sample`` event) and False is
+    returned, so a stop never waits for synthesis: ``stop_requested`` is asked before each text, and inside
+    ``interruptible`` (``GracefulStop.interruptible()``) a stop signal cuts the text being spoken short. True
+    otherwise (made, or failed and reported)."""
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.wav import write_wav
 
     started = time.perf_counter()
     folder = out_dir / "samples" / f"step_{step}"
+    files: list[dict[str, Any]] = []
     try:
-        speak = _speaker(plan)(plan, model, tokenizer)
-        files: list[dict[str, Any]] = []
-        folder.mkdir(parents=True, exist_ok=True)
-        for index, (name, text) in enumerate(plan.texts):
+        with interruptible if interruptible is not None else contextlib.nullcontext():
             if stop_requested is not None and stop_requested():
-                _abandon(folder, files)
                 return False
-            result = speak(text)
-            path = write_wav(folder / f"{index + 1:02d}_{_safe(name)}.wav", result.waveform, result.sample_rate)
-            metrics.audio(f"samples/{index + 1:02d}", result.waveform, step, result.sample_rate)
-            files.append({"path": str(path), "name": name, "audio_seconds": round(result.audio_seconds, 3),
-                          "hit_stop": result.hit_stop})
+            speak = _speaker(plan)(plan, model, tokenizer)
+            folder.mkdir(parents=True, exist_ok=True)
+            for index, (name, text) in enumerate(plan.texts):
+                if stop_requested is not None and stop_requested():
+                    _abandon(folder)
+                    return False
+                result = speak(text)
+                path = write_wav(folder / f"{index + 1:02d}_{_safe(name)}.wav", result.waveform, result.sample_rate)
+                metrics.audio(f"samples/{index + 1:02d}", result.waveform, step, result.sample_rate)
+                files.append({"path": str(path), "name": name, "audio_seconds": round(result.audio_seconds, 3),
+                              "hit_stop": result.hit_stop})
+    except StopDuringSamples:
+        _abandon(folder)
+        return False
     except (SynthesisError, OSError, RuntimeError, ValueError) as exc:
         seconds = round(time.perf_counter() - started, 2)
         message = " ".join(str(exc).split())
@@ -159,10 +168,11 @@ def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step:
     return True
 
 
-def _abandon(folder: Path, files: list[dict[str, Any]]) -> None:
+def _abandon(folder: Path) -> None:
     """Remove the wavs of samples left half-made by a stop (a step's folder is all of its samples or none)."""
-    for entry in files:
-        Path(entry["path"]).unlink(missing_ok=True)
+    if folder.is_dir():
+        for path in folder.iterdir():
+            path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         folder.rmdir()
 
