@@ -43,6 +43,7 @@ def test_evaluate_scores_what_the_stop_left_and_adds_the_base_row(stopped_run, t
     before = tc.list_view(str(stopped_run), tmp_path)
     assert before.unscored == 2 and set(before.table["CER"]) == {""}  # model_step2 and the stopping save
     assert "2 step checkpoints without scores" in tc.unscored_html(before)
+    assert before.samples_owed == [3] and "the samples of step 3 were not made" in tc.unscored_html(before)
     best_by, asr, _speaker = tc.run_defaults(str(stopped_run), tmp_path)
     assert best_by == "val_loss" and asr  # from the run's train_config.yaml
 

@@ -128,6 +128,7 @@ class ListView:
     paths: list[str] = field(default_factory=list)  # checkpoint paths in table order, for the picker
     row_paths: list[str] = field(default_factory=list)  # each table row's file ('' for the base row), for clicks
     unscored: int = 0  # model_step files without scores of their own bytes (what Evaluate measures)
+    samples_owed: list[int] = field(default_factory=list)  # saves whose samples a stop left unmade
 
 
 def _output_folder(output_dir: str, workspace: Path | str) -> Path:
@@ -176,7 +177,29 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
     return ListView(message=badge_html(f"{len(summaries)} checkpoint{'s' if len(summaries) != 1 else ''}", detail,
                                        "info"),
                     table=records_frame(rows, LIST_COLUMNS), paths=paths,
-                    row_paths=([""] if base is not None else []) + paths, unscored=unscored)
+                    row_paths=([""] if base is not None else []) + paths, unscored=unscored,
+                    samples_owed=samples_owed(folder))
+
+
+def samples_owed(folder: Path) -> list[int]:
+    """The saves whose samples a stop left unmade (the ``end`` events' ``samples_owed``, newest run last)."""
+    import json
+
+    owed: list[int] = []
+    try:
+        with open(folder / "metrics.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                if '"samples_owed"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                steps = event.get("samples_owed") if isinstance(event, dict) else None
+                owed += [step for step in steps or [] if isinstance(step, int) and step not in owed]
+    except OSError:
+        return []
+    return owed
 
 
 def _score_cells(result: dict[str, Any]) -> dict[str, str]:
@@ -478,12 +501,17 @@ def _best_by(value: str) -> str:
 
 
 def unscored_html(view: ListView) -> str:
+    """How many step checkpoints Evaluate would measure, and which saves' samples a stop left unmade."""
     if not view.paths:
         return ""
-    if not view.unscored:
-        return message_html("every step checkpoint has scores", "info")
-    return message_html(f"{view.unscored} step checkpoint{'s' if view.unscored != 1 else ''} without scores: "
-                        "Evaluate measures them", "info")
+    text = ("every step checkpoint has scores" if not view.unscored else
+            f"{view.unscored} step checkpoint{'s' if view.unscored != 1 else ''} without scores: Evaluate measures "
+            "them")
+    if view.samples_owed:
+        steps = ", ".join(str(step) for step in view.samples_owed)
+        text += (f"; the samples of step {steps} were not made (a stop): Evaluate speaks its evaluation set with "
+                 "them, kept for the Listen tab")
+    return message_html(text, "info")
 
 
 def evaluate_message_of(result: JobResult | None) -> str:
