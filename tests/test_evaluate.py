@@ -255,7 +255,8 @@ def test_studio_views_and_model_card_carry_the_scores(trained_run, tmp_path):
     assert list(view.table.columns) == LIST_COLUMNS
     rows = {row["file"]: row for row in view.table.to_dict("records")}
     for name in ("model_step2.pth", "model_step4.pth", "model_step6.pth"):
-        assert rows[name]["CER"] == f"{scores[name]['cer']:.3f}" and rows[name]["SIM"] == f"{scores[name]['sim']:.3f}"
+        cer, sim = scores[name]["cer"], scores[name]["sim"]  # CER in percent, SIM a cosine, each with its interval
+        assert rows[name]["CER"].startswith(f"{cer * 100:.1f} % [") and rows[name]["SIM"].startswith(f"{sim:.3f} [")
     assert rows["latest.pth"]["WER"] == rows["model_step6.pth"]["WER"]  # a link shows its file's scores
 
     reader = MetricsReader(run)

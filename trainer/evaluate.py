@@ -19,6 +19,10 @@ trained with ``--eval-asr ...`` needs none. The evaluation set is made on first 
 ``--follow`` (used by the trainer for ``--eval-at-saves``): read step numbers from stdin, one per committed
 save, and measure each until stdin closes.
 
+``--best-by val_loss|cer|sim`` given here is remembered for the run (``RUN_DIR/eval/best_by.json``, until a
+resumed run writes its own train_config.yaml): best.pth is pointed by it after the measuring, and
+``--only-best`` points it without measuring anything (no model is loaded: the Checkpoints tab's choice).
+
 Exit codes: 0 done; 2 refused (one ``error: ...`` line); 130 interrupted; 1 anything unexpected.
 """
 
@@ -33,6 +37,7 @@ from typing import Any
 
 from data_tools.cli import OneLineErrorParser
 from trainer.errors import EXIT_OK, EXIT_STOPPED, run_cli
+from trainer.evaluation.best import followed
 from trainer.evaluation.errors import EvaluationError
 
 # Trainer options the evaluation reads (from train_config.yaml unless given here), and flags of its own.
@@ -84,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --test-set: the checkpoint to measure (default: best.pth, else latest.pth)")
     parser.add_argument("--follow", action="store_true",
                         help="measure the saves a trainer announces on stdin (one step per line) until it closes")
+    parser.add_argument("--only-best", action="store_true",
+                        help="measure nothing: point best.pth by --best-by (default: what the run follows) now")
     parser.add_argument("--json", type=Path, metavar="REPORT", help="also write the new results as JSON here")
     return parser
 
@@ -122,6 +129,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
     if not run_dir.is_dir():
         raise EvaluationError(f"run directory {run_dir}: not found")
     opts = run_options(run_dir)
+    opts["best_by"] = followed(run_dir)[0]  # a choice made after training outranks train_config.yaml's
     explicit = [name for name in SET_OPTIONS if getattr(args, name, None) not in (None, [])]
     for name in RUN_OPTIONS + EVAL_OPTIONS + OWN_OPTIONS:
         value = getattr(args, name, None)
@@ -158,6 +166,8 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
 
 
 def evaluate(args: argparse.Namespace) -> int:
+    if args.only_best:
+        return _only_best(args)
     evaluator = evaluator_for(args, say=lambda line: print(line, flush=True))
     if args.test_set is not None:
         return _measure_test(args, evaluator)
@@ -166,12 +176,52 @@ def evaluate(args: argparse.Namespace) -> int:
         print(f"evaluation at saves finished: {count} checkpoint(s) measured", flush=True)
         return EXIT_OK
     results = evaluator.evaluate_run()
+    if args.best_by is not None:  # remembered for the run; evaluate_run already pointed best.pth by CER or SIM
+        from trainer.evaluation.best import record_choice
+
+        record_choice(args.run_dir, args.best_by)
+        if args.best_by == "val_loss":
+            _point_best(args.run_dir, evaluator.settings.rule)
     if args.json is not None:
         from data_tools.fileio import atomic_write_text
 
         atomic_write_text(args.json, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     print(f"{len(results)} checkpoint(s) measured" + ("" if results else " (every checkpoint was already measured)"),
           flush=True)
+    return EXIT_OK
+
+
+def _rule(args: argparse.Namespace) -> Any:
+    from trainer.evaluation.best import BestRule
+
+    opts = run_options(args.run_dir)
+    best_by = args.best_by or followed(args.run_dir)[0]
+    cer_limit = args.best_cer_limit if args.best_cer_limit is not None else opts.get("best_cer_limit")
+    sim_limit = args.best_sim_limit if args.best_sim_limit is not None else opts.get("best_sim_limit")
+    return BestRule(best_by, float(cer_limit if cer_limit is not None else 0.02),
+                    float(sim_limit if sim_limit is not None else 0.03))
+
+
+def _point_best(run_dir: Path, rule: Any) -> tuple[int | None, str]:
+    from trainer.evaluation.best import pin_lock, record_choice, repoint_best
+
+    record_choice(run_dir, rule.best_by)
+    with pin_lock(run_dir):
+        step, reason = repoint_best(run_dir, rule)
+    print(reason, flush=True)
+    return step, reason
+
+
+def _only_best(args: argparse.Namespace) -> int:
+    """``--only-best``: best.pth follows the chosen number from now on, pointed at once (no model loaded)."""
+    if not args.run_dir.is_dir():
+        raise EvaluationError(f"run directory {args.run_dir}: not found")
+    rule = _rule(args)
+    step, reason = _point_best(args.run_dir, rule)
+    if args.json is not None:
+        from data_tools.fileio import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps({"best_by": rule.best_by, "step": step, "reason": reason}) + "\n")
     return EXIT_OK
 
 

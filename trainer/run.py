@@ -101,6 +101,7 @@ class TrainingRun:
         self.components = components_of(self)  # what a checkpoint holds, piece by piece (trainer.state)
         self.sample_ids: list[str] | None = [] if record_samples_hook() else None  # test hook only
         self.evaluation: EvalProcess | None = None  # --eval-at-saves: the child that measures each save
+        self.samples_owed: list[int] = []  # saves whose samples a stop left for later (the end event lists them)
 
     def say(self, message: str) -> None:
         if self.ctx.is_main:
@@ -418,9 +419,13 @@ class TrainingRun:
             raise SaveFailed(failure or "checkpoint save failed on rank 0")
         self._submitted_step = state.step
         # Rank 0 alone speaks samples, after this checkpoint committed (no collective here: a failed write
-        # reaches the other ranks at the next save or at the end).
+        # reaches the other ranks at the next save or at the end). Once a stop is asked for, the stopping save
+        # is committed and the run ends: its samples are owed, never spoken in the stopping process.
         if self._samples_due() and self._settle_writes() is None:
-            self._speak_samples()
+            if self.stop.requested is None:
+                self._speak_samples()
+            else:
+                self._owe_samples(state.step)
 
     def _write_context(self, step: int) -> contextlib.ExitStack:
         stack = contextlib.ExitStack()
@@ -477,10 +482,21 @@ class TrainingRun:
                     and not (every and self.state.step % every))
 
     def _speak_samples(self) -> None:
-        """Rank 0, after a committed save: hear the model (see trainer.samples; never stops training)."""
+        """Rank 0, after a committed save: hear the model (see trainer.samples; never stops training). A stop
+        asked for meanwhile leaves the rest of them for later."""
         assert self.metrics is not None and self.plan.samples is not None
-        make_samples(self.plan.samples, self.model, self.plan.tokenizer, self.state.step, self.state.epoch,
-                     self.out_dir, self.metrics, self.say)
+        made = make_samples(self.plan.samples, self.model, self.plan.tokenizer, self.state.step, self.state.epoch,
+                            self.out_dir, self.metrics, self.say,
+                            stop_requested=lambda: self.stop.requested is not None,
+                            interruptible=self.stop.interruptible())
+        if not made:
+            self._owe_samples(self.state.step)
+
+    def _owe_samples(self, step: int) -> None:
+        if step not in self.samples_owed:
+            self.samples_owed.append(step)
+        self.say(f"samples of step {step} left for later: a stop was asked for (the checkpoint is committed; its "
+                 "samples and scores can be made from the Checkpoints tab)")
 
     # ----- the end ---------------------------------------------------------------------------------
 
@@ -488,6 +504,9 @@ class TrainingRun:
         """Final save and the end event, each after the writes before it committed; returns ``stopped``."""
         state = self.state
         assert self.metrics is not None
+        if stopped:  # the order a stop keeps: this event, the stopping save committed, the end event, exit
+            self.metrics.event("stop", state.step, state.epoch, signal=self.stop.requested,
+                               requested_at=self.stop.requested_at)
         self.drain_saves()
         if stopped:
             if state.step != self.saved_step and state.step > 0:
@@ -497,7 +516,8 @@ class TrainingRun:
             self.say(f"stopped by signal at step {state.step}; "
                      + (f"saved {where} (step {self.saved_step})" if where else "nothing saved"))
             self.metrics.event("end", state.step, state.epoch, status="stopped", signal=self.stop.requested,
-                               saved_step=self.saved_step if self.saved_step >= 0 else None)
+                               saved_step=self.saved_step if self.saved_step >= 0 else None,
+                               samples_owed=list(self.samples_owed))
             self._end_evaluation()
             return True
         if self.saved_step != state.step:  # e.g. resumed at or beyond the end: latest.pth holds the final state

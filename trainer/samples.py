@@ -28,7 +28,9 @@ training goes on.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ from trainer.sample_plan import (
     sample_texts,
     samples_when,
 )
+from trainer.signals import StopDuringSamples
 
 __all__ = ["DEFAULT_SAMPLE_COUNT", "SAMPLE_SEED", "W2V_BERT_HUB_ID", "SamplePlan", "make_samples", "sample_plan"]
 
@@ -121,32 +124,57 @@ def _reference_input(path: Path) -> Any:
 
 
 def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step: int, epoch: int, out_dir: Path,
-                 metrics: Any, say: Any) -> None:
-    """Speak the plan's texts with ``model`` as it is now; never raises (a failure is reported)."""
+                 metrics: Any, say: Any, stop_requested: Callable[[], bool] | None = None,
+                 interruptible: contextlib.AbstractContextManager | None = None) -> bool:
+    """Speak the plan's texts with ``model`` as it is now; never raises (a failure is reported).
+
+    A stop abandons the samples of this save (the wavs spoken so far removed, no ``sample`` event) and False is
+    returned, so a stop never waits for synthesis: ``stop_requested`` is asked before each text, and inside
+    ``interruptible`` (``GracefulStop.interruptible()``) a stop signal cuts the text being spoken short. True
+    otherwise (made, or failed and reported)."""
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.wav import write_wav
 
     started = time.perf_counter()
     folder = out_dir / "samples" / f"step_{step}"
+    files: list[dict[str, Any]] = []
     try:
-        speak = _speaker(plan)(plan, model, tokenizer)
-        files: list[dict[str, Any]] = []
-        folder.mkdir(parents=True, exist_ok=True)
-        for index, (name, text) in enumerate(plan.texts):
-            result = speak(text)
-            path = write_wav(folder / f"{index + 1:02d}_{_safe(name)}.wav", result.waveform, result.sample_rate)
-            metrics.audio(f"samples/{index + 1:02d}", result.waveform, step, result.sample_rate)
-            files.append({"path": str(path), "name": name, "audio_seconds": round(result.audio_seconds, 3),
-                          "hit_stop": result.hit_stop})
+        with interruptible if interruptible is not None else contextlib.nullcontext():
+            if stop_requested is not None and stop_requested():
+                return False
+            speak = _speaker(plan)(plan, model, tokenizer)
+            folder.mkdir(parents=True, exist_ok=True)
+            for index, (name, text) in enumerate(plan.texts):
+                if stop_requested is not None and stop_requested():
+                    _abandon(folder)
+                    return False
+                result = speak(text)
+                path = write_wav(folder / f"{index + 1:02d}_{_safe(name)}.wav", result.waveform, result.sample_rate)
+                metrics.audio(f"samples/{index + 1:02d}", result.waveform, step, result.sample_rate)
+                files.append({"path": str(path), "name": name, "audio_seconds": round(result.audio_seconds, 3),
+                              "hit_stop": result.hit_stop})
+    except StopDuringSamples:
+        _abandon(folder)
+        return False
     except (SynthesisError, OSError, RuntimeError, ValueError) as exc:
         seconds = round(time.perf_counter() - started, 2)
         message = " ".join(str(exc).split())
         say(f"warning: samples at step {step} failed ({message}); training goes on")
         metrics.event("sample", step, epoch, error=message, seconds=seconds)
-        return
+        return True
     seconds = round(time.perf_counter() - started, 2)
     say(f"samples at step {step}: {len(files)} wav(s) in {folder} ({seconds:.1f} s)")
     metrics.event("sample", step, epoch, dir=str(folder), files=files, seconds=seconds)
+    return True
+
+
+def _abandon(folder: Path) -> None:
+    """Remove the wavs of samples left half-made by a stop (a step's folder is all of its samples or none)."""
+    if folder.is_dir():
+        for path in folder.iterdir():
+            path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def _speaker(plan: SamplePlan) -> Any:

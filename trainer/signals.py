@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from types import FrameType
@@ -42,12 +43,21 @@ RECORD_SAMPLES_ENV = "STUDIO_TEST_RECORD_SAMPLES"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
 
 
+class StopDuringSamples(BaseException):
+    """Raised in the main thread by a stop signal that arrives while samples are spoken (``interruptible``):
+    synthesis is abandoned at once instead of finishing the text, so Stop never waits for it. A BaseException,
+    so no ``except Exception`` on the way swallows it; the context managers on the way (no_grad, eval mode,
+    forked RNG) give the training state back as they unwind."""
+
+
 class GracefulStop:
     """Owns the SIGINT/SIGTERM handlers for the life of a run (``install`` / ``restore``)."""
 
     def __init__(self, announce: Callable[[str], None] = print) -> None:
         self.requested: str | None = None  # the signal name once a stop was asked for
+        self.requested_at: float | None = None  # time.time() of that signal
         self.saving = False
+        self._interruptible = False  # inside ``interruptible()``: a stop raises StopDuringSamples
         self._announce = announce
         self._previous: dict[int, Any] = {}
 
@@ -65,7 +75,7 @@ class GracefulStop:
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.requested is None:
-            self.requested = name
+            self.requested, self.requested_at = name, round(time.time(), 3)
             self._announce(f"{name} received: finishing the current optimizer step, then saving latest.pth "
                            "(a second signal is ignored until the checkpoint is committed)")
         elif self.saving:
@@ -73,6 +83,18 @@ class GracefulStop:
         else:
             self._announce(f"{name} received again: already stopping after this step")
         sys.stdout.flush()
+        if self._interruptible and not self.saving:
+            self._interruptible = False
+            raise StopDuringSamples(name)
+
+    @contextmanager
+    def interruptible(self):
+        """Work a stop may cut short (samples at a save): a stop signal inside raises StopDuringSamples."""
+        self._interruptible = self.requested is None
+        try:
+            yield
+        finally:
+            self._interruptible = False
 
     @contextmanager
     def saving_checkpoint(self):

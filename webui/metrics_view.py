@@ -50,6 +50,10 @@ class MetricsReader:
     TRAIN_KEYS = ("text_loss", "mel_loss", "mel_top1", "lr")
     VAL_KEYS = ("text_loss", "mel_loss", "mel_top1")
     EVAL_KEYS = ("cer", "wer", "sim")  # checkpoint evaluation (trainer.evaluation): one point per measured save
+    # The trainer's own events that name the step it has reached (the log prints each of them): the progress
+    # bar follows the newest, so after a stop at step 59 it says 59, not the last train line's 55. Eval events
+    # come from another process and name older saves; samples name a save already counted.
+    PROGRESS_EVENTS = ("start", "resume", "train", "val", "save", "stop", "end")
 
     def __init__(self, output_dir: Path, max_points: int = 2000) -> None:
         self.path = Path(output_dir) / METRICS_FILE
@@ -62,6 +66,7 @@ class MetricsReader:
         self.series: dict[str, Series] = {}
         self.last_train: dict[str, Any] | None = None
         self.last_event: dict[str, Any] | None = None
+        self.reached_step: int | None = None  # the newest step of a PROGRESS_EVENTS event
         self.seconds_per_step: float | None = None  # exponential moving average over the train events
         self.version = 0  # bumps when anything new was read
 
@@ -75,6 +80,8 @@ class MetricsReader:
         if not isinstance(step, int):
             return
         self.last_event = event
+        if kind in self.PROGRESS_EVENTS:
+            self.reached_step = step if kind in ("start", "resume") else max(step, self.reached_step or 0)
         if kind in ("start", "resume"):
             self.seconds_per_step = None  # a new process: its speed is measured afresh
             return
@@ -106,6 +113,14 @@ class MetricsReader:
             self.seconds_per_step = speed
         else:
             self.seconds_per_step += ETA_SMOOTHING * (speed - self.seconds_per_step)
+
+    @property
+    def progress_event(self) -> dict[str, Any] | None:
+        """The last train event with the step the run has reached since (a save, a stop, the end)."""
+        if self.last_train is None:
+            return None
+        step = max(self.last_train["step"], self.reached_step or 0)
+        return self.last_train if step == self.last_train["step"] else {**self.last_train, "step": step}
 
     @property
     def eta_s(self) -> float | None:

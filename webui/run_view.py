@@ -180,7 +180,7 @@ def poll_view(ctx: StudioContext, view: RunView | None, output_dir: str, resume_
     tick = Tick(
         view=view,
         status=status_text if (fresh or status_text != view.last_status) else skip,
-        progress=(progress_html(view.metrics.last_train, status.running, view.metrics.eta_s)
+        progress=(progress_html(view.metrics.progress_event, status.running, view.metrics.eta_s)
                   if (fresh or metrics_changed or ended_now) else skip),
         log=log_text(view) if (fresh or log_changed) else skip,
         loss=plots[0], top1=plots[1], lr=plots[2],

@@ -53,6 +53,12 @@ VERIFY_JOB = ReportJob("checkpoint_verify", report_exits=(0, 1, 2))  # 1 PARTIAL
 INSPECT_JOB = ReportJob("checkpoint_inspect")
 REPAIR_JOB = ReportJob("checkpoint_repair")
 EXPORT_JOB = ReportJob("checkpoint_export")
+EVALUATE_JOB = ReportJob("checkpoint_evaluate")  # python -m trainer.evaluate RUN: what has no scores yet
+BEST_JOB = ReportJob("checkpoint_best")  # python -m trainer.evaluate RUN --only-best: re-point best.pth
+EVALUATE_CLI = "trainer.evaluate"
+BEST_BY_CHOICES = [("validation loss (lowest)", "val_loss"), ("CER (lowest)", "cer"),
+                   ("speaker similarity (highest)", "sim")]
+BASE_FILE = "base model"
 
 
 def find_output_dirs(workspace: Path, max_dirs: int = 200) -> list[str]:
@@ -120,6 +126,9 @@ class ListView:
     message: str = ""
     table: pd.DataFrame = field(default_factory=lambda: empty_frame(LIST_COLUMNS))
     paths: list[str] = field(default_factory=list)  # checkpoint paths in table order, for the picker
+    row_paths: list[str] = field(default_factory=list)  # each table row's file ('' for the base row), for clicks
+    unscored: int = 0  # model_step files without scores of their own bytes (what Evaluate measures)
+    samples_owed: list[int] = field(default_factory=list)  # saves whose samples a stop left unmade
 
 
 def _output_folder(output_dir: str, workspace: Path | str) -> Path:
@@ -136,7 +145,7 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
     """The output directory's checkpoints (newest first) from their metadata, with ``verdicts`` by path
     (None: none yet, each row says ``unverified``)."""
     from trainer.checkpoints.listing import list_checkpoints
-    from trainer.evaluation.results import results_by_step, score_text
+    from trainer.evaluation.results import results_by_step
 
     try:
         folder = _output_folder(output_dir, workspace)
@@ -145,13 +154,14 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
     except (InputProblem, OSError) as exc:
         return ListView(message=message_html(str(exc)))
     rows = []
+    unscored = 0
     for summary in summaries:
         result = scores.get(summary.step, {}) if summary.step is not None else {}
         if result and result.get("identity") != _identity(summary.path):
             result = {}  # the scores of another file of that step (an abandoned timeline)
+        unscored += int(not result and Path(summary.path).name.startswith("model_step"))
         rows.append({
-            "CER": score_text(result.get("cer")) if result else "", "WER": score_text(result.get("wer")) if result else "",
-            "SIM": score_text(result.get("sim")) if result else "",
+            **_score_cells(result),
             "file": Path(summary.path).name, "kind": summary.kind, "model": model_name(summary.path),
             "step": summary.step, "epoch": summary.epoch, "val loss": format_number(summary.val_loss),
             "verdict": unverified if verdicts is None else verdicts.get(str(summary.path), "?"),
@@ -160,8 +170,69 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
     if not rows:
         return ListView(message=message_html(f"no checkpoints in {folder}", "info"))
     detail = str(folder) if verdicts is not None else f"{folder} ({unverified})"
-    return ListView(message=badge_html(f"{len(rows)} checkpoint{'s' if len(rows) != 1 else ''}", detail, "info"),
-                    table=records_frame(rows, LIST_COLUMNS), paths=[str(s.path) for s in summaries])
+    paths = [str(s.path) for s in summaries]
+    base = base_row(folder)
+    if base is not None:
+        rows.insert(0, base)
+    return ListView(message=badge_html(f"{len(summaries)} checkpoint{'s' if len(summaries) != 1 else ''}", detail,
+                                       "info"),
+                    table=records_frame(rows, LIST_COLUMNS), paths=paths,
+                    row_paths=([""] if base is not None else []) + paths, unscored=unscored,
+                    samples_owed=samples_owed(folder))
+
+
+def samples_owed(folder: Path) -> list[int]:
+    """The saves whose samples a stop left unmade (the ``end`` events' ``samples_owed``, newest run last)."""
+    import json
+
+    owed: list[int] = []
+    try:
+        with open(folder / "metrics.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                if '"samples_owed"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                steps = event.get("samples_owed") if isinstance(event, dict) else None
+                owed += [step for step in steps or [] if isinstance(step, int) and step not in owed]
+    except OSError:
+        return []
+    return owed
+
+
+def _score_cells(result: dict[str, Any]) -> dict[str, str]:
+    """CER and WER in percent, SIM as a cosine, each with its 95 % interval ('' when not measured)."""
+    from trainer.evaluation.results import score_cell
+
+    return {name: score_cell(result, name.lower()) if result else "" for name in ("CER", "WER", "SIM")}
+
+
+def base_row(folder: Path) -> dict[str, Any] | None:
+    """The base model's scores on the run's evaluation set (measured once, cached in eval/base.eval.json), as the
+    table's first row: the line every checkpoint is judged against. None before it was measured."""
+    from trainer.evaluation.results import base_result_path, read_result
+
+    result = read_result(base_result_path(folder))
+    if result is None:
+        return None
+    name = str(result.get("checkpoint") or "")
+    return {**_score_cells(result), "file": BASE_FILE + (f" ({name})" if name else ""), "kind": "base",
+            "model": _base_model_name(folder), "step": 0, "epoch": None, "val loss": "", "verdict": "",
+            "size": "", "modified": _modified(result.get("time"))}
+
+
+def _base_model_name(folder: Path) -> str:
+    from trainer.evaluation.errors import EvaluationError
+
+    try:
+        from trainer.evaluate import run_options
+
+        base = str(run_options(folder).get("base_checkpoint") or "")
+    except EvaluationError:
+        return ""
+    return model_name(base) if base and Path(base).is_file() else ""
 
 
 def _identity(path: Path) -> str | None:
@@ -367,6 +438,163 @@ def export_view_of(result: JobResult | None) -> tuple[str, pd.DataFrame]:
     return badge_html("EXPORTED", str(out), "ok"), records_frame(rows, EXPORT_COLUMNS)
 
 
+# -- evaluate and best.pth ----------------------------------------------------------------------------------
+def run_defaults(output_dir: str, workspace: Path | str) -> tuple[str, str, str]:
+    """(the number best.pth follows, the run's --eval-asr, its --eval-speaker-model): what the form starts from."""
+    from trainer.evaluate import run_options
+    from trainer.evaluation.best import followed
+    from trainer.evaluation.errors import EvaluationError
+
+    try:
+        folder = _output_folder(output_dir, workspace)
+        opts = run_options(folder)
+    except (InputProblem, EvaluationError):
+        return "val_loss", "", ""
+    return followed(folder)[0], str(opts.get("eval_asr") or ""), str(opts.get("eval_speaker_model") or "")
+
+
+def best_html(output_dir: str, workspace: Path | str) -> str:
+    """What best.pth follows (and why that number), and which checkpoint it is now."""
+    from trainer.checkpoints.store import BEST
+    from trainer.evaluation.best import current_best_file, followed
+
+    try:
+        folder = _output_folder(output_dir, workspace)
+    except InputProblem:
+        return ""
+    best_by, source = followed(folder)
+    label = next(text for text, value in BEST_BY_CHOICES if value == best_by)
+    current = current_best_file(folder)
+    now = (f"now {current.name}" if current is not None else
+           "best.pth is not one of the listed step files" if (folder / BEST).is_file() else "no best.pth yet")
+    return (f'<div id="ckpt-best-by" data-best-by="{best_by}">best.pth follows <b>{label}</b> ({source}); '
+            f"{now}</div>")
+
+
+def evaluate_argv(python: str, output_dir: str, best_by: str, asr: str, speaker: str, workspace: Path | str,
+                  report: Path) -> list[str]:
+    """``python -m trainer.evaluate RUN --eval-base --best-by B --json REPORT``: the same CLI the trainer's
+    evaluation at saves runs. It measures the model_step files without scores of their bytes (a stop's, or a
+    run trained without evaluation) and, once per evaluation set, the base model; the rest come from the run's
+    train_config.yaml."""
+    folder = _output_folder(output_dir, workspace)
+    args = [python, "-m", EVALUATE_CLI, str(folder), "--eval-base", "--json", str(report)]
+    if best_by:
+        args += ["--best-by", _best_by(best_by)]
+    for flag, text in (("--eval-asr", asr), ("--eval-speaker-model", speaker)):
+        if (text or "").strip():
+            args += [flag, text.strip()]
+    return args
+
+
+def best_argv(python: str, output_dir: str, best_by: str, workspace: Path | str, report: Path) -> list[str]:
+    """``python -m trainer.evaluate RUN --only-best --best-by B``: best.pth follows B from now on (no model loads)."""
+    folder = _output_folder(output_dir, workspace)
+    return [python, "-m", EVALUATE_CLI, str(folder), "--only-best", "--best-by", _best_by(best_by), "--json",
+            str(report)]
+
+
+def _best_by(value: str) -> str:
+    if value not in {choice for _label, choice in BEST_BY_CHOICES}:
+        raise InputProblem(f"best.pth can follow val_loss, cer or sim, not {value!r}")
+    return value
+
+
+def unscored_html(view: ListView) -> str:
+    """How many step checkpoints Evaluate would measure, and which saves' samples a stop left unmade."""
+    if not view.paths:
+        return ""
+    text = ("every step checkpoint has scores" if not view.unscored else
+            f"{view.unscored} step checkpoint{'s' if view.unscored != 1 else ''} without scores: Evaluate measures "
+            "them")
+    if view.samples_owed:
+        steps = ", ".join(str(step) for step in view.samples_owed)
+        text += (f"; the samples of step {steps} were not made (a stop): Evaluate speaks its evaluation set with "
+                 "them, kept for the Listen tab")
+    return message_html(text, "info")
+
+
+def evaluate_message_of(result: JobResult | None) -> str:
+    """The Evaluate job's outcome in one line (its report: the results it wrote)."""
+    if result is None:
+        return ""
+    try:
+        measured = result.report_json()
+    except ValueError as exc:
+        return message_html(str(exc))
+    results = [r for r in measured if isinstance(r, dict)] if isinstance(measured, list) else []
+    count = sum(1 for r in results if r.get("model") != "base")
+    base = " and the base model" if any(r.get("model") == "base" for r in results) else ""
+    if not count and not base:
+        return badge_html("EVALUATED", "nothing new: every checkpoint already had scores", "ok")
+    return badge_html("EVALUATED", f"{count} checkpoint{'s' if count != 1 else ''}{base} measured", "ok")
+
+
+def best_message_of(result: JobResult | None) -> str:
+    if result is None:
+        return ""
+    try:
+        report = result.report_json()
+        return badge_html("BEST", str(report["reason"]), "ok" if report.get("step") is not None else "info")
+    except (ValueError, KeyError, TypeError) as exc:
+        return message_html(str(exc))
+
+
+def _evaluate_section(ctx: StudioContext, output_dir: gr.Dropdown, list_outputs: list[Any],
+                      shown: Any) -> None:
+    """Evaluate (score what has no scores yet, and the base once) and the number best.pth follows."""
+    workspace = ctx.workspace
+    best_init, asr_init, speaker_init = run_defaults(str(output_dir.value or ""), workspace)
+    gr.Markdown("#### Scores: evaluate and pick the best")
+    best_line = gr.HTML(best_html(str(output_dir.value or ""), workspace), elem_id="ckpt-best-line")
+    unscored = gr.HTML(elem_id="ckpt-unscored")
+    with gr.Row(equal_height=True):
+        best_by = gr.Radio(choices=BEST_BY_CHOICES, value=best_init, label="best.pth follows", scale=3,
+                           elem_id="ckpt-best-by-choice",
+                           info="CER and SIM come from Evaluate; a new best must beat the old one beyond the noise")
+        apply_best = gr.Button("Make best.pth follow it", scale=1, elem_id="ckpt-best-apply")
+    with gr.Row():
+        asr = gr.Textbox(value=asr_init, label="Speech recogniser (--eval-asr; empty: the run's)", scale=2,
+                         elem_id="ckpt-eval-asr")
+        speaker = gr.Textbox(value=speaker_init, label="Speaker model (--eval-speaker-model; empty: the run's)",
+                             scale=2, elem_id="ckpt-eval-speaker")
+        run = gr.Button("Evaluate", variant="primary", scale=1, elem_id="ckpt-evaluate-run")
+    panel = job_panel(EVALUATE_JOB, "ckpt-evaluate")
+    evaluated = gr.HTML(elem_id="ckpt-evaluate-result")
+    best_panel = job_panel(BEST_JOB, "ckpt-best")
+    repointed = gr.HTML(elem_id="ckpt-best-result")
+
+    def folder_of(result: JobResult) -> str:
+        argv = list(result.argv)
+        return argv[argv.index(EVALUATE_CLI) + 1] if EVALUATE_CLI in argv[:-1] else ""
+
+    def refreshed(folder: str) -> list[Any]:
+        view = list_view(folder, workspace, None, NOT_VERIFIED)
+        return [*shown(view), best_html(folder, workspace), unscored_html(view)]
+
+    def after(message_of: Any) -> Any:
+        def render(result: JobResult | None) -> list[Any]:
+            if result is None:
+                return [gr.skip()] * (len(list_outputs) + 2) + [""]
+            return [*refreshed(folder_of(result)), message_of(result)]
+        return render
+
+    def on_folder(folder: str) -> list[Any]:
+        best, asr_value, speaker_value = run_defaults(folder, workspace)
+        view = list_view(folder, workspace, None, NOT_VERIFIED)
+        return [best_html(folder, workspace), unscored_html(view), best, asr_value, speaker_value]
+
+    outputs = [*list_outputs, best_line, unscored]
+    wire_job(ctx, panel, run, [output_dir, best_by, asr, speaker],
+             lambda *values: evaluate_argv(ctx.python, *values, workspace, EVALUATE_JOB.report_path(ctx)),
+             [*outputs, evaluated], after(evaluate_message_of))
+    wire_job(ctx, best_panel, apply_best, [output_dir, best_by],
+             lambda *values: best_argv(ctx.python, *values, workspace, BEST_JOB.report_path(ctx)),
+             [*outputs, repointed], after(best_message_of))
+    output_dir.change(on_folder, inputs=output_dir, outputs=[best_line, unscored, best_by, asr, speaker])
+
+
+
 # -- layout -------------------------------------------------------------------------------------------------
 def _list_section(ctx: StudioContext) -> gr.Dropdown:
     """The output folder, its checkpoints and the picker; returns the picker (the other sections' input)."""
@@ -391,11 +619,12 @@ def _list_section(ctx: StudioContext) -> gr.Dropdown:
 
     def shown(view: ListView) -> list[Any]:
         picked = view.paths[0] if view.paths else None
-        return [view.message, view.table, gr.Dropdown(choices=view.paths, value=picked), view.paths]
+        return [view.message, view.table, gr.Dropdown(choices=view.paths, value=picked), view.row_paths]
 
     def on_pick_row(listed: list[str], event: gr.SelectData):
         row = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
-        return gr.Dropdown(value=listed[row]) if isinstance(row, int) and 0 <= row < len(listed) else gr.Dropdown()
+        picked = listed[row] if isinstance(row, int) and 0 <= row < len(listed) else ""
+        return gr.Dropdown(value=picked) if picked else gr.Dropdown()  # the base row picks nothing
 
     def on_refresh(current: str):
         choices = find_output_dirs(workspace)
@@ -409,6 +638,7 @@ def _list_section(ctx: StudioContext) -> gr.Dropdown:
                       outputs=[message, table, checkpoint, paths])
     refresh.click(on_refresh, inputs=output_dir, outputs=output_dir)
     table.select(on_pick_row, inputs=paths, outputs=checkpoint)
+    _evaluate_section(ctx, output_dir, [message, table, checkpoint, paths], shown)
     return checkpoint
 
 

@@ -127,12 +127,15 @@ def form_changed(values: dict[str, Any] | None, preflight_for: str | None, form_
 
 
 # -- the tab -------------------------------------------------------------------------------------------------
-VERSIONED = ("train_manifest", "val_manifest", *tf.SAMPLE_OPTIONS)  # fields whose label/state follow the model
+# Fields whose label and presence follow the model: an option that does nothing for the model's generation is
+# hidden, not shown greyed out (the form shows only what applies; the registry entry says what that is).
+VERSIONED = ("train_manifest", "val_manifest", *tf.SAMPLE_OPTIONS, *tf.GENERATION_OPTIONS)
 
 
 def _component(option: tf.Option, value: Any, version: str | None) -> gr.components.Component:
+    applies = tf.applies(option, version)
     common = {"label": tf.field_label(option, version), "info": tf.field_info(option, version),
-              "elem_id": tf.elem_id(option), "interactive": tf.applies(option, version)}
+              "elem_id": tf.elem_id(option), "interactive": applies, "visible": applies}
     if option.repeatable:
         return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
     if option.kind == "bool":
@@ -152,9 +155,9 @@ def version_view(config: str) -> list[Any]:
     updates = []
     for name in VERSIONED:
         option = tf.trainer_options.option_by_name(name)
+        applies = tf.applies(option, found.version)
         updates.append(gr.update(label=tf.field_label(option, found.version),
-                                 info=tf.field_info(option, found.version),
-                                 interactive=tf.applies(option, found.version)))
+                                 info=tf.field_info(option, found.version), interactive=applies, visible=applies))
     return [version_badge_html(found), *updates]
 
 

@@ -273,3 +273,98 @@ def update_best(run_dir: Path, best_by: str, rule: BestRule | None = None) -> tu
     Returns (step, value) when best.pth was moved, None when it already pointed there or nothing is measured.
     """
     return apply_best(run_dir, rule or BestRule(best_by))[0]
+
+
+# -- the number best.pth follows, as the studio shows and changes it ---------------------------------------
+CHOICE_FILE = "best_by.json"  # <run>/eval/best_by.json: a choice made after training (the Checkpoints tab)
+
+
+def _choice_path(run_dir: Path) -> Path:
+    from trainer.evaluation.eval_set import eval_dir
+
+    return eval_dir(run_dir) / CHOICE_FILE
+
+
+def followed(run_dir: Path) -> tuple[str, str]:
+    """(best_by, where it comes from) of the run: a choice recorded after training when it is newer than the
+    run's train_config.yaml (a resumed run's own --best-by wins again), else train_config.yaml's, else the
+    default."""
+    import json
+
+    import yaml
+
+    run_dir = Path(run_dir)
+    config = run_dir / "train_config.yaml"
+    choice = _choice_path(run_dir)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        recorded = json.loads(choice.read_text(encoding="utf-8")).get("best_by")
+        if recorded in BEST_BY and (not config.is_file() or choice.stat().st_mtime >= config.stat().st_mtime):
+            return str(recorded), "chosen after training"
+    with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
+        configured = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("best_by")
+        if configured in BEST_BY:
+            return str(configured), "the run's --best-by"
+    return BEST_BY[0], "the default"
+
+
+def record_choice(run_dir: Path, best_by: str) -> None:
+    """Remember ``best_by`` for the run (what ``followed`` reports and the evaluation CLI then uses)."""
+    import json
+
+    from data_tools.fileio import atomic_write_text
+
+    if best_by not in BEST_BY:
+        raise EvaluationError(f"--best-by must be one of {', '.join(BEST_BY)}, got {best_by!r}")
+    path = _choice_path(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({"best_by": best_by, "time": round(time.time(), 3)}) + "\n")
+
+
+def val_loss_best(run_dir: Path) -> int | None:
+    """The step of the lowest validation loss (metrics.jsonl ``val`` events) whose model_step file still exists:
+    the trainer's own rule, for pointing best.pth back at it after it followed CER or SIM."""
+    import json
+
+    from trainer.checkpoints.store import step_file_name
+
+    best: tuple[float, int] | None = None
+    with contextlib.suppress(OSError), open(Path(run_dir) / "metrics.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(event, dict) or event.get("event") != "val":
+                continue
+            loss, step = _number(event, "loss"), event.get("step")
+            if loss is None or not isinstance(step, int) or not (Path(run_dir) / step_file_name(step)).is_file():
+                continue
+            if best is None or loss < best[0]:
+                best = (loss, step)
+    return best[1] if best is not None else None
+
+
+def repoint_best(run_dir: Path, rule: BestRule) -> tuple[int | None, str]:
+    """Point best.pth by ``rule`` now, with no measuring (caller holds the pin lock): (the step best.pth links,
+    one line saying why)."""
+    from trainer.checkpoints.store import BEST, _replace_with_link, step_file_name
+
+    if rule.best_by == "val_loss":
+        step = val_loss_best(run_dir)
+        reason = (f"best.pth -> step {step}: the lowest validation loss" if step is not None
+                  else "no validation loss recorded for a checkpoint that still exists: best.pth left as it is")
+    else:
+        decisions = replay(run_dir, rule)
+        step = best_of(decisions)
+        decision = next((d for d in reversed(decisions) if d.becomes_best), None)
+        reason = decision.reason if decision is not None else (
+            f"no checkpoint measured for {rule.best_by.upper()} yet: best.pth left as it is (Evaluate measures them)")
+    if step is None:
+        return None, reason
+    path, best = Path(run_dir) / step_file_name(step), Path(run_dir) / BEST
+    same = False
+    with contextlib.suppress(OSError):
+        same = os.path.samefile(best, path)
+    if not same:
+        _replace_with_link(path, best)
+    return step, reason

@@ -140,6 +140,22 @@ def scores_line(result: dict[str, Any]) -> str:
     return line
 
 
+def score_cell(result: dict[str, Any], metric: str) -> str:
+    """A score as a table shows it, with its 95 % interval where the result carries one: CER and WER in percent
+    (``7.7 % [6.1, 9.4]``), SIM as a cosine (``0.812 [0.790, 0.830]``); '-' when missing."""
+    value = result.get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "-"
+    scale, unit, digits = (100.0, " %", 1) if metric in ("cer", "wer") else (1.0, "", 3)
+    text = f"{value * scale:.{digits}f}{unit}"
+    interval = (result.get("intervals") or {}).get(metric)
+    if isinstance(interval, dict):
+        low, high = interval.get("low"), interval.get("high")
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)):
+            text += f" [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+    return text
+
+
 def score_text(value: Any, digits: int = 3) -> str:
     """A score for a table: 3 decimals, '-' when missing."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
