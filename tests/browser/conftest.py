@@ -58,7 +58,9 @@ def browser(chromium: Path):
 def page(browser):
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
     opened = context.new_page()
-    opened.set_default_timeout(30_000)
+    # Every action (a click right after page.goto included) waits as long as the tests' UI waits: on a loaded
+    # two-core machine the studio can take over playwright's default 30 s to make its tabs clickable.
+    opened.set_default_timeout(60_000)
     yield opened
     context.close()
 
