@@ -186,7 +186,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
         ensure_demo_v25(paths.root, sentences, n_val, seed)  # likewise for the IndexTTS-2.5 demo
         if not demo_recordings_exist(paths.root):  # ... or before the demo recordings for ingest
             write_demo_recordings(paths.root, sentences)
-        ensure_demo_projects(paths.root)  # ... or before voice projects
+        ensure_demo_projects(paths.root, paths)  # ... or before voice projects
         return paths
     with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
         _write_tokenizers(paths, Path(scratch))
@@ -199,7 +199,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     build_demo_v2(paths.root, sentences, n_val, seed)
     ensure_demo_v25(paths.root, sentences, n_val, seed, force=force)
     write_demo_recordings(paths.root, sentences)
-    ensure_demo_projects(paths.root)
+    ensure_demo_projects(paths.root, paths)
     atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
     return paths
 
