@@ -198,3 +198,19 @@ def test_the_demo_has_a_project_per_generation_over_its_own_folders(demo_workspa
     assert load_project(root, "demo-indextts-2.5").generation == "2.5"
     assert load_project(root, "demo-indextts-1.5").tokenizer == "tokenizers/amharic_extended.model"
     assert StudioContext.create(root).default_project_name() == "demo-indextts2"
+
+
+def test_a_record_another_process_wrote_meanwhile_is_kept(v2_project, tmp_path):
+    stale = load_project(tmp_path, "amharic-voice")  # a page that loaded the project before the CLI wrote
+    manifest = write(tmp_path / "elsewhere" / "clips.jsonl", '{"id": "a"}\n')
+    record_step(load_project(tmp_path, "amharic-voice"), "proofread", [manifest], source="cli")
+    pairs = write(v2_project.dir("prepared") / "pairs.jsonl", '{"id": "a"}\n')
+    record_step(stale, "prepare", [pairs], [manifest])
+    assert set(load_project(tmp_path, "amharic-voice").steps) == {"proofread", "prepare"} == set(stale.steps)
+
+
+def test_the_paired_sections_name_their_generation_by_its_registry_id():
+    from networks.generation_rule import ID_2, ID_25
+    from webui import prepare_v2_section, prepare_v25_section
+
+    assert prepare_v2_section.SECTION.generation_id == ID_2 and prepare_v25_section.SECTION.generation_id == ID_25

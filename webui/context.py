@@ -84,10 +84,10 @@ class StudioContext:
 
     def project(self, name: str | None) -> Project | None:
         """The workspace's project ``name`` with what its folders show taken in; None for no or a bad name."""
-        from trainer.project import ProjectError, open_project
-
         if not name:
             return None
+        from trainer.project import ProjectError, open_project
+
         try:
             return open_project(self.workspace, str(name))
         except (ProjectError, OSError):

@@ -155,10 +155,10 @@ def project_form(form: PairedPrepareForm, project: Project | None, generation_id
     """``form`` filled from the project when it fine-tunes this generation: its saved manifest as the input,
     its prepared folder as the output, its model folder's files (a local w2v-BERT over the Hub id); the fields
     the project has nothing for keep ``form``'s values."""
-    from trainer.project import defaults_for
-
     if project is None or project.generation != generation_id:
         return form
+    from trainer.project import defaults_for
+
     handed = defaults_for(project, "prepare")
     changes = {"out_dir": handed["out_dir"]}
     for key in ("input", "config", "w2v_bert", "tokenizer"):

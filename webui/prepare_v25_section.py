@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from networks.generation_rule import ID_25
 from webui.form_inputs import InputProblem
 from webui.job_view import JobView
 from webui.prepare_section import (
@@ -25,6 +24,9 @@ from webui.prepare_section import (
     PrepareSection,
     project_form,
 )
+
+# the registry id (networks.generation_rule.ID_25), not imported: the Data tab builds without torch
+GENERATION_ID = "2.5"
 
 if TYPE_CHECKING:
     from trainer.project import Project
@@ -60,7 +62,7 @@ def default_form(workspace: Path, project: Project | None = None) -> PrepareV25F
     """The form filled from ``project`` when it is an IndexTTS-2.5 project (``project_form``) over the demo's
     2.5 folder (its config, its local w2v-BERT, the demo audio) when the workspace has one, else empty model
     fields (a 2.5 download folder's config names the rest) and the real w2v-BERT id."""
-    return project_form(_base_form(Path(workspace)), project, ID_25)
+    return project_form(_base_form(Path(workspace)), project, GENERATION_ID)
 
 
 def _base_form(workspace: Path) -> PrepareV25Form:
@@ -96,7 +98,7 @@ SECTION = PrepareSection(
          Field("text_scheme", "text scheme (as training's)", "scheme", "choice", TEXT_SCHEMES)),
     ),
     default_form=default_form,
-    generation_id=ID_25,
+    generation_id=GENERATION_ID,
 )
 
 

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from networks.generation_rule import ID_2
 from webui.job_view import JobView
 from webui.prepare_section import DEFAULT_W2V_BERT, Field, PairedPrepareForm, PrepareSection, project_form
+
+# the registry id (networks.generation_rule.ID_2), not imported: the Data tab builds without torch
+GENERATION_ID = "2"
 
 if TYPE_CHECKING:
     from trainer.project import Project
@@ -37,7 +39,7 @@ class PrepareV2Form(PairedPrepareForm):
 def default_form(workspace: Path, project: Project | None = None) -> PrepareV2Form:
     """The form filled from ``project`` when it is an IndexTTS2 project (``project_form``) over the demo's
     IndexTTS2 files when the workspace has them, else empty fields and the real w2v-BERT id."""
-    return project_form(_base_form(workspace), project, ID_2, _project_codec)
+    return project_form(_base_form(workspace), project, GENERATION_ID, _project_codec)
 
 
 def _project_codec(project: Project) -> dict[str, str]:
@@ -77,7 +79,7 @@ SECTION = PrepareSection(
          Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
     ),
     default_form=default_form,
-    generation_id=ID_2,
+    generation_id=GENERATION_ID,
 )
 
 

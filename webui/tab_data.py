@@ -400,10 +400,10 @@ def _manifest_picker(workspace: Path, form_train: gr.Textbox, form_val: gr.Textb
 
 def project_check_values(project: Project | None) -> dict[str, str] | None:
     """The checker's train, val, tokenizer and config fields for the project's prepared data (None: it has none)."""
-    from trainer.project import defaults_for
-
     if project is None:
         return None
+    from trainer.project import defaults_for
+
     handed = defaults_for(project, "check")
     if not handed["train_manifest"]:
         return None
@@ -414,10 +414,12 @@ def project_check_values(project: Project | None) -> dict[str, str] | None:
 def project_preprocess_values(project: Project | None) -> dict[str, str] | None:
     """The IndexTTS-1.5 preprocessing's input, output and config for an IndexTTS-1.5 project (None: another
     generation's project, or none)."""
+    if project is None:
+        return None
     from networks.generation_rule import ID_15
     from trainer.project import defaults_for
 
-    if project is None or project.generation != ID_15:
+    if project.generation != ID_15:
         return None
     handed = defaults_for(project, "prepare")
     return {"input": handed["input"], "out_dir": handed["out_dir"], "config": handed["config"]}

@@ -9,9 +9,13 @@ is inside it, so a workspace can be moved.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +29,8 @@ from trainer.generations.spec import Generation
 FORMAT = 1
 PROJECTS_DIR = "projects"
 PROJECT_FILE = "project.json"
+LOCK_FILE = ".project.lock"
+LOCK_TIMEOUT_S = 10.0
 NAME_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # The folders a project owns: recordings in, clips and proofreading (its saved manifests in ingest/manifests, where
 # the proofreading store writes them), prepared data of the project's generation, training runs, evaluations and
@@ -136,6 +142,46 @@ class Project:
     def save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.file, json.dumps(self.to_json(), indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+
+    def change(self, steps: dict[str, dict[str, Any]] | None = None,
+               pending: dict[str, dict[str, Any] | None] | None = None) -> None:
+        """Set step records and pending notes (None: drop it) over what the file holds now, under the project's
+        lock, so a record the CLI or another page wrote meanwhile is kept; this object follows the file."""
+        with _locked(self.folder):
+            fresh_steps, fresh_pending = dict(self.steps), dict(self.pending)
+            with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):  # no or a torn file: ours
+                on_disk = json.loads(self.file.read_text(encoding="utf-8"))
+                fresh_steps = dict(on_disk.get("steps") or {})
+                fresh_pending = dict(on_disk.get("pending") or {})
+            fresh_steps.update(steps or {})
+            for step, note in (pending or {}).items():
+                if note is None:
+                    fresh_pending.pop(step, None)
+                else:
+                    fresh_pending[step] = note
+            self.steps, self.pending = fresh_steps, fresh_pending
+            self.save()
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """The project's lock (an flock on a file beside project.json), waited for at most LOCK_TIMEOUT_S."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / LOCK_FILE).open("a") as handle:
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ProjectError(f"{folder}: the project file is locked by another process for over "
+                                       f"{LOCK_TIMEOUT_S:g} s") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def create_project(workspace: Path | str, name: str, model_dir: Path | str, *, tokenizer: Path | str | None = None,

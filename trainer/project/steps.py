@@ -58,8 +58,9 @@ def _digests(project: Project, paths: Iterable[Path | str]) -> dict[str, str]:
 
 def record_step(project: Project, step: str, outputs: Iterable[Path | str], inputs: Iterable[Path | str] = (),
                 counts: dict[str, int] | None = None, note: str = "", source: str = "studio",
-                at: float | None = None) -> dict[str, Any]:
-    """Record what ``step`` produced (every output must exist) and from what; the project file is saved."""
+                at: float | None = None, input_digests: dict[str, str] | None = None) -> dict[str, Any]:
+    """Record what ``step`` produced (every output must exist) and from what (``inputs`` as they are now, and
+    ``input_digests`` as they were when the step started); the project file is saved."""
     check_step(step)
     produced = _digests(project, outputs)
     if not produced:
@@ -69,10 +70,9 @@ def record_step(project: Project, step: str, outputs: Iterable[Path | str], inpu
         raise ProjectError(f"step {step}: output not found: {', '.join(missing)}")
     stamp, when = now()
     record = {"at": stamp if at is None else at, "when": when, "outputs": produced,
-              "inputs": _digests(project, inputs), "counts": dict(counts or {}), "note": note, "source": source}
-    project.steps[step] = record
-    project.pending.pop(step, None)
-    project.save()
+              "inputs": {**(input_digests or {}), **_digests(project, inputs)}, "counts": dict(counts or {}),
+              "note": note, "source": source}
+    project.change(steps={step: record}, pending={step: None})
     return record
 
 
@@ -80,9 +80,8 @@ def begin_step(project: Project, step: str, inputs: Iterable[Path | str], out_di
     """Note a step started by the studio (its inputs' digests as they are now); ``refresh`` completes it when
     the step's report appears in ``out_dir``."""
     stamp, when = now()
-    project.pending[check_step(step)] = {"at": stamp, "when": when, "inputs": _digests(project, inputs),
-                                         "out_dir": project.portable(out_dir)}
-    project.save()
+    project.change(pending={check_step(step): {"at": stamp, "when": when, "inputs": _digests(project, inputs),
+                                               "out_dir": project.portable(out_dir)}})
 
 
 # ----- what the project's folders show ---------------------------------------------------------------------
@@ -109,10 +108,8 @@ def _observe(project: Project, step: str, outputs: list[Path], inputs: Iterable[
     written = max(_mtime(path) for path in outputs)
     if record is not None and (record.get("outputs") == current or written < float(record.get("at", 0))):
         return False
-    record = record_step(project, step, outputs, inputs, counts, note, source="observed", at=written)
-    if input_digests is not None:
-        record["inputs"] = {**input_digests, **record["inputs"]}
-        project.save()
+    record_step(project, step, outputs, inputs, counts, note, source="observed", at=written,
+                input_digests=input_digests)
     return True
 
 
@@ -174,9 +171,8 @@ def _observe_prepare(project: Project) -> None:
     if manifest is None or not manifest.is_file():
         return
     if pending is not None and _mtime(report) >= float(pending["at"]):
-        record_step(project, "prepare", [manifest], (), counts, source="studio", at=_mtime(report))
-        project.steps["prepare"]["inputs"] = dict(pending["inputs"])
-        project.save()
+        record_step(project, "prepare", [manifest], (), counts, source="studio", at=_mtime(report),
+                    input_digests=dict(pending["inputs"]))
     elif pending is None:
         _observe(project, "prepare", [manifest], (), counts,
                  note="inputs unknown (prepared outside the studio: record them with python -m trainer.project record)")
