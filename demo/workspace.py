@@ -11,6 +11,7 @@
   made deterministically from the text, so the loss visibly falls within a minute of CPU training;
 - ``DIR/recordings/``: two long-ish demo recordings (one with subtitles) for ingest (``demo.recordings``);
 - ``DIR/v2/``: the same for IndexTTS2 (``demo.v2``): a tiny v2 GPT and community-format paired data;
+- ``DIR/projects/``: a voice project per generation over the demo's folders (``demo.projects``);
 - ``DIR/v25/``: the same for IndexTTS-2.5 (``demo.v25``): a whole tiny 2.5 download folder (every network
   random and tiny, so 2.5 speaks on a CPU), 2.5 paired data.
 
@@ -31,6 +32,7 @@ from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
 from demo.data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
+from demo.projects import ensure_demo_projects
 from demo.recordings import demo_recordings_exist, write_demo_recordings
 from trainer.generations.registry import by_id, generation_ids
 from trainer.generations.spec import Capability
@@ -184,6 +186,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
         ensure_demo_v25(paths.root, sentences, n_val, seed)  # likewise for the IndexTTS-2.5 demo
         if not demo_recordings_exist(paths.root):  # ... or before the demo recordings for ingest
             write_demo_recordings(paths.root, sentences)
+        ensure_demo_projects(paths.root, paths)  # ... or before voice projects
         return paths
     with tempfile.TemporaryDirectory(prefix="demo-tok-") as scratch:
         _write_tokenizers(paths, Path(scratch))
@@ -196,6 +199,7 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     build_demo_v2(paths.root, sentences, n_val, seed)
     ensure_demo_v25(paths.root, sentences, n_val, seed, force=force)
     write_demo_recordings(paths.root, sentences)
+    ensure_demo_projects(paths.root, paths)
     atomic_write_text(paths.root / "README.txt", _WORKSPACE_README)
     return paths
 
@@ -216,6 +220,8 @@ v2/            the same for IndexTTS2: checkpoints/ (a whole tiny IndexTTS2 down
                it speaks noise through the real path), data/ (community-format paired manifests
                train_pairs.jsonl / val_pairs.jsonl with text_ids/, codes/, condition/, emo_vec/), audio/
                (synthetic speech + .txt transcripts the Data tab prepares into pairs), runs/.
+projects/      one voice project per generation (demo-indextts-1.5, demo-indextts2, demo-indextts-2.5): project.json
+               names the model folder and records each step; the demo projects use the folders above.
 v25/           the same for IndexTTS-2.5: checkpoints/ (a whole tiny 2.5 download folder: config.yaml with
                version 2.5, gpt.pth, the 2.5 .tiktoken table, codec.pth, s2mel.pth, campplus_cn_common.bin,
                bigvgan/, w2v-bert-2.0/, wav2vec2bert_stats.pt), data/ (2.5 paired manifests with the Amharic

@@ -625,4 +625,4 @@ def test_the_studio_has_all_seven_tabs(demo_workspace):
     ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
     assert {elem_id for _, _, elem_id in studio.TABS} <= ids
     titles = [title for title, _, _ in studio.TABS]
-    assert titles == ["Data", "Tokenizer", "Training", "Checkpoints", "Test", "Listen", "Models", "System"]
+    assert titles == ["Project", "Data", "Tokenizer", "Training", "Checkpoints", "Test", "Listen", "Models", "System"]

@@ -10,8 +10,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from webui.supervisor import REPO_ROOT, RunSupervisor, SupervisorRegistry
+
+if TYPE_CHECKING:
+    from trainer.project import Project
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,11 @@ class StudioContext:
     host: str = "127.0.0.1"  # the interface the studio listens on
     tensorboard_host: str = "127.0.0.1"  # TensorBoard has no login: loopback unless the user asks (app.py flag)
     python: str = field(default=sys.executable)
+    # The browser session's current voice project: a gr.State holding its name, made by the studio before the
+    # tabs (None when a tab is built alone). Several sessions share this context, so the name lives in the
+    # session's state, never here; a tab reads it as an input and follows its .change to refill its defaults.
+    project_state: Any = None
+    tabs: Any = None  # the studio's gr.Tabs (a button may select a tab by its id)
 
     @classmethod
     def create(cls, workspace: Path, host: str = "127.0.0.1", tensorboard_host: str = "127.0.0.1") -> StudioContext:
@@ -72,6 +81,31 @@ class StudioContext:
         return cls(workspace=workspace, paths=WorkspacePaths.for_workspace(workspace),
                    registry=SupervisorRegistry(workspace), host=host, tensorboard_host=tensorboard_host)
 
+
+    def project(self, name: str | None) -> Project | None:
+        """The workspace's project ``name`` with what its folders show taken in; None for no or a bad name."""
+        if not name:
+            return None
+        from trainer.project import ProjectError, open_project
+
+        try:
+            return open_project(self.workspace, str(name))
+        except (ProjectError, OSError):
+            return None
+
+    def default_project_name(self) -> str | None:
+        """The project a new page opens on: the project file changed last, else the demo's default project."""
+        from trainer.project.layout import PROJECT_FILE, projects_root
+
+        files = sorted(projects_root(self.workspace).glob(f"*/{PROJECT_FILE}"),
+                       key=lambda p: (-p.stat().st_mtime, p.parent.name))
+        own = [p.parent.name for p in files if not p.parent.name.startswith("demo-")]
+        if own:
+            return own[0]
+        from demo.projects import DEFAULT_DEMO_PROJECT
+
+        names = [p.parent.name for p in files]
+        return DEFAULT_DEMO_PROJECT if DEFAULT_DEMO_PROJECT in names else (names[0] if names else None)
 
     def job_dir(self, job_name: str) -> Path:
         return self.paths.jobs_dir / job_name

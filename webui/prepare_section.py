@@ -24,6 +24,7 @@ from webui.job_view import JobView, job_view
 from webui.plots import badge_html, message_html
 
 if TYPE_CHECKING:
+    from trainer.project import Project
     from webui.context import StudioContext
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -119,8 +120,11 @@ def view_of(supervisor: Any) -> JobView:
     return job_view(supervisor.poll(), supervisor.log_tail(LOG_TAIL_BYTES))
 
 
-def start_job(ctx: StudioContext, job: str, form: Any, generation: str) -> tuple[str, JobView]:
-    """Check ``form`` (anything with ``argv(python, workspace)``) and launch its command as ``job``."""
+def start_job(ctx: StudioContext, job: str, form: Any, generation: str,
+              project: Project | None = None) -> tuple[str, JobView]:
+    """Check ``form`` (anything with ``argv(python, workspace)``) and launch its command as ``job``; a
+    preparation into ``project``'s prepared folder is noted as the project's prepare step (completed when its
+    report is written)."""
     from webui.supervisor import RunAlreadyActive
 
     try:
@@ -128,8 +132,41 @@ def start_job(ctx: StudioContext, job: str, form: Any, generation: str) -> tuple
         supervisor = ctx.run_background(job, argv)
     except (InputProblem, RunAlreadyActive, RuntimeError, OSError) as exc:
         return message_html(str(exc)), poll_job(ctx, job)
-    return badge_html("STARTED", f"preparing {generation} data into {argv[argv.index('--out-dir') + 1]}", "info"), \
-        view_of(supervisor)
+    out_dir = argv[argv.index("--out-dir") + 1]
+    note_preparation(project, argv[argv.index("--input") + 1], out_dir)
+    return badge_html("STARTED", f"preparing {generation} data into {out_dir}", "info"), view_of(supervisor)
+
+
+def note_preparation(project: Project | None, source: str, out_dir: str) -> bool:
+    """Note a preparation into the project's prepared folder as its prepare step (True when noted)."""
+    from trainer.project import ProjectError, begin_step
+
+    if project is None or Path(out_dir).resolve() != project.dir("prepared").resolve():
+        return False
+    try:
+        begin_step(project, "prepare", [source], out_dir)
+    except (ProjectError, OSError):
+        return False
+    return True
+
+
+def project_form(form: PairedPrepareForm, project: Project | None, generation_id: str,
+                 extra: Callable[[Project], dict[str, str]] | None = None) -> PairedPrepareForm:
+    """``form`` filled from the project when it fine-tunes this generation: its saved manifest as the input,
+    its prepared folder as the output, its model folder's files (a local w2v-BERT over the Hub id); the fields
+    the project has nothing for keep ``form``'s values."""
+    if project is None or project.generation != generation_id:
+        return form
+    from trainer.project import defaults_for
+
+    handed = defaults_for(project, "prepare")
+    changes = {"out_dir": handed["out_dir"]}
+    for key in ("input", "config", "w2v_bert", "tokenizer"):
+        if handed[key]:
+            changes[key] = handed[key]
+    if extra is not None:
+        changes.update({key: value for key, value in extra(project).items() if value})
+    return dataclasses.replace(form, **changes)
 
 
 def poll_job(ctx: StudioContext, job: str) -> JobView:
@@ -235,11 +272,13 @@ class PrepareSection:
     job: str
     heading: str  # Markdown
     model_rows: tuple[tuple[Field, ...], ...]
-    default_form: Callable[[Path], PairedPrepareForm]
+    default_form: Callable[..., PairedPrepareForm]  # (workspace, project=None): the form a page opens with
+    generation_id: str = ""  # the registry id: a project of this generation fills the form
 
-    def start(self, ctx: StudioContext, form: PairedPrepareForm) -> tuple[str, JobView]:
+    def start(self, ctx: StudioContext, form: PairedPrepareForm,
+              project: Project | None = None) -> tuple[str, JobView]:
         """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
-        return start_job(ctx, self.job, form, self.generation)
+        return start_job(ctx, self.job, form, self.generation, project)
 
     def poll(self, ctx: StudioContext) -> JobView:
         return poll_job(ctx, self.job)
@@ -247,10 +286,20 @@ class PrepareSection:
     def stop(self, ctx: StudioContext) -> JobView:
         return stop_job(ctx, self.job)
 
-    def build(self, ctx: StudioContext, languages: list[str]) -> None:
-        """Lay the section out (inside the Data tab) and wire it."""
+    def project_values(self, ctx: StudioContext, name: str | None, names: Sequence[str]) -> list[Any]:
+        """The fields' values for the session's project ``name`` (gr.skip() for all when it is of another
+        generation: the form keeps what the user typed)."""
+        project = ctx.project(name)
+        if project is None or project.generation != self.generation_id:
+            return [gr.skip()] * len(names)
+        form = self.default_form(Path(ctx.workspace), project)
+        return [getattr(form, field_name) for field_name in names]
+
+    def build(self, ctx: StudioContext, languages: list[str]) -> dict[str, Any]:
+        """Lay the section out (inside the Data tab) and wire it; its fields by form field name."""
         gr.Markdown(self.heading)
-        form = self.default_form(Path(ctx.workspace))
+        state = ctx.project_state
+        form = self.default_form(Path(ctx.workspace), ctx.project(state.value if state is not None else None))
         names: list[str] = []
         fields: list[Any] = []
         for row in (SOURCE_ROW, *self.model_rows, OPTIONS_ROW):
@@ -261,7 +310,13 @@ class PrepareSection:
                                                  f"{self.prefix}-{fact.elem}", languages))
 
         def start(*values: Any) -> tuple[str, JobView]:
-            return self.start(ctx, dataclasses.replace(form, **dict(zip(names, values, strict=True))))
+            project = ctx.project(values[-1]) if state is not None else None
+            typed = values[:-1] if state is not None else values
+            return self.start(ctx, dataclasses.replace(form, **dict(zip(names, typed, strict=True))), project)
+
+        if state is not None:
+            state.change(lambda name: self.project_values(ctx, name, names), inputs=state, outputs=fields)
 
         job_controls(ctx, self.job, self.prefix, f"Prepare for {self.generation}",
-                     f"{self.generation} preparation log", fields, start)
+                     f"{self.generation} preparation log", [*fields, *([state] if state is not None else [])], start)
+        return dict(zip(names, fields, strict=True))

@@ -3,20 +3,33 @@ ids and a 2.5 paired manifest, as a job.
 
 The facts of the section (its form, model fields and command) for ``webui.prepare_section``, which lays it
 out and runs ``python -m data_tools.prepare_v25`` under the studio's supervisor in
-``<workspace>/jobs/prepare_v25/``. The files default to a 2.5 download folder's, beside its config.yaml.
+``<workspace>/jobs/prepare_v25/``. The form starts filled from the session's IndexTTS-2.5 project (its saved
+manifest, its prepared folder, its model folder's config and local w2v-BERT), else from the demo's 2.5 folder
+when the workspace has one; empty model fields mean the files beside the config.yaml.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webui.form_inputs import InputProblem
 from webui.job_view import JobView
-from webui.prepare_section import DEFAULT_W2V_BERT, NO_LANGUAGE, Field, PairedPrepareForm, PrepareSection
+from webui.prepare_section import (
+    DEFAULT_W2V_BERT,
+    NO_LANGUAGE,
+    Field,
+    PairedPrepareForm,
+    PrepareSection,
+    project_form,
+)
+
+# the registry id (networks.generation_rule.ID_25), not imported: the Data tab builds without torch
+GENERATION_ID = "2.5"
 
 if TYPE_CHECKING:
+    from trainer.project import Project
     from webui.context import StudioContext
 
 PREPARE_V25_JOB = "prepare_v25"
@@ -45,12 +58,27 @@ class PrepareV25Form(PairedPrepareForm):
         return ["--text-scheme", self.text_scheme, "--language", self.language]
 
 
-def default_form(workspace: Path) -> PrepareV25Form:
-    """Empty model fields (a 2.5 download folder's config names the rest), the real w2v-BERT id."""
-    return PrepareV25Form(input="", out_dir=str(Path(workspace) / "data" / "prepared_v25"), config="", gpt="",
-                          codec="", campplus="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
-                          text_scheme="merges", language="am", speaker="", pairs_per_target=2, seed=2025,
-                          device="auto", batch_seconds=240)
+def default_form(workspace: Path, project: Project | None = None) -> PrepareV25Form:
+    """The form filled from ``project`` when it is an IndexTTS-2.5 project (``project_form``) over the demo's
+    2.5 folder (its config, its local w2v-BERT, the demo audio) when the workspace has one, else empty model
+    fields (a 2.5 download folder's config names the rest) and the real w2v-BERT id."""
+    return project_form(_base_form(Path(workspace)), project, GENERATION_ID)
+
+
+def _base_form(workspace: Path) -> PrepareV25Form:
+    from demo.v2 import DemoV2Paths
+    from demo.v25 import DemoV25Paths
+
+    demo = DemoV25Paths.under(workspace)
+    form = PrepareV25Form(input="", out_dir=str(workspace / "data" / "prepared_v25"), config="", gpt="", codec="",
+                          campplus="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="", text_scheme="merges",
+                          language="am", speaker="", pairs_per_target=2, seed=2025, device="auto", batch_seconds=240)
+    if not demo.config.is_file():
+        return form
+    w2v = demo.config.parent / "w2v-bert-2.0"
+    audio = DemoV2Paths.under(workspace).audio
+    return replace(form, input=str(audio) if audio.is_dir() else "", out_dir=str(demo.root / "data" / "prepared"),
+                   config=str(demo.config), w2v_bert=str(w2v) if (w2v / "config.json").is_file() else form.w2v_bert)
 
 
 SECTION = PrepareSection(
@@ -70,12 +98,14 @@ SECTION = PrepareSection(
          Field("text_scheme", "text scheme (as training's)", "scheme", "choice", TEXT_SCHEMES)),
     ),
     default_form=default_form,
+    generation_id=GENERATION_ID,
 )
 
 
-def start_prepare_v25(ctx: StudioContext, form: PrepareV25Form) -> tuple[str, JobView]:
+def start_prepare_v25(ctx: StudioContext, form: PrepareV25Form,
+                      project: Project | None = None) -> tuple[str, JobView]:
     """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
-    return SECTION.start(ctx, form)
+    return SECTION.start(ctx, form, project)
 
 
 def poll_prepare_v25(ctx: StudioContext) -> JobView:

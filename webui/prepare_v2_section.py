@@ -2,8 +2,9 @@
 
 The facts of the section (its form, model fields and command) for ``webui.prepare_section``, which lays it
 out and runs ``python -m data_tools.prepare_v2`` under the studio's supervisor in
-``<workspace>/jobs/prepare_v2/``. The form starts filled with the demo workspace's IndexTTS2 files when they
-are there.
+``<workspace>/jobs/prepare_v2/``. The form starts filled from the session's IndexTTS2 project (its saved
+manifest, its prepared folder, its model folder's files), else with the demo workspace's IndexTTS2 files when
+they are there.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webui.job_view import JobView
-from webui.prepare_section import DEFAULT_W2V_BERT, Field, PairedPrepareForm, PrepareSection
+from webui.prepare_section import DEFAULT_W2V_BERT, Field, PairedPrepareForm, PrepareSection, project_form
+
+# the registry id (networks.generation_rule.ID_2), not imported: the Data tab builds without torch
+GENERATION_ID = "2"
 
 if TYPE_CHECKING:
+    from trainer.project import Project
     from webui.context import StudioContext
 
 PREPARE_V2_JOB = "prepare_v2"
@@ -31,8 +36,20 @@ class PrepareV2Form(PairedPrepareForm):
                       ("--tokenizer", "tokenizer", "tokenizer"))
 
 
-def default_form(workspace: Path) -> PrepareV2Form:
-    """The demo's IndexTTS2 files when the workspace has them, else empty fields and the real w2v-BERT id."""
+def default_form(workspace: Path, project: Project | None = None) -> PrepareV2Form:
+    """The form filled from ``project`` when it is an IndexTTS2 project (``project_form``) over the demo's
+    IndexTTS2 files when the workspace has them, else empty fields and the real w2v-BERT id."""
+    return project_form(_base_form(workspace), project, GENERATION_ID, _project_codec)
+
+
+def _project_codec(project: Project) -> dict[str, str]:
+    from networks.indextts2 import HUB_FILES
+
+    codec = project.model_path / HUB_FILES["semantic_codec"]
+    return {"codec": str(codec) if codec.is_file() else ""}
+
+
+def _base_form(workspace: Path) -> PrepareV2Form:
     from demo.v2 import DemoV2Paths
 
     demo = DemoV2Paths.under(workspace)
@@ -62,12 +79,14 @@ SECTION = PrepareSection(
          Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
     ),
     default_form=default_form,
+    generation_id=GENERATION_ID,
 )
 
 
-def start_prepare_v2(ctx: StudioContext, form: PrepareV2Form) -> tuple[str, JobView]:
+def start_prepare_v2(ctx: StudioContext, form: PrepareV2Form,
+                     project: Project | None = None) -> tuple[str, JobView]:
     """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
-    return SECTION.start(ctx, form)
+    return SECTION.start(ctx, form, project)
 
 
 def poll_prepare_v2(ctx: StudioContext) -> JobView:

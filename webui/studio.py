@@ -16,7 +16,8 @@ import gradio as gr
 from webui.context import StudioContext
 
 TABS: tuple[tuple[str, str, str], ...] = (
-    # (title, module, elem_id of the tab)
+    # (title, module, elem_id of the tab, also its id for gr.Tabs(selected=...))
+    ("Project", "webui.tab_project", "tab-project"),
     ("Data", "webui.tab_data", "tab-data"),
     ("Tokenizer", "webui.tab_tokenizer", "tab-tokenizer"),
     ("Training", "webui.tab_training", "tab-training"),
@@ -61,13 +62,15 @@ def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio",
     or built."""
     with gr.Blocks(title=title, analytics_enabled=False) as studio:
         gr.Markdown(f"## {title}\nWorkspace: `{ctx.workspace}`", elem_id="studio-header")
-        with gr.Tabs(elem_id="studio-tabs"):
+        ctx.project_state = gr.State(ctx.default_project_name())  # per browser session
+        with gr.Tabs(elem_id="studio-tabs") as studio_tabs:
+            ctx.tabs = studio_tabs
             for tab_title, module_name, elem_id in TABS if tabs is None else tabs:
                 try:
                     module = importlib.import_module(module_name)
                 except Exception as exc:
                     raise _tab_error(tab_title, module_name, "import", exc) from exc
-                with gr.Tab(tab_title, elem_id=elem_id) as tab:
+                with gr.Tab(tab_title, elem_id=elem_id, id=elem_id) as tab:
                     try:
                         on_select = module.build(ctx)
                     except Exception as exc:

@@ -44,6 +44,7 @@ from webui.report_jobs import JobResult, ReportJob
 
 if TYPE_CHECKING:
     from data_tools.check_report import DataReport, NumberSummary, SplitStats
+    from trainer.project import Project
     from webui.context import StudioContext
 
 NO_LANGUAGE = "any"
@@ -397,19 +398,48 @@ def _manifest_picker(workspace: Path, form_train: gr.Textbox, form_val: gr.Textb
     rescan.click(lambda: gr.Dropdown(choices=find_manifests(workspace)), outputs=picker)
 
 
-def _check_form(ctx: StudioContext, languages: list[str]) -> CheckForm:
+def project_check_values(project: Project | None) -> dict[str, str] | None:
+    """The checker's train, val, tokenizer and config fields for the project's prepared data (None: it has none)."""
+    if project is None:
+        return None
+    from trainer.project import defaults_for
+
+    handed = defaults_for(project, "check")
+    if not handed["train_manifest"]:
+        return None
+    return {"train": "\n".join(handed["train_manifest"]), "val": "\n".join(handed["val_manifest"]),
+            "tokenizer": handed["tokenizer"], "config": handed["config"]}
+
+
+def project_preprocess_values(project: Project | None) -> dict[str, str] | None:
+    """The IndexTTS-1.5 preprocessing's input, output and config for an IndexTTS-1.5 project (None: another
+    generation's project, or none)."""
+    if project is None:
+        return None
+    from networks.generation_rule import ID_15
+    from trainer.project import defaults_for
+
+    if project.generation != ID_15:
+        return None
+    handed = defaults_for(project, "prepare")
+    return {"input": handed["input"], "out_dir": handed["out_dir"], "config": handed["config"]}
+
+
+def _check_form(ctx: StudioContext, languages: list[str], project: Project | None) -> CheckForm:
     paths = ctx.paths
+    handed = project_check_values(project) or {"train": str(paths.train_manifest), "val": str(paths.val_manifest),
+                                               "tokenizer": str(paths.tokenizer), "config": str(paths.config)}
     with gr.Row():
-        train = gr.Textbox(value=str(paths.train_manifest), lines=2, scale=3,
+        train = gr.Textbox(value=handed["train"], lines=2, scale=3,
                            label="Training manifests (one per line; v1.5 codes or IndexTTS2 paired; path::am sets "
                                  "the language)", elem_id="data-train-manifests")
-        val = gr.Textbox(value=str(paths.val_manifest), lines=2, scale=3,
+        val = gr.Textbox(value=handed["val"], lines=2, scale=3,
                          label="Validation manifests (optional, one per line)", elem_id="data-val-manifests")
     _manifest_picker(ctx.workspace, train, val)
     with gr.Row():
-        tokenizer = gr.Textbox(value=str(paths.tokenizer), label="Tokenizer (optional: token lengths, unknowns)",
+        tokenizer = gr.Textbox(value=handed["tokenizer"], label="Tokenizer (optional: token lengths, unknowns)",
                                elem_id="data-check-tokenizer")
-        config = gr.Textbox(value=str(paths.config), label="Config (optional: length and code limits)",
+        config = gr.Textbox(value=handed["config"], label="Config (optional: length and code limits)",
                             elem_id="data-check-config")
         language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
                                label="Expected language", elem_id="data-check-language", scale=0, min_width=140)
@@ -453,9 +483,9 @@ def _check_results() -> list[Any]:
             unknown_chars, summary, report_file, fixes_state]
 
 
-def _check_section(ctx: StudioContext, languages: list[str]) -> CheckForm:
+def _check_section(ctx: StudioContext, languages: list[str], project: Project | None) -> CheckForm:
     gr.Markdown("### Check manifests\nRuns as its own process (a million-line manifest never blocks the page).")
-    form = _check_form(ctx, languages)
+    form = _check_form(ctx, languages, project)
     panel = job_panel(CHECK_JOB, "data-check")
     results = _check_results()
 
@@ -499,16 +529,18 @@ def _split_section(ctx: StudioContext, train: gr.Textbox, val: gr.Textbox) -> No
     use.click(on_use, inputs=files, outputs=[train, val])
 
 
-def _preprocess_form(ctx: StudioContext, languages: list[str]) -> list[Any]:
+def _preprocess_form(ctx: StudioContext, languages: list[str], project: Project | None) -> list[Any]:
     """The preprocessing fields, in start_preprocess() order."""
     paths = ctx.paths
+    handed = project_preprocess_values(project) or {"input": "", "out_dir": str(paths.data_dir / "prepared"),
+                                                    "config": str(paths.config)}
     with gr.Row():
-        source = gr.Textbox(value="", scale=3, elem_id="data-prep-input",
+        source = gr.Textbox(value=handed["input"], scale=3, elem_id="data-prep-input",
                             label="IndexTTS-1.5 preparation input: a JSONL list, a metadata.csv (LJSpeech) or a folder of audio + .txt")
-        out = gr.Textbox(value=str(paths.data_dir / "prepared"), scale=2, label="Output folder",
+        out = gr.Textbox(value=handed["out_dir"], scale=2, label="Output folder",
                          elem_id="data-prep-out")
     with gr.Row():
-        config = gr.Textbox(value=str(paths.config), label="Config (vqvae and gpt sections)",
+        config = gr.Textbox(value=handed["config"], label="Config (vqvae and gpt sections)",
                             elem_id="data-prep-config")
         dvae = gr.Textbox(value="", label="DVAE checkpoint (empty: the config's dvae_checkpoint)",
                           elem_id="data-prep-dvae")
@@ -525,24 +557,66 @@ def _preprocess_form(ctx: StudioContext, languages: list[str]) -> list[Any]:
     return [source, out, config, dvae, workers, min_duration, max_duration, language, speaker, device]
 
 
-def _preprocess_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
+def _preprocess_section(ctx: StudioContext, languages: list[str], project: Project | None) -> list[Any]:
     gr.Markdown("### Prepare audio: audio + transcripts -> DVAE codes and a codes manifest\n"
                 "Runs as its own process: it keeps going if you close the browser, and a rerun skips what "
                 "is already done.")
-    fields = _preprocess_form(ctx, languages)
-    job_controls(ctx, PREPROCESS_JOB, "data-prep", "Start preprocessing", "Preprocessing log", fields,
-                 lambda *values: start_preprocess(ctx, *values))
-    return fields[0]
+    fields = _preprocess_form(ctx, languages, project)
+    state = [ctx.project_state] if ctx.project_state is not None else []
+
+    def start(*values: Any) -> tuple[str, JobView]:
+        from webui.prepare_section import note_preparation
+
+        typed = values[:len(fields)]
+        message, view = start_preprocess(ctx, *typed)
+        if state and "STARTED" in message:
+            target = resolve_path(typed[1], ctx.workspace)
+            note_preparation(ctx.project(values[-1]), str(resolve_path(typed[0], ctx.workspace)), str(target))
+        return message, view
+
+    job_controls(ctx, PREPROCESS_JOB, "data-prep", "Start preprocessing", "Preprocessing log", [*fields, *state],
+                 start)
+    return fields
+
+
+def _project_handoff(ctx: StudioContext, refill: Any, check: CheckForm, preprocess: list[Any],
+                     paired: list[dict[str, Any]]) -> None:
+    """A new project picked in the session (or the button) refills the checker with its prepared data and the
+    IndexTTS-1.5 preprocessing with its saved manifest; the paired sections follow by themselves."""
+    if ctx.project_state is None:
+        return
+    outputs = [check.train, check.val, check.tokenizer, check.config, *preprocess[:3]]
+
+    def values(name: str | None) -> list[Any]:
+        project = ctx.project(name)
+        checked, prepared = project_check_values(project), project_preprocess_values(project)
+        shown = [checked[key] for key in ("train", "val", "tokenizer", "config")] if checked else [gr.skip()] * 4
+        return shown + ([prepared[key] or gr.skip() for key in ("input", "out_dir", "config")] if prepared
+                        else [gr.skip()] * 3)
+
+    refill.click(values, inputs=ctx.project_state, outputs=outputs)
+    ctx.project_state.change(values, inputs=ctx.project_state, outputs=outputs)
+    for section, fields in zip((prepare_v2_section.SECTION, prepare_v25_section.SECTION), paired, strict=True):
+        names = list(fields)
+        refill.click(lambda name, s=section, n=names: s.project_values(ctx, name, n), inputs=ctx.project_state,
+                     outputs=list(fields.values()))
 
 
 def build(ctx: StudioContext) -> None:
     """Lay out the Data tab (called by the shell inside ``with gr.Tab("Data")``)."""
     languages = language_choices()
+    project = ctx.project(ctx.project_state.value) if ctx.project_state is not None else None
+    refill = None
+    if ctx.project_state is not None:
+        refill = gr.Button("Fill the forms from the project (its saved manifest, its prepared data)", size="sm",
+                           elem_id="data-project-fill")
     with gr.Accordion("Recordings → clips: slice, transcribe, proofread", open=False, elem_id="data-ingest"):
         ingest = build_ingest(ctx, languages)
-    form = _check_section(ctx, languages)
+    form = _check_section(ctx, languages, project)
     _split_section(ctx, form.train, form.val)
-    prep_input = _preprocess_section(ctx, languages)
-    ingest.use_manifest.click(lambda path: path or gr.skip(), inputs=ingest.manifest, outputs=prep_input)
-    for section in (prepare_v2_section.SECTION, prepare_v25_section.SECTION):
-        section.build(ctx, languages)
+    preprocess = _preprocess_section(ctx, languages, project)
+    paired = [section.build(ctx, languages) for section in (prepare_v2_section.SECTION, prepare_v25_section.SECTION)]
+    inputs = [preprocess[0], *(fields["input"] for fields in paired)]
+    # the saved manifest is the input of every generation's preparation: the one prepared is the user's choice
+    ingest.use_manifest.click(lambda path: [path or gr.skip()] * len(inputs), inputs=ingest.manifest, outputs=inputs)
+    _project_handoff(ctx, refill, form, preprocess, paired)

@@ -73,13 +73,29 @@ if (!window.__listenKeys) {
 # ----- runs and clips --------------------------------------------------------------------------------------
 
 
+RUN_ROOTS = ("runs", "v2/runs", "v25/runs", "projects/*/runs")  # the demos' and the voice projects' runs
+
+
 def listening_runs(workspace: Path) -> list[str]:
-    """Run folders under the workspace's runs/ (two levels) whose evaluation kept clips, newest first."""
-    runs = Path(workspace) / "runs"
-    found = [p.parent.parent for pattern in ("*/eval/audio", "*/*/eval/audio") for p in runs.glob(pattern)
-             if p.is_dir()]
+    """Run folders (two levels under the workspace's runs/, the demos' and the projects' runs/) whose evaluation
+    kept clips, newest first."""
+    workspace = Path(workspace)
+    found = [p.parent.parent for root in RUN_ROOTS for pattern in ("*/eval/audio", "*/*/eval/audio")
+             for p in workspace.glob(f"{root}/{pattern}") if p.is_dir()]
     found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     return [str(p) for p in dict.fromkeys(found)]
+
+
+def _project_first(ctx: StudioContext, name: str | None) -> list[str]:
+    """The runs with kept clips, the session's project's own first (newest first within each)."""
+    from trainer.project import project_runs
+
+    runs = listening_runs(ctx.workspace)
+    project = ctx.project(name)
+    if project is None:
+        return runs
+    own = {str(run) for run in project_runs(project)}
+    return [run for run in runs if run in own] + [run for run in runs if run not in own]
 
 
 def _allowed_run(workspace: Path, run_dir: str | None) -> Path | None:
@@ -200,7 +216,7 @@ def build(ctx: StudioContext) -> None:
     gr.Markdown("### Listen to checkpoints\nEvery cell plays a clip the evaluation kept (the first seed of each text "
                 "and voice), so nothing is synthesised twice. The blind A/B test plays one text from two models in "
                 "random order: choose with the buttons or the keys **A**, **B** and **E** (about the same).")
-    runs = listening_runs(workspace)
+    runs = _project_first(ctx, ctx.project_state.value if ctx.project_state is not None else None)
     with gr.Row():
         run = gr.Dropdown(choices=runs, value=runs[0] if runs else None, allow_custom_value=True, scale=5,
                           label="Run", elem_id="listen-run", info="runs whose evaluation kept clips")
@@ -255,3 +271,11 @@ def build(ctx: StudioContext) -> None:
                      outputs=rate)
     start.click(lambda r, a, b: ab_html(_allowed_run(workspace, r), a, b), inputs=[run, first, second], outputs=ab)
     gr.on(triggers=None, fn=show, inputs=run, outputs=outputs, show_progress="hidden")  # page load and a new run
+    if ctx.project_state is not None:  # another project picked in this session: its newest run
+
+        def project_run(name: str | None) -> Any:
+            runs_now = _project_first(ctx, name)
+            return gr.Dropdown(choices=runs_now, value=runs_now[0] if runs_now else None)
+
+        ctx.project_state.change(project_run, inputs=ctx.project_state, outputs=run).then(show, inputs=run,
+                                                                                           outputs=outputs)

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from webui.listen import (
+    BASE_PREFIX,
     DECODE_MODES,
     DEFAULT_TEXT,
     DEFAULT_V2_STEPS,
     DEVICES,
     ListenError,
+    ModelChoice,
     SideResult,
     audio_bytes,
     clean_text,
@@ -48,6 +50,7 @@ from webui.plots import badge_html, message_html
 from webui.reference_voices import reference_choices
 
 if TYPE_CHECKING:
+    from trainer.project import Project
     from webui.context import StudioContext
 
 SIDES = ("A", "B")
@@ -265,9 +268,32 @@ def _view_outputs(view: TestView, shown: list[str] | None = None) -> tuple[Any, 
     return (*values, view.command, view.log, now)
 
 
-def _pickers(workspace: Path) -> SimpleNamespace:
+def _same_file(key: str, path: Path) -> bool:
+    try:
+        return Path(key.removeprefix(BASE_PREFIX)).resolve() == path.resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def project_pair(project: Project, choices: list[ModelChoice]) -> tuple[str | None, str | None]:
+    """(A, B) for a project: its base model, and the latest checkpoint of its newest run (else the newest
+    checkpoint of its generation the pickers list)."""
+    from trainer.project import defaults_for
+
+    config = project.model_path / "config.yaml"
+    base = next((c.key for c in choices if c.kind == "base" and _same_file(c.key, config)),
+                BASE_PREFIX + str(config) if config.is_file() else None)
+    latest = defaults_for(project, "test")["checkpoint"]
+    if latest:
+        return base, next((c.key for c in choices if _same_file(c.key, Path(latest))), latest)
+    own = [c for c in choices if c.version == project.generation]
+    trained = next((c.key for c in own if c.kind == "latest"), next((c.key for c in own if c.kind != "base"), None))
+    return base, trained
+
+
+def _pickers(workspace: Path, project: Project | None = None) -> SimpleNamespace:
     choices = model_choices(workspace)
-    first_a, first_b = default_pair(choices)
+    first_a, first_b = project_pair(project, choices) if project is not None else default_pair(choices)
     listed = [(c.label, c.key) for c in choices]
     with gr.Row(equal_height=True):
         model_a = gr.Dropdown(choices=listed, value=first_a, allow_custom_value=True, scale=5, label="Model A",
@@ -397,8 +423,19 @@ def build(ctx: StudioContext) -> None:
                 "the browser). IndexTTS-1.5 speaks through BigVGAN at 24 kHz; IndexTTS2 through the download folder "
                 "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below; IndexTTS-2.5 "
                 "likewise, with its duration factor. A LoRA run's checkpoints are offered with the adapter on and off.")
-    picks = _pickers(ctx.workspace)
+    state = ctx.project_state
+    picks = _pickers(ctx.workspace, ctx.project(state.value) if state is not None else None)
     inputs = _inputs(ctx)
     players = _players()
     timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load
     _wire(ctx, picks, inputs, players, timer)
+    if state is not None:  # another project picked in this session: its base and newest checkpoint
+        state.change(lambda name: _project_picks(ctx, name), inputs=state, outputs=[picks.model_a, picks.model_b])
+
+
+def _project_picks(ctx: StudioContext, name: str | None) -> tuple[Any, Any]:
+    project = ctx.project(name)
+    if project is None:
+        return gr.skip(), gr.skip()
+    first_a, first_b = project_pair(project, model_choices(ctx.workspace))
+    return first_a or gr.skip(), first_b or NONE

@@ -1,0 +1,3 @@
+from trainer.project.cli import main
+
+raise SystemExit(main())
