@@ -350,4 +350,25 @@ def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
 
     inputs = [source, folder, language, speaker, model, target, device, config, tokenizer, *more]
     wire_job(ctx, panel, start, inputs, make_argv, [summary, folder, *proofread.page_outputs], render)
+    if ctx.project_state is not None:
+        _follow_project(ctx, source, folder, config)
     return IngestSection(folder=folder, manifest=proofread.manifest, use_manifest=use_manifest)
+
+
+def _follow_project(ctx: StudioContext, source: gr.Textbox, folder: gr.Textbox, config: gr.Dropdown) -> None:
+    """The project's recordings, ingest folder and base model fill the form (when the page opens and when
+    another project is picked), so clips are cut to what the project's model takes."""
+    def values(name: str | None, picked: bool = True) -> list[Any]:
+        project = ctx.project(name)
+        from demo.projects import DEMO_PROJECTS
+
+        if project is None or (not picked and project.name in DEMO_PROJECTS):  # the demo opens as it always did
+            return [gr.skip()] * 3
+        model = str(project.model_path)
+        choices = base_model_choices(ctx.workspace)
+        return [str(project.dir("recordings")), str(project.dir("ingest")),
+                gr.Dropdown(choices=choices if model in choices else [*choices, model], value=model)]
+
+    ctx.project_state.change(values, inputs=ctx.project_state, outputs=[source, folder, config])
+    gr.on(triggers=None, fn=lambda name: values(name, picked=False), inputs=ctx.project_state,
+          outputs=[source, folder, config])

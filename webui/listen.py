@@ -33,7 +33,8 @@ from data_tools.paths import PathError, expand_text
 
 BASE_PREFIX = "base:"
 ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without its adapters (--no-adapter)
-RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v25/runs/*/*")
+RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v25/runs/*/*", "projects/*/runs/*",
+             "projects/*/runs/*/*")
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml", "v25/checkpoints/config.yaml")
 TRAIN_CONFIG = "train_config.yaml"
 W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)

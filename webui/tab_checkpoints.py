@@ -65,11 +65,13 @@ def find_output_dirs(workspace: Path, max_dirs: int = 200) -> list[str]:
     """Folders of the workspace that hold checkpoints: runs/* (two levels) and checkpoints/, newest first."""
     workspace = Path(workspace)
     candidates: set[Path] = set()
-    for pattern in ("runs/*", "runs/*/*", "checkpoints", "v2/runs/*", "v2/checkpoints"):
+    for pattern in ("runs/*", "runs/*/*", "checkpoints", "v2/runs/*", "v2/checkpoints", "v25/runs/*", "v25/checkpoints",
+                    "projects/*/runs/*"):
         for path in workspace.glob(pattern):
             if path.is_dir() and any(child.suffix in CHECKPOINT_SUFFIXES for child in path.iterdir()):
                 candidates.add(path)
-    for runs in (workspace / "runs", workspace / "v2" / "runs"):  # an output dir without checkpoints yet
+    for runs in (workspace / "runs", workspace / "v2" / "runs", workspace / "v25" / "runs",
+                 *workspace.glob("projects/*/runs")):  # an output dir without checkpoints yet
         if runs.is_dir():
             candidates.update(p for p in runs.iterdir() if p.is_dir())
 
@@ -638,6 +640,21 @@ def _list_section(ctx: StudioContext) -> gr.Dropdown:
                       outputs=[message, table, checkpoint, paths])
     refresh.click(on_refresh, inputs=output_dir, outputs=output_dir)
     table.select(on_pick_row, inputs=paths, outputs=checkpoint)
+    if ctx.project_state is not None:  # the project's newest run, when the page opens and when another is picked
+        def project_run(name: str | None) -> Any:
+            project = ctx.project(name)
+            if project is None:
+                return gr.skip()
+            from trainer.project import defaults_for
+
+            found = defaults_for(project, "checkpoints")
+            if not found["run"]:
+                return gr.skip()
+            return gr.Dropdown(choices=sorted(set(find_output_dirs(workspace)) | set(found["runs"])),
+                               value=found["run"])
+
+        ctx.project_state.change(project_run, inputs=ctx.project_state, outputs=output_dir)
+        gr.on(triggers=None, fn=project_run, inputs=ctx.project_state, outputs=output_dir)
     _evaluate_section(ctx, output_dir, [message, table, checkpoint, paths], shown)
     return checkpoint
 

@@ -60,14 +60,46 @@ def latest_training_run(ctx: StudioContext) -> RunStatus | None:
     return runs[-1] if runs else None
 
 
-def initial_values(ctx: StudioContext) -> dict[str, Any]:
-    """The last training run's options (so a reload or restart shows it again), else the demo preset."""
+# The project's data and model files: what the form takes from the voice project (the presets never change them).
+PROJECT_KEYS = ("train_manifest", "val_manifest", "config", "base_checkpoint", "tokenizer", "output_dir",
+                "sample_model_dir")
+# The demo preset whose hyper-parameters a project of each generation starts with (its data stays the project's).
+GENERATION_PRESET = {"1.5": tf.DEMO_PRESET, "2": tf.DEMO_V2_PRESET, "2.5": tf.DEMO_V25_PRESET}
+
+
+def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any], str | None]:
+    """(the project's training data and model files by option name, its generation id); ({}, None) without one.
+    A demo project answers no data: its generation's demo preset is its data (and its runs/demo folder)."""
+    project = ctx.project(name)
+    if project is None:
+        return {}, None
+    from demo.projects import DEMO_PROJECTS
+
+    if project.name in DEMO_PROJECTS:
+        return {}, project.generation
+    from trainer.project import defaults_for
+
+    found = defaults_for(project, "train")
+    return {key: found[key] for key in PROJECT_KEYS if found.get(key)}, project.generation
+
+
+def _run_of_project(values: dict[str, Any], data: dict[str, Any]) -> bool:
+    """Whether a run's options train on the project's data (so reopening the page shows that run again)."""
+    return not data.get("train_manifest") or values.get("train_manifest") == data["train_manifest"]
+
+
+def initial_values(ctx: StudioContext, project_name: str | None = None, picked: bool = False) -> dict[str, Any]:
+    """The last training run's options (so a reload or restart shows it again) when it trains on the project's data,
+    else the project's data and model under the demo preset of its generation. A demo project (or none) opens on
+    the last run or the tiny demo; ``picked`` (the project was just chosen) switches to its generation's demo."""
+    data, generation = project_values(ctx, project_name)
     run = latest_training_run(ctx)
-    if run is not None:
+    if run is not None and not (picked and not data):
         values = tf.values_from_trainer_argv(run.argv)
-        if values is not None:
+        if values is not None and _run_of_project(values, data):
             return values
-    return tf.apply_preset(tf.DEMO_PRESET, {}, workspace_files(ctx))
+    preset = GENERATION_PRESET.get(generation or "", tf.DEMO_PRESET) if data or picked else tf.DEMO_PRESET
+    return {**tf.apply_preset(preset, {}, preset_files(ctx, preset)), **data}
 
 
 def preset_files(ctx: StudioContext, name: str) -> tf.WorkspaceFiles:
@@ -330,12 +362,23 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     run.resume.input(resume_choices, inputs=output_dir, outputs=run.resume_from, show_progress="hidden")
     run.refresh.click(resume_choices, inputs=output_dir, outputs=run.resume_from)
 
-    def on_apply_preset(name: str, *raw: Any) -> list[Any]:
+    def on_apply_preset(name: str, project_name: str | None, *raw: Any) -> list[Any]:
         current, _ = io.read(*raw)
-        values = tf.apply_preset(name, current or {}, preset_files(ctx, name))
-        return [*_form_updates(values), f"preset **{name}** applied"]
+        data, _ = project_values(ctx, project_name)
+        values = {**tf.apply_preset(name, current or {}, preset_files(ctx, name)), **data}
+        kept = " (the project's data and model are kept)" if data else ""
+        return [*_form_updates(values), f"preset **{name}** applied{kept}"]
 
-    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *io.inputs], outputs=[*io.outputs, form.message])
+    project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
+    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs],
+                            outputs=[*io.outputs, form.message])
+    if ctx.project_state is not None:
+        def on_project(project_name: str | None) -> list[Any]:
+            return [*_form_updates(initial_values(ctx, project_name, picked=True)),
+                    f"filled from project **{project_name}**" if project_name else gr.skip()]
+
+        ctx.project_state.change(on_project, inputs=ctx.project_state, outputs=[*io.outputs, form.message],
+                                 show_progress="hidden")
     _wire_yaml(form, io)
 
 
@@ -378,7 +421,7 @@ def _wire_actions(ctx: StudioContext, run: RunColumn, io: FormIO, output_dir: An
 
 
 def build(ctx: StudioContext) -> None:
-    values = initial_values(ctx)
+    values = initial_values(ctx, ctx.project_state.value if ctx.project_state is not None else None)
     with gr.Row():
         with gr.Column(scale=2, min_width=380):
             form = _form_column(values)
@@ -408,8 +451,9 @@ def build(ctx: StudioContext) -> None:
                outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
 
-    def on_load() -> list[Any]:
+    def on_load(project_name: str | None = None) -> list[Any]:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.
-        return [*_form_updates(initial_values(ctx)), None]
+        return [*_form_updates(initial_values(ctx, project_name)), None]
 
-    gr.on(triggers=None, fn=on_load, outputs=[*io.outputs, view], show_progress="hidden")
+    gr.on(triggers=None, fn=on_load, inputs=[ctx.project_state] if ctx.project_state is not None else None,
+          outputs=[*io.outputs, view], show_progress="hidden")
