@@ -83,6 +83,15 @@ def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any]
     return {key: found[key] for key in PROJECT_KEYS if found.get(key)}, project.generation
 
 
+def preset_values(ctx: StudioContext, name: str, project_name: str | None,
+                  current: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(the form after preset ``name``, the message): a preset sets hyper-parameters; a project's data and model
+    stay the project's."""
+    data, _ = project_values(ctx, project_name)
+    values = {**tf.apply_preset(name, current, preset_files(ctx, name)), **data}
+    return values, f"preset **{name}** applied" + (" (the project's data and model are kept)" if data else "")
+
+
 def _run_of_project(values: dict[str, Any], data: dict[str, Any]) -> bool:
     """Whether a run's options train on the project's data (so reopening the page shows that run again)."""
     return not data.get("train_manifest") or values.get("train_manifest") == data["train_manifest"]
@@ -364,10 +373,8 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
 
     def on_apply_preset(name: str, project_name: str | None, *raw: Any) -> list[Any]:
         current, _ = io.read(*raw)
-        data, _ = project_values(ctx, project_name)
-        values = {**tf.apply_preset(name, current or {}, preset_files(ctx, name)), **data}
-        kept = " (the project's data and model are kept)" if data else ""
-        return [*_form_updates(values), f"preset **{name}** applied{kept}"]
+        values, message = preset_values(ctx, name, project_name, current or {})
+        return [*_form_updates(values), message]
 
     project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
     form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs],

@@ -1,0 +1,79 @@
+"""The studio's forms follow the session's voice project: training form, presets, run lists (no browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainer.project import create_project, record_step
+from webui import training_form as tf
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def voice(demo_workspace, tmp_path: Path):
+    """A workspace with the project 'voice' on the demo's IndexTTS2 folder, its data prepared."""
+    project = create_project(tmp_path, "voice", demo_workspace.root / "v2" / "checkpoints")
+    manifest = write(project.dir("manifests") / "manifest_20260101_000000.jsonl", '{"id": "a", "text": "ሰላም"}\n')
+    train = write(project.dir("prepared") / "train_pairs.jsonl", '{"id": "a"}\n')
+    val = write(project.dir("prepared") / "val_pairs.jsonl", '{"id": "b"}\n')
+    record_step(project, "prepare", [train, val], [manifest], {"pairs": 2})
+    return project, train, val
+
+
+def _ctx(workspace: Path):
+    from webui.context import StudioContext
+
+    return StudioContext.create(workspace)
+
+
+def test_the_training_form_opens_on_the_projects_data_and_model(voice, demo_workspace, tmp_path):
+    from webui.tab_training import initial_values
+
+    project, train, val = voice
+    values = initial_values(_ctx(tmp_path), "voice")
+    folder = (demo_workspace.root / "v2" / "checkpoints").resolve()
+    assert values["train_manifest"] == [str(train)] and values["val_manifest"] == [str(val)]
+    assert Path(values["config"]).resolve() == folder / "config.yaml"
+    assert Path(values["output_dir"]).parent == project.dir("runs")  # the project's next run folder
+    assert Path(values["sample_model_dir"]).resolve() == folder  # samples at saves speak through its folder
+
+
+def test_a_preset_changes_hyper_parameters_and_keeps_the_projects_data(voice, tmp_path):
+    from webui.tab_training import preset_values
+
+    _, train, _ = voice
+    ctx = _ctx(tmp_path)
+    for preset in tf.PRESETS:
+        values, message = preset_values(ctx, preset, "voice", tf.default_values())
+        assert values["train_manifest"] == [str(train)], preset
+        assert "kept" in message
+    without, message = preset_values(ctx, tf.DEMO_V2_PRESET, None, tf.default_values())
+    assert without["train_manifest"] != [str(train)] and "kept" not in message  # no project: the demo's data
+
+
+def test_picking_a_demo_project_switches_the_form_to_its_demo(demo_workspace):
+    from webui.tab_training import initial_values
+
+    ctx = _ctx(demo_workspace.root)
+    picked = initial_values(ctx, "demo-indextts-2.5", picked=True)
+    assert picked["train_manifest"] == [str(demo_workspace.root / "v25" / "data" / "train_pairs.jsonl")]
+    opened = initial_values(ctx, "demo-indextts-2.5")  # a page opening on a demo project shows the tiny demo
+    assert opened["train_manifest"] == [str(demo_workspace.root / "data" / "train.jsonl")]
+
+
+def test_run_lists_include_the_projects_runs(voice, tmp_path):
+    from webui.listen import RUN_GLOBS
+    from webui.tab_checkpoints import find_output_dirs
+
+    project, _, _ = voice
+    run = project.dir("runs") / "run1"
+    write(run / "latest.pth", "weights")
+    assert str(run) in find_output_dirs(tmp_path)
+    assert any(run.match(f"{tmp_path}/{pattern}") for pattern in RUN_GLOBS)
