@@ -77,3 +77,9 @@ def test_run_lists_include_the_projects_runs(voice, tmp_path):
     write(run / "latest.pth", "weights")
     assert str(run) in find_output_dirs(tmp_path)
     assert any(run.match(f"{tmp_path}/{pattern}") for pattern in RUN_GLOBS)
+
+
+def test_each_generation_names_a_preset_the_form_has():
+    from trainer.generations.registry import GENERATIONS
+
+    assert {generation.form.demo_preset for generation in GENERATIONS} <= set(tf.PRESETS)

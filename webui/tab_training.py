@@ -63,8 +63,6 @@ def latest_training_run(ctx: StudioContext) -> RunStatus | None:
 # The project's data and model files: what the form takes from the voice project (the presets never change them).
 PROJECT_KEYS = ("train_manifest", "val_manifest", "config", "base_checkpoint", "tokenizer", "output_dir",
                 "sample_model_dir")
-# The demo preset whose hyper-parameters a project of each generation starts with (its data stays the project's).
-GENERATION_PRESET = {"1.5": tf.DEMO_PRESET, "2": tf.DEMO_V2_PRESET, "2.5": tf.DEMO_V25_PRESET}
 
 
 def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any], str | None]:
@@ -107,7 +105,11 @@ def initial_values(ctx: StudioContext, project_name: str | None = None, picked: 
         values = tf.values_from_trainer_argv(run.argv)
         if values is not None and _run_of_project(values, data):
             return values
-    preset = GENERATION_PRESET.get(generation or "", tf.DEMO_PRESET) if data or picked else tf.DEMO_PRESET
+    preset = tf.DEMO_PRESET
+    if generation is not None and (data or picked):  # its generation's preset (the registry entry names it)
+        from trainer.generations.registry import by_id
+
+        preset = by_id(generation).form.demo_preset or tf.DEMO_PRESET
     return {**tf.apply_preset(preset, {}, preset_files(ctx, preset)), **data}
 
 

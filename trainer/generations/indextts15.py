@@ -24,7 +24,8 @@ INDEXTTS15 = Generation(
     demo=lazy("demo.workspace", "train_argv_under"), prepare="data_tools.preprocess",
     form=FormFacts(manifest_kind="IndexTTS-1.5 codes manifest",
                    not_for="not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)",
-                   sample_options=frozenset({"vocoder"})),
+                   sample_options=frozenset({"vocoder"}),
+                   demo_preset="Demo (CPU, tiny)"),
     training_prompt=lazy("trainer.memory_estimate", "mel_prompt"),
     missing={Capability.TRAIN_S2MEL: "it has no S2Mel decoder (its BigVGAN speaks the GPT's latent directly); "
                                      "train an IndexTTS2 or IndexTTS-2.5 S2Mel"},

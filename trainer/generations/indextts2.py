@@ -29,7 +29,8 @@ INDEXTTS2 = Generation(
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
                    not_for="not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a "
                            "download folder)",
-                   sample_options=frozenset({"sample_model_dir", "sample_steps"})),
+                   sample_options=frozenset({"sample_model_dir", "sample_steps"}),
+                   demo_preset="Demo (IndexTTS2)"),
     ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "latent_prompt"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
                    w2v_bert_places=("w2v-bert-2.0",)),

@@ -55,7 +55,8 @@ INDEXTTS25 = Generation(
                    not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "
                            "download folder)",
                    options=frozenset({"text_scheme", "text_merges"}),
-                   sample_options=frozenset({"sample_model_dir", "sample_steps"})),
+                   sample_options=frozenset({"sample_model_dir", "sample_steps"}),
+                   demo_preset="IndexTTS-2.5 demo (CPU)"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
                    w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"), folder_table=TABLE_NAME),
     config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,

@@ -51,6 +51,7 @@ class FormFacts:
     not_for: str  # the sentence under an option that does nothing for this generation
     options: frozenset[str] = frozenset()  # generation-only options that apply (e.g. the text scheme)
     sample_options: frozenset[str] = frozenset()  # which sample fields speak its samples at saves
+    demo_preset: str = ""  # the form's preset whose hyper-parameters a project of this generation starts with
 
 
 @dataclass(frozen=True)
