@@ -38,6 +38,32 @@ def test_stop_commits_the_save_then_ends_without_speaking_samples(demo_workspace
     assert end["status"] == "stopped" and end["saved_step"] == 3 and end["samples_owed"] == [3]
     assert events(out, "stop")[0]["requested_at"] <= events(out, "save")[-1]["time"]
     assert "samples of step 3 left for later" in log
+    _owed_samples_are_made_later(out, capsys)
+
+
+def _owed_samples_are_made_later(out, capsys):
+    """``python -m trainer.owed_samples RUN`` speaks what the stop left, as the run would have, once."""
+    import json
+
+    from trainer.owed_samples import main as owed_main
+    from trainer.owed_samples import owed_steps
+    from webui.tab_checkpoints import samples_owed
+
+    assert owed_steps(out) == samples_owed(out) == [3]
+    assert owed_main([str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["made"] == [3] and report["failed"] == {}
+    made = events(out, "sample")[-1]
+    assert made["step"] == 3 and len(made["files"]) == len(list((out / "samples" / "step_3").glob("*.wav"))) > 0
+    assert owed_steps(out) == []  # spoken: not owed any more, and a rerun speaks nothing again
+    assert owed_main([str(out)]) == 0 and "no samples owed" in capsys.readouterr().out
+
+
+def test_owed_samples_refuse_a_missing_run_in_one_line(tmp_path, capsys):
+    from trainer.owed_samples import main as owed_main
+
+    assert owed_main([str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nope'}: run folder not found"
 
 
 def test_samples_stop_between_texts_and_leave_nothing_half_made(tmp_path, monkeypatch):

@@ -55,6 +55,7 @@ REPAIR_JOB = ReportJob("checkpoint_repair")
 EXPORT_JOB = ReportJob("checkpoint_export")
 EVALUATE_JOB = ReportJob("checkpoint_evaluate")  # python -m trainer.evaluate RUN: what has no scores yet
 BEST_JOB = ReportJob("checkpoint_best")  # python -m trainer.evaluate RUN --only-best: re-point best.pth
+SAMPLES_JOB = ReportJob("checkpoint_samples")  # python -m trainer.owed_samples RUN: the samples a stop left
 EVALUATE_CLI = "trainer.evaluate"
 BEST_BY_CHOICES = [("validation loss (lowest)", "val_loss"), ("CER (lowest)", "cer"),
                    ("speaker similarity (highest)", "sim")]
@@ -184,24 +185,31 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
 
 
 def samples_owed(folder: Path) -> list[int]:
-    """The saves whose samples a stop left unmade (the ``end`` events' ``samples_owed``, newest run last)."""
-    import json
+    """The saves whose samples a stop left unmade and nothing made since (``trainer.owed_samples``'s rule)."""
+    from trainer.owed_samples import owed_steps
 
-    owed: list[int] = []
+    return owed_steps(folder)
+
+
+def owed_samples_argv(python: str, output_dir: str, workspace: Path | str, report: Path) -> list[str]:
+    """``python -m trainer.owed_samples RUN --json``: speak the samples a stop left, as the run would have."""
+    folder = _output_folder(output_dir, workspace)
+    return stdout_report_argv(python, report, "trainer.owed_samples", str(folder), "--json")
+
+
+def owed_samples_message_of(result: JobResult | None) -> str:
+    if result is None:
+        return ""
     try:
-        with open(folder / "metrics.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                if '"samples_owed"' not in line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                steps = event.get("samples_owed") if isinstance(event, dict) else None
-                owed += [step for step in steps or [] if isinstance(step, int) and step not in owed]
-    except OSError:
-        return []
-    return owed
+        report = result.report_json()
+        made, failed = list(report["made"]), dict(report["failed"])
+    except (ValueError, KeyError, TypeError) as exc:
+        return message_html(str(exc))
+    if failed:
+        return message_html("; ".join(failed.values()))
+    text = (f"samples of step {', '.join(str(step) for step in made)} made (the Training tab's players and "
+            "samples/ have them)") if made else "no samples were owed"
+    return badge_html("SAMPLES", text, "ok")
 
 
 def _score_cells(result: dict[str, Any]) -> dict[str, str]:
@@ -511,8 +519,8 @@ def unscored_html(view: ListView) -> str:
             "them")
     if view.samples_owed:
         steps = ", ".join(str(step) for step in view.samples_owed)
-        text += (f"; the samples of step {steps} were not made (a stop): Evaluate speaks its evaluation set with "
-                 "them, kept for the Listen tab")
+        text += (f"; the samples of step {steps} were not made (a stop): *Speak owed samples* makes them as the "
+                 "run would have")
     return message_html(text, "info")
 
 
@@ -565,6 +573,9 @@ def _evaluate_section(ctx: StudioContext, output_dir: gr.Dropdown, list_outputs:
     evaluated = gr.HTML(elem_id="ckpt-evaluate-result")
     best_panel = job_panel(BEST_JOB, "ckpt-best")
     repointed = gr.HTML(elem_id="ckpt-best-result")
+    speak_owed = gr.Button("Speak owed samples", size="sm", elem_id="ckpt-owed-samples-run")
+    samples_panel = job_panel(SAMPLES_JOB, "ckpt-owed-samples")
+    spoken = gr.HTML(elem_id="ckpt-owed-samples-result")
 
     def folder_of(result: JobResult) -> str:
         argv = list(result.argv)
@@ -593,6 +604,12 @@ def _evaluate_section(ctx: StudioContext, output_dir: gr.Dropdown, list_outputs:
     wire_job(ctx, best_panel, apply_best, [output_dir, best_by],
              lambda *values: best_argv(ctx.python, *values, workspace, BEST_JOB.report_path(ctx)),
              [*outputs, repointed], after(best_message_of))
+    wire_job(ctx, samples_panel, speak_owed, [output_dir],
+             lambda folder: owed_samples_argv(ctx.python, folder, workspace, SAMPLES_JOB.report_path(ctx)),
+             [unscored, spoken],
+             lambda result: ([gr.skip(), ""] if result is None else
+                             [unscored_html(list_view(str(result.argv[-2]), workspace, None, NOT_VERIFIED)),
+                              owed_samples_message_of(result)]))
     output_dir.change(on_folder, inputs=output_dir, outputs=[best_line, unscored, best_by, asr, speaker])
 
 
