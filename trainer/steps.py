@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -18,11 +19,18 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from trainer.errors import UsageError
 
 NO_DECAY_NAME_PARTS = ("latents", "pos_bias_u", "pos_bias_v")
+
+
+
+def _is_dtensor(value: object) -> bool:
+    """Whether ``value`` is an FSDP2 DTensor, without importing torch.distributed.tensor (a second of every
+    trainer start): only an FSDP2 run (trainer.fsdp) imports it, and nothing else makes one."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(value, module.DTensor)
 
 
 def resolve_device(option: str, local_rank: int = 0, distributed: bool = False) -> torch.device:
@@ -304,7 +312,7 @@ def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: t
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         else:
             norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=loss.device)
-        if isinstance(norm, DTensor):  # FSDP2: the norm over all shards, the same on every rank
+        if _is_dtensor(norm):  # FSDP2: the norm over all shards, the same on every rank
             norm = norm.full_tensor()
         nonfinite = ~(torch.isfinite(norm) & torch.isfinite(loss.detach()))
         optimizer.found_inf = nonfinite.to(torch.float32).reshape(())  # type: ignore[attr-defined]
