@@ -101,3 +101,23 @@ def test_an_indextts25_checkpoint_is_listed_as_indextts25(tmp_path):
     torch.save(make_checkpoint(2, state=trained_state(gpt)), run / "model_step2.pth")
     models = dict(zip(tc.list_view(str(run), tmp_path).table["file"], tc.list_view(str(run), tmp_path).table["model"]))
     assert models == {"model_step4.pth": "IndexTTS-2.5", "model_step2.pth": "IndexTTS-1.5"}
+
+
+def test_the_recognisers_floor_is_a_row_beside_the_scores(tmp_path):
+    from tests.checkpoint_factory import make_checkpoint
+    from trainer.evaluation.eval_set import eval_dir
+    from trainer.evaluation.floor import floor_path
+    from trainer.evaluation.results import write_result
+
+    run = tmp_path / "runs" / "am"
+    run.mkdir(parents=True)
+    torch.save(make_checkpoint(2), run / "model_step2.pth")
+    assert tc.FLOOR_FILE not in list(tc.list_view(str(run), tmp_path).table["file"])  # not measured: no row
+    eval_dir(run).mkdir(parents=True)
+    write_result(floor_path(eval_dir(run)), {"model": "real speech", "eval_set": "x", "cer": 0.071, "wer": 0.25,
+                                             "intervals": {"cer": {"low": 0.05, "high": 0.09}, "wer": None}})
+    view = tc.list_view(str(run), tmp_path)
+    rows = view.table.to_dict("records")
+    floor = next(row for row in rows if row["file"] == tc.FLOOR_FILE)
+    assert floor["CER"] == "7.1 % [5.0, 9.0]" and floor["WER"] == "25.0 %" and floor["SIM"] == ""
+    assert view.row_paths[:1] == [""] and view.row_paths[1:] == view.paths  # picking the floor row picks nothing

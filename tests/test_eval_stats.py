@@ -203,3 +203,19 @@ def test_the_preflight_says_how_much_slower_training_runs_without_a_spare_core()
     assert slowdown_note(busy, cores=8) is None  # a spare core
     assert slowdown_note({**busy, "eval_device": "cuda"}, cores=2) is None  # evaluation on a GPU
     assert slowdown_note({**busy, "eval_at_saves": False}, cores=1) is None
+
+
+def test_the_preflight_warns_when_evaluation_at_saves_has_no_spare_core(demo_workspace, tmp_path, monkeypatch):
+    import trainer.plan as plan_module
+    from trainer.options import parse_argv
+    from trainer.preflight import run_preflight
+
+    values = {**parse_argv(demo_workspace.train_argv(max_steps=1)), "output_dir": str(tmp_path / "run"),
+              "eval_at_saves": True, "device": "cpu"}
+    monkeypatch.setattr(plan_module, "evaluation_plan", lambda _opts, _generation: (True, "evaluation at saves"))
+    monkeypatch.setattr("trainer.evaluation.cost.os.cpu_count", lambda: 1)
+    report = run_preflight(values)
+    cost = [check for check in report.checks if check.name == "evaluation cost"]
+    assert len(cost) == 1 and cost[0].ok and cost[0].warning and "slower" in cost[0].message, report.lines()
+    monkeypatch.setattr("trainer.evaluation.cost.os.cpu_count", lambda: 64)  # a spare core: nothing to say
+    assert not [check for check in run_preflight(values).checks if check.name == "evaluation cost"]

@@ -45,11 +45,10 @@ RUN_OPTIONS = ("config", "tokenizer", "vocoder", "model_dir", "w2v_bert", "base_
 EVAL_OPTIONS = ("eval_asr", "eval_asr_lang", "eval_speaker_model", "eval_texts", "eval_sentences", "eval_voices",
                 "eval_reference", "eval_language", "eval_second_texts", "eval_second_language", "eval_second_asr_lang",
                 "eval_base",
-                "eval_device", "eval_threads", "best_by", "keep_best")
+                "eval_device", "eval_threads", "best_by", "keep_best", "eval_seeds", "best_cer_limit",
+                "best_sim_limit")
 SET_OPTIONS = ("eval_texts", "eval_sentences", "eval_voices", "eval_reference", "eval_language",
                "eval_second_texts", "eval_second_language", "eval_seeds")
-# Flags of this command only (not yet trainer options): the seeds and the limits of the best-by rule.
-OWN_OPTIONS = ("eval_seeds", "best_cer_limit", "best_sim_limit")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,20 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["action"] = "append"
         elif option.kind == "int":
             kwargs["type"] = int
+        elif option.kind == "float":
+            kwargs["type"] = float
         elif option.kind == "choice":
             kwargs["choices"] = option.choices
         if option.kind == "path":
             kwargs["type"] = _expanded
         parser.add_argument(option.flag, **kwargs)
-    parser.add_argument("--eval-seeds", dest="eval_seeds", type=int, default=None, metavar="N",
-                        help="every text is spoken in every voice with N seeds (default 3; fixed when the run's "
-                             "evaluation set is first stored)")
-    parser.add_argument("--best-cer-limit", dest="best_cer_limit", type=float, default=None, metavar="POINTS",
-                        help="--best-by never picks a checkpoint whose CER is more than this above the best so "
-                             "far's (default 0.02: two points)")
-    parser.add_argument("--best-sim-limit", dest="best_sim_limit", type=float, default=None, metavar="COSINE",
-                        help="--best-by never picks a checkpoint whose SIM is more than this below the base model's "
-                             "(default 0.03)")
     parser.add_argument("--test-set", type=Path, metavar="TEST_JSONL",
                         help="measure one checkpoint on the frozen test set (test.jsonl of python -m data_tools.split "
                              "--test-fraction; refused when changed since it was frozen); never used for --best-by")
@@ -131,7 +123,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
     opts = run_options(run_dir)
     opts["best_by"] = followed(run_dir)[0]  # a choice made after training outranks train_config.yaml's
     explicit = [name for name in SET_OPTIONS if getattr(args, name, None) not in (None, [])]
-    for name in RUN_OPTIONS + EVAL_OPTIONS + OWN_OPTIONS:
+    for name in RUN_OPTIONS + EVAL_OPTIONS:
         value = getattr(args, name, None)
         if value is not None:
             opts[name] = value
@@ -154,8 +146,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
         base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None,
         model_dir=Path(opts["model_dir"]) if opts["model_dir"] else None, w2v_bert=str(opts["w2v_bert"] or "") or None,
         floor_manifests=[str(m) for m in opts.get("val_manifest") or []],
-        cer_limit=float(opts.get("best_cer_limit") if opts.get("best_cer_limit") is not None else 0.02),
-        sim_limit=float(opts.get("best_sim_limit") if opts.get("best_sim_limit") is not None else 0.03))
+        cer_limit=float(opts["best_cer_limit"]), sim_limit=float(opts["best_sim_limit"]))
     scorer = ModelScorer(str(opts["eval_asr"] or ""), str(opts["eval_speaker_model"] or ""), device,
                          asr_lang=str(opts["eval_asr_lang"] or "") or None, main_language=eval_set.language,
                          second_asr_lang=str(opts["eval_second_asr_lang"] or "") or None)

@@ -186,6 +186,12 @@ OPTIONS: tuple[Option, ...] = (
          choices=("val_loss", "cer", "sim")),
     _opt("keep_best", "int", 2, "with --best-by cer|sim, the N best measured checkpoints are kept past "
          "--keep-checkpoints rotation", GROUP_EVAL, minimum=0),
+    _opt("eval_seeds", "int", 3, "every evaluation text is spoken in every voice with N seeds (fixed when the "
+         "run's evaluation set is first stored)", GROUP_EVAL, minimum=1),
+    _opt("best_cer_limit", "float", 0.02, "--best-by never picks a checkpoint whose CER is more than this above "
+         "the best so far's (0.02: two points)", GROUP_EVAL, minimum=0.0),
+    _opt("best_sim_limit", "float", 0.03, "--best-by never picks a checkpoint whose speaker similarity is more "
+         "than this below the base model's", GROUP_EVAL, minimum=0.0),
     # --- run
     _opt("resume", "str", "", "auto: continue from <output-dir>/latest.pth (or the newest valid "
          "model_step); PATH: that checkpoint; empty: fresh start", GROUP_RUN),

@@ -45,6 +45,7 @@ from trainer.checkpoints import (
 )
 from trainer.data import load_items, split_format, train_sampler
 from trainer.errors import UsageError
+from trainer.evaluation.cost import slowdown_note
 from trainer.evaluation.planning import evaluation_plan
 from trainer.generations.registry import GENERATIONS, config_refusal, generation_of_config
 from trainer.generations.spec import Capability, Generation
@@ -539,7 +540,10 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
         _weights(plan, mmap)
     if plan.generation is not None and plan.train is not None:
         _samples(plan)
-        plan.add("evaluation", *evaluation_plan(plan.opts, plan.generation))
+        if plan.add("evaluation", *evaluation_plan(plan.opts, plan.generation)):
+            slower = slowdown_note(plan.opts)
+            if slower is not None:
+                plan.add("evaluation cost", True, slower, warning=True)
     if plan.gpt is not None and dir_ok:
         _disk(plan)
     return plan

@@ -174,13 +174,12 @@ def list_view(output_dir: str, workspace: Path | str, verdicts: dict[str, str] |
         return ListView(message=message_html(f"no checkpoints in {folder}", "info"))
     detail = str(folder) if verdicts is not None else f"{folder} ({unverified})"
     paths = [str(s.path) for s in summaries]
-    base = base_row(folder)
-    if base is not None:
-        rows.insert(0, base)
+    above = [row for row in (base_row(folder), floor_row(folder)) if row is not None]
+    rows[:0] = above
     return ListView(message=badge_html(f"{len(summaries)} checkpoint{'s' if len(summaries) != 1 else ''}", detail,
                                        "info"),
                     table=records_frame(rows, LIST_COLUMNS), paths=paths,
-                    row_paths=([""] if base is not None else []) + paths, unscored=unscored,
+                    row_paths=[""] * len(above) + paths, unscored=unscored,
                     samples_owed=samples_owed(folder))
 
 
@@ -231,6 +230,23 @@ def base_row(folder: Path) -> dict[str, Any] | None:
     return {**_score_cells(result), "file": BASE_FILE + (f" ({name})" if name else ""), "kind": "base",
             "model": _base_model_name(folder), "step": 0, "epoch": None, "val loss": "", "verdict": "",
             "size": "", "modified": _modified(result.get("time"))}
+
+
+FLOOR_FILE = "real speech (the recogniser's floor)"
+
+
+def floor_row(folder: Path) -> dict[str, Any] | None:
+    """The recogniser's CER and WER on the real recordings of the evaluation sentences (measured once per set):
+    what a good checkpoint approaches for a new language, not zero. None before it was measured."""
+    from trainer.evaluation.eval_set import eval_dir
+    from trainer.evaluation.floor import read_floor
+
+    result = read_floor(eval_dir(folder))
+    if result is None:
+        return None
+    cells = _score_cells(result)
+    return {**cells, "SIM": "", "file": FLOOR_FILE, "kind": "floor", "model": "", "step": None, "epoch": None,
+            "val loss": "", "verdict": "", "size": "", "modified": _modified(result.get("time"))}
 
 
 def _base_model_name(folder: Path) -> str:

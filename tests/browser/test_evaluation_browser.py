@@ -18,7 +18,9 @@ from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
 from trainer.evaluate import main as evaluate_main
 
 UI_TIMEOUT_MS = 60_000
-SCORE = re.compile(r"^\d+\.\d{3}$")  # CER and WER exceed 1 when garbage transcripts insert
+# CER and WER in percent (over 100 when garbage transcripts insert), SIM a cosine, each with its 95 % interval
+SCORE = re.compile(r"^\d+\.\d % \[\d+\.\d, \d+\.\d\]$")
+SIMILARITY = re.compile(r"^-?\d\.\d{3} \[-?\d\.\d{3}, -?\d\.\d{3}\]$")
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ def test_scores_in_checkpoints_training_and_test_tabs(page, measured_workspace: 
         assert files and cer and sim, (files, cer, sim)
         for name in ("model_step2.pth", "model_step4.pth", "latest.pth", "best.pth"):
             row = files.index(name)
-            assert SCORE.match(cer[row]) and re.match(r"^-?\d\.\d{3}$", sim[row]), (name, cer[row], sim[row])
+            assert SCORE.match(cer[row]) and SIMILARITY.match(sim[row]), (name, cer[row], sim[row])
         page.screenshot(path=str(artifacts / "tab-checkpoints-scores.png"), full_page=True)
 
         page.get_by_role("tab", name="Training", exact=True).click()
