@@ -83,3 +83,14 @@ def test_each_generation_names_a_preset_the_form_has():
     from trainer.generations.registry import GENERATIONS
 
     assert {generation.form.demo_preset for generation in GENERATIONS} <= set(tf.PRESETS)
+
+
+def test_the_gpt_pickers_leave_s2mel_runs_out(voice, tmp_path):
+    from webui.listen import run_dirs
+
+    project, _, _ = voice
+    gpt, s2mel = project.dir("runs") / "run1", project.dir("runs") / "run2"
+    write(gpt / "latest.pth", "weights")
+    write(s2mel / "latest.pth", "weights")
+    write(s2mel / "train_config.yaml", "train: s2mel\n")
+    assert gpt in run_dirs(tmp_path) and s2mel not in run_dirs(tmp_path)

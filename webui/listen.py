@@ -200,13 +200,20 @@ def _beside(config: Path, name: object) -> Path | None:
     return path if path.is_absolute() else config.parent / path
 
 
+def trains_s2mel(folder: Path) -> bool:
+    """Whether a run trained the S2Mel decoder (``--train s2mel``): its checkpoints are no GPT to speak with."""
+    options = _read_yaml(folder / TRAIN_CONFIG)
+    return bool(options) and str(options.get("train") or "gpt") == "s2mel"
+
+
 def run_dirs(workspace: Path | str) -> list[Path]:
-    """Folders under ``runs/`` and ``v2/runs/`` holding checkpoints, newest first."""
+    """GPT runs (folders under the workspace's and its projects' runs/ holding checkpoints), newest first; S2Mel
+    runs are left out: their checkpoints are decoders, not a GPT a choice here could speak with."""
     workspace = Path(workspace)
     found: set[Path] = set()
     for pattern in RUN_GLOBS:
         for folder in workspace.glob(pattern):
-            if folder.is_dir() and any(folder.glob("*.pth")):
+            if folder.is_dir() and any(folder.glob("*.pth")) and not trains_s2mel(folder):
                 found.add(folder)
 
     def newest(folder: Path) -> float:
