@@ -94,3 +94,27 @@ def test_the_gpt_pickers_leave_s2mel_runs_out(voice, tmp_path):
     write(s2mel / "latest.pth", "weights")
     write(s2mel / "train_config.yaml", "train: s2mel\n")
     assert gpt in run_dirs(tmp_path) and s2mel not in run_dirs(tmp_path)
+
+
+def test_one_prepared_manifest_is_split_for_training_without_leaks(demo_workspace, tmp_path):
+    import json
+    import shutil
+
+    from trainer.project import defaults_for
+
+    project = create_project(tmp_path, "split-voice", demo_workspace.root / "v2" / "checkpoints")
+    prepared = project.dir("prepared")
+    shutil.copytree(demo_workspace.root / "v2" / "data", prepared, ignore=shutil.ignore_patterns("val_*", "exact_*"),
+                    dirs_exist_ok=True)
+    pairs = prepared / "train_pairs.jsonl"
+    record_step(project, "prepare", [pairs], [], {"pairs": 1})
+    train = defaults_for(project, "train")
+    assert [Path(p).parent for p in train["train_manifest"] + train["val_manifest"]] == [
+        prepared / "split" / "train_pairs"] * 2
+
+    def targets(path: str) -> set[str]:
+        return {json.loads(line)["target_id"] for line in Path(path).read_text(encoding="utf-8").splitlines()}
+
+    seen, held = targets(train["train_manifest"][0]), targets(train["val_manifest"][0])
+    assert seen and held and not seen & held
+    assert defaults_for(project, "train") == train  # the same split again, not a new one

@@ -73,10 +73,39 @@ def saved_manifest(project: Project) -> Path | None:
     return saved[-1] if saved else None
 
 
+SPLIT_FOLDER = "split"  # beside a prepared manifest: its train/val split (held out by recording)
+VAL_FRACTION = 0.1
+
+
 def prepared_manifests(project: Project) -> tuple[list[Path], list[Path]]:
-    """(training, validation) manifests the preparation produced; a file named val* is validation."""
+    """(training, validation) manifests the preparation produced; a file named val* is validation. One prepared
+    manifest without a validation one is split (``split_prepared``): training without validation would have no
+    validation loss, no samples at saves and no evaluation voices."""
     produced = [p for p in outputs_of(project, "prepare") if p.is_file()]
-    return ([p for p in produced if not p.name.startswith("val")], [p for p in produced if p.name.startswith("val")])
+    train = [p for p in produced if not p.name.startswith("val")]
+    val = [p for p in produced if p.name.startswith("val")]
+    if len(train) == 1 and not val:
+        return split_prepared(train[0])
+    return train, val
+
+
+def split_prepared(manifest: Path) -> tuple[list[Path], list[Path]]:
+    """``manifest`` split into ``split/<stem>/train.jsonl`` and ``val.jsonl`` beside it by ``data_tools.split``
+    (no recording, text or id on both sides; the same manifest gives the same split, made again only when the
+    manifest is newer). ([manifest], []) where it cannot be split (too few recordings for a validation side)."""
+    from data_tools.split import SplitError, split_manifest
+
+    out = manifest.parent / SPLIT_FOLDER / manifest.stem
+    train, val = out / "train.jsonl", out / "val.jsonl"
+    made = all(p.is_file() and p.stat().st_mtime >= manifest.stat().st_mtime for p in (train, val))
+    if not made:
+        try:
+            split_manifest(manifest, out, val_fraction=VAL_FRACTION)
+        except SplitError:
+            return [manifest], []
+    if not val.is_file() or not val.read_text(encoding="utf-8").strip():
+        return [manifest], []
+    return [train], [val]
 
 
 def project_runs(project: Project) -> list[Path]:
