@@ -118,3 +118,16 @@ def test_one_prepared_manifest_is_split_for_training_without_leaks(demo_workspac
     seen, held = targets(train["train_manifest"][0]), targets(train["val_manifest"][0])
     assert seen and held and not seen & held
     assert defaults_for(project, "train") == train  # the same split again, not a new one
+
+
+def test_opening_the_training_tab_takes_data_prepared_since_and_leaves_a_matching_form_alone(voice, tmp_path):
+    from webui.tab_training import project_refill
+
+    _, train, _ = voice
+    ctx = _ctx(tmp_path)
+    before = {**tf.default_values(), "train_manifest": ["/elsewhere/train.jsonl"], "learning_rate": 1e-3}
+    values, message = project_refill(ctx, "voice", before)
+    assert values is not None and values["train_manifest"] == [str(train)] and values["learning_rate"] == 1e-3
+    assert "filled from project" in message
+    assert project_refill(ctx, "voice", values)[0] is None  # already the project's data: nothing changes
+    assert project_refill(ctx, None, before)[0] is None

@@ -90,6 +90,17 @@ def preset_values(ctx: StudioContext, name: str, project_name: str | None,
     return values, f"preset **{name}** applied" + (" (the project's data and model are kept)" if data else "")
 
 
+def project_refill(ctx: StudioContext, project_name: str | None,
+                   current: dict[str, Any] | None) -> tuple[dict[str, Any] | None, Any]:
+    """(the form with the project's data and model, the message) when the project's prepared data is not what
+    the form trains on (it was prepared since the form was filled); (None, skip) when there is nothing to change,
+    so a form the user is working on (or a run's own folder) is left alone."""
+    data, _ = project_values(ctx, project_name)
+    if not data or current is None or _run_of_project(current, data):
+        return None, gr.skip()
+    return {**current, **data}, f"filled from project **{project_name}**: its prepared data and model"
+
+
 def _run_of_project(values: dict[str, Any], data: dict[str, Any]) -> bool:
     """Whether a run's options train on the project's data (so reopening the page shows that run again)."""
     return not data.get("train_manifest") or values.get("train_manifest") == data["train_manifest"]
@@ -429,7 +440,7 @@ def _wire_actions(ctx: StudioContext, run: RunColumn, io: FormIO, output_dir: An
     run.tensorboard.click(on_tensorboard, inputs=output_dir, outputs=run.tensorboard_link)
 
 
-def build(ctx: StudioContext) -> None:
+def build(ctx: StudioContext) -> Any:
     values = initial_values(ctx, ctx.project_state.value if ctx.project_state is not None else None)
     with gr.Row():
         with gr.Column(scale=2, min_width=380):
@@ -466,3 +477,16 @@ def build(ctx: StudioContext) -> None:
 
     gr.on(triggers=None, fn=on_load, inputs=[ctx.project_state] if ctx.project_state is not None else None,
           outputs=[*io.outputs, view], show_progress="hidden")
+    if ctx.project_state is None:
+        return None
+
+    def on_open(project_name: str | None, *raw: Any) -> list[Any]:
+        current, _ = io.read(*raw)
+        values, message = project_refill(ctx, project_name, current)
+        return [*(_form_updates(values) if values is not None else [gr.skip()] * len(io.outputs)), message]
+
+    def on_select(tab: gr.Tab) -> None:  # the project's data prepared meanwhile: the form takes it
+        tab.select(on_open, inputs=[ctx.project_state, *io.inputs], outputs=[*io.outputs, form.message],
+                   show_progress="hidden")
+
+    return on_select
