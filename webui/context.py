@@ -93,6 +93,14 @@ class StudioContext:
         except (ProjectError, OSError):
             return None
 
+    def opening_project(self, name: str | None) -> Project | None:
+        """The project a page opening on ``name`` fills its forms from: None for a demo project (the page shows
+        the demo as it always did; picking a project in the Project tab switches the forms)."""
+        from demo.projects import DEMO_PROJECTS
+
+        project = self.project(name)
+        return None if project is None or project.name in DEMO_PROJECTS else project
+
     def default_project_name(self) -> str | None:
         """The project a new page opens on: the project file changed last, else the demo's default project."""
         from trainer.project.layout import PROJECT_FILE, projects_root

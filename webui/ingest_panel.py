@@ -359,10 +359,8 @@ def _follow_project(ctx: StudioContext, source: gr.Textbox, folder: gr.Textbox, 
     """The project's recordings, ingest folder and base model fill the form (when the page opens and when
     another project is picked), so clips are cut to what the project's model takes."""
     def values(name: str | None, picked: bool = True) -> list[Any]:
-        project = ctx.project(name)
-        from demo.projects import DEMO_PROJECTS
-
-        if project is None or (not picked and project.name in DEMO_PROJECTS):  # the demo opens as it always did
+        project = ctx.project(name) if picked else ctx.opening_project(name)  # a demo opens as it always did
+        if project is None:
             return [gr.skip()] * 3
         model = str(project.model_path)
         choices = base_model_choices(ctx.workspace)

@@ -424,7 +424,7 @@ def build(ctx: StudioContext) -> None:
                 "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below; IndexTTS-2.5 "
                 "likewise, with its duration factor. A LoRA run's checkpoints are offered with the adapter on and off.")
     state = ctx.project_state
-    picks = _pickers(ctx.workspace, ctx.project(state.value) if state is not None else None)
+    picks = _pickers(ctx.workspace, ctx.opening_project(state.value) if state is not None else None)
     inputs = _inputs(ctx)
     players = _players()
     timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load

@@ -71,9 +71,7 @@ def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any]
     project = ctx.project(name)
     if project is None:
         return {}, None
-    from demo.projects import DEMO_PROJECTS
-
-    if project.name in DEMO_PROJECTS:
+    if ctx.opening_project(name) is None:  # a demo project
         return {}, project.generation
     from trainer.project import defaults_for
 
