@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -240,7 +241,7 @@ def test_a_crash_while_moving_best_leaves_the_old_best_whole(trained_run, tmp_pa
     assert os.path.samefile(run / "best.pth", run / "model_step2.pth")
 
 
-def test_studio_views_and_model_card_carry_the_scores(trained_run, tmp_path):
+def test_studio_views_and_model_card_carry_the_scores(trained_run, data, tmp_path):
     from trainer.checkpoints.export import export_checkpoint
     from webui.metrics_view import MetricsReader
     from webui.tab_checkpoints import LIST_COLUMNS, list_view
@@ -270,6 +271,19 @@ def test_studio_views_and_model_card_carry_the_scores(trained_run, tmp_path):
     assert "## Evaluation" in card and "**model_step4 (this export)**" in card
     assert f"| model_step6 | 6 | {scores['model_step6.pth']['cer']:.3f} |" in card
     assert str(build_parser().prog) in card or "python -m trainer.evaluate" in card
+    assert "### Held-out test set" not in card  # no frozen test set: no section
+
+    # A frozen test set measured for the exported checkpoint: the card carries its scores with intervals.
+    from data_tools.split import split_manifest
+
+    split = split_manifest(data["val"], tmp_path / "split", val_fraction=0.25, test_fraction=0.5)
+    assert split.test_path is not None and split.test_count >= 1
+    assert evaluate_main([str(run), "--test-set", str(split.test_path), "--checkpoint",
+                          str(run / "model_step4.pth")]) == 0
+    card = (export_checkpoint(run / "model_step4.pth", tmp_path / "export2").out_dir / "MODEL_CARD.md").read_text(
+        encoding="utf-8")
+    assert "### Held-out test set" in card and "never used to choose a checkpoint" in card
+    assert re.search(r"model_step4: CER \d+\.\d % \[\d+\.\d, \d+\.\d\]", card), card
 
 
 def test_model_card_without_evaluation_has_no_table(trained_run, tmp_path):
