@@ -66,6 +66,14 @@ def test_the_floor_is_measured_once_and_shown_beside_the_synthetic_cer(tmp_path)
     assert f"CER {floor['cer'] * 100:.1f} % [" in card and "Recogniser's floor" in card
     assert "| base model | 0 |" in card and "CER - base [95 % CI]" in card
 
+    from webui.metrics_view import FLOOR_SERIES, MetricsReader
+
+    reader = MetricsReader(evaluator.settings.run_dir)
+    reader.poll()
+    curve = reader.eval_frame()
+    flat = curve[curve["series"] == FLOOR_SERIES]
+    assert list(flat["value"]) == [floor["cer"]] * 2 and list(flat["step"]) == [6, 6]  # beside the synthetic CER
+
 
 def test_the_frozen_test_set_is_measured_apart_and_refused_when_changed(tmp_path):
     (tmp_path / "run").mkdir()

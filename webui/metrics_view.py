@@ -192,8 +192,25 @@ class MetricsReader:
         return self.frame(("train lr",))
 
     def eval_frame(self) -> pd.DataFrame:
-        """CER, WER and speaker similarity of each measured save (empty without evaluation)."""
-        return self.frame(("eval cer", "eval wer", "eval sim"))
+        """CER, WER and speaker similarity of each measured save (empty without evaluation), and the
+        recogniser's floor on real speech as a flat line across the measured steps (once it is measured)."""
+        frame = self.frame(("eval cer", "eval wer", "eval sim"))
+        cer = self.series.get("eval cer")
+        if cer is None or not cer.steps:
+            return frame
+        from trainer.evaluation.eval_set import eval_dir
+        from trainer.evaluation.floor import read_floor
+
+        floor = read_floor(eval_dir(self.path.parent))
+        value = floor.get("cer") if floor else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return frame
+        flat = pd.DataFrame([(cer.steps[0], float(value), FLOOR_SERIES), (cer.steps[-1], float(value), FLOOR_SERIES)],
+                            columns=PLOT_COLUMNS)
+        return pd.concat([frame, flat], ignore_index=True)
+
+
+FLOOR_SERIES = "floor cer (real speech)"  # the recogniser on the real recordings: what CER approaches
 
 
 def format_duration(seconds: float | None) -> str:
