@@ -388,7 +388,7 @@ def utterance_entry(item: SourceItem, record: Mapping[str, Any]) -> dict[str, An
             "text_ids_path": f"text_ids/{stem}.npy", "text_len": int(record["text_len"]),
             "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
             "condition_path": f"condition/{stem}.npy", "condition_len": int(record["condition_len"]),
-            "emo_vec_path": f"emo_vec/{stem}.npy"}
+            "emo_vec_path": f"emo_vec/{stem}.npy", **({"source": item.source} if item.source else {})}
 
 
 def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
@@ -410,6 +410,8 @@ def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, 
                 "target_duration": target["duration"]}
         if target["language"]:
             line["language"] = target["language"]
+        if target.get("source"):  # the target's recording: a split keeps every clip of it on one side
+            line["source"] = target["source"]
         lines.append(line)
     return lines, lonely
 

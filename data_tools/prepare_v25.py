@@ -351,7 +351,8 @@ def utterance_entry(item: SourceItem, record: Mapping[str, Any], text_scheme: st
             "language": item.language or "", "duration": round(float(record["seconds"]), 3),
             "text_ids_path": f"text_ids/{stem}.npy", "text_len": int(record["text_len"]), "text_scheme": text_scheme,
             "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
-            "spk_vec_path": f"spk_vec/{stem}.npy", "emo_vec_path": f"emo_vec/{stem}.npy"}
+            "spk_vec_path": f"spk_vec/{stem}.npy", "emo_vec_path": f"emo_vec/{stem}.npy",
+            **({"source": item.source} if item.source else {})}
 
 
 def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
@@ -366,7 +367,7 @@ def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: i
               "target_text_ids_path": target["text_ids_path"], "target_text_len": target["text_len"],
               "text_scheme": target["text_scheme"], "target_codes_path": target["codes_path"],
               "target_code_len": target["code_len"], "target_emo_vec_path": target["emo_vec_path"],
-              "target_duration": target["duration"]}
+              "target_duration": target["duration"], **({"source": target["source"]} if target.get("source") else {})}
              for target, prompt in drawn]
     return lines, lonely
 

@@ -359,6 +359,8 @@ def _write_manifest(out: Path, items: list[SourceItem], finished: dict[str, dict
                  "cond_mel": f"cond_mels/{prompt[item.stem]}.npy", "speaker": item.speaker}
         if item.language:
             entry["language"] = item.language
+        if item.source:  # the recording it was cut from: a split keeps every clip of it on one side
+            entry["source"] = item.source
         entry["duration"] = round(float(record["duration"]), 3)
         seconds += float(record["duration"])
         lines.append(json.dumps(entry, ensure_ascii=False))

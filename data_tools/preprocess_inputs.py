@@ -36,6 +36,7 @@ class SourceItem:
     speaker: str
     language: str | None
     where: str  # input:line or the transcript file, for messages
+    source: str = ""  # the recording the clip was cut from (raw ingest's ``source``), so splits keep it together
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,9 @@ def _read_jsonl(path: Path, default_speaker: str, language: str | None
         item_id = obj.get("id") if isinstance(obj.get("id"), str) and obj["id"].strip() else audio_path.stem
         spk = obj.get("speaker") if isinstance(obj.get("speaker"), str) and obj["speaker"].strip() else default_speaker
         lang = obj.get("language") if isinstance(obj.get("language"), str) else language
-        items.append(SourceItem(item_id, safe_stem(item_id), audio_path, transcript.strip(), spk, lang, where))
+        recording = obj.get("source") if isinstance(obj.get("source"), str) else ""
+        items.append(SourceItem(item_id, safe_stem(item_id), audio_path, transcript.strip(), spk, lang, where,
+                                recording.strip()))
     return items, problems
 
 

@@ -417,7 +417,7 @@ def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path
         targets.setdefault(_utterance(entry, "target"), i)
     names = list(targets)
     items = [SplitItem(name, entries[i].target_text or name, entries[i].speaker, os.path.normpath(entries[i].codes),
-                       entries[i].language) for name, i in targets.items()]
+                       entries[i].language, _source(objects[i])) for name, i in targets.items()]
     plan = plan_split(items, val_fraction, seed, held_out_speakers, by_speaker)
     val_targets = {names[k] for k in plan.val}
     train_rows = [i for i, e in enumerate(entries) if _utterance(e, "target") not in val_targets]

@@ -169,3 +169,33 @@ def test_paired_manifest_split_is_leak_free_by_utterance(tmp_path: Path) -> None
         assert row["id"] == f"{row['target_id']}__{row['prompt_id']}"
     report = check_manifests([result.train_path], [result.val_path], workers=1)
     assert report.leakage.get("utterances") == 0 and not report.errors
+
+
+def test_paired_manifest_split_keeps_each_recording_on_one_side(tmp_path: Path) -> None:
+    """Pairs prepared from ingest output carry their target's ``source``: every clip of a recording stays on
+    one side, as in the audio list they were prepared from."""
+    from tests.pairs_factory import PairsBuilder
+
+    builder = PairsBuilder(tmp_path / "feats")
+    names = [f"s1_{k}" for k in range(24)]
+    for name in names:
+        builder.utterance(name, text_len=5, code_len=12)
+    for k, name in enumerate(names):
+        builder.pair(name, names[(k + 1) % len(names)], speaker="s1", source=f"recording{k % 4}.wav")
+    for seed in range(4):
+        result = split_manifest(builder.write(), tmp_path / f"out{seed}", val_fraction=0.25, seed=seed)
+        train, val = read(result.train_path), read(result.val_path)
+        assert val and train
+        assert not {row["source"] for row in train} & {row["source"] for row in val}, seed
+
+
+def test_preparation_carries_each_clips_recording_into_its_lines(tmp_path: Path) -> None:
+    from data_tools.prepare_v2 import build_pairs, utterance_entry
+    from data_tools.preprocess_inputs import SourceItem
+
+    record = {"seconds": 1.0, "text_len": 3, "code_len": 5, "condition_len": 32}
+    utterances = [utterance_entry(SourceItem(f"c{k}", f"c{k}", tmp_path / f"c{k}.wav", "hi", "spk", "am", "x",
+                                             source=f"rec{k % 2}.wav"), record) for k in range(4)]
+    assert [u["source"] for u in utterances] == ["rec0.wav", "rec1.wav", "rec0.wav", "rec1.wav"]
+    lines, _lonely = build_pairs(utterances, 1, seed=0)
+    assert all(line["source"] == f"rec{int(line['target_id'][1]) % 2}.wav" for line in lines)
