@@ -42,7 +42,12 @@ def _wait_answering(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
     raise RuntimeError(f"app.py did not answer at {url} within {timeout_s:.0f} s")
 
 
+SETTLED_JS = ("() => ![...document.querySelectorAll('.block')].some(b => b.classList.contains('pending')"
+              " || getComputedStyle(b).opacity !== '1')")
+
+
 def _shoot(page, out: Path, name: str) -> None:
+    page.wait_for_function(SETTLED_JS, timeout=UI_TIMEOUT_MS)  # every pending output rendered
     path = out / name
     page.screenshot(path=str(path), full_page=False)
     print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
@@ -58,7 +63,7 @@ def _capture(url: str, out: Path) -> None:
             page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(UI_TIMEOUT_MS)
             page.goto(url)
-            page.locator("#project-steps").wait_for()
+            page.locator("#project-steps tr[data-step]").first.wait_for()
             _shoot(page, out, "1-project.png")
 
             page.get_by_role("tab", name="Data", exact=True).click()

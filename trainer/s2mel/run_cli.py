@@ -98,7 +98,7 @@ def _train(opts: dict[str, Any]) -> int:
     from trainer.s2mel.loop import S2MelTrainer
     from trainer.s2mel.run_plan import make_s2mel_plan
     from trainer.s2mel.samples import sample_hook
-    from trainer.signals import GracefulStop, active_test_hooks, after_step_test_hooks
+    from trainer.signals import GracefulStop, active_test_hooks, after_step_test_hooks, test_hook_due
     from trainer.steps import resolve_device
     from trainer.synthesis.pipeline_v2 import seeded_noise
 
@@ -143,6 +143,8 @@ def _train(opts: dict[str, Any]) -> int:
             if report.step % interval == 0 or report.step == found.settings.max_steps:
                 print(f"step {report.step} epoch {report.epoch} loss {report.loss:.5f} "
                       f"grad_norm {report.grad_norm:.4f}", flush=True)
+            if test_hook_due(report.step):  # as the GPT trainer: a hook that kills here sees earlier saves committed
+                trainer._raise_on_failed(trainer.writer.wait())
             after_step_test_hooks(report.step)
             if stop.requested:
                 raise _StopRequested
