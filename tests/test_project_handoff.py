@@ -131,3 +131,14 @@ def test_opening_the_training_tab_takes_data_prepared_since_and_leaves_a_matchin
     assert "filled from project" in message
     assert project_refill(ctx, "voice", values)[0] is None  # already the project's data: nothing changes
     assert project_refill(ctx, None, before)[0] is None
+
+
+def test_a_project_without_validation_data_leaves_none_of_another_in_the_form(demo_workspace, tmp_path):
+    from webui.tab_training import project_refill
+
+    project = create_project(tmp_path, "one-recording", demo_workspace.root / "v2" / "checkpoints")
+    pairs = write(project.dir("prepared") / "pairs.jsonl", '{"id": "a"}\n')  # cannot be split: stays whole
+    record_step(project, "prepare", [pairs], [], {"pairs": 1})
+    before = {**tf.default_values(), "train_manifest": ["/demo/train.jsonl"], "val_manifest": ["/demo/val.jsonl"]}
+    values, _ = project_refill(_ctx(tmp_path), "one-recording", before)
+    assert values is not None and values["train_manifest"] == [str(pairs)] and values["val_manifest"] == []

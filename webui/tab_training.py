@@ -76,7 +76,10 @@ def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any]
     from trainer.project import defaults_for
 
     found = defaults_for(project, "train")
-    return {key: found[key] for key in PROJECT_KEYS if found.get(key)}, project.generation
+    data = {key: found[key] for key in PROJECT_KEYS if found.get(key)}
+    if data.get("train_manifest"):  # the project's data is its own on both sides: no other validation set
+        data["val_manifest"] = list(found.get("val_manifest") or [])
+    return data, project.generation
 
 
 def preset_values(ctx: StudioContext, name: str, project_name: str | None,

@@ -74,7 +74,9 @@ def saved_manifest(project: Project) -> Path | None:
 
 
 SPLIT_FOLDER = "split"  # beside a prepared manifest: its train/val split (held out by recording)
-VAL_FRACTION = 0.1
+# Shares of the utterances tried for validation, smallest first: a project of a few recordings needs a larger
+# share before one whole recording can go to validation.
+VAL_FRACTIONS = (0.1, 0.25, 0.5)
 
 
 def prepared_manifests(project: Project) -> tuple[list[Path], list[Path]]:
@@ -92,17 +94,20 @@ def prepared_manifests(project: Project) -> tuple[list[Path], list[Path]]:
 def split_prepared(manifest: Path) -> tuple[list[Path], list[Path]]:
     """``manifest`` split into ``split/<stem>/train.jsonl`` and ``val.jsonl`` beside it by ``data_tools.split``
     (no recording, text or id on both sides; the same manifest gives the same split, made again only when the
-    manifest is newer). ([manifest], []) where it cannot be split (too few recordings for a validation side)."""
+    manifest is newer; a few recordings get a larger validation share, so one whole recording can go there).
+    ([manifest], []) where it cannot be split (a single recording)."""
     from data_tools.split import SplitError, split_manifest
 
     out = manifest.parent / SPLIT_FOLDER / manifest.stem
     train, val = out / "train.jsonl", out / "val.jsonl"
     made = all(p.is_file() and p.stat().st_mtime >= manifest.stat().st_mtime for p in (train, val))
     if not made:
-        try:
-            split_manifest(manifest, out, val_fraction=VAL_FRACTION)
-        except SplitError:
-            return [manifest], []
+        for fraction in VAL_FRACTIONS:
+            try:
+                if split_manifest(manifest, out, val_fraction=fraction).val_count:
+                    break
+            except SplitError:
+                return [manifest], []
     if not val.is_file() or not val.read_text(encoding="utf-8").strip():
         return [manifest], []
     return [train], [val]
