@@ -96,10 +96,8 @@ class StudioContext:
     def opening_project(self, name: str | None) -> Project | None:
         """The project a page opening on ``name`` fills its forms from: None for a demo project (the page shows
         the demo as it always did; picking a project in the Project tab switches the forms)."""
-        from demo.projects import DEMO_PROJECTS
-
         project = self.project(name)
-        return None if project is None or project.name in DEMO_PROJECTS else project
+        return None if project is None or is_demo_project(project.name) else project
 
     def default_project_name(self) -> str | None:
         """The project a new page opens on: the project file changed last, else the demo's default project."""
@@ -133,3 +131,9 @@ class StudioContext:
         supervisor.start(list(argv), cwd=cwd or self.repo_root, env=env, label=job_name)
         return supervisor
 
+
+def is_demo_project(name: str) -> bool:
+    """Whether ``name`` is one of the demo's projects (their forms open on the demo's presets)."""
+    from demo.projects import DEMO_PROJECTS
+
+    return name in DEMO_PROJECTS

@@ -71,7 +71,9 @@ def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any]
     project = ctx.project(name)
     if project is None:
         return {}, None
-    if ctx.opening_project(name) is None:  # a demo project
+    from webui.context import is_demo_project
+
+    if is_demo_project(project.name):
         return {}, project.generation
     from trainer.project import defaults_for
 
