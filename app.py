@@ -114,6 +114,7 @@ def launch(args: argparse.Namespace, environ: dict[str, str]) -> int:
     ensure_workspace(workspace)
 
     from webui.context import StudioContext
+    from webui.patient_launch import patient_localhost_check
     from webui.studio import CSS, TabError, build_studio
 
     ctx = StudioContext.create(workspace, host=args.host, tensorboard_host=args.tensorboard_host)
@@ -125,7 +126,7 @@ def launch(args: argparse.Namespace, environ: dict[str, str]) -> int:
     gradio_output = io.StringIO()
     try:
         # Gradio's own launch chatter (and its multi-line share failure text) is replaced by the lines below.
-        with contextlib.redirect_stdout(gradio_output):
+        with contextlib.redirect_stdout(gradio_output), patient_localhost_check():
             studio.launch(server_name=args.host, server_port=args.port, share=args.share,
                           auth=auth, prevent_thread_lock=True, quiet=True, show_error=True,
                           ssr_mode=False, css=CSS, enable_monitoring=False)
