@@ -97,12 +97,12 @@ def test_resampled_to_the_extractor_rate(embedder):
 
 def test_bad_input_refused_in_one_line(embedder):
     # 16 encoder frames (2 for a standard deviation + 14 the TDNN consumes): the tiny encoder's convolutions
-    # (kernel 10 stride 5, then kernel 8 stride 4) need 68 then 16 frames: 5 x 67 + 10 = 345 samples
-    assert embedder.min_samples == 345
-    assert np.isfinite(embedder.embed(noise_clips([345 / SAMPLE_RATE]), SAMPLE_RATE).numpy()).all()
-    with pytest.raises(SpeakerModelError, match=r"^clip 0: 0\.021 s is too short to embed a speaker \(this model "
-                                                r"needs at least 0\.022 s\)$"):
-        embedder.embed([np.zeros(340, np.float32)], SAMPLE_RATE)
+    # (kernel 10 stride 5, kernel 8 stride 4, kernel 4 stride 4) need 260, 64 then 16 frames: 5 x 259 + 10 samples
+    assert embedder.min_samples == 1305
+    assert np.isfinite(embedder.embed(noise_clips([1305 / SAMPLE_RATE]), SAMPLE_RATE).numpy()).all()
+    with pytest.raises(SpeakerModelError, match=r"^clip 0: 0\.081 s is too short to embed a speaker \(this model "
+                                                r"needs at least 0\.082 s\)$"):
+        embedder.embed([np.zeros(1300, np.float32)], SAMPLE_RATE)
     with pytest.raises(SpeakerModelError, match=r"^clip 1: expected mono samples"):
         embedder.similarity(np.zeros(8000, np.float32), np.zeros((8000, 2), np.float32), SAMPLE_RATE)
 
