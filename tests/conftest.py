@@ -20,6 +20,39 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault(_variable, "1")
 
 
+# The modules that took longest on 2 cores (2026-11-29), longest first. Only an ordering aid for the parallel
+# run: the longest units start first, so none of them is left to run alone at the end. A module missing here
+# runs after these, in collection order.
+LONGEST_FIRST = (
+    "browser/test_studio_browser.py", "browser/test_listen_v25_browser.py", "browser/test_listen_v2_browser.py",
+    "browser/test_prepare_v2_browser.py", "browser/test_indextts25_browser.py", "browser/test_listen_browser.py",
+    "browser/test_project_path_browser.py", "browser/test_ingest_browser.py", "browser/test_torchrun_browser.py",
+    "browser/test_listen_ab_browser.py",
+    "test_evaluate_v25.py", "test_torchrun.py", "test_train_v25.py", "test_preflight.py", "test_evaluate_v2.py",
+    "test_s2mel_cli.py", "test_evaluate.py", "test_prepare_v25.py", "test_supervisor.py", "test_fsdp.py",
+    "test_resume_exact.py", "test_prepare_v2.py", "test_ui_tabs.py", "test_training_samples_v25.py",
+    "test_memory_estimate.py", "test_lora_training.py", "test_s2mel_training.py", "test_train_v2.py",
+    "test_train_cli.py", "test_synthesis_v25_cli.py", "test_replay.py", "test_listen.py",
+    "test_training_samples_v2.py",
+)
+
+
+def _module(item: pytest.Item) -> str:
+    return Path(str(item.fspath)).relative_to(REPO / "tests").as_posix()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Work units for ``pytest -n N --dist loadgroup --no-loadscope-reorder``: all browser tests are one unit, so
+    they run one after another on one worker (each drives its own studio and Chromium, mostly waiting on them)
+    beside the other workers; every other module is a unit of its own, so its module-scoped models are built
+    once. Browser tests come first, then the longest modules (a stable sort keeps each module's own order)."""
+    rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: (not _module(item).startswith("browser/"), rank.get(_module(item), len(rank))))
+    for item in items:
+        module = _module(item)
+        item.add_marker(pytest.mark.xdist_group("browser" if module.startswith("browser/") else module))
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -52,11 +85,27 @@ def _trainer_test_hooks_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def demo_workspace(tmp_path_factory: pytest.TempPathFactory):
-    """The demo workspace, built once per test session. Tests must not modify it: copy what they change."""
-    from demo.workspace import build_demo
+def demo_workspace(tmp_path_factory: pytest.TempPathFactory, worker_id: str):
+    """The demo workspace, built once per test run. Tests must not modify it: copy what they change.
 
-    return build_demo(tmp_path_factory.mktemp("demo"))
+    Under pytest-xdist the first worker to ask builds it beside the workers' temporary folders and every worker
+    copies that (a private copy each, so one worker's stray write cannot reach another): one build, not one per
+    worker."""
+    from filelock import FileLock
+
+    from demo.workspace import DemoPaths, build_demo
+
+    target = tmp_path_factory.mktemp("demo")
+    if worker_id == "master":
+        return build_demo(target)
+    shared = tmp_path_factory.getbasetemp().parent
+    built = shared / "demo-template.built"
+    with FileLock(str(shared / "demo-template.lock"), timeout=900):
+        if not built.exists():
+            build_demo(shared / "demo-template")
+            built.touch()
+    shutil.copytree(shared / "demo-template", target, dirs_exist_ok=True)
+    return DemoPaths.under(target)
 
 
 @pytest.fixture
