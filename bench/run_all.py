@@ -52,6 +52,9 @@ BENCHES = [
     Bench("eval_cost", ["--repeats", "1"]),  # about 1 minute on 2 busy cores
     Bench("prepare_v2_speed", ["--utterances", "32", "--width", "128", "--batch-seconds", "20", "--repeats", "2"]),
     Bench("prepare_v25_speed", ["--utterances", "32", "--width", "128", "--batch-seconds", "20", "--repeats", "2"]),
+    Bench("stop_time", ["--repeats", "1"]),  # builds its own demo workspace; about 1 minute on 2 cores
+    Bench("s2mel_train", ["--sizes", "demo", "--demo-steps", "4"]),  # real size needs several GB: run it alone
+    Bench("s2mel_conditioning"),
     Bench("gpu_mfu", [], needs="cuda"),
     Bench("ingest_slicing", ["--minutes", "1", "--repeats", "3"], needs="espeak-ng"),  # about 3 min on 2 busy cores
 ]
