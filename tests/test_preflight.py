@@ -408,6 +408,7 @@ def test_what_preflight_passes_the_trainer_starts(demo, demo_workspace, version,
     if version == "2.5":
         demo.update(parse_argv([*DemoV25Paths.under(demo_workspace.root).train_argv(max_steps=1), "--output-dir",
                                 demo["output_dir"]]))
+        demo["sample_model_dir"] = ""  # samples at saves: tests/test_training_samples_v25.py
     elif version == "2":
         v2 = DemoV2Paths.under(demo_workspace.root)
         demo.update(config=str(v2.config), base_checkpoint=str(v2.base_checkpoint),
