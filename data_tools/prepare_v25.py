@@ -35,18 +35,17 @@ Output in ``D`` (manifest paths are relative to ``D``):
 - ``utterances.jsonl``: one line per utterance (``id, audio_path, text, speaker, language, duration,
   text_ids_path, text_len, text_scheme, codes_path, code_len, spk_vec_path, emo_vec_path``);
 - ``pairs.jsonl``: the 2.5 paired manifest the trainer reads (``data_tools.pairs_manifest_v25``): each target
-  with ``--pairs-per-target`` prompts of its speaker (``prepare_v2.draw_pairs``);
+  with ``--pairs-per-target`` prompts of its speaker (``paired_prep.draw_pairs``);
 - ``prepare_report.json``; ``.prepare_v25/done.jsonl`` (resume state).
 
-Batching, resume and bad items: ``data_tools.batch_prep``. Exit codes: 0 manifests written, 1 nothing could be
+Batching, resume and bad items: ``data_tools.batch_prep``; the run, the pairing and the manifests:
+``data_tools.paired_prep`` (shared with IndexTTS2). Exit codes: 0 manifests written, 1 nothing could be
 prepared, 2 usage (one ``error: ...`` line), 130 interrupted (rerun the same command to resume).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,29 +54,37 @@ from typing import Any
 
 import numpy as np
 
-from data_tools.batch_prep import ItemProblem, Skipped, iter_in_input_order, run_batches, write_npy
+from data_tools.batch_prep import ItemProblem, Skipped
 from data_tools.cli import OneLineErrorParser
-from data_tools.fileio import atomic_write_text
 from data_tools.model_limits import longest_seconds
-from data_tools.prepare_cli import prepare_main, shared_options
-from data_tools.prepare_v2 import (
+from data_tools.paired_prep import (
     DEFAULT_PAIRS_PER_TARGET,
     DEFAULT_SEED,
     DEFAULT_W2V_BERT,
+    Manifests,
+    PairedPreparer,
     PrepareError,
     PrepareReport,
     beside_config,
-    draw_pairs,
+    check_semantic_widths,
+    duration_cap,
     features_of,
     file_signature,
+    load_prepare_config,
     load_semantic_features,
     pad_features,
+    pair_lines,
+    read_items,
     refuse,
     resolve_device,
+    run_paired,
+    short_hash,
     silence_reason,
-    write_pairs_manifest,
+    utterance_core,
+    w2v_signature,
 )
-from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
+from data_tools.prepare_cli import add_run_arguments, prepare_main, shared_options
+from data_tools.preprocess_inputs import SourceItem
 from data_tools.shape_rules import DROP_REASONS, DataLimits, drop_reason
 from data_tools.tokenizer.tiktoken25 import unknown_language
 from networks.generation_rule import ID_25
@@ -148,11 +155,7 @@ def load_v25_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, camppl
     except (FileNotFoundError, ValueError, ConfigError) as exc:
         raise refuse("CAM++", exc) from None
     extractor, semantic = load_semantic_features(w2v_bert, w2v_stats)
-    widths = {"w2v-BERT hidden size": semantic.model.config.hidden_size,
-              "semantic_codec.hidden_size": codec_model.config.hidden_size,
-              "gpt.semantic_dim": gpt_model.cond_input_size}
-    if len(set(widths.values())) != 1:
-        raise PrepareError("the semantic widths disagree: " + ", ".join(f"{k} {v}" for k, v in widths.items()))
+    check_semantic_widths(semantic, codec_model, gpt_model)
     try:
         tokenizer = TextTokenizerV25(table, scheme=text_scheme, merges=text_merges or DEFAULT_MERGES)
     except (OSError, ValueError) as exc:
@@ -271,18 +274,13 @@ def limit_problem(text_len: int, code_len: int, models: V25Models) -> ItemProble
     return ItemProblem(detail.get(reason, f"{reason}: {DROP_REASONS.get(reason, reason)}"))
 
 
-@dataclass
-class V25Preparer:
+@dataclass(kw_only=True)
+class V25Preparer(PairedPreparer):
     """IndexTTS-2.5's part of batched preparation (``data_tools.batch_prep.Preparer``)."""
 
+    FOLDERS = FOLDERS
     models: V25Models
-    fingerprint: str
-    min_duration: float
-    max_duration: float
     state_dir: str = STATE_DIR
-
-    def outputs(self, item: SourceItem) -> list[Path]:
-        return [Path(folder) / f"{item.stem}.npy" for folder in FOLDERS]
 
     def screen(self, item: SourceItem, seconds: float) -> str | None:
         if not item.language:
@@ -290,12 +288,8 @@ class V25Preparer:
         unknown = unknown_language(item.language)
         if unknown is not None:
             return f"unknown language: {unknown}"
-        if seconds < self.min_duration:
-            return f"too short: {seconds:.2f} s < --min-duration {self.min_duration:g} s"
-        if seconds > self.max_duration:
-            return (f"too long: {seconds:.2f} s > {self.max_duration:.2f} s (gpt.max_mel_tokens "
-                    f"{self.models.limits.max_codes} codes at {CODES_PER_SECOND} Hz)")
-        return None
+        return self.screen_duration(seconds, f" (gpt.max_mel_tokens {self.models.limits.max_codes} codes at "
+                                              f"{CODES_PER_SECOND} Hz)")
 
     def load(self, item: SourceItem) -> LoadedV25:
         tokenizer = self.models.tokenizer
@@ -334,9 +328,7 @@ class V25Preparer:
         return results
 
     def write(self, out_dir: Path, item: SourceItem, result: ResultV25) -> dict[str, Any]:
-        arrays = (result.text_ids, result.codes, result.spk_vec, result.emo_vec)
-        for folder, array in zip(FOLDERS, arrays, strict=True):
-            write_npy(out_dir, Path(folder) / f"{item.stem}.npy", np.ascontiguousarray(array))
+        self.write_arrays(out_dir, item, (result.text_ids, result.codes, result.spk_vec, result.emo_vec))
         return {"text_len": int(result.text_ids.size), "code_len": int(result.codes.size)}
 
 
@@ -347,29 +339,16 @@ class V25Preparer:
 def utterance_entry(item: SourceItem, record: Mapping[str, Any], text_scheme: str) -> dict[str, Any]:
     """One line of the per-utterance manifest."""
     stem = item.stem
-    return {"id": item.id, "audio_path": str(item.audio), "text": item.text, "speaker": item.speaker,
-            "language": item.language or "", "duration": round(float(record["seconds"]), 3),
-            "text_ids_path": f"text_ids/{stem}.npy", "text_len": int(record["text_len"]), "text_scheme": text_scheme,
-            "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
-            "spk_vec_path": f"spk_vec/{stem}.npy", "emo_vec_path": f"emo_vec/{stem}.npy",
-            **({"source": item.source} if item.source else {})}
+    return {**utterance_core(item, record), "text_scheme": text_scheme, "codes_path": f"codes/{stem}.npy",
+            "code_len": int(record["code_len"]), "spk_vec_path": f"spk_vec/{stem}.npy",
+            "emo_vec_path": f"emo_vec/{stem}.npy", **({"source": item.source} if item.source else {})}
 
 
 def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
                     ) -> tuple[list[dict[str, Any]], list[str]]:
-    """2.5 paired lines (``data_tools.pairs_manifest_v25``) and the speakers with a single utterance."""
-    drawn, lonely = draw_pairs(utterances, pairs_per_target, seed)
-    lines = [{"id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": target["language"],
-              "prompt_id": prompt["id"], "prompt_audio_path": prompt["audio_path"],
-              "prompt_spk_vec_path": prompt["spk_vec_path"], "prompt_emo_vec_path": prompt["emo_vec_path"],
-              "prompt_duration": prompt["duration"],
-              "target_id": target["id"], "target_audio_path": target["audio_path"], "target_text": target["text"],
-              "target_text_ids_path": target["text_ids_path"], "target_text_len": target["text_len"],
-              "text_scheme": target["text_scheme"], "target_codes_path": target["codes_path"],
-              "target_code_len": target["code_len"], "target_emo_vec_path": target["emo_vec_path"],
-              "target_duration": target["duration"], **({"source": target["source"]} if target.get("source") else {})}
-             for target, prompt in drawn]
-    return lines, lonely
+    """2.5 paired lines (``data_tools.pairs_manifest_v25``): the prompt's CAM++ vector, the target's text scheme."""
+    return pair_lines(utterances, pairs_per_target, seed, prompt_fields=("spk_vec_path",),
+                      target_fields={"text_scheme": "text_scheme"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,15 +357,10 @@ def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: i
 
 def settings_fingerprint(config: Mapping[str, Any], files: Mapping[str, Path], w2v_bert: str, tokenizer: Any) -> str:
     """What shapes the files: the model sections, the weight files (path, size, mtime), the text scheme."""
-    local = Path(w2v_bert).expanduser()
-    w2v: Any = w2v_bert
-    if local.is_dir():
-        w2v = sorted(file_signature(p) for p in local.rglob("*") if p.is_file())
-    data = {"recipe": "2.5 speaker-prompt route, true lengths", "gpt_section": config.get("gpt"),
-            "codec_section": config.get("semantic_codec"), "campplus_section": config.get("campplus"),
-            **{name: file_signature(path) for name, path in sorted(files.items())}, "w2v_bert": w2v,
-            "text": tokenizer.describe()}
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return short_hash({"recipe": "2.5 speaker-prompt route, true lengths", "gpt_section": config.get("gpt"),
+                       "codec_section": config.get("semantic_codec"), "campplus_section": config.get("campplus"),
+                       **{name: file_signature(path) for name, path in sorted(files.items())},
+                       "w2v_bert": w2v_signature(w2v_bert), "text": tokenizer.describe()})
 
 
 def _hub_file(folder: Path, name: str) -> Path:
@@ -422,20 +396,12 @@ def prepare_v25(
     on_skip: Callable[[Skipped], None] | None = None,
 ) -> PrepareReport:
     """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs."""
-    from data_tools.config import ConfigError, load_config
     from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 
     started = time.perf_counter()
-    out = Path(out_dir).absolute()
     config_path = Path(config)
-    try:
-        cfg = load_config(config_path)
-    except ConfigError as exc:
-        raise PrepareError(str(exc)) from None
-    if pairs_per_target < 1:
-        raise PrepareError("--pairs-per-target must be >= 1")
-    if min_duration < 0 or (max_duration is not None and max_duration <= min_duration):
-        raise PrepareError("need 0 <= --min-duration < --max-duration")
+    cfg = load_prepare_config(config_path, pairs_per_target=pairs_per_target, min_duration=min_duration,
+                              max_duration=max_duration)
     folder = config_path.parent
     table = folder / TABLE_FILE
     files = {
@@ -453,45 +419,28 @@ def prepare_v25(
     for name, path in files.items():
         if not path.is_file():
             raise PrepareError(f"{labels[name]} not found: {path}")
-    try:
-        items, problems = read_inputs(Path(input_path), speaker=speaker, language=language)
-    except InputError as exc:
-        raise PrepareError(str(exc)) from None
+    items, skipped = read_items(input_path, speaker=speaker, language=language)
     torch_device = resolve_device(device)
     models = load_v25_models(cfg, gpt=files["gpt"], codec=files["codec"], campplus=files["campplus"],
                              w2v_bert=w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
                              text_scheme=text_scheme, text_merges=files.get("text_merges"), device=torch_device)
     model_limit = longest_seconds(int(models.limits.max_codes or 0), ID_25)  # the ingest slicer's rule too
     preparer = V25Preparer(models=models, min_duration=float(min_duration),
-                           max_duration=min(float(max_duration), model_limit) if max_duration else model_limit,
+                           max_duration=duration_cap(max_duration, model_limit),
                            fingerprint=settings_fingerprint(cfg, files, w2v_bert, models.tokenizer))
-    skipped = [Skipped("", p.where, f"bad input: {p.reason}") for p in problems]
-    if on_skip is not None:
-        for entry in skipped:
-            on_skip(entry)
-    run = run_batches(items, preparer, out, batch_seconds=batch_seconds, max_batch_items=max_batch_items,
-                      load_threads=loaders, progress=progress, on_skip=on_skip)
     scheme = models.tokenizer.scheme
-    finished = list(iter_in_input_order(items, run.finished))
-    if isinstance(cfg.get("s2mel"), dict):  # what S2Mel training reads (a rerun adds only the missing files)
-        from data_tools.s2mel_clip import add_s2mel_files_of
 
-        add_s2mel_files_of(out, {item.stem: item.audio for item, _ in finished}, models.campplus, cfg)
-    utterances = [utterance_entry(item, record, scheme) for item, record in finished]
-    pairs, lonely = build_pairs_v25(utterances, pairs_per_target, seed)
-    utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
-    atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
-    report = PrepareReport(
-        utterances_manifest=str(utterances_path), pairs_manifest=write_pairs_manifest(pairs_path, pairs),
-        utterances=len(utterances),
-        pairs=len(pairs), new=run.new, resumed=run.resumed, redone=run.redone, batches=run.batches,
-        device=str(torch_device), skipped=skipped + run.skipped, lonely_speakers=lonely,
-        hours=round(sum(u["duration"] for u in utterances) / 3600, 4),
-        elapsed_s=round(time.perf_counter() - started, 2),
-        utterances_per_s=round(run.new / run.elapsed_s, 3) if run.new and run.elapsed_s > 0 else 0.0,
-        model_s=round(run.compute_s, 3))
-    atomic_write_text(out / "prepare_report.json", json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n")
-    return report
+    def add_s2mel(out: Path, audio_of_stem: Mapping[str, Path]) -> None:
+        if isinstance(cfg.get("s2mel"), dict):  # what S2Mel training reads (a rerun adds only the missing files)
+            from data_tools.s2mel_clip import add_s2mel_files_of
+
+            add_s2mel_files_of(out, audio_of_stem, models.campplus, cfg)
+
+    manifests = Manifests(utterance_entry=lambda item, record: utterance_entry(item, record, scheme),
+                          build_pairs=build_pairs_v25, add_s2mel_files=add_s2mel)
+    return run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, device=torch_device,
+                      started=started, pairs_per_target=pairs_per_target, seed=seed, batch_seconds=batch_seconds,
+                      max_batch_items=max_batch_items, loaders=loaders, progress=progress, on_skip=on_skip)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,17 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", required=True, type=Path,
                         help="JSONL list ({audio, text, speaker?, id?, language?}), metadata.csv, or a folder of "
                              "audio + .txt")
-    parser.add_argument("--out-dir", required=True, type=Path, help="output folder (resumable)")
     parser.add_argument("--config", required=True, type=Path,
                         help="IndexTTS-2.5 config.yaml (gpt, semantic_codec); the other files default to its folder's")
     parser.add_argument("--codec", type=Path, help=f"the 2.5 codec (default: {CODEC_FILE} beside the config)")
-    parser.add_argument("--gpt", type=Path, help="base gpt.pth (default: the config's gpt_checkpoint beside it)")
     parser.add_argument("--campplus", type=Path,
                         help=f"CAM++ weights (default: {CAMPPLUS_FILE} beside the config, or in its {HUB_CACHE}/)")
-    parser.add_argument("--w2v-bert", default=DEFAULT_W2V_BERT,
-                        help=f"w2v-BERT 2.0: a local folder or a model id ({DEFAULT_W2V_BERT})")
-    parser.add_argument("--w2v-stats", type=Path,
-                        help="wav2vec2bert_stats.pt (default: the config's w2v_stat beside it)")
     parser.add_argument("--tokenizer", type=Path,
                         help=f"the 2.5 text table (default: {TABLE_FILE} beside the config, else the studio's)")
     parser.add_argument("--text-scheme", choices=("merges", "bytes", "translit"), default="merges",
@@ -524,19 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "studio's)")
     parser.add_argument("--language", help="language of the transcripts, e.g. am (the text prefix; required per "
                                            "item, here or in the list)")
-    parser.add_argument("--speaker", help="speaker name for entries that name none (default: the input's name)")
-    parser.add_argument("--pairs-per-target", type=int, default=DEFAULT_PAIRS_PER_TARGET,
-                        help=f"prompts per target utterance ({DEFAULT_PAIRS_PER_TARGET})")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"seed of the pairing ({DEFAULT_SEED})")
-    parser.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1")
-    parser.add_argument("--batch-seconds", type=float, default=240.0,
-                        help="padded audio seconds per batch (items x longest; 240)")
-    parser.add_argument("--max-batch-items", type=int, default=64, help="items per batch at most (64)")
-    parser.add_argument("--loaders", type=int, default=2, help="threads that decode and featurise audio (2)")
-    parser.add_argument("--min-duration", type=float, default=0.5, help="skip shorter audio (seconds, 0.5)")
-    parser.add_argument("--max-duration", type=float, default=None,
-                        help="skip longer audio (seconds; default and upper bound: what gpt.max_mel_tokens fits)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_run_arguments(parser)
     return parser
 
 

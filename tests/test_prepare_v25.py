@@ -23,10 +23,10 @@ import soundfile
 import torch
 
 from data_tools.config import load_config
+from data_tools.paired_prep import features_of
 from data_tools.prepare_v25 import (
     LoadedV25,
     V25Preparer,
-    features_of,
     load_audio_16k,
     load_v25_models,
     prepare_v25,
