@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webui.form_inputs import InputProblem
-from webui.job_view import JobView
 from webui.prepare_section import (
+    CONFIG_FIELD,
+    DEFAULT_OPTIONS,
     DEFAULT_W2V_BERT,
+    GPT_FIELD,
     NO_LANGUAGE,
+    W2V_BERT_FIELD,
+    W2V_STATS_FIELD,
     Field,
     PairedPrepareForm,
     PrepareSection,
@@ -30,7 +34,6 @@ GENERATION_ID = "2.5"
 
 if TYPE_CHECKING:
     from trainer.project import Project
-    from webui.context import StudioContext
 
 PREPARE_V25_JOB = "prepare_v25"
 TEXT_SCHEMES = ("merges", "bytes", "translit")
@@ -72,7 +75,7 @@ def _base_form(workspace: Path) -> PrepareV25Form:
     demo = DemoV25Paths.under(workspace)
     form = PrepareV25Form(input="", out_dir=str(workspace / "data" / "prepared_v25"), config="", gpt="", codec="",
                           campplus="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="", text_scheme="merges",
-                          language="am", speaker="", pairs_per_target=2, seed=2025, device="auto", batch_seconds=240)
+                          **DEFAULT_OPTIONS)
     if not demo.config.is_file():
         return form
     w2v = demo.config.parent / "w2v-bert-2.0"
@@ -88,12 +91,10 @@ SECTION = PrepareSection(
             "2.5 paired manifest the trainer reads) into the output folder. Empty model fields: the files of "
             "the 2.5 download folder the config.yaml is in. A rerun skips what is already done.",
     model_rows=(
-        (Field("config", "config.yaml", "config"),
-         Field("gpt", "base gpt.pth (empty: the config's gpt_checkpoint)", "gpt"),
+        (CONFIG_FIELD, GPT_FIELD,
          Field("codec", "codec (empty: codec.pth beside the config)", "codec"),
          Field("campplus", "CAM++ (empty: campplus_cn_common.bin beside the config)", "campplus")),
-        (Field("w2v_bert", "w2v-BERT 2.0: a local folder or a model id", "w2v"),
-         Field("w2v_stats", "w2v-BERT stats (empty: the config's w2v_stat)", "stats"),
+        (W2V_BERT_FIELD, W2V_STATS_FIELD,
          Field("tokenizer", "text table (empty: beside the config, else the studio's)", "tokenizer"),
          Field("text_scheme", "text scheme (as training's)", "scheme", "choice", TEXT_SCHEMES)),
     ),
@@ -102,15 +103,7 @@ SECTION = PrepareSection(
 )
 
 
-def start_prepare_v25(ctx: StudioContext, form: PrepareV25Form,
-                      project: Project | None = None) -> tuple[str, JobView]:
-    """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
-    return SECTION.start(ctx, form, project)
-
-
-def poll_prepare_v25(ctx: StudioContext) -> JobView:
-    return SECTION.poll(ctx)
-
-
-def stop_prepare_v25(ctx: StudioContext) -> JobView:
-    return SECTION.stop(ctx)
+# The job's controls (tests and scripts): validate and launch, the job as it stands, graceful stop (SIGINT).
+start_prepare_v25 = SECTION.start
+poll_prepare_v25 = SECTION.poll
+stop_prepare_v25 = SECTION.stop

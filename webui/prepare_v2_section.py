@@ -13,15 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webui.job_view import JobView
-from webui.prepare_section import DEFAULT_W2V_BERT, Field, PairedPrepareForm, PrepareSection, project_form
+from webui.prepare_section import (
+    CONFIG_FIELD,
+    DEFAULT_OPTIONS,
+    DEFAULT_W2V_BERT,
+    GPT_FIELD,
+    W2V_BERT_FIELD,
+    W2V_STATS_FIELD,
+    Field,
+    PairedPrepareForm,
+    PrepareSection,
+    project_form,
+)
 
 # the registry id (networks.generation_rule.ID_2), not imported: the Data tab builds without torch
 GENERATION_ID = "2"
 
 if TYPE_CHECKING:
     from trainer.project import Project
-    from webui.context import StudioContext
 
 PREPARE_V2_JOB = "prepare_v2"
 
@@ -53,15 +62,13 @@ def _base_form(workspace: Path) -> PrepareV2Form:
     from demo.v2 import DemoV2Paths
 
     demo = DemoV2Paths.under(workspace)
-    options = {"language": "am", "speaker": "", "pairs_per_target": 2, "seed": 2025, "device": "auto",
-               "batch_seconds": 240}
     if demo.kit.exists() and demo.config.is_file():
         return PrepareV2Form(input=str(demo.audio), out_dir=str(demo.root / "data" / "prepared"),
                              config=str(demo.config), gpt="", codec=str(demo.kit.codec),
                              w2v_bert=str(demo.kit.w2v_bert), w2v_stats="", tokenizer=str(demo.extended_tokenizer),
-                             **options)
+                             **DEFAULT_OPTIONS)
     return PrepareV2Form(input="", out_dir=str(Path(workspace) / "data" / "prepared_v2"), config="", gpt="",
-                         codec="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="", **options)
+                         codec="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="", **DEFAULT_OPTIONS)
 
 
 SECTION = PrepareSection(
@@ -71,29 +78,15 @@ SECTION = PrepareSection(
             "(the community layout) into the output folder. Runs as its own process on the GPU when there "
             "is one; a rerun skips what is already done.",
     model_rows=(
-        (Field("config", "config.yaml", "config"),
-         Field("gpt", "base gpt.pth (empty: the config's gpt_checkpoint)", "gpt"),
-         Field("codec", "semantic codec (model.safetensors or .pth)", "codec")),
-        (Field("w2v_bert", "w2v-BERT 2.0: a local folder or a model id", "w2v"),
-         Field("w2v_stats", "w2v-BERT stats (empty: the config's w2v_stat)", "stats"),
-         Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
+        (CONFIG_FIELD, GPT_FIELD, Field("codec", "semantic codec (model.safetensors or .pth)", "codec")),
+        (W2V_BERT_FIELD, W2V_STATS_FIELD, Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
     ),
     default_form=default_form,
     generation_id=GENERATION_ID,
 )
 
 
-def start_prepare_v2(ctx: StudioContext, form: PrepareV2Form,
-                     project: Project | None = None) -> tuple[str, JobView]:
-    """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
-    return SECTION.start(ctx, form, project)
-
-
-def poll_prepare_v2(ctx: StudioContext) -> JobView:
-    """The job as it stands (also after a page reload or a UI restart)."""
-    return SECTION.poll(ctx)
-
-
-def stop_prepare_v2(ctx: StudioContext) -> JobView:
-    """Graceful stop (SIGINT: finished batches are kept, a rerun resumes), escalating if ignored."""
-    return SECTION.stop(ctx)
+# The job's controls (tests and scripts): validate and launch, the job as it stands, graceful stop (SIGINT).
+start_prepare_v2 = SECTION.start
+poll_prepare_v2 = SECTION.poll
+stop_prepare_v2 = SECTION.stop
