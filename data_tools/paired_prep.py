@@ -86,6 +86,14 @@ def beside_config(config_path: Path, value: Any, what: str, flag: str) -> Path:
     return config_path.parent / str(value)
 
 
+def base_files(config_path: Path, cfg: Mapping[str, Any], gpt: str | Path | None,
+               w2v_stats: str | Path | None) -> tuple[Path, Path]:
+    """(base GPT, w2v-BERT stats): as given, else the config's ``gpt_checkpoint`` / ``w2v_stat`` beside it."""
+    return (Path(gpt) if gpt else beside_config(config_path, cfg.get("gpt_checkpoint"), "gpt_checkpoint", "--gpt"),
+            Path(w2v_stats) if w2v_stats else beside_config(config_path, cfg.get("w2v_stat"), "w2v_stat",
+                                                            "--w2v-stats"))
+
+
 def duration_cap(max_duration: float | None, model_limit: float) -> float:
     """The longest clip prepared: ``--max-duration``, never over what the GPT's codes fit."""
     return min(float(max_duration), model_limit) if max_duration else model_limit
@@ -270,12 +278,13 @@ def pair_lines(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, s
     return lines, lonely
 
 
-def utterance_core(item: SourceItem, record: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields every generation's per-utterance line starts with."""
-    stem = item.stem
+def utterance_line(item: SourceItem, record: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """One line of the per-utterance manifest: what every generation's line has, the generation's ``own`` fields
+    (its arrays and their lengths), and the clip's source recording when the input names one."""
     return {"id": item.id, "audio_path": str(item.audio), "text": item.text, "speaker": item.speaker,
             "language": item.language or "", "duration": round(float(record["seconds"]), 3),
-            "text_ids_path": f"text_ids/{stem}.npy", "text_len": int(record["text_len"])}
+            "text_ids_path": f"text_ids/{item.stem}.npy", "text_len": int(record["text_len"]), **own,
+            **({"source": item.source} if item.source else {})}
 
 
 def write_pairs_manifest(path: Path, pairs: Sequence[Mapping[str, Any]]) -> str:

@@ -38,6 +38,7 @@ prepared, 2 usage (one ``error: ...`` line), 130 interrupted (rerun the same com
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from data_tools import paired_prep
 from data_tools.batch_prep import ItemProblem, Skipped
 from data_tools.cli import OneLineErrorParser
 from data_tools.model_limits import longest_seconds
@@ -53,27 +55,8 @@ from data_tools.paired_prep import (
     DEFAULT_PAIRS_PER_TARGET,
     DEFAULT_SEED,
     DEFAULT_W2V_BERT,
-    Manifests,
-    PairedPreparer,
     PrepareError,
     PrepareReport,
-    beside_config,
-    check_semantic_widths,
-    duration_cap,
-    features_of,
-    file_signature,
-    load_prepare_config,
-    load_semantic_features,
-    pad_features,
-    pair_lines,
-    read_items,
-    refuse,
-    resolve_device,
-    run_paired,
-    short_hash,
-    silence_reason,
-    utterance_core,
-    w2v_signature,
 )
 from data_tools.prepare_cli import add_run_arguments, prepare_main, shared_options
 from data_tools.preprocess_inputs import SourceItem
@@ -165,21 +148,21 @@ def load_v2_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_ber
         gpt_model = indextts2.build_gpt(config["gpt"])
         indextts2.load_gpt(gpt_model, gpt_state_dict(gpt))
     except (ConfigError, StateDictMismatchError) as exc:
-        raise refuse(f"base GPT {gpt}", exc) from None
+        raise paired_prep.refuse(f"base GPT {gpt}", exc) from None
     if "semantic_codec" not in config or not isinstance(config["semantic_codec"], Mapping):
         raise PrepareError("the config has no 'semantic_codec:' section (an IndexTTS2 config.yaml is needed)")
     try:
         codec_model = load_semantic_codec(codec, config["semantic_codec"])
     except (FileNotFoundError, ValueError) as exc:
-        raise refuse("semantic codec", exc) from None
-    extractor, semantic = load_semantic_features(w2v_bert, w2v_stats)
-    check_semantic_widths(semantic, codec_model, gpt_model)
+        raise paired_prep.refuse("semantic codec", exc) from None
+    extractor, semantic = paired_prep.load_semantic_features(w2v_bert, w2v_stats)
+    paired_prep.check_semantic_widths(semantic, codec_model, gpt_model)
     if not tokenizer.is_file():
         raise PrepareError(f"tokenizer not found: {tokenizer}")
     try:
         text_tokenizer = TextTokenizer(tokenizer)
     except (OSError, RuntimeError, ValueError) as exc:
-        raise refuse(f"tokenizer {tokenizer}", exc) from None
+        raise paired_prep.refuse(f"tokenizer {tokenizer}", exc) from None
     with torch.no_grad():
         for module in (semantic, codec_model, gpt_model):
             module.to(device).eval()
@@ -242,7 +225,7 @@ def run_models(models: V2Models, features: Any, mask: Any) -> BatchOutputs:
 
 
 @dataclass(kw_only=True)
-class V2Preparer(PairedPreparer):
+class V2Preparer(paired_prep.PairedPreparer):
     """IndexTTS2's part of batched preparation (``data_tools.batch_prep.Preparer``)."""
 
     FOLDERS = FOLDERS
@@ -259,10 +242,10 @@ class V2Preparer(PairedPreparer):
         if ids.size > self.models.max_text_tokens:
             raise ItemProblem(f"text too long: {ids.size} tokens > gpt.max_text_tokens {self.models.max_text_tokens}")
         wave_24k, wave_16k = load_community_audio(item.audio)
-        reason = silence_reason(wave_24k)
+        reason = paired_prep.silence_reason(wave_24k)
         if reason:
             raise ItemProblem(reason)
-        features, frames = features_of(self.models.extractor, wave_16k)
+        features, frames = paired_prep.features_of(self.models.extractor, wave_16k)
         if frames == 0:
             raise ItemProblem("too short: no feature frame")
         return LoadedV2(features=features, frames=frames, text_ids=ids)
@@ -276,7 +259,7 @@ class V2Preparer(PairedPreparer):
             if frames > self.models.max_codes:
                 results.append(ItemProblem(f"too long: {frames} codes > gpt.max_mel_tokens {self.models.max_codes}"))
                 continue
-            out = run_models(self.models, *pad_features(self.models.extractor, [(loaded.features, frames)]))
+            out = run_models(self.models, *paired_prep.pad_features(self.models.extractor, [(loaded.features, frames)]))
             results.append(ResultV2(text_ids=loaded.text_ids, codes=out.codes[0, :frames].numpy().astype(np.int32),
                                     condition=out.conditioning[0].numpy().astype(np.float32),
                                     emo_vec=out.emo_vec[0].numpy().astype(np.float32)))
@@ -295,15 +278,17 @@ class V2Preparer(PairedPreparer):
 def utterance_entry(item: SourceItem, record: Mapping[str, Any]) -> dict[str, Any]:
     """One line of the community's per-utterance manifest."""
     stem = item.stem
-    return {**utterance_core(item, record), "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
-            "condition_path": f"condition/{stem}.npy", "condition_len": int(record["condition_len"]),
-            "emo_vec_path": f"emo_vec/{stem}.npy", **({"source": item.source} if item.source else {})}
+    return paired_prep.utterance_line(item, record, {
+        "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
+        "condition_path": f"condition/{stem}.npy", "condition_len": int(record["condition_len"]),
+        "emo_vec_path": f"emo_vec/{stem}.npy"})
 
 
 def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
                 ) -> tuple[list[dict[str, Any]], list[str]]:
     """IndexTTS2 paired lines (``data_tools.pairs_manifest``): the prompt's conditioning latents with the target."""
-    return pair_lines(utterances, pairs_per_target, seed, prompt_fields=("condition_path", "condition_len"))
+    return paired_prep.pair_lines(utterances, pairs_per_target, seed,
+                                  prompt_fields=("condition_path", "condition_len"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,13 +298,12 @@ def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, 
 def settings_fingerprint(config: Mapping[str, Any], gpt: Path, codec: Path, w2v_bert: str, w2v_stats: Path,
                          tokenizer: Path) -> str:
     """What shapes the files: the model sections, the weight files (path, size, mtime), the tokenizer's bytes."""
-    import hashlib
-
-    return short_hash({"recipe": "community preprocess_data, true lengths", "gpt_section": config.get("gpt"),
-                       "codec_section": config.get("semantic_codec"), "gpt": file_signature(gpt),
-                       "codec": file_signature(codec), "w2v_bert": w2v_signature(w2v_bert),
-                       "stats": file_signature(w2v_stats),
-                       "tokenizer": hashlib.sha256(tokenizer.read_bytes()).hexdigest()})
+    data = {"recipe": "community preprocess_data, true lengths", "gpt_section": config.get("gpt"),
+            "codec_section": config.get("semantic_codec"), "gpt": paired_prep.file_signature(gpt),
+            "codec": paired_prep.file_signature(codec), "w2v_bert": paired_prep.w2v_signature(w2v_bert),
+            "stats": paired_prep.file_signature(w2v_stats),
+            "tokenizer": hashlib.sha256(tokenizer.read_bytes()).hexdigest()}
+    return paired_prep.short_hash(data)
 
 
 def add_s2mel_files(out: Path, cfg: Mapping[str, Any], config_path: Path, audio_of_stem: Mapping[str, Path]) -> None:
@@ -361,29 +345,29 @@ def prepare_v2(
     """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs."""
     started = time.perf_counter()
     config_path = Path(config)
-    cfg = load_prepare_config(config_path, pairs_per_target=pairs_per_target, min_duration=min_duration,
-                              max_duration=max_duration)
-    gpt_path = Path(gpt) if gpt else beside_config(config_path, cfg.get("gpt_checkpoint"), "gpt_checkpoint", "--gpt")
-    stats_path = Path(w2v_stats) if w2v_stats else beside_config(config_path, cfg.get("w2v_stat"), "w2v_stat",
-                                                           "--w2v-stats")
+    cfg = paired_prep.load_prepare_config(config_path, pairs_per_target=pairs_per_target,
+                                          min_duration=min_duration, max_duration=max_duration)
+    gpt_path, stats_path = paired_prep.base_files(config_path, cfg, gpt, w2v_stats)
     bpe = (cfg.get("dataset") or {}).get("bpe_model") if isinstance(cfg.get("dataset"), dict) else None
-    tokenizer_path = Path(tokenizer) if tokenizer else beside_config(config_path, bpe, "dataset.bpe_model", "--tokenizer")
+    tokenizer_path = (Path(tokenizer) if tokenizer else
+                      paired_prep.beside_config(config_path, bpe, "dataset.bpe_model", "--tokenizer"))
     codec_path = Path(codec)
     for path, what in ((gpt_path, "base GPT"), (codec_path, "semantic codec"), (stats_path, "w2v-BERT stats"),
                        (tokenizer_path, "tokenizer")):
         if not path.is_file():
             raise PrepareError(f"{what} not found: {path}")
-    items, skipped = read_items(input_path, speaker=speaker, language=language)
-    torch_device = resolve_device(device)
+    items, skipped = paired_prep.read_items(input_path, speaker=speaker, language=language)
+    torch_device = paired_prep.resolve_device(device)
     models = load_v2_models(cfg, gpt=gpt_path, codec=codec_path, w2v_bert=w2v_bert, w2v_stats=stats_path,
                             tokenizer=tokenizer_path, device=torch_device)
-    preparer = V2Preparer(models=models, min_duration=float(min_duration),  # the ingest slicer's rule too:
-                          max_duration=duration_cap(max_duration, longest_seconds(models.max_codes, ID_2)),
+    model_limit = longest_seconds(models.max_codes, ID_2)  # the rule the ingest slicer cuts clips to
+    preparer = V2Preparer(models=models, min_duration=float(min_duration),
+                          max_duration=paired_prep.duration_cap(max_duration, model_limit),
                           fingerprint=settings_fingerprint(cfg, gpt_path, codec_path, w2v_bert, stats_path,
                                                            tokenizer_path))
-    manifests = Manifests(utterance_entry=utterance_entry, build_pairs=build_pairs,
+    manifests = paired_prep.Manifests(utterance_entry=utterance_entry, build_pairs=build_pairs,
                           add_s2mel_files=lambda out, audio: add_s2mel_files(out, cfg, config_path, audio))
-    return run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, device=torch_device,
+    return paired_prep.run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, device=torch_device,
                       started=started, pairs_per_target=pairs_per_target, seed=seed, batch_seconds=batch_seconds,
                       max_batch_items=max_batch_items, loaders=loaders, progress=progress, on_skip=on_skip)
 

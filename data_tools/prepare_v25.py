@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from data_tools import paired_prep
 from data_tools.batch_prep import ItemProblem, Skipped
 from data_tools.cli import OneLineErrorParser
 from data_tools.model_limits import longest_seconds
@@ -61,27 +62,8 @@ from data_tools.paired_prep import (
     DEFAULT_PAIRS_PER_TARGET,
     DEFAULT_SEED,
     DEFAULT_W2V_BERT,
-    Manifests,
-    PairedPreparer,
     PrepareError,
     PrepareReport,
-    beside_config,
-    check_semantic_widths,
-    duration_cap,
-    features_of,
-    file_signature,
-    load_prepare_config,
-    load_semantic_features,
-    pad_features,
-    pair_lines,
-    read_items,
-    refuse,
-    resolve_device,
-    run_paired,
-    short_hash,
-    silence_reason,
-    utterance_core,
-    w2v_signature,
 )
 from data_tools.prepare_cli import add_run_arguments, prepare_main, shared_options
 from data_tools.preprocess_inputs import SourceItem
@@ -145,21 +127,21 @@ def load_v25_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, camppl
     try:
         gpt_model = load_gpt_v25_file(config, gpt)
     except (ConfigError, StateDictMismatchError, KeyError) as exc:
-        raise refuse(f"base GPT {gpt}", exc) from None
+        raise paired_prep.refuse(f"base GPT {gpt}", exc) from None
     try:
         codec_model = load_codec25(codec, config["semantic_codec"])
     except (FileNotFoundError, ValueError) as exc:
-        raise refuse("IndexTTS-2.5 codec", exc) from None
+        raise paired_prep.refuse("IndexTTS-2.5 codec", exc) from None
     try:
         style = load_campplus(campplus, **campplus_sizes(config))
     except (FileNotFoundError, ValueError, ConfigError) as exc:
-        raise refuse("CAM++", exc) from None
-    extractor, semantic = load_semantic_features(w2v_bert, w2v_stats)
-    check_semantic_widths(semantic, codec_model, gpt_model)
+        raise paired_prep.refuse("CAM++", exc) from None
+    extractor, semantic = paired_prep.load_semantic_features(w2v_bert, w2v_stats)
+    paired_prep.check_semantic_widths(semantic, codec_model, gpt_model)
     try:
         tokenizer = TextTokenizerV25(table, scheme=text_scheme, merges=text_merges or DEFAULT_MERGES)
     except (OSError, ValueError) as exc:
-        raise refuse(f"tokenizer {table}", exc) from None
+        raise paired_prep.refuse(f"tokenizer {table}", exc) from None
     with torch.no_grad():
         for module in (semantic, codec_model, style, gpt_model):
             module.to(device).eval()
@@ -275,7 +257,7 @@ def limit_problem(text_len: int, code_len: int, models: V25Models) -> ItemProble
 
 
 @dataclass(kw_only=True)
-class V25Preparer(PairedPreparer):
+class V25Preparer(paired_prep.PairedPreparer):
     """IndexTTS-2.5's part of batched preparation (``data_tools.batch_prep.Preparer``)."""
 
     FOLDERS = FOLDERS
@@ -303,16 +285,16 @@ class V25Preparer(PairedPreparer):
         if problem is not None:
             raise problem
         wave_16k = load_audio_16k(item.audio)
-        reason = silence_reason(wave_16k)
+        reason = paired_prep.silence_reason(wave_16k)
         if reason:
             raise ItemProblem(reason)
-        features, frames = features_of(self.models.extractor, wave_16k)
+        features, frames = paired_prep.features_of(self.models.extractor, wave_16k)
         if frames == 0:
             raise ItemProblem("too short: no feature frame")
         return LoadedV25(audio_16k=wave_16k, features=features, frames=frames, text_ids=ids)
 
     def compute(self, batch: Sequence[tuple[SourceItem, LoadedV25]]) -> list[ResultV25 | ItemProblem]:
-        features, mask = pad_features(self.models.extractor, [(x.features, x.frames) for _, x in batch])
+        features, mask = paired_prep.pad_features(self.models.extractor, [(x.features, x.frames) for _, x in batch])
         out = run_models(self.models, features, mask, [x.features.shape[0] for _, x in batch],
                          [x.audio_16k for _, x in batch])
         results: list[ResultV25 | ItemProblem] = []
@@ -339,15 +321,15 @@ class V25Preparer(PairedPreparer):
 def utterance_entry(item: SourceItem, record: Mapping[str, Any], text_scheme: str) -> dict[str, Any]:
     """One line of the per-utterance manifest."""
     stem = item.stem
-    return {**utterance_core(item, record), "text_scheme": text_scheme, "codes_path": f"codes/{stem}.npy",
-            "code_len": int(record["code_len"]), "spk_vec_path": f"spk_vec/{stem}.npy",
-            "emo_vec_path": f"emo_vec/{stem}.npy", **({"source": item.source} if item.source else {})}
+    return paired_prep.utterance_line(item, record, {
+        "text_scheme": text_scheme, "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
+        "spk_vec_path": f"spk_vec/{stem}.npy", "emo_vec_path": f"emo_vec/{stem}.npy"})
 
 
 def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
                     ) -> tuple[list[dict[str, Any]], list[str]]:
     """2.5 paired lines (``data_tools.pairs_manifest_v25``): the prompt's CAM++ vector, the target's text scheme."""
-    return pair_lines(utterances, pairs_per_target, seed, prompt_fields=("spk_vec_path",),
+    return paired_prep.pair_lines(utterances, pairs_per_target, seed, prompt_fields=("spk_vec_path",),
                       target_fields={"text_scheme": "text_scheme"})
 
 
@@ -357,10 +339,11 @@ def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: i
 
 def settings_fingerprint(config: Mapping[str, Any], files: Mapping[str, Path], w2v_bert: str, tokenizer: Any) -> str:
     """What shapes the files: the model sections, the weight files (path, size, mtime), the text scheme."""
-    return short_hash({"recipe": "2.5 speaker-prompt route, true lengths", "gpt_section": config.get("gpt"),
-                       "codec_section": config.get("semantic_codec"), "campplus_section": config.get("campplus"),
-                       **{name: file_signature(path) for name, path in sorted(files.items())},
-                       "w2v_bert": w2v_signature(w2v_bert), "text": tokenizer.describe()})
+    data = {"recipe": "2.5 speaker-prompt route, true lengths", "gpt_section": config.get("gpt"),
+            "codec_section": config.get("semantic_codec"), "campplus_section": config.get("campplus"),
+            **{name: paired_prep.file_signature(path) for name, path in sorted(files.items())},
+            "w2v_bert": paired_prep.w2v_signature(w2v_bert), "text": tokenizer.describe()}
+    return paired_prep.short_hash(data)
 
 
 def _hub_file(folder: Path, name: str) -> Path:
@@ -400,16 +383,16 @@ def prepare_v25(
 
     started = time.perf_counter()
     config_path = Path(config)
-    cfg = load_prepare_config(config_path, pairs_per_target=pairs_per_target, min_duration=min_duration,
+    cfg = paired_prep.load_prepare_config(config_path, pairs_per_target=pairs_per_target, min_duration=min_duration,
                               max_duration=max_duration)
     folder = config_path.parent
     table = folder / TABLE_FILE
+    gpt_path, stats_path = paired_prep.base_files(config_path, cfg, gpt, w2v_stats)
     files = {
-        "gpt": Path(gpt) if gpt else beside_config(config_path, cfg.get("gpt_checkpoint"), "gpt_checkpoint", "--gpt"),
+        "gpt": gpt_path,
         "codec": Path(codec) if codec else folder / CODEC_FILE,
         "campplus": Path(campplus) if campplus else _hub_file(folder, CAMPPLUS_FILE),
-        "w2v_stats": Path(w2v_stats) if w2v_stats else beside_config(config_path, cfg.get("w2v_stat"), "w2v_stat",
-                                                                     "--w2v-stats"),
+        "w2v_stats": stats_path,
         "tokenizer": Path(tokenizer) if tokenizer else table if table.is_file() else DEFAULT_TABLE,
     }
     if text_merges:
@@ -419,14 +402,14 @@ def prepare_v25(
     for name, path in files.items():
         if not path.is_file():
             raise PrepareError(f"{labels[name]} not found: {path}")
-    items, skipped = read_items(input_path, speaker=speaker, language=language)
-    torch_device = resolve_device(device)
+    items, skipped = paired_prep.read_items(input_path, speaker=speaker, language=language)
+    torch_device = paired_prep.resolve_device(device)
     models = load_v25_models(cfg, gpt=files["gpt"], codec=files["codec"], campplus=files["campplus"],
                              w2v_bert=w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
                              text_scheme=text_scheme, text_merges=files.get("text_merges"), device=torch_device)
     model_limit = longest_seconds(int(models.limits.max_codes or 0), ID_25)  # the ingest slicer's rule too
     preparer = V25Preparer(models=models, min_duration=float(min_duration),
-                           max_duration=duration_cap(max_duration, model_limit),
+                           max_duration=paired_prep.duration_cap(max_duration, model_limit),
                            fingerprint=settings_fingerprint(cfg, files, w2v_bert, models.tokenizer))
     scheme = models.tokenizer.scheme
 
@@ -436,9 +419,9 @@ def prepare_v25(
 
             add_s2mel_files_of(out, audio_of_stem, models.campplus, cfg)
 
-    manifests = Manifests(utterance_entry=lambda item, record: utterance_entry(item, record, scheme),
+    manifests = paired_prep.Manifests(utterance_entry=lambda item, record: utterance_entry(item, record, scheme),
                           build_pairs=build_pairs_v25, add_s2mel_files=add_s2mel)
-    return run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, device=torch_device,
+    return paired_prep.run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, device=torch_device,
                       started=started, pairs_per_target=pairs_per_target, seed=seed, batch_seconds=batch_seconds,
                       max_batch_items=max_batch_items, loaders=loaders, progress=progress, on_skip=on_skip)
 
