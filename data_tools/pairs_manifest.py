@@ -19,23 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from data_tools import pair_fields
 from data_tools.manifest import FORMAT_V15, ManifestError, detect_format, load_json_object, resolve_path
-from data_tools.pair_fields import (
-    PairLine,
-    emo_vec_field,
-    length_field,
-    pair_id,
-    pair_language,
-    pair_strings,
-    target_duration,
-)
 
 PAIR_PATH_FIELDS = ("prompt_condition_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
                     "target_codes_path", "target_audio_path", "prompt_audio_path")
 
 
 @dataclass(frozen=True, kw_only=True)
-class PairEntry(PairLine):
+class PairEntry(pair_fields.PairLine):
     condition: Path
     emo_vec: Path
     text_ids: Path
@@ -48,25 +40,26 @@ def parse_pair_object(obj: dict, manifest: Path, lineno: int, default_language: 
     """One paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
     if detect_format(obj) == FORMAT_V15:
         raise ManifestError(manifest, lineno, "a v1.5 codes line in an IndexTTS2 paired manifest")
-    uid = pair_id(obj, manifest, lineno)
-    strings = pair_strings(obj, manifest, lineno, PAIR_PATH_FIELDS)
+    uid = pair_fields.pair_id(obj, manifest, lineno)
+    strings = pair_fields.pair_strings(obj, manifest, lineno, PAIR_PATH_FIELDS)
     for key in ("prompt_condition_path", "target_text_ids_path", "target_codes_path"):
         if not strings[key]:
             raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")
-    emo_field = emo_vec_field(strings, manifest, lineno, uid)
-    duration = target_duration(obj, manifest, lineno)
+    emo_field = pair_fields.emo_vec_field(strings, manifest, lineno, uid)
+    duration = pair_fields.target_duration(obj, manifest, lineno)
     base = manifest.parent
 
     def path(key: str) -> Path:
         return resolve_path(base, strings[key], manifest, lineno, key)
 
     return PairEntry(
-        id=uid, speaker=strings["speaker"], language=pair_language(obj, manifest, lineno, default_language),
+        id=uid, speaker=strings["speaker"],
+        language=pair_fields.pair_language(obj, manifest, lineno, default_language),
         prompt_id=strings["prompt_id"], target_id=strings["target_id"], target_text=strings["target_text"],
         condition=path("prompt_condition_path"), emo_vec=path(emo_field), text_ids=path("target_text_ids_path"),
         codes=path("target_codes_path"),
-        text_len=length_field(obj, "target_text_len", manifest, lineno),
-        code_len=length_field(obj, "target_code_len", manifest, lineno),
+        text_len=pair_fields.length_field(obj, "target_text_len", manifest, lineno),
+        code_len=pair_fields.length_field(obj, "target_code_len", manifest, lineno),
         target_audio=path("target_audio_path") if strings["target_audio_path"] else None,
         prompt_audio=path("prompt_audio_path") if strings["prompt_audio_path"] else None,
         duration=duration, manifest=manifest, line=lineno,

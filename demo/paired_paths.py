@@ -42,17 +42,28 @@ class PairedDemoPaths:
         return ("--sample-model-dir", str(self.config.parent)) if self.synthesis_ready() else ()
 
 
+def pair_core(target: dict, prompt: dict) -> dict:
+    """The fields every paired demo line has: the pair, the language, the target's text and codes, the
+    prompt's emotion vector."""
+    return {"id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
+            "prompt_id": prompt["id"], "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
+            "target_id": target["id"], "target_text": target["text"],
+            "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"]}
+
+
 def write_pair_manifests(paths: PairedDemoPaths, utterances: list[dict], n_val: int,
                          row: Callable[[dict, dict], dict]) -> None:
     """The first ``n_val`` utterances are validation, the rest training; each target is paired with another
-    utterance of its speaker in the same split (in turn), and ``row(target, prompt)`` is its manifest line."""
+    utterance of its speaker in the same split (in turn); its manifest line is ``pair_core`` and the
+    generation's own fields, ``row(target, prompt)``."""
     val_ids = {u["id"] for u in utterances[:n_val]}
 
     def pairs(group: list[dict]) -> str:
         lines = []
         for i, target in enumerate(group):
             same = [u for u in group if u["speaker"] == target["speaker"] and u["id"] != target["id"]]
-            lines.append(json.dumps(row(target, same[i % len(same)]), ensure_ascii=False))
+            prompt = same[i % len(same)]
+            lines.append(json.dumps({**pair_core(target, prompt), **row(target, prompt)}, ensure_ascii=False))
         return "\n".join(lines) + "\n"
 
     atomic_write_text(paths.val_manifest, pairs([u for u in utterances if u["id"] in val_ids]))

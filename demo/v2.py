@@ -124,16 +124,11 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
     def row(target: dict, prompt: dict) -> dict:
-        return {
-            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-            "prompt_id": prompt["id"], "prompt_audio_path": f"wavs/{prompt['id']}.wav",
-            "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
-            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy", "prompt_duration": prompt["duration"],
-            "target_id": target["id"], "target_audio_path": f"wavs/{target['id']}.wav",
-            "target_text": target["text"], "target_text_ids_path": f"text_ids/{target['id']}.npy",
-            "target_text_len": target["text_len"], "target_codes_path": f"codes/{target['id']}.npy",
-            "target_code_len": target["code_len"], "target_emo_vec_path": f"emo_vec/{target['id']}.npy",
-        }
+        return {"prompt_audio_path": f"wavs/{prompt['id']}.wav",
+                "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
+                "prompt_duration": prompt["duration"], "target_audio_path": f"wavs/{target['id']}.wav",
+                "target_text_ids_path": f"text_ids/{target['id']}.npy", "target_text_len": target["text_len"],
+                "target_emo_vec_path": f"emo_vec/{target['id']}.npy"}
 
     write_pair_manifests(paths, utterances, n_val, row)
     return paths

@@ -113,14 +113,8 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
     def row(target: dict, prompt: dict) -> dict:
-        return {
-            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-            "prompt_id": prompt["id"], "prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy",
-            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
-            "target_id": target["id"], "target_text": target["text"],
-            "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
-            "target_duration": target["duration"], **_audio_fields(data, prompt["id"], target["id"]),
-        }
+        return {"prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy", "target_duration": target["duration"],
+                **_audio_fields(data, prompt["id"], target["id"])}
 
     write_pair_manifests(paths, utterances, n_val, row)
     return paths

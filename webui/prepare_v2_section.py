@@ -13,18 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webui.prepare_section import (
-    CONFIG_FIELD,
-    DEFAULT_OPTIONS,
-    DEFAULT_W2V_BERT,
-    GPT_FIELD,
-    W2V_BERT_FIELD,
-    W2V_STATS_FIELD,
-    Field,
-    PairedPrepareForm,
-    PrepareSection,
-    project_form,
-)
+from webui import prepare_section
+from webui.prepare_section import Field, PairedPrepareForm, PrepareSection
 
 # the registry id (networks.generation_rule.ID_2), not imported: the Data tab builds without torch
 GENERATION_ID = "2"
@@ -48,7 +38,7 @@ class PrepareV2Form(PairedPrepareForm):
 def default_form(workspace: Path, project: Project | None = None) -> PrepareV2Form:
     """The form filled from ``project`` when it is an IndexTTS2 project (``project_form``) over the demo's
     IndexTTS2 files when the workspace has them, else empty fields and the real w2v-BERT id."""
-    return project_form(_base_form(workspace), project, GENERATION_ID, _project_codec)
+    return prepare_section.project_form(_base_form(workspace), project, GENERATION_ID, _project_codec)
 
 
 def _project_codec(project: Project) -> dict[str, str]:
@@ -66,9 +56,10 @@ def _base_form(workspace: Path) -> PrepareV2Form:
         return PrepareV2Form(input=str(demo.audio), out_dir=str(demo.root / "data" / "prepared"),
                              config=str(demo.config), gpt="", codec=str(demo.kit.codec),
                              w2v_bert=str(demo.kit.w2v_bert), w2v_stats="", tokenizer=str(demo.extended_tokenizer),
-                             **DEFAULT_OPTIONS)
+                             **prepare_section.DEFAULT_OPTIONS)
     return PrepareV2Form(input="", out_dir=str(Path(workspace) / "data" / "prepared_v2"), config="", gpt="",
-                         codec="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="", **DEFAULT_OPTIONS)
+                         codec="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
+                         **prepare_section.DEFAULT_OPTIONS)
 
 
 SECTION = PrepareSection(
@@ -78,8 +69,10 @@ SECTION = PrepareSection(
             "(the community layout) into the output folder. Runs as its own process on the GPU when there "
             "is one; a rerun skips what is already done.",
     model_rows=(
-        (CONFIG_FIELD, GPT_FIELD, Field("codec", "semantic codec (model.safetensors or .pth)", "codec")),
-        (W2V_BERT_FIELD, W2V_STATS_FIELD, Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
+        (prepare_section.CONFIG_FIELD, prepare_section.GPT_FIELD,
+         Field("codec", "semantic codec (model.safetensors or .pth)", "codec")),
+        (prepare_section.W2V_BERT_FIELD, prepare_section.W2V_STATS_FIELD,
+         Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
     ),
     default_form=default_form,
     generation_id=GENERATION_ID,
