@@ -20,15 +20,14 @@ import json
 import math
 import random
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from data_tools.batch_prep import Skipped, iter_in_input_order, run_batches, write_npy
+from data_tools.batch_prep import SkipCounts, Skipped, iter_in_input_order, run_batches, write_npy
 from data_tools.fileio import atomic_write_text
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 
@@ -302,7 +301,7 @@ def write_pairs_manifest(path: Path, pairs: Sequence[Mapping[str, Any]]) -> str:
 
 
 @dataclass
-class PrepareReport:
+class PrepareReport(SkipCounts):
     utterances_manifest: str
     pairs_manifest: str
     utterances: int
@@ -318,15 +317,6 @@ class PrepareReport:
     elapsed_s: float = 0.0
     utterances_per_s: float = 0.0  # prepared in this run / wall time of the batches
     model_s: float = 0.0  # of that wall time, inside the model calls (Preparer.compute)
-
-    @property
-    def skipped_by_reason(self) -> dict[str, int]:
-        return dict(Counter(s.reason.split(":")[0] for s in self.skipped))
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["skipped_by_reason"] = self.skipped_by_reason
-        return data
 
     def summary(self) -> str:
         pairs = (f"pairs: {self.pairs_manifest} ({self.pairs} pairs)" if self.pairs_manifest else
