@@ -63,8 +63,34 @@ def resolve_device(name: str) -> Any:
     return device
 
 
-def load_prepare_config(config_path: Path, *, pairs_per_target: int, min_duration: float,
-                        max_duration: float | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunOptions:
+    """The options every paired generation's preparation takes (keyword arguments of ``prepare_v2`` and
+    ``prepare_v25``; their CLIs' shared flags, ``data_tools.prepare_cli``)."""
+
+    w2v_bert: str = DEFAULT_W2V_BERT
+    w2v_stats: str | Path | None = None
+    language: str | None = None
+    speaker: str | None = None
+    pairs_per_target: int = DEFAULT_PAIRS_PER_TARGET
+    seed: int = DEFAULT_SEED
+    device: str = "auto"
+    batch_seconds: float = 240.0
+    max_batch_items: int = 64
+    loaders: int = 2
+    min_duration: float = 0.5
+    max_duration: float | None = None
+    progress: Callable[[int, int], None] | None = None
+    on_skip: Callable[[Skipped], None] | None = None
+
+    def durations(self, model_limit: float) -> dict[str, float]:
+        """The preparer's duration screen: ``--min-duration``, and ``--max-duration`` never over what the
+        GPT's codes fit (``model_limit`` seconds, the rule the ingest slicer cuts clips to)."""
+        longest = min(float(self.max_duration), model_limit) if self.max_duration else model_limit
+        return {"min_duration": float(self.min_duration), "max_duration": longest}
+
+
+def load_prepare_config(config_path: Path, opts: RunOptions) -> dict[str, Any]:
     """The config, after the option checks every generation makes (a PrepareError names the first problem)."""
     from data_tools.config import ConfigError, load_config
 
@@ -72,9 +98,9 @@ def load_prepare_config(config_path: Path, *, pairs_per_target: int, min_duratio
         cfg = load_config(config_path)
     except ConfigError as exc:
         raise PrepareError(str(exc)) from None
-    if pairs_per_target < 1:
+    if opts.pairs_per_target < 1:
         raise PrepareError("--pairs-per-target must be >= 1")
-    if min_duration < 0 or (max_duration is not None and max_duration <= min_duration):
+    if opts.min_duration < 0 or (opts.max_duration is not None and opts.max_duration <= opts.min_duration):
         raise PrepareError("need 0 <= --min-duration < --max-duration")
     return cfg
 
@@ -91,11 +117,6 @@ def base_files(config_path: Path, cfg: Mapping[str, Any], gpt: str | Path | None
     return (Path(gpt) if gpt else beside_config(config_path, cfg.get("gpt_checkpoint"), "gpt_checkpoint", "--gpt"),
             Path(w2v_stats) if w2v_stats else beside_config(config_path, cfg.get("w2v_stat"), "w2v_stat",
                                                             "--w2v-stats"))
-
-
-def duration_cap(max_duration: float | None, model_limit: float) -> float:
-    """The longest clip prepared: ``--max-duration``, never over what the GPT's codes fit."""
-    return min(float(max_duration), model_limit) if max_duration else model_limit
 
 
 def file_signature(path: Path) -> list[Any]:
@@ -338,11 +359,10 @@ class PrepareReport(SkipCounts):
         return "\n".join(lines)
 
 
-def read_items(input_path: str | Path, *, speaker: str | None, language: str | None
-               ) -> tuple[list[SourceItem], list[Skipped]]:
+def read_items(input_path: str | Path, opts: RunOptions) -> tuple[list[SourceItem], list[Skipped]]:
     """The input's items and its bad lines (as skipped items); a PrepareError when it cannot be read at all."""
     try:
-        items, problems = read_inputs(Path(input_path), speaker=speaker, language=language)
+        items, problems = read_inputs(Path(input_path), speaker=opts.speaker, language=opts.language)
     except InputError as exc:
         raise PrepareError(str(exc)) from None
     return items, [Skipped("", p.where, f"bad input: {p.reason}") for p in problems]
@@ -358,20 +378,18 @@ class Manifests:
 
 
 def run_paired(items: Sequence[SourceItem], skipped: list[Skipped], preparer: Any, out: Path, manifests: Manifests,
-               *, device: Any, started: float, pairs_per_target: int, seed: int, batch_seconds: float,
-               max_batch_items: int, loaders: int, progress: Callable[[int, int], None] | None,
-               on_skip: Callable[[Skipped], None] | None) -> PrepareReport:
+               opts: RunOptions, *, device: Any, started: float) -> PrepareReport:
     """Run the batches and write the manifests and ``prepare_report.json`` (``started``: ``time.perf_counter``
     when the preparation began, so the report's time includes the model loading)."""
-    if on_skip is not None:
+    if opts.on_skip is not None:
         for entry in skipped:
-            on_skip(entry)
-    run = run_batches(items, preparer, out, batch_seconds=batch_seconds, max_batch_items=max_batch_items,
-                      load_threads=loaders, progress=progress, on_skip=on_skip)
+            opts.on_skip(entry)
+    run = run_batches(items, preparer, out, batch_seconds=opts.batch_seconds, max_batch_items=opts.max_batch_items,
+                      load_threads=opts.loaders, progress=opts.progress, on_skip=opts.on_skip)
     finished = list(iter_in_input_order(items, run.finished))
     manifests.add_s2mel_files(out, {item.stem: item.audio for item, _ in finished})
     utterances = [manifests.utterance_entry(item, record) for item, record in finished]
-    pairs, lonely = manifests.build_pairs(utterances, pairs_per_target, seed)
+    pairs, lonely = manifests.build_pairs(utterances, opts.pairs_per_target, opts.seed)
     utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
     atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
     report = PrepareReport(

@@ -41,7 +41,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from data_tools import paired_prep
-from data_tools.batch_prep import ItemProblem, Skipped
+from data_tools.batch_prep import ItemProblem
 from data_tools.cli import OneLineErrorParser
 from data_tools.model_limits import longest_seconds
 from data_tools.paired_prep import PrepareError, PrepareReport
@@ -176,35 +176,15 @@ def add_s2mel_files(out: Path, cfg: Mapping[str, Any], config_path: Path, audio_
     add_s2mel_files_of(out, audio_of_stem, load_campplus(campplus_path, **campplus_sizes(cfg)), cfg)
 
 
-def prepare_v2(
-    input_path: str | Path,
-    out_dir: str | Path,
-    config: str | Path,
-    *,
-    codec: str | Path,
-    gpt: str | Path | None = None,
-    w2v_bert: str = paired_prep.DEFAULT_W2V_BERT,
-    w2v_stats: str | Path | None = None,
-    tokenizer: str | Path | None = None,
-    language: str | None = None,
-    speaker: str | None = None,
-    pairs_per_target: int = paired_prep.DEFAULT_PAIRS_PER_TARGET,
-    seed: int = paired_prep.DEFAULT_SEED,
-    device: str = "auto",
-    batch_seconds: float = 240.0,
-    max_batch_items: int = 64,
-    loaders: int = 2,
-    min_duration: float = 0.5,
-    max_duration: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    on_skip: Callable[[Skipped], None] | None = None,
-) -> PrepareReport:
-    """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs."""
+def prepare_v2(input_path: str | Path, out_dir: str | Path, config: str | Path, *, codec: str | Path,
+               gpt: str | Path | None = None, tokenizer: str | Path | None = None, **options: Any) -> PrepareReport:
+    """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs.
+    ``options``: the shared ones (``paired_prep.RunOptions``: w2v_bert, language, device, progress...)."""
     started = time.perf_counter()
+    opts = paired_prep.RunOptions(**options)
     config_path = Path(config)
-    cfg = paired_prep.load_prepare_config(config_path, pairs_per_target=pairs_per_target,
-                                          min_duration=min_duration, max_duration=max_duration)
-    gpt_path, stats_path = paired_prep.base_files(config_path, cfg, gpt, w2v_stats)
+    cfg = paired_prep.load_prepare_config(config_path, opts)
+    gpt_path, stats_path = paired_prep.base_files(config_path, cfg, gpt, opts.w2v_stats)
     bpe = (cfg.get("dataset") or {}).get("bpe_model") if isinstance(cfg.get("dataset"), dict) else None
     tokenizer_path = (Path(tokenizer) if tokenizer else
                       paired_prep.beside_config(config_path, bpe, "dataset.bpe_model", "--tokenizer"))
@@ -213,20 +193,17 @@ def prepare_v2(
                        (tokenizer_path, "tokenizer")):
         if not path.is_file():
             raise PrepareError(f"{what} not found: {path}")
-    items, skipped = paired_prep.read_items(input_path, speaker=speaker, language=language)
-    torch_device = paired_prep.resolve_device(device)
-    models = load_v2_models(cfg, gpt=gpt_path, codec=codec_path, w2v_bert=w2v_bert, w2v_stats=stats_path,
+    items, skipped = paired_prep.read_items(input_path, opts)
+    torch_device = paired_prep.resolve_device(opts.device)
+    models = load_v2_models(cfg, gpt=gpt_path, codec=codec_path, w2v_bert=opts.w2v_bert, w2v_stats=stats_path,
                             tokenizer=tokenizer_path, device=torch_device)
-    model_limit = longest_seconds(models.max_codes, ID_2)  # the rule the ingest slicer cuts clips to
-    preparer = V2Preparer(models=models, min_duration=float(min_duration),
-                          max_duration=paired_prep.duration_cap(max_duration, model_limit),
-                          fingerprint=settings_fingerprint(cfg, gpt_path, codec_path, w2v_bert, stats_path,
+    preparer = V2Preparer(models=models, **opts.durations(longest_seconds(models.max_codes, ID_2)),
+                          fingerprint=settings_fingerprint(cfg, gpt_path, codec_path, opts.w2v_bert, stats_path,
                                                            tokenizer_path))
     manifests = paired_prep.Manifests(utterance_entry=utterance_entry, build_pairs=build_pairs,
-                          add_s2mel_files=lambda out, audio: add_s2mel_files(out, cfg, config_path, audio))
-    return paired_prep.run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, device=torch_device,
-                      started=started, pairs_per_target=pairs_per_target, seed=seed, batch_seconds=batch_seconds,
-                      max_batch_items=max_batch_items, loaders=loaders, progress=progress, on_skip=on_skip)
+                                      add_s2mel_files=lambda out, audio: add_s2mel_files(out, cfg, config_path, audio))
+    return paired_prep.run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, opts,
+                                  device=torch_device, started=started)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from data_tools import paired_prep
-from data_tools.batch_prep import ItemProblem, Skipped
+from data_tools.batch_prep import ItemProblem
 from data_tools.cli import OneLineErrorParser
 from data_tools.model_limits import longest_seconds
 from data_tools.paired_prep import PrepareError, PrepareReport
@@ -206,42 +206,20 @@ def _hub_file(folder: Path, name: str) -> Path:
     return cached if not (folder / name).exists() and cached.exists() else folder / name
 
 
-def prepare_v25(
-    input_path: str | Path,
-    out_dir: str | Path,
-    config: str | Path,
-    *,
-    codec: str | Path | None = None,
-    gpt: str | Path | None = None,
-    campplus: str | Path | None = None,
-    w2v_bert: str = paired_prep.DEFAULT_W2V_BERT,
-    w2v_stats: str | Path | None = None,
-    tokenizer: str | Path | None = None,
-    text_scheme: str = "merges",
-    text_merges: str | Path | None = None,
-    language: str | None = None,
-    speaker: str | None = None,
-    pairs_per_target: int = paired_prep.DEFAULT_PAIRS_PER_TARGET,
-    seed: int = paired_prep.DEFAULT_SEED,
-    device: str = "auto",
-    batch_seconds: float = 240.0,
-    max_batch_items: int = 64,
-    loaders: int = 2,
-    min_duration: float = 0.5,
-    max_duration: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    on_skip: Callable[[Skipped], None] | None = None,
-) -> PrepareReport:
-    """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs."""
+def prepare_v25(input_path: str | Path, out_dir: str | Path, config: str | Path, *, codec: str | Path | None = None,
+                gpt: str | Path | None = None, campplus: str | Path | None = None, tokenizer: str | Path | None = None,
+                text_scheme: str = "merges", text_merges: str | Path | None = None, **options: Any) -> PrepareReport:
+    """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs.
+    ``options``: the shared ones (``paired_prep.RunOptions``: w2v_bert, language, device, progress...)."""
     from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 
     started = time.perf_counter()
+    opts = paired_prep.RunOptions(**options)
     config_path = Path(config)
-    cfg = paired_prep.load_prepare_config(config_path, pairs_per_target=pairs_per_target, min_duration=min_duration,
-                              max_duration=max_duration)
+    cfg = paired_prep.load_prepare_config(config_path, opts)
     folder = config_path.parent
     table = folder / TABLE_FILE
-    gpt_path, stats_path = paired_prep.base_files(config_path, cfg, gpt, w2v_stats)
+    gpt_path, stats_path = paired_prep.base_files(config_path, cfg, gpt, opts.w2v_stats)
     files = {
         "gpt": gpt_path,
         "codec": Path(codec) if codec else folder / CODEC_FILE,
@@ -256,15 +234,13 @@ def prepare_v25(
     for name, path in files.items():
         if not path.is_file():
             raise PrepareError(f"{labels[name]} not found: {path}")
-    items, skipped = paired_prep.read_items(input_path, speaker=speaker, language=language)
-    torch_device = paired_prep.resolve_device(device)
+    items, skipped = paired_prep.read_items(input_path, opts)
+    torch_device = paired_prep.resolve_device(opts.device)
     models = load_v25_models(cfg, gpt=files["gpt"], codec=files["codec"], campplus=files["campplus"],
-                             w2v_bert=w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
+                             w2v_bert=opts.w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
                              text_scheme=text_scheme, text_merges=files.get("text_merges"), device=torch_device)
-    model_limit = longest_seconds(int(models.limits.max_codes or 0), ID_25)  # the ingest slicer's rule too
-    preparer = V25Preparer(models=models, min_duration=float(min_duration),
-                           max_duration=paired_prep.duration_cap(max_duration, model_limit),
-                           fingerprint=settings_fingerprint(cfg, files, w2v_bert, models.tokenizer))
+    preparer = V25Preparer(models=models, **opts.durations(longest_seconds(int(models.limits.max_codes or 0), ID_25)),
+                           fingerprint=settings_fingerprint(cfg, files, opts.w2v_bert, models.tokenizer))
     scheme = models.tokenizer.scheme
 
     def add_s2mel(out: Path, audio_of_stem: Mapping[str, Path]) -> None:
@@ -274,10 +250,9 @@ def prepare_v25(
             add_s2mel_files_of(out, audio_of_stem, models.campplus, cfg)
 
     manifests = paired_prep.Manifests(utterance_entry=lambda item, record: utterance_entry(item, record, scheme),
-                          build_pairs=build_pairs_v25, add_s2mel_files=add_s2mel)
-    return paired_prep.run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, device=torch_device,
-                      started=started, pairs_per_target=pairs_per_target, seed=seed, batch_seconds=batch_seconds,
-                      max_batch_items=max_batch_items, loaders=loaders, progress=progress, on_skip=on_skip)
+                                      build_pairs=build_pairs_v25, add_s2mel_files=add_s2mel)
+    return paired_prep.run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, opts,
+                                  device=torch_device, started=started)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -211,13 +211,7 @@ class Synthesizer(GptTextInputs):
     # ----- synthesis ------------------------------------------------------------------------------------
 
     def check_settings(self, settings: DecodeSettings) -> None:
-        problems = settings.problems()
-        limit = int(self.model.gpt_config["max_mel_tokens"])
-        if settings.max_codes is not None and settings.max_codes > limit:
-            problems.append(f"max_codes {settings.max_codes} exceeds the model's limit of {limit} "
-                            "(gpt.max_mel_tokens)")
-        if problems:
-            raise SynthesisError("; ".join(problems))
+        self.check_decode(settings)
 
     def synthesize(self, texts: Sequence[str], reference: str | Path | Tensor | np.ndarray | PreparedReference,
                    settings: DecodeSettings | None = None,

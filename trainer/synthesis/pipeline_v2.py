@@ -338,13 +338,7 @@ class SynthesizerV2(GptTextInputs):
     # ----- synthesis ---------------------------------------------------------------------------------------
 
     def check_settings(self, settings: DecodeSettings, mel: MelSettings) -> None:
-        problems = settings.problems() + mel.problems()
-        limit = int(self.model.gpt_config["max_mel_tokens"])
-        if settings.max_codes is not None and settings.max_codes > limit:
-            problems.append(f"max_codes {settings.max_codes} exceeds the model's limit of {limit} "
-                            "(gpt.max_mel_tokens)")
-        if problems:
-            raise SynthesisError("; ".join(problems))
+        self.check_decode(settings, *mel.problems())
 
     def synthesize(self, text: str, voice: VoicePrompt | str | Path, emotion: EmotionControl | None = None,
                    settings: DecodeSettings | None = None, mel: MelSettings | None = None, *,

@@ -46,6 +46,17 @@ class GptTextInputs:
         if not text.strip():
             raise SynthesisError(f"{where} is empty")
 
+    def check_decode(self, settings: Any, *more_problems: str) -> None:
+        """Refuse decode settings (``DecodeSettings``) with problems, theirs and ``more_problems`` (the
+        generation's own settings), or asking for more codes than the GPT takes."""
+        problems = [*settings.problems(), *more_problems]
+        limit = int(self.model.gpt_config["max_mel_tokens"])
+        if settings.max_codes is not None and settings.max_codes > limit:
+            problems.append(f"max_codes {settings.max_codes} exceeds the model's limit of {limit} "
+                            "(gpt.max_mel_tokens)")
+        if problems:
+            raise SynthesisError("; ".join(problems))
+
     def check_vocabulary(self, ids: Sequence[int], where: str) -> None:
         bad = [i for i in ids if not 0 <= int(i) < self.model.text_vocab_size]
         if bad:
