@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.batch_prep import Skipped
-from data_tools.cli import progress_bar, run_refusing
+from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
 from data_tools.job_summary import summary_line
-from data_tools.paired_prep import DEFAULT_PAIRS_PER_TARGET, DEFAULT_SEED, DEFAULT_W2V_BERT
+from data_tools.paired_prep import DEFAULT_PAIRS_PER_TARGET, DEFAULT_SEED, DEFAULT_W2V_BERT, PrepareError
 from data_tools.test_hooks import announce_active_hooks
 
 # The options every preparation CLI has, passed to its prepare function by name.
@@ -23,6 +23,28 @@ Prepare = Callable[[Any, Callable[[Skipped], None]], Any]  # (progress, on_skip)
 
 def shared_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in SHARED_OPTIONS}
+
+
+def paired_parser(module: str, description: str, *, input_help: str, config_help: str) -> argparse.ArgumentParser:
+    """``python -m <module>``'s parser with ``--input`` and ``--config``; the generation adds its files and
+    text flags, then ``add_run_arguments``."""
+    parser = OneLineErrorParser(prog=f"python -m {module}", description=description)
+    parser.add_argument("--input", required=True, type=Path, help=input_help)
+    parser.add_argument("--config", required=True, type=Path, help=config_help)
+    return parser
+
+
+def run_cli(parser: argparse.ArgumentParser, prepare: Callable[..., Any], argv: list[str] | None,
+            own: tuple[str, ...] = ()) -> int:
+    """Parse ``argv`` and run ``prepare(input, out_dir, config, **shared options, **own options, progress=,
+    on_skip=)`` as ``prepare_main`` does (``own``: the generation's flags, by destination name)."""
+    args = parser.parse_args(argv)
+
+    def run(progress: Any, on_skip: Callable[[Skipped], None]) -> Any:
+        return prepare(args.input, args.out_dir, args.config, **shared_options(args),
+                       **{name: getattr(args, name) for name in own}, progress=progress, on_skip=on_skip)
+
+    return prepare_main(args, run, (PrepareError,))
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

@@ -50,10 +50,9 @@ import numpy as np
 
 from data_tools import paired_prep
 from data_tools.batch_prep import ItemProblem
-from data_tools.cli import OneLineErrorParser
 from data_tools.model_limits import longest_seconds
 from data_tools.paired_prep import PrepareError, PrepareReport
-from data_tools.prepare_cli import add_run_arguments, prepare_main, shared_options
+from data_tools.prepare_cli import add_run_arguments, paired_parser, run_cli
 from data_tools.prepare_v2_models import V2Models, load_community_audio, load_v2_models, run_models
 from data_tools.preprocess_inputs import SourceItem
 from networks.generation_rule import ID_2
@@ -211,12 +210,11 @@ def prepare_v2(input_path: str | Path, out_dir: str | Path, config: str | Path, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="python -m data_tools.prepare_v2",
-                                description="IndexTTS2: audio + transcripts -> per-utterance features and a "
-                                            "paired manifest (the community layout).")
-    parser.add_argument("--input", required=True, type=Path,
-                        help="JSONL list ({audio, text, speaker?, id?}), metadata.csv, or a folder of audio + .txt")
-    parser.add_argument("--config", required=True, type=Path, help="IndexTTS2 config.yaml (gpt, semantic_codec)")
+    parser = paired_parser("data_tools.prepare_v2", "IndexTTS2: audio + transcripts -> per-utterance features and "
+                                                    "a paired manifest (the community layout).",
+                           input_help="JSONL list ({audio, text, speaker?, id?}), metadata.csv, or a folder of "
+                                      "audio + .txt",
+                           config_help="IndexTTS2 config.yaml (gpt, semantic_codec)")
     parser.add_argument("--codec", required=True, type=Path,
                         help="semantic codec weights (MaskGCT semantic_codec/model.safetensors or a .pth)")
     parser.add_argument("--tokenizer", type=Path,
@@ -227,13 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
-    def prepare(progress: Any, on_skip: Any) -> Any:
-        return prepare_v2(args.input, args.out_dir, args.config, **shared_options(args), progress=progress,
-                           on_skip=on_skip)
-
-    return prepare_main(args, prepare, (PrepareError,))
+    return run_cli(build_parser(), prepare_v2, argv)
 
 
 if __name__ == "__main__":

@@ -57,10 +57,9 @@ import numpy as np
 
 from data_tools import paired_prep
 from data_tools.batch_prep import ItemProblem
-from data_tools.cli import OneLineErrorParser
 from data_tools.model_limits import longest_seconds
 from data_tools.paired_prep import PrepareError, PrepareReport
-from data_tools.prepare_cli import add_run_arguments, prepare_main, shared_options
+from data_tools.prepare_cli import add_run_arguments, paired_parser, run_cli
 from data_tools.prepare_v25_models import V25Models, code_count, load_audio_16k, load_v25_models, run_models
 from data_tools.preprocess_inputs import SourceItem
 from data_tools.shape_rules import DROP_REASONS, drop_reason
@@ -260,14 +259,12 @@ def prepare_v25(input_path: str | Path, out_dir: str | Path, config: str | Path,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="python -m data_tools.prepare_v25",
-                                description="IndexTTS-2.5: audio + transcripts -> 25 Hz codes, CAM++ and emotion "
-                                            "vectors, text ids and a 2.5 paired manifest.")
-    parser.add_argument("--input", required=True, type=Path,
-                        help="JSONL list ({audio, text, speaker?, id?, language?}), metadata.csv, or a folder of "
-                             "audio + .txt")
-    parser.add_argument("--config", required=True, type=Path,
-                        help="IndexTTS-2.5 config.yaml (gpt, semantic_codec); the other files default to its folder's")
+    parser = paired_parser("data_tools.prepare_v25", "IndexTTS-2.5: audio + transcripts -> 25 Hz codes, CAM++ and "
+                                                     "emotion vectors, text ids and a 2.5 paired manifest.",
+                           input_help="JSONL list ({audio, text, speaker?, id?, language?}), metadata.csv, or a "
+                                      "folder of audio + .txt",
+                           config_help="IndexTTS-2.5 config.yaml (gpt, semantic_codec); the other files default to "
+                                       "its folder's")
     parser.add_argument("--codec", type=Path, help=f"the 2.5 codec (default: {CODEC_FILE} beside the config)")
     parser.add_argument("--campplus", type=Path,
                         help=f"CAM++ weights (default: {CAMPPLUS_FILE} beside the config, or in its {HUB_CACHE}/)")
@@ -284,14 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
-    def prepare(progress: Any, on_skip: Any) -> Any:
-        return prepare_v25(args.input, args.out_dir, args.config, **shared_options(args), campplus=args.campplus,
-                           text_scheme=args.text_scheme, text_merges=args.text_merges, progress=progress,
-                           on_skip=on_skip)
-
-    return prepare_main(args, prepare, (PrepareError,))
+    return run_cli(build_parser(), prepare_v25, argv, own=("campplus", "text_scheme", "text_merges"))
 
 
 if __name__ == "__main__":
