@@ -128,7 +128,8 @@ def test_parallel_workers_give_the_same_codes(audio_list: Path, tmp_path: Path) 
 def test_every_prepared_file_is_the_same_whatever_the_companions(audio_list: Path, tmp_path: Path) -> None:
     """IndexTTS-1.5 preprocessing computes each clip alone: the same clip prepared in runs of 1, 2 and all six
     (the batch sizes 1, 2 and 64 of the paired generations' tests) gives byte-equal codes and prompt mels."""
-    rows = [line for line in audio_list.read_text(encoding="utf-8").splitlines() if "clip" in line and "\"id\"" not in line]
+    rows = [line for line in audio_list.read_text(encoding="utf-8").splitlines()
+            if "clip" in line and "\"id\"" not in line]  # the six good clips
     files: dict[int, dict[str, bytes]] = {}
     for size in (1, 2, 64):
         listing = audio_list.with_name(f"first_{size}.jsonl")
