@@ -34,8 +34,9 @@ import torch
 
 from bench.report import headline
 from data_tools.config import load_config
-from data_tools.prepare_v2 import resolve_device
-from data_tools.prepare_v25 import load_v25_models, prepare_v25
+from data_tools.paired_prep import resolve_device
+from data_tools.prepare_v25 import prepare_v25
+from data_tools.prepare_v25_models import load_v25_models
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from demo.v2_audio import synthetic_voice
 from demo.v25_audio import write_prep25_kit

@@ -38,14 +38,9 @@ import torch
 from bench.report import headline
 from data_tools.batch_prep import Planned, plan_batches
 from data_tools.config import load_config, save_config
-from data_tools.prepare_v2 import (
-    V2Preparer,
-    load_v2_models,
-    pad_features,
-    prepare_v2,
-    resolve_device,
-    run_models,
-)
+from data_tools.paired_prep import pad_features, resolve_device
+from data_tools.prepare_v2 import V2Preparer, prepare_v2
+from data_tools.prepare_v2_models import load_v2_models, run_models
 from data_tools.preprocess_inputs import read_inputs
 from data_tools.tokenizer import train_tokenizer
 from demo.v2 import demo_config_v2

@@ -27,10 +27,11 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -80,6 +81,22 @@ class Skipped:
     id: str
     where: str
     reason: str
+
+
+class SkipCounts:
+    """For a preparation's report (a dataclass with ``skipped``): its skipped items counted by reason (the
+    reason's text before the first colon), also in its JSON."""
+
+    skipped: list[Skipped]
+
+    @property
+    def skipped_by_reason(self) -> dict[str, int]:
+        return dict(Counter(s.reason.split(":")[0] for s in self.skipped))
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)  # type: ignore[call-overload]
+        data["skipped_by_reason"] = self.skipped_by_reason
+        return data
 
 
 @dataclass

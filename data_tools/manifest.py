@@ -43,8 +43,20 @@ class ManifestError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
+@dataclass(frozen=True, kw_only=True)
+class ManifestLine:
+    """Where an entry was read: every manifest format's entries carry it (errors and reports name it)."""
+
+    manifest: Path
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.manifest}:{self.line}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestEntry(ManifestLine):
     id: str
     text: str
     codes: Path
@@ -53,12 +65,6 @@ class ManifestEntry:
     speaker: str | None
     language: str | None
     duration: float | None
-    manifest: Path
-    line: int
-
-    @property
-    def where(self) -> str:
-        return f"{self.manifest}:{self.line}"
 
 
 MAX_LINE_BYTES = 1 << 20  # a longer line is refused (and skipped) without reading it into memory

@@ -23,15 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_tools.manifest import (
-    FORMAT_V25,
-    ManifestError,
-    detect_format,
-    load_json_object,
-    resolve_path,
-    string_field,
-)
-from data_tools.pairs_manifest import _emo_vec_field, _language, _length, _pair_id, _target_duration
+from data_tools import pair_fields
+from data_tools.manifest import FORMAT_V25, ManifestError, detect_format, load_json_object, resolve_path
 from data_tools.tokenizer.tiktoken25 import unknown_language
 
 V25_PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
@@ -39,14 +32,8 @@ V25_PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec
 TEXT_SCHEMES = ("bytes", "merges", "translit")  # data_tools.text_tokenizer_v25's (kept free of its imports)
 
 
-@dataclass(frozen=True)
-class PairEntryV25:
-    id: str
-    speaker: str | None
-    language: str | None
-    prompt_id: str | None
-    target_id: str | None
-    target_text: str | None
+@dataclass(frozen=True, kw_only=True)
+class PairEntryV25(pair_fields.PairLine):
     spk_vec: Path
     emo_vec: Path
     codes: Path
@@ -54,15 +41,6 @@ class PairEntryV25:
     text_ids: Path | None  # precomputed ids (then ``text_scheme`` says how they were made)
     text_len: int | None
     text_scheme: str | None
-    target_audio: Path | None
-    prompt_audio: Path | None
-    duration: float | None
-    manifest: Path
-    line: int
-
-    @property
-    def where(self) -> str:
-        return f"{self.manifest}:{self.line}"
 
 
 def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
@@ -70,13 +48,12 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     """One 2.5 paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
     if detect_format(obj) != FORMAT_V25:
         raise ManifestError(manifest, lineno, "not an IndexTTS-2.5 paired line (no 'prompt_spk_vec_path')")
-    uid = _pair_id(obj, manifest, lineno)
-    strings = {key: string_field(obj, key, manifest, lineno)
-               for key in ("speaker", "prompt_id", "target_id", "target_text", "text_scheme", *V25_PATH_FIELDS)}
+    uid = pair_fields.pair_id(obj, manifest, lineno)
+    strings = pair_fields.pair_strings(obj, manifest, lineno, ("text_scheme", *V25_PATH_FIELDS))
     for key in ("prompt_spk_vec_path", "target_codes_path"):
         if not strings[key]:
             raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")
-    emo_field = _emo_vec_field(strings, manifest, lineno, uid)
+    emo_field = pair_fields.emo_vec_field(strings, manifest, lineno, uid)
     if not strings["target_text_ids_path"] and not (strings["target_text"] or "").strip():
         raise ManifestError(manifest, lineno, f"missing field 'target_text' (or target_text_ids_path) (id {uid})")
     scheme = strings["text_scheme"]
@@ -86,14 +63,14 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     if scheme and scheme not in TEXT_SCHEMES:
         raise ManifestError(manifest, lineno, f"field 'text_scheme' must be one of {', '.join(TEXT_SCHEMES)}, got "
                                               f"{scheme!r:.40} (id {uid})")
-    language = _language(obj, manifest, lineno, default_language)
+    language = pair_fields.pair_language(obj, manifest, lineno, default_language)
     if not language:
         raise ManifestError(manifest, lineno, f"missing field 'language': IndexTTS-2.5 needs each item's language "
                                               f"(or give the manifest as PATH::lang) (id {uid})")
     unknown = unknown_language(language)
     if unknown is not None:
         raise ManifestError(manifest, lineno, f"{unknown} (id {uid})")
-    duration = _target_duration(obj, manifest, lineno)
+    duration = pair_fields.target_duration(obj, manifest, lineno)
     base = manifest.parent
 
     def path(key: str) -> Path | None:
@@ -104,8 +81,9 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     return PairEntryV25(
         id=uid, speaker=strings["speaker"], language=language, prompt_id=strings["prompt_id"],
         target_id=strings["target_id"], target_text=strings["target_text"], spk_vec=spk_vec, emo_vec=emo_vec,
-        codes=codes, code_len=_length(obj, "target_code_len", manifest, lineno),
-        text_ids=path("target_text_ids_path"), text_len=_length(obj, "target_text_len", manifest, lineno),
+        codes=codes, code_len=pair_fields.length_field(obj, "target_code_len", manifest, lineno),
+        text_ids=path("target_text_ids_path"),
+        text_len=pair_fields.length_field(obj, "target_text_len", manifest, lineno),
         text_scheme=scheme or None, target_audio=path("target_audio_path"), prompt_audio=path("prompt_audio_path"),
         duration=duration, manifest=manifest, line=lineno,
     )

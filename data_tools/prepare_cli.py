@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from data_tools.batch_prep import Skipped
-from data_tools.cli import progress_bar, run_refusing
+from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
 from data_tools.job_summary import summary_line
+from data_tools.paired_prep import DEFAULT_PAIRS_PER_TARGET, DEFAULT_SEED, DEFAULT_W2V_BERT, PrepareError
 from data_tools.test_hooks import announce_active_hooks
 
 # The options every preparation CLI has, passed to its prepare function by name.
@@ -21,6 +23,51 @@ Prepare = Callable[[Any, Callable[[Skipped], None]], Any]  # (progress, on_skip)
 
 def shared_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in SHARED_OPTIONS}
+
+
+def paired_parser(module: str, description: str, *, input_help: str, config_help: str) -> argparse.ArgumentParser:
+    """``python -m <module>``'s parser with ``--input`` and ``--config``; the generation adds its files and
+    text flags, then ``add_run_arguments``."""
+    parser = OneLineErrorParser(prog=f"python -m {module}", description=description)
+    parser.add_argument("--input", required=True, type=Path, help=input_help)
+    parser.add_argument("--config", required=True, type=Path, help=config_help)
+    return parser
+
+
+def run_cli(parser: argparse.ArgumentParser, prepare: Callable[..., Any], argv: list[str] | None,
+            own: tuple[str, ...] = ()) -> int:
+    """Parse ``argv`` and run ``prepare(input, out_dir, config, **shared options, **own options, progress=,
+    on_skip=)`` as ``prepare_main`` does (``own``: the generation's flags, by destination name)."""
+    args = parser.parse_args(argv)
+
+    def run(progress: Any, on_skip: Callable[[Skipped], None]) -> Any:
+        return prepare(args.input, args.out_dir, args.config, **shared_options(args),
+                       **{name: getattr(args, name) for name in own}, progress=progress, on_skip=on_skip)
+
+    return prepare_main(args, run, (PrepareError,))
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags every generation's preparation has alike (the files and the text are the generation's)."""
+    parser.add_argument("--out-dir", required=True, type=Path, help="output folder (resumable)")
+    parser.add_argument("--gpt", type=Path, help="base gpt.pth (default: the config's gpt_checkpoint beside it)")
+    parser.add_argument("--w2v-bert", default=DEFAULT_W2V_BERT,
+                        help=f"w2v-BERT 2.0: a local folder or a model id ({DEFAULT_W2V_BERT})")
+    parser.add_argument("--w2v-stats", type=Path,
+                        help="wav2vec2bert_stats.pt (default: the config's w2v_stat beside it)")
+    parser.add_argument("--speaker", help="speaker name for entries that name none (default: the input's name)")
+    parser.add_argument("--pairs-per-target", type=int, default=DEFAULT_PAIRS_PER_TARGET,
+                        help=f"prompts per target utterance ({DEFAULT_PAIRS_PER_TARGET})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"seed of the pairing ({DEFAULT_SEED})")
+    parser.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1")
+    parser.add_argument("--batch-seconds", type=float, default=240.0,
+                        help="padded audio seconds per batch (items x longest; 240)")
+    parser.add_argument("--max-batch-items", type=int, default=64, help="items per batch at most (64)")
+    parser.add_argument("--loaders", type=int, default=2, help="threads that decode and featurise audio (2)")
+    parser.add_argument("--min-duration", type=float, default=0.5, help="skip shorter audio (seconds, 0.5)")
+    parser.add_argument("--max-duration", type=float, default=None,
+                        help="skip longer audio (seconds; default and upper bound: what gpt.max_mel_tokens fits)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type[BaseException], ...]) -> int:

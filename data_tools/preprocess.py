@@ -35,7 +35,6 @@ import multiprocessing
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from data_tools.batch_prep import Skipped
+from data_tools.batch_prep import SkipCounts, Skipped
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.job_summary import summary_line
@@ -85,7 +84,7 @@ class Outcome:
 
 
 @dataclass
-class PreprocessReport:
+class PreprocessReport(SkipCounts):
     manifest: str
     entries: int  # lines in manifest.jsonl
     new: int  # prepared in this run
@@ -94,15 +93,6 @@ class PreprocessReport:
     own_prompt_speakers: list[str] = field(default_factory=list)  # only one utterance: prompt == target
     hours: float = 0.0
     elapsed_s: float = 0.0
-
-    @property
-    def skipped_by_reason(self) -> dict[str, int]:
-        return dict(Counter(s.reason.split(":")[0] for s in self.skipped))
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["skipped_by_reason"] = self.skipped_by_reason
-        return data
 
     def summary(self) -> str:
         lines = [f"manifest: {self.manifest} ({self.entries} entries, {self.hours:.2f} h; {self.new} prepared now, "

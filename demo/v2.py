@@ -27,15 +27,8 @@ import numpy as np
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_with
-from demo.data import (
-    SPEAKERS,
-    codes_for_text,
-    demo_train_argv,
-    paired_gpt_section,
-    stable_int,
-    write_npy,
-)
-from demo.paired_paths import PairedDemoPaths, write_pair_manifests
+from demo.data import SPEAKERS, codes_for_text, demo_train_argv, paired_gpt_section, stable_int
+from demo.paired_paths import PairedDemoPaths, save_base_gpt, write_demo_utterances, write_pair_manifests
 from demo.v2_audio import (
     PrepKit,
     demo_audio_sections,
@@ -116,38 +109,26 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     save_config(config, paths.config)
     atomic_write_with(paths.config.parent / "bpe.model", lambda h: h.write(paths.base_tokenizer.read_bytes()))
     torch.manual_seed(seed)
-    model = indextts2.build_gpt(config["gpt"])
-    state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
-    atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+    save_base_gpt(indextts2.build_gpt(config["gpt"]), paths.base_checkpoint)
     write_prep_kit(paths.config.parent, seed)
     write_synthesis_kit(paths.config.parent, V2_MODEL_DIM, seed)
     write_demo_audio(paths.audio, sentences, SPEAKERS)
 
-    data = paths.train_manifest.parent
-    utterances = []
-    for index, sentence in enumerate(sentences):
-        speaker = SPEAKERS[index % len(SPEAKERS)]
-        utt = f"{speaker}_{index:04d}"
-        ids = np.asarray(extended.encode(sentence, "am"), dtype=np.int32)
-        codes = codes_for_text(sentence).astype(np.int32)
+    def arrays(speaker: str, utt: str, sentence: str) -> dict[str, np.ndarray]:
         condition, emo = speaker_latents(speaker, utt)
-        for folder, array in (("text_ids", ids), ("codes", codes), ("condition", condition), ("emo_vec", emo)):
-            write_npy(data / folder / f"{utt}.npy", array)
-        utterances.append({"id": utt, "speaker": speaker, "text": sentence, "text_len": int(ids.size),
-                           "code_len": int(codes.size), "duration": round(codes.size / CODES_HZ, 3)})
+        return {"text_ids": np.asarray(extended.encode(sentence, "am"), dtype=np.int32),
+                "codes": codes_for_text(sentence).astype(np.int32), "condition": condition, "emo_vec": emo}
+
+    data = paths.train_manifest.parent
+    utterances = write_demo_utterances(data, sentences, CODES_HZ, arrays)
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
     def row(target: dict, prompt: dict) -> dict:
-        return {
-            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-            "prompt_id": prompt["id"], "prompt_audio_path": f"wavs/{prompt['id']}.wav",
-            "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
-            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy", "prompt_duration": prompt["duration"],
-            "target_id": target["id"], "target_audio_path": f"wavs/{target['id']}.wav",
-            "target_text": target["text"], "target_text_ids_path": f"text_ids/{target['id']}.npy",
-            "target_text_len": target["text_len"], "target_codes_path": f"codes/{target['id']}.npy",
-            "target_code_len": target["code_len"], "target_emo_vec_path": f"emo_vec/{target['id']}.npy",
-        }
+        return {"prompt_audio_path": f"wavs/{prompt['id']}.wav",
+                "prompt_condition_path": f"condition/{prompt['id']}.npy", "prompt_condition_len": V2_LATENTS,
+                "prompt_duration": prompt["duration"], "target_audio_path": f"wavs/{target['id']}.wav",
+                "target_text_ids_path": f"text_ids/{target['id']}.npy", "target_text_len": target["text_len"],
+                "target_emo_vec_path": f"emo_vec/{target['id']}.npy"}
 
     write_pair_manifests(paths, utterances, n_val, row)
     return paths

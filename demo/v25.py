@@ -32,15 +32,8 @@ from data_tools.fileio import atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
-from demo.data import (
-    SPEAKERS,
-    codes_for_text,
-    demo_train_argv,
-    paired_gpt_section,
-    stable_int,
-    write_npy,
-)
-from demo.paired_paths import PairedDemoPaths, write_pair_manifests
+from demo.data import codes_for_text, demo_train_argv, paired_gpt_section, stable_int
+from demo.paired_paths import PairedDemoPaths, save_base_gpt, write_demo_utterances, write_pair_manifests
 from demo.v2_audio import write_demo_wavs
 from demo.v25_synthesis import (
     gpt_widths_v25,
@@ -108,33 +101,20 @@ def build_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int)
         target = paths.config.parent / source.name
         atomic_write_with(target, lambda handle, source=source: handle.write(source.read_bytes()))
     torch.manual_seed(seed)
-    model = build_gpt_v25(config["gpt"])
-    state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
-    atomic_write_with(paths.base_checkpoint, lambda handle: torch.save({"model": state}, handle))
+    save_base_gpt(build_gpt_v25(config["gpt"]), paths.base_checkpoint)
     write_synthesis_kit_v25(paths.config.parent, seed)
 
-    data = paths.train_manifest.parent
-    utterances = []
-    for index, sentence in enumerate(sentences):
-        speaker = SPEAKERS[index % len(SPEAKERS)]
-        utt = f"{speaker}_{index:04d}"
-        codes = codes_for_text(sentence).astype(np.int32)
+    def arrays(speaker: str, utt: str, sentence: str) -> dict[str, np.ndarray]:
         spk_vec, emo_vec = speaker_vectors(speaker, utt)
-        for folder, array in (("codes", codes), ("spk_vec", spk_vec), ("emo_vec", emo_vec)):
-            write_npy(data / folder / f"{utt}.npy", array)
-        utterances.append({"id": utt, "speaker": speaker, "text": sentence, "code_len": int(codes.size),
-                           "duration": round(codes.size / V25_CODES_PER_SECOND, 3)})
+        return {"codes": codes_for_text(sentence).astype(np.int32), "spk_vec": spk_vec, "emo_vec": emo_vec}
+
+    data = paths.train_manifest.parent
+    utterances = write_demo_utterances(data, sentences, V25_CODES_PER_SECOND, arrays)
     write_demo_wavs(data / "wavs", utterances[:n_val])
 
     def row(target: dict, prompt: dict) -> dict:
-        return {
-            "id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"], "language": "am",
-            "prompt_id": prompt["id"], "prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy",
-            "prompt_emo_vec_path": f"emo_vec/{prompt['id']}.npy",
-            "target_id": target["id"], "target_text": target["text"],
-            "target_codes_path": f"codes/{target['id']}.npy", "target_code_len": target["code_len"],
-            "target_duration": target["duration"], **_audio_fields(data, prompt["id"], target["id"]),
-        }
+        return {"prompt_spk_vec_path": f"spk_vec/{prompt['id']}.npy", "target_duration": target["duration"],
+                **_audio_fields(data, prompt["id"], target["id"])}
 
     write_pair_manifests(paths, utterances, n_val, row)
     return paths

@@ -22,16 +22,9 @@ import torch
 import yaml
 
 from data_tools.batch_prep import Planned, plan_batches
-from data_tools.prepare_v2 import (
-    V2Preparer,
-    build_pairs,
-    features_of,
-    load_community_audio,
-    load_v2_models,
-    pad_features,
-    prepare_v2,
-    run_models,
-)
+from data_tools.paired_prep import features_of, pad_features
+from data_tools.prepare_v2 import V2Preparer, build_pairs, prepare_v2
+from data_tools.prepare_v2_models import load_community_audio, load_v2_models, run_models
 from data_tools.preprocess_inputs import SourceItem
 from demo.v2 import DemoV2Paths
 from networks.frontends.resample import sinc_resample

@@ -23,14 +23,9 @@ import soundfile
 import torch
 
 from data_tools.config import load_config
-from data_tools.prepare_v25 import (
-    LoadedV25,
-    V25Preparer,
-    features_of,
-    load_audio_16k,
-    load_v25_models,
-    prepare_v25,
-)
+from data_tools.paired_prep import features_of
+from data_tools.prepare_v25 import LoadedV25, V25Preparer, prepare_v25
+from data_tools.prepare_v25_models import load_audio_16k, load_v25_models
 from data_tools.preprocess_inputs import SourceItem
 from data_tools.shape_rules import DataLimits
 from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, DEFAULT_TABLE, TextTokenizerV25

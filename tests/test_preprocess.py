@@ -125,6 +125,24 @@ def test_parallel_workers_give_the_same_codes(audio_list: Path, tmp_path: Path) 
                                       np.load(tmp_path / "serial" / "codes" / name))
 
 
+def test_every_prepared_file_is_the_same_whatever_the_companions(audio_list: Path, tmp_path: Path) -> None:
+    """IndexTTS-1.5 preprocessing computes each clip alone: the same clip prepared in runs of 1, 2 and all six
+    (the batch sizes 1, 2 and 64 of the paired generations' tests) gives byte-equal codes and prompt mels."""
+    rows = [line for line in audio_list.read_text(encoding="utf-8").splitlines()
+            if "clip" in line and "\"id\"" not in line]  # the six good clips
+    files: dict[int, dict[str, bytes]] = {}
+    for size in (1, 2, 64):
+        listing = audio_list.with_name(f"first_{size}.jsonl")
+        listing.write_text("".join(line + "\n" for line in rows[:size]), encoding="utf-8")
+        out = tmp_path / f"run_{size}"
+        assert preprocess(listing, out, CONFIG, DVAE, workers=1).entries == min(size, len(rows))
+        files[size] = {str(p.relative_to(out)): p.read_bytes() for folder in ("codes", "cond_mels")
+                       for p in sorted((out / folder).iterdir())}
+    assert len(files[64]) == 2 * len(rows) == 12
+    for size in (1, 2):
+        assert files[size] == {name: files[64][name] for name in files[size]}, size
+
+
 def test_ljspeech_and_folder_inputs(tmp_path: Path) -> None:
     lj = tmp_path / "LJ"
     (lj / "wavs").mkdir(parents=True)

@@ -261,6 +261,14 @@ OPTIONS_ROW = (
     Field("device", "device", "device", "choice", DEVICES),
     Field("batch_seconds", "batch seconds (items x longest)", "batch-seconds", "amount"),
 )
+# The options' values a form opens with, every generation alike.
+DEFAULT_OPTIONS = {"language": "am", "speaker": "", "pairs_per_target": 2, "seed": 2025, "device": "auto",
+                   "batch_seconds": 240}
+# The model fields every paired generation shows (its config, its base GPT and the w2v-BERT features).
+CONFIG_FIELD = Field("config", "config.yaml", "config")
+GPT_FIELD = Field("gpt", "base gpt.pth (empty: the config's gpt_checkpoint)", "gpt")
+W2V_BERT_FIELD = Field("w2v_bert", "w2v-BERT 2.0: a local folder or a model id", "w2v")
+W2V_STATS_FIELD = Field("w2v_stats", "w2v-BERT stats (empty: the config's w2v_stat)", "stats")
 
 
 @dataclass(frozen=True)

@@ -14,23 +14,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from webui import prepare_section
 from webui.form_inputs import InputProblem
-from webui.job_view import JobView
-from webui.prepare_section import (
-    DEFAULT_W2V_BERT,
-    NO_LANGUAGE,
-    Field,
-    PairedPrepareForm,
-    PrepareSection,
-    project_form,
-)
+from webui.prepare_section import Field, PairedPrepareForm, PrepareSection
 
 # the registry id (networks.generation_rule.ID_25), not imported: the Data tab builds without torch
 GENERATION_ID = "2.5"
 
 if TYPE_CHECKING:
     from trainer.project import Project
-    from webui.context import StudioContext
 
 PREPARE_V25_JOB = "prepare_v25"
 TEXT_SCHEMES = ("merges", "bytes", "translit")
@@ -53,7 +45,7 @@ class PrepareV25Form(PairedPrepareForm):
     def generation_args(self) -> list[str]:
         if self.text_scheme not in TEXT_SCHEMES:
             raise InputProblem(f"text scheme must be one of {', '.join(TEXT_SCHEMES)}")
-        if not self.language or self.language == NO_LANGUAGE:
+        if not self.language or self.language == prepare_section.NO_LANGUAGE:
             raise InputProblem("IndexTTS-2.5 needs the language (it sets the text prefix and the language row)")
         return ["--text-scheme", self.text_scheme, "--language", self.language]
 
@@ -62,7 +54,7 @@ def default_form(workspace: Path, project: Project | None = None) -> PrepareV25F
     """The form filled from ``project`` when it is an IndexTTS-2.5 project (``project_form``) over the demo's
     2.5 folder (its config, its local w2v-BERT, the demo audio) when the workspace has one, else empty model
     fields (a 2.5 download folder's config names the rest) and the real w2v-BERT id."""
-    return project_form(_base_form(Path(workspace)), project, GENERATION_ID)
+    return prepare_section.project_form(_base_form(Path(workspace)), project, GENERATION_ID)
 
 
 def _base_form(workspace: Path) -> PrepareV25Form:
@@ -71,8 +63,9 @@ def _base_form(workspace: Path) -> PrepareV25Form:
 
     demo = DemoV25Paths.under(workspace)
     form = PrepareV25Form(input="", out_dir=str(workspace / "data" / "prepared_v25"), config="", gpt="", codec="",
-                          campplus="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="", text_scheme="merges",
-                          language="am", speaker="", pairs_per_target=2, seed=2025, device="auto", batch_seconds=240)
+                          campplus="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
+                          text_scheme="merges",
+                          **prepare_section.DEFAULT_OPTIONS)
     if not demo.config.is_file():
         return form
     w2v = demo.config.parent / "w2v-bert-2.0"
@@ -88,12 +81,10 @@ SECTION = PrepareSection(
             "2.5 paired manifest the trainer reads) into the output folder. Empty model fields: the files of "
             "the 2.5 download folder the config.yaml is in. A rerun skips what is already done.",
     model_rows=(
-        (Field("config", "config.yaml", "config"),
-         Field("gpt", "base gpt.pth (empty: the config's gpt_checkpoint)", "gpt"),
+        (prepare_section.CONFIG_FIELD, prepare_section.GPT_FIELD,
          Field("codec", "codec (empty: codec.pth beside the config)", "codec"),
          Field("campplus", "CAM++ (empty: campplus_cn_common.bin beside the config)", "campplus")),
-        (Field("w2v_bert", "w2v-BERT 2.0: a local folder or a model id", "w2v"),
-         Field("w2v_stats", "w2v-BERT stats (empty: the config's w2v_stat)", "stats"),
+        (prepare_section.W2V_BERT_FIELD, prepare_section.W2V_STATS_FIELD,
          Field("tokenizer", "text table (empty: beside the config, else the studio's)", "tokenizer"),
          Field("text_scheme", "text scheme (as training's)", "scheme", "choice", TEXT_SCHEMES)),
     ),
@@ -102,15 +93,7 @@ SECTION = PrepareSection(
 )
 
 
-def start_prepare_v25(ctx: StudioContext, form: PrepareV25Form,
-                      project: Project | None = None) -> tuple[str, JobView]:
-    """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
-    return SECTION.start(ctx, form, project)
-
-
-def poll_prepare_v25(ctx: StudioContext) -> JobView:
-    return SECTION.poll(ctx)
-
-
-def stop_prepare_v25(ctx: StudioContext) -> JobView:
-    return SECTION.stop(ctx)
+# The job's controls (tests and scripts): validate and launch, the job as it stands, graceful stop (SIGINT).
+start_prepare_v25 = SECTION.start
+poll_prepare_v25 = SECTION.poll
+stop_prepare_v25 = SECTION.stop

@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webui.job_view import JobView
-from webui.prepare_section import DEFAULT_W2V_BERT, Field, PairedPrepareForm, PrepareSection, project_form
+from webui import prepare_section
+from webui.prepare_section import Field, PairedPrepareForm, PrepareSection
 
 # the registry id (networks.generation_rule.ID_2), not imported: the Data tab builds without torch
 GENERATION_ID = "2"
 
 if TYPE_CHECKING:
     from trainer.project import Project
-    from webui.context import StudioContext
 
 PREPARE_V2_JOB = "prepare_v2"
 
@@ -39,7 +38,7 @@ class PrepareV2Form(PairedPrepareForm):
 def default_form(workspace: Path, project: Project | None = None) -> PrepareV2Form:
     """The form filled from ``project`` when it is an IndexTTS2 project (``project_form``) over the demo's
     IndexTTS2 files when the workspace has them, else empty fields and the real w2v-BERT id."""
-    return project_form(_base_form(workspace), project, GENERATION_ID, _project_codec)
+    return prepare_section.project_form(_base_form(workspace), project, GENERATION_ID, _project_codec)
 
 
 def _project_codec(project: Project) -> dict[str, str]:
@@ -53,15 +52,14 @@ def _base_form(workspace: Path) -> PrepareV2Form:
     from demo.v2 import DemoV2Paths
 
     demo = DemoV2Paths.under(workspace)
-    options = {"language": "am", "speaker": "", "pairs_per_target": 2, "seed": 2025, "device": "auto",
-               "batch_seconds": 240}
     if demo.kit.exists() and demo.config.is_file():
         return PrepareV2Form(input=str(demo.audio), out_dir=str(demo.root / "data" / "prepared"),
                              config=str(demo.config), gpt="", codec=str(demo.kit.codec),
                              w2v_bert=str(demo.kit.w2v_bert), w2v_stats="", tokenizer=str(demo.extended_tokenizer),
-                             **options)
+                             **prepare_section.DEFAULT_OPTIONS)
     return PrepareV2Form(input="", out_dir=str(Path(workspace) / "data" / "prepared_v2"), config="", gpt="",
-                         codec="", w2v_bert=DEFAULT_W2V_BERT, w2v_stats="", tokenizer="", **options)
+                         codec="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
+                         **prepare_section.DEFAULT_OPTIONS)
 
 
 SECTION = PrepareSection(
@@ -71,11 +69,9 @@ SECTION = PrepareSection(
             "(the community layout) into the output folder. Runs as its own process on the GPU when there "
             "is one; a rerun skips what is already done.",
     model_rows=(
-        (Field("config", "config.yaml", "config"),
-         Field("gpt", "base gpt.pth (empty: the config's gpt_checkpoint)", "gpt"),
+        (prepare_section.CONFIG_FIELD, prepare_section.GPT_FIELD,
          Field("codec", "semantic codec (model.safetensors or .pth)", "codec")),
-        (Field("w2v_bert", "w2v-BERT 2.0: a local folder or a model id", "w2v"),
-         Field("w2v_stats", "w2v-BERT stats (empty: the config's w2v_stat)", "stats"),
+        (prepare_section.W2V_BERT_FIELD, prepare_section.W2V_STATS_FIELD,
          Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
     ),
     default_form=default_form,
@@ -83,17 +79,7 @@ SECTION = PrepareSection(
 )
 
 
-def start_prepare_v2(ctx: StudioContext, form: PrepareV2Form,
-                     project: Project | None = None) -> tuple[str, JobView]:
-    """Validate the form, then launch the preparation under the supervisor: (message, job view)."""
-    return SECTION.start(ctx, form, project)
-
-
-def poll_prepare_v2(ctx: StudioContext) -> JobView:
-    """The job as it stands (also after a page reload or a UI restart)."""
-    return SECTION.poll(ctx)
-
-
-def stop_prepare_v2(ctx: StudioContext) -> JobView:
-    """Graceful stop (SIGINT: finished batches are kept, a rerun resumes), escalating if ignored."""
-    return SECTION.stop(ctx)
+# The job's controls (tests and scripts): validate and launch, the job as it stands, graceful stop (SIGINT).
+start_prepare_v2 = SECTION.start
+poll_prepare_v2 = SECTION.poll
+stop_prepare_v2 = SECTION.stop

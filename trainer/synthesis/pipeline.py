@@ -47,6 +47,7 @@ from networks.unified_voice import UnifiedVoice
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for, remove_long_silence
+from trainer.synthesis.text_inputs import GptTextInputs, check_tokenizer_rows
 
 SAMPLE_RATE = 24_000
 
@@ -87,7 +88,7 @@ class PreparedReference:
     seconds: float  # time spent preparing it
 
 
-class Synthesizer:
+class Synthesizer(GptTextInputs):
     """An IndexTTS v1.5 GPT + BigVGAN (+ tokenizer for text input); see the module docstring."""
 
     def __init__(self, model: UnifiedVoice, vocoder: BigVGAN, tokenizer: Any | None = None, *,
@@ -105,15 +106,9 @@ class Synthesizer:
         if gpt_device != vocoder_device:
             raise SynthesisError(f"the GPT is on {gpt_device} but the vocoder on {vocoder_device}: load the vocoder "
                                  "on the GPT's device")
-        number_text_tokens = int(model.gpt_config["number_text_tokens"])
-        if tokenizer is not None and tokenizer.vocab_size > number_text_tokens:
-            raise SynthesisError(f"the tokenizer has {tokenizer.vocab_size} pieces but the GPT only "
-                                 f"{number_text_tokens} text tokens: use the tokenizer the model was trained with")
-        self.model = model
+        check_tokenizer_rows(model, tokenizer)
+        self.bind_text(model, tokenizer, language)
         self.vocoder = vocoder
-        self.tokenizer = tokenizer
-        self.language = language
-        self.max_text_tokens = int(model.gpt_config["max_text_tokens"])
 
     @classmethod
     def load(cls, checkpoint: str | Path, config: str | Path, tokenizer: str | Path | None,
@@ -146,10 +141,6 @@ class Synthesizer:
                    language=language)
 
     @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
     def sample_rate(self) -> int:
         return self.vocoder.spec.sampling_rate
 
@@ -157,10 +148,7 @@ class Synthesizer:
 
     def text_ids(self, text: str, where: str = "text") -> list[int]:
         """Token ids of ``text`` (front-end + tokenizer), refused when empty or beyond max_text_tokens."""
-        if self.tokenizer is None:
-            raise SynthesisError("no tokenizer: pass one to synthesize text (or use synthesize_ids)")
-        if not text.strip():
-            raise SynthesisError(f"{where} is empty")
+        self.require_text(text, where)
         ids = self.tokenizer.encode(text, self.language)
         if not ids:
             raise SynthesisError(f"{where} is empty after text normalisation: {text!r}")
@@ -171,9 +159,7 @@ class Synthesizer:
         if len(ids) > self.max_text_tokens:
             raise SynthesisError(f"{where} is too long: {len(ids)} tokens, the model takes at most "
                                  f"{self.max_text_tokens} (gpt.max_text_tokens); split it into shorter sentences")
-        bad = [i for i in ids if not 0 <= int(i) < self.model.text_vocab_size]
-        if bad:
-            raise SynthesisError(f"{where} has token ids outside the model's text vocabulary: {bad[:5]}")
+        self.check_vocabulary(ids, where)
 
     def reference_mel(self, reference: str | Path | Tensor | np.ndarray) -> Tensor:
         """(1, 100, T) log-mel of an audio file, or a given mel (100, T) / (1, 100, T)."""
@@ -225,13 +211,7 @@ class Synthesizer:
     # ----- synthesis ------------------------------------------------------------------------------------
 
     def check_settings(self, settings: DecodeSettings) -> None:
-        problems = settings.problems()
-        limit = int(self.model.gpt_config["max_mel_tokens"])
-        if settings.max_codes is not None and settings.max_codes > limit:
-            problems.append(f"max_codes {settings.max_codes} exceeds the model's limit of {limit} "
-                            "(gpt.max_mel_tokens)")
-        if problems:
-            raise SynthesisError("; ".join(problems))
+        self.check_decode(settings)
 
     def synthesize(self, texts: Sequence[str], reference: str | Path | Tensor | np.ndarray | PreparedReference,
                    settings: DecodeSettings | None = None,

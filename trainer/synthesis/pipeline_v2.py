@@ -66,6 +66,7 @@ from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for
 from trainer.synthesis.pipeline import SynthResult
 from trainer.synthesis.segments import DEFAULT_MAX_SEGMENT_TOKENS, TextSegment, split_segments
+from trainer.synthesis.text_inputs import GptTextInputs, check_tokenizer_rows
 
 PROMPT_SECONDS = 15.0  # upstream cuts both prompts to 15 s
 EMOTION_RATE = 16000
@@ -171,7 +172,7 @@ def conditioning_lengths(features: Tensor) -> Tensor:
     return torch.tensor([features.shape[-1]], device=features.device)
 
 
-class SynthesizerV2:
+class SynthesizerV2(GptTextInputs):
     """IndexTTS2 inference over loaded networks (``IndexTTS2Networks``) and an optional tokenizer."""
 
     def __init__(self, nets: IndexTTS2Networks, tokenizer: Any | None = None, *, language: str | None = None,
@@ -186,15 +187,9 @@ class SynthesizerV2:
         if nets.codec.config.hidden_size != model.cond_input_size:
             raise SynthesisError(f"the GPT reads {model.cond_input_size}-wide semantic features but the codec's "
                                  f"are {nets.codec.config.hidden_size} wide")
-        number_text_tokens = int(model.gpt_config["number_text_tokens"])
-        if tokenizer is not None and tokenizer.vocab_size > number_text_tokens:
-            raise SynthesisError(f"the tokenizer has {tokenizer.vocab_size} pieces but the GPT only "
-                                 f"{number_text_tokens} text tokens: use the tokenizer the model was trained with")
+        check_tokenizer_rows(model, tokenizer)
         self.nets = nets
-        self.model = model
-        self.tokenizer = tokenizer
-        self.language = language
-        self.max_text_tokens = int(model.gpt_config["max_text_tokens"])
+        self.bind_text(model, tokenizer, language)
         if int(max_segment_tokens) < 1:
             raise SynthesisError(f"max_segment_tokens must be >= 1, got {max_segment_tokens}")
         self.max_segment_tokens = min(int(max_segment_tokens), self.max_text_tokens)
@@ -233,10 +228,6 @@ class SynthesizerV2:
         return cls(nets, text_tokenizer, language=language, max_segment_tokens=max_segment_tokens)
 
     @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
     def sample_rate(self) -> int:
         return self.nets.sample_rate
 
@@ -244,10 +235,7 @@ class SynthesizerV2:
 
     def segments(self, text: str, where: str = "text") -> list[TextSegment]:
         """The text through the front-end and tokenizer, cut into segments of at most 120 (or max_text_tokens)."""
-        if self.tokenizer is None:
-            raise SynthesisError("no tokenizer: pass one to synthesize text (or use synthesize_ids)")
-        if not text.strip():
-            raise SynthesisError(f"{where} is empty")
+        self.require_text(text, where)
         normalized = self.tokenizer.normalize(text, self.language)
         found = split_segments(normalized, self.tokenizer.encode_normalized, self.max_segment_tokens)
         if not found:
@@ -262,9 +250,7 @@ class SynthesizerV2:
         if len(ids) > self.max_text_tokens:
             raise SynthesisError(f"{where} has a segment of {len(ids)} tokens, the model takes at most "
                                  f"{self.max_text_tokens} (gpt.max_text_tokens)")
-        bad = [i for i in ids if not 0 <= int(i) < self.model.text_vocab_size]
-        if bad:
-            raise SynthesisError(f"{where} has token ids outside the model's text vocabulary: {bad[:5]}")
+        self.check_vocabulary(ids, where)
 
     # ----- prompts -----------------------------------------------------------------------------------------
 
@@ -352,13 +338,7 @@ class SynthesizerV2:
     # ----- synthesis ---------------------------------------------------------------------------------------
 
     def check_settings(self, settings: DecodeSettings, mel: MelSettings) -> None:
-        problems = settings.problems() + mel.problems()
-        limit = int(self.model.gpt_config["max_mel_tokens"])
-        if settings.max_codes is not None and settings.max_codes > limit:
-            problems.append(f"max_codes {settings.max_codes} exceeds the model's limit of {limit} "
-                            "(gpt.max_mel_tokens)")
-        if problems:
-            raise SynthesisError("; ".join(problems))
+        self.check_decode(settings, *mel.problems())
 
     def synthesize(self, text: str, voice: VoicePrompt | str | Path, emotion: EmotionControl | None = None,
                    settings: DecodeSettings | None = None, mel: MelSettings | None = None, *,

@@ -179,10 +179,7 @@ class SynthesizerV25(SynthesizerV2):
         if int(max_segment_tokens) < 1:
             raise SynthesisError(f"max_segment_tokens must be >= 1, got {max_segment_tokens}")
         self.nets = nets  # type: ignore[assignment]
-        self.model = model
-        self.tokenizer = tokenizer
-        self.language = language
-        self.max_text_tokens = int(model.gpt_config["max_text_tokens"])
+        self.bind_text(model, tokenizer, language)
         self.max_segment_tokens = min(int(max_segment_tokens), self.max_text_tokens)
         self.mel_settings = S2MelMelSettings.from_preprocess_params(nets.config["s2mel"]["preprocess_params"])
 
