@@ -165,6 +165,7 @@ def _train_one_save(page, project: Path, out_dir: Path, clock: Clock) -> Path:
                            arg=str(out_dir), timeout=UI_TIMEOUT_MS)
     run = project / "runs" / "run1"
     assert f"--output-dir {run}" in page.locator("#train-command textarea").input_value()
+    clock.lap("training form from the project")
     page.locator("#train-group-length").get_by_text("Length and batches").first.click()
     fill_number(page, "opt-max-steps", 2)
     page.locator("#train-group-logging").get_by_text("Logging and checkpoints").first.click()
@@ -198,8 +199,7 @@ def _evaluate_and_export(page, project: Path, run: Path, recogniser: Path, clock
     page.wait_for_function("(path) => document.querySelector('#ckpt-eval-asr textarea').value === path",
                            arg=str(recogniser), timeout=UI_TIMEOUT_MS)  # the downloaded recogniser, not typed
     clock.lap("run listed")
-    page.locator("#ckpt-evaluate-run").click()
-    page.locator("#ckpt-evaluate-result .studio-verdict").wait_for(timeout=JOB_TIMEOUT_MS)
+    click_and_wait_verdict(page, "ckpt-evaluate")
     result = page.locator("#ckpt-evaluate-result").inner_text()
     assert "EVALUATED" in result and "base model" in result, result
     page.wait_for_function("() => (document.getElementById('ckpt-list-table')?.innerText || '')"
@@ -217,12 +217,20 @@ def _evaluate_and_export(page, project: Path, run: Path, recogniser: Path, clock
     target = Path(page.locator("#ckpt-export-dir textarea").input_value())
     assert target.parent == exports and target.name.startswith("run1_"), target
     clock.lap("export folder filled")
-    page.locator("#ckpt-export-run").click()
-    page.locator("#ckpt-export-result .studio-verdict").wait_for(timeout=JOB_TIMEOUT_MS)
+    click_and_wait_verdict(page, "ckpt-export")
     assert "EXPORTED" in page.locator("#ckpt-export-result").inner_text(), page.locator(
         "#ckpt-export-result").inner_text()
     assert (target / "gpt.pth").is_file() and (target / "MODEL_CARD.md").is_file(), sorted(target.iterdir())
     return target
+
+
+def click_and_wait_verdict(page, prefix: str) -> None:
+    """Start a job and wait for its verdict line: Start first clears the line (the page may have opened on the
+    verdict of an earlier job, another project's), then the job's own comes."""
+    page.locator(f"#{prefix}-run").click()
+    page.wait_for_function("(id) => !document.querySelector(`#${id} .studio-verdict`)", arg=f"{prefix}-result",
+                           timeout=UI_TIMEOUT_MS)
+    page.locator(f"#{prefix}-result .studio-verdict").wait_for(timeout=JOB_TIMEOUT_MS)
 
 
 def _lines_of(paths: list[Path]) -> list[dict]:
