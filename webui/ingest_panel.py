@@ -338,21 +338,35 @@ def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
         return ingest_argv(ctx.python, *basic, workspace, INGEST_JOB.report_path(ctx),
                            extra_args(workspace, **chosen))
 
-    def render(result: JobResult | None) -> list[Any]:
+    def render(result: JobResult | None, project_name: str | None = None) -> list[Any]:
         skip = gr.skip()
         if result is None:  # a job just started: keep the table as it is
             return ["", skip, *[skip] * len(proofread.page_outputs)]
         shown = out_dir_of(result.argv)
+        if shown is not None and not _of_project(ctx, shown, project_name):
+            return ["", skip, *[skip] * len(proofread.page_outputs)]  # another project's import: the form keeps ours
         if shown is None:
             return [summary_html(result), skip, *[skip] * len(proofread.page_outputs)]
         view = page_view(shown, 0, ALL, DEFAULT_PAGE_SIZE, workspace)
         return [summary_html(result), shown, *page_values(view)]
 
     inputs = [source, folder, language, speaker, model, target, device, config, tokenizer, *more]
-    wire_job(ctx, panel, start, inputs, make_argv, [summary, folder, *proofread.page_outputs], render)
+    wire_job(ctx, panel, start, inputs, make_argv, [summary, folder, *proofread.page_outputs], render,
+             render_inputs=[ctx.project_state] if ctx.project_state is not None else ())
     if ctx.project_state is not None:
         _follow_project(ctx, source, folder, config)
     return IngestSection(folder=folder, manifest=proofread.manifest, use_manifest=use_manifest)
+
+
+def _of_project(ctx: StudioContext, out_dir: str, project_name: str | None) -> bool:
+    """Whether an import's ingest folder may fill the form of a page on ``project_name``: not when it is another
+    project's (a page opening on a new project would show the last project's clips), else yes."""
+    from trainer.project.layout import projects_root
+
+    project = ctx.opening_project(project_name)
+    folder = Path(out_dir).resolve()
+    return project is None or not folder.is_relative_to(projects_root(ctx.workspace)) \
+        or folder.is_relative_to(project.folder.resolve())
 
 
 def _follow_project(ctx: StudioContext, source: gr.Textbox, folder: gr.Textbox, config: gr.Dropdown) -> None:

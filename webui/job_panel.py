@@ -80,11 +80,14 @@ def result_message(result: JobResult | None, what: str) -> str:
 def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequence[Any],
              make_argv: Callable[..., list[str]], outputs: Sequence[Any], render: Render,
              preview: Callable[..., Sequence[Any]] | None = None,
-             make_env: Callable[..., dict[str, str] | None] | None = None) -> None:
+             make_env: Callable[..., dict[str, str] | None] | None = None,
+             render_inputs: Sequence[Any] = ()) -> None:
     """Start, Stop and the polling timer of one job; ``outputs`` get ``render(result)`` when it ends.
 
     While the job runs, ``outputs`` show ``preview(*values)`` (default: ``render(None)``, i.e. cleared).
-    ``make_env(*values)``: the job's environment (default the studio's).
+    ``make_env(*values)``: the job's environment (default the studio's). ``render_inputs``: components whose
+    values ``render`` gets after the result (``render(result, *values)``), e.g. the session's project, so a page
+    that opens on a job of another project can leave its fields alone.
     """
     skip = gr.skip()
     blank = [skip] * len(outputs)
@@ -98,13 +101,13 @@ def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequ
         return ["", view.status, view.progress, view.log,
                 gr.Timer(active=True), *shown]
 
-    def on_tick(shown: str | None) -> list[Any]:
+    def on_tick(shown: str | None, *extra: Any) -> list[Any]:
         result = job_result(ctx, panel.job)
         view = result.view
         timer = gr.Timer(active=view.running)
         status = "" if result.state == "idle" else view.status  # a job never run says nothing
         if result.ended and result.run_id != shown:
-            return [status, view.progress, view.log, timer, result.run_id, *render(result)]
+            return [status, view.progress, view.log, timer, result.run_id, *render(result, *extra)]
         return [status, view.progress, view.log, timer, shown, *blank]
 
     def on_stop() -> list[Any]:
@@ -115,6 +118,6 @@ def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequ
         return ["", view.status, view.progress, view.log]
 
     start.click(on_start, inputs=list(inputs), outputs=[panel.message, *panel.live, panel.timer, *outputs])
-    panel.timer.tick(on_tick, inputs=panel.shown, outputs=[*panel.live, panel.timer, panel.shown, *outputs],
+    panel.timer.tick(on_tick, inputs=[panel.shown, *render_inputs], outputs=[*panel.live, panel.timer, panel.shown, *outputs],
                      show_progress="hidden")
     panel.stop.click(on_stop, outputs=[panel.message, *panel.live], concurrency_limit=None)

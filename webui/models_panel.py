@@ -83,11 +83,24 @@ def publish_argv(python: str, export_dir: str, repo: str, public: bool, workspac
 
 
 def export_folders(workspace: Path) -> list[str]:
-    exports = Path(workspace) / "exports"
-    if not exports.is_dir():
-        return []
-    found = [p for p in exports.iterdir() if p.is_dir() and (p / "MODEL_CARD.md").is_file()]
+    """Export folders (a model card in each) of the workspace's exports/ and of every project's exports folder,
+    newest first."""
+    roots = [Path(workspace) / "exports", *_project_export_roots(Path(workspace))]
+    found = {p for root in roots if root.is_dir() for p in root.iterdir()
+             if p.is_dir() and (p / "MODEL_CARD.md").is_file()}
     return [str(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]
+
+
+def _project_export_roots(workspace: Path) -> list[Path]:
+    from trainer.project import ProjectError, load_project, project_names
+
+    roots = []
+    for name in project_names(workspace):
+        try:
+            roots.append(load_project(workspace, name).dir("exports"))
+        except (ProjectError, OSError):
+            continue
+    return roots
 
 
 def download_view_of(result: JobResult | None, workspace: Path) -> tuple[str, pd.DataFrame, pd.DataFrame, str]:
@@ -153,8 +166,9 @@ def build(ctx: StudioContext) -> Any:
     gr.Markdown("### Publish an export\nUploads an export folder (model card, licence notice, config, weights) "
                 "to a Hub model repository you name; the repository is created **private** unless you tick public.")
     with gr.Row(equal_height=True):
-        export_dir = gr.Dropdown(choices=export_folders(ctx.workspace), allow_custom_value=True, scale=4,
-                                 label="Export folder", elem_id="models-export-dir")
+        exported = export_folders(ctx.workspace)
+        export_dir = gr.Dropdown(choices=exported, value=exported[0] if exported else None, allow_custom_value=True,
+                                 scale=4, label="Export folder (newest first)", elem_id="models-export-dir")
         repo = gr.Textbox(label="Repository (owner/name)", scale=3, elem_id="models-repo")
         public = gr.Checkbox(value=False, label="Public", scale=1, elem_id="models-public")
     publish = gr.Button("Publish", elem_id="models-publish")
@@ -166,11 +180,13 @@ def build(ctx: StudioContext) -> Any:
              [published], lambda result: [publish_view_of(result)],
              make_env=lambda _folder, _name, _pub, typed: token_env(typed))
 
-    def refresh() -> tuple[pd.DataFrame, str, Any]:
+    def refresh(current: str | None) -> tuple[pd.DataFrame, str, Any]:
+        exported = export_folders(ctx.workspace)  # an export made since: the newest, unless one is picked
         return needs_frame(ctx.workspace), downloaded_note(ctx.workspace), gr.update(
-            choices=export_folders(ctx.workspace))
+            choices=exported, value=current or (exported[0] if exported else None))
 
     def on_select(tab: gr.Tab) -> None:
-        tab.select(refresh, outputs=[needs, present, export_dir], show_progress="hidden", queue=False)
+        tab.select(refresh, inputs=export_dir, outputs=[needs, present, export_dir], show_progress="hidden",
+                   queue=False)
 
     return on_select

@@ -20,6 +20,13 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 import pandas as pd
 
+from webui.checkpoints_project import (
+    downloaded_speech_model,
+    newest_project_run,
+    project_export_dir,
+    run_config,
+    run_of_project,
+)
 from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.job_panel import job_panel, wire_job
 from webui.model_version import model_name as generation_name
@@ -466,7 +473,8 @@ def export_view_of(result: JobResult | None) -> tuple[str, pd.DataFrame]:
 
 # -- evaluate and best.pth ----------------------------------------------------------------------------------
 def run_defaults(output_dir: str, workspace: Path | str) -> tuple[str, str, str]:
-    """(the number best.pth follows, the run's --eval-asr, its --eval-speaker-model): what the form starts from."""
+    """(the number best.pth follows, the run's --eval-asr, its --eval-speaker-model): what the form starts from;
+    where the run names no recogniser or speaker model, the workspace's downloaded one."""
     from trainer.evaluate import run_options
     from trainer.evaluation.best import followed
     from trainer.evaluation.errors import EvaluationError
@@ -475,8 +483,10 @@ def run_defaults(output_dir: str, workspace: Path | str) -> tuple[str, str, str]
         folder = _output_folder(output_dir, workspace)
         opts = run_options(folder)
     except (InputProblem, EvaluationError):
-        return "val_loss", "", ""
-    return followed(folder)[0], str(opts.get("eval_asr") or ""), str(opts.get("eval_speaker_model") or "")
+        return "val_loss", downloaded_speech_model(workspace, "asr"), downloaded_speech_model(workspace, "speaker")
+    # a run trained without evaluation: the recogniser and speaker model the Models tab downloaded, not a typed path
+    return (followed(folder)[0], str(opts.get("eval_asr") or "") or downloaded_speech_model(workspace, "asr"),
+            str(opts.get("eval_speaker_model") or "") or downloaded_speech_model(workspace, "speaker"))
 
 
 def best_html(output_dir: str, workspace: Path | str) -> str:
@@ -631,8 +641,9 @@ def _evaluate_section(ctx: StudioContext, output_dir: gr.Dropdown, list_outputs:
 
 
 # -- layout -------------------------------------------------------------------------------------------------
-def _list_section(ctx: StudioContext) -> gr.Dropdown:
-    """The output folder, its checkpoints and the picker; returns the picker (the other sections' input)."""
+def _list_section(ctx: StudioContext) -> tuple[gr.Dropdown, gr.Dropdown]:
+    """The output folder, its checkpoints and the picker; returns (the picker, the folder): the other sections'
+    inputs."""
     workspace = ctx.workspace
     dirs = find_output_dirs(workspace)
     default = str(ctx.paths.default_output_dir)
@@ -689,7 +700,24 @@ def _list_section(ctx: StudioContext) -> gr.Dropdown:
         ctx.project_state.change(project_run, inputs=ctx.project_state, outputs=output_dir)
         gr.on(triggers=None, fn=project_run, inputs=ctx.project_state, outputs=output_dir)
     _evaluate_section(ctx, output_dir, [message, table, checkpoint, paths], shown)
-    return checkpoint
+    return checkpoint, output_dir
+
+
+def _project_run_on_open(ctx: StudioContext, output_dir: gr.Dropdown) -> Any:
+    """How the tab follows the project when it is opened: a folder that is none of the project's runs gives way to
+    its newest run (trained since the page opened); a run of the project the user picked stays."""
+    def opened(name: str | None, current: str | None) -> Any:
+        project = ctx.project(name)
+        newest = newest_project_run(project)
+        if not newest or run_of_project(current, project):
+            return gr.skip()
+        return gr.Dropdown(choices=sorted({*find_output_dirs(ctx.workspace), newest}), value=newest)
+
+    def on_select(tab: gr.Tab) -> None:
+        if ctx.project_state is not None:
+            tab.select(opened, inputs=[ctx.project_state, output_dir], outputs=output_dir, show_progress="hidden")
+
+    return on_select
 
 
 def _verify_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
@@ -751,7 +779,8 @@ def _repair_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
 def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
     gr.Markdown("### Export for IndexTTS inference")
     with gr.Row(equal_height=True):
-        out_dir = gr.Textbox(label="Export folder (empty: workspace/exports/<run>_<checkpoint>_<time>)", scale=4,
+        out_dir = gr.Textbox(label="Export folder (a project's run: its exports/<run>_<checkpoint>; "
+                             "empty: workspace/exports/<run>_<checkpoint>_<time>)", scale=4,
                              elem_id="ckpt-export-dir")
         dtype = gr.Radio(choices=list(DTYPES), value="fp32", label="Weights dtype", scale=2,
                          elem_id="ckpt-export-dtype")
@@ -770,12 +799,27 @@ def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
     wire_job(ctx, panel, run, [checkpoint, out_dir, dtype, safetensors, config, tokenizer],
              lambda *values: export_argv(ctx.python, *values, ctx.workspace, EXPORT_JOB.report_path(ctx)),
              [result, table], export_view_of)
+    project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
+    checkpoint.change(lambda path, name: export_fields_for(ctx, path, name), inputs=[checkpoint, *project],
+                      outputs=[out_dir, config], show_progress="hidden")
 
 
-def build(ctx: StudioContext) -> None:
-    """Lay out the Checkpoints tab (called by the shell inside ``with gr.Tab("Checkpoints")``)."""
-    checkpoint = _list_section(ctx)
+def export_fields_for(ctx: StudioContext, checkpoint: str | None, project_name: str | None) -> tuple[Any, Any]:
+    """(export folder, config) for a picked checkpoint: a project run's goes to the project's exports folder, and
+    every run's non-GPT config sections come from the config it trained with (gr.skip() where neither is known)."""
+    config = run_config(checkpoint) or gr.skip()
+    if not project_name:
+        return gr.skip(), config
+    # another checkpoint's folder would be stale: empty is the export's own default
+    return project_export_dir(checkpoint, ctx.project(project_name)), config
+
+
+def build(ctx: StudioContext) -> Any:
+    """Lay out the Checkpoints tab (called by the shell inside ``with gr.Tab("Checkpoints")``); returns how it
+    follows the project when opened."""
+    checkpoint, output_dir = _list_section(ctx)
     _verify_section(ctx, checkpoint)
     _inspect_section(ctx, checkpoint)
     _repair_section(ctx, checkpoint)
     _export_section(ctx, checkpoint)
+    return _project_run_on_open(ctx, output_dir)
