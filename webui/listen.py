@@ -152,6 +152,7 @@ def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out
         argv = [python, "-m", "trainer.synthesize", "--model-dir", str(spec.model_dir), "--checkpoint",
                 str(spec.checkpoint), "--tokenizer", str(spec.tokenizer)]
         argv += ["--w2v-bert", spec.w2v_bert] if spec.w2v_bert else []
+        argv += ["--s2mel", str(spec.s2mel)] if spec.s2mel is not None else []
     else:
         argv = [python, "-m", "trainer.synthesize", "--checkpoint", str(spec.checkpoint), "--config",
                 str(spec.config), "--tokenizer", str(spec.tokenizer)]

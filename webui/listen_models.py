@@ -76,6 +76,7 @@ class ModelSpec:
     notes: tuple[str, ...] = ()
     model_dir: Path | None = None  # IndexTTS2 / IndexTTS-2.5: the download folder (the config's folder)
     adapter: bool = True  # False: a LoRA checkpoint's base weights alone
+    s2mel: Path | None = None  # IndexTTS2 / 2.5: an S2Mel run checkpoint or adapter instead of the folder's s2mel.pth
 
     @property
     def problem(self) -> str | None:
@@ -119,6 +120,7 @@ class ModelSpec:
         if _test_facts(self.version).speaks_through_folder:
             parts += [f"{_name(self.version)} folder {show(self.model_dir)}"]
             parts += [f"w2v-BERT {self.w2v_bert}"] if self.w2v_bert else []
+            parts += [f"S2Mel {show(self.s2mel)}" if self.s2mel is not None else "S2Mel: stock"]
         else:
             parts += [f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
         return " · ".join(parts + list(self.notes))
@@ -185,9 +187,19 @@ def _beside(config: Path, name: object) -> Path | None:
 
 
 def trains_s2mel(folder: Path) -> bool:
-    """Whether a run trained the S2Mel decoder (``--train s2mel``): its checkpoints are no GPT to speak with."""
+    """Whether a run trained the S2Mel decoder (``--train s2mel``): its checkpoints are no GPT to speak with.
+
+    Its ``train_config.yaml`` says so; a run without one (older S2Mel runs wrote none) by the first line of its
+    ``metrics.jsonl`` (``"part": "s2mel"``)."""
     options = _read_yaml(folder / TRAIN_CONFIG)
-    return bool(options) and str(options.get("train") or "gpt") == "s2mel"
+    if options:
+        return str(options.get("train") or "gpt") == "s2mel"
+    try:
+        with open(folder / "metrics.jsonl", encoding="utf-8") as metrics:
+            first = metrics.readline(64 * 1024)
+    except OSError:
+        return False
+    return '"part": "s2mel"' in first
 
 
 def run_dirs(workspace: Path | str) -> list[Path]:

@@ -4,7 +4,8 @@ Pick any base model or checkpoint of the workspace's runs for each side, type a 
 paste is fine), choose a reference voice (a generated stand-in, audio under ``references/``, a validation
 prompt that is an audio file, or an upload), and decoding settings; IndexTTS2 and IndexTTS-2.5 models also take the
 S2Mel steps and an emotion reference blended by alpha, IndexTTS-2.5 the duration factor (IndexTTS-1.5 sides
-ignore them). Each side runs as its own supervised
+ignore them), and each IndexTTS2 / 2.5 side a trained S2Mel (an S2Mel run's checkpoint or an exported adapter;
+the same GPT with the stock S2Mel on A and the trained one on B is the GPT-only vs GPT + S2Mel comparison). Each side runs as its own supervised
 job (``python -m trainer.synthesize ... --json report.json``, jobs ``test_a`` / ``test_b``), never in the UI
 process; the players show the result with its length and real-time factor, or one line saying why not.
 
@@ -46,6 +47,7 @@ from webui.listen import (
     synthesis_argv,
     typed_path,
 )
+from webui.listen_s2mel import STOCK, picker_entries, with_s2mel
 from webui.plots import badge_html, message_html
 from webui.reference_voices import reference_choices
 
@@ -156,8 +158,10 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
                temperature: float | None, top_k: float | None, top_p: float | None, seed: float | None,
                vocoder: str | None, device: str | None, v2_steps: float | None = DEFAULT_V2_STEPS,
                emotion_reference: str | None = None, emotion_alpha: float | None = 1.0,
-               duration_factor: float | None = 1.0) -> TestView:
-    """Check the form, then start one synthesis job per picked side (in parallel)."""
+               duration_factor: float | None = 1.0, s2mel_a: str | None = STOCK,
+               s2mel_b: str | None = STOCK) -> TestView:
+    """Check the form, then start one synthesis job per picked side (in parallel); ``s2mel_*``: the trained S2Mel
+    each side speaks through (STOCK: its download folder's)."""
     from webui.supervisor import RunAlreadyActive
 
     keys = {"A": (key_a or "").strip() or None, "B": (key_b or "").strip() or None}
@@ -191,12 +195,15 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
         return poll_test(ctx, message_html(str(exc)))
     current: dict[str, Any] = {"folder": str(folder), "text": spoken, "reference": str(source), "sides": {}}
     started = []
+    s2mels = {"A": s2mel_a, "B": s2mel_b}
     for side, key in keys.items():
         if key is None:
             continue
         entry: dict[str, Any] = {"key": key}
         try:
             spec = resolve_model(key, ctx.workspace, vocoder)
+            entry["model"] = spec.label
+            spec = with_s2mel(spec, s2mels[side], ctx.workspace)
             entry["model"] = spec.label
             if spec.problem:
                 raise ListenError(spec.problem)
@@ -226,12 +233,12 @@ def stop_test(ctx: StudioContext) -> TestView:
     return poll_test(ctx, message_html("; ".join(problems)) if problems else "")
 
 
-def describe_pick(key: str | None, workspace: Path, vocoder: str | None) -> str:
-    """One line under a model picker: the files it will use, or why it cannot be spoken with."""
+def describe_pick(key: str | None, workspace: Path, vocoder: str | None, s2mel: str | None = STOCK) -> str:
+    """One line under a model picker: the files it will use (its S2Mel too), or why it cannot be spoken with."""
     if not (key or "").strip():
         return badge_html("NOT USED", "pick a model to compare", "info")
     try:
-        spec = resolve_model(key, workspace, vocoder)
+        spec = with_s2mel(resolve_model(key, workspace, vocoder), s2mel, workspace)
     except ListenError as exc:
         return badge_html("CANNOT SPEAK", str(exc), "error")
     if spec.problem:
@@ -301,10 +308,17 @@ def _pickers(workspace: Path, project: Project | None = None) -> SimpleNamespace
         model_b = gr.Dropdown(choices=[("(none)", NONE), *listed], value=first_b or NONE, allow_custom_value=True,
                               scale=5, label="Model B", elem_id="test-model-b", info="(none): A only")
         refresh = gr.Button("Refresh models", scale=1, elem_id="test-refresh-models")
+    decoders = picker_entries(workspace)
+    with gr.Row(equal_height=True):  # GPT only vs GPT + S2Mel: the same model on both sides, a trained S2Mel on B
+        s2mel_a, s2mel_b = (gr.Dropdown(choices=decoders, value=STOCK, scale=5, label=f"S2Mel {side} (IndexTTS2 / 2.5)",
+                                        elem_id=f"test-s2mel-{side.lower()}", info="a trained S2Mel (an S2Mel run's "
+                                        "checkpoint or exported adapter) or the download folder's own")
+                            for side in SIDES)
     with gr.Row():
         files_a = gr.HTML(value=lambda: describe_pick(first_a, workspace, ""), elem_id="test-files-a")
         files_b = gr.HTML(value=lambda: describe_pick(first_b, workspace, ""), elem_id="test-files-b")
-    return SimpleNamespace(model_a=model_a, model_b=model_b, refresh=refresh, files_a=files_a, files_b=files_b)
+    return SimpleNamespace(model_a=model_a, model_b=model_b, refresh=refresh, files_a=files_a, files_b=files_b,
+                           s2mel_a=s2mel_a, s2mel_b=s2mel_b)
 
 
 def _inputs(ctx: StudioContext) -> SimpleNamespace:
@@ -396,24 +410,31 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
         view = poll_test(ctx, current_message)
         return (*_view_outputs(view, held), gr.Timer(active=view.running))
 
-    def on_refresh(a: str, b: str):
+    def on_refresh(a: str, b: str, s2mel_a: str, s2mel_b: str):
         listed_now = [(c.label, c.key) for c in model_choices(workspace)]
-        return (gr.Dropdown(choices=listed_now, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed_now], value=b))
+        decoders = picker_entries(workspace)
+        keep = {value for _, value in decoders}
+        return (gr.Dropdown(choices=listed_now, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed_now], value=b),
+                *(gr.Dropdown(choices=decoders, value=v if v in keep else STOCK) for v in (s2mel_a, s2mel_b)))
 
     i = inputs
     players.start.click(on_start, inputs=[picks.model_a, picks.model_b, i.text, i.reference, i.upload, i.mode,
                                           i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device,
-                                          i.v2_steps, i.emotion_reference, i.emotion_alpha, i.duration_factor],
+                                          i.v2_steps, i.emotion_reference, i.emotion_alpha, i.duration_factor,
+                                          picks.s2mel_a, picks.s2mel_b],
                         outputs=[*outputs, timer])
     players.stop.click(on_stop, inputs=players.shown, outputs=[*outputs, timer])
     timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden")
-    picks.refresh.click(on_refresh, inputs=[picks.model_a, picks.model_b], outputs=[picks.model_a, picks.model_b])
-    picks.model_a.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[picks.model_a, i.vocoder],
-                         outputs=picks.files_a)
-    picks.model_b.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[picks.model_b, i.vocoder],
-                         outputs=picks.files_b)
-    i.vocoder.change(lambda a, b, voc: (describe_pick(a, workspace, voc), describe_pick(b, workspace, voc)),
-                     inputs=[picks.model_a, picks.model_b, i.vocoder], outputs=[picks.files_a, picks.files_b])
+    decoders = [picks.s2mel_a, picks.s2mel_b]
+    picks.refresh.click(on_refresh, inputs=[picks.model_a, picks.model_b, *decoders],
+                        outputs=[picks.model_a, picks.model_b, *decoders])
+    for model, decoder, files in ((picks.model_a, picks.s2mel_a, picks.files_a),
+                                  (picks.model_b, picks.s2mel_b, picks.files_b)):
+        for changed in (model, decoder):
+            changed.change(lambda key, voc, s2mel: describe_pick(key, workspace, voc, s2mel),
+                           inputs=[model, i.vocoder, decoder], outputs=files)
+    i.vocoder.change(lambda a, b, voc, sa, sb: (describe_pick(a, workspace, voc, sa), describe_pick(b, workspace, voc, sb)),
+                     inputs=[picks.model_a, picks.model_b, i.vocoder, *decoders], outputs=[picks.files_a, picks.files_b])
 
 
 def build(ctx: StudioContext) -> None:

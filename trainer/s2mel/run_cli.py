@@ -4,8 +4,8 @@ The plan (:mod:`trainer.s2mel.run_plan`) -> the output-dir lock -> the generatio
 loaded from the download folder with the GPT of ``--base-checkpoint``; its semantic input; IndexTTS2's GPT
 latent) -> :class:`~trainer.s2mel.loop.S2MelTrainer` over :class:`~trainer.s2mel.dataset.PreparedClips`,
 resumed from the output folder when it holds a run -> ``latest.pth`` / ``model_step<N>.pth`` every
-``--save-interval`` steps, ``metrics.jsonl`` train and end events, samples at saves (``--sample-texts`` spoken
-with the first ``--eval-reference``).
+``--save-interval`` steps, ``train_config.yaml`` (the resolved options), ``metrics.jsonl`` train and end events,
+samples at saves (``--sample-texts`` spoken with the first ``--eval-reference``).
 
 Exit codes as the GPT trainer: 0 finished, 2 refused, 130 stopped by SIGINT/SIGTERM after saving latest.pth.
 The STUDIO_TEST_* stop and kill hooks act after a step, before that step's save.
@@ -93,6 +93,7 @@ def train_s2mel(opts: dict[str, Any]) -> int:
 def _train(opts: dict[str, Any]) -> int:
     from networks.s2mel import load_s2mel
     from trainer.checkpoints import OutputDirLock
+    from trainer.options import write_train_config
     from trainer.s2mel.dataset import PreparedClips
     from trainer.s2mel.export import base_record
     from trainer.s2mel.loop import S2MelTrainer
@@ -112,6 +113,9 @@ def _train(opts: dict[str, Any]) -> int:
     out_dir = Path(opts["output_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = OutputDirLock(out_dir).acquire()
+    # As a GPT run: its resolved options, which the studio reads (an S2Mel run's checkpoints are no GPT to speak
+    # with; the Test tab offers them as the decoder instead) and a resume can be compared against.
+    write_train_config(opts, out_dir / "train_config.yaml")
     stop = GracefulStop(print).install()
     trainer: S2MelTrainer | None = None
     try:
