@@ -2,8 +2,9 @@
 
 ``make_s2mel_run`` trains the demo S2Mel (full or LoRA) for a few steps on clips drawn from a seed (nothing is
 prepared or downloaded) and writes what ``python -m trainer.train --train s2mel`` leaves: ``latest.pth`` /
-``model_step<N>.pth`` (digests, rotation) and ``train_config.yaml``. ``mel_level`` sets the target mels' level:
-far from speech (e.g. +3) and a large learning rate give a decoder that makes the pipeline's voice worse.
+``model_step<N>.pth`` (digests, rotation) and ``train_config.yaml``. ``mel_level`` and ``mel_tilt`` set the target mels'
+level and slope over frequency: a strong rising slope (unlike any voice) and a large learning rate give a decoder
+that makes the pipeline's voice worse.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from trainer.s2mel.lora import S2MelLoRASettings
 
 
 def make_s2mel_run(model_dir: Path, out_dir: Path, *, mode: str = "full", steps: int = 2, seed: int = 0,
-                   learning_rate: float = 1e-3, mel_level: float = -6.0, clips: int = 4) -> Path:
+                   learning_rate: float = 1e-3, mel_level: float = -6.0, mel_tilt: float = 0.0,
+                   clips: int = 4) -> Path:
     """Train and save; returns ``out_dir / "latest.pth"``. IndexTTS2 folders get a GPT latent per clip."""
     config = load_config(model_dir / "config.yaml")
     generation = generation_of_folder(model_dir)
@@ -33,12 +35,13 @@ def make_s2mel_run(model_dir: Path, out_dir: Path, *, mode: str = "full", steps:
     model = load_s2mel(model_dir / "s2mel.pth", config["s2mel"], **kwargs)
     sizes = model.config
     g = torch.Generator().manual_seed(seed)
+    tilt = torch.linspace(-1.0, 1.0, sizes.n_mels)[:, None]  # > 0: energy rising with frequency
     made = []
     for index in range(clips):
         frames = 40 + 8 * index
         semantic = max(4, int(frames / 1.72))
         made.append(S2MelClip(
-            mel=mel_level + 0.5 * torch.randn(sizes.n_mels, frames, generator=g),
+            mel=mel_level + mel_tilt * tilt + 0.5 * torch.randn(sizes.n_mels, frames, generator=g),
             style=torch.randn(sizes.style_dim, generator=g),
             code_embedding=torch.randn(semantic, sizes.semantic_dim, generator=g),
             gpt_latent=torch.randn(semantic, sizes.gpt_dim, generator=g) if with_gpt else None,
