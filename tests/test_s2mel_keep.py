@@ -22,6 +22,7 @@ from tests.speech_model_factory import build_ctc_model, build_xvector_model
 from trainer.checkpoints.__main__ import main as checkpoints_main
 from trainer.s2mel.evaluate import SCORES_FILE
 from trainer.s2mel.evaluate import main as evaluate_main
+from webui.s2mel_scores_view import scores_html
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,7 @@ def test_an_s2mel_that_lowers_similarity_is_left_out_of_the_export_and_the_log_s
     assert scores["reason"] in printed
     assert _events(run)[-1] == {"part": "s2mel", "event": "keep", "step": 4, "keep": False,
                                 "reason": scores["reason"]}
+    assert "<b>left out</b>" in scores_html(latest)  # what the studio shows under the picked S2Mel
 
     export = ["export-s2mel", str(latest), "--model-dir", str(model_dir), "--out", str(tmp_path / "out")]
     assert checkpoints_main(export) == 2  # the scores beside the checkpoint gate it by default
@@ -75,3 +77,16 @@ def test_an_s2mel_that_lowers_similarity_is_left_out_of_the_export_and_the_log_s
     (run / SCORES_FILE).write_text(json.dumps(stale), encoding="utf-8")
     assert checkpoints_main([*export, "--force"]) == 2
     assert "measured step 2, latest.pth is step 4" in capsys.readouterr().err
+
+
+def test_the_studio_shows_both_sides_scores_and_the_decision(tmp_path: Path) -> None:
+    latest = tmp_path / "latest.pth"
+    latest.write_bytes(b"")
+    assert scores_html(latest) == ""  # not measured: nothing shown
+    (tmp_path / SCORES_FILE).write_text(json.dumps({
+        "step": 4, "keep": False, "reason": "S2Mel adapter left out: similarity fell (-0.0100, need +0.0000)",
+        "without": [{"voice": "a.wav", "similarity": 0.8, "cer": 0.1}],
+        "with": [{"voice": "a.wav", "similarity": 0.7, "cer": 0.1}]}), encoding="utf-8")
+    shown = scores_html(latest)
+    assert 'data-keep="false"' in shown and "<b>left out</b>" in shown and "similarity fell" in shown
+    assert "<td>a.wav</td><td>0.8000</td><td>0.7000</td><td>0.1000</td><td>0.1000</td>" in shown

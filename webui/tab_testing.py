@@ -50,6 +50,7 @@ from webui.listen import (
 from webui.listen_s2mel import STOCK, picker_entries, with_s2mel
 from webui.plots import badge_html, message_html
 from webui.reference_voices import reference_choices
+from webui.s2mel_scores_view import scores_html as s2mel_scores_html
 
 if TYPE_CHECKING:
     from trainer.project import Project
@@ -243,7 +244,8 @@ def describe_pick(key: str | None, workspace: Path, vocoder: str | None, s2mel: 
         return badge_html("CANNOT SPEAK", str(exc), "error")
     if spec.problem:
         return badge_html("CANNOT SPEAK", spec.problem, "error")
-    return badge_html("READY", spec.describe(workspace), "ok") + _scores_html(spec.checkpoint)
+    return badge_html("READY", spec.describe(workspace), "ok") + _scores_html(spec.checkpoint) + s2mel_scores_html(
+        spec.s2mel)
 
 
 def _scores_html(checkpoint: Path) -> str:
