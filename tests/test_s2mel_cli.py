@@ -124,6 +124,9 @@ def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_pa
     assert done.returncode == 0, done.stderr
     samples = sorted(p.name for p in (tmp_path / "lora" / "samples").glob("*.wav"))
     assert samples == ["s2mel_step2_0.wav", "s2mel_step4_0.wav"]
+    from webui.listen_models import trains_s2mel
+
+    assert trains_s2mel(tmp_path / "lora")  # its train_config.yaml: the studio offers it as a decoder, not a GPT
     ckpt = torch.load(tmp_path / "lora" / "latest.pth", weights_only=True)
     assert ckpt["mode"] == "lora" and ckpt["step"] == 4 and ckpt["adapter"]
     assert checkpoint_kind(ckpt) == "s2mel"
@@ -209,3 +212,16 @@ def test_s2mel_preflight_rows(version: str, demo_workspace, tmp_path: Path) -> N
     else:
         assert [check.name for check in plan.checks if not check.ok] == ["model"]
         assert model.message == generation.refusal(Capability.TRAIN_S2MEL)
+
+
+def test_what_an_s2mel_run_does_not_do_yet_is_refused_in_one_line(prepared_v25, tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """torchrun and the forgetting guard are GPT-run promises an S2Mel run does not keep yet: refused, not ignored."""
+    argv = run_argv(prepared_v25, tmp_path / "run")
+    assert run_preflight(parse_argv(argv)).refusal is None
+    plan = run_preflight(parse_argv([*argv, "--forget-margin", "0.5"]))
+    assert plan.refusal is not None and plan.refusal.startswith("--forget-margin: the forgetting guard watches GPT")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    plan = run_preflight(parse_argv(argv))
+    assert plan.refusal is not None and "torchrun started 2" in plan.refusal
+    assert not (tmp_path / "run").exists()

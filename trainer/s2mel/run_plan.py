@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,23 @@ def train_settings(opts: dict[str, Any], clips: int) -> S2MelTrainSettings:
         grad_clip=float(opts["grad_clip"]) or math.inf, seed=int(opts["seed"]))
 
 
+def _not_yet(opts: dict[str, Any]) -> str | None:
+    """What an S2Mel run does not do yet, refused in one line rather than silently ignored."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world > 1:
+        return (f"an S2Mel run trains in one process; torchrun started {world}: run python -m trainer.train "
+                "--train s2mel without torchrun (one GPU)")
+    if float(opts.get("forget_margin") or 0.0) > 0.0:
+        return ("--forget-margin: the forgetting guard watches GPT runs only (an S2Mel run validates no languages "
+                "yet); leave it at 0 for --train s2mel")
+    return None
+
+
 def _settings(plan: S2MelPlan) -> bool:
     opts = plan.plan.opts
+    refusal = _not_yet(opts)
+    if refusal:
+        return plan.plan.add("settings", False, refusal)
     if opts.get("resume") not in ("", "auto"):
         return plan.plan.add("settings", False, f"--resume {opts['resume']}: an S2Mel run resumes from its "
                                                 "--output-dir only (auto)")
