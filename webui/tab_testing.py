@@ -10,8 +10,8 @@ job (``python -m trainer.synthesize ... --json report.json``, jobs ``test_a`` / 
 process; the players show the result with its length and real-time factor, or one line saying why not.
 
 All rules (which files go with a checkpoint, the command, reading the report) live in ``webui.listen``,
-the reference voices in ``webui.reference_voices``; callbacks here are plain functions over the context,
-``build(ctx)`` wires them.
+the reference voices in ``webui.reference_voices``, the form and players' layout in ``webui.tab_testing_layout``;
+callbacks here are plain functions over the context, ``build(ctx)`` wires them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import gradio as gr
 
 from webui.listen import (
     BASE_PREFIX,
-    DECODE_MODES,
-    DEFAULT_TEXT,
     DEFAULT_V2_STEPS,
     DEVICES,
     ListenError,
@@ -49,8 +47,9 @@ from webui.listen import (
 )
 from webui.listen_s2mel import STOCK, picker_entries, with_s2mel
 from webui.plots import badge_html, message_html
-from webui.reference_voices import reference_choices
 from webui.s2mel_scores_view import scores_html as s2mel_scores_html
+from webui.tab_testing_layout import form_inputs
+from webui.tab_testing_layout import players as layout_players
 
 if TYPE_CHECKING:
     from trainer.project import Project
@@ -323,79 +322,6 @@ def _pickers(workspace: Path, project: Project | None = None) -> SimpleNamespace
                            s2mel_a=s2mel_a, s2mel_b=s2mel_b)
 
 
-def _inputs(ctx: StudioContext) -> SimpleNamespace:
-    from demo.v2 import DemoV2Paths
-
-    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest, DemoV2Paths.under(ctx.workspace).val_manifest])
-    text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
-                      elem_id="test-text")
-    with gr.Row():
-        reference = gr.Dropdown(choices=references, value=references[0][1], allow_custom_value=True, scale=3,
-                                label="Reference voice", elem_id="test-reference",
-                                info="an audio file, or type the path of a prompt log-mel .npy (a cond_mel)")
-        upload = gr.Audio(sources=["upload", "microphone"], type="filepath", scale=2, elem_id="test-upload",
-                          label="…or upload / record a reference (used instead of the pick when given)")
-    with gr.Accordion("Decoding and files", open=False):
-        with gr.Row():
-            mode = gr.Radio(choices=list(DECODE_MODES), value="beam", label="Decoding", elem_id="test-decode")
-            num_beams = gr.Number(value=3, precision=0, minimum=1, label="Beams (beam, sample)",
-                                  elem_id="test-num-beams")
-            seed = gr.Number(value=0, precision=0, label="Seed (sample)", elem_id="test-seed")
-        with gr.Row():
-            temperature = gr.Number(value=1.0, minimum=0.01, step=0.05, label="Temperature (sample)",
-                                    elem_id="test-temperature")
-            top_k = gr.Number(value=30, precision=0, minimum=0, label="Top-k (sample; 0 = off)", elem_id="test-top-k")
-            top_p = gr.Number(value=0.8, minimum=0.01, maximum=1.0, step=0.05, label="Top-p (sample; 1 = off)",
-                              elem_id="test-top-p")
-        with gr.Row():
-            vocoder = gr.Textbox(value="", label="Vocoder (IndexTTS-1.5; empty: each config's bigvgan_checkpoint)",
-                                 elem_id="test-vocoder", scale=3)
-            device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", elem_id="test-device", scale=1)
-    with gr.Accordion("IndexTTS2: S2Mel steps and emotion · IndexTTS-2.5: duration", open=False):
-        with gr.Row():
-            v2_steps = gr.Number(value=DEFAULT_V2_STEPS, precision=0, minimum=1, label="S2Mel steps (fewer: faster, "
-                                 "rougher)", elem_id="test-v2-steps", scale=1)
-            duration_factor = gr.Number(value=1.0, minimum=0.1, maximum=10.0, step=0.05,
-                                        label="Duration factor (IndexTTS-2.5: > 1 slower, < 1 faster speech)",
-                                        elem_id="test-duration-factor", scale=1)
-            emotion_alpha = gr.Slider(minimum=0.0, maximum=1.0, value=1.0, step=0.05, label="Emotion alpha (0: the "
-                                      "voice's own emotion, 1: the emotion reference's)", elem_id="test-emotion-alpha",
-                                      scale=2)
-        emotion_reference = gr.Audio(sources=["upload", "microphone"], type="filepath", elem_id="test-emotion-reference",
-                                     label="Emotion reference (optional; empty: the reference voice's own emotion)")
-    return SimpleNamespace(text=text, reference=reference, upload=upload, mode=mode, num_beams=num_beams, seed=seed,
-                           temperature=temperature, top_k=top_k, top_p=top_p, vocoder=vocoder, device=device,
-                           v2_steps=v2_steps, emotion_reference=emotion_reference, emotion_alpha=emotion_alpha,
-                           duration_factor=duration_factor)
-
-
-def _side_column(side: str) -> tuple[Any, Any, Any]:
-    with gr.Column():
-        gr.Markdown(f"#### {side}")
-        status = gr.HTML(elem_id=f"test-status-{side.lower()}")
-        audio = gr.Audio(value=None, interactive=False, label=side, buttons=["download"],
-                         elem_id=f"test-audio-{side.lower()}")
-        detail = gr.Textbox(value="", lines=2, interactive=False, show_label=False, elem_id=f"test-detail-{side.lower()}")
-    return status, audio, detail
-
-
-def _players() -> SimpleNamespace:
-    with gr.Row():
-        start = gr.Button("Synthesize", variant="primary", elem_id="test-run")
-        stop = gr.Button("Stop", variant="stop", elem_id="test-stop")
-    message = gr.HTML(elem_id="test-message")
-    with gr.Row(equal_height=False):
-        status_a, audio_a, detail_a = _side_column("A")
-        status_b, audio_b, detail_b = _side_column("B")
-    with gr.Accordion("Commands and logs", open=False):
-        command = gr.Textbox(lines=4, interactive=False, label="Commands run (exactly)", elem_id="test-command")
-        log = gr.Textbox(lines=10, max_lines=20, interactive=False, label="Logs", elem_id="test-log")
-    shown = gr.State(None)  # the wav each player holds, so ticks resend no audio
-    return SimpleNamespace(start=start, stop=stop, shown=shown,
-                           outputs=[message, status_a, audio_a, detail_a, status_b, audio_b, detail_b, command, log,
-                                    shown])
-
-
 def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, players: SimpleNamespace,
           timer: gr.Timer) -> None:
     workspace, outputs, message = ctx.workspace, players.outputs, players.outputs[0]
@@ -449,8 +375,8 @@ def build(ctx: StudioContext) -> None:
                 "GPT only vs GPT + S2Mel: pick the same model on both sides and a trained S2Mel for B.")
     state = ctx.project_state
     picks = _pickers(ctx.workspace, ctx.opening_project(state.value) if state is not None else None)
-    inputs = _inputs(ctx)
-    players = _players()
+    inputs = form_inputs(ctx)
+    players = layout_players()
     timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load
     _wire(ctx, picks, inputs, players, timer)
     if state is not None:  # another project picked in this session: its base and newest checkpoint
