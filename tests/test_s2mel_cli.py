@@ -216,12 +216,40 @@ def test_s2mel_preflight_rows(version: str, demo_workspace, tmp_path: Path) -> N
 
 def test_what_an_s2mel_run_does_not_do_yet_is_refused_in_one_line(prepared_v25, tmp_path: Path,
                                                                   monkeypatch) -> None:
-    """torchrun and the forgetting guard are GPT-run promises an S2Mel run does not keep yet: refused, not ignored."""
+    """torchrun is a GPT-run promise an S2Mel run does not keep yet, and a guard with nothing to watch is no guard:
+    both refused in one line, not ignored."""
     argv = run_argv(prepared_v25, tmp_path / "run")
     assert run_preflight(parse_argv(argv)).refusal is None
-    plan = run_preflight(parse_argv([*argv, "--forget-margin", "0.5"]))
-    assert plan.refusal is not None and plan.refusal.startswith("--forget-margin: the forgetting guard watches GPT")
+    plan = run_preflight(parse_argv([*argv, "--forget-margin", "0.5"]))  # nothing to watch
+    assert plan.refusal is not None and "give their validation manifests as --val-manifest PATH::lang" in plan.refusal
     monkeypatch.setenv("WORLD_SIZE", "2")
     plan = run_preflight(parse_argv(argv))
     assert plan.refusal is not None and "torchrun started 2" in plan.refusal
     assert not (tmp_path / "run").exists()
+
+
+def test_the_forgetting_guard_watches_other_languages_and_stops_the_run(prepared_v25, tmp_path: Path) -> None:
+    """--forget-margin with a validation manifest of another language: measured at every save, its first values kept
+    in the checkpoints; a rise past the margin warns, and with --stop-on-forgetting stops (exit 2) naming the
+    checkpoint from before it."""
+    _, manifest, _ = prepared_v25
+    watched = ["--val-manifest", f"{manifest}::en", "--save-interval", "1"]
+    calm = trainer_cli(run_argv(prepared_v25, tmp_path / "calm", *watched, "--max-steps", "2", "--forget-margin",
+                                "100"))
+    assert calm.returncode == 0, calm.stdout + calm.stderr
+    assert "watching en (4 clip(s)) at every save, margin 100" in calm.stdout
+    events = [json.loads(line) for line in (tmp_path / "calm" / "metrics.jsonl").read_text().splitlines()]
+    measured = [e for e in events if e["event"] == "validation"]
+    assert [e["step"] for e in measured] == [1, 2] and all("en" in e["languages"] for e in measured)
+    saved = torch.load(tmp_path / "calm" / "latest.pth", weights_only=True)["components"]["forgetting guard"]
+    assert saved["first"] == {"en": measured[0]["languages"]["en"]} and saved["last_good_step"] == 2
+
+    # A learning rate far too large for the decoder: the other language's loss rises past a tiny margin.
+    wild = trainer_cli(run_argv(prepared_v25, tmp_path / "wild", *watched, "--max-steps", "4", "--learning-rate",
+                                "0.5", "--forget-margin", "1e-6", "--stop-on-forgetting"))
+    assert wild.returncode == 2, wild.stdout + wild.stderr
+    line = wild.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: forgetting en: validation loss") and "(--stop-on-forgetting)" in line, line
+    assert "last checkpoint before the rise: " in line and "model_step" in line, line
+    fired = [json.loads(x) for x in (tmp_path / "wild" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["language"] for e in fired if e["event"] == "forgetting"] == ["en"]

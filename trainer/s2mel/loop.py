@@ -161,6 +161,8 @@ class S2MelTrainer:
         self.manager = CheckpointManager(self.output_dir, settings.keep_checkpoints)
         self.writer = BackgroundWriter(self.manager)
         self.notes: list[str] = []
+        # Run-level state that rides in the checkpoints (state_dict / load_state_dict(saved, notes)): the guard.
+        self.components: dict[str, Any] = {}
 
     # -- state -------------------------------------------------------------------------------------------------
 
@@ -183,6 +185,8 @@ class S2MelTrainer:
             "rng": capture_rng_state(),
             "loss": None if math.isnan(self.last_loss) else self.last_loss,
         }
+        if self.components:
+            ckpt["components"] = {name: part.state_dict() for name, part in self.components.items()}
         if s.mode == "full":
             ckpt["net"] = model.net_state_dict()
         else:
@@ -213,6 +217,10 @@ class S2MelTrainer:
         self.generator.set_state(ckpt["draw_rng"])
         self.notes.extend(restore_rng_state(ckpt["rng"]))
         self.last_loss = math.nan if ckpt.get("loss") is None else float(ckpt["loss"])
+        saved = ckpt.get("components") or {}
+        for name, part in self.components.items():
+            if name in saved:
+                part.load_state_dict(saved[name], self.notes)
 
     def resume_if_any(self) -> Path | None:
         """Continue from the output folder's newest usable checkpoint (None: a fresh start)."""

@@ -80,14 +80,35 @@ def _sample_texts(path: str) -> list[str]:
 
 
 def train_s2mel(opts: dict[str, Any]) -> int:
-    """The run (exit code); a setting or file the S2Mel modules refuse becomes UsageError (one line, exit 2)."""
+    """The run (exit code); a setting or file the S2Mel modules refuse becomes UsageError (one line, exit 2), as
+    does the forgetting guard's stop (--stop-on-forgetting)."""
+    from trainer.forgetting import ForgettingStop
     from trainer.s2mel.loop import S2MelRunError
     from trainer.s2mel.lora import S2MelLoRAError
 
     try:
         return _train(opts)
-    except (S2MelRunError, S2MelLoRAError) as exc:
+    except (S2MelRunError, S2MelLoRAError, ForgettingStop) as exc:
         raise UsageError(str(exc)) from None
+
+
+def _guard(opts: dict[str, Any], found: Any, sources: S2MelSources, trainer: Any) -> tuple[Any, dict[str, Any]] | None:
+    """--forget-margin: the guard (registered with the trainer) and each watched language's clips."""
+    from data_tools.s2mel_clip import prompt_feature_path
+    from trainer.s2mel.dataset import PreparedClips
+    from trainer.s2mel.forgetting import new_guard
+
+    if not found.watched:
+        return None
+    guard = new_guard(found.watched, float(opts["forget_margin"]))
+    trainer.components[guard.name] = guard
+    clips = {}
+    for watched in found.watched:
+        latent = sources.latent_for(watched.folder) if sources.latent_for is not None else None
+        features = all((watched.folder / prompt_feature_path(stem)).is_file() for stem in watched.stems)
+        clips[watched.language] = PreparedClips(watched.folder, watched.stems, sources.semantic, latent,
+                                                prompt_features=features)
+    return guard, clips
 
 
 def _train(opts: dict[str, Any]) -> int:
@@ -96,6 +117,7 @@ def _train(opts: dict[str, Any]) -> int:
     from trainer.options import write_train_config
     from trainer.s2mel.dataset import PreparedClips
     from trainer.s2mel.export import base_record
+    from trainer.s2mel.forgetting import watch
     from trainer.s2mel.loop import S2MelTrainer
     from trainer.s2mel.run_plan import make_s2mel_plan
     from trainer.s2mel.samples import sample_hook
@@ -129,16 +151,20 @@ def _train(opts: dict[str, Any]) -> int:
         base = found.model_dir / "s2mel.pth"
         model = load_s2mel(base, sources.config["s2mel"], **sources.model_kwargs)
         trainer = S2MelTrainer(model, clips, found.settings, out_dir, base=base_record(base), device=device)
+        guarded = _guard(opts, found, sources, trainer)  # before the resume: its state rides in the checkpoints
         resumed = trainer.resume_if_any()
         for note in trainer.notes:
             print(f"note: {note}", flush=True)
         print(f"S2Mel {found.settings.mode}: " + (f"resumed from {resumed.name} at step {trainer.step_count}"
                                                     if resumed else "fresh start at step 0"), flush=True)
-        on_save = None
+        speak = None
         if opts.get("sample_texts"):
             speak = sample_hook(sources.synthesizer, _sample_texts(opts["sample_texts"]), opts["eval_reference"][0],
                                 out_dir, noise_for=seeded_noise)
-            on_save = lambda run: print(f"samples: {', '.join(p.name for p in speak(run))}", flush=True)  # noqa: E731
+
+        def on_save(run: S2MelTrainer) -> None:
+            assert speak is not None
+            print(f"samples: {', '.join(p.name for p in speak(run))}", flush=True)
         _event(out_dir, {"event": "start", "step": trainer.step_count, "mode": found.settings.mode,
                          "generation": found.generation.name})
         interval = int(opts["log_interval"])
@@ -147,6 +173,10 @@ def _train(opts: dict[str, Any]) -> int:
             if report.step % interval == 0 or report.step == found.settings.max_steps:
                 print(f"step {report.step} epoch {report.epoch} loss {report.loss:.5f} "
                       f"grad_norm {report.grad_norm:.4f}", flush=True)
+            saving = report.step % found.settings.save_interval == 0 or report.step == found.settings.max_steps
+            if guarded is not None and saving:  # before the save: the checkpoint holds this measurement
+                for line in watch(trainer, *guarded, stop=bool(opts.get("stop_on_forgetting"))):
+                    print(line, flush=True)
             if test_hook_due(report.step):  # as the GPT trainer: a hook that kills here sees earlier saves committed
                 trainer._raise_on_failed(trainer.writer.wait())
             after_step_test_hooks(report.step)
@@ -154,7 +184,7 @@ def _train(opts: dict[str, Any]) -> int:
                 raise _StopRequested
 
         try:
-            trainer.run(on_step=on_step, on_save=on_save)
+            trainer.run(on_step=on_step, on_save=on_save if speak is not None else None)
         except _StopRequested:
             with stop.saving_checkpoint():
                 trainer._raise_on_failed(trainer.save())
