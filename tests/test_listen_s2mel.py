@@ -43,6 +43,21 @@ def test_s2mel_runs_are_decoders_to_pick_never_a_gpt(ws: Path) -> None:
     assert entries[0] == (listen_s2mel.STOCK_LABEL, listen_s2mel.STOCK)  # the stock decoder comes first
 
 
+def test_exported_adapters_are_offered_too(ws: Path, tmp_path: Path) -> None:
+    from trainer.s2mel.export import export_adapter
+
+    lora = make_s2mel_run(DemoV25Paths.under(ws).config.parent, tmp_path / "lora", mode="lora")
+    adapter = export_adapter(lora, ws / "exports" / "voice" / "s2mel_adapter.pth")
+    try:
+        listed = {c.label: c.key for c in listen_s2mel.s2mel_choices(ws)}
+        assert listed["S2Mel adapter · exports/voice/s2mel_adapter.pth"] == str(adapter)
+        base = next(c.key for c in listen.model_choices(ws) if c.kind == "base" and c.version == "2.5")
+        spec = listen_s2mel.with_s2mel(listen.resolve_model(base, ws), str(adapter), ws)
+        assert spec.s2mel == adapter and spec.problem is None
+    finally:
+        adapter.unlink()
+
+
 def test_a_picked_s2mel_goes_into_the_command_and_a_wrong_one_is_refused(ws: Path) -> None:
     base = next(c.key for c in listen.model_choices(ws) if c.kind == "base" and c.version == "2.5")
     spec = listen.resolve_model(base, ws)
