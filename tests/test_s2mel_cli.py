@@ -214,18 +214,34 @@ def test_s2mel_preflight_rows(version: str, demo_workspace, tmp_path: Path) -> N
         assert model.message == generation.refusal(Capability.TRAIN_S2MEL)
 
 
-def test_what_an_s2mel_run_does_not_do_yet_is_refused_in_one_line(prepared_v25, tmp_path: Path,
-                                                                  monkeypatch) -> None:
-    """torchrun is a GPT-run promise an S2Mel run does not keep yet, and a guard with nothing to watch is no guard:
-    both refused in one line, not ignored."""
+def test_a_guard_with_nothing_to_watch_is_refused_in_one_line(prepared_v25, tmp_path: Path) -> None:
     argv = run_argv(prepared_v25, tmp_path / "run")
     assert run_preflight(parse_argv(argv)).refusal is None
-    plan = run_preflight(parse_argv([*argv, "--forget-margin", "0.5"]))  # nothing to watch
+    plan = run_preflight(parse_argv([*argv, "--forget-margin", "0.5"]))  # no other language's validation set
     assert plan.refusal is not None and "give their validation manifests as --val-manifest PATH::lang" in plan.refusal
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    plan = run_preflight(parse_argv(argv))
-    assert plan.refusal is not None and "torchrun started 2" in plan.refusal
     assert not (tmp_path / "run").exists()
+
+
+def test_torchrun_trains_one_s2mel_on_two_processes_and_resumes_exactly(prepared_v25, tmp_path: Path) -> None:
+    """Two CPU processes (Gloo) share each batch; rank 0 alone writes; a run stopped at step 2 and resumed ends
+    bit for bit where the straight run does."""
+    from tests.test_torchrun import torchrun
+
+    straight = torchrun(run_argv(prepared_v25, tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stdout + straight.stderr
+    assert "fresh start at step 0, 2 processes" in straight.stdout
+    events = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "train"] == [1, 2, 3, 4]  # rank 0's lines only
+    assert sorted(p.name for p in (tmp_path / "straight").glob("*.pth")) == ["latest.pth", "model_step2.pth",
+                                                                            "model_step4.pth"]
+    half = torchrun(run_argv(prepared_v25, tmp_path / "halves", "--max-steps", "2"))
+    assert half.returncode == 0, half.stdout + half.stderr
+    rest = torchrun(run_argv(prepared_v25, tmp_path / "halves"))
+    assert rest.returncode == 0 and "resumed from latest.pth at step 2" in rest.stdout, rest.stdout + rest.stderr
+    expected, actual = net_of(tmp_path / "straight" / "latest.pth"), net_of(tmp_path / "halves" / "latest.pth")
+    assert all(torch.equal(expected[key], actual[key]) for key in expected)
+    base = net_of(prepared_v25[0] / "s2mel.pth")
+    assert any(not torch.equal(base[key], expected[key]) for key in expected)  # it trained
 
 
 def test_the_forgetting_guard_watches_other_languages_and_stops_the_run(prepared_v25, tmp_path: Path) -> None:

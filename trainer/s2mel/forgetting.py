@@ -13,6 +13,7 @@ values.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ def watch(trainer: Any, guard: ForgettingGuard, clips: Mapping[str, Any], *, sto
     alarms = guard.observe(step, losses)
     lines = [f"forgetting guard at step {step}: " + ", ".join(f"{k} {v:.5f}" for k, v in sorted(losses.items()))]
     metrics = Path(trainer.output_dir) / "metrics.jsonl"
-    with open(metrics, "a", encoding="utf-8") as handle:
+    with open(metrics if trainer.is_main else os.devnull, "a", encoding="utf-8") as handle:  # rank 0 writes
         handle.write(json.dumps({"part": "s2mel", "event": "validation", "step": step, "languages": losses}) + "\n")
         if alarms:
             trainer.writer.wait()  # the checkpoint the alarm names is on disk

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,20 +171,8 @@ def train_settings(opts: dict[str, Any], clips: int) -> S2MelTrainSettings:
         grad_clip=float(opts["grad_clip"]) or math.inf, seed=int(opts["seed"]))
 
 
-def _not_yet(opts: dict[str, Any]) -> str | None:
-    """What an S2Mel run does not do yet, refused in one line rather than silently ignored."""
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    if world > 1:
-        return (f"an S2Mel run trains in one process; torchrun started {world}: run python -m trainer.train "
-                "--train s2mel without torchrun (one GPU)")
-    return None
-
-
 def _settings(plan: S2MelPlan) -> bool:
     opts = plan.plan.opts
-    refusal = _not_yet(opts)
-    if refusal:
-        return plan.plan.add("settings", False, refusal)
     if opts.get("resume") not in ("", "auto"):
         return plan.plan.add("settings", False, f"--resume {opts['resume']}: an S2Mel run resumes from its "
                                                 "--output-dir only (auto)")
