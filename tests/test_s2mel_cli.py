@@ -124,6 +124,9 @@ def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_pa
     assert done.returncode == 0, done.stderr
     samples = sorted(p.name for p in (tmp_path / "lora" / "samples").glob("*.wav"))
     assert samples == ["s2mel_step2_0.wav", "s2mel_step4_0.wav"]
+    from webui.listen_models import trains_s2mel
+
+    assert trains_s2mel(tmp_path / "lora")  # its train_config.yaml: the studio offers it as a decoder, not a GPT
     ckpt = torch.load(tmp_path / "lora" / "latest.pth", weights_only=True)
     assert ckpt["mode"] == "lora" and ckpt["step"] == 4 and ckpt["adapter"]
     assert checkpoint_kind(ckpt) == "s2mel"
@@ -209,3 +212,60 @@ def test_s2mel_preflight_rows(version: str, demo_workspace, tmp_path: Path) -> N
     else:
         assert [check.name for check in plan.checks if not check.ok] == ["model"]
         assert model.message == generation.refusal(Capability.TRAIN_S2MEL)
+
+
+def test_a_guard_with_nothing_to_watch_is_refused_in_one_line(prepared_v25, tmp_path: Path) -> None:
+    argv = run_argv(prepared_v25, tmp_path / "run")
+    assert run_preflight(parse_argv(argv)).refusal is None
+    plan = run_preflight(parse_argv([*argv, "--forget-margin", "0.5"]))  # no other language's validation set
+    assert plan.refusal is not None and "give their validation manifests as --val-manifest PATH::lang" in plan.refusal
+    assert not (tmp_path / "run").exists()
+
+
+def test_torchrun_trains_one_s2mel_on_two_processes_and_resumes_exactly(prepared_v25, tmp_path: Path) -> None:
+    """Two CPU processes (Gloo) share each batch; rank 0 alone writes; a run stopped at step 2 and resumed ends
+    bit for bit where the straight run does."""
+    from tests.test_torchrun import torchrun
+
+    straight = torchrun(run_argv(prepared_v25, tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stdout + straight.stderr
+    assert "fresh start at step 0, 2 processes" in straight.stdout
+    events = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "train"] == [1, 2, 3, 4]  # rank 0's lines only
+    assert sorted(p.name for p in (tmp_path / "straight").glob("*.pth")) == ["latest.pth", "model_step2.pth",
+                                                                            "model_step4.pth"]
+    half = torchrun(run_argv(prepared_v25, tmp_path / "halves", "--max-steps", "2"))
+    assert half.returncode == 0, half.stdout + half.stderr
+    rest = torchrun(run_argv(prepared_v25, tmp_path / "halves"))
+    assert rest.returncode == 0 and "resumed from latest.pth at step 2" in rest.stdout, rest.stdout + rest.stderr
+    expected, actual = net_of(tmp_path / "straight" / "latest.pth"), net_of(tmp_path / "halves" / "latest.pth")
+    assert all(torch.equal(expected[key], actual[key]) for key in expected)
+    base = net_of(prepared_v25[0] / "s2mel.pth")
+    assert any(not torch.equal(base[key], expected[key]) for key in expected)  # it trained
+
+
+def test_the_forgetting_guard_watches_other_languages_and_stops_the_run(prepared_v25, tmp_path: Path) -> None:
+    """--forget-margin with a validation manifest of another language: measured at every save, its first values kept
+    in the checkpoints; a rise past the margin warns, and with --stop-on-forgetting stops (exit 2) naming the
+    checkpoint from before it."""
+    _, manifest, _ = prepared_v25
+    watched = ["--val-manifest", f"{manifest}::en", "--save-interval", "1"]
+    calm = trainer_cli(run_argv(prepared_v25, tmp_path / "calm", *watched, "--max-steps", "2", "--forget-margin",
+                                "100"))
+    assert calm.returncode == 0, calm.stdout + calm.stderr
+    assert "watching en (4 clip(s)) at every save, margin 100" in calm.stdout
+    events = [json.loads(line) for line in (tmp_path / "calm" / "metrics.jsonl").read_text().splitlines()]
+    measured = [e for e in events if e["event"] == "validation"]
+    assert [e["step"] for e in measured] == [1, 2] and all("en" in e["languages"] for e in measured)
+    saved = torch.load(tmp_path / "calm" / "latest.pth", weights_only=True)["components"]["forgetting guard"]
+    assert saved["first"] == {"en": measured[0]["languages"]["en"]} and saved["last_good_step"] == 2
+
+    # A learning rate far too large for the decoder: the other language's loss rises past a tiny margin.
+    wild = trainer_cli(run_argv(prepared_v25, tmp_path / "wild", *watched, "--max-steps", "4", "--learning-rate",
+                                "0.5", "--forget-margin", "1e-6", "--stop-on-forgetting"))
+    assert wild.returncode == 2, wild.stdout + wild.stderr
+    line = wild.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: forgetting en: validation loss") and "(--stop-on-forgetting)" in line, line
+    assert "last checkpoint before the rise: " in line and "model_step" in line, line
+    fired = [json.loads(x) for x in (tmp_path / "wild" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["language"] for e in fired if e["event"] == "forgetting"] == ["en"]

@@ -4,13 +4,14 @@ Pick any base model or checkpoint of the workspace's runs for each side, type a 
 paste is fine), choose a reference voice (a generated stand-in, audio under ``references/``, a validation
 prompt that is an audio file, or an upload), and decoding settings; IndexTTS2 and IndexTTS-2.5 models also take the
 S2Mel steps and an emotion reference blended by alpha, IndexTTS-2.5 the duration factor (IndexTTS-1.5 sides
-ignore them). Each side runs as its own supervised
+ignore them), and each IndexTTS2 / 2.5 side a trained S2Mel (an S2Mel run's checkpoint or an exported adapter;
+the same GPT with the stock S2Mel on A and the trained one on B is the GPT-only vs GPT + S2Mel comparison). Each side runs as its own supervised
 job (``python -m trainer.synthesize ... --json report.json``, jobs ``test_a`` / ``test_b``), never in the UI
 process; the players show the result with its length and real-time factor, or one line saying why not.
 
 All rules (which files go with a checkpoint, the command, reading the report) live in ``webui.listen``,
-the reference voices in ``webui.reference_voices``; callbacks here are plain functions over the context,
-``build(ctx)`` wires them.
+the reference voices in ``webui.reference_voices``, the form and players' layout in ``webui.tab_testing_layout``;
+callbacks here are plain functions over the context, ``build(ctx)`` wires them.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import gradio as gr
 
 from webui.listen import (
     BASE_PREFIX,
-    DECODE_MODES,
-    DEFAULT_TEXT,
     DEFAULT_V2_STEPS,
     DEVICES,
     ListenError,
@@ -46,8 +45,11 @@ from webui.listen import (
     synthesis_argv,
     typed_path,
 )
+from webui.listen_s2mel import STOCK, picker_entries, with_s2mel
 from webui.plots import badge_html, message_html
-from webui.reference_voices import reference_choices
+from webui.s2mel_scores_view import scores_html as s2mel_scores_html
+from webui.tab_testing_layout import form_inputs
+from webui.tab_testing_layout import players as layout_players
 
 if TYPE_CHECKING:
     from trainer.project import Project
@@ -156,8 +158,10 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
                temperature: float | None, top_k: float | None, top_p: float | None, seed: float | None,
                vocoder: str | None, device: str | None, v2_steps: float | None = DEFAULT_V2_STEPS,
                emotion_reference: str | None = None, emotion_alpha: float | None = 1.0,
-               duration_factor: float | None = 1.0) -> TestView:
-    """Check the form, then start one synthesis job per picked side (in parallel)."""
+               duration_factor: float | None = 1.0, s2mel_a: str | None = STOCK,
+               s2mel_b: str | None = STOCK) -> TestView:
+    """Check the form, then start one synthesis job per picked side (in parallel); ``s2mel_*``: the trained S2Mel
+    each side speaks through (STOCK: its download folder's)."""
     from webui.supervisor import RunAlreadyActive
 
     keys = {"A": (key_a or "").strip() or None, "B": (key_b or "").strip() or None}
@@ -191,12 +195,15 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
         return poll_test(ctx, message_html(str(exc)))
     current: dict[str, Any] = {"folder": str(folder), "text": spoken, "reference": str(source), "sides": {}}
     started = []
+    s2mels = {"A": s2mel_a, "B": s2mel_b}
     for side, key in keys.items():
         if key is None:
             continue
         entry: dict[str, Any] = {"key": key}
         try:
             spec = resolve_model(key, ctx.workspace, vocoder)
+            entry["model"] = spec.label
+            spec = with_s2mel(spec, s2mels[side], ctx.workspace)
             entry["model"] = spec.label
             if spec.problem:
                 raise ListenError(spec.problem)
@@ -226,17 +233,18 @@ def stop_test(ctx: StudioContext) -> TestView:
     return poll_test(ctx, message_html("; ".join(problems)) if problems else "")
 
 
-def describe_pick(key: str | None, workspace: Path, vocoder: str | None) -> str:
-    """One line under a model picker: the files it will use, or why it cannot be spoken with."""
+def describe_pick(key: str | None, workspace: Path, vocoder: str | None, s2mel: str | None = STOCK) -> str:
+    """One line under a model picker: the files it will use (its S2Mel too), or why it cannot be spoken with."""
     if not (key or "").strip():
         return badge_html("NOT USED", "pick a model to compare", "info")
     try:
-        spec = resolve_model(key, workspace, vocoder)
+        spec = with_s2mel(resolve_model(key, workspace, vocoder), s2mel, workspace)
     except ListenError as exc:
         return badge_html("CANNOT SPEAK", str(exc), "error")
     if spec.problem:
         return badge_html("CANNOT SPEAK", spec.problem, "error")
-    return badge_html("READY", spec.describe(workspace), "ok") + _scores_html(spec.checkpoint)
+    return badge_html("READY", spec.describe(workspace), "ok") + _scores_html(spec.checkpoint) + s2mel_scores_html(
+        spec.s2mel)
 
 
 def _scores_html(checkpoint: Path) -> str:
@@ -301,83 +309,17 @@ def _pickers(workspace: Path, project: Project | None = None) -> SimpleNamespace
         model_b = gr.Dropdown(choices=[("(none)", NONE), *listed], value=first_b or NONE, allow_custom_value=True,
                               scale=5, label="Model B", elem_id="test-model-b", info="(none): A only")
         refresh = gr.Button("Refresh models", scale=1, elem_id="test-refresh-models")
+    decoders = picker_entries(workspace)
+    with gr.Row(equal_height=True):  # GPT only vs GPT + S2Mel: the same model on both sides, a trained S2Mel on B
+        s2mel_a, s2mel_b = (gr.Dropdown(choices=decoders, value=STOCK, scale=5, label=f"S2Mel {side} (IndexTTS2 / 2.5)",
+                                        elem_id=f"test-s2mel-{side.lower()}", info="a trained S2Mel (an S2Mel run's "
+                                        "checkpoint or exported adapter) or the download folder's own")
+                            for side in SIDES)
     with gr.Row():
         files_a = gr.HTML(value=lambda: describe_pick(first_a, workspace, ""), elem_id="test-files-a")
         files_b = gr.HTML(value=lambda: describe_pick(first_b, workspace, ""), elem_id="test-files-b")
-    return SimpleNamespace(model_a=model_a, model_b=model_b, refresh=refresh, files_a=files_a, files_b=files_b)
-
-
-def _inputs(ctx: StudioContext) -> SimpleNamespace:
-    from demo.v2 import DemoV2Paths
-
-    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest, DemoV2Paths.under(ctx.workspace).val_manifest])
-    text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
-                      elem_id="test-text")
-    with gr.Row():
-        reference = gr.Dropdown(choices=references, value=references[0][1], allow_custom_value=True, scale=3,
-                                label="Reference voice", elem_id="test-reference",
-                                info="an audio file, or type the path of a prompt log-mel .npy (a cond_mel)")
-        upload = gr.Audio(sources=["upload", "microphone"], type="filepath", scale=2, elem_id="test-upload",
-                          label="…or upload / record a reference (used instead of the pick when given)")
-    with gr.Accordion("Decoding and files", open=False):
-        with gr.Row():
-            mode = gr.Radio(choices=list(DECODE_MODES), value="beam", label="Decoding", elem_id="test-decode")
-            num_beams = gr.Number(value=3, precision=0, minimum=1, label="Beams (beam, sample)",
-                                  elem_id="test-num-beams")
-            seed = gr.Number(value=0, precision=0, label="Seed (sample)", elem_id="test-seed")
-        with gr.Row():
-            temperature = gr.Number(value=1.0, minimum=0.01, step=0.05, label="Temperature (sample)",
-                                    elem_id="test-temperature")
-            top_k = gr.Number(value=30, precision=0, minimum=0, label="Top-k (sample; 0 = off)", elem_id="test-top-k")
-            top_p = gr.Number(value=0.8, minimum=0.01, maximum=1.0, step=0.05, label="Top-p (sample; 1 = off)",
-                              elem_id="test-top-p")
-        with gr.Row():
-            vocoder = gr.Textbox(value="", label="Vocoder (IndexTTS-1.5; empty: each config's bigvgan_checkpoint)",
-                                 elem_id="test-vocoder", scale=3)
-            device = gr.Radio(choices=list(DEVICES), value="auto", label="Device", elem_id="test-device", scale=1)
-    with gr.Accordion("IndexTTS2: S2Mel steps and emotion · IndexTTS-2.5: duration", open=False):
-        with gr.Row():
-            v2_steps = gr.Number(value=DEFAULT_V2_STEPS, precision=0, minimum=1, label="S2Mel steps (fewer: faster, "
-                                 "rougher)", elem_id="test-v2-steps", scale=1)
-            duration_factor = gr.Number(value=1.0, minimum=0.1, maximum=10.0, step=0.05,
-                                        label="Duration factor (IndexTTS-2.5: > 1 slower, < 1 faster speech)",
-                                        elem_id="test-duration-factor", scale=1)
-            emotion_alpha = gr.Slider(minimum=0.0, maximum=1.0, value=1.0, step=0.05, label="Emotion alpha (0: the "
-                                      "voice's own emotion, 1: the emotion reference's)", elem_id="test-emotion-alpha",
-                                      scale=2)
-        emotion_reference = gr.Audio(sources=["upload", "microphone"], type="filepath", elem_id="test-emotion-reference",
-                                     label="Emotion reference (optional; empty: the reference voice's own emotion)")
-    return SimpleNamespace(text=text, reference=reference, upload=upload, mode=mode, num_beams=num_beams, seed=seed,
-                           temperature=temperature, top_k=top_k, top_p=top_p, vocoder=vocoder, device=device,
-                           v2_steps=v2_steps, emotion_reference=emotion_reference, emotion_alpha=emotion_alpha,
-                           duration_factor=duration_factor)
-
-
-def _side_column(side: str) -> tuple[Any, Any, Any]:
-    with gr.Column():
-        gr.Markdown(f"#### {side}")
-        status = gr.HTML(elem_id=f"test-status-{side.lower()}")
-        audio = gr.Audio(value=None, interactive=False, label=side, buttons=["download"],
-                         elem_id=f"test-audio-{side.lower()}")
-        detail = gr.Textbox(value="", lines=2, interactive=False, show_label=False, elem_id=f"test-detail-{side.lower()}")
-    return status, audio, detail
-
-
-def _players() -> SimpleNamespace:
-    with gr.Row():
-        start = gr.Button("Synthesize", variant="primary", elem_id="test-run")
-        stop = gr.Button("Stop", variant="stop", elem_id="test-stop")
-    message = gr.HTML(elem_id="test-message")
-    with gr.Row(equal_height=False):
-        status_a, audio_a, detail_a = _side_column("A")
-        status_b, audio_b, detail_b = _side_column("B")
-    with gr.Accordion("Commands and logs", open=False):
-        command = gr.Textbox(lines=4, interactive=False, label="Commands run (exactly)", elem_id="test-command")
-        log = gr.Textbox(lines=10, max_lines=20, interactive=False, label="Logs", elem_id="test-log")
-    shown = gr.State(None)  # the wav each player holds, so ticks resend no audio
-    return SimpleNamespace(start=start, stop=stop, shown=shown,
-                           outputs=[message, status_a, audio_a, detail_a, status_b, audio_b, detail_b, command, log,
-                                    shown])
+    return SimpleNamespace(model_a=model_a, model_b=model_b, refresh=refresh, files_a=files_a, files_b=files_b,
+                           s2mel_a=s2mel_a, s2mel_b=s2mel_b)
 
 
 def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, players: SimpleNamespace,
@@ -396,24 +338,31 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
         view = poll_test(ctx, current_message)
         return (*_view_outputs(view, held), gr.Timer(active=view.running))
 
-    def on_refresh(a: str, b: str):
+    def on_refresh(a: str, b: str, s2mel_a: str, s2mel_b: str):
         listed_now = [(c.label, c.key) for c in model_choices(workspace)]
-        return (gr.Dropdown(choices=listed_now, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed_now], value=b))
+        decoders = picker_entries(workspace)
+        keep = {value for _, value in decoders}
+        return (gr.Dropdown(choices=listed_now, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed_now], value=b),
+                *(gr.Dropdown(choices=decoders, value=v if v in keep else STOCK) for v in (s2mel_a, s2mel_b)))
 
     i = inputs
     players.start.click(on_start, inputs=[picks.model_a, picks.model_b, i.text, i.reference, i.upload, i.mode,
                                           i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device,
-                                          i.v2_steps, i.emotion_reference, i.emotion_alpha, i.duration_factor],
+                                          i.v2_steps, i.emotion_reference, i.emotion_alpha, i.duration_factor,
+                                          picks.s2mel_a, picks.s2mel_b],
                         outputs=[*outputs, timer])
     players.stop.click(on_stop, inputs=players.shown, outputs=[*outputs, timer])
     timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden")
-    picks.refresh.click(on_refresh, inputs=[picks.model_a, picks.model_b], outputs=[picks.model_a, picks.model_b])
-    picks.model_a.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[picks.model_a, i.vocoder],
-                         outputs=picks.files_a)
-    picks.model_b.change(lambda key, voc: describe_pick(key, workspace, voc), inputs=[picks.model_b, i.vocoder],
-                         outputs=picks.files_b)
-    i.vocoder.change(lambda a, b, voc: (describe_pick(a, workspace, voc), describe_pick(b, workspace, voc)),
-                     inputs=[picks.model_a, picks.model_b, i.vocoder], outputs=[picks.files_a, picks.files_b])
+    decoders = [picks.s2mel_a, picks.s2mel_b]
+    picks.refresh.click(on_refresh, inputs=[picks.model_a, picks.model_b, *decoders],
+                        outputs=[picks.model_a, picks.model_b, *decoders])
+    for model, decoder, files in ((picks.model_a, picks.s2mel_a, picks.files_a),
+                                  (picks.model_b, picks.s2mel_b, picks.files_b)):
+        for changed in (model, decoder):
+            changed.change(lambda key, voc, s2mel: describe_pick(key, workspace, voc, s2mel),
+                           inputs=[model, i.vocoder, decoder], outputs=files)
+    i.vocoder.change(lambda a, b, voc, sa, sb: (describe_pick(a, workspace, voc, sa), describe_pick(b, workspace, voc, sb)),
+                     inputs=[picks.model_a, picks.model_b, i.vocoder, *decoders], outputs=[picks.files_a, picks.files_b])
 
 
 def build(ctx: StudioContext) -> None:
@@ -422,11 +371,12 @@ def build(ctx: StudioContext) -> None:
                 "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
                 "the browser). IndexTTS-1.5 speaks through BigVGAN at 24 kHz; IndexTTS2 through the download folder "
                 "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below; IndexTTS-2.5 "
-                "likewise, with its duration factor. A LoRA run's checkpoints are offered with the adapter on and off.")
+                "likewise, with its duration factor. A LoRA run's checkpoints are offered with the adapter on and off. "
+                "GPT only vs GPT + S2Mel: pick the same model on both sides and a trained S2Mel for B.")
     state = ctx.project_state
     picks = _pickers(ctx.workspace, ctx.opening_project(state.value) if state is not None else None)
-    inputs = _inputs(ctx)
-    players = _players()
+    inputs = form_inputs(ctx)
+    players = layout_players()
     timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load
     _wire(ctx, picks, inputs, players, timer)
     if state is not None:  # another project picked in this session: its base and newest checkpoint

@@ -1,10 +1,12 @@
 """``python -m trainer.checkpoints export-s2mel``: an S2Mel run checkpoint -> what IndexTTS2 / 2.5 inference loads.
 
 Writes ``<out>/s2mel.pth`` in the stock layout (adapters merged; loads strictly into the stock S2Mel), or with
-``--adapter-only`` the adapter alone (``<out>/s2mel_adapter.pth``). With ``--scores`` (JSON: ``{"without":
-[{"voice", "similarity", "cer"}, ...], "with": [...]}``, the held-out voices scored GPT-only and GPT + S2Mel)
-the export is gated by :func:`trainer.s2mel.keep.decide_adapter`, whose reason is printed; ``--keep keep|drop``
-overrides it.
+``--adapter-only`` the adapter alone (``<out>/s2mel_adapter.pth``). With scores (JSON: ``{"without":
+[{"voice", "similarity", "cer"}, ...], "with": [...]}``, the held-out voices scored GPT-only and GPT + S2Mel:
+``--scores``, else the ``s2mel_scores.json`` that ``python -m trainer.s2mel.evaluate`` wrote beside the checkpoint)
+the export is gated by :func:`trainer.s2mel.keep.decide_adapter`, whose reason is printed and appended to the
+run's ``metrics.jsonl``; ``--keep keep|drop`` overrides it. Scores of another step than the checkpoint's are
+refused (measure this checkpoint, or override).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.errors import UsageError
+from trainer.s2mel.evaluate import SCORES_FILE
 
 OUT_STOCK, OUT_ADAPTER = "s2mel.pth", "s2mel_adapter.pth"
 
@@ -37,15 +40,25 @@ def s2mel_model_kwargs(generation: Any, config: dict[str, Any]) -> dict[str, Any
     return {"gpt_dim": config["gpt"]["model_dim"]} if generation.s2mel_gpt_latent else {"with_gpt_layer": False}
 
 
-def _scores(path: Path) -> tuple[list[Any], list[Any]]:
+def _scores(path: Path) -> tuple[list[Any], list[Any], Any]:
+    """(without, with, the step they measured, None when not recorded)."""
     from trainer.s2mel.keep import VoiceScore
 
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        return tuple([VoiceScore(str(s["voice"]), float(s["similarity"]), float(s["cer"])) for s in raw[side]]
-                     for side in ("without", "with"))  # type: ignore[return-value]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        without, with_adapter = ([VoiceScore(str(s["voice"]), float(s["similarity"]), float(s["cer"]))
+                                  for s in raw[side]] for side in ("without", "with"))
+        return without, with_adapter, raw.get("step")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise S2MelExportRefused(f"--scores {path}: not a scores file ({' '.join(str(exc).split())})") from None
+
+
+def _log(run_dir: Path, record: dict[str, Any]) -> None:
+    """The export's decision in the run's metrics.jsonl (its log), where the checkpoint sits in a run folder."""
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.is_file():
+        with open(metrics, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"part": "s2mel", "event": "export", **record}, ensure_ascii=False) + "\n")
 
 
 def export_s2mel(path: Path, out: Path, model_dir: Path, *, adapter_only: bool = False, scores: Path | None = None,
@@ -64,8 +77,13 @@ def export_s2mel(path: Path, out: Path, model_dir: Path, *, adapter_only: bool =
     refusal = generation.refusal(Capability.TRAIN_S2MEL)
     if refusal:
         raise S2MelExportRefused(refusal)
-    if not is_s2mel_checkpoint(load_checkpoint(path)):
+    ckpt = load_checkpoint(path, mmap=True)
+    if not is_s2mel_checkpoint(ckpt):
         raise S2MelExportRefused(f"{path} is not an S2Mel run checkpoint (python -m trainer.train --train s2mel)")
+    step = ckpt.get("step")
+    del ckpt
+    if scores is None and (path.parent / SCORES_FILE).is_file():
+        scores = path.parent / SCORES_FILE  # what python -m trainer.s2mel.evaluate measured for this run
     target = out / (OUT_ADAPTER if adapter_only else OUT_STOCK)
     if target.exists() and not force:
         raise S2MelExportRefused(f"{target} exists: pass --force to replace it")
@@ -75,14 +93,19 @@ def export_s2mel(path: Path, out: Path, model_dir: Path, *, adapter_only: bool =
             chosen = keep == "keep"
             decision = f"S2Mel {'kept' if chosen else 'left out'} by the user's override (no scores given)"
         else:
-            without, with_adapter = _scores(scores)
+            without, with_adapter, measured = _scores(scores)
+            if measured is not None and measured != step and keep == "auto":
+                raise S2MelExportRefused(f"{scores} measured step {measured}, {path.name} is step {step}: run python "
+                                         "-m trainer.s2mel.evaluate on it (or --keep keep|drop)")
             try:
                 verdict = decide_adapter(without, with_adapter, override=keep)
             except ValueError as exc:
                 raise S2MelExportRefused(f"--scores {scores}: {exc}") from None
             chosen, decision = verdict.keep, verdict.reason
+        _log(path.parent, {"step": step, "exported": chosen, "reason": decision})
         if not chosen:
-            raise S2MelExportRefused(f"not exported: {decision} (--keep keep exports it anyway)")
+            raise S2MelExportRefused(f"not exported: {decision}; the download folder's s2mel.pth stays the one to use "
+                                     "(--keep keep exports it anyway)")
     config = load_config(model_dir / "config.yaml")
     try:
         if adapter_only:

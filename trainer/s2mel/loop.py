@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,8 @@ class S2MelTrainer:
         *,
         base: dict[str, str] | None = None,
         device: str | torch.device = "cpu",
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         if not clips:
             raise S2MelRunError("no clips to train the S2Mel on")
@@ -137,6 +140,9 @@ class S2MelTrainer:
         self.output_dir = Path(output_dir)
         self.base = dict(base or {})
         self.device = torch.device(device)
+        # torchrun: every rank a share of each global batch (trainer.s2mel.data_parallel); rank 0 writes
+        self.rank, self.world_size = int(rank), int(world_size)
+        self.is_main = self.rank == 0
         self.uses_gpt_layer = model.gpt_layer is not None and clips[0].gpt_latent is not None
         torch.manual_seed(settings.seed)  # LoRA's init draws; a resume restores the saved state after it
         if settings.mode == "lora":
@@ -161,6 +167,8 @@ class S2MelTrainer:
         self.manager = CheckpointManager(self.output_dir, settings.keep_checkpoints)
         self.writer = BackgroundWriter(self.manager)
         self.notes: list[str] = []
+        # Run-level state that rides in the checkpoints (state_dict / load_state_dict(saved, notes)): the guard.
+        self.components: dict[str, Any] = {}
 
     # -- state -------------------------------------------------------------------------------------------------
 
@@ -183,6 +191,8 @@ class S2MelTrainer:
             "rng": capture_rng_state(),
             "loss": None if math.isnan(self.last_loss) else self.last_loss,
         }
+        if self.components:
+            ckpt["components"] = {name: part.state_dict() for name, part in self.components.items()}
         if s.mode == "full":
             ckpt["net"] = model.net_state_dict()
         else:
@@ -213,17 +223,23 @@ class S2MelTrainer:
         self.generator.set_state(ckpt["draw_rng"])
         self.notes.extend(restore_rng_state(ckpt["rng"]))
         self.last_loss = math.nan if ckpt.get("loss") is None else float(ckpt["loss"])
+        saved = ckpt.get("components") or {}
+        for name, part in self.components.items():
+            if name in saved:
+                part.load_state_dict(saved[name], self.notes)
 
     def resume_if_any(self) -> Path | None:
         """Continue from the output folder's newest usable checkpoint (None: a fresh start)."""
-        self.manager.clean_stale_temp_files()  # a save killed mid-write leaves its temp file
+        if self.is_main:
+            self.manager.clean_stale_temp_files()  # a save killed mid-write leaves its temp file
         choice = select_s2mel_resume(self.output_dir)
         if choice is None:
             return None
         path, ckpt, notes = choice
         self.notes.extend(notes)
         self.restore(ckpt, str(path))
-        self._forget_metrics_after(self.step_count)
+        if self.is_main:
+            self._forget_metrics_after(self.step_count)
         return path
 
     def _forget_metrics_after(self, step: int) -> None:
@@ -291,14 +307,36 @@ class S2MelTrainer:
         prompt_lens = draw_prompt_lens(x_lens, self.settings.prompt_fraction, self.generator)
         batch = collate(clips, prompt_lens).to(self.device)
         draws = draw_flow_noise(batch.x1, self.generator)
-        loss = self.batch_loss(batch, draws)
-        loss.backward()
+        if self.world_size > 1:
+            loss = self._data_parallel_backward(batch, draws)
+        else:
+            loss = self.batch_loss(batch, draws)
+            loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.settings.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step_count += 1
         self.last_loss = float(loss.detach())
         return StepReport(self.step_count, self.epoch, self.last_loss, float(grad_norm))
+
+    def _data_parallel_backward(self, batch: S2MelBatch, draws: FlowDraws) -> torch.Tensor:
+        """This rank's share of the global batch's mean loss, backpropagated; gradients summed over the ranks."""
+        from trainer.s2mel import data_parallel as dp
+
+        dp.seed_step(self.settings.seed, self.step_count, self.rank)
+        size = int(batch.x1.shape[0])
+        items = dp.rank_items(size, self.rank, self.world_size)
+        if items:
+            mine, my_draws = dp.select_items(batch, draws, items)
+            s = self.settings
+            share = flow_matching_loss(self.model, mine.x1, mine.x_lens, mine.prompt_lens, self.regulated(mine),
+                                       mine.style, my_draws, loss_type=s.loss_type,
+                                       class_dropout_prob=s.class_dropout_prob).loss_items.sum() / size
+            share.backward()
+        else:
+            share = torch.zeros((), device=self.device)
+        dp.sum_gradients(self.trainable)
+        return torch.tensor(dp.summed(share))
 
     @torch.no_grad()
     def validation_loss(self, clips: Sequence[S2MelClip], seed: int = 0) -> float:
@@ -330,7 +368,10 @@ class S2MelTrainer:
     # -- the run -----------------------------------------------------------------------------------------------
 
     def save(self) -> WriteResult | None:
-        """Snapshot now, write in the background; returns the previous write's outcome if one was pending."""
+        """Snapshot now, write in the background; returns the previous write's outcome if one was pending (rank 0
+        alone writes)."""
+        if not self.is_main:
+            return None
         return self.writer.submit(snapshot(self.checkpoint()), self.step_count, is_best=False)
 
     def run(
@@ -344,12 +385,15 @@ class S2MelTrainer:
         last = min(self.settings.max_steps, until_step or self.settings.max_steps)
         reports: list[StepReport] = []
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as metrics:
+        with ExitStack() as stack:
+            metrics = (stack.enter_context(open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8"))
+                       if self.is_main else None)
             while self.step_count < last:
                 report = self.train_step()
                 reports.append(report)
-                metrics.write(json.dumps({"event": "train", "part": PART, **asdict(report)}) + "\n")
-                metrics.flush()  # a killed run keeps the lines of the steps it did
+                if metrics is not None:
+                    metrics.write(json.dumps({"event": "train", "part": PART, **asdict(report)}) + "\n")
+                    metrics.flush()  # a killed run keeps the lines of the steps it did
                 if on_step is not None:
                     on_step(report)
                 if (

@@ -35,6 +35,7 @@ class S2MelPlan:
     stems: list[str] = field(default_factory=list)
     settings: S2MelTrainSettings | None = None
     prompt_features: bool = False
+    watched: list[Any] = field(default_factory=list)  # trainer.s2mel.forgetting.WatchedSet: the guard's languages
 
 
 def model_folder(opts: dict[str, Any]) -> Path | None:
@@ -106,11 +107,7 @@ def _data(plan: S2MelPlan) -> bool:
         folder, stems = manifest_stems(path)
     except (OSError, ValueError) as exc:
         return plan.plan.add("data", False, one_line(exc))
-    needed = ["codes/{}.npy", *(str(p).replace("STEM", "{}") for p in s2mel_paths("STEM"))]
-    if plan.generation is not None and plan.generation.s2mel_gpt_latent:
-        needed += [f"{sub}/{{}}.npy" for sub in GPT_LATENT_FOLDERS]
-    missing = [(stem, pattern.format(stem)) for stem in stems for pattern in needed
-               if not (folder / pattern.format(stem)).is_file()]
+    missing = missing_files(folder, stems, plan.generation)
     if missing:
         stem, file = missing[0]
         return plan.plan.add("data", False, f"{folder}: {len(missing)} file(s) an S2Mel run reads are missing, e.g. "
@@ -120,6 +117,41 @@ def _data(plan: S2MelPlan) -> bool:
     plan.data_dir, plan.stems = folder, stems
     extra = ", with the prompt's continuous features" if plan.prompt_features else ""
     return plan.plan.add("data", True, f"{len(stems)} clip(s) in {folder}{extra}")
+
+
+def missing_files(folder: Path, stems: list[str], generation: Generation | None) -> list[tuple[str, str]]:
+    """(stem, file) of every file an S2Mel run reads for these clips that the prepared folder lacks."""
+    needed = ["codes/{}.npy", *(str(p).replace("STEM", "{}") for p in s2mel_paths("STEM"))]
+    if generation is not None and generation.s2mel_gpt_latent:
+        needed += [f"{sub}/{{}}.npy" for sub in GPT_LATENT_FOLDERS]
+    return [(stem, pattern.format(stem)) for stem in stems for pattern in needed
+            if not (folder / pattern.format(stem)).is_file()]
+
+
+def _forgetting(plan: S2MelPlan) -> bool:
+    """--forget-margin: the other languages' validation manifests the guard watches, with their S2Mel files."""
+    from trainer.s2mel.forgetting import watched_sets
+
+    opts = plan.plan.opts
+    margin = float(opts.get("forget_margin") or 0.0)
+    if margin <= 0.0:
+        return True
+    try:
+        sets = watched_sets(opts)
+    except (OSError, ValueError) as exc:
+        return plan.plan.add("forgetting guard", False, one_line(exc))
+    if not sets:
+        return plan.plan.add("forgetting guard", False, "--forget-margin watches other languages' voices: give "
+                                                        "their validation manifests as --val-manifest PATH::lang")
+    for watched in sets:
+        missing = missing_files(watched.folder, watched.stems, plan.generation)
+        if missing:
+            return plan.plan.add("forgetting guard", False, f"{watched.folder} ({watched.language}): {len(missing)} "
+                                                            f"S2Mel file(s) missing, e.g. {missing[0][1]}; rerun "
+                                                            "its preparation")
+    plan.watched = sets
+    shown = ", ".join(f"{w.language} ({len(w.stems)} clip(s))" for w in sets)
+    return plan.plan.add("forgetting guard", True, f"watching {shown} at every save, margin {margin:g}")
 
 
 def lora_targets(text: str) -> tuple[str, ...]:
@@ -181,7 +213,7 @@ def make_s2mel_plan(opts: dict[str, Any], *, own_lock: bool = False) -> S2MelPla
     plan = S2MelPlan(RunPlan(opts=dict(opts)))
     generation_ok = _generation(plan)
     data_ok = generation_ok and _data(plan)
-    settings_ok = data_ok and _settings(plan)
+    settings_ok = data_ok and _settings(plan) and _forgetting(plan)
     if _output_dir(plan.plan, own_lock) and settings_ok:
         _resume(plan)
     plan.plan.generation = plan.generation
