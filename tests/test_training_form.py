@@ -10,6 +10,7 @@ import pytest
 
 from trainer import options as trainer_options
 from trainer.generations.registry import by_id
+from trainer.options import parse_argv
 from webui import launcher
 from webui import training_form as tf
 
@@ -98,8 +99,21 @@ def test_presets_make_commands_the_trainer_accepts(preset: str) -> None:
     assert round_trip(values) == values
     if preset in tf.DEMO_PRESETS:
         assert values["output_dir"] == "/ws/runs/demo" and values["device"] == "cpu"
+    elif values["train"] == "s2mel":  # the S2Mel trainer takes no --amp: its presets show fp32
+        assert values["output_dir"] == "/mine/runs/big" and values["amp"] == "off" and values["device"] == "cuda"
     else:
         assert values["output_dir"] == "/mine/runs/big" and values["amp"] == "bf16"  # paths kept
+
+
+def test_s2mel_presets_train_the_decoder_and_a_gpt_preset_trains_the_gpt_again() -> None:
+    current = {**tf.workspace_values(_files(Path("/mine"))), "output_dir": "/mine/runs/s2mel"}
+    lora = tf.apply_preset(tf.S2MEL_LORA12_PRESET, current, _files(Path("/ws")))
+    parsed = parse_argv(tf.trainer_argv(lora, python="python")[3:])  # what the trainer reads from Start's command
+    assert (parsed["train"], parsed["lora"], parsed["lora_rank"], parsed["batch_size"]) == ("s2mel", True, 16, 8)
+    full = tf.apply_preset(tf.S2MEL_FULL24_PRESET, lora, _files(Path("/ws")))
+    assert full["train"] == "s2mel" and full["lora"] is False
+    for preset in (tf.GPU24_PRESET, tf.LORA24_V25_PRESET, tf.DEMO_V2_PRESET):
+        assert tf.apply_preset(preset, full, _files(Path("/ws")))["train"] == "gpt"
 
 
 def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
