@@ -24,15 +24,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # run: the longest units start first, so none of them is left to run alone at the end. A module missing here
 # runs after these, in collection order.
 LONGEST_FIRST = (
-    "browser/test_studio_browser.py", "browser/test_listen_v25_browser.py", "browser/test_listen_v2_browser.py",
-    "browser/test_prepare_v2_browser.py", "browser/test_indextts25_browser.py", "browser/test_listen_browser.py",
-    "browser/test_project_path_browser.py", "browser/test_ingest_browser.py", "browser/test_torchrun_browser.py",
+    "browser/test_project_path_browser.py", "browser/test_studio_browser.py", "browser/test_listen_v25_browser.py",
+    "browser/test_listen_v2_browser.py", "browser/test_indextts25_browser.py", "browser/test_listen_browser.py",
+    "browser/test_listen_s2mel_browser.py", "browser/test_ingest_browser.py", "browser/test_torchrun_browser.py",
     "browser/test_listen_ab_browser.py",
-    "test_evaluate_v25.py", "test_torchrun.py", "test_train_v25.py", "test_preflight.py", "test_evaluate_v2.py",
-    "test_s2mel_cli.py", "test_evaluate.py", "test_prepare_v25.py", "test_supervisor.py", "test_fsdp.py",
+    "test_evaluate_v25.py", "test_torchrun.py", "test_s2mel_cli.py", "test_train_v25.py", "test_preflight.py",
+    "test_evaluate_v2.py", "test_evaluate.py", "test_prepare_v25.py", "test_supervisor.py", "test_fsdp.py",
     "test_resume_exact.py", "test_prepare_v2.py", "test_ui_tabs.py", "test_training_samples_v25.py",
-    "test_memory_estimate.py", "test_lora_training.py", "test_s2mel_training.py", "test_train_v2.py",
-    "test_train_cli.py", "test_synthesis_v25_cli.py", "test_replay.py", "test_listen.py",
+    "test_memory_estimate.py", "test_lora_training.py", "test_s2mel_training.py", "test_s2mel_keep.py",
+    "test_train_v2.py", "test_train_cli.py", "test_synthesis_v25_cli.py", "test_replay.py", "test_listen.py",
     "test_training_samples_v2.py",
 )
 
@@ -42,15 +42,25 @@ def _module(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Work units for ``pytest -n N --dist loadgroup --no-loadscope-reorder``: all browser tests are one unit, so
-    they run one after another on one worker (each drives its own studio and Chromium, mostly waiting on them)
-    beside the other workers; every other module is a unit of its own, so its module-scoped models are built
-    once. Browser tests come first, then the longest modules (a stable sort keeps each module's own order)."""
+    """Browser tests first, then the longest modules (a stable sort keeps each module's own order), so that with
+    ``--dist loadscope --no-loadscope-reorder`` the longest units of work start first."""
     rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: (not _module(item).startswith("browser/"), rank.get(_module(item), len(rank))))
-    for item in items:
-        module = _module(item)
-        item.add_marker(pytest.mark.xdist_group("browser" if module.startswith("browser/") else module))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``pytest -n N --dist loadscope``, with all browser tests as one unit of work: they run one after another on
+    one worker (each drives its own studio and Chromium, mostly waiting on them) beside the other workers. Every
+    other module is a unit of its own, as loadscope makes it, so its module-scoped models are built once."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BrowserTestsAsOneScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "browser" if nodeid.startswith("tests/browser/") else super()._split_scope(nodeid)
+
+    return BrowserTestsAsOneScope(config, log)
 
 
 def in_ci() -> bool:

@@ -45,7 +45,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
 def _argv(ws: DemoV25Paths, data: dict[str, Path], out: Path, models: dict[str, Path], *flags: str,
           **overrides) -> list[str]:
     values = {"max_steps": 4, "save_interval": 2, "eval_asr": models["asr"], "eval_speaker_model": models["speaker"],
-              "eval_sentences": 1, "eval_voices": 1, **overrides}
+              "eval_sentences": 1, "eval_voices": 1, "eval_seeds": 1, **overrides}
     return [*v25_args(ws, data, out, **values), "--no-eval-base", *flags]
 
 
