@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
 from tests.studio_process import StudioProcess  # noqa: E402
-from webui.supervisor import RunSupervisor  # noqa: E402
+from webui.jobs.supervisor import RunSupervisor  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

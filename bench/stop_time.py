@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
 from demo.data import demo_train_argv  # noqa: E402
-from webui.process_tools import wait_until  # noqa: E402
-from webui.supervisor import RunSupervisor  # noqa: E402
+from webui.jobs.process_tools import wait_until  # noqa: E402
+from webui.jobs.supervisor import RunSupervisor  # noqa: E402
 
 GOAL_S = 10.0
 SAVE_WAIT_S = 600.0

@@ -3,7 +3,7 @@
     job-summary: {"done": 7, "noun": "prepared", "left_out": {"too long": 3}}
 
 The preparation CLIs (``data_tools.preprocess``, ``prepare_v2``, ``prepare_v25``) print it last on stdout; the
-studio reads the last such line of a job's log (``webui.job_view``) and shows "7 prepared, 3 left out (too long)"
+studio reads the last such line of a job's log (``webui.jobs.job_view``) and shows "7 prepared, 3 left out (too long)"
 in the badge, not only in the log. ``left_out`` counts the skipped items by the first part of their reason.
 """
 

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from webui.process_tools import wait_until
+from webui.jobs.process_tools import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 

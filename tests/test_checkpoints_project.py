@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainer.project import create_project
-from webui.checkpoints_project import (
+from webui.checkpoints.checkpoints_project import (
     downloaded_speech_model,
     newest_project_run,
     project_export_dir,
@@ -49,8 +49,8 @@ def test_a_project_checkpoint_exports_into_the_projects_exports_folder(trained, 
 
 def test_evaluate_starts_from_the_downloaded_recogniser_and_publish_from_the_projects_export(trained, tmp_path):
     from trainer.models.record import MODELS_DIR, write_record
-    from webui.models_panel import export_folders
-    from webui.tab_checkpoints import run_defaults
+    from webui.checkpoints.scores import run_defaults
+    from webui.models.models_panel import export_folders
 
     project, run, _ = trained
     assert downloaded_speech_model(tmp_path, "asr") == "" and run_defaults(str(run), tmp_path)[1] == ""

@@ -22,10 +22,10 @@ def paired_manifest(root: Path) -> Path:
 
 
 def test_check_then_write_corrected_manifest(tmp_path: Path) -> None:
-    from webui import tab_data
     from webui.context import StudioContext
-    from webui.process_tools import wait_until
-    from webui.report_jobs import job_result, start_job
+    from webui.data import tab_data
+    from webui.jobs.process_tools import wait_until
+    from webui.jobs.report_jobs import job_result, start_job
 
     manifest = paired_manifest(tmp_path / "data")
     ctx = StudioContext.create(tmp_path)
@@ -46,7 +46,7 @@ def test_check_then_write_corrected_manifest(tmp_path: Path) -> None:
 
 
 def test_split_of_a_paired_manifest(tmp_path: Path) -> None:
-    from webui import tab_data
+    from webui.data import tab_data
 
     manifest = paired_manifest(tmp_path / "data")
     view = tab_data.split_action(str(manifest), str(tmp_path / "split"), 0.3, 1, 0, tmp_path)
@@ -60,9 +60,9 @@ def test_split_of_a_paired_manifest(tmp_path: Path) -> None:
 def test_prepare_v2_runs_supervised_into_pairs(demo_workspace, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from webui import prepare_v2_section as section
     from webui.context import StudioContext
-    from webui.process_tools import wait_until
+    from webui.data import prepare_v2_section as section
+    from webui.jobs.process_tools import wait_until
 
     ctx = StudioContext.create(tmp_path)
     form = replace(section.default_form(demo_workspace.root), out_dir="prepared", batch_seconds=6)
@@ -80,8 +80,8 @@ def test_prepare_v2_runs_supervised_into_pairs(demo_workspace, tmp_path: Path) -
 def test_prepare_v2_bad_form_starts_nothing(demo_workspace, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from webui import prepare_v2_section as section
     from webui.context import StudioContext
+    from webui.data import prepare_v2_section as section
 
     ctx = StudioContext.create(tmp_path)
     form = replace(section.default_form(demo_workspace.root), out_dir=str(tmp_path / "out"))

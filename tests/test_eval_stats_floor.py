@@ -66,7 +66,7 @@ def test_the_floor_is_measured_once_and_shown_beside_the_synthetic_cer(tmp_path)
     assert f"CER {floor['cer'] * 100:.1f} % [" in card and "Recogniser's floor" in card
     assert "| base model | 0 |" in card and "CER - base [95 % CI]" in card
 
-    from webui.metrics_view import FLOOR_SERIES, MetricsReader
+    from webui.training.metrics_view import FLOOR_SERIES, MetricsReader
 
     reader = MetricsReader(evaluator.settings.run_dir)
     reader.poll()

@@ -243,8 +243,8 @@ def test_a_crash_while_moving_best_leaves_the_old_best_whole(trained_run, tmp_pa
 
 def test_studio_views_and_model_card_carry_the_scores(trained_run, data, tmp_path):
     from trainer.checkpoints.export import export_checkpoint
-    from webui.metrics_view import MetricsReader
-    from webui.tab_checkpoints import LIST_COLUMNS, list_view
+    from webui.checkpoints.rows import LIST_COLUMNS, list_view
+    from webui.training.metrics_view import MetricsReader
 
     run = _copy_run(trained_run, tmp_path / "run")
     unmeasured = list_view(str(run), tmp_path)

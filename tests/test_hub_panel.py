@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.hub_server import TOKEN, FakeHub, serve
-from webui import models_panel
 from webui.context import StudioContext
 from webui.form_inputs import InputProblem
-from webui.process_tools import wait_until
-from webui.report_jobs import job_result, start_job
+from webui.jobs.process_tools import wait_until
+from webui.jobs.report_jobs import job_result, start_job
+from webui.models import models_panel
 
 
 def test_the_table_lists_every_repository_with_its_licence(tmp_path):
@@ -66,7 +66,7 @@ def test_a_download_job_fetches_a_gated_set_with_the_typed_token(tmp_path, monke
 def test_the_models_tab_builds(tmp_path):
     from webui import studio
 
-    blocks = studio.build_studio(StudioContext.create(tmp_path), tabs=(("Models", "webui.models_panel", "tab-models"),))
+    blocks = studio.build_studio(StudioContext.create(tmp_path), tabs=(("Models", "webui.models.models_panel", "tab-models"),))
     ids = {block.elem_id for block in blocks.blocks.values() if getattr(block, "elem_id", None)}
     assert {"models-needs", "models-download", "models-download-job-status", "models-publish", "models-repo"} <= ids
     assert Path(tmp_path / "models").exists() is False  # building the tab writes nothing

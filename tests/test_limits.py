@@ -107,7 +107,7 @@ def test_an_edited_transcript_has_its_gates_rerun(tmp_path: Path) -> None:
     assert store.clip("spk_a")["status"] == "rejected"
     assert [gate_name(r) for r in store.clip("spk_a")["reasons"]] == ["no_text"]
 
-    from webui.proofread_panel import change_clip
+    from webui.data.proofread_panel import change_clip
 
     message, _shown = change_clip("text", str(out), "spk_a", TEXT, tmp_path)  # what the proofread panel's Apply does
     assert "saved: ok (passes the gates)" in message
@@ -124,7 +124,7 @@ def test_an_edited_transcript_has_its_gates_rerun(tmp_path: Path) -> None:
 
 def test_the_badge_of_a_preparation_that_left_items_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from data_tools.preprocess import main
-    from webui.job_view import job_view
+    from webui.jobs.job_view import job_view
 
     lines = []
     for k, seconds in enumerate([1.0] * 7 + [3.0] * 3):  # the tiny model takes 2.048 s

@@ -19,9 +19,10 @@ import soundfile
 from demo.v2 import DemoV2Paths
 from demo.workspace import DemoPaths
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
-from webui import listen, reference_voices, sample_saves, samples_view, tab_testing
 from webui.context import StudioContext
-from webui.process_tools import wait_until
+from webui.jobs.process_tools import wait_until
+from webui.testing import listen, reference_voices, tab_testing
+from webui.training import sample_saves, samples_view
 
 SYNTH_TIMEOUT_S = 240  # two CPU synthesis processes (torch import, model load) on a busy 2-core machine
 

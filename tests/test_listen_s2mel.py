@@ -14,9 +14,9 @@ import soundfile
 from demo.v2 import DemoV2Paths
 from demo.v25 import DemoV25Paths
 from tests.s2mel_demo_run import make_s2mel_run
-from webui import listen, listen_s2mel, reference_voices, tab_testing
 from webui.context import StudioContext
-from webui.process_tools import wait_until
+from webui.jobs.process_tools import wait_until
+from webui.testing import listen, listen_s2mel, reference_voices, tab_testing
 
 SYNTH_TIMEOUT_S = 300  # two CPU synthesis processes (torch import, model load) on 2 busy cores
 

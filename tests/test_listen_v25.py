@@ -16,9 +16,9 @@ import soundfile
 from demo.v25 import DemoV25Paths
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import run_main
-from webui import listen, reference_voices, tab_testing
 from webui.context import StudioContext
-from webui.process_tools import wait_until
+from webui.jobs.process_tools import wait_until
+from webui.testing import listen, reference_voices, tab_testing
 
 SYNTH_TIMEOUT_S = 300  # two CPU synthesis processes (torch + transformers import, model load) on 2 busy cores
 

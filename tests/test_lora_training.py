@@ -169,7 +169,13 @@ def test_synthesis_speaks_with_the_adapters_and_the_test_tab_can_switch_them_off
 
     from data_tools.config import load_config
     from trainer.synthesis.gpt_loading import load_gpt
-    from webui.listen import ADAPTER_OFF_PREFIX, DecodeChoice, model_choices, resolve_model, synthesis_argv
+    from webui.testing.listen import (
+        ADAPTER_OFF_PREFIX,
+        DecodeChoice,
+        model_choices,
+        resolve_model,
+        synthesis_argv,
+    )
 
     config = load_config(demo_workspace.config)
     ckpt = load(reference / "latest.pth")

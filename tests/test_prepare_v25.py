@@ -248,9 +248,9 @@ def test_items_without_a_language_are_flagged(kit, audio, tmp_path):
 
 
 def test_data_tab_runs_the_preparation_supervised_and_refuses_bad_forms(kit, audio, tmp_path):
-    from webui import prepare_v25_section as section
     from webui.context import StudioContext
-    from webui.process_tools import wait_until
+    from webui.data import prepare_v25_section as section
+    from webui.jobs.process_tools import wait_until
 
     ctx = StudioContext.create(tmp_path)
     form = replace(section.default_form(tmp_path), input=str(audio), out_dir="prepared", config=str(kit.config),

@@ -166,7 +166,7 @@ def test_the_hand_off_fills_forms_from_the_project_and_its_model_folder(v2_proje
 
 
 def test_the_paired_preparation_forms_follow_the_project(v2_project, demo_workspace, tmp_path):
-    from webui import prepare_v2_section, prepare_v25_section
+    from webui.data import prepare_v2_section, prepare_v25_section
 
     manifest, _, _ = _walk_to_training(v2_project)
     project = load_project(tmp_path, "amharic-voice")
@@ -211,6 +211,6 @@ def test_a_record_another_process_wrote_meanwhile_is_kept(v2_project, tmp_path):
 
 def test_the_paired_sections_name_their_generation_by_its_registry_id():
     from networks.generation_rule import ID_2, ID_25
-    from webui import prepare_v2_section, prepare_v25_section
+    from webui.data import prepare_v2_section, prepare_v25_section
 
     assert prepare_v2_section.SECTION.generation_id == ID_2 and prepare_v25_section.SECTION.generation_id == ID_25

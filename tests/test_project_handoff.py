@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainer.project import create_project, record_step
-from webui import training_form as tf
+from webui.training import training_form as tf
 
 
 def write(path: Path, text: str) -> Path:
@@ -34,7 +34,7 @@ def _ctx(workspace: Path):
 
 
 def test_the_training_form_opens_on_the_projects_data_and_model(voice, demo_workspace, tmp_path):
-    from webui.tab_training import initial_values
+    from webui.training.tab_training import initial_values
 
     project, train, val = voice
     values = initial_values(_ctx(tmp_path), "voice")
@@ -46,7 +46,7 @@ def test_the_training_form_opens_on_the_projects_data_and_model(voice, demo_work
 
 
 def test_a_preset_changes_hyper_parameters_and_keeps_the_projects_data(voice, tmp_path):
-    from webui.tab_training import preset_values
+    from webui.training.tab_training import preset_values
 
     _, train, _ = voice
     ctx = _ctx(tmp_path)
@@ -59,7 +59,7 @@ def test_a_preset_changes_hyper_parameters_and_keeps_the_projects_data(voice, tm
 
 
 def test_picking_a_demo_project_switches_the_form_to_its_demo(demo_workspace):
-    from webui.tab_training import initial_values
+    from webui.training.tab_training import initial_values
 
     ctx = _ctx(demo_workspace.root)
     picked = initial_values(ctx, "demo-indextts-2.5", picked=True)
@@ -69,8 +69,8 @@ def test_picking_a_demo_project_switches_the_form_to_its_demo(demo_workspace):
 
 
 def test_run_lists_include_the_projects_runs(voice, tmp_path):
-    from webui.listen import RUN_GLOBS
-    from webui.tab_checkpoints import find_output_dirs
+    from webui.checkpoints.rows import find_output_dirs
+    from webui.testing.listen import RUN_GLOBS
 
     project, _, _ = voice
     run = project.dir("runs") / "run1"
@@ -86,7 +86,7 @@ def test_each_generation_names_a_preset_the_form_has():
 
 
 def test_the_gpt_pickers_leave_s2mel_runs_out(voice, tmp_path):
-    from webui.listen import run_dirs
+    from webui.testing.listen import run_dirs
 
     project, _, _ = voice
     gpt, s2mel = project.dir("runs") / "run1", project.dir("runs") / "run2"
@@ -121,7 +121,7 @@ def test_one_prepared_manifest_is_split_for_training_without_leaks(demo_workspac
 
 
 def test_opening_the_training_tab_takes_data_prepared_since_and_leaves_a_matching_form_alone(voice, tmp_path):
-    from webui.tab_training import project_refill
+    from webui.training.tab_training import project_refill
 
     _, train, _ = voice
     ctx = _ctx(tmp_path)
@@ -134,7 +134,7 @@ def test_opening_the_training_tab_takes_data_prepared_since_and_leaves_a_matchin
 
 
 def test_a_project_without_validation_data_leaves_none_of_another_in_the_form(demo_workspace, tmp_path):
-    from webui.tab_training import project_refill
+    from webui.training.tab_training import project_refill
 
     project = create_project(tmp_path, "one-recording", demo_workspace.root / "v2" / "checkpoints")
     pairs = write(project.dir("prepared") / "pairs.jsonl", '{"id": "a"}\n')  # cannot be split: stays whole

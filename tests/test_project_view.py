@@ -11,8 +11,8 @@ from trainer.project import create_project, record_step
 
 
 def _build(workspace: Path, project: str | None):
-    from webui import tab_project
     from webui.context import StudioContext
+    from webui.project import tab_project
 
     ctx = StudioContext.create(workspace)
     with gr.Blocks() as blocks:
@@ -25,7 +25,7 @@ def _build(workspace: Path, project: str | None):
 
 
 def test_the_tab_builds_with_its_picker_step_view_and_next_button(demo_workspace, tmp_path: Path):
-    from webui.tab_project import model_dir_choices
+    from webui.project.tab_project import model_dir_choices
 
     create_project(tmp_path, "voice", demo_workspace.root / "v2" / "checkpoints")
     blocks, on_select = _build(tmp_path, "voice")
@@ -40,7 +40,7 @@ def test_the_tab_builds_with_its_picker_step_view_and_next_button(demo_workspace
 
 
 def test_the_step_view_shows_states_and_the_next_steps_tab(demo_workspace, tmp_path: Path):
-    from webui.tab_project import project_view
+    from webui.project.tab_project import project_view
 
     project = create_project(tmp_path, "voice", demo_workspace.root / "v2" / "checkpoints")
     (project.dir("recordings") / "talk.wav").write_bytes(b"RIFF")  # recorded, then proofread and saved
@@ -61,7 +61,7 @@ def test_the_step_view_shows_states_and_the_next_steps_tab(demo_workspace, tmp_p
 
 
 def test_creating_a_project_from_the_tab(demo_workspace, tmp_path: Path):
-    from webui.tab_project import create_action
+    from webui.project.tab_project import create_action
 
     message, made = create_action(tmp_path, "my voice", str(demo_workspace.root / "v2" / "checkpoints"))
     assert made is None and "not a safe folder name" in message

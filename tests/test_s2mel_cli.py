@@ -124,7 +124,7 @@ def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_pa
     assert done.returncode == 0, done.stderr
     samples = sorted(p.name for p in (tmp_path / "lora" / "samples").glob("*.wav"))
     assert samples == ["s2mel_step2_0.wav", "s2mel_step4_0.wav"]
-    from webui.listen_models import trains_s2mel
+    from webui.testing.listen_models import trains_s2mel
 
     assert trains_s2mel(tmp_path / "lora")  # its train_config.yaml: the studio offers it as a decoder, not a GPT
     ckpt = torch.load(tmp_path / "lora" / "latest.pth", weights_only=True)

@@ -22,7 +22,7 @@ from tests.speech_model_factory import build_ctc_model, build_xvector_model
 from trainer.checkpoints.__main__ import main as checkpoints_main
 from trainer.s2mel.evaluate import SCORES_FILE
 from trainer.s2mel.evaluate import main as evaluate_main
-from webui.s2mel_scores_view import scores_html
+from webui.testing.s2mel_scores_view import scores_html
 
 
 @pytest.fixture(scope="module")

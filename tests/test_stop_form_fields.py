@@ -8,8 +8,8 @@ import gradio as gr
 from demo.v2 import DemoV2Paths
 from demo.v25 import DemoV25Paths
 from trainer.options import option_by_name
-from webui import training_form as tf
-from webui.tab_training import VERSIONED, _component, version_view
+from webui.training import training_form as tf
+from webui.training.tab_training import VERSIONED, _component, version_view
 
 
 def _visible(config) -> dict[str, bool]:

@@ -47,7 +47,7 @@ def _owed_samples_are_made_later(out, capsys):
 
     from trainer.owed_samples import main as owed_main
     from trainer.owed_samples import owed_steps
-    from webui.tab_checkpoints import samples_owed
+    from webui.checkpoints.rows import samples_owed
 
     assert owed_steps(out) == samples_owed(out) == [3]
     assert owed_main([str(out), "--json"]) == 0

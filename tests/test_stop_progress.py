@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from webui.metrics_view import MetricsReader, progress_html
+from webui.training.metrics_view import MetricsReader, progress_html
 
 
 def _write(path: Path, *events: dict) -> None:

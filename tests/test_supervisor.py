@@ -15,11 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from webui import outcome
-from webui.logtail import LogTail, read_complete_lines, read_log_chunk, tail_text
-from webui.process_tools import is_process_alive, wait_until
-from webui.run_record import read_record, write_record
-from webui.supervisor import RunAlreadyActive, RunSupervisor, SupervisorRegistry, child_env
+from webui.jobs import outcome
+from webui.jobs.logtail import LogTail, read_complete_lines, read_log_chunk, tail_text
+from webui.jobs.process_tools import is_process_alive, wait_until
+from webui.jobs.run_record import read_record, write_record
+from webui.jobs.supervisor import RunAlreadyActive, RunSupervisor, SupervisorRegistry, child_env
 
 FAKE = Path(__file__).resolve().parent / "fake_trainer.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -157,7 +157,7 @@ def test_new_supervisor_reattaches_and_stops_a_running_run(out: Path) -> None:
 def _start_from_another_ui(out: Path, argv: list[str]) -> None:
     """Start a run from a separate Python process that exits at once, like a UI that was closed."""
     script = (
-        "import sys; from pathlib import Path; from webui.supervisor import RunSupervisor\n"
+        "import sys; from pathlib import Path; from webui.jobs.supervisor import RunSupervisor\n"
         "RunSupervisor(Path(sys.argv[1])).start(sys.argv[2:], label='train')\n"
     )
     subprocess.run([sys.executable, "-c", script, str(out), *argv], cwd=REPO, check=True, timeout=WAIT_S)
@@ -456,7 +456,7 @@ def test_torchrun_outcome_comes_from_the_trainer_end_event() -> None:
 
 
 def test_rank_logs_are_found_in_the_newest_launch_and_attempt(tmp_path: Path) -> None:
-    from webui import rank_logs
+    from webui.jobs import rank_logs
 
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--nnodes", "1",
             "--standalone", "--log-dir", str(tmp_path / "ranks"), "-m", "trainer.train", "--x"]
@@ -482,10 +482,10 @@ def test_torchrun_run_from_the_form_stops_with_a_save_and_no_process_left(demo_w
     that runs; Stop reaches the ranks first, rank 0 saves, the outcome is 'stopped', nothing is left."""
     import torch
 
-    from webui import rank_logs
-    from webui import training_form as tf
     from webui.context import StudioContext
-    from webui.tab_training import form_changed, start_run, workspace_files
+    from webui.jobs import rank_logs
+    from webui.training import training_form as tf
+    from webui.training.tab_training import form_changed, start_run, workspace_files
 
     ctx = StudioContext.create(demo_workspace.root)
     out = tmp_path / "torchrun"
@@ -540,9 +540,9 @@ def test_torchrun_stop_waits_for_a_slow_save(demo_workspace, tmp_path: Path) -> 
     after --shutdown-timeout, the studio's grace: see the form tests.)"""
     import torch
 
-    from webui import training_form as tf
     from webui.context import StudioContext
-    from webui.tab_training import workspace_files
+    from webui.training import training_form as tf
+    from webui.training.tab_training import workspace_files
 
     hooks = tmp_path / "hooks"
     hooks.mkdir()
@@ -579,7 +579,7 @@ def test_torchrun_stop_waits_for_a_slow_save(demo_workspace, tmp_path: Path) -> 
     ("ValueError", "gpt.layers must be a positive integer", "unknown"),
 ])
 def test_failure_kind_comes_from_the_recorded_exception_type_first(error_type, message, kind):
-    from webui.outcome import RunEvents, classify_failure
+    from webui.jobs.outcome import RunEvents, classify_failure
 
     events = RunEvents(end={"event": "end", "status": "failed", "error": message, "error_type": error_type})
     assert classify_failure(1, None, events).kind == kind

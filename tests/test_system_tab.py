@@ -9,9 +9,9 @@ from pathlib import Path
 import gradio as gr
 
 from webui.context import StudioContext
-from webui.process_tools import wait_until
-from webui.supervisor import RunSupervisor
-from webui.tab_system import (
+from webui.jobs.process_tools import wait_until
+from webui.jobs.supervisor import RunSupervisor
+from webui.system.tab_system import (
     GPU_COLUMNS,
     PROCESS_COLUMNS,
     REFRESH_S,
@@ -129,7 +129,7 @@ def test_opening_the_system_tab_refreshes_it_at_once(tmp_path: Path, monkeypatch
 
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     ctx = StudioContext.create(tmp_path)
-    blocks = studio.build_studio(ctx, tabs=(("System", "webui.tab_system", "tab-system"),))
+    blocks = studio.build_studio(ctx, tabs=(("System", "webui.system.tab_system", "tab-system"),))
     tab = next(block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == "tab-system")
     on_open = [fn for fn in blocks.fns.values() if (tab._id, "select") in fn.targets]
     assert len(on_open) == 1

@@ -36,7 +36,7 @@ from tests.trainer_helpers import (
     subset_manifest,
     tiny_args,
 )
-from webui import launcher
+from webui.jobs import launcher
 
 pytestmark = pytest.mark.slow
 
@@ -212,7 +212,7 @@ def run_together(commands: list[list[str]], logs: list[Path], env: dict[str, str
 
 def two_nodes(outs: list[Path], argv_of: Callable[[Path], list[str]], logs: Path
               ) -> list[subprocess.CompletedProcess]:
-    """The studio's 2-node command (``webui.launcher.command``: static rendezvous at a free loopback port), node 0
+    """The studio's 2-node command (``webui.jobs.launcher.command``: static rendezvous at a free loopback port), node 0
     with output dir ``outs[0]`` and node 1 with ``outs[1]``, both started here and run to their ends."""
     endpoint = f"127.0.0.1:{free_loopback_port()}"
     commands = [launcher.command(launcher.Launch(nproc_per_node=1, nnodes=2, rdzv_endpoint=endpoint, node_rank=rank),

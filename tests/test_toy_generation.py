@@ -23,8 +23,8 @@ from trainer.generations.registry import GENERATIONS, by_id, generation_ids, reg
 from trainer.generations.spec import Capability, Generation
 from trainer.options import option_by_name, parse_argv
 from trainer.plan import make_plan
-from webui import training_form as tf
 from webui.model_version import config_version
+from webui.training import training_form as tf
 
 TOY_MARK = "toy_generation"  # a gpt-section key the toy's configs and checkpoints carry
 

@@ -11,8 +11,8 @@ import pytest
 from trainer import options as trainer_options
 from trainer.generations.registry import by_id
 from trainer.options import parse_argv
-from webui import launcher
-from webui import training_form as tf
+from webui.jobs import launcher
+from webui.training import training_form as tf
 
 
 def unusual_value(option: trainer_options.Option) -> Any:
@@ -193,7 +193,7 @@ def test_recorded_trainer_command_gives_the_form_back() -> None:
 
 # -- paths typed in the form: one rule shared with the trainer and the supervisor -------------------------
 def test_tilde_means_the_same_folder_for_form_trainer_and_supervisor(tmp_path: Path, monkeypatch) -> None:
-    from webui.supervisor import RunSupervisor, SupervisorRegistry
+    from webui.jobs.supervisor import RunSupervisor, SupervisorRegistry
 
     monkeypatch.setenv("HOME", str(tmp_path))
     fields, _, _ = tf.form_from_values({**tf.workspace_values(_files(Path("/ws"))), "output_dir": "~/runs/a",

@@ -72,7 +72,7 @@ def test_v25_samples_at_every_save_and_the_run_is_unchanged(ws, data, tmp_path):
     assert sorted(p.name for p in (voiced / "samples").iterdir()) == ["step_2", "step_4"]
 
     # The Training tab's players: the newest save's three wavs, and the older save on request.
-    from webui.sample_saves import SampleEvents, samples_gallery
+    from webui.training.sample_saves import SampleEvents, samples_gallery
 
     saves = SampleEvents(voiced).refresh()
     gallery = samples_gallery(saves)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from webui.metrics_view import MetricsReader, Series, format_duration, progress_html
-from webui.preflight_view import PreflightResult, parse_report, preflight_html
-from webui.process_tools import wait_until
-from webui.run_record import read_record
+from webui.jobs.process_tools import wait_until
+from webui.jobs.run_record import read_record
+from webui.training.metrics_view import MetricsReader, Series, format_duration, progress_html
+from webui.training.preflight_view import PreflightResult, parse_report, preflight_html
 
 FAKE = Path(__file__).resolve().parent / "fake_trainer.py"
 
@@ -96,7 +96,7 @@ def test_preflight_report_rendering() -> None:
 @pytest.mark.slow
 def test_preflight_of_the_demo_workspace_in_a_subprocess(demo_workspace) -> None:
     from trainer.options import parse_argv
-    from webui.preflight_view import run_preflight
+    from webui.training.preflight_view import run_preflight
 
     values = parse_argv(demo_workspace.train_argv())
     values["output_dir"] = str(Path(values["output_dir"]).parent / "preflight-test")
@@ -109,8 +109,8 @@ def test_live_view_streams_and_a_new_session_sees_the_run_again(tmp_path: Path) 
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.run_view import poll_view
-    from webui.tab_training import TRAIN_LABEL, latest_training_run
+    from webui.jobs.run_view import poll_view
+    from webui.training.tab_training import TRAIN_LABEL, latest_training_run
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "fake"
@@ -147,7 +147,7 @@ def test_live_view_streams_and_a_new_session_sees_the_run_again(tmp_path: Path) 
 def test_resume_dropdown_lists_checkpoints_newest_first(tmp_path: Path) -> None:
     import torch
 
-    from webui.checkpoint_labels import checkpoint_choices
+    from webui.training.checkpoint_labels import checkpoint_choices
 
     out = tmp_path / "run"
     out.mkdir()
@@ -168,7 +168,7 @@ def test_resume_choices_name_each_checkpoints_model_from_its_metadata(demo_works
     import shutil
 
     from demo.v2 import DemoV2Paths
-    from webui.checkpoint_labels import checkpoint_choices
+    from webui.training.checkpoint_labels import checkpoint_choices
 
     out = tmp_path / "run"
     out.mkdir()
@@ -181,7 +181,7 @@ def test_resume_choices_name_each_checkpoints_model_from_its_metadata(demo_works
 
 def test_the_config_decides_the_version_badge_and_the_fields(demo_workspace, tmp_path: Path) -> None:
     from demo.v2 import DemoV2Paths
-    from webui.tab_training import VERSIONED, version_view
+    from webui.training.tab_training import VERSIONED, version_view
 
     badge, *updates = version_view(str(DemoV2Paths.under(demo_workspace.root).config))
     fields = dict(zip(VERSIONED, updates))
@@ -207,7 +207,7 @@ def test_the_config_decides_the_version_badge_and_the_fields(demo_workspace, tmp
 
 # -- the page never shows a stale or false state ------------------------------------------------------------
 def _demo_values(tmp_path: Path, out: Path) -> dict:
-    from webui import training_form as tf
+    from webui.training import training_form as tf
 
     files = tf.WorkspaceFiles(train_manifest=tmp_path / "t.jsonl", val_manifest=tmp_path / "v.jsonl",
                               tokenizer=tmp_path / "t.model", config=tmp_path / "c.yaml",
@@ -217,7 +217,7 @@ def _demo_values(tmp_path: Path, out: Path) -> dict:
 
 def _fake_trainer_argv(monkeypatch, *flags: str) -> None:
     """Make Start run the fake trainer (with the form's --output-dir) instead of ``python -m trainer.train``."""
-    from webui import tab_training
+    from webui.training import tab_training
 
     def argv(values: dict, python: str = sys.executable) -> list[str]:
         return [python, str(FAKE), "--output-dir", str(values["output_dir"]), *flags]
@@ -229,7 +229,7 @@ def test_start_shows_the_argv_it_started_and_a_refused_start_keeps_the_badge(tmp
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.tab_training import start_run
+    from webui.training.tab_training import start_run
 
     _fake_trainer_argv(monkeypatch)
     ctx = StudioContext.create(tmp_path)
@@ -256,7 +256,7 @@ def test_a_preflight_report_about_another_command_does_not_stay(tmp_path: Path, 
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.tab_training import form_changed, start_run
+    from webui.training.tab_training import form_changed, start_run
 
     values = _demo_values(tmp_path, tmp_path / "runs" / "a")
     command = form_changed(values, None)[0]
@@ -278,7 +278,7 @@ def test_after_a_finished_run_resume_is_unticked_and_the_old_report_cleared(tmp_
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.run_view import poll_view
+    from webui.jobs.run_view import poll_view
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "a"
@@ -303,7 +303,7 @@ def test_a_stopped_run_keeps_resume_but_not_the_old_report(tmp_path: Path) -> No
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.run_view import poll_view
+    from webui.jobs.run_view import poll_view
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "a"
@@ -318,7 +318,7 @@ def test_a_stopped_run_keeps_resume_but_not_the_old_report(tmp_path: Path) -> No
 
 def test_the_progress_bar_never_lags_the_log(tmp_path: Path) -> None:
     from webui.context import StudioContext
-    from webui.run_view import poll_view
+    from webui.jobs.run_view import poll_view
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "a"
@@ -366,7 +366,7 @@ def test_eta_is_smoothed_over_train_events(tmp_path: Path) -> None:
 
 
 def test_tensorboard_is_local_and_the_page_says_how_to_reach_it() -> None:
-    from webui.tensorboard import tensorboard_html
+    from webui.training.tensorboard import tensorboard_html
 
     here = tensorboard_html("127.0.0.1", "6006", "127.0.0.1")
     assert "http://127.0.0.1:6006/" in here and "ssh" not in here

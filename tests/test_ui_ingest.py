@@ -19,10 +19,10 @@ import soundfile as sf
 
 from data_tools.ingest.pipeline import IngestSettings, run_ingest
 from tests.ingest_factory import EnergyVad, FakeAsr, tone_recording, tone_speech
-from webui import ingest_panel, proofread_panel
+from webui.data import ingest_panel, proofread_panel
 from webui.form_inputs import InputProblem
-from webui.job_view import job_view
-from webui.report_jobs import JobResult
+from webui.jobs.job_view import job_view
+from webui.jobs.report_jobs import JobResult
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def _argv(workspace: Path, **fields) -> list[str]:
 
 def test_the_job_command_comes_from_the_form(workspace: Path):
     argv = _argv(workspace)
-    assert argv[:6] == ["python", "-m", "webui.stdout_report", "--out", str(workspace / "report.json"), "--"]
+    assert argv[:6] == ["python", "-m", "webui.jobs.stdout_report", "--out", str(workspace / "report.json"), "--"]
     assert argv[6:] == ["data_tools.ingest", "run", "--input", str(workspace / "recordings"), "--out-dir",
                         str(workspace / "ingest"), "--language", "am", "--json"]
     hub = _argv(workspace, asr_model=" facebook/mms-1b-all ", asr_language="amh", device="cpu", speaker="Abebe")
@@ -109,7 +109,7 @@ def test_bad_form_values_are_one_line_and_start_nothing(workspace: Path, fields:
     with pytest.raises(InputProblem, match=message):
         _argv(workspace, **fields)
     from webui.context import StudioContext
-    from webui.job_panel import start_action
+    from webui.jobs.job_panel import start_action
 
     ctx = StudioContext.create(workspace)
     shown, result = start_action(ctx, ingest_panel.INGEST_JOB, lambda: _argv(workspace, **fields))
@@ -211,7 +211,7 @@ def test_saving_nothing_is_refused(workspace: Path):
 
 
 def test_the_data_tab_builds_without_torch(tmp_path: Path):
-    code = ("import sys, gradio as gr; from webui.context import StudioContext; from webui import tab_data\n"
+    code = ("import sys, gradio as gr; from webui.context import StudioContext; from webui.data import tab_data\n"
             f"with gr.Blocks():\n    tab_data.build(StudioContext.create({str(tmp_path)!r}))\n"
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -246,8 +246,8 @@ def test_the_job_transcribes_with_a_local_model_under_the_supervisor(tmp_path: P
     (clips with a .txt beside them: no voice activity needed, so this stays quick)."""
     from tests.speech_model_factory import LETTERS, build_mms_style_model
     from webui.context import StudioContext
-    from webui.process_tools import wait_until
-    from webui.report_jobs import job_result, start_job
+    from webui.jobs.process_tools import wait_until
+    from webui.jobs.report_jobs import job_result, start_job
 
     clips = tmp_path / "recordings" / "spk"
     clips.mkdir(parents=True)

@@ -10,7 +10,7 @@ import pytest
 
 from data_tools.ingest.pipeline import IngestSettings, run_ingest
 from tests.ingest_factory import EnergyVad, tone_recording
-from webui import ingest_panel, proofread_panel
+from webui.data import ingest_panel, proofread_panel
 from webui.form_inputs import InputProblem
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from webui import form_inputs, plots
-from webui.job_view import job_view, progress_from_log
+from webui.jobs.job_view import job_view, progress_from_log
 
 # -- shared helpers ----------------------------------------------------------------------------------------
 
@@ -52,9 +52,9 @@ def test_paths_typed_in_boxes(tmp_path: Path):
 
 
 def test_every_tab_says_one_line_for_an_unknown_user_in_a_path(tmp_path: Path):
-    from webui.listen import ListenError, resolve_model
-    from webui.samples_view import gallery_for
-    from webui.tab_tokenizer import _model_prefix
+    from webui.testing.listen import ListenError, resolve_model
+    from webui.tokenizer.tab_tokenizer import _model_prefix
+    from webui.training.samples_view import gallery_for
 
     with pytest.raises(ListenError, match=r"^model: cannot expand '~nosuchuser_zz/run/latest.pth'"):
         resolve_model("~nosuchuser_zz/run/latest.pth", tmp_path)
@@ -91,7 +91,7 @@ def test_job_view_reports_state_and_progress():
 
 def test_sample_text_side_by_side(demo_workspace):
     from data_tools.text_tokenizer import TextTokenizer
-    from webui import tab_tokenizer
+    from webui.tokenizer import tab_tokenizer
 
     text = "ሰላም ለዓለም። hello"
     view = tab_tokenizer.compare_tokenization(text, str(demo_workspace.base_tokenizer),
@@ -109,7 +109,7 @@ def test_sample_text_side_by_side(demo_workspace):
 
 
 def test_sample_text_with_a_missing_tokenizer_says_so(demo_workspace):
-    from webui import tab_tokenizer
+    from webui.tokenizer import tab_tokenizer
 
     view = tab_tokenizer.compare_tokenization("hello", "missing.model", str(demo_workspace.extended_tokenizer),
                                               "auto", demo_workspace.root)
@@ -118,8 +118,8 @@ def test_sample_text_with_a_missing_tokenizer_says_so(demo_workspace):
 
 def run_job(ctx, job, argv, timeout_s: float = 240.0):
     """Start a report job and wait (bounded) until it has ended; its JobResult."""
-    from webui.process_tools import wait_until
-    from webui.report_jobs import job_result, start_job
+    from webui.jobs.process_tools import wait_until
+    from webui.jobs.report_jobs import job_result, start_job
 
     start_job(ctx, job, argv)
     assert wait_until(lambda: job_result(ctx, job).ended, timeout_s, interval_s=0.1), job_result(ctx, job).view.log
@@ -127,8 +127,8 @@ def run_job(ctx, job, argv, timeout_s: float = 240.0):
 
 
 def test_train_extend_verify_round(demo_workspace, tmp_path: Path):
-    from webui import tab_tokenizer as tt
     from webui.context import StudioContext
+    from webui.tokenizer import tab_tokenizer as tt
 
     ctx = StudioContext.create(tmp_path)
     argv = tt.train_argv(ctx.python, str(demo_workspace.train_manifest), "am_small", 300, "bpe", "am", tmp_path)
@@ -158,8 +158,8 @@ def test_train_extend_verify_round(demo_workspace, tmp_path: Path):
 
 
 def test_verify_fails_on_swapped_tokenizers_and_names_the_check(demo_workspace, tmp_path: Path):
-    from webui import tab_tokenizer as tt
     from webui.context import StudioContext
+    from webui.tokenizer import tab_tokenizer as tt
 
     ctx = StudioContext.create(tmp_path)
     argv = tt.verify_argv(ctx.python, str(demo_workspace.base_tokenizer), str(demo_workspace.extended_tokenizer),
@@ -172,9 +172,9 @@ def test_verify_fails_on_swapped_tokenizers_and_names_the_check(demo_workspace, 
 
 
 def test_tokenizer_actions_report_bad_input_in_one_line(demo_workspace, tmp_path: Path):
-    from webui import tab_tokenizer as tt
     from webui.context import StudioContext
-    from webui.job_panel import start_action
+    from webui.jobs.job_panel import start_action
+    from webui.tokenizer import tab_tokenizer as tt
 
     ctx = StudioContext.create(tmp_path)
 
@@ -208,7 +208,7 @@ def test_tokenizer_actions_report_bad_input_in_one_line(demo_workspace, tmp_path
 
 
 def test_find_manifests_skips_metrics_and_hidden_folders(tmp_path: Path):
-    from webui import tab_data
+    from webui.data import tab_data
 
     for name in ("data/a.jsonl", "runs/demo/metrics.jsonl", ".hidden/b.jsonl", "jobs/prep/out/c.jsonl", "d.txt"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -219,7 +219,7 @@ def test_find_manifests_skips_metrics_and_hidden_folders(tmp_path: Path):
 
 
 def check_job(ctx, train: str, val: str, tokenizer: str, config: str, workspace: Path):
-    from webui import tab_data
+    from webui.data import tab_data
 
     argv = tab_data.check_argv(ctx.python, train, val, tokenizer, config, "am", True, workspace,
                                tab_data.CHECK_JOB.report_path(ctx))
@@ -227,8 +227,8 @@ def check_job(ctx, train: str, val: str, tokenizer: str, config: str, workspace:
 
 
 def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
-    from webui import tab_data
     from webui.context import StudioContext
+    from webui.data import tab_data
 
     ctx = StudioContext.create(tmp_path)
     result = check_job(ctx, str(demo_workspace.train_manifest), str(demo_workspace.val_manifest),
@@ -254,8 +254,8 @@ def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
 
 
 def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path: Path):
-    from webui import tab_data
     from webui.context import StudioContext
+    from webui.data import tab_data
 
     lines = demo_workspace.train_manifest.read_text(encoding="utf-8").splitlines()[:5]
     lines[2] = '{"id": "broken", "text": '
@@ -273,9 +273,9 @@ def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path:
 
 
 def test_check_with_missing_manifest_gives_one_line(tmp_path: Path):
-    from webui import tab_data
     from webui.context import StudioContext
-    from webui.job_panel import start_action
+    from webui.data import tab_data
+    from webui.jobs.job_panel import start_action
 
     ctx = StudioContext.create(tmp_path)
 
@@ -303,7 +303,7 @@ def test_a_job_report_is_read_back_into_its_dataclasses_or_refused_in_one_line()
 
 def test_split_then_use_it(demo_workspace, tmp_path: Path):
     from data_tools.check_data import check_manifests
-    from webui import tab_data
+    from webui.data import tab_data
 
     view = tab_data.split_action(str(demo_workspace.train_manifest), str(tmp_path / "split"), 0.1, 7, 0, tmp_path)
     assert "SPLIT" in view.message, view.message
@@ -321,7 +321,7 @@ def test_split_then_use_it(demo_workspace, tmp_path: Path):
 
 
 def test_split_bad_input_in_one_line(tmp_path: Path):
-    from webui import tab_data
+    from webui.data import tab_data
 
     assert "manifest not found" in tab_data.split_action("nope.jsonl", "out", 0.1, 0, 0, tmp_path).message
     (tmp_path / "m.jsonl").write_text("{}\n")
@@ -344,16 +344,16 @@ def _speech_folder(root: Path) -> Path:
 
 
 def _wait_until_done(ctx, timeout_s: float = 180.0):
-    from webui import tab_data
-    from webui.process_tools import wait_until
+    from webui.data import tab_data
+    from webui.jobs.process_tools import wait_until
 
     wait_until(lambda: not tab_data.poll_preprocess(ctx).running, timeout_s, interval_s=0.2)
     return tab_data.poll_preprocess(ctx)
 
 
 def test_preprocessing_runs_supervised_with_progress_and_log(demo_workspace, tmp_path: Path):
-    from webui import tab_data
     from webui.context import StudioContext
+    from webui.data import tab_data
 
     ctx = StudioContext.create(tmp_path)
     audio = _speech_folder(tmp_path / "audio")
@@ -372,8 +372,8 @@ def test_preprocessing_runs_supervised_with_progress_and_log(demo_workspace, tmp
 
 
 def test_preprocessing_bad_input_starts_nothing(demo_workspace, tmp_path: Path):
-    from webui import tab_data
     from webui.context import StudioContext
+    from webui.data import tab_data
 
     ctx = StudioContext.create(tmp_path)
     message, view = tab_data.start_preprocess(ctx, "no/such/folder", "out", str(demo_workspace.config), "", 1, 0.5,
@@ -406,56 +406,56 @@ def run_dir(tmp_path: Path, demo_workspace) -> Path:
 
 
 def test_list_newest_first_and_feeds_the_picker(run_dir: Path, tmp_path: Path):
-    from webui import tab_checkpoints as tc
+    from webui.checkpoints import rows as ck_rows
     from webui.context import StudioContext
 
-    assert str(run_dir) in tc.find_output_dirs(tmp_path)
-    view = tc.list_view(str(run_dir), tmp_path)  # at once, from the files' metadata
-    assert list(view.table.columns) == tc.LIST_COLUMNS
+    assert str(run_dir) in ck_rows.find_output_dirs(tmp_path)
+    view = ck_rows.list_view(str(run_dir), tmp_path)  # at once, from the files' metadata
+    assert list(view.table.columns) == ck_rows.LIST_COLUMNS
     assert set(view.table["file"]) == {"latest.pth", "best.pth", "model_step10.pth", "model_step20.pth"}
     assert view.table["step"].iloc[0] == 20 and view.table["step"].iloc[-1] == 10
     assert [Path(p).name for p in view.paths] == list(view.table["file"])
-    assert set(view.table["model"]) == {"IndexTTS-1.5"} and set(view.table["verdict"]) == {tc.PENDING}
+    assert set(view.table["model"]) == {"IndexTTS-1.5"} and set(view.table["verdict"]) == {ck_rows.PENDING}
 
     ctx = StudioContext.create(tmp_path)
-    result = run_job(ctx, tc.LIST_JOB, tc.list_argv(ctx.python, str(run_dir), tmp_path, tc.LIST_JOB.report_path(ctx)))
-    verified = tc.list_view_of(result, tmp_path)
+    result = run_job(ctx, ck_rows.LIST_JOB, ck_rows.list_argv(ctx.python, str(run_dir), tmp_path, ck_rows.LIST_JOB.report_path(ctx)))
+    verified = ck_rows.list_view_of(result, tmp_path)
     assert list(verified.table["verdict"]) == ["COMPLETE"] * 4  # complete training checkpoints, nothing less
     assert verified.paths == view.paths
 
 
 def test_list_of_a_missing_folder_says_so(tmp_path: Path):
-    from webui import tab_checkpoints as tc
+    from webui.checkpoints import rows as ck_rows
 
-    view = tc.list_view("runs/none", tmp_path)
+    view = ck_rows.list_view("runs/none", tmp_path)
     assert "output directory not found" in view.message and view.table.empty and view.paths == []
     with pytest.raises(form_inputs.InputProblem, match="output directory not found"):
-        tc.list_argv("python", "runs/none", tmp_path, tmp_path / "r.json")
+        ck_rows.list_argv("python", "runs/none", tmp_path, tmp_path / "r.json")
 
 
 def test_verify_inspect_export(run_dir: Path, tmp_path: Path):
-    from webui import tab_checkpoints as tc
+    from webui.checkpoints import tools as ck_tools
     from webui.context import StudioContext
 
     ctx = StudioContext.create(tmp_path)
     latest = str(run_dir / "latest.pth")
-    verified = tc.verify_view_of(run_job(ctx, tc.VERIFY_JOB, tc.verify_argv(
-        ctx.python, latest, "", "", tmp_path, tc.VERIFY_JOB.report_path(ctx))))
+    verified = ck_tools.verify_view_of(run_job(ctx, ck_tools.VERIFY_JOB, ck_tools.verify_argv(
+        ctx.python, latest, "", "", tmp_path, ck_tools.VERIFY_JOB.report_path(ctx))))
     components = dict(zip(verified.table["component"], verified.table["status"]))
     assert components["model weights"] == "ok" and components["optimizer"] == "ok"
     assert "COMPLETE" in verified.verdict and "PARTIAL" not in verified.verdict
 
-    message, facts = tc.inspect_view_of(run_job(ctx, tc.INSPECT_JOB, tc.inspect_argv(
-        ctx.python, latest, tmp_path, tc.INSPECT_JOB.report_path(ctx))))
+    message, facts = ck_tools.inspect_view_of(run_job(ctx, ck_tools.INSPECT_JOB, ck_tools.inspect_argv(
+        ctx.python, latest, tmp_path, ck_tools.INSPECT_JOB.report_path(ctx))))
     rows = dict(zip(facts["field"], facts["value"]))
     assert "INSPECTED" in message and rows["step"] == "20" and rows["kind"] == "studio"
 
     out = tmp_path / "export"
 
     def export(safetensors: bool):
-        argv = tc.export_argv(ctx.python, latest, str(out), "fp16", safetensors, "", "", tmp_path,
-                              tc.EXPORT_JOB.report_path(ctx))
-        return tc.export_view_of(run_job(ctx, tc.EXPORT_JOB, argv))
+        argv = ck_tools.export_argv(ctx.python, latest, str(out), "fp16", safetensors, "", "", tmp_path,
+                              ck_tools.EXPORT_JOB.report_path(ctx))
+        return ck_tools.export_view_of(run_job(ctx, ck_tools.EXPORT_JOB, argv))
 
     message, files = export(True)
     assert "EXPORTED" in message, message
@@ -467,25 +467,25 @@ def test_verify_inspect_export(run_dir: Path, tmp_path: Path):
 
 
 def test_checkpoint_actions_report_bad_input_in_one_line(tmp_path: Path):
-    from webui import tab_checkpoints as tc
+    from webui.checkpoints import tools as ck_tools
     from webui.context import StudioContext
 
     ctx = StudioContext.create(tmp_path)
     garbage = tmp_path / "garbage.pth"
     garbage.write_bytes(b"not a checkpoint at all")
-    result = run_job(ctx, tc.VERIFY_JOB, tc.verify_argv(ctx.python, str(garbage), "", "", tmp_path,
-                                                         tc.VERIFY_JOB.report_path(ctx)))
-    assert result.exit_code == 2 and "INVALID" in tc.verify_view_of(result).verdict  # a verdict, with its report
+    result = run_job(ctx, ck_tools.VERIFY_JOB, ck_tools.verify_argv(ctx.python, str(garbage), "", "", tmp_path,
+                                                         ck_tools.VERIFY_JOB.report_path(ctx)))
+    assert result.exit_code == 2 and "INVALID" in ck_tools.verify_view_of(result).verdict  # a verdict, with its report
     with pytest.raises(form_inputs.InputProblem, match="checkpoint not found"):
-        tc.verify_argv(ctx.python, "gone.pth", "", "", tmp_path, tc.VERIFY_JOB.report_path(ctx))
-    result = run_job(ctx, tc.INSPECT_JOB, tc.inspect_argv(ctx.python, str(garbage), tmp_path,
-                                                           tc.INSPECT_JOB.report_path(ctx)))
-    message, table = tc.inspect_view_of(result)
+        ck_tools.verify_argv(ctx.python, "gone.pth", "", "", tmp_path, ck_tools.VERIFY_JOB.report_path(ctx))
+    result = run_job(ctx, ck_tools.INSPECT_JOB, ck_tools.inspect_argv(ctx.python, str(garbage), tmp_path,
+                                                           ck_tools.INSPECT_JOB.report_path(ctx)))
+    message, table = ck_tools.inspect_view_of(result)
     assert result.report_text is None and table.empty  # a refusal prints only its error line (stderr)
     assert "not a loadable checkpoint" in message and "\n" not in message
-    result = run_job(ctx, tc.EXPORT_JOB, tc.export_argv(ctx.python, str(garbage), "", "bf16", False, "", "",
-                                                         tmp_path, tc.EXPORT_JOB.report_path(ctx)))
-    assert 'data-tone="error"' in tc.export_view_of(result)[0]
+    result = run_job(ctx, ck_tools.EXPORT_JOB, ck_tools.export_argv(ctx.python, str(garbage), "", "bf16", False, "", "",
+                                                         tmp_path, ck_tools.EXPORT_JOB.report_path(ctx)))
+    assert 'data-tone="error"' in ck_tools.export_view_of(result)[0]
 
 
 def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo_workspace, tmp_path: Path):
@@ -495,7 +495,8 @@ def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo
     from data_tools.text_tokenizer import TextTokenizer
     from demo.v2 import DemoV2Paths
     from tests.checkpoint_factory import community_checkpoint, trained_state
-    from webui import tab_checkpoints as tc
+    from webui.checkpoints import rows as ck_rows
+    from webui.checkpoints import tools as ck_tools
     from webui.context import StudioContext
 
     v2 = DemoV2Paths.under(demo_workspace.root)
@@ -506,14 +507,14 @@ def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo
     source = run / "model_step40.pth"
     torch.save(community_checkpoint(gpt, state=trained_state(gpt)), source)
     before = source.read_bytes()
-    listed = tc.list_view(str(run), tmp_path)
+    listed = ck_rows.list_view(str(run), tmp_path)
     assert list(listed.table["model"]) == ["IndexTTS2"] and list(listed.table["kind"]) == ["step"]
 
     ctx = StudioContext.create(tmp_path)
-    argv = tc.repair_argv(ctx.python, str(source), "", str(v2.config), str(v2.extended_tokenizer), 0, tmp_path,
-                          tc.REPAIR_JOB.report_path(ctx))
+    argv = ck_tools.repair_argv(ctx.python, str(source), "", str(v2.config), str(v2.extended_tokenizer), 0, tmp_path,
+                          ck_tools.REPAIR_JOB.report_path(ctx))
     assert argv[argv.index("--out", argv.index("repair")) + 1] == str(run / "model_step40_repaired.pth")
-    message, table = tc.repair_view_of(run_job(ctx, tc.REPAIR_JOB, argv))
+    message, table = ck_tools.repair_view_of(run_job(ctx, ck_tools.REPAIR_JOB, argv))
     assert "REPAIRED" in message and "model_step40_repaired.pth" in message, message
     lines = table.groupby("what")["detail"].apply(list).to_dict()
     assert any("model weights" in line for line in lines["kept"])
@@ -521,20 +522,20 @@ def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo
     assert any(line.startswith("RNG state missing: resume will not be bit-exact") for line in lines["lost"])
     assert lines["new file"] == [f"{run / 'model_step40_repaired.pth'}: PARTIAL"]
     assert source.read_bytes() == before  # the original is never written
-    assert tc.default_repair_path(source) == run / "model_step40_repaired_2.pth"  # the next one never overwrites
-    listed = tc.list_view(str(run), tmp_path)
+    assert ck_tools.default_repair_path(source) == run / "model_step40_repaired_2.pth"  # the next one never overwrites
+    listed = ck_rows.list_view(str(run), tmp_path)
     assert set(listed.table["model"]) == {"IndexTTS2"} and len(listed.table) == 2
 
     # Without the config it was trained from, the refusal says what is needed, in one line.
-    argv = tc.repair_argv(ctx.python, str(source), "again.pth", "", "", 0, tmp_path, tc.REPAIR_JOB.report_path(ctx))
-    message, table = tc.repair_view_of(run_job(ctx, tc.REPAIR_JOB, argv))
+    argv = ck_tools.repair_argv(ctx.python, str(source), "again.pth", "", "", 0, tmp_path, ck_tools.REPAIR_JOB.report_path(ctx))
+    message, table = ck_tools.repair_view_of(run_job(ctx, ck_tools.REPAIR_JOB, argv))
     assert "pass --config" in message and table.empty and not (run / "again.pth").exists()
 
 
 def test_a_running_job_stops_and_says_so(tmp_path: Path):
     from webui.context import StudioContext
-    from webui.process_tools import wait_until
-    from webui.report_jobs import ReportJob, job_result, start_job, stdout_report_argv, stop_job
+    from webui.jobs.process_tools import wait_until
+    from webui.jobs.report_jobs import ReportJob, job_result, start_job, stdout_report_argv, stop_job
 
     ctx = StudioContext.create(tmp_path)
     job = ReportJob("endless")
@@ -554,8 +555,11 @@ def test_a_running_job_stops_and_says_so(tmp_path: Path):
 def test_tabs_build_with_their_element_ids(demo_workspace):
     import gradio as gr
 
-    from webui import tab_checkpoints, tab_data, tab_tokenizer, tab_training
+    from webui.checkpoints import tab_checkpoints
     from webui.context import StudioContext
+    from webui.data import tab_data
+    from webui.tokenizer import tab_tokenizer
+    from webui.training import tab_training
 
     ctx = StudioContext.create(demo_workspace.root)
     with gr.Blocks() as blocks:

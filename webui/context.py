@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webui.supervisor import REPO_ROOT, RunSupervisor, SupervisorRegistry
+from webui.jobs.supervisor import REPO_ROOT, RunSupervisor, SupervisorRegistry
 
 if TYPE_CHECKING:
     from trainer.project import Project
@@ -124,7 +124,7 @@ class StudioContext:
         """Start ``argv`` as a supervised subprocess (own session, run.json + console.log in its dir).
 
         ``output_dir`` defaults to ``<workspace>/jobs/<job_name>``. Raises
-        ``webui.supervisor.RunAlreadyActive`` if that directory's previous run is still going.
+        ``webui.jobs.supervisor.RunAlreadyActive`` if that directory's previous run is still going.
         Follow it with ``sup.poll()`` (a RunStatus), ``sup.read_log(offset)``, ``sup.stop()``.
         """
         supervisor = self.registry.get(output_dir or self.job_dir(job_name))

@@ -17,15 +17,15 @@ from webui.context import StudioContext
 
 TABS: tuple[tuple[str, str, str], ...] = (
     # (title, module, elem_id of the tab, also its id for gr.Tabs(selected=...))
-    ("Project", "webui.tab_project", "tab-project"),
-    ("Data", "webui.tab_data", "tab-data"),
-    ("Tokenizer", "webui.tab_tokenizer", "tab-tokenizer"),
-    ("Training", "webui.tab_training", "tab-training"),
-    ("Checkpoints", "webui.tab_checkpoints", "tab-checkpoints"),
-    ("Test", "webui.tab_testing", "tab-test"),
-    ("Listen", "webui.tab_listen", "tab-listen"),
-    ("Models", "webui.models_panel", "tab-models"),
-    ("System", "webui.tab_system", "tab-system"),
+    ("Project", "webui.project.tab_project", "tab-project"),
+    ("Data", "webui.data.tab_data", "tab-data"),
+    ("Tokenizer", "webui.tokenizer.tab_tokenizer", "tab-tokenizer"),
+    ("Training", "webui.training.tab_training", "tab-training"),
+    ("Checkpoints", "webui.checkpoints.tab_checkpoints", "tab-checkpoints"),
+    ("Test", "webui.testing.tab_testing", "tab-test"),
+    ("Listen", "webui.listen.tab_listen", "tab-listen"),
+    ("Models", "webui.models.models_panel", "tab-models"),
+    ("System", "webui.system.tab_system", "tab-system"),
 )
 
 CSS = """

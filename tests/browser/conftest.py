@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from webui.supervisor import SupervisorRegistry
+from webui.jobs.supervisor import SupervisorRegistry
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ import pytest
 
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
-from webui.process_tools import is_process_alive
-from webui.run_record import read_record
+from webui.jobs.process_tools import is_process_alive
+from webui.jobs.run_record import read_record
 
 RUN_TIMEOUT_MS = 180_000  # a trainer start (torch import, model build) on a busy 2-core CI machine
 UI_TIMEOUT_MS = 60_000

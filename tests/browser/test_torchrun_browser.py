@@ -27,9 +27,9 @@ from tests.browser.test_studio_browser import (
     wait_stopped_at,
 )
 from tests.studio_process import StudioProcess
-from webui.process_tools import is_process_alive
-from webui.run_record import read_record
-from webui.supervisor import RunSupervisor
+from webui.jobs.process_tools import is_process_alive
+from webui.jobs.run_record import read_record
+from webui.jobs.supervisor import RunSupervisor
 
 
 def wait_log_has(page, pattern: str, timeout_ms: int = RUN_TIMEOUT_MS) -> None:

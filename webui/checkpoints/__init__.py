@@ -1,0 +1,1 @@
+"""The Checkpoints tab: list, score, verify, inspect, repair, export."""

@@ -1,0 +1,1 @@
+"""The Data tab: recordings to clips, proofreading, manifests, preparation for each generation."""

@@ -1,0 +1,123 @@
+"""The Gradio side of a report job: a status line, a progress bar, the log, Stop, and the result outputs.
+
+``job_panel(job, prefix)`` lays the panel out where it is called; ``wire_job(...)`` connects a Start
+button: the form's values become the job's argv (``make_argv``; a bad value raises InputProblem and
+nothing starts), a timer polls the job while it runs, and once it has ended ``render(result)`` turns
+its report into the tab's tables and plots (``render(None)`` clears them when a new job starts). The
+timer also fires once when the page loads, so a reload shows the last job's result again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from webui.form_inputs import InputProblem
+from webui.jobs.report_jobs import JobResult, ReportJob, job_result, start_job, stop_job
+from webui.jobs.supervisor import RunAlreadyActive
+from webui.plots import message_html
+
+if TYPE_CHECKING:
+    from webui.context import StudioContext
+
+TICK_S = 1.0
+Render = Callable[[JobResult | None], Sequence[Any]]
+
+
+@dataclass
+class JobPanel:
+    job: ReportJob
+    message: gr.HTML  # why a Start was refused
+    status: gr.HTML
+    progress: gr.HTML
+    log: gr.Textbox
+    stop: gr.Button
+    timer: gr.Timer
+    shown: gr.State  # the run id whose result the page shows
+
+    @property
+    def live(self) -> list[Any]:
+        return [self.status, self.progress, self.log]
+
+
+def job_panel(job: ReportJob, prefix: str) -> JobPanel:
+    """The panel's components, laid out here (``prefix`` names their element ids: ``<prefix>-job-status``...)."""
+    message = gr.HTML(elem_id=f"{prefix}-job-message")
+    with gr.Row(equal_height=True):
+        status = gr.HTML(elem_id=f"{prefix}-job-status", scale=5)
+        stop = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=80, elem_id=f"{prefix}-job-stop")
+    progress = gr.HTML(elem_id=f"{prefix}-job-progress")
+    with gr.Accordion("Log", open=False):
+        log = gr.Textbox(lines=8, max_lines=16, interactive=False, autoscroll=True, show_label=False,
+                         elem_id=f"{prefix}-job-log")
+    return JobPanel(job=job, message=message, status=status, progress=progress, log=log, stop=stop,
+                    timer=gr.Timer(TICK_S, active=True), shown=gr.State(None))
+
+
+def start_action(ctx: StudioContext, job: ReportJob, make_argv: Callable[..., list[str]],
+                 *values: Any, make_env: Callable[..., dict[str, str] | None] | None = None
+                 ) -> tuple[str, JobResult | None]:
+    """Build the argv (and, with ``make_env``, the environment) from the form and start the job:
+    ('' or the one-line reason nothing started, result)."""
+    try:
+        argv = make_argv(*values)
+        return "", start_job(ctx, job, argv, env=make_env(*values) if make_env is not None else None)
+    except (InputProblem, RunAlreadyActive, RuntimeError, OSError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return message_html(text), None
+
+
+def result_message(result: JobResult | None, what: str) -> str:
+    """The verdict line for a job without a usable report: '' while none ended, else the one-line reason."""
+    if result is None:
+        return ""
+    return message_html(result.error or f"the {what} left no report")
+
+
+def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequence[Any],
+             make_argv: Callable[..., list[str]], outputs: Sequence[Any], render: Render,
+             preview: Callable[..., Sequence[Any]] | None = None,
+             make_env: Callable[..., dict[str, str] | None] | None = None,
+             render_inputs: Sequence[Any] = ()) -> None:
+    """Start, Stop and the polling timer of one job; ``outputs`` get ``render(result)`` when it ends.
+
+    While the job runs, ``outputs`` show ``preview(*values)`` (default: ``render(None)``, i.e. cleared).
+    ``make_env(*values)``: the job's environment (default the studio's). ``render_inputs``: components whose
+    values ``render`` gets after the result (``render(result, *values)``), e.g. the session's project, so a page
+    that opens on a job of another project can leave its fields alone.
+    """
+    skip = gr.skip()
+    blank = [skip] * len(outputs)
+
+    def on_start(*values: Any) -> list[Any]:
+        message, result = start_action(ctx, panel.job, make_argv, *values, make_env=make_env)
+        if result is None:
+            return [message, skip, skip, skip, skip, *blank]
+        view = result.view
+        shown = preview(*values) if preview is not None else render(None)
+        return ["", view.status, view.progress, view.log,
+                gr.Timer(active=True), *shown]
+
+    def on_tick(shown: str | None, *extra: Any) -> list[Any]:
+        result = job_result(ctx, panel.job)
+        view = result.view
+        timer = gr.Timer(active=view.running)
+        status = "" if result.state == "idle" else view.status  # a job never run says nothing
+        if result.ended and result.run_id != shown:
+            return [status, view.progress, view.log, timer, result.run_id, *render(result, *extra)]
+        return [status, view.progress, view.log, timer, shown, *blank]
+
+    def on_stop() -> list[Any]:
+        try:
+            view = stop_job(ctx, panel.job).view
+        except RuntimeError as exc:
+            return [message_html(str(exc)), skip, skip, skip]
+        return ["", view.status, view.progress, view.log]
+
+    start.click(on_start, inputs=list(inputs), outputs=[panel.message, *panel.live, panel.timer, *outputs])
+    panel.timer.tick(on_tick, inputs=[panel.shown, *render_inputs], outputs=[*panel.live, panel.timer, panel.shown, *outputs],
+                     show_progress="hidden")
+    panel.stop.click(on_stop, outputs=[panel.message, *panel.live], concurrency_limit=None)

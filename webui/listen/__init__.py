@@ -1,0 +1,1 @@
+"""The Listen tab: A/B and blind listening tests."""

@@ -1,0 +1,1 @@
+"""The Models tab: Hub downloads and uploads."""

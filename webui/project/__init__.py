@@ -1,0 +1,1 @@
+"""The Project tab: the voice project picker and its steps."""

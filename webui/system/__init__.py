@@ -1,0 +1,1 @@
+"""The System tab: the machine, the processes, the logs."""

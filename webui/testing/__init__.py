@@ -1,0 +1,1 @@
+"""The Test tab: any checkpoint of any generation speaks, side by side."""

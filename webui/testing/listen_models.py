@@ -1,0 +1,427 @@
+"""The Test tab's model pickers, without Gradio: what can be spoken with, and the files behind a pick.
+
+- :func:`model_choices` lists what can be spoken with: the base model of every config (its
+  ``gpt_checkpoint`` next to it) and every checkpoint of every run under ``runs/`` and ``v2/runs/``
+  (latest, best, step files), from file names and the runs' ``train_config.yaml`` only (cheap).
+- :func:`resolve_model` turns a picked choice into the files synthesis needs: a checkpoint of ours uses
+  the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
+  base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``
+  (IndexTTS-1.5). An IndexTTS2 or IndexTTS-2.5 model speaks through the download folder its config.yaml sits in
+  (S2Mel, BigVGAN v2, w2v-BERT, ...); each generation's registry entry (``trainer.generations``) says which way
+  it speaks.
+- S2Mel runs (``--train s2mel``) are no GPT: :mod:`webui.testing.listen_s2mel` offers their checkpoints as the decoder a
+  side speaks through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from data_tools.paths import PathError, expand_text
+
+BASE_PREFIX = "base:"
+ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without its adapters (--no-adapter)
+RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v25/runs/*/*", "projects/*/runs/*",
+             "projects/*/runs/*/*")
+BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml", "v25/checkpoints/config.yaml")
+TRAIN_CONFIG = "train_config.yaml"
+W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)
+KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}
+
+
+class ListenError(ValueError):
+    """Something the Test tab cannot use; ``str(err)`` is one line saying what and where."""
+
+
+def typed_path(text: object, what: str) -> Path:
+    """A path from a field or a recorded option, ``~`` expanded by the trainer's rule; ListenError if unusable."""
+    try:
+        return Path(expand_text(str(text).strip(), what))
+    except PathError as exc:
+        raise ListenError(str(exc)) from None
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line, runs of white space as one space (for a status or an error badge)."""
+    return " ".join(str(text).split())
+
+
+# -- models to pick ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """One entry of the model pickers (``key`` is the dropdown value)."""
+
+    key: str
+    label: str
+    kind: str  # base | latest | best | step | other
+    step: int | None
+    version: str  # the generation id (trainer.generations); "?" when the config is unreadable
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The files one side of the Test tab synthesizes with."""
+
+    label: str
+    checkpoint: Path
+    config: Path
+    tokenizer: Path | None
+    vocoder: Path | None
+    version: str  # the generation id (its registry entry says how it speaks)
+    notes: tuple[str, ...] = ()
+    model_dir: Path | None = None  # IndexTTS2 / IndexTTS-2.5: the download folder (the config's folder)
+    adapter: bool = True  # False: a LoRA checkpoint's base weights alone
+    s2mel: Path | None = None  # IndexTTS2 / 2.5: an S2Mel run checkpoint or adapter instead of the folder's s2mel.pth
+
+    @property
+    def problem(self) -> str | None:
+        """Why this model cannot be spoken with (None: it can)."""
+        if self.tokenizer is None:
+            return f"{self.label}: no tokenizer found (the checkpoint records none and the config names none)"
+        if not self.tokenizer.is_file():
+            return f"{self.label}: tokenizer not found: {self.tokenizer}"
+        if _test_facts(self.version).speaks_through_folder:
+            return self._folder_problem()
+        if self.vocoder is None:
+            return (f"{self.label}: the config {self.config} names no bigvgan_checkpoint: give a vocoder "
+                    "(bigvgan_generator.pth)")
+        if not self.vocoder.is_file():
+            return f"{self.label}: vocoder not found: {self.vocoder}"
+        return None
+
+    def _folder_problem(self) -> str | None:
+        """Why the IndexTTS2 / 2.5 download folder cannot speak (a file or config key missing), cheaply."""
+        if self.model_dir is None:
+            return f"{self.label}: no {_name(self.version)} download folder"
+        check = _test_facts(self.version).folder_problem
+        assert check is not None
+        problem = check(self.model_dir, self.w2v_bert)
+        return f"{self.label}: {problem}" if problem else None
+
+    @property
+    def w2v_bert(self) -> str | None:
+        """None (the folder's w2v-bert-2.0/, for 2.5 also under hf_cache/) or the hub model id when it has none."""
+        if self.model_dir is None:
+            return None
+        places = [self.model_dir / place for place in _test_facts(self.version).w2v_bert_places]
+        return None if any(place.is_dir() for place in places) else W2V_BERT_HUB_ID
+
+    def describe(self, root: Path | None = None) -> str:
+        """One line for the tab: which files (relative to ``root`` where inside it)."""
+        def show(path: Path | None) -> str:
+            return "-" if path is None else _relative(path, root) if root is not None else str(path)
+
+        parts = [f"checkpoint {show(self.checkpoint)}", f"tokenizer {show(self.tokenizer)}"]
+        if _test_facts(self.version).speaks_through_folder:
+            parts += [f"{_name(self.version)} folder {show(self.model_dir)}"]
+            parts += [f"w2v-BERT {self.w2v_bert}"] if self.w2v_bert else []
+            parts += [f"S2Mel {show(self.s2mel)}" if self.s2mel is not None else "S2Mel: stock"]
+        else:
+            parts += [f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
+        return " · ".join(parts + list(self.notes))
+
+
+def _test_facts(version: str) -> Any:
+    """The Test tab's facts of generation ``version`` (its registry entry's); none for an unknown one."""
+    from trainer.generations.registry import by_id
+    from trainer.generations.spec import TestFacts
+
+    try:
+        return by_id(version).test
+    except KeyError:
+        return TestFacts()
+
+
+def _name(version: str, unknown: str = "unknown version") -> str:
+    from trainer.generations.registry import name_of
+
+    return name_of(version, unknown)
+
+
+def _generation_id(config: Mapping[str, Any]) -> str:
+    from trainer.generations.registry import generation_of_config
+
+    return generation_of_config(config).id
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _read_yaml(path: Path) -> dict[str, Any] | None:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _config_version(config: Path, cache: dict[Path, str]) -> str:
+    key = config.resolve()
+    if key not in cache:
+        from data_tools.config import ConfigError, load_config
+        try:
+            cache[key] = _generation_id(load_config(config))
+        except (ConfigError, ValueError):
+            cache[key] = "?"
+    return cache[key]
+
+
+def _beside(config: Path, name: object) -> Path | None:
+    """A file named in a config: absolute as is, relative next to the config (None when not named)."""
+    text = str(name or "").strip()
+    if not text:
+        return None
+    path = typed_path(text, f"a file named in {config}")
+    return path if path.is_absolute() else config.parent / path
+
+
+def trains_s2mel(folder: Path) -> bool:
+    """Whether a run trained the S2Mel decoder (``--train s2mel``): its checkpoints are no GPT to speak with.
+
+    Its ``train_config.yaml`` says so; a run without one (older S2Mel runs wrote none) by the first line of its
+    ``metrics.jsonl`` (``"part": "s2mel"``)."""
+    options = _read_yaml(folder / TRAIN_CONFIG)
+    if options:
+        return str(options.get("train") or "gpt") == "s2mel"
+    try:
+        with open(folder / "metrics.jsonl", encoding="utf-8") as metrics:
+            first = metrics.readline(64 * 1024)
+    except OSError:
+        return False
+    return '"part": "s2mel"' in first
+
+
+def run_dirs(workspace: Path | str) -> list[Path]:
+    """GPT runs (folders under the workspace's and its projects' runs/ holding checkpoints), newest first; S2Mel
+    runs are left out: their checkpoints are decoders, not a GPT a choice here could speak with."""
+    workspace = Path(workspace)
+    found: set[Path] = set()
+    for pattern in RUN_GLOBS:
+        for folder in workspace.glob(pattern):
+            if folder.is_dir() and any(folder.glob("*.pth")) and not trains_s2mel(folder):
+                found.add(folder)
+
+    def newest(folder: Path) -> float:
+        try:
+            return max(p.stat().st_mtime for p in folder.glob("*.pth"))
+        except (OSError, ValueError):
+            return 0.0
+
+    return sorted(found, key=lambda p: (-newest(p), str(p)))
+
+
+def run_config(output_dir: Path) -> Path | None:
+    """The config.yaml a run was trained with, from its ``train_config.yaml`` (None when unknown)."""
+    options = _read_yaml(output_dir / TRAIN_CONFIG)
+    if not options or not str(options.get("config") or "").strip():
+        return None
+    return typed_path(options["config"], f"config of {output_dir / TRAIN_CONFIG}")
+
+
+def _linked_steps(output_dir: Path) -> dict[tuple[int, int], int]:
+    """(device, inode) -> step of the model_step files (latest.pth is a hard link to the newest one)."""
+    from trainer.checkpoints.store import step_checkpoints
+
+    linked: dict[tuple[int, int], int] = {}
+    for step, path in step_checkpoints(output_dir):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        linked[(info.st_dev, info.st_ino)] = step
+    return linked
+
+
+def _run_choices(output_dir: Path, workspace: Path, versions: dict[Path, str]) -> list[ModelChoice]:
+    from trainer.checkpoints.listing import list_checkpoints
+
+    config = run_config(output_dir)
+    version = _config_version(config, versions) if config is not None and config.is_file() else "?"
+    linked = _linked_steps(output_dir)
+    where = _relative(output_dir, workspace)
+    lora = bool((_read_yaml(output_dir / TRAIN_CONFIG) or {}).get("lora"))
+    choices = []
+    for summary in list_checkpoints(output_dir, verify=False):
+        step = summary.step
+        if step is None:
+            try:
+                info = summary.path.stat()
+                step = linked.get((info.st_dev, info.st_ino))
+            except OSError:
+                continue
+        label = f"{where} · {summary.path.name}" + (f" (step {step})" if step is not None else "")
+        choices.append(ModelChoice(str(summary.path), label, summary.kind, step, version))
+        if lora:
+            choices.append(ModelChoice(ADAPTER_OFF_PREFIX + str(summary.path), label + " · LoRA adapter off",
+                                       summary.kind, step, version))
+    choices.sort(key=lambda c: (KIND_ORDER.get(c.kind, 9), -(c.step if c.step is not None else -1), c.label))
+    return choices
+
+
+def base_configs(workspace: Path | str) -> list[Path]:
+    """Configs whose base model can be picked: the workspace's own, then every run's (no duplicates)."""
+    workspace = Path(workspace)
+    configs = [workspace / name for name in BASE_CONFIGS]
+    configs += [c for c in (run_config(folder) for folder in run_dirs(workspace)) if c is not None]
+    unique: dict[Path, Path] = {}
+    for config in configs:
+        if config.is_file():
+            unique.setdefault(config.resolve(), config)
+    return list(unique.values())
+
+
+def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None = None) -> ModelChoice:
+    version = _config_version(config, versions if versions is not None else {})
+    name = _name(version)
+    label = f"base model · {_relative(config.parent, workspace)} ({name})"
+    return ModelChoice(BASE_PREFIX + str(config), label, "base", None, version)
+
+
+def model_choices(workspace: Path | str) -> list[ModelChoice]:
+    """Everything the model pickers offer: base models first, then each run's checkpoints (newest run first)."""
+    workspace = Path(workspace)
+    versions: dict[Path, str] = {}
+    choices = [base_choice(config, workspace, versions) for config in base_configs(workspace)]
+    for folder in run_dirs(workspace):
+        choices += _run_choices(folder, workspace, versions)
+    return choices
+
+
+def default_pair(choices: Sequence[ModelChoice]) -> tuple[str | None, str | None]:
+    """(A, B) to start with: a base model and the newest run's latest checkpoint of the oldest generation."""
+    from trainer.generations.registry import generation_ids
+
+    first = generation_ids()[0]
+    speakable = [c for c in choices if c.version == first]
+    base = next((c.key for c in speakable if c.kind == "base"), None)
+    trained = next((c.key for c in speakable if c.kind == "latest"), None)
+    if trained is None:
+        trained = next((c.key for c in speakable if c.kind != "base"), None)
+    return base, trained
+
+
+def _resolve_base(config: Path, vocoder: Path | None) -> ModelSpec:
+    from data_tools.config import ConfigError, load_config
+
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        raise ListenError(one_line(exc)) from None
+    checkpoint = _beside(config, loaded.get("gpt_checkpoint"))
+    if checkpoint is None:
+        raise ListenError(f"{config} names no gpt_checkpoint: the base model is unknown")
+    dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
+    version = _generation_id(loaded)
+    facts = _test_facts(version)
+    folder = facts.speaks_through_folder
+    tokenizer = (config.parent / facts.folder_table if facts.folder_table
+                 else _beside(config, dataset.get("bpe_model")))
+    return ModelSpec(label=f"base model {config.parent.name}/{checkpoint.name}", checkpoint=checkpoint, config=config,
+                     tokenizer=tokenizer,
+                     vocoder=None if folder else vocoder or _beside(config, loaded.get("bigvgan_checkpoint")),
+                     version=version, model_dir=config.parent if folder else None)
+
+
+def _checkpoint_config(path: Path, ckpt: Mapping[str, Any]) -> Path:
+    """The config.yaml of a checkpoint: the one its run recorded, else its run's, else one beside it."""
+    hparams = ckpt.get("hparams") if isinstance(ckpt.get("hparams"), Mapping) else {}
+    candidates = []
+    if str(hparams.get("config") or "").strip():
+        candidates.append(typed_path(hparams["config"], f"config recorded in {path}"))
+    from_run = run_config(path.parent)
+    if from_run is not None:
+        candidates.append(from_run)
+    candidates.append(path.parent / "config.yaml")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise ListenError(f"{path}: cannot find the config.yaml it was trained with (looked for "
+                      + ", ".join(str(c) for c in dict.fromkeys(candidates)) + ")")
+
+
+def _resolve_checkpoint(path: Path, vocoder: Path | None) -> ModelSpec:
+    from data_tools.config import ConfigError, load_config
+    from trainer.checkpoints import CheckpointError, checkpoint_kind, load_checkpoint
+
+    if not path.is_file():
+        raise ListenError(f"checkpoint not found: {path}")
+    try:
+        ckpt = load_checkpoint(path, mmap=True)  # metadata only: the tensors stay on disk
+    except CheckpointError as exc:
+        raise ListenError(one_line(exc)) from None
+    try:
+        kind = checkpoint_kind(ckpt)
+        config = _checkpoint_config(path, ckpt)
+        try:
+            loaded = load_config(config)
+        except ConfigError as exc:
+            raise ListenError(one_line(exc)) from None
+        model_config = ckpt.get("model_config")
+        if isinstance(model_config, Mapping) and model_config:
+            version = _generation_id({"gpt": dict(model_config)})
+        else:
+            version = _generation_id(loaded)
+        facts = _test_facts(version)
+        record = ckpt.get("tokenizer")
+        notes: list[str] = []
+        if isinstance(record, Mapping) and str(record.get("path") or "").strip():
+            tokenizer: Path | None = typed_path(record["path"], f"tokenizer recorded in {path}")
+            notes.append("tokenizer recorded in the checkpoint")
+        elif (path.parent / "bpe.model").is_file():  # an export: gpt.pth, config.yaml, bpe.model side by side
+            tokenizer = path.parent / "bpe.model"
+        elif facts.folder_table:
+            tokenizer = config.parent / facts.folder_table
+            notes.append(f"{kind} checkpoint: the download folder's table")
+        else:
+            dataset = loaded.get("dataset") if isinstance(loaded.get("dataset"), Mapping) else {}
+            tokenizer = _beside(config, dataset.get("bpe_model"))
+            notes.append(f"{kind} checkpoint: the config's tokenizer")
+        step = ckpt.get("step") if isinstance(ckpt.get("step"), int) else None
+    finally:
+        del ckpt  # drop the mapped file
+    label = f"{path.parent.name}/{path.name}" + (f" (step {step})" if step is not None else "")
+    if facts.speaks_through_folder:
+        return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer, vocoder=None,
+                         version=version, notes=tuple(notes), model_dir=config.parent)
+    return ModelSpec(label=label, checkpoint=path, config=config, tokenizer=tokenizer,
+                     vocoder=vocoder or _beside(config, loaded.get("bigvgan_checkpoint")), version=version,
+                     notes=tuple(notes))
+
+
+def resolve_model(key: str | None, workspace: Path | str, vocoder: str | Path | None = None) -> ModelSpec:
+    """The files behind a picked (or typed) model; raises ListenError (one line) when they cannot be found.
+
+    ``key`` is a :class:`ModelChoice` key (``base:<config>`` or a checkpoint path) or a typed checkpoint path
+    (relative to the workspace). ``vocoder`` overrides the config's ``bigvgan_checkpoint``.
+    """
+    text = (key or "").strip()
+    if not text:
+        raise ListenError("no model picked")
+    workspace = Path(workspace)
+    override = None
+    if vocoder is not None and str(vocoder).strip():
+        override = typed_path(vocoder, "vocoder")
+        override = override if override.is_absolute() else workspace / override
+    if text.startswith(BASE_PREFIX):
+        config = typed_path(text[len(BASE_PREFIX):], "base model config")
+        if not config.is_file():
+            raise ListenError(f"config not found: {config}")
+        return _resolve_base(config, override)
+    adapter = not text.startswith(ADAPTER_OFF_PREFIX)
+    path = typed_path(text.removeprefix(ADAPTER_OFF_PREFIX), "model")
+    spec = _resolve_checkpoint(path if path.is_absolute() else workspace / path, override)
+    if adapter:
+        return spec
+    return replace(spec, label=spec.label + " (LoRA adapter off)", adapter=False,
+                   notes=(*spec.notes, "LoRA adapter off: the base weights alone"))

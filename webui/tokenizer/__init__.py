@@ -1,0 +1,1 @@
+"""The Tokenizer tab: train, extend and verify tokenizers."""

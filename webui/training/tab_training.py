@@ -1,0 +1,496 @@
+"""Training tab: the form from the trainer's options, pre-flight, the exact command, and the live run.
+
+The run itself is a supervised subprocess (``python -m trainer.train ...``, under torchrun when the form
+asks for more than one process); this tab starts it, stops it and lays out and wires what shows it: the
+per-session view of the run is ``webui.jobs.run_view``, the resume dropdown's labels ``webui.training.checkpoint_labels``,
+TensorBoard ``webui.training.tensorboard``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gradio as gr
+
+from data_tools.paths import PathError
+from webui.context import StudioContext
+from webui.jobs import launcher, rank_logs
+from webui.jobs.run_view import POLL_S, error_html, poll_view, status_html
+from webui.jobs.supervisor import RunAlreadyActive, RunStatus
+from webui.model_version import config_version, version_badge_html
+from webui.training import samples_view
+from webui.training import training_form as tf
+from webui.training.checkpoint_labels import checkpoint_choices
+from webui.training.preflight_view import preflight_html, run_preflight
+from webui.training.tensorboard import page_host, start_tensorboard
+
+TRAIN_LABEL = "train"
+STOP_GRACE_S = launcher.STOP_GRACE_S  # torchrun's --shutdown-timeout too: it never cuts a save shorter
+# Keep the log scrolled to its newest line unless the reader scrolled up (then leave it where it is).
+FOLLOW_LOG_JS = """() => {
+  const box = document.querySelector('#training-log textarea');
+  if (!box) return;
+  if (!box.dataset.follow) {
+    box.dataset.follow = '1';
+    box.addEventListener('scroll', () => {
+      box.dataset.follow = box.scrollTop + box.clientHeight >= box.scrollHeight - 40 ? '1' : '0';
+    });
+  }
+  if (box.dataset.follow === '1') box.scrollTop = box.scrollHeight;
+}"""
+
+
+# -- what the form starts with ---------------------------------------------------------------------------
+def workspace_files(ctx: StudioContext, output_dir: Path | None = None) -> tf.WorkspaceFiles:
+    paths = ctx.paths
+    return tf.WorkspaceFiles(train_manifest=paths.train_manifest, val_manifest=paths.val_manifest,
+                             tokenizer=paths.tokenizer, config=paths.config,
+                             base_checkpoint=paths.base_checkpoint,
+                             output_dir=output_dir or paths.default_output_dir,
+                             vocoder=paths.vocoder if paths.vocoder.is_file() else None)
+
+
+def latest_training_run(ctx: StudioContext) -> RunStatus | None:
+    """The running training run of this workspace, else the most recently started one."""
+    runs = [s for s in ctx.registry.statuses() if s.label == TRAIN_LABEL]
+    runs.sort(key=lambda s: (s.running, float(s.record.get("started_at_epoch") or 0.0)))
+    return runs[-1] if runs else None
+
+
+# The project's data and model files: what the form takes from the voice project (the presets never change them).
+PROJECT_KEYS = ("train_manifest", "val_manifest", "config", "base_checkpoint", "tokenizer", "output_dir",
+                "sample_model_dir")
+
+
+def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any], str | None]:
+    """(the project's training data and model files by option name, its generation id); ({}, None) without one.
+    A demo project answers no data: its generation's demo preset is its data (and its runs/demo folder)."""
+    project = ctx.project(name)
+    if project is None:
+        return {}, None
+    from webui.context import is_demo_project
+
+    if is_demo_project(project.name):
+        return {}, project.generation
+    from trainer.project import defaults_for
+
+    found = defaults_for(project, "train")
+    data = {key: found[key] for key in PROJECT_KEYS if found.get(key)}
+    if data.get("train_manifest"):  # the project's data is its own on both sides: no other validation set
+        data["val_manifest"] = list(found.get("val_manifest") or [])
+    return data, project.generation
+
+
+def preset_values(ctx: StudioContext, name: str, project_name: str | None,
+                  current: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(the form after preset ``name``, the message): a preset sets hyper-parameters; a project's data and model
+    stay the project's."""
+    data, _ = project_values(ctx, project_name)
+    values = {**tf.apply_preset(name, current, preset_files(ctx, name)), **data}
+    return values, f"preset **{name}** applied" + (" (the project's data and model are kept)" if data else "")
+
+
+def project_refill(ctx: StudioContext, project_name: str | None,
+                   current: dict[str, Any] | None) -> tuple[dict[str, Any] | None, Any]:
+    """(the form with the project's data and model, the message) when the project's prepared data is not what
+    the form trains on (it was prepared since the form was filled); (None, skip) when there is nothing to change,
+    so a form the user is working on (or a run's own folder) is left alone."""
+    data, _ = project_values(ctx, project_name)
+    if not data or current is None or _run_of_project(current, data):
+        return None, gr.skip()
+    return {**current, **data}, f"filled from project **{project_name}**: its prepared data and model"
+
+
+def _run_of_project(values: dict[str, Any], data: dict[str, Any]) -> bool:
+    """Whether a run's options train on the project's data (so reopening the page shows that run again)."""
+    return not data.get("train_manifest") or values.get("train_manifest") == data["train_manifest"]
+
+
+def initial_values(ctx: StudioContext, project_name: str | None = None, picked: bool = False) -> dict[str, Any]:
+    """The last training run's options (so a reload or restart shows it again) when it trains on the project's data,
+    else the project's data and model under the demo preset of its generation. A demo project (or none) opens on
+    the last run or the tiny demo; ``picked`` (the project was just chosen) switches to its generation's demo."""
+    data, generation = project_values(ctx, project_name)
+    run = latest_training_run(ctx)
+    if run is not None and not (picked and not data):
+        values = tf.values_from_trainer_argv(run.argv)
+        if values is not None and _run_of_project(values, data):
+            return values
+    preset = tf.DEMO_PRESET
+    if generation is not None and (data or picked):  # its generation's preset (the registry entry names it)
+        from trainer.generations.registry import by_id
+
+        preset = by_id(generation).form.demo_preset or tf.DEMO_PRESET
+    return {**tf.apply_preset(preset, {}, preset_files(ctx, preset)), **data}
+
+
+def preset_files(ctx: StudioContext, name: str) -> tf.WorkspaceFiles:
+    """The files a preset fills in: the IndexTTS2 / IndexTTS-2.5 demo's for theirs, else the workspace's demo files."""
+    if name == tf.DEMO_V25_PRESET:
+        return tf.demo_v25_files(ctx.workspace)
+    return tf.demo_v2_files(ctx.workspace) if name == tf.DEMO_V2_PRESET else workspace_files(ctx)
+
+
+# -- start ---------------------------------------------------------------------------------------------------
+class Started(NamedTuple):
+    """What Start sends to the page: the badge is replaced only by a run that really started."""
+
+    status: Any  # the new run's status, or gr.skip() (a refused Start leaves the badge of the run that goes on)
+    message: str  # '' or the one-line reason nothing started
+    command: Any  # the argv that was started (or would have been), shell-quoted
+    timer: Any
+    preflight_report: Any  # cleared unless the report was made for exactly this command
+    preflight_for: Any
+
+
+def start_run(ctx: StudioContext, values: dict[str, Any] | None, preflight_for: str | None = None,
+              form_error: str = "") -> Started:
+    """Start the trainer for the form's values (read once: the command shown is the command started)."""
+    skip = gr.skip()
+    if values is None:
+        return Started(skip, error_html(form_error), skip, skip, skip, skip)
+    missing = tf.missing_required(values)
+    if missing:
+        return Started(skip, error_html(f"required: {', '.join(missing)}"), skip, skip, skip, skip)
+    argv = tf.run_argv(values)
+    command = shlex.join(argv)
+    try:
+        started = ctx.registry.get(values["output_dir"]).start(argv, cwd=ctx.repo_root, label=TRAIN_LABEL)
+    except (RunAlreadyActive, RuntimeError, PathError) as exc:
+        return Started(skip, error_html(str(exc)), command, skip, skip, skip)
+    same_report = preflight_for == started.command
+    return Started(status_html(started), "", started.command, gr.update(value=POLL_S),
+                   skip if same_report else "", skip if same_report else None)
+
+
+def command_preview(values: dict[str, Any]) -> str:
+    """The command box: exactly what Start runs, shell-quoted (or the one line why it cannot run)."""
+    try:
+        return shlex.join(tf.run_argv(values))
+    except launcher.LaunchError as exc:
+        return f"error: {exc}"
+
+
+def form_changed(values: dict[str, Any] | None, preflight_for: str | None, form_error: str = "") -> tuple[Any, ...]:
+    """(command preview, pre-flight report, pre-flight-for): a report about another command is cleared."""
+    command = command_preview(values) if values is not None else f"error: {form_error}"
+    if preflight_for is not None and preflight_for != command:
+        return command, "", None
+    return command, gr.skip(), gr.skip()
+
+
+
+# -- the tab -------------------------------------------------------------------------------------------------
+# Fields whose label and presence follow the model: an option that does nothing for the model's generation is
+# hidden, not shown greyed out (the form shows only what applies; the registry entry says what that is).
+VERSIONED = ("train_manifest", "val_manifest", *tf.SAMPLE_OPTIONS, *tf.GENERATION_OPTIONS)
+
+
+def _component(option: tf.Option, value: Any, version: str | None) -> gr.components.Component:
+    applies = tf.applies(option, version)
+    common = {"label": tf.field_label(option, version), "info": tf.field_info(option, version),
+              "elem_id": tf.elem_id(option), "interactive": applies, "visible": applies}
+    if option.repeatable:
+        return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
+    if option.kind == "bool":
+        return gr.Checkbox(value=value, **common)
+    if option.kind == "int":
+        return gr.Number(value=value, precision=0, minimum=option.minimum, **common)
+    if option.kind == "float":
+        return gr.Number(value=value, minimum=option.minimum, step=1e-9, **common)
+    if option.kind == "choice":
+        return gr.Dropdown(choices=list(option.choices or ()), value=value, **common)
+    return gr.Textbox(value=value, **common)
+
+
+def version_view(config: str) -> list[Any]:
+    """The model badge and the version-dependent fields' updates (VERSIONED order) for the typed config."""
+    found = config_version(config)
+    updates = []
+    for name in VERSIONED:
+        option = tf.trainer_options.option_by_name(name)
+        applies = tf.applies(option, found.version)
+        updates.append(gr.update(label=tf.field_label(option, found.version),
+                                 info=tf.field_info(option, found.version), interactive=applies, visible=applies))
+    return [version_badge_html(found), *updates]
+
+
+def _form_updates(values: dict[str, Any]) -> list[Any]:
+    fields, resume_ticked, resume_from = tf.form_from_values(values)
+    choices = checkpoint_choices(str(values.get("output_dir") or ""))
+    if resume_from not in [value for _, value in choices]:
+        choices.append((resume_from, resume_from))
+    return [*fields, resume_ticked, gr.update(choices=choices, value=resume_from),
+            command_preview(values)]
+
+
+@dataclass
+class FormColumn:
+    preset: gr.Dropdown
+    apply_preset: gr.Button
+    save_yaml: gr.Button
+    yaml_file: gr.File
+    load_yaml: gr.File
+    message: gr.Markdown
+    version: gr.HTML  # the model badge beside --config
+    fields: dict[str, Any]  # option name -> component
+
+
+@dataclass
+class RunColumn:
+    resume: gr.Checkbox
+    resume_from: gr.Dropdown
+    refresh: gr.Button
+    command: gr.Textbox
+    preflight: gr.Button
+    start: gr.Button
+    stop: gr.Button
+    force_stop: gr.Button
+    start_message: gr.HTML
+    preflight_report: gr.HTML
+    status: gr.HTML
+    progress: gr.HTML
+    log: gr.Textbox
+    tensorboard: gr.Button
+    tensorboard_link: gr.HTML
+    log_source: gr.Dropdown
+
+
+def _form_column(values: dict[str, Any]) -> FormColumn:
+    fields_init, _, _ = tf.form_from_values(values)
+    version = config_version(str(values.get("config") or ""))
+    with gr.Row(equal_height=True):
+        preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset", elem_id="train-preset", scale=3)
+        apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
+    with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"):
+        save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml")
+        yaml_file = gr.File(label="Saved form", interactive=False, elem_id="train-yaml-file", height=90)
+        load_yaml = gr.File(label="Load form from YAML (a saved form or a run's train_config.yaml)",
+                            file_types=[".yaml", ".yml"], type="filepath", elem_id="train-load-yaml", height=90)
+    message = gr.Markdown(elem_id="train-form-message")
+    fields: dict[str, Any] = {}
+    badge = None
+    for group in tf.GROUPS:
+        with gr.Accordion(group, open=group == tf.GROUPS[0], elem_id=f"train-group-{group.split()[0].lower()}"):
+            for option, value in zip(tf.FORM_OPTIONS, fields_init):
+                if option.group == group:
+                    fields[option.name] = _component(option, value, version.version)
+                    if option.name == "config":
+                        badge = gr.HTML(version_badge_html(version), elem_id="train-model-version")
+    with gr.Accordion("Processes and nodes (torchrun)", open=False, elem_id="train-group-processes"):
+        for option, value in zip(tf.LAUNCH_OPTIONS, fields_init[len(tf.FORM_OPTIONS):]):
+            fields[option.name] = _component(option, value, None)
+    assert badge is not None
+    return FormColumn(preset, apply_preset, save_yaml, yaml_file, load_yaml, message, badge, fields)
+
+
+def _run_column(values: dict[str, Any]) -> RunColumn:
+    _, resume_init, resume_from_init = tf.form_from_values(values)
+    with gr.Row(equal_height=True):
+        resume = gr.Checkbox(value=resume_init, label="Resume", elem_id="train-resume", scale=1,
+                             info="continue this output dir's run (optimizer, schedule, data position)")
+        resume_from = gr.Dropdown(choices=checkpoint_choices(str(values.get("output_dir") or "")),
+                                  value=resume_from_init, label="Resume from", allow_custom_value=True,
+                                  elem_id="train-resume-from", scale=3)
+        refresh = gr.Button("Refresh", elem_id="train-refresh-checkpoints", scale=0, min_width=90)
+    command = gr.Textbox(value=command_preview(values), label="Command (exactly what Start runs)",
+                         lines=3, interactive=False, buttons=["copy"], elem_id="train-command")
+    with gr.Row():
+        preflight = gr.Button("Pre-flight check", elem_id="train-preflight")
+        start = gr.Button("Start", variant="primary", elem_id="train-start")
+        stop = gr.Button("Stop (save, then exit)", elem_id="train-stop")
+        force_stop = gr.Button("Force stop", variant="stop", elem_id="train-force-stop")
+    start_message = gr.HTML(elem_id="train-start-message")
+    preflight_report = gr.HTML(elem_id="train-preflight-report")
+    status = gr.HTML(elem_id="train-status")
+    progress = gr.HTML(elem_id="train-progress")
+    log_source = gr.Dropdown([("console.log", rank_logs.CONSOLE)], value=rank_logs.CONSOLE, label="Log of",
+                             visible=False, elem_id="train-log-source",
+                             info="torchrun runs: rank 0's console (every rank's lines, prefixed) or one rank's "
+                                  "own stdout / stderr")
+    log = gr.Textbox(label="Log", lines=20, max_lines=20, interactive=False, autoscroll=True, elem_id="training-log")
+    with gr.Row(equal_height=True):
+        tensorboard = gr.Button("Start TensorBoard", elem_id="train-tensorboard", scale=1)
+        tensorboard_link = gr.HTML(elem_id="train-tensorboard-link")
+    return RunColumn(resume, resume_from, refresh, command, preflight, start, stop, force_stop, start_message,
+                     preflight_report, status, progress, log, tensorboard, tensorboard_link, log_source)
+
+
+class FormIO:
+    """The form's components as one list of inputs/outputs, and reading values from what they hold."""
+
+    def __init__(self, form: FormColumn, run: RunColumn) -> None:
+        self.fields = [form.fields[option.name] for option in tf.FIELD_OPTIONS]
+        self.inputs = [*self.fields, run.resume, run.resume_from]
+        self.outputs = [*self.fields, run.resume, run.resume_from, run.command]
+        self.versioned = [form.fields[name] for name in VERSIONED]
+
+    def values(self, *raw: Any) -> dict[str, Any]:
+        return tf.values_from_form(list(raw[: len(self.fields)]), bool(raw[-2]), raw[-1])
+
+    def read(self, *raw: Any) -> tuple[dict[str, Any] | None, str]:
+        try:
+            return self.values(*raw), ""
+        except tf.FormError as exc:
+            return None, str(exc)
+
+
+def _wire_yaml(form: FormColumn, io: FormIO) -> None:
+    def on_save_yaml(*raw: Any) -> tuple[Any, str]:
+        try:
+            text = tf.form_yaml(io.values(*raw))
+        except tf.FormError as exc:
+            return None, f"error: {exc}"
+        path = Path(tempfile.mkdtemp(prefix="studio-form-")) / "training_form.yaml"
+        path.write_text(text, encoding="utf-8")
+        return str(path), "form saved: download it above"
+
+    def on_load_yaml(path: str | None, *raw: Any) -> list[Any]:
+        if not path:
+            return [gr.skip()] * len(io.outputs) + [""]
+        current, _ = io.read(*raw)
+        try:
+            loaded, notes = tf.values_from_yaml(Path(path).read_text(encoding="utf-8"), base=current)
+        except (OSError, UnicodeDecodeError, tf.FormError) as exc:
+            return [gr.skip()] * len(io.outputs) + [f"error: cannot load the form: {exc}"]
+        return [*_form_updates(loaded), "form loaded" + (f" ({'; '.join(notes)})" if notes else "")]
+
+    form.save_yaml.click(on_save_yaml, inputs=io.inputs, outputs=[form.yaml_file, form.message])
+    form.load_yaml.upload(on_load_yaml, inputs=[form.load_yaml, *io.inputs], outputs=[*io.outputs, form.message])
+
+
+def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO, preflight_for: gr.State) -> None:
+    output_dir, config = form.fields["output_dir"], form.fields["config"]
+
+    def on_form_change(*raw: Any) -> tuple[Any, ...]:
+        values, problem = io.read(*raw[:-1])
+        return form_changed(values, raw[-1], problem)
+
+    # .change on resume too: a finished run unticks it from the timer, and the command must follow.
+    # Queued, one at a time, the latest last: unqueued events run in parallel and an older preview could land
+    # after a newer one (seen under load: the box lagged two quick edits).
+    # Text fields on .change: Gradio's Textbox sends .input only from key events, so a paste (Ctrl+V or the
+    # context menu) changed the value without a preview until the next key press.
+    edits = [c.change if isinstance(c, gr.Textbox) else c.input for c in io.inputs if c is not run.resume]
+    gr.on([*edits, run.resume.change], on_form_change,
+          inputs=[*io.inputs, preflight_for], outputs=[run.command, run.preflight_report, preflight_for],
+          show_progress="hidden", trigger_mode="always_last", concurrency_limit=1)
+    # The config decides the model version: its badge, the manifests' labels, the options that apply.
+    config.change(version_view, inputs=config, outputs=[form.version, *io.versioned], show_progress="hidden")
+
+    def resume_choices(out: str) -> Any:
+        return gr.update(choices=checkpoint_choices(out or ""))
+
+    run.resume.input(resume_choices, inputs=output_dir, outputs=run.resume_from, show_progress="hidden")
+    run.refresh.click(resume_choices, inputs=output_dir, outputs=run.resume_from)
+
+    def on_apply_preset(name: str, project_name: str | None, *raw: Any) -> list[Any]:
+        current, _ = io.read(*raw)
+        values, message = preset_values(ctx, name, project_name, current or {})
+        return [*_form_updates(values), message]
+
+    project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
+    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs],
+                            outputs=[*io.outputs, form.message])
+    if ctx.project_state is not None:
+        def on_project(project_name: str | None) -> list[Any]:
+            return [*_form_updates(initial_values(ctx, project_name, picked=True)),
+                    f"filled from project **{project_name}**" if project_name else gr.skip()]
+
+        ctx.project_state.change(on_project, inputs=ctx.project_state, outputs=[*io.outputs, form.message],
+                                 show_progress="hidden")
+    _wire_yaml(form, io)
+
+
+def _wire_actions(ctx: StudioContext, run: RunColumn, io: FormIO, output_dir: Any, preflight_for: gr.State,
+                  timer: gr.Timer) -> None:
+    def on_preflight(*raw: Any) -> tuple[Any, ...]:
+        values, problem = io.read(*raw)
+        if values is None:
+            return error_html(problem), gr.skip(), None
+        missing = tf.missing_required(values)
+        if missing:
+            return error_html(f"required: {', '.join(missing)}"), gr.skip(), None
+        shown = command_preview(values)
+        return preflight_html(run_preflight(values)), shown, shown
+
+    def on_start(*raw: Any) -> Started:
+        values, problem = io.read(*raw[:-1])
+        return start_run(ctx, values, raw[-1], problem)
+
+    def on_stop(out: str, force: bool) -> tuple[Any, str]:
+        if not (out or "").strip():
+            return gr.skip(), ""
+        try:
+            supervisor = ctx.registry.get(out.strip())
+            final = supervisor.force_stop() if force else supervisor.stop(grace_s=STOP_GRACE_S)
+        except (RuntimeError, PathError) as exc:
+            return gr.skip(), error_html(str(exc))
+        return status_html(final), ""
+
+    def on_tensorboard(out: str, request: gr.Request) -> str:
+        return start_tensorboard(ctx, out or "", page_host(request))
+
+    run.preflight.click(on_preflight, inputs=io.inputs, outputs=[run.preflight_report, run.command, preflight_for])
+    run.start.click(on_start, inputs=[*io.inputs, preflight_for],
+                    outputs=[run.status, run.start_message, run.command, timer, run.preflight_report, preflight_for])
+    stopped = [run.status, run.start_message]
+    run.stop.click(lambda out: on_stop(out, False), inputs=output_dir, outputs=stopped, concurrency_limit=None)
+    run.force_stop.click(lambda out: on_stop(out, True), inputs=output_dir, outputs=stopped, concurrency_limit=None)
+    run.tensorboard.click(on_tensorboard, inputs=output_dir, outputs=run.tensorboard_link)
+
+
+def build(ctx: StudioContext) -> Any:
+    values = initial_values(ctx, ctx.project_state.value if ctx.project_state is not None else None)
+    with gr.Row():
+        with gr.Column(scale=2, min_width=380):
+            form = _form_column(values)
+        with gr.Column(scale=3, min_width=480):
+            run = _run_column(values)
+    with gr.Row():
+        plot_args = {"x": "step", "y": "value", "color": "series", "height": 260}
+        loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
+        top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
+        lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
+        eval_plot = gr.LinePlot(None, title="evaluation: CER, WER, speaker similarity", elem_id="train-eval-plot",
+                                **plot_args)
+    samples = samples_view.build("train-samples")  # the model speaks at every save: players by step
+    io = FormIO(form, run)
+    output_dir = form.fields["output_dir"]
+    view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
+    preflight_for = gr.State(None)  # the command the pre-flight report on the page was made for
+    timer = gr.Timer(POLL_S)
+    _wire_form(ctx, form, run, io, preflight_for)
+    _wire_actions(ctx, run, io, output_dir, preflight_for, timer)
+    samples.wire(output_dir, timer)
+
+    tick_outputs = [view, run.status, run.progress, run.log, loss_plot, top1_plot, lr_plot, run.resume_from, timer,
+                    run.resume, run.preflight_report, preflight_for, run.log_source, eval_plot]
+    timer.tick(lambda v, out, ticked, source: poll_view(ctx, v, out, ticked, source),
+               inputs=[view, output_dir, run.resume, run.log_source],
+               outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
+        None, js=FOLLOW_LOG_JS)
+
+    def on_load(project_name: str | None = None) -> list[Any]:
+        # The last (or running) training run's options, so a reload or a restarted UI shows it again.
+        return [*_form_updates(initial_values(ctx, project_name)), None]
+
+    gr.on(triggers=None, fn=on_load, inputs=[ctx.project_state] if ctx.project_state is not None else None,
+          outputs=[*io.outputs, view], show_progress="hidden")
+    if ctx.project_state is None:
+        return None
+
+    def on_open(project_name: str | None, *raw: Any) -> list[Any]:
+        current, _ = io.read(*raw)
+        values, message = project_refill(ctx, project_name, current)
+        return [*(_form_updates(values) if values is not None else [gr.skip()] * len(io.outputs)), message]
+
+    def on_select(tab: gr.Tab) -> None:  # the project's data prepared meanwhile: the form takes it
+        tab.select(on_open, inputs=[ctx.project_state, *io.inputs], outputs=[*io.outputs, form.message],
+                   show_progress="hidden")
+
+    return on_select

@@ -1,0 +1,431 @@
+"""The training form as plain data: options <-> form fields <-> values <-> run argv, presets, YAML.
+
+Everything comes from ``trainer.options`` (the one declaration of the trainer's options) and, for how many
+processes and nodes run it, ``webui.jobs.launcher`` (torchrun's options); this module only translates between
+what Gradio components hold and those values. No Gradio here, so the round trip (form -> argv -> trainer
+and launcher parsers -> same values) is tested without a browser.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from data_tools.paths import PathError, expand_text, path_lines
+from trainer import options as trainer_options
+from trainer.generations.registry import GENERATIONS, by_id
+from trainer.generations.spec import FormFacts
+from trainer.options import OPTIONS, Option
+from webui.jobs import launcher
+from webui.jobs.launcher import LAUNCH_KEYS, LAUNCH_OPTIONS, TRAINER_MODULE, LaunchError
+
+RESUME = "resume"
+RESUME_AUTO = "auto"
+RESUME_AUTO_LABEL = "latest (auto: latest.pth, else the newest valid checkpoint)"
+
+# Options the form shows as ordinary fields: everything with form=True except resume (its own checkbox).
+FORM_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o.form and o.name != RESUME)
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(o.group for o in FORM_OPTIONS))
+# Every field of the form in order: the trainer's options, then the launcher's (processes, nodes, rendezvous).
+FIELD_OPTIONS: tuple[Option, ...] = (*FORM_OPTIONS, *LAUNCH_OPTIONS)
+
+
+def elem_id(option: Option) -> str:
+    return f"opt-{option.name.replace('_', '-')}"
+
+
+# -- one field <-> one value -----------------------------------------------------------------------------
+def to_field(option: Option, value: Any) -> Any:
+    """The value a Gradio component of this option holds for the trainer value ``value``."""
+    if option.repeatable:
+        return "\n".join(str(item) for item in value or [])
+    if option.kind == "bool":
+        return bool(value)
+    if option.kind in ("int", "float"):
+        return value
+    return "" if value is None else str(value)
+
+
+class FormError(ValueError):
+    """A form field holds something the trainer would refuse; the message names the field."""
+
+
+def from_field(option: Option, raw: Any) -> Any:
+    """The trainer value for what the component holds (empty numbers fall back to the default).
+
+    Paths go through ``data_tools.paths`` (the trainer's parser uses the same rule): ``~`` is expanded,
+    a multi-path field takes one path per line (blank lines ignored), a single-path field refuses a
+    line break.
+    """
+    if option.repeatable:
+        text = raw if isinstance(raw, str) else "\n".join(str(item) for item in raw or [])
+        try:
+            return path_lines(text, option.flag)
+        except PathError as exc:
+            raise FormError(str(exc)) from None
+    if option.kind == "bool":
+        return bool(raw)
+    if option.kind in ("int", "float"):
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return option.default
+        try:
+            number = float(raw)
+        except (TypeError, ValueError):
+            raise FormError(f"{option.flag}: expected a number, got {raw!r}") from None
+        if option.kind == "int":
+            if not math.isfinite(number) or number != int(number):
+                raise FormError(f"{option.flag}: expected a whole number, got {raw!r}")
+            return int(number)
+        return number
+    text = "" if raw is None else str(raw).strip()
+    try:
+        return expand_text(text, option.flag) if option.kind == "path" else _single_line(option, text)
+    except PathError as exc:
+        raise FormError(str(exc)) from None
+
+
+def _single_line(option: Option, text: str) -> str:
+    if "\n" in text or "\r" in text:
+        raise FormError(f"{option.flag}: one line only, got a line break in {text!r}")
+    return text
+
+
+def field_info(option: Option, version: str | None = None) -> str:
+    """The help shown under a field: the option's help, how a multi-path field is filled, and, for a model
+    generation the option does not apply to, the one-line reason instead."""
+    if not applies(option, version):
+        return not_for(option, version)
+    if option.repeatable:
+        return f"{option.help} (here: one path per line; blank lines are ignored)"
+    return option.help
+
+
+# -- what applies to which generation (each generation's registry entry says: trainer.generations) ----------
+def _form_facts(version: str | None) -> FormFacts | None:
+    """The form facts of generation ``version`` (None: not known yet, or no such generation)."""
+    try:
+        return by_id(str(version)).form if version is not None else None
+    except KeyError:
+        return None
+
+
+# The sample fields (what speaks samples at saves: they follow the generation; --sample-texts and
+# --sample-every apply to every one) and the generation-only fields (e.g. the text scheme).
+SAMPLE_OPTIONS = tuple(sorted({name for entry in GENERATIONS for name in entry.form.sample_options}))
+GENERATION_OPTIONS = tuple(sorted({name for entry in GENERATIONS for name in entry.form.options}))
+
+
+def not_for(option: Option, version: str | None) -> str:
+    """Why ``option`` does nothing for generation ``version`` (one line)."""
+    facts = _form_facts(version)
+    if option.name in GENERATION_OPTIONS or facts is None:
+        users = " and ".join(entry.name for entry in reversed(GENERATIONS) if option.name in entry.form.options)
+        return f"not used for this model: {option.flag} applies to {users or 'no'} runs only"
+    return facts.not_for
+
+
+def applies(option: Option, version: str | None) -> bool:
+    """Whether the option does anything for a model of generation ``version`` (None: not known yet)."""
+    facts = _form_facts(version)
+    if facts is None:
+        return True
+    if option.name in SAMPLE_OPTIONS:
+        return option.name in facts.sample_options
+    if option.name in GENERATION_OPTIONS:
+        return option.name in facts.options
+    return True
+
+
+def field_label(option: Option, version: str | None = None) -> str:
+    """The field's label: the flag, ``*`` when required, and for manifests which format this model reads."""
+    label = option.flag + (" *" if option.required else "")
+    facts = _form_facts(version)
+    if option.name in ("train_manifest", "val_manifest") and facts is not None:
+        label += f" ({facts.manifest_kind})"
+    return label
+
+
+# -- the whole form --------------------------------------------------------------------------------------
+def resume_value(resume_ticked: bool, resume_from: str | None) -> str:
+    if not resume_ticked:
+        return ""
+    return (resume_from or RESUME_AUTO).strip() or RESUME_AUTO
+
+
+def default_values() -> dict[str, Any]:
+    """The form's values before anything is typed: the trainer's defaults and one process on one node."""
+    return {**trainer_options.default_values(), **launcher.default_values()}
+
+
+def values_from_form(fields: list[Any], resume_ticked: bool, resume_from: str | None) -> dict[str, Any]:
+    """Form values (the trainer's and the launcher's) from the fields (FIELD_OPTIONS order) and the resume
+    controls; a launcher combination torchrun cannot run is refused here, in one line."""
+    if len(fields) != len(FIELD_OPTIONS):
+        raise ValueError(f"expected {len(FIELD_OPTIONS)} form fields, got {len(fields)}")
+    values = default_values()
+    for option, raw in zip(FIELD_OPTIONS, fields):
+        values[option.name] = from_field(option, raw)
+    values[RESUME] = resume_value(resume_ticked, resume_from)
+    try:
+        launcher.launch_of(values)
+    except LaunchError as exc:
+        raise FormError(str(exc)) from None
+    return values
+
+
+def form_from_values(values: dict[str, Any]) -> tuple[list[Any], bool, str]:
+    """(fields in FIELD_OPTIONS order, resume ticked, resume choice) for ``values``."""
+    merged = {**default_values(), **values}
+    fields = [to_field(option, merged[option.name]) for option in FIELD_OPTIONS]
+    resume = str(merged.get(RESUME) or "")
+    return fields, bool(resume), resume or RESUME_AUTO
+
+
+def missing_required(values: dict[str, Any]) -> list[str]:
+    return [o.flag for o in FORM_OPTIONS if o.required and not values.get(o.name)]
+
+
+def trainer_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The trainer's options out of form values (the launcher's left out)."""
+    return {key: value for key, value in values.items() if key not in LAUNCH_KEYS}
+
+
+def trainer_argv(values: dict[str, Any], python: str = sys.executable) -> list[str]:
+    """The single-process trainer command for ``values`` (what one rank runs; the pre-flight runs this)."""
+    return [python, "-m", TRAINER_MODULE, *trainer_options.options_to_argv(trainer_values(values))]
+
+
+def run_argv(values: dict[str, Any], python: str = sys.executable) -> list[str]:
+    """Exactly the command Start runs: the trainer, under torchrun when more than one process takes part
+    (raises LaunchError for launcher values torchrun cannot run)."""
+    launch = launcher.launch_of(values)
+    single = trainer_argv(values, python)
+    if not launch.distributed:
+        return single
+    return launcher.command(launch, single[3:], str(values.get("output_dir") or ""), python)
+
+
+def preflight_argv(values: dict[str, Any], report_path: Path, python: str = sys.executable) -> list[str]:
+    """The pre-flight of what Start runs: one process that plans for every rank the launcher would start."""
+    argv = [*trainer_argv(values, python), "--preflight", "--preflight-json", str(report_path)]
+    try:
+        launch = launcher.launch_of(values)
+    except launcher.LaunchError:
+        return argv  # Start refuses these values itself, with the launcher's own line
+    if launch.distributed:
+        argv += ["--preflight-processes", str(launch.nproc_per_node * launch.nnodes)]
+    return argv
+
+
+def values_from_trainer_argv(argv: list[str] | tuple[str, ...]) -> dict[str, Any] | None:
+    """Form values of a recorded run command (``python -m trainer.train ...`` or torchrun around it), or
+    None if it is neither."""
+    split = launcher.split_command(argv)
+    if split is None:
+        return None
+    launch, trainer_args = split
+    try:
+        values = trainer_options.parse_argv(trainer_args)
+    except SystemExit:
+        return None
+    values["preflight"] = False
+    values["preflight_json"] = ""
+    return {**values, **launcher.values_of(launch)}
+
+
+# -- presets ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkspaceFiles:
+    """The files a preset points at (the demo workspace layout)."""
+
+    train_manifest: Path
+    val_manifest: Path
+    tokenizer: Path
+    config: Path
+    base_checkpoint: Path
+    output_dir: Path
+    vocoder: Path | None = None  # BigVGAN for samples at saves (IndexTTS-1.5); None: no samples
+    sample_model_dir: Path | None = None  # IndexTTS2 / 2.5 download folder for samples at saves; None: no samples
+
+
+DEMO_PRESET = "Demo (CPU, tiny)"
+DEMO_V2_PRESET = "Demo (IndexTTS2)"
+DEMO_V25_PRESET = "IndexTTS-2.5 demo (CPU)"
+GPU80_V25_PRESET = "IndexTTS-2.5 full fine-tune (80 GB)"
+LORA24_V25_PRESET = "IndexTTS-2.5 LoRA (24 GB)"
+GPU24_PRESET = "Amharic on one 24 GB GPU"
+GPU80_PRESET = "Amharic on 80 GB GPU"
+S2MEL_LORA12_PRESET = "S2Mel LoRA (12 GB GPU)"
+S2MEL_FULL24_PRESET = "S2Mel full fine-tune (24 GB GPU)"
+
+# Hyper-parameters per preset; paths are filled from the workspace (demo) or kept from the form (GPU).
+_DEMO_SETTINGS: dict[str, Any] = {
+    "epochs": 10, "max_steps": 200, "batch_size": 8, "grad_accumulation": 1, "num_workers": 0,
+    "learning_rate": 3e-3, "warmup_steps": 10, "log_interval": 5, "val_interval": 20, "save_interval": 20,
+    "max_val_batches": 50, "keep_checkpoints": 3, "device": "cpu", "amp": "off", "grad_checkpointing": False,
+    "train": "gpt",
+}
+# The S2Mel decoder of IndexTTS2 / 2.5 (after a GPT run, or alone): its trainer takes neither --amp nor gradient
+# accumulation, so these presets say fp32 and one step per batch rather than show settings it would not use.
+# At real size, batch 2 x 4 s, one CPU step peaked at 2.1 GB (full) and 1.8 GB (LoRA) (bench/s2mel_train.py):
+# batch 8 leaves room on the named cards. Not yet measured on a GPU.
+_S2MEL_SETTINGS: dict[str, Any] = {
+    "train": "s2mel", "epochs": 10, "max_steps": 0, "batch_size": 8, "grad_accumulation": 1, "num_workers": 4,
+    "log_interval": 20, "save_interval": 500, "keep_checkpoints": 3, "device": "cuda", "amp": "off",
+    "grad_checkpointing": False,
+}
+_PRESET_SETTINGS: dict[str, dict[str, Any]] = {
+    DEMO_PRESET: _DEMO_SETTINGS,
+    DEMO_V2_PRESET: _DEMO_SETTINGS,
+    GPU24_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 4, "grad_accumulation": 8, "num_workers": 4,
+        "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": True, "lora": False, "train": "gpt",
+    },
+    GPU80_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 24, "grad_accumulation": 2, "num_workers": 8,
+        "learning_rate": 3e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": False, "lora": False, "train": "gpt",
+    },
+    # IndexTTS-2.5: the merges scheme (Amharic at ~0.34 tokens per character, new rows trained, base rows frozen).
+    DEMO_V25_PRESET: {**_DEMO_SETTINGS, "text_scheme": "merges", "text_merges": ""},
+    GPU80_V25_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 16, "grad_accumulation": 2, "num_workers": 8,
+        "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": False, "text_scheme": "merges", "lora": False, "train": "gpt",
+    },
+    # LoRA on every GPT-2 block (rank 16, alpha 32) with the new text rows and the heads trained: the base GPT
+    # is frozen, so AdamW holds moments for the adapters and the trained tables only; LoRA takes a larger lr.
+    LORA24_V25_PRESET: {
+        "epochs": 10, "max_steps": 0, "batch_size": 4, "grad_accumulation": 8, "num_workers": 4,
+        "learning_rate": 2e-4, "warmup_steps": 500, "log_interval": 20, "val_interval": 1000,
+        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
+        "grad_checkpointing": True, "text_scheme": "merges", "lora": True, "lora_rank": 16, "lora_alpha": 32.0,
+        "lora_dropout": 0.05, "lora_targets": "all", "lora_layers": "", "lora_train_heads": True,
+        "lora_train_embeddings": True, "lora_train_lang_row": True, "train": "gpt",
+    },
+    # LoRA on the DiT's attention and feed-forward layers; the decoder is frozen, so a 12 GB card holds batch 8.
+    S2MEL_LORA12_PRESET: {**_S2MEL_SETTINGS, "learning_rate": 1e-4, "lora": True, "lora_rank": 16,
+                          "lora_alpha": 32.0, "lora_dropout": 0.05, "lora_targets": "all"},
+    S2MEL_FULL24_PRESET: {**_S2MEL_SETTINGS, "learning_rate": 2e-5, "weight_decay": 0.01, "lora": False},
+}
+PRESETS: tuple[str, ...] = tuple(_PRESET_SETTINGS)
+DEMO_PRESETS = (DEMO_PRESET, DEMO_V2_PRESET, DEMO_V25_PRESET)  # these reset the whole form to a demo's files
+
+
+def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
+    values = default_values()
+    values.update(
+        train_manifest=[str(files.train_manifest)], val_manifest=[str(files.val_manifest)],
+        tokenizer=str(files.tokenizer), config=str(files.config), base_checkpoint=str(files.base_checkpoint),
+        output_dir=str(files.output_dir), vocoder=str(files.vocoder) if files.vocoder else "",
+        sample_model_dir=str(files.sample_model_dir) if files.sample_model_dir else "",
+    )
+    return values
+
+
+def demo_v2_files(workspace: Path) -> WorkspaceFiles:
+    """The IndexTTS2 half of the demo workspace (``demo.v2.DemoV2Paths``) as preset files."""
+    from demo.v2 import DemoV2Paths
+
+    demo = DemoV2Paths.under(workspace)
+    return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest,
+                          tokenizer=demo.extended_tokenizer, config=demo.config, base_checkpoint=demo.base_checkpoint,
+                          output_dir=demo.output_dir,
+                          sample_model_dir=demo.config.parent if demo.synthesis_ready() else None)
+
+
+def demo_v25_files(workspace: Path) -> WorkspaceFiles:
+    """The IndexTTS-2.5 part of the demo workspace (``demo.v25.DemoV25Paths``) as preset files."""
+    from demo.v25 import DemoV25Paths
+
+    demo = DemoV25Paths.under(workspace)
+    return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest, tokenizer=demo.tokenizer,
+                          config=demo.config, base_checkpoint=demo.base_checkpoint, output_dir=demo.output_dir,
+                          sample_model_dir=demo.config.parent if demo.synthesis_ready() else None)
+
+
+def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:
+    """A demo preset resets the trainer's options to ``files`` (that demo's); GPU presets keep the form's
+    paths. Every preset keeps the launcher fields: they describe the machines, not the recipe."""
+    if name not in _PRESET_SETTINGS:
+        raise KeyError(f"no preset named {name!r}")
+    demo = name in DEMO_PRESETS
+    base = workspace_values(files) if demo else {**default_values(), **current}
+    base.update({key: current[key] for key in LAUNCH_KEYS if key in current})
+    base.update(_PRESET_SETTINGS[name])
+    if demo:
+        base[RESUME] = ""
+    return base
+
+
+# -- YAML ------------------------------------------------------------------------------------------------
+LAUNCHER_KEY = "launcher"  # the saved form's mapping of the launcher fields (torchrun's, not the trainer's)
+
+
+def form_yaml(values: dict[str, Any]) -> str:
+    header = ("# IndexTTS Fine-tuning Studio training form (the same keys as the trainer's train_config.yaml;\n"
+              f"# '{LAUNCHER_KEY}' holds how many processes and nodes run it)\n")
+    plain: dict[str, Any] = {k: v for k, v in trainer_options.resolved_config(trainer_values(values)).items()
+                             if trainer_options.option_by_name(k).form}
+    plain[LAUNCHER_KEY] = {**launcher.default_values(), **{k: values[k] for k in LAUNCH_KEYS if k in values}}
+    return header + yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
+
+
+def _launcher_from_yaml(raw: Any, values: dict[str, Any], notes: list[str]) -> None:
+    if not isinstance(raw, dict):
+        raise FormError(f"{LAUNCHER_KEY}: expected a mapping of launcher fields, got {raw!r}")
+    for key, value in raw.items():
+        name = str(key).replace("-", "_").lstrip("_")
+        option = next((o for o in LAUNCH_OPTIONS if o.name == name), None)
+        if option is None:
+            notes.append(f"ignored unknown launcher field {key!r}")
+            continue
+        values[option.name] = from_field(option, value)
+
+
+def values_from_yaml(text: str, base: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Values from a saved form or a run's train_config.yaml, and notes on what was ignored.
+
+    Options the file does not mention keep their value from ``base`` (the form as it is), else the default.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FormError(f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise FormError("expected a mapping of option names to values")
+    values = {**default_values(), **(base or {})}
+    notes: list[str] = []
+    for key, raw in data.items():
+        name = str(key).replace("-", "_").lstrip("_")
+        if name == LAUNCHER_KEY:
+            _launcher_from_yaml(raw, values, notes)
+            continue
+        try:
+            option = trainer_options.option_by_name(name)
+        except KeyError:
+            notes.append(f"ignored unknown option {key!r}")
+            continue
+        if not option.form:
+            continue
+        if option.repeatable and isinstance(raw, str):
+            raw = [raw]
+        if option.kind == "bool" and not isinstance(raw, bool):
+            raise FormError(f"{option.flag}: expected true or false, got {raw!r}")
+        if option.kind == "choice" and raw not in (option.choices or ()):
+            raise FormError(f"{option.flag}: expected one of {', '.join(option.choices or ())}, got {raw!r}")
+        values[option.name] = from_field(option, raw) if option.kind != "bool" else raw
+    try:
+        launcher.launch_of(values)
+    except LaunchError as exc:
+        raise FormError(str(exc)) from None
+    return values, notes
