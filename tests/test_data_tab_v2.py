@@ -23,26 +23,26 @@ def paired_manifest(root: Path) -> Path:
 
 def test_check_then_write_corrected_manifest(tmp_path: Path) -> None:
     from webui.context import StudioContext
-    from webui.data import tab_data
+    from webui.data import check_section
     from webui.jobs.process_tools import wait_until
     from webui.jobs.report_jobs import job_result, start_job
 
     manifest = paired_manifest(tmp_path / "data")
     ctx = StudioContext.create(tmp_path)
-    job = tab_data.CHECK_JOB
-    start_job(ctx, job, tab_data.check_argv(ctx.python, f"{manifest}::am", "", "", "", "any", True, tmp_path,
+    job = check_section.CHECK_JOB
+    start_job(ctx, job, check_section.check_argv(ctx.python, f"{manifest}::am", "", "", "", "any", True, tmp_path,
                                             job.report_path(ctx)))
     assert wait_until(lambda: job_result(ctx, job).ended, 240, interval_s=0.1)
-    view = tab_data.check_view_of(job_result(ctx, job))
+    view = check_section.check_view_of(job_result(ctx, job))
     assert "ERRORS" in view.verdict
     assert [(f["id"], f["old"], f["new"]) for f in view.code_len_fixes] == [("padded__u0", 40, 10)]
     assert "padded-code-len" in set(view.problems["code"])
-    message = tab_data.fix_code_len_action(view.code_len_fixes)
+    message = check_section.fix_code_len_action(view.code_len_fixes)
     fixed = manifest.with_name("pairs.codelen_fixed.jsonl")
     assert "WRITTEN" in message and str(fixed) in message
     assert json.loads(fixed.read_text(encoding="utf-8").splitlines()[-1])["target_code_len"] == 10
     assert json.loads(manifest.read_text(encoding="utf-8").splitlines()[-1])["target_code_len"] == 40
-    assert "nothing to correct" in tab_data.fix_code_len_action([])
+    assert "nothing to correct" in check_section.fix_code_len_action([])
 
 
 def test_split_of_a_paired_manifest(tmp_path: Path) -> None:

@@ -208,33 +208,33 @@ def test_tokenizer_actions_report_bad_input_in_one_line(demo_workspace, tmp_path
 
 
 def test_find_manifests_skips_metrics_and_hidden_folders(tmp_path: Path):
-    from webui.data import tab_data
+    from webui.data import check_section
 
     for name in ("data/a.jsonl", "runs/demo/metrics.jsonl", ".hidden/b.jsonl", "jobs/prep/out/c.jsonl", "d.txt"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}\n")
-    assert tab_data.find_manifests(tmp_path) == [str(tmp_path / "data/a.jsonl"), str(tmp_path / "jobs/prep/out/c.jsonl")]
-    assert tab_data.add_manifest("a.jsonl", "b.jsonl") == "a.jsonl\nb.jsonl"
-    assert tab_data.add_manifest("a.jsonl\nb.jsonl", "a.jsonl") == "a.jsonl\nb.jsonl"
+    assert check_section.find_manifests(tmp_path) == [str(tmp_path / "data/a.jsonl"), str(tmp_path / "jobs/prep/out/c.jsonl")]
+    assert check_section.add_manifest("a.jsonl", "b.jsonl") == "a.jsonl\nb.jsonl"
+    assert check_section.add_manifest("a.jsonl\nb.jsonl", "a.jsonl") == "a.jsonl\nb.jsonl"
 
 
 def check_job(ctx, train: str, val: str, tokenizer: str, config: str, workspace: Path):
-    from webui.data import tab_data
+    from webui.data import check_section
 
-    argv = tab_data.check_argv(ctx.python, train, val, tokenizer, config, "am", True, workspace,
-                               tab_data.CHECK_JOB.report_path(ctx))
-    return run_job(ctx, tab_data.CHECK_JOB, argv)
+    argv = check_section.check_argv(ctx.python, train, val, tokenizer, config, "am", True, workspace,
+                               check_section.CHECK_JOB.report_path(ctx))
+    return run_job(ctx, check_section.CHECK_JOB, argv)
 
 
 def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
     from webui.context import StudioContext
-    from webui.data import tab_data
+    from webui.data import check_section
 
     ctx = StudioContext.create(tmp_path)
     result = check_job(ctx, str(demo_workspace.train_manifest), str(demo_workspace.val_manifest),
                        str(demo_workspace.extended_tokenizer), str(demo_workspace.config), demo_workspace.root)
     assert 'data-done="' in result.view.progress and "FINISHED" in result.view.status
-    view = tab_data.check_view_of(result)
+    view = check_section.check_view_of(result)
     assert "CLEAN" in view.verdict and 'data-tone="ok"' in view.verdict
     assert view.problems.empty
     train_lines = sum(1 for line in demo_workspace.train_manifest.read_text().splitlines() if line.strip())
@@ -243,7 +243,7 @@ def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
     assert set(view.speakers["split"]) == {"train", "val"} and len(set(view.speakers["speaker"])) == 3
     assert view.scripts.set_index(["split", "script"]).loc[("train", "ethiopic"), "share %"] == 100.0
     report = json.loads(Path(view.report_path).read_text())
-    assert report["verdict"] == "clean" and Path(view.report_path) == tab_data.CHECK_JOB.report_path(ctx)
+    assert report["verdict"] == "clean" and Path(view.report_path) == check_section.CHECK_JOB.report_path(ctx)
     # The report read back is the checker's own: the library's answer, field for field.
     from data_tools.check_data import check_manifests
 
@@ -255,7 +255,7 @@ def test_check_clean_demo_data(demo_workspace, tmp_path: Path):
 
 def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path: Path):
     from webui.context import StudioContext
-    from webui.data import tab_data
+    from webui.data import check_section
 
     lines = demo_workspace.train_manifest.read_text(encoding="utf-8").splitlines()[:5]
     lines[2] = '{"id": "broken", "text": '
@@ -266,7 +266,7 @@ def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path:
     ctx = StudioContext.create(tmp_path)
     result = check_job(ctx, str(broken), "", "", "", tmp_path)
     assert result.exit_code == 1 and "FINISHED" in result.view.status  # problems found is a verdict
-    view = tab_data.check_view_of(result)
+    view = check_section.check_view_of(result)
     assert "ERRORS" in view.verdict and 'data-tone="error"' in view.verdict
     row = view.problems[view.problems["code"] == "malformed-json"].iloc[0]
     assert row["severity"] == "error" and row["file:line"] == f"{broken}:3"
@@ -274,19 +274,19 @@ def test_check_reports_broken_lines_with_file_and_line(demo_workspace, tmp_path:
 
 def test_check_with_missing_manifest_gives_one_line(tmp_path: Path):
     from webui.context import StudioContext
-    from webui.data import tab_data
+    from webui.data import check_section
     from webui.jobs.job_panel import start_action
 
     ctx = StudioContext.create(tmp_path)
 
     def make_argv(*values):
-        return tab_data.check_argv(ctx.python, *values, tmp_path, tab_data.CHECK_JOB.report_path(ctx))
+        return check_section.check_argv(ctx.python, *values, tmp_path, check_section.CHECK_JOB.report_path(ctx))
 
-    message, result = start_action(ctx, tab_data.CHECK_JOB, make_argv, "nope.jsonl", "", "", "", "am", True)
+    message, result = start_action(ctx, check_section.CHECK_JOB, make_argv, "nope.jsonl", "", "", "", "am", True)
     assert "manifest not found" in message and "\n" not in message and result is None
-    message, _ = start_action(ctx, tab_data.CHECK_JOB, make_argv, "", "", "", "", "am", True)
+    message, _ = start_action(ctx, check_section.CHECK_JOB, make_argv, "", "", "", "", "am", True)
     assert "give at least one training manifest" in message
-    assert not (tab_data.CHECK_JOB.folder(ctx) / "run.json").exists()  # nothing started
+    assert not (check_section.CHECK_JOB.folder(ctx) / "run.json").exists()  # nothing started
 
 
 def test_a_job_report_is_read_back_into_its_dataclasses_or_refused_in_one_line():
