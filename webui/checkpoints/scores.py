@@ -14,7 +14,7 @@ from webui.checkpoints.checkpoints_project import (
 )
 from webui.checkpoints.rows import NOT_VERIFIED, ListView, list_view, output_folder
 from webui.form_inputs import InputProblem
-from webui.jobs.job_panel import job_panel, wire_job
+from webui.jobs.job_panel import job_panel, report_view, wire_job
 from webui.jobs.report_jobs import JobResult, ReportJob, stdout_report_argv
 from webui.plots import (
     badge_html,
@@ -48,18 +48,15 @@ def owed_samples_argv(python: str, output_dir: str, workspace: Path | str, repor
 
 
 def owed_samples_message_of(result: JobResult | None) -> str:
-    if result is None:
-        return ""
-    try:
-        report = result.report_json()
+    def shown(report: dict) -> str:
         made, failed = list(report["made"]), dict(report["failed"])
-    except (ValueError, KeyError, TypeError) as exc:
-        return message_html(str(exc))
-    if failed:
-        return message_html("; ".join(failed.values()))
-    text = (f"samples of step {', '.join(str(step) for step in made)} made (the Training tab's players and "
-            "samples/ have them)") if made else "no samples were owed"
-    return badge_html("SAMPLES", text, "ok")
+        if failed:
+            return message_html("; ".join(failed.values()))
+        text = (f"samples of step {', '.join(str(step) for step in made)} made (the Training tab's players and "
+                "samples/ have them)") if made else "no samples were owed"
+        return badge_html("SAMPLES", text, "ok")
+
+    return report_view(result, shown)
 
 
 # -- evaluate and best.pth ----------------------------------------------------------------------------------
@@ -143,28 +140,20 @@ def unscored_html(view: ListView) -> str:
 
 def evaluate_message_of(result: JobResult | None) -> str:
     """The Evaluate job's outcome in one line (its report: the results it wrote)."""
-    if result is None:
-        return ""
-    try:
-        measured = result.report_json()
-    except ValueError as exc:
-        return message_html(str(exc))
-    results = [r for r in measured if isinstance(r, dict)] if isinstance(measured, list) else []
-    count = sum(1 for r in results if r.get("model") != "base")
-    base = " and the base model" if any(r.get("model") == "base" for r in results) else ""
-    if not count and not base:
-        return badge_html("EVALUATED", "nothing new: every checkpoint already had scores", "ok")
-    return badge_html("EVALUATED", f"{count} checkpoint{'s' if count != 1 else ''}{base} measured", "ok")
+    def shown(measured: Any) -> str:
+        results = [r for r in measured if isinstance(r, dict)] if isinstance(measured, list) else []
+        count = sum(1 for r in results if r.get("model") != "base")
+        base = " and the base model" if any(r.get("model") == "base" for r in results) else ""
+        if not count and not base:
+            return badge_html("EVALUATED", "nothing new: every checkpoint already had scores", "ok")
+        return badge_html("EVALUATED", f"{count} checkpoint{'s' if count != 1 else ''}{base} measured", "ok")
+
+    return report_view(result, shown)
 
 
 def best_message_of(result: JobResult | None) -> str:
-    if result is None:
-        return ""
-    try:
-        report = result.report_json()
-        return badge_html("BEST", str(report["reason"]), "ok" if report.get("step") is not None else "info")
-    except (ValueError, KeyError, TypeError) as exc:
-        return message_html(str(exc))
+    return report_view(result, lambda report: badge_html("BEST", str(report["reason"]),
+                                                         "ok" if report.get("step") is not None else "info"))
 
 
 def evaluate_section(ctx: StudioContext, output_dir: gr.Dropdown, list_outputs: list[Any],

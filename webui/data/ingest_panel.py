@@ -26,9 +26,9 @@ import gradio as gr
 
 from webui.data.proofread_panel import ALL, DEFAULT_PAGE_SIZE, build_proofread, page_values, page_view
 from webui.form_inputs import InputProblem, existing_file, resolve_path
-from webui.jobs.job_panel import job_panel, wire_job
+from webui.jobs.job_panel import job_panel, report_view, wire_job
 from webui.jobs.report_jobs import JobResult, ReportJob, stdout_report_argv
-from webui.plots import badge_html, message_html
+from webui.plots import badge_html
 
 if TYPE_CHECKING:
     from webui.context import StudioContext
@@ -219,13 +219,11 @@ def out_dir_of(argv: tuple[str, ...] | list[str]) -> str | None:
 
 def summary_html(result: JobResult | None) -> str:
     """The job's verdict: how many clips, how many the gates rejected, the problems; or why there is none."""
-    if result is None:
-        return ""
-    try:
-        summary = result.report_json()
-        clips, rejected = int(summary["clips"]), int(summary["rejected"])
-    except (ValueError, KeyError, TypeError) as exc:
-        return message_html(str(exc).splitlines()[0] if str(exc) else "the ingest left no summary")
+    return report_view(result, _summary_of, no_report="the ingest left no summary")
+
+
+def _summary_of(summary: dict) -> str:
+    clips, rejected = int(summary["clips"]), int(summary["rejected"])
     problems = [str(p) for p in summary.get("problems", [])]
     model = f"cut for the {summary['model']}; " if summary.get("model") else ""
     too_long = int(summary.get("too_long", 0) or 0)

@@ -21,7 +21,7 @@ from trainer.models.__main__ import catalogue_rows, human_size
 from trainer.models.catalog import ALL_SETS
 from trainer.models.record import downloaded_model_dirs
 from webui.form_inputs import InputProblem, resolve_path
-from webui.jobs.job_panel import job_panel, wire_job
+from webui.jobs.job_panel import job_panel, report_view, wire_job
 from webui.jobs.report_jobs import JobResult, ReportJob
 from webui.plots import empty_frame, format_bytes, message_html, records_frame
 
@@ -126,15 +126,12 @@ def download_view_of(result: JobResult | None, workspace: Path) -> tuple[str, pd
 
 
 def publish_view_of(result: JobResult | None) -> str:
-    if result is None:
-        return ""
-    try:
-        report = result.report_json()
-    except ValueError as exc:
-        return message_html(str(exc))
-    text = (f"{len(report['files'])} files uploaded to {report['url']} "
-            f"({'private' if report['private'] else 'public'})" + (f"; {report['note']}" if report["note"] else ""))
-    return message_html(text, "ok")
+    def shown(report: dict) -> str:
+        text = (f"{len(report['files'])} files uploaded to {report['url']} "
+                f"({'private' if report['private'] else 'public'})" + (f"; {report['note']}" if report["note"] else ""))
+        return message_html(text, "ok")
+
+    return report_view(result, shown)
 
 
 def build(ctx: StudioContext) -> Any:
