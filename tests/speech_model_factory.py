@@ -110,15 +110,17 @@ def build_mms_style_model(folder: Path, languages: dict[str, str], seed: int = 0
     return folder
 
 
-def build_xvector_model(folder: Path, seed: int = 0, feat_extract_norm: str = "layer") -> Path:
+def build_xvector_model(folder: Path, seed: int = 0, feat_extract_norm: str = "layer", conv: dict | None = None
+                        ) -> Path:
     """A random WavLMForXVector (wavlm-base-plus-sv's TDNN kernels and dilations) with its feature extractor
-    in ``folder``. The head's weights are scaled up so embeddings are of order one, not 1e-5."""
+    in ``folder``. The head's weights are scaled up so embeddings are of order one, not 1e-5. ``conv``: the
+    feature encoder's convolutions (default XVECTOR_CONV, 200 frames/s)."""
     import torch
     from transformers import WavLMConfig, WavLMForXVector
 
     folder.mkdir(parents=True, exist_ok=True)
     config = WavLMConfig(
-        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, **XVECTOR_CONV, conv_bias=True, num_conv_pos_embeddings=16,
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, **(conv or XVECTOR_CONV), conv_bias=True, num_conv_pos_embeddings=16,
         num_conv_pos_embedding_groups=2, feat_extract_norm=feat_extract_norm,
         do_stable_layer_norm=feat_extract_norm == "layer", num_buckets=16, max_bucket_distance=64,
         tdnn_dim=(16, 16, 16, 16, 32), tdnn_kernel=(5, 3, 3, 1, 1), tdnn_dilation=(1, 2, 3, 1, 1),

@@ -14,6 +14,7 @@ decoder what inference feeds it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import overload
@@ -128,3 +129,25 @@ class PreparedClips(Sequence[S2MelClip]):
             self.latent_fn,
             prompt_features=self.prompt_features,
         )[0]
+
+
+def manifest_stems(path: Path) -> tuple[Path, list[str]]:
+    """(the prepared folder, the target stems in order) of a paired manifest; ValueError naming the line."""
+    stems: list[str] = []
+    folders: set[Path] = set()
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            codes = json.loads(raw)["target_codes_path"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ValueError(f"{path}:{lineno}: not a paired manifest line with target_codes_path") from None
+        codes_path = (path.parent / codes).resolve()
+        folders.add(codes_path.parent.parent)
+        if codes_path.stem not in stems:
+            stems.append(codes_path.stem)
+    if not stems:
+        raise ValueError(f"{path}: no lines")
+    if len(folders) != 1:
+        raise ValueError(f"{path}: its targets lie in {len(folders)} prepared folders; an S2Mel run reads one")
+    return folders.pop(), stems

@@ -34,7 +34,7 @@ class WatchedSet:
 def watched_sets(opts: Mapping[str, Any]) -> list[WatchedSet]:
     """The validation manifests the guard watches (ValueError naming a manifest it cannot read)."""
     from data_tools.manifest import parse_manifest_spec
-    from trainer.s2mel.run_plan import manifest_stems
+    from trainer.s2mel.dataset import manifest_stems
 
     train = list(opts.get("train_manifest") or [])
     run_language = parse_manifest_spec(train[0]).language if train else None

@@ -9,7 +9,6 @@ generation comes from the registry (a 1.5 config is refused by its entry, in one
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
 from trainer.generations.spec import Capability, Generation
 from trainer.plan import RunPlan, manifest_file, one_line
+from trainer.s2mel.dataset import manifest_stems
 from trainer.s2mel.loop import S2MelTrainSettings
 from trainer.s2mel.lora import DEFAULT_TARGETS, S2MelLoRASettings
 
@@ -43,28 +43,6 @@ def model_folder(opts: dict[str, Any]) -> Path | None:
         if opts.get(name):
             return Path(opts[name])
     return Path(opts["config"]).parent if opts.get("config") else None
-
-
-def manifest_stems(path: Path) -> tuple[Path, list[str]]:
-    """(the prepared folder, the target stems in order) of a paired manifest; ValueError naming the line."""
-    stems: list[str] = []
-    folders: set[Path] = set()
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not raw.strip():
-            continue
-        try:
-            codes = json.loads(raw)["target_codes_path"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"{path}:{lineno}: not a paired manifest line with target_codes_path") from None
-        codes_path = (path.parent / codes).resolve()
-        folders.add(codes_path.parent.parent)
-        if codes_path.stem not in stems:
-            stems.append(codes_path.stem)
-    if not stems:
-        raise ValueError(f"{path}: no lines")
-    if len(folders) != 1:
-        raise ValueError(f"{path}: its targets lie in {len(folders)} prepared folders; an S2Mel run reads one")
-    return folders.pop(), stems
 
 
 def _generation(plan: S2MelPlan) -> bool:
