@@ -577,6 +577,25 @@ def test_tabs_build_with_their_element_ids(demo_workspace):
     assert expected <= ids
 
 
+def test_every_field_label_names_one_field_in_its_tab(demo_workspace):
+    """A screen reader, or a test that finds fields as a person does, tells the fields of a tab apart by label."""
+    import collections
+    import importlib
+
+    import gradio as gr
+
+    from webui import studio
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(demo_workspace.root)
+    for title, module, _elem in studio.TABS:
+        with gr.Blocks() as blocks:
+            importlib.import_module(module).build(ctx)
+        labels = collections.Counter(block.label for block in blocks.blocks.values()
+                                     if isinstance(block, gr.components.FormComponent) and block.label)
+        assert [label for label, count in labels.items() if count > 1] == [], title
+
+
 def test_every_tab_builds_in_short_named_pieces():
     import ast
 

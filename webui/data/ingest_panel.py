@@ -312,7 +312,7 @@ def build_ingest(ctx: StudioContext, languages: list[str]) -> IngestSection:
                             label="Ingest folder (clips, edits, manifests)")
     with gr.Row():
         language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
-                               label="Language", scale=1, elem_id="ingest-language")
+                               label="Language of the recordings", scale=1, elem_id="ingest-language")
         speaker = gr.Textbox(value="", scale=2, label="Speaker (empty: the first folder level names it)",
                              elem_id="ingest-speaker")
         models = base_model_choices(workspace)

@@ -222,7 +222,7 @@ def _preprocess_form(ctx: StudioContext, languages: list[str], project: Project 
         max_duration = gr.Number(value=0, minimum=0, label="Max duration (s; 0: what the model fits)",
                                  elem_id="data-prep-max-duration")
         language = gr.Dropdown(choices=languages, value="am" if "am" in languages else NO_LANGUAGE,
-                               label="Language", elem_id="data-prep-language")
+                               label="Language of the clips", elem_id="data-prep-language")
         speaker = gr.Textbox(value="", label="Speaker (for entries naming none)", elem_id="data-prep-speaker")
         device = gr.Radio(choices=list(DEVICES), value="cpu", label="DVAE device", elem_id="data-prep-device")
     return [source, out, config, dvae, workers, min_duration, max_duration, language, speaker, device]

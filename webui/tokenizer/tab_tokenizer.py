@@ -376,10 +376,11 @@ def _sample_section(ctx: StudioContext, languages: list[str]) -> None:
     paths, workspace = ctx.paths, ctx.workspace
     gr.Markdown("### How a sentence tokenizes: base vs extended")
     with gr.Row():
-        base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer", elem_id="tok-sample-base-path")
-        extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer",
+        base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer (sample)",
+                          elem_id="tok-sample-base-path")
+        extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer (sample)",
                               elem_id="tok-sample-extended-path")
-        language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="Front-end language",
+        language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="Front-end language (sample)",
                                elem_id="tok-sample-language", scale=0, min_width=140)
     initial = compare_tokenization(SAMPLE_TEXT, str(paths.base_tokenizer), str(paths.tokenizer), AUTO_LANGUAGE,
                                    workspace)
@@ -423,7 +424,7 @@ def _train_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
         size = gr.Number(value=800, precision=0, minimum=8, label="Vocab size", elem_id="tok-train-size")
         model_type = gr.Radio(choices=list(MODEL_TYPES), value="bpe", label="Model type", elem_id="tok-train-type")
         language = gr.Dropdown(choices=languages, value="am" if "am" in languages else AUTO_LANGUAGE,
-                               label="Front-end language", elem_id="tok-train-language")
+                               label="Front-end language (training)", elem_id="tok-train-language")
     run = gr.Button("Train", variant="primary", elem_id="tok-train-run")
     panel = job_panel(TRAIN_JOB, "tok-train")
     result = gr.HTML(elem_id="tok-train-result")
@@ -442,7 +443,7 @@ def _extend_section(ctx: StudioContext, trained: gr.Textbox) -> gr.Textbox:
     """Extend the base model; returns the box its result path goes to (the verify section's input)."""
     gr.Markdown("### Extend the base tokenizer (base ids never move)")
     with gr.Row():
-        base = gr.Textbox(value=str(ctx.paths.base_tokenizer), label="Base tokenizer", elem_id="tok-extend-base")
+        base = gr.Textbox(value=str(ctx.paths.base_tokenizer), label="Base tokenizer to extend", elem_id="tok-extend-base")
         new = gr.Textbox(value="", label="New-language tokenizer (filled by Train)", elem_id="tok-extend-new")
         out = gr.Textbox(value="amharic_extended_new", label="Output name or path", elem_id="tok-extend-out")
         target = gr.Number(value=0, precision=0, minimum=0, label="Target size in pieces (0: all new pieces)",
@@ -469,8 +470,8 @@ def _verify_section(ctx: StudioContext, languages: list[str], extended_out: gr.T
     paths = ctx.paths
     gr.Markdown("### Verify an extended tokenizer")
     with gr.Row():
-        extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer", elem_id="tok-verify-tokenizer")
-        base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer", elem_id="tok-verify-base")
+        extended = gr.Textbox(value=str(paths.tokenizer), label="Extended tokenizer to verify", elem_id="tok-verify-tokenizer")
+        base = gr.Textbox(value=str(paths.base_tokenizer), label="Base tokenizer it extends", elem_id="tok-verify-base")
         language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="New-language front-end",
                                elem_id="tok-verify-language", scale=0, min_width=140)
     extended_out.change(lambda path: path, inputs=extended_out, outputs=extended)
