@@ -57,7 +57,9 @@ def test_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_workspace
                                                                              page.locator("#test-message").inner_text())
             rate, frames = served_audio(page, f"test-audio-{side}")
             assert rate == 24000 and frames > 0, (side, rate, frames)
-            assert page.locator(f"#test-audio-{side} #duration").inner_text() != "0:00"
+            # the player shows the length once it has read the file's header: wait for it, not race it
+            page.wait_for_function("(id) => (document.querySelector(`#${id} #duration`)?.innerText ?? '0:00') "
+                                   "!== '0:00'", arg=f"test-audio-{side}", timeout=UI_TIMEOUT_MS)
         page.screenshot(path=str(artifacts / "tab-test.png"), full_page=True)
 
         # The Training tab's sample players show the run's saves.
