@@ -48,6 +48,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (not _module(item).startswith("browser/"), rank.get(_module(item), len(rank))))
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it installed, never called
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``pytest -n N --dist loadscope``, with all browser tests as one unit of work: they run one after another on
     one worker (each drives its own studio and Chromium, mostly waiting on them) beside the other workers. Every
