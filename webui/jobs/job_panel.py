@@ -27,17 +27,6 @@ TICK_S = 1.0
 Render = Callable[[JobResult | None], Sequence[Any]]
 
 
-
-def report_view(result: JobResult | None, render: Callable[[Any], str], no_report: str = "") -> str:
-    """What a panel shows of a job's report: nothing before the job, ``render(report)`` of its JSON report, or a
-    one-line message saying why there is none (or why the report lacks what ``render`` reads)."""
-    if result is None:
-        return ""
-    try:
-        return render(result.report_json())
-    except (ValueError, KeyError, TypeError) as exc:
-        return message_html(str(exc).splitlines()[0] if str(exc) else no_report)
-
 @dataclass
 class JobPanel:
     job: ReportJob
@@ -86,6 +75,17 @@ def result_message(result: JobResult | None, what: str) -> str:
     if result is None:
         return ""
     return message_html(result.error or f"the {what} left no report")
+
+
+def report_view(result: JobResult | None, render: Callable[[Any], str], no_report: str = "") -> str:
+    """What a panel shows of a job's report: nothing before the job, ``render(report)`` of its JSON report, or a
+    one-line message saying why there is none (or why the report lacks what ``render`` reads)."""
+    if result is None:
+        return ""
+    try:
+        return render(result.report_json())
+    except (ValueError, KeyError, TypeError) as exc:
+        return message_html(str(exc).splitlines()[0] if str(exc) else no_report)
 
 
 def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequence[Any],
