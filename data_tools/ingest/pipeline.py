@@ -27,6 +27,7 @@ from data_tools.ingest.clips import (
     write_json,
     write_jsonl,
 )
+from data_tools.ingest.folder import check_folder, mark_folder
 from data_tools.ingest.gates import Duplicates, GateContext, GateSettings, ModelLimits, gate_name
 from data_tools.ingest.loudness import dataset_gain
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
@@ -142,10 +143,17 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
     if settings.loudness_scope not in ("clip", "dataset"):
         raise IngestError(f"loudness scope {settings.loudness_scope!r}: 'clip' or 'dataset'")
     out = Path(settings.out_dir)
-    _claim_folder(out, settings)
-    if transcriber is None and settings.asr_model:
-        transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
+    try:
+        claimed = check_folder(out, settings.fixed())
+    except ValueError as exc:
+        raise IngestError(str(exc)) from None
+    if transcriber is None and settings.asr_model:  # models before the folder is marked: a refused one leaves
+        transcriber = load_transcriber(settings)  # nothing behind, and is refused before hours of slicing
     separator = load_separation(settings) if settings.separate else None
+    try:
+        mark_folder(out, settings.fixed(), claimed)
+    except OSError as exc:
+        raise _write_error(exc, out) from None
     sources, problems = _all_sources(settings, out)
     summary = IngestSummary(str(out), sources=len(sources), model=model.describe() if model is not None else "",
                             longest_clip=settings.slicing.max_seconds)
@@ -233,24 +241,6 @@ def _all_sources(settings: IngestSettings, out: Path) -> tuple[list[Source], lis
         problems += more
     kept, clashes = unique_sources(sources)
     return kept, problems + clashes
-
-
-def _claim_folder(out: Path, settings: IngestSettings) -> None:
-    marker = out / "ingest.json"
-    recorded = read_json(marker)
-    if recorded is not None and recorded != settings.fixed():
-        changed = [k for k, v in settings.fixed()["slicing"].items() if recorded.get("slicing", {}).get(k) != v]
-        what = ", ".join(changed) or "loudness target or format"
-        raise IngestError(f"{out} was made with other settings ({what}); use a new --out-dir or the same settings")
-    for folder in ("clips", "sources", "manifests", DECODED, SEPARATED, "."):  # temp files of writes a kill cut short
-        for stale in (out / folder).rglob(".*.tmp") if folder != "." else out.glob(".*.tmp"):
-            stale.unlink(missing_ok=True)
-    if recorded is None:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            write_json(marker, settings.fixed())
-        except OSError as exc:
-            raise _write_error(exc, out) from None
 
 
 def _finished(record: Any, source: Source) -> bool:
