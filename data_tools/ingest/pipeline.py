@@ -385,22 +385,15 @@ def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress:
 
 
 def _embed_speakers(out: Path, settings: IngestSettings) -> None:
-    """Each clip's speaker embedding, kept in its source record (a rerun embeds only new clips)."""
-    from data_tools.ingest.speakers import SpeakerError, embed_clip, load_embedder
+    """Each clip's speaker embedding, kept in its source record with the model that made it (``speaker_cache``)."""
+    from data_tools.ingest.speaker_cache import embed_speakers
+    from data_tools.ingest.speakers import SpeakerError
 
-    pending = [(path, record) for path, record in _records(out)
-               if any("speaker_embedding" not in clip for clip in record["clips"])]
-    if not pending:
-        return
     try:
-        embedder = load_embedder(settings.speaker_model, _speaker_device(settings.device))
+        embed_speakers(out, _records(out), settings.speaker_model, _speaker_device(settings.device),
+                       lambda path, record: _write(path, record, out))
     except SpeakerError as exc:
         raise IngestError(str(exc)) from None
-    for path, record in pending:
-        for clip in record["clips"]:
-            if "speaker_embedding" not in clip:
-                clip["speaker_embedding"] = embed_clip(embedder, out / clip["audio"])
-        _write(path, record, out)
 
 
 def _dataset_loudness(out: Path, settings: IngestSettings) -> None:
@@ -427,14 +420,12 @@ def _speaker_labels(out: Path, settings: IngestSettings) -> dict[str, str]:
     """Clip id -> clustered speaker label, over every clip with an embedding (none without --speaker-model)."""
     if not settings.speaker_model:
         return {}
-    import numpy as np
+    from data_tools.ingest.speaker_cache import speaker_labels
+    from data_tools.ingest.speakers import SpeakerError
 
-    from data_tools.ingest.speakers import Clip, SpeakerError, label_speakers
-
-    clips = [Clip(clip["id"], record["source"], clip["seconds"], np.asarray(clip["speaker_embedding"]))
-             for _, record in _records(out) for clip in record["clips"] if "speaker_embedding" in clip]
     try:
-        return label_speakers(clips, settings.speaker_threshold, f"{settings.speaker}-" if settings.speaker else "spk")
+        return speaker_labels(_records(out), settings.speaker_model, settings.speaker_threshold,
+                              f"{settings.speaker}-" if settings.speaker else "spk")
     except SpeakerError as exc:
         raise IngestError(str(exc)) from None
 
