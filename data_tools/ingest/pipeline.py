@@ -47,7 +47,7 @@ from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, 
 from data_tools.model_limits import ClipLimits, LimitsError, clip_limits, load_text_tokenizer
 
 FORMAT = 1
-DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched.txt
+DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched/ (links.py)
 SEPARATED = "separated"  # voice and rest stems of each recording, when separation is on (kept)
 DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
