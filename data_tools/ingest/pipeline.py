@@ -29,6 +29,7 @@ from data_tools.ingest.clips import (
 )
 from data_tools.ingest.folder import check_folder, mark_folder
 from data_tools.ingest.gates import Duplicates, GateContext, GateSettings, ModelLimits, gate_name
+from data_tools.ingest.long_cues import aligner_of, split_long_cues
 from data_tools.ingest.loudness import dataset_gain
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
 from data_tools.ingest.sources import (
@@ -167,7 +168,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
             summary.sources_done_before += 1
             continue
         try:
-            record = _slice_source(source, settings, out, vad_models, hook, problems, separator)
+            record = _slice_source(source, settings, out, vad_models, hook, problems, separator,
+                                   aligner_of(transcriber))
         except SourceError as exc:
             where = printable(source.audio)
             problems.append(Problem(where, str(exc).removeprefix(f"{where}: ")))
@@ -291,7 +293,7 @@ def _write(path: Path, value: Any, out: Path) -> None:
 
 
 def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model: list[Any], hook: _KillHook,
-                  problems: list[Problem], separator: Any = None) -> dict[str, Any]:
+                  problems: list[Problem], separator: Any = None, aligner: Any = None) -> dict[str, Any]:
     audio = _readable_audio(source, out)
     if separator is not None:
         from data_tools.ingest.separate import separate_file
@@ -327,6 +329,7 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
         else:
             regions = speech_regions(probs, settings.slicing.threshold, min_pause=0.1)
             spans = pad_cues(refine(cues, regions, settings.slicing.snap), duration, settings.slicing)
+            spans = split_long_cues(spans, probs, duration, settings.slicing, aligner, audio, info.rate)
     clips = []
     for span in spans:
         name = clip_name(source.id, None if source.kind == "transcribed" else span)
