@@ -3,7 +3,9 @@
 The model is a demucs model file in the library's own format (``<signature>.th``: its class, arguments and
 weights), a folder holding one (or a bag: ``<name>.yaml`` listing signatures, their ``.th`` beside it, as
 demucs' own repositories are laid out), or a pretrained name (``htdemucs``) looked up in demucs' list of
-released files and downloaded into torch's hub cache. Weights are never bundled. Files are read with
+released files and downloaded into torch's hub cache (whole or not at all, checked against the hash in its
+name; offline, ``HF_HUB_OFFLINE=1``, or with no network, refused in one line naming the model and how to give a
+local file or folder instead). Weights are never bundled. Files are read with
 ``torch.load(weights_only=True)``: only demucs' model classes and ``Fraction`` are allowed in them (demucs'
 own loader unpickles anything).
 
