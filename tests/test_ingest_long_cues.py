@@ -34,7 +34,6 @@ def test_the_viterbi_path_finds_the_frames_each_token_was_spoken() -> None:
     truth = [(5, 2, 4), (6, 10, 12), (6, 15, 16), (7, 25, 27)]  # the repeated 6 needs the blank between
     spans = align_tokens(_emissions(truth, 32), [5, 6, 6, 7], blank=0)
     assert spans == [(first, last) for _, first, last in truth]
-    assert align_tokens(_emissions(truth, 32), [5, 6, 6, 7], blank=0) is not None
     assert align_tokens(_emissions([], 3), [5, 6, 6, 7], blank=0) is None  # too few frames for the tokens
     times = word_times(_emissions(truth, 32), [[5, 6], [], [6, 7]], blank=0, seconds_per_frame=0.02)
     assert times == [(0.04, 0.26), None, (0.30, 0.56)]

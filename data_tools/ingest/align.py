@@ -36,7 +36,7 @@ def align_tokens(log_probs: np.ndarray, tokens: Sequence[int], blank: int) -> li
         choices = np.stack([stay, step, skip])
         moves[t] = np.argmax(choices, axis=0)
         score = np.maximum(choices.max(axis=0) + emit[t], NEVER)
-    last = states - 1 if states == 1 or score[-1] >= score[-2] else states - 2
+    last = states - 1 if score[-1] >= score[-2] else states - 2  # ends on the final blank or the last token
     if score[last] <= NEVER / 2:
         return None
     path = np.empty(frames, dtype=np.int64)
