@@ -185,6 +185,29 @@ class CtcAsr:
                 results[index] = transcript
         return [result for result in results if result is not None]
 
+    def emissions(self, wave: np.ndarray, sample_rate: int) -> tuple[np.ndarray, float]:
+        """One clip's CTC log-probabilities (frames x tokens) and the seconds each frame stands for (for
+        forced alignment, ``data_tools.ingest.align``)."""
+        import torch
+
+        clip = prepare_waves([wave], sample_rate, self.sample_rate, AsrError)[0]
+        inputs = self.processor.feature_extractor([clip], sampling_rate=self.sample_rate, return_tensors="pt")
+        with torch.inference_mode():
+            logits = self.model(**{name: tensor.to(self.device) for name, tensor in inputs.items()}).logits.float()
+        frames = self._valid_frames([len(clip)], logits.shape[1])[0]
+        return logits[0, :frames].log_softmax(dim=-1).cpu().numpy(), len(clip) / self.sample_rate / frames
+
+    def word_tokens(self, text: str) -> tuple[list[list[int]], int | None]:
+        """Each word's token ids (letters the vocabulary lacks, in either case, are left out) and the word
+        delimiter's id (None when the vocabulary has none)."""
+        vocab = self.processor.tokenizer.get_vocab()
+        words = []
+        for word in text.split():
+            ids = [vocab.get(ch, vocab.get(ch.lower(), vocab.get(ch.upper()))) for ch in word]
+            words.append([i for i in ids if i is not None and i != self.blank_id and i not in self.dropped_ids])
+        delimiter = getattr(self.processor.tokenizer, "word_delimiter_token_id", None)
+        return words, delimiter if isinstance(delimiter, int) and delimiter != self.blank_id else None
+
     def _transcribe_batch(self, clips: list[np.ndarray]) -> list[Transcript]:
         import torch
 

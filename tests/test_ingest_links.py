@@ -66,3 +66,21 @@ def test_a_cut_download_resumes_where_it_stopped(tmp_path: Path) -> None:
         assert len(second.files) == 1 and second.problems == []
         assert server.ranges == [f"bytes={kept}-"]  # only the rest was asked for
         assert second.files[0].read_bytes() == (site / "direct.mp4").read_bytes()
+
+
+def test_two_links_with_the_same_file_name_are_two_recordings(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    encode_media(site / "ep1" / "audio.m4a", _talk(5), 24000)
+    encode_media(site / "ep2" / "audio.m4a", _talk(7), 24000)
+    with serving(site) as server:
+        urls = (f"{server.url}/ep1/audio.m4a", f"{server.url}/ep2/audio.m4a")
+        settings = IngestSettings(None, tmp_path / "out", language="am", urls=urls)
+        summary = run_ingest(settings, vad_model=EnergyVad())
+        assert summary.problems == [] and summary.sources == 2
+        fetched = sorted(p for p in (tmp_path / "out" / "downloads").glob("*.m4a"))
+        assert len(fetched) == 2 and all("audio" in p.name for p in fetched)  # readable, and unique
+        assert {p.read_bytes() for p in fetched} == {(site / e / "audio.m4a").read_bytes() for e in ("ep1", "ep2")}
+        rows = read_jsonl(tmp_path / "out" / "clips.jsonl")
+        assert {url: sum(r["origin_url"] == url for r in rows) for url in urls} == {urls[0]: 2, urls[1]: 2}
+        again = fetch_links(list(urls), tmp_path / "out" / "downloads")  # each link is remembered by itself
+        assert again.files == [] and again.skipped == 2 and again.problems == []

@@ -70,3 +70,46 @@ def test_a_bad_separation_model_and_a_changed_choice_are_refused(tmp_path: Path,
     run_ingest(IngestSettings(tmp_path / "in", tmp_path / "b"), vad_model=EnergyVad())
     with pytest.raises(IngestError, match="other settings"):
         run_ingest(IngestSettings(tmp_path / "in", tmp_path / "b", separate=str(model)), vad_model=EnergyVad())
+
+
+def _closed_port_root() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/"
+
+
+@pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "closed-port"])
+def test_a_released_model_that_cannot_be_downloaded_is_named_in_one_line(tmp_path: Path, monkeypatch,
+                                                                          offline: bool) -> None:
+    import demucs.pretrained
+
+    _mix(tmp_path / "in" / "radio.wav")
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # an empty cache: the weights must be fetched
+    monkeypatch.setattr(demucs.pretrained, "ROOT_URL", _closed_port_root())  # nothing answers there
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(IngestError) as error:
+        run_ingest(IngestSettings(tmp_path / "in", tmp_path / "out", separate="htdemucs"), vad_model=EnergyVad())
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("--separate htdemucs: the separation model ")
+    assert ("HF_HUB_OFFLINE" if offline else "could not be downloaded") in message
+    assert "--separate path/to/model.th" in message and str(tmp_path / "out") not in message
+    assert not (tmp_path / "out").exists()  # nothing half-made
+    assert not [p for p in (tmp_path / "torch").rglob("*") if p.is_file()]  # no partial download left
+
+
+def test_a_refused_separation_model_leaves_the_folder_usable(tmp_path: Path, model: Path) -> None:
+    _mix(tmp_path / "in" / "radio.wav")
+    (tmp_path / "junk.th").write_bytes(b"junk")
+    out = tmp_path / "out"
+    with pytest.raises(IngestError, match=r"junk\.th: not a demucs model file"):
+        run_ingest(IngestSettings(tmp_path / "in", out, separate=str(tmp_path / "junk.th")), vad_model=EnergyVad())
+    summary = run_ingest(IngestSettings(tmp_path / "in", out, separate=str(model)),  # the same command, a good model
+                         vad_model=EnergyVad(level=0.001))
+    assert summary.clips > 0 and summary.problems == []
+    with pytest.raises(IngestError, match=r"other settings \(--separate \(the separation model\): .*tiny\.th"):
+        run_ingest(IngestSettings(tmp_path / "in", out), vad_model=EnergyVad())

@@ -6,12 +6,17 @@ them (renamed ``<name>.vtt``/``.srt``, so the slicer cuts at their cues), and ``
 where it came from: the link, the page, title, uploader, the licence the page states and the one the user gave.
 
 Resumable: a download a kill or a dropped connection cut short stays as ``.part`` and the next run asks the
-server for the rest (an HTTP range request); finished links are listed in ``fetched.txt`` (yt-dlp's download
-archive) and not fetched again. A link that fails is one problem line; the others go on.
+server for the rest (an HTTP range request); what a link fetched is listed in ``fetched/<digest>.txt`` (yt-dlp's
+download archive, one per link) and not fetched again. A link that fails is one problem line; the others go on.
+
+Fetched files are keyed by the whole link, not by the name the server gives: ``<extractor>-<id>-<digest>.<ext>``,
+where ``<digest>`` is the first 10 hex digits of the link's sha256 (``link_key``), so ``.../ep1/audio.mp3`` and
+``.../ep2/audio.mp3`` (both id ``audio``) are two recordings, and a name stays readable.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +26,7 @@ from typing import Any
 from data_tools.ingest.jsonfiles import write_json
 from data_tools.ingest.sources import ORIGIN_SUFFIX, Problem
 
-ARCHIVE = "fetched.txt"
+ARCHIVES = "fetched"  # one yt-dlp download archive per link: <digest>.txt
 SUBTITLE_FORMATS = ("vtt", "srt")
 
 
@@ -73,7 +78,7 @@ def fetch_links(urls: list[str], into: Path, subtitle_language: str | None = Non
             result.problems.append(Problem(url, "not an http(s) link"))
             continue
         log = _Log()
-        options = _options(into, subtitle_language, retries, log)
+        options = _options(into, link_key(url), subtitle_language, retries, log)
         try:
             with yt_dlp.YoutubeDL(options) as downloader:
                 info = downloader.extract_info(url, download=True)
@@ -99,16 +104,22 @@ def fetch_links(urls: list[str], into: Path, subtitle_language: str | None = Non
     return result
 
 
-def _options(into: Path, subtitle_language: str | None, retries: int, log: _Log) -> dict[str, Any]:
+def link_key(url: str) -> str:
+    """The link's own part of its files' names: two links never share one, whatever their file names."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:10]
+
+
+def _options(into: Path, key: str, subtitle_language: str | None, retries: int, log: _Log) -> dict[str, Any]:
+    (into / ARCHIVES).mkdir(exist_ok=True)
     return {
         "format": "bestaudio/best",
         "paths": {"home": str(into), "temp": str(into)},
-        "outtmpl": {"default": "%(extractor)s-%(id)s.%(ext)s"},
+        "outtmpl": {"default": f"%(extractor)s-%(id)s-{key}.%(ext)s"},
         "restrictfilenames": True,
         "writesubtitles": bool(subtitle_language),
         "subtitleslangs": [subtitle_language] if subtitle_language else [],
         "subtitlesformat": "/".join(SUBTITLE_FORMATS) + "/best",
-        "download_archive": str(into / ARCHIVE),
+        "download_archive": str(into / ARCHIVES / f"{key}.txt"),
         "continuedl": True,
         "retries": retries,
         "fragment_retries": retries,

@@ -27,7 +27,9 @@ from data_tools.ingest.clips import (
     write_json,
     write_jsonl,
 )
+from data_tools.ingest.folder import check_folder, mark_folder
 from data_tools.ingest.gates import Duplicates, GateContext, GateSettings, ModelLimits, gate_name
+from data_tools.ingest.long_cues import aligner_of, split_long_cues
 from data_tools.ingest.loudness import dataset_gain
 from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
 from data_tools.ingest.sources import (
@@ -46,7 +48,7 @@ from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, 
 from data_tools.model_limits import ClipLimits, LimitsError, clip_limits, load_text_tokenizer
 
 FORMAT = 1
-DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched.txt
+DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched/ (links.py)
 SEPARATED = "separated"  # voice and rest stems of each recording, when separation is on (kept)
 DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
@@ -142,10 +144,17 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
     if settings.loudness_scope not in ("clip", "dataset"):
         raise IngestError(f"loudness scope {settings.loudness_scope!r}: 'clip' or 'dataset'")
     out = Path(settings.out_dir)
-    _claim_folder(out, settings)
-    if transcriber is None and settings.asr_model:
-        transcriber = load_transcriber(settings)  # a bad model is refused before hours of slicing
+    try:
+        claimed = check_folder(out, settings.fixed())
+    except ValueError as exc:
+        raise IngestError(str(exc)) from None
+    if transcriber is None and settings.asr_model:  # models before the folder is marked: a refused one leaves
+        transcriber = load_transcriber(settings)  # nothing behind, and is refused before hours of slicing
     separator = load_separation(settings) if settings.separate else None
+    try:
+        mark_folder(out, settings.fixed(), claimed)
+    except OSError as exc:
+        raise _write_error(exc, out) from None
     sources, problems = _all_sources(settings, out)
     summary = IngestSummary(str(out), sources=len(sources), model=model.describe() if model is not None else "",
                             longest_clip=settings.slicing.max_seconds)
@@ -159,7 +168,8 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
             summary.sources_done_before += 1
             continue
         try:
-            record = _slice_source(source, settings, out, vad_models, hook, problems, separator)
+            record = _slice_source(source, settings, out, vad_models, hook, problems, separator,
+                                   aligner_of(transcriber))
         except SourceError as exc:
             where = printable(source.audio)
             problems.append(Problem(where, str(exc).removeprefix(f"{where}: ")))
@@ -235,24 +245,6 @@ def _all_sources(settings: IngestSettings, out: Path) -> tuple[list[Source], lis
     return kept, problems + clashes
 
 
-def _claim_folder(out: Path, settings: IngestSettings) -> None:
-    marker = out / "ingest.json"
-    recorded = read_json(marker)
-    if recorded is not None and recorded != settings.fixed():
-        changed = [k for k, v in settings.fixed()["slicing"].items() if recorded.get("slicing", {}).get(k) != v]
-        what = ", ".join(changed) or "loudness target or format"
-        raise IngestError(f"{out} was made with other settings ({what}); use a new --out-dir or the same settings")
-    for folder in ("clips", "sources", "manifests", DECODED, SEPARATED, "."):  # temp files of writes a kill cut short
-        for stale in (out / folder).rglob(".*.tmp") if folder != "." else out.glob(".*.tmp"):
-            stale.unlink(missing_ok=True)
-    if recorded is None:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            write_json(marker, settings.fixed())
-        except OSError as exc:
-            raise _write_error(exc, out) from None
-
-
 def _finished(record: Any, source: Source) -> bool:
     return isinstance(record, dict) and record.get("audio") == str(source.audio) and "clips" in record
 
@@ -301,7 +293,7 @@ def _write(path: Path, value: Any, out: Path) -> None:
 
 
 def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model: list[Any], hook: _KillHook,
-                  problems: list[Problem], separator: Any = None) -> dict[str, Any]:
+                  problems: list[Problem], separator: Any = None, aligner: Any = None) -> dict[str, Any]:
     audio = _readable_audio(source, out)
     if separator is not None:
         from data_tools.ingest.separate import separate_file
@@ -337,6 +329,7 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
         else:
             regions = speech_regions(probs, settings.slicing.threshold, min_pause=0.1)
             spans = pad_cues(refine(cues, regions, settings.slicing.snap), duration, settings.slicing)
+            spans = split_long_cues(spans, probs, duration, settings.slicing, aligner, audio, info.rate)
     clips = []
     for span in spans:
         name = clip_name(source.id, None if source.kind == "transcribed" else span)
@@ -395,22 +388,15 @@ def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress:
 
 
 def _embed_speakers(out: Path, settings: IngestSettings) -> None:
-    """Each clip's speaker embedding, kept in its source record (a rerun embeds only new clips)."""
-    from data_tools.ingest.speakers import SpeakerError, embed_clip, load_embedder
+    """Each clip's speaker embedding, kept in its source record with the model that made it (``speaker_cache``)."""
+    from data_tools.ingest.speaker_cache import embed_speakers
+    from data_tools.ingest.speakers import SpeakerError
 
-    pending = [(path, record) for path, record in _records(out)
-               if any("speaker_embedding" not in clip for clip in record["clips"])]
-    if not pending:
-        return
     try:
-        embedder = load_embedder(settings.speaker_model, _speaker_device(settings.device))
+        embed_speakers(out, _records(out), settings.speaker_model, _speaker_device(settings.device),
+                       lambda path, record: _write(path, record, out))
     except SpeakerError as exc:
         raise IngestError(str(exc)) from None
-    for path, record in pending:
-        for clip in record["clips"]:
-            if "speaker_embedding" not in clip:
-                clip["speaker_embedding"] = embed_clip(embedder, out / clip["audio"])
-        _write(path, record, out)
 
 
 def _dataset_loudness(out: Path, settings: IngestSettings) -> None:
@@ -437,14 +423,12 @@ def _speaker_labels(out: Path, settings: IngestSettings) -> dict[str, str]:
     """Clip id -> clustered speaker label, over every clip with an embedding (none without --speaker-model)."""
     if not settings.speaker_model:
         return {}
-    import numpy as np
+    from data_tools.ingest.speaker_cache import speaker_labels
+    from data_tools.ingest.speakers import SpeakerError
 
-    from data_tools.ingest.speakers import Clip, SpeakerError, label_speakers
-
-    clips = [Clip(clip["id"], record["source"], clip["seconds"], np.asarray(clip["speaker_embedding"]))
-             for _, record in _records(out) for clip in record["clips"] if "speaker_embedding" in clip]
     try:
-        return label_speakers(clips, settings.speaker_threshold, f"{settings.speaker}-" if settings.speaker else "spk")
+        return speaker_labels(_records(out), settings.speaker_model, settings.speaker_threshold,
+                              f"{settings.speaker}-" if settings.speaker else "spk")
     except SpeakerError as exc:
         raise IngestError(str(exc)) from None
 

@@ -3,7 +3,9 @@
 The model is a demucs model file in the library's own format (``<signature>.th``: its class, arguments and
 weights), a folder holding one (or a bag: ``<name>.yaml`` listing signatures, their ``.th`` beside it, as
 demucs' own repositories are laid out), or a pretrained name (``htdemucs``) looked up in demucs' list of
-released files and downloaded into torch's hub cache. Weights are never bundled. Files are read with
+released files and downloaded into torch's hub cache (whole or not at all, checked against the hash in its
+name; offline, ``HF_HUB_OFFLINE=1``, or with no network, refused in one line naming the model and how to give a
+local file or folder instead). Weights are never bundled. Files are read with
 ``torch.load(weights_only=True)``: only demucs' model classes and ``Fraction`` are allowed in them (demucs'
 own loader unpickles anything).
 
@@ -29,6 +31,7 @@ from data_tools.fileio import fsync_dir
 from data_tools.ingest.sources import SourceError, printable
 
 VOICE = "vocals"
+DOWNLOAD_TIMEOUT_S = 30  # per network read: an unreachable host ends in one line, never a hang
 
 
 class SeparationError(ValueError):
@@ -93,7 +96,8 @@ def _bag(spec: Path, files: dict[str, Path], bag_class: Any) -> Any:
 
 
 def _pretrained(name: str, bag_class: Any) -> Any:
-    """A released model by name: demucs' list of files gives the URLs; downloaded once into torch's hub cache."""
+    """A released model by name: demucs' list of files gives the URLs; downloaded once into torch's hub cache
+    (checked against the hash in its file name). Offline (``HF_HUB_OFFLINE=1``) only the cache is read."""
     import torch
     import yaml
     from demucs.pretrained import REMOTE_ROOT, _parse_remote_files
@@ -103,16 +107,57 @@ def _pretrained(name: str, bag_class: Any) -> Any:
         raise SeparationError(f"--separate {name}: not a demucs model file or folder, nor a released model name")
     urls = _parse_remote_files(Path(REMOTE_ROOT) / "files.txt")
     folder = Path(torch.hub.get_dir()) / "checkpoints"
-    folder.mkdir(parents=True, exist_ok=True)
     files = {}
     for sig in yaml.safe_load(spec.read_text(encoding="utf-8")).get("models", []):
         if sig not in urls:
             raise SeparationError(f"--separate {name}: no file for its model {sig}")
         target = folder / Path(urls[sig]).name
         if not target.is_file():
-            torch.hub.download_url_to_file(urls[sig], str(target), progress=False)
+            _download(name, urls[sig], target)
         files[sig] = target
     return _bag(spec, files, bag_class)
+
+
+def _download(name: str, url: str, target: Path) -> None:
+    """One released file into the cache, whole or not at all (a temp file renamed when its hash matched)."""
+    import hashlib
+    import urllib.error
+    import urllib.request
+
+    local = ("give a local demucs model instead: --separate path/to/model.th, or a folder holding its .th "
+             "(or a bag's .yaml and .th files)")
+    if offline():
+        raise SeparationError(f"--separate {name}: the separation model is not in the cache ({target}) and "
+                              f"downloads are off (HF_HUB_OFFLINE is set); {local}")
+    temp = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    digest = hashlib.sha256()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        request = urllib.request.Request(url, headers={"User-Agent": "indextts-studio"})
+        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as answer, open(temp, "wb") as handle:
+            while block := answer.read(1 << 20):
+                digest.update(block)
+                handle.write(block)
+    except urllib.error.URLError as exc:  # no network, a refused connection, an HTTP error
+        temp.unlink(missing_ok=True)
+        cause = getattr(exc, "reason", exc)
+        raise SeparationError(f"--separate {name}: the separation model could not be downloaded from {url} "
+                              f"({' '.join(str(cause).split())[:160]}; offline or no network?); {local}") from None
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise SeparationError(f"--separate {name}: the separation model could not be downloaded into "
+                              f"{target.parent} ({exc.strerror or exc}); {local}") from None
+    expected = target.stem.split("-")[-1]
+    if not digest.hexdigest().startswith(expected):
+        temp.unlink(missing_ok=True)
+        raise SeparationError(f"--separate {name}: the downloaded {target.name} does not match its hash (a cut or "
+                              f"changed download); rerun, or {local}")
+    os.replace(temp, target)
+
+
+def offline() -> bool:
+    """huggingface_hub's switch, honoured for every download the ingest makes: HF_HUB_OFFLINE=1 (yes/true/on)."""
+    return (os.environ.get("HF_HUB_OFFLINE") or "").strip().lower() in ("1", "yes", "true", "on")
 
 
 def stem_paths(folder: Path, source_id: str) -> tuple[Path, Path]:

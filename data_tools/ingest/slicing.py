@@ -98,7 +98,7 @@ def plan_vad_spans(probs: np.ndarray, duration: float, settings: SliceSettings
         pieces.extend(_split(probs, start, min(end, duration), settings))
     if settings.long_clips:  # every pause of min-pause or more ends a sentence: join them into long clips
         return _padded_groups(join_sentences(pieces, [True] * len(pieces), settings), pieces, duration, settings)
-    return _padded(pieces, duration, settings.pad, settings.min_seconds)
+    return padded_spans(pieces, duration, settings.pad, settings.min_seconds)
 
 
 def join_sentences(pieces: list[tuple[float, float]], ends_sentence: list[bool], settings: SliceSettings
@@ -126,7 +126,7 @@ def _padded_groups(groups: list[list[int]], pieces: list[tuple[float, float]], d
                    settings: SliceSettings, texts: list[str | None] | None = None
                    ) -> tuple[list[Span], list[tuple[float, float]]]:
     joined = [(pieces[group[0]][0], pieces[group[-1]][1]) for group in groups]
-    spans, left_out = _padded(joined, duration, settings.pad, float("-inf"))
+    spans, left_out = padded_spans(joined, duration, settings.pad, float("-inf"))
     out: list[Span] = []
     for span, group in zip(spans, groups, strict=True):
         pauses = tuple((pieces[a][1], pieces[b][0]) for a, b in itertools.pairwise(group))
@@ -144,7 +144,7 @@ def _split(probs: np.ndarray, start: float, end: float, settings: SliceSettings)
     if end - start <= longest:
         return [(start, end)]
     pauses = pauses_in(probs, start, end, settings.threshold)
-    cut = _best_pause(pauses, start, end, settings)
+    cut = best_pause(pauses, start, end, settings)
     if cut is None:  # no pause at all: cut where the speech is least likely, near the middle
         left, right = _frame(start + (end - start) / 4), _frame(end - (end - start) / 4)
         at = (left + int(np.argmin(probs[left:right]))) * FRAME_SECONDS
@@ -152,7 +152,7 @@ def _split(probs: np.ndarray, start: float, end: float, settings: SliceSettings)
     return _split(probs, start, cut[0], settings) + _split(probs, cut[1], end, settings)
 
 
-def _best_pause(pauses: list[tuple[float, float]], start: float, end: float, settings: SliceSettings
+def best_pause(pauses: list[tuple[float, float]], start: float, end: float, settings: SliceSettings
                 ) -> tuple[float, float] | None:
     """The longest pause leaving both sides at least aim-min long (else at least min, else any)."""
     speech = lambda seconds: seconds + 2 * settings.pad  # noqa: E731 - the clip length of this much speech
@@ -168,7 +168,7 @@ def _frame(seconds: float) -> int:
     return round(seconds / FRAME_SECONDS)
 
 
-def _padded(pieces: list[tuple[float, float]], duration: float, pad: float, min_seconds: float
+def padded_spans(pieces: list[tuple[float, float]], duration: float, pad: float, min_seconds: float
             ) -> tuple[list[Span], list[tuple[float, float]]]:
     spans: list[Span] = []
     left_out: list[tuple[float, float]] = []
@@ -193,7 +193,7 @@ def pad_cues(cues: list[tuple[float, float, str]], duration: float, settings: Sl
         ends = [ends_sentence(text) for _, _, text in inside]
         groups = join_sentences(pieces, ends, settings)
         return _padded_groups(groups, pieces, duration, settings, [text for _, _, text in inside])[0]
-    spans, _ = _padded([(start, end) for start, end, _ in inside], duration, settings.pad, float("-inf"))
+    spans, _ = padded_spans([(start, end) for start, end, _ in inside], duration, settings.pad, float("-inf"))
     return [Span(s.start, s.end, s.speech_start, s.speech_end, text) for s, (_, _, text) in zip(spans, inside,
                                                                                               strict=True)]
 
