@@ -297,9 +297,6 @@ def _check_confined(project: Project) -> None:
     the demo's own folders beside them), what its steps produced and where a started step writes. Its inputs, the
     base model and the tokenizer may lie anywhere (the user picked them); they are shown as outside."""
     for key, text in project.folders.items():
-        if Path(text).is_absolute():
-            raise ProjectError(f"folders.{key}: {shown(text)} is an absolute path (a project's folders are "
-                               "written relative to its folder)")
         if not project.in_workspace(project.dir(key)):
             raise ProjectError(f"folders.{key}: {shown(text)} leads {OUTSIDE_NOTE}")
     for step, record in project.steps.items():
