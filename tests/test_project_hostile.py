@@ -241,6 +241,15 @@ def test_inputs_outside_the_workspace_are_never_hashed(voice, outside, tmp_path,
     assert states["train"].state == "done", states["train"]
 
 
+def test_links_inside_the_projects_folders_leading_out_are_neither_recorded_nor_handed_on(voice, outside, tmp_path):
+    ws = tmp_path / "ws"
+    (voice.dir("runs") / "linked").symlink_to(outside / "runs" / "run1", target_is_directory=True)
+    (voice.dir("manifests") / "manifest_20260101_000000.jsonl").symlink_to(outside / "secret.txt")
+    project = open_project(ws, "voice")
+    assert "train" not in project.steps and "proofread" not in project.steps
+    assert defaults_for(project, "checkpoints")["runs"] == [] and defaults_for(project, "prepare")["input"] == ""
+
+
 def test_a_base_model_outside_the_workspace_is_allowed_and_shown_as_such(voice, tmp_path, capsys):
     from webui.project.tab_project import project_view
 

@@ -69,7 +69,7 @@ def saved_manifest(project: Project) -> Path | None:
     if recorded:
         return recorded[0]
     folder = project.dir("manifests")
-    saved = sorted(folder.glob("manifest_*.jsonl")) if folder.is_dir() else []
+    saved = sorted(p for p in folder.glob("manifest_*.jsonl") if project.in_workspace(p)) if folder.is_dir() else []
     return saved[-1] if saved else None
 
 
@@ -129,7 +129,8 @@ def project_runs(project: Project) -> list[Path]:
         times = [p.stat().st_mtime for p in folder.glob("*.pth")] or [(folder / "train_config.yaml").stat().st_mtime]
         return max(times)
 
-    return sorted(run_dirs(project.dir("runs")), key=lambda p: (-newest(p), str(p)))
+    runs = [run for run in run_dirs(project.dir("runs")) if project.in_workspace(run)]  # never a link out
+    return sorted(runs, key=lambda p: (-newest(p), str(p)))
 
 
 def next_run_dir(project: Project) -> Path:
