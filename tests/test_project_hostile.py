@@ -75,7 +75,7 @@ DAMAGES: dict[str, Damage] = {
     "pending-out-dir-null": _set("pending", "prepare", {"at": 1.0, "when": "", "inputs": {}, "out_dir": None}),
     "huge-path": _set("model_dir", "v2/" + "x" * 200_000),
     "nul-in-path": _set("folders", "runs", "ru\x00ns"),
-    "deep-nesting": lambda good: b'{"format": 1, "steps": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+    "deep-nesting": lambda good: b'{"format": 1, "steps": ' + b"[" * 20_000 + b"]" * 20_000 + b"}",
     "invalid-utf8": lambda good: b'{"format": 1, "name": "\xff\xfe"}',
     "truncated-json": lambda good: json.dumps(good).encode()[:40],
     "empty-file": lambda good: b"",
