@@ -337,3 +337,11 @@ def test_two_creates_at_once_give_one_project_and_one_refusal(demo_workspace, tm
     again = load_project(tmp_path, "voice")
     assert again.generation == project.generation and again.model_path == models[winner].resolve()
     assert sorted(p.name for p in again.folder.glob("prepared/*")) == [project.generation]
+
+
+def test_recording_a_step_output_outside_the_workspace_is_refused_in_one_line(voice, outside, tmp_path, capsys):
+    ws = tmp_path / "ws"
+    code = project_cli(["record", "voice", "train", "--output", str(outside / "runs" / "run1" / "latest.pth"),
+                        "--workspace", str(ws)])
+    err = capsys.readouterr().err
+    assert code == 2 and "outside the workspace" in _one_line(err) and load_project(ws, "voice").steps == {}
