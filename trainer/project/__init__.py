@@ -13,10 +13,12 @@ from trainer.project.layout import (
     FOLDERS,
     Project,
     ProjectError,
+    ProjectListing,
     check_name,
     create_project,
     generation_of_model_dir,
     load_project,
+    project_listing,
     project_names,
 )
 from trainer.project.steps import (
@@ -40,6 +42,7 @@ __all__ = [
     "TO_DO",
     "Project",
     "ProjectError",
+    "ProjectListing",
     "StepState",
     "begin_step",
     "check_name",
@@ -50,6 +53,7 @@ __all__ = [
     "model_files",
     "next_step",
     "open_project",
+    "project_listing",
     "project_names",
     "project_runs",
     "record_step",

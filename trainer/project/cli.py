@@ -5,7 +5,8 @@
     python -m trainer.project record NAME STEP --output PATH [--output ...] [--input PATH ...] [--count KEY=N ...]
 
 Exit 0 on success; 2 with one line ``error: ...`` for bad input (a bad name, no such project or step, a missing
-output). The studio reads the same project file, so a step recorded here shows in its project view.
+output or one outside the workspace, a project that exists already, a damaged project file: what and where).
+The studio reads the same project file, so a step recorded here shows in its project view.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def _show(workspace: Path, name: str, as_json: bool) -> int:
     states = step_states(project)
     if as_json:
         print(json.dumps({"name": project.name, "generation": project.generation, "model_dir": str(project.model_path),
+                          "model_dir_in_workspace": project.in_workspace(project.model_path),
                           "steps": [{"step": s.step, "state": s.state, "note": s.note, "when": s.when,
                                      "outputs": list(s.outputs)} for s in states]}, indent=2, ensure_ascii=False))
         return 0
-    print(f"project {project.name}: {project.generation_name}, base model {project.model_path}")
+    print(f"project {project.name}: {project.generation_name}, base model {project.where(project.model_path)}")
     for state in states:
         print(f"  {state.title:<28} {state.state:<12} {state.note}")
     upcoming = next_step(states)

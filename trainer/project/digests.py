@@ -2,7 +2,7 @@
 
 A file's digest is the SHA-256 of its bytes (cached in this process by path, size, mtime and inode, so a
 checkpoint is read once per change); a folder's is the SHA-256 of its listing (every file's relative path, size
-and mtime), cheap for folders of thousands of clips. A path that does not exist has the digest ``MISSING``.
+and mtime), cheap for folders of thousands of clips. A path that does not exist has the digest ``MISSING``. Only regular files are read: a FIFO or a device is never opened.
 """
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ import hashlib
 import os
 from pathlib import Path
 
+from data_tools.fileio import open_regular
+
 MISSING = "missing"
+OUTSIDE = "outside"  # recorded for a path the project may not read (outside the workspace and the model folder)
 CHUNK = 1 << 20
 _CACHE: dict[tuple[str, int, int, int], str] = {}
 
@@ -23,7 +26,7 @@ def file_digest(path: Path) -> str:
     if cached is not None:
         return cached
     hasher = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         while block := handle.read(CHUNK):
             hasher.update(block)
     digest = "sha256:" + hasher.hexdigest()
@@ -52,9 +55,9 @@ def digest_of(path: Path) -> str:
     try:
         if path.is_dir():
             return folder_digest(path)
-        if path.is_file():
+        if path.is_file():  # a regular file (a FIFO or a device is neither: never opened)
             return file_digest(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: UnusableFile (swapped for a FIFO meanwhile), a NUL in the path
         pass
     return MISSING
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from data_tools.config import ConfigError, load_config
 from trainer.generations.registry import by_id
-from trainer.project.layout import Project, ProjectError
+from trainer.project.layout import Project, ProjectError, inside
 from trainer.project.steps import outputs_of, run_dirs
 
 HANDOFF_STEPS = ("prepare", "check", "train", "checkpoints", "test", "listen", "export")
@@ -69,7 +69,7 @@ def saved_manifest(project: Project) -> Path | None:
     if recorded:
         return recorded[0]
     folder = project.dir("manifests")
-    saved = sorted(folder.glob("manifest_*.jsonl")) if folder.is_dir() else []
+    saved = sorted(p for p in folder.glob("manifest_*.jsonl") if project.in_workspace(p)) if folder.is_dir() else []
     return saved[-1] if saved else None
 
 
@@ -87,20 +87,30 @@ def prepared_manifests(project: Project) -> tuple[list[Path], list[Path]]:
     train = [p for p in produced if not p.name.startswith("val")]
     val = [p for p in produced if p.name.startswith("val")]
     if len(train) == 1 and not val:
-        return split_prepared(train[0])
+        return split_prepared(train[0], within=project.folder)
     return train, val
 
 
-def split_prepared(manifest: Path) -> tuple[list[Path], list[Path]]:
+def split_prepared(manifest: Path, within: Path | None = None) -> tuple[list[Path], list[Path]]:
     """``manifest`` split into ``split/<stem>/train.jsonl`` and ``val.jsonl`` beside it by ``data_tools.split``
     (no recording, text or id on both sides; the same manifest gives the same split, made again only when the
     manifest is newer; a few recordings get a larger validation share, so one whole recording can go there).
-    ([manifest], []) where it cannot be split (a single recording)."""
+    ([manifest], []) where it cannot be split (a single recording).
+
+    Nothing is written outside ``within`` (the project's folder; default: the manifest's folder): a manifest
+    elsewhere (the demo's prepared data) is split into ``within/split/<stem>``, and a split folder or file that
+    is a link leading out of ``within`` is never written through nor read."""
     from data_tools.split import SplitError, split_manifest
 
+    within = Path(within) if within is not None else manifest.parent
     out = manifest.parent / SPLIT_FOLDER / manifest.stem
+    if not inside(manifest.parent, within):
+        out = within / SPLIT_FOLDER / manifest.stem
+    if not inside(out, within):  # a link on the way leads out
+        return [manifest], []
     train, val = out / "train.jsonl", out / "val.jsonl"
-    made = all(p.is_file() and p.stat().st_mtime >= manifest.stat().st_mtime for p in (train, val))
+    made = all(not p.is_symlink() and p.is_file() and p.stat().st_mtime >= manifest.stat().st_mtime
+               for p in (train, val))
     if not made:
         for fraction in VAL_FRACTIONS:
             try:
@@ -119,7 +129,8 @@ def project_runs(project: Project) -> list[Path]:
         times = [p.stat().st_mtime for p in folder.glob("*.pth")] or [(folder / "train_config.yaml").stat().st_mtime]
         return max(times)
 
-    return sorted(run_dirs(project.dir("runs")), key=lambda p: (-newest(p), str(p)))
+    runs = [run for run in run_dirs(project.dir("runs")) if project.in_workspace(run)]  # never a link out
+    return sorted(runs, key=lambda p: (-newest(p), str(p)))
 
 
 def next_run_dir(project: Project) -> Path:

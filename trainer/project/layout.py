@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ from data_tools.config import ConfigError, load_config
 from data_tools.fileio import atomic_write_text
 from trainer.generations.registry import by_id, generation_of_config, generation_of_folder
 from trainer.generations.spec import Generation
+from trainer.project.schema import FOLDER_NAMES, FORMAT, ProjectError, read_project_file, shown
 
-FORMAT = 1
 PROJECTS_DIR = "projects"
 PROJECT_FILE = "project.json"
 LOCK_FILE = ".project.lock"
@@ -35,11 +35,8 @@ NAME_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # The folders a project owns: recordings in, clips and proofreading (its saved manifests in ingest/manifests, where
 # the proofreading store writes them), prepared data of the project's generation, training runs, evaluations and
 # exported models.
-FOLDERS = ("recordings", "ingest", "manifests", "prepared", "runs", "evaluations", "exports")
-
-
-class ProjectError(ValueError):
-    """A project request that cannot be served (bad name, no such project, unreadable file): one line."""
+FOLDERS = FOLDER_NAMES
+OUTSIDE_NOTE = "outside the workspace"
 
 
 def check_name(name: str) -> str:
@@ -134,6 +131,20 @@ class Project:
     def absolute(self, recorded: str) -> Path:
         return self.resolve(recorded, self.workspace)
 
+    def in_workspace(self, path: Path | str) -> bool:
+        """Whether ``path`` lies inside the workspace, links followed (a link out of it is outside)."""
+        return inside(path, self.workspace)
+
+    def readable(self, path: Path | str) -> bool:
+        """Whether the project may read ``path``: inside the workspace, or inside the model folder or the
+        tokenizer the user picked (which may lie outside it). Anything else is never opened nor hashed."""
+        roots = [self.model_path, *([self.absolute(self.tokenizer)] if self.tokenizer else [])]
+        return self.in_workspace(path) or any(inside(path, root) for root in roots)
+
+    def where(self, path: Path | str) -> str:
+        """``path`` as the studio and the CLI show it: marked when it lies outside the workspace."""
+        return str(path) if self.in_workspace(path) else f"{path} ({OUTSIDE_NOTE})"
+
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "name": self.name, "created": self.created, "model_dir": self.model_dir,
                 "generation": self.generation, "tokenizer": self.tokenizer, "folders": self.folders,
@@ -149,10 +160,10 @@ class Project:
         lock, so a record the CLI or another page wrote meanwhile is kept; this object follows the file."""
         with _locked(self.folder):
             fresh_steps, fresh_pending = dict(self.steps), dict(self.pending)
-            with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):  # no or a torn file: ours
-                on_disk = json.loads(self.file.read_text(encoding="utf-8"))
-                fresh_steps = dict(on_disk.get("steps") or {})
-                fresh_pending = dict(on_disk.get("pending") or {})
+            with contextlib.suppress(OSError, ProjectError):  # no or a damaged file: ours
+                on_disk = read_project_file(self.file)
+                fresh_steps = {step: asdict(record) for step, record in on_disk.steps.items()}
+                fresh_pending = {step: asdict(note) for step, note in on_disk.pending.items()}
             fresh_steps.update(steps or {})
             for step, note in (pending or {}).items():
                 if note is None:
@@ -167,7 +178,11 @@ class Project:
 def _locked(folder: Path) -> Iterator[None]:
     """The project's lock (an flock on a file beside project.json), waited for at most LOCK_TIMEOUT_S."""
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / LOCK_FILE).open("a") as handle:
+    try:  # never through a link: the lock file is the project's own
+        fd = os.open(folder / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise ProjectError(f"{folder / LOCK_FILE}: cannot open the project's lock: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "a") as handle:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:
             try:
@@ -193,8 +208,8 @@ def create_project(workspace: Path | str, name: str, model_dir: Path | str, *, t
     name = check_name(name)
     workspace = Path(workspace).resolve()
     target = projects_root(workspace) / name
-    if (target / PROJECT_FILE).exists():
-        raise ProjectError(f"a project {name!r} exists already ({target / PROJECT_FILE})")
+    if os.path.lexists(target / PROJECT_FILE):
+        raise _exists(name, target)
     model = Path(model_dir)
     model = (model if model.is_absolute() else workspace / model).resolve()
     generation = generation_of_model_dir(model)
@@ -207,35 +222,109 @@ def create_project(workspace: Path | str, name: str, model_dir: Path | str, *, t
     for key, path in (folders or {}).items():
         if key not in FOLDERS:
             raise ProjectError(f"no project folder {key!r} (one of {', '.join(FOLDERS)})")
+        if not inside(path, workspace):
+            raise ProjectError(f"project folder {key}: {path} is {OUTSIDE_NOTE} (a project's folders stay in it)")
         project.folders[key] = os.path.relpath(Path(path).resolve(), target)
+    _claim(project)
     for key in FOLDERS:  # its own folders; folders it points at elsewhere are made by the step that writes them
         if project.dir(key).is_relative_to(target):
             project.dir(key).mkdir(parents=True, exist_ok=True)
-    project.save()
     return project
+
+
+def _exists(name: str, target: Path) -> ProjectError:
+    return ProjectError(f"project {name!r} exists already ({target / PROJECT_FILE})")
+
+
+def _claim(project: Project) -> None:
+    """Write a new project's file only if there is none: the whole file is linked into place in one step, which
+    fails when a project.json exists, so of two creates at once exactly one wins and the other is refused."""
+    project.folder.mkdir(parents=True, exist_ok=True)
+    if not inside(project.folder, project.workspace):
+        raise ProjectError(f"{project.folder}: the project's folder leads {OUTSIDE_NOTE}")
+    text = json.dumps(project.to_json(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    draft = project.folder / f".{PROJECT_FILE}.{os.getpid()}.{time.monotonic_ns()}.new"
+    try:
+        atomic_write_text(draft, text)
+        try:
+            os.link(draft, project.file)
+        except FileExistsError:
+            raise
+        except OSError:  # a filesystem without hard links: an exclusive create (a reader may see it half-written)
+            fd = os.open(project.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+    except FileExistsError:
+        raise _exists(project.name, project.folder) from None
+    finally:
+        with contextlib.suppress(OSError):
+            draft.unlink()
 
 
 def load_project(workspace: Path | str, name: str) -> Project:
     """The project ``name`` of the workspace; ProjectError (one line) when it is missing or unreadable."""
     name = check_name(name)
-    path = projects_root(workspace) / name / PROJECT_FILE
+    workspace = Path(workspace).resolve()
+    folder = projects_root(workspace) / name
+    path = folder / PROJECT_FILE
+    if os.path.lexists(folder) and os.path.realpath(folder) != os.path.join(os.path.realpath(folder.parent), name):
+        raise ProjectError(f"{folder}: the project's folder is a link; a project's files are never followed "
+                           "elsewhere")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        parsed = read_project_file(path)
     except FileNotFoundError:
         known = ", ".join(project_names(workspace)) or "none yet"
         raise ProjectError(f"no project {name!r} in {projects_root(workspace)} (projects: {known})") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProjectError(f"{path}: unreadable project file: {' '.join(str(exc).split())}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ProjectError(f"{path}: not a project file of format {FORMAT}")
+    project = Project(workspace=workspace, name=name, model_dir=parsed.model_dir, generation=parsed.generation,
+                      folders=dict(parsed.folders), tokenizer=parsed.tokenizer, created=parsed.created,
+                      steps={step: asdict(record) for step, record in parsed.steps.items()},
+                      pending={step: asdict(note) for step, note in parsed.pending.items()})
     try:
-        by_id(str(data["generation"]))
-        return Project(workspace=Path(workspace).resolve(), name=name, model_dir=str(data["model_dir"]),
-                       generation=str(data["generation"]), folders=dict(data.get("folders") or {}),
-                       tokenizer=str(data.get("tokenizer") or ""), created=str(data.get("created") or ""),
-                       steps=dict(data.get("steps") or {}), pending=dict(data.get("pending") or {}))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ProjectError(f"{path}: a field is missing or wrong: {' '.join(str(exc).split())}") from None
+        _check_confined(project)
+    except ProjectError as exc:
+        raise ProjectError(f"{path}: {exc}") from None
+    return project
+
+
+def inside(path: Path | str, root: Path | str) -> bool:
+    """Whether ``path`` lies inside ``root`` (or is it), every link followed: ``..`` and links out are outside."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _check_confined(project: Project) -> None:
+    """The files a project owns stay in the workspace: its folders (relative paths; the demo's projects point at
+    the demo's own folders beside them), what its steps produced and where a started step writes. Its inputs, the
+    base model and the tokenizer may lie anywhere (the user picked them); they are shown as outside."""
+    for key, text in project.folders.items():
+        if not project.in_workspace(project.dir(key)):
+            raise ProjectError(f"folders.{key}: {shown(text)} leads {OUTSIDE_NOTE}")
+    for step, record in project.steps.items():
+        for recorded in record["outputs"]:
+            if not project.in_workspace(project.absolute(recorded)):
+                raise ProjectError(f"steps.{step}.outputs: {shown(recorded)} is {OUTSIDE_NOTE} (a step's "
+                                   "outputs are the project's own)")
+    for step, note in project.pending.items():
+        if not project.in_workspace(project.absolute(note["out_dir"])):
+            raise ProjectError(f"pending.{step}.out_dir: {shown(note['out_dir'])} is {OUTSIDE_NOTE}")
+
+
+@dataclass(frozen=True)
+class ProjectListing:
+    name: str
+    error: str  # one line: why its file cannot be used ("" : it loads)
+
+
+def project_listing(workspace: Path | str) -> list[ProjectListing]:
+    """The workspace's projects, sorted by name, each loaded: a damaged one is listed with its one-line error."""
+    listing = []
+    for name in project_names(workspace):
+        try:
+            load_project(workspace, name)
+            listing.append(ProjectListing(name, ""))
+        except ProjectError as exc:
+            listing.append(ProjectListing(name, " ".join(str(exc).split())))
+    return listing
 
 
 def project_names(workspace: Path | str) -> list[str]:
@@ -243,7 +332,8 @@ def project_names(workspace: Path | str) -> list[str]:
     root = projects_root(workspace)
     if not root.is_dir():
         return []
-    return sorted(p.parent.name for p in root.glob(f"*/{PROJECT_FILE}") if NAME_RULE.match(p.parent.name))
+    return sorted(p.parent.name for p in root.glob(f"*/{PROJECT_FILE}")
+                  if NAME_RULE.match(p.parent.name) and ".." not in p.parent.name)
 
 
 def now() -> tuple[float, str]:

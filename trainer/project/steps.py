@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from trainer.project.digests import MISSING, count_files, digest_of
+from trainer.project.digests import MISSING, OUTSIDE, count_files, digest_of
 from trainer.project.layout import Project, ProjectError, now
 
 STEPS = ("recordings", "proofread", "prepare", "train", "listen", "export")
@@ -52,8 +52,9 @@ def check_step(step: str) -> str:
 
 
 def _digests(project: Project, paths: Iterable[Path | str]) -> dict[str, str]:
-    return {project.portable(Project.resolve(str(p), project.workspace)):
-            digest_of(Project.resolve(str(p), project.workspace)) for p in paths}
+    """path -> digest; a path the project may not read (``Project.readable``) is never opened: OUTSIDE."""
+    absolute = [Project.resolve(str(p), project.workspace) for p in paths]
+    return {project.portable(p): digest_of(p) if project.readable(p) else OUTSIDE for p in absolute}
 
 
 def record_step(project: Project, step: str, outputs: Iterable[Path | str], inputs: Iterable[Path | str] = (),
@@ -68,6 +69,10 @@ def record_step(project: Project, step: str, outputs: Iterable[Path | str], inpu
     missing = [path for path, digest in produced.items() if digest == MISSING]
     if missing:
         raise ProjectError(f"step {step}: output not found: {', '.join(missing)}")
+    outside = [path for path in produced if not project.in_workspace(project.absolute(path))]
+    if outside:
+        raise ProjectError(f"step {step}: output outside the workspace: {', '.join(outside)} (a step's outputs are "
+                           "the project's own)")
     stamp, when = now()
     record = {"at": stamp if at is None else at, "when": when, "outputs": produced,
               "inputs": {**(input_digests or {}), **_digests(project, inputs)}, "counts": dict(counts or {}),
@@ -100,7 +105,7 @@ def _observe(project: Project, step: str, outputs: list[Path], inputs: Iterable[
              counts: dict[str, int] | None = None, note: str = "",
              input_digests: dict[str, str] | None = None) -> bool:
     """Record what a folder shows when it differs from the record and is newer than it; True when recorded."""
-    outputs = [path for path in outputs if path.exists()]
+    outputs = [path for path in outputs if path.exists() and project.in_workspace(path)]  # no link out
     if not outputs:
         return False
     record = project.steps.get(step)
@@ -168,7 +173,7 @@ def _observe_prepare(project: Project) -> None:
     if found is None:
         return
     report, manifest, counts = found
-    if manifest is None or not manifest.is_file():
+    if manifest is None or not manifest.is_file() or not project.in_workspace(manifest):
         return
     if pending is not None and _mtime(report) >= float(pending["at"]):
         record_step(project, "prepare", [manifest], (), counts, source="studio", at=_mtime(report),
@@ -212,7 +217,8 @@ def refresh(project: Project) -> Project:
 
 def _changed_inputs(project: Project, record: dict[str, Any]) -> list[str]:
     return [path for path, digest in (record.get("inputs") or {}).items()
-            if digest_of(project.absolute(path)) != digest]
+            if digest != OUTSIDE and project.readable(project.absolute(path))
+            and digest_of(project.absolute(path)) != digest]
 
 
 def step_states(project: Project) -> list[StepState]:

@@ -25,6 +25,7 @@ from trainer.project import (
     generation_of_model_dir,
     next_step,
     open_project,
+    project_listing,
     project_names,
     step_states,
 )
@@ -38,6 +39,18 @@ TAB_TITLES = {"tab-data": "Data", "tab-training": "Training", "tab-listen": "Lis
 DEMO_MODEL_DIRS = ("checkpoints", "v2/checkpoints", "v25/checkpoints")
 STATE_TONES = {DONE: "ok", OUT_OF_DATE: "warn"}
 NO_PROJECT = "no project yet: create one below (give it a name and pick its base model)"
+DAMAGED_LABEL_CHARS = 160  # the picker's label of a damaged project: its name and the start of its error
+
+
+def project_choices(workspace: Path | str) -> list[tuple[str, str]]:
+    """(label, name) of the workspace's projects for the picker; a damaged one is listed with its error (picking it
+    shows the whole line), so one bad project.json never hides the others nor stops the tab."""
+    choices = []
+    for entry in project_listing(workspace):
+        label = entry.name if not entry.error else f"{entry.name} (damaged: {entry.error})"
+        choices.append((label if len(label) <= DAMAGED_LABEL_CHARS else label[:DAMAGED_LABEL_CHARS] + "...",
+                        entry.name))
+    return choices
 
 
 def model_dir_choices(workspace: Path | str) -> list[tuple[str, str]]:
@@ -92,7 +105,7 @@ def project_view(workspace: Path | str, name: str | None) -> ProjectView:
     upcoming = next_step(states)
     summary = (f"<p data-project=\"{html.escape(project.name)}\" data-generation=\"{project.generation}\">"
                f"<b>{html.escape(project.name)}</b>: fine-tunes {html.escape(name_of(project.generation))} from "
-               f"<code>{html.escape(str(project.model_path))}</code>; its folder: "
+               f"<code>{html.escape(project.where(project.model_path))}</code>; its folder: "
                f"<code>{html.escape(str(project.folder))}</code></p>")
     if upcoming is None:
         return ProjectView(summary, steps_html(states), "Every step is done", None)
@@ -125,8 +138,8 @@ def _next_tab(workspace: Path, chosen: str | None) -> Any:
 def _picker(ctx: StudioContext, initial: str | None) -> tuple[Any, Any, Any, Any, Any]:
     names = project_names(ctx.workspace)
     with gr.Row(equal_height=True):
-        picker = gr.Dropdown(choices=names, value=initial if initial in names else None, scale=4, label="Project",
-                             elem_id="project-pick", info="the voice you are making; every tab follows it")
+        picker = gr.Dropdown(choices=project_choices(ctx.workspace), value=initial if initial in names else None,
+                             scale=4, label="Project", elem_id="project-pick", info="the voice you are making; every tab follows it")
         refresh = gr.Button("Refresh", scale=1, elem_id="project-refresh")
     choices = model_dir_choices(ctx.workspace)
     with gr.Accordion("New project", open=not names, elem_id="project-new"), gr.Row(equal_height=True):
@@ -164,10 +177,10 @@ def build(ctx: StudioContext) -> Any:
         text, made = create_action(workspace, typed, folder)
         if made is None:
             return text, gr.skip()
-        return text, gr.Dropdown(choices=project_names(workspace), value=made)
+        return text, gr.Dropdown(choices=project_choices(workspace), value=made)
 
     create.click(created, inputs=[name, model], outputs=[message, picker])
-    refresh.click(lambda chosen: (gr.Dropdown(choices=project_names(workspace), value=chosen),
+    refresh.click(lambda chosen: (gr.Dropdown(choices=project_choices(workspace), value=chosen),
                                   *_view_outputs(workspace, chosen)), inputs=picker, outputs=[picker, *shown])
     if ctx.tabs is not None:
         next_button.click(lambda chosen: _next_tab(workspace, chosen), inputs=picker, outputs=ctx.tabs)
