@@ -259,3 +259,37 @@ def serve(hub: FakeHub) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextmanager
+def silent_hub() -> Iterator[str]:
+    """A "Hub" on 127.0.0.1 that accepts every connection and never answers (held open until the block ends).
+
+    Yields its endpoint URL; the listener and every held connection are closed when the block ends."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)  # so the accepting thread sees the stop flag
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def hold() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(connection)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        for connection in held:
+            connection.close()
+        listener.close()
