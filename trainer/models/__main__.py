@@ -23,8 +23,9 @@ from typing import Any
 
 from data_tools.fileio import atomic_write_text
 from trainer.models.catalog import ALL_SETS, ModelSet, UnknownSet, model_set
-from trainer.models.fetch import DigestMismatch, DownloadInterrupted, fetch_set, verify_folder
+from trainer.models.fetch import DigestMismatch, DownloadInterrupted, fetch_set
 from trainer.models.hub import HubProblem, offline_mode, resolve_source
+from trainer.models.integrity import verify_folder
 from trainer.models.publish import PublishProblem, publish_export
 from trainer.models.record import MODELS_DIR
 

@@ -46,14 +46,19 @@ class DownloadedModel:
     title: str
     kind: str  # generation | asr | speaker
     path: Path
-    complete: bool  # every file the set needs is recorded
+    complete: bool  # every file the set needs is recorded, and none is damaged
+    damage: str | None = None  # the line naming a recorded file that no longer matches (integrity.damage_line)
 
 
 def downloaded_model_dirs(workspace: Path, kind: str | None = None) -> list[DownloadedModel]:
     """Model folders under ``<workspace>/models/`` that hold a record (``kind``: only generations, asr, ...).
 
-    The studio's path fields (``--model-dir``, ``--sample-model-dir``, ASR and speaker model) offer these.
+    The studio's path fields (``--model-dir``, ``--sample-model-dir``, ASR and speaker model) offer the complete
+    ones. A folder whose recorded file no longer matches (the cheap size-and-time check, ``integrity``) is listed
+    with ``damage`` set and not complete, so the pickers leave it out and the Models tab names the file.
     """
+    from trainer.models.integrity import damage_line
+
     root = Path(workspace) / MODELS_DIR
     if not root.is_dir():
         return []
@@ -62,6 +67,8 @@ def downloaded_model_dirs(workspace: Path, kind: str | None = None) -> list[Down
         record = read_record(record_path.parent)
         if not record or (kind is not None and record.get("kind") != kind):
             continue
+        damage = damage_line(record_path.parent)
         found.append(DownloadedModel(str(record.get("set")), str(record.get("title") or record.get("set")),
-                                     str(record.get("kind")), record_path.parent, bool(record.get("complete"))))
+                                     str(record.get("kind")), record_path.parent,
+                                     bool(record.get("complete")) and damage is None, damage))
     return found
