@@ -7,10 +7,11 @@
 
 Downloads land in ``<workspace>/models/<folder>`` (``IndexTTS-2``, ``IndexTTS-2.5``, ``IndexTTS-1.5``,
 ``speech/<owner>--<name>``) unless ``--dir`` says otherwise. The endpoint is ``HF_ENDPOINT``, the token
-``--token`` or ``HF_TOKEN``; ``HF_HUB_OFFLINE=1`` (or ``--offline``) asks nothing of the network.
+``--token`` or ``HF_TOKEN``; ``HF_HUB_OFFLINE=1`` (or ``--offline``) asks nothing of the network. Every Hub
+request waits at most ``HF_HUB_DOWNLOAD_TIMEOUT`` seconds (default 10) to connect and for each read.
 Exit codes: 0 done; 1 a download was cut off (rerun to continue) or a file failed its checksum twice, or
-``verify`` found problems; 2 refused (bad arguments, unknown set, Hub unreachable or refusing, offline with a
-file missing), with one ``error:`` line.
+``verify`` found problems; 2 refused (bad arguments, unknown set, Hub unreachable, silent past the timeout or
+refusing, offline with a file missing or damaged), with one ``error:`` line.
 """
 
 from __future__ import annotations
