@@ -28,6 +28,18 @@ class HubProblem(RuntimeError):
     """The Hub could not answer as needed (unreachable, gated, missing repository or file): one line."""
 
 
+class HubUnreachable(HubProblem):
+    """No answer at all: the connection failed or a request timed out (asking again now would wait again)."""
+
+
+def hub_problem(exc: BaseException, repo_id: str, what: str = "") -> HubProblem:
+    """The one-line error for a failed Hub call; :class:`HubUnreachable` when nothing answered."""
+    import httpx2
+
+    kind = HubUnreachable if isinstance(exc, (httpx2.TransportError, OSError)) else HubProblem
+    return kind(describe_error(exc, repo_id, what))
+
+
 def endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
@@ -172,7 +184,7 @@ def resolve_source(source: HubSource, token: str | None = None) -> RemoteSource:
     try:
         info = client.model_info(source.repo_id, revision=source.revision, token=token, timeout=timeout_s())
     except _hub_errors() as exc:
-        raise HubProblem(describe_error(exc, source.repo_id, "model info")) from None
+        raise hub_problem(exc, source.repo_id, "model info") from None
     revision = str(info.sha or source.revision)
     names = {sibling.rfilename for sibling in (info.siblings or [])}
     missing = [name for name in source.files if name not in names]
@@ -190,7 +202,7 @@ def resolve_source(source: HubSource, token: str | None = None) -> RemoteSource:
     try:
         entries = client.get_paths_info(source.repo_id, wanted, revision=revision, token=token)
     except _hub_errors() as exc:
-        raise HubProblem(describe_error(exc, source.repo_id, "file list")) from None
+        raise hub_problem(exc, source.repo_id, "file list") from None
     by_path = {entry.path: entry for entry in entries if hasattr(entry, "size")}
     files = []
     for name in wanted:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.models.hub import HubProblem, _hub_errors, api, describe_error, timeout_s
+from trainer.models.hub import _hub_errors, api, hub_problem, timeout_s
 
 WEIGHTS = ("gpt.pth", "gpt.safetensors")
 REQUIRED = ("config.yaml", "LICENSE-NOTICE", "MODEL_CARD.md")
@@ -89,7 +89,7 @@ def publish_export(export_dir: Path, repo_id: str, *, private: bool = True, toke
         commit = client.create_commit(repo_id, operations=operations, token=token, repo_type="model",
                                       commit_message=message or f"Upload {Path(export_dir).name} (IndexTTS fine-tune)")
     except _hub_errors() as exc:
-        raise HubProblem(describe_error(exc, repo_id, step)) from None
+        raise hub_problem(exc, repo_id, step) from None
     note = ""
     if info.private is not None and bool(info.private) != private:
         note = (f"{repo_id} already existed and is {'private' if info.private else 'public'}: its visibility was "
