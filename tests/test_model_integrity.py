@@ -79,7 +79,7 @@ def test_preflight_fails_first_on_a_damaged_model_folder(tmp_path):
 
 def test_preflight_passes_the_model_files_check_on_an_intact_folder(tmp_path):
     folder = recorded_folder(tmp_path / "IndexTTS-2", kind="generation")
-    values = {**default_values(), "tokenizer": str(folder / "config.json"), "output_dir": str(tmp_path / "run")}
+    values = {**default_values(), "model_dir": str(folder), "output_dir": str(tmp_path / "run")}
     first = run_preflight(values).checks[0]
     assert (first.name, first.ok) == ("model files", True) and str(folder) in first.message
 

@@ -103,14 +103,12 @@ def _rerecord_times(folder: Path, record: dict[str, Any]) -> None:
             write_record(folder, record)
 
 
-def recorded_folder_of(path: Path, levels: int = 3) -> Path | None:
-    """The model folder holding ``path`` (a folder with a record, the path itself or one of its ``levels``
-    parents), or None: how the pre-flight finds the folders behind --model-dir, --base-checkpoint, ..."""
+def recorded_folder_of(path: Path) -> Path | None:
+    """The model folder behind an option's path: the folder itself, or a file's folder, when it holds a record
+    (the options name a download folder or a file at its top: config, gpt.pth, tokenizer, vocoder); else None."""
     path = Path(path)
-    for candidate in [path, *path.parents][: levels + 1]:
-        if (candidate / RECORD_NAME).is_file():
-            return candidate
-    return None
+    folder = path if path.is_dir() else path.parent
+    return folder if (folder / RECORD_NAME).is_file() else None
 
 
 def model_folders_damage(paths: list[str]) -> tuple[list[Path], str | None]:
