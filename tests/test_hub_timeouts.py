@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from tests.hub_server import silent_hub
-from tests.test_hub_download import one_error_line, run_models
+from tests.hub_server import serve, silent_hub
+from tests.test_hub_download import one_error_line, run_models, toy_hub
 from tests.test_hub_publish import fake_export
 
 TIMEOUT_S = 2
@@ -54,3 +54,17 @@ def test_publish_to_a_silent_hub_is_refused_in_one_line(tmp_path):
     line = one_error_line(result)
     assert result.returncode == 2, result.stderr
     assert "me/new create repository: timed out: the Hub at 127.0.0.1" in line
+
+
+def test_a_file_the_hub_never_sends_ends_the_download_in_one_line(tmp_path):
+    hub = toy_hub()
+    hub.repos = {"facebook/mms-1b-all": {"config.json": b'{"model_type": "wav2vec2"}', "model.safetensors": b"m" * 999,
+                                         "adapter.amh.safetensors": b"a" * 10}}
+    hub.stall.add(("facebook/mms-1b-all", "model.safetensors"))
+    with serve(hub) as url:
+        result = run_models(["download", "facebook/mms-1b-all", "--dir", str(tmp_path / "m"), "--no-progress"],
+                            silent_env(url, tmp_path), timeout=TIMEOUT_S + STARTUP_ALLOWANCE_S)
+    line = one_error_line(result)
+    assert result.returncode == 1, result.stderr  # cut off: the next run continues it
+    assert "facebook/mms-1b-all model.safetensors: timed out: the Hub at 127.0.0.1" in line
+    assert (tmp_path / "m" / "config.json").is_file()  # what arrived before is kept
