@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.fileio import sha256_file
-from trainer.models.record import RECORD_NAME, read_record, write_record
+from trainer.models.record_file import RECORD_NAME, read_record, write_record
 
 CHUNK = 8 * 1024 * 1024
 REPAIR = "run python -m trainer.models download for its set again to fetch the file anew"

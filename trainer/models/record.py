@@ -1,43 +1,20 @@
-"""``hub_download.json``: what was fetched into a model folder (repository, commit, licence, every file with its
-size and digest), written atomically beside the files after each file, so an interrupted download leaves a
-record of what is complete. Also: which model folders a workspace holds, for the studio's fields.
+"""``hub_download.json`` (``record_file``: what was fetched into a model folder, written atomically after each
+file), and which model folders a workspace holds, for the studio's fields.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from data_tools.fileio import atomic_write_text
+from trainer.models.integrity import damage_line
+from trainer.models.record_file import FORMAT as FORMAT
+from trainer.models.record_file import RECORD_NAME as RECORD_NAME
+from trainer.models.record_file import read_record as read_record
+from trainer.models.record_file import recorded_file as recorded_file
+from trainer.models.record_file import write_record as write_record
 
-RECORD_NAME = "hub_download.json"
-FORMAT = 1
 MODELS_DIR = "models"  # <workspace>/models/<set folder>
-
-
-def read_record(folder: Path) -> dict[str, Any]:
-    """The folder's record ({} when there is none or it is unreadable: every file is then checked again)."""
-    try:
-        record = json.loads((Path(folder) / RECORD_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return record if isinstance(record, dict) and record.get("format") == FORMAT else {}
-
-
-def write_record(folder: Path, record: dict[str, Any]) -> None:
-    record = {**record, "format": FORMAT, "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    atomic_write_text(Path(folder) / RECORD_NAME, json.dumps(record, indent=2, sort_keys=True) + "\n")
-
-
-def recorded_file(record: dict[str, Any], local: str) -> dict[str, Any] | None:
-    for source in (record.get("sources") or {}).values():
-        entry = (source.get("files") or {}).get(local)
-        if isinstance(entry, dict):
-            return entry
-    return None
 
 
 @dataclass(frozen=True)
@@ -57,8 +34,6 @@ def downloaded_model_dirs(workspace: Path, kind: str | None = None) -> list[Down
     ones. A folder whose recorded file no longer matches (the cheap size-and-time check, ``integrity``) is listed
     with ``damage`` set and not complete, so the pickers leave it out and the Models tab names the file.
     """
-    from trainer.models.integrity import damage_line
-
     root = Path(workspace) / MODELS_DIR
     if not root.is_dir():
         return []
