@@ -8,7 +8,8 @@ files are served as LFS files (sha256 etag), others as regular git blobs (git sh
 Switches (sets of ``(repo_id, path)``): ``cut_once`` sends half of a file's body and drops the connection the
 first time; ``fail_after_cut`` makes the requests after that cut answer 503 (the client gives up and keeps its
 partial file); ``corrupt`` serves a body with its first byte changed (a count of responses per file);
-``missing`` 404s a file and leaves it out of the listings. ``gated`` repositories answer 401 (GatedRepo) unless the request carries ``TOKEN``.
+``missing`` 404s a file and leaves it out of the listings; ``stall`` never answers a file's HEAD or GET (until the
+server stops). ``gated`` repositories answer 401 (GatedRepo) unless the request carries ``TOKEN``.
 ``requests`` records (method, path, Range header) of every request.
 """
 
@@ -41,6 +42,8 @@ class FakeHub:
     fail_after_cut: set[tuple[str, str]] = field(default_factory=set)
     corrupt: dict[tuple[str, str], int] = field(default_factory=dict)  # responses left to corrupt
     missing: set[tuple[str, str]] = field(default_factory=set)
+    stall: set[tuple[str, str]] = field(default_factory=set)  # HEAD and GET of these never answer (until stopped)
+    released: threading.Event = field(default_factory=threading.Event)  # set when the server stops
     private: dict[str, bool] = field(default_factory=dict)
     commits: list[dict] = field(default_factory=list)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
@@ -198,6 +201,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = files[name]
         key = (repo_id, name)
+        if key in self.hub.stall:  # accept, then say nothing: the client's timeout must end the wait
+            self.hub.released.wait(timeout=120)
+            self.close_connection = True
+            return
         row = self.hub.entry(name, data)
         etag = row["lfs"]["oid"] if "lfs" in row else row["oid"]
         headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes"}
@@ -256,6 +263,41 @@ def serve(hub: FakeHub) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        hub.released.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextmanager
+def silent_hub() -> Iterator[str]:
+    """A "Hub" on 127.0.0.1 that accepts every connection and never answers (held open until the block ends).
+
+    Yields its endpoint URL; the listener and every held connection are closed when the block ends."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)  # so the accepting thread sees the stop flag
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def hold() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(connection)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        for connection in held:
+            connection.close()
+        listener.close()

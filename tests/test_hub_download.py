@@ -18,8 +18,9 @@ import pytest
 
 from tests.hub_server import TOKEN, FakeHub, serve
 from trainer.models.catalog import ALL_SETS, HubSource, ModelSet
-from trainer.models.fetch import DigestMismatch, DownloadInterrupted, fetch_set, partial_path, verify_folder
+from trainer.models.fetch import DigestMismatch, DownloadInterrupted, fetch_set, partial_path
 from trainer.models.hub import HubProblem
+from trainer.models.integrity import verify_folder
 from trainer.models.record import read_record
 
 REPO = Path(__file__).resolve().parents[1]

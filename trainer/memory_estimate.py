@@ -49,6 +49,10 @@ PREFLIGHT_PROMPT_FRAMES = 600  # IndexTTS-1.5 prompt mel frames assumed when the
 BATCH_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 # The global batch a preset keeps (batch size x gradient accumulation), as the community trainers use.
 PRESET_GLOBAL_BATCH = 32
+# The items a preset is sized for (the pre-flight then checks the run's real longest item): 200 text tokens and
+# 600 codes, about 24 s of speech at IndexTTS2's 25 codes per second.
+PRESET_TEXT_TOKENS = 200
+PRESET_CODES = 600
 # A card sold as N GB reports a little less to CUDA (an 80 GB H100: 79.6 GiB; a 24 GB card: 23.6-24.0 GiB).
 PRESET_USABLE_SHARE = 0.97
 
@@ -382,25 +386,30 @@ class Preset:
         return f"{self.gpu_gb} GB: {flags} (~{gb(self.estimate.device_bytes)})"
 
 
-def preset_for(facts: ModelFacts, gpu_gb: int, text_tokens: int, codes: int) -> Preset:
+def preset_for(facts: ModelFacts, gpu_gb: int, text_tokens: int = PRESET_TEXT_TOKENS, codes: int = PRESET_CODES,
+               lora: bool | None = None) -> Preset:
     """The fastest settings that fit a ``gpu_gb`` card for items up to (text_tokens, codes): full fine-tune
-    before LoRA, no checkpointing before checkpointing, then the largest batch; bf16 throughout."""
+    before LoRA (``lora`` True or False: only that), no checkpointing before checkpointing, then the largest
+    batch; bf16 throughout."""
     budget = int(gpu_gb * GIB * PRESET_USABLE_SHARE)
-    for lora in (False, True):
+    for with_lora in (False, True) if lora is None else (lora,):
         for checkpointing in (False, True):
             for size in reversed(BATCH_CHOICES):
                 shape = RunShape(batch_size=size, text_tokens=text_tokens, codes=codes, amp="bf16",
-                                 grad_checkpointing=checkpointing, lora=lora)
+                                 grad_checkpointing=checkpointing, lora=with_lora)
                 estimate = estimate_run_memory(facts, shape)
                 if estimate.device_bytes <= budget:
-                    options = {"amp": "bf16", "lora": lora, "grad_checkpointing": checkpointing, "batch_size": size,
+                    options = {"amp": "bf16", "lora": with_lora, "grad_checkpointing": checkpointing, "batch_size": size,
                                "grad_accumulation": max(PRESET_GLOBAL_BATCH // size, 1)}
                     return Preset(gpu_gb, options, estimate)
     return Preset(gpu_gb, {}, None)
 
 
-def gpu_presets(facts: ModelFacts, text_tokens: int, codes: int) -> list[Preset]:
-    return [preset_for(facts, size, text_tokens, codes) for size in GPU_PRESETS_GB]
+def gpu_presets(facts: ModelFacts, text_tokens: int = PRESET_TEXT_TOKENS, codes: int = PRESET_CODES,
+                lora: bool | None = None, sizes: Sequence[int] = GPU_PRESETS_GB) -> list[Preset]:
+    """The preset of each card size (GB): the one source of the training form's GPU presets
+    (``webui.training.presets``)."""
+    return [preset_for(facts, size, text_tokens, codes, lora) for size in sizes]
 
 
 # ----- the pre-flight check -----------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from trainer.language_row import lang_lr_mults, language_row_refusal, run_langua
 from trainer.lora_setup import adapt_model, lora_config_of, lora_refusal, lora_resume_refusal
 from trainer.memory_estimate import gpu_bytes_of, memory_check
 from trainer.model_source import ModelStart, from_resumed
+from trainer.models.integrity import model_folders_damage
 from trainer.options import resolved_config
 from trainer.replay import sampling_groups, weight_refusal
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
@@ -519,10 +520,26 @@ def _memory(plan: RunPlan, world_size: int) -> None:
     plan.add("memory", ok, message, warning=warning)
 
 
+MODEL_FOLDER_OPTIONS = ("model_dir", "sample_model_dir", "base_checkpoint", "config", "tokenizer", "vocoder")
+
+
+def _model_folders(plan: RunPlan) -> None:
+    """Downloaded model folders (``python -m trainer.models``) behind the path options still match their record
+    (``trainer.models.integrity``: size and time, re-hashing only a file whose time changed). No line when no
+    option points into one."""
+    paths = [str(plan.opts.get(name) or "") for name in MODEL_FOLDER_OPTIONS]
+    folders, damage = model_folders_damage(paths)
+    if damage is not None:
+        plan.add("model files", False, damage)
+    elif folders:
+        plan.add("model files", True, "recorded files match: " + ", ".join(str(folder) for folder in folders))
+
+
 def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_size: int = 1,
               local_rank: int = 0, distributed: bool = False, own_lock: bool = False) -> RunPlan:
     """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``)."""
     plan = RunPlan(opts=dict(opts))
+    _model_folders(plan)  # first: a damaged download is named before any of its files is read
     manifests_ok = _manifests(plan)
     _tokenizer(plan)
     _config(plan)

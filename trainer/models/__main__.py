@@ -7,10 +7,11 @@
 
 Downloads land in ``<workspace>/models/<folder>`` (``IndexTTS-2``, ``IndexTTS-2.5``, ``IndexTTS-1.5``,
 ``speech/<owner>--<name>``) unless ``--dir`` says otherwise. The endpoint is ``HF_ENDPOINT``, the token
-``--token`` or ``HF_TOKEN``; ``HF_HUB_OFFLINE=1`` (or ``--offline``) asks nothing of the network.
+``--token`` or ``HF_TOKEN``; ``HF_HUB_OFFLINE=1`` (or ``--offline``) asks nothing of the network. Every Hub
+request waits at most ``HF_HUB_DOWNLOAD_TIMEOUT`` seconds (default 10) to connect and for each read.
 Exit codes: 0 done; 1 a download was cut off (rerun to continue) or a file failed its checksum twice, or
-``verify`` found problems; 2 refused (bad arguments, unknown set, Hub unreachable or refusing, offline with a
-file missing), with one ``error:`` line.
+``verify`` found problems; 2 refused (bad arguments, unknown set, Hub unreachable, silent past the timeout or
+refusing, offline with a file missing or damaged), with one ``error:`` line.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 
 from data_tools.fileio import atomic_write_text
 from trainer.models.catalog import ALL_SETS, ModelSet, UnknownSet, model_set
-from trainer.models.fetch import DigestMismatch, DownloadInterrupted, fetch_set, verify_folder
-from trainer.models.hub import HubProblem, offline_mode, resolve_source
+from trainer.models.fetch import DigestMismatch, DownloadInterrupted, fetch_set
+from trainer.models.hub import HubProblem, HubUnreachable, offline_mode, resolve_source
+from trainer.models.integrity import verify_folder
 from trainer.models.publish import PublishProblem, publish_export
 from trainer.models.record import MODELS_DIR
 
@@ -52,6 +54,7 @@ def catalogue_rows(workspace: Path, sets: tuple[ModelSet, ...] = ALL_SETS, hub: 
 
     ``hub``: ask the Hub for real sizes and licence tags (else the catalogue's rough sizes)."""
     rows = []
+    unreachable: str | None = None  # once the Hub did not answer, the other rows are not asked (each would wait)
     for entry in sets:
         folder = set_folder(workspace, entry)
         for source in entry.sources:
@@ -65,11 +68,15 @@ def catalogue_rows(workspace: Path, sets: tuple[ModelSet, ...] = ALL_SETS, hub: 
                    "files": files, "size": source.about_bytes, "size_from": "about", "licence": source.licence,
                    "licence_verified": source.licence_verified, "folder": str(folder),
                    "present": len(present), "needed": len(files), "note": ""}
-            if hub:
+            if hub and unreachable is not None:
+                row["note"] = f"not asked: {unreachable}"
+            elif hub:
                 try:
                     remote = resolve_source(source, token)
                     row.update(size=sum(f.size for f in remote.files), size_from="hub", licence=remote.licence,
                                revision=remote.revision)
+                except HubUnreachable as exc:
+                    row["note"] = unreachable = str(exc)
                 except HubProblem as exc:
                     row["note"] = str(exc)
             rows.append(row)

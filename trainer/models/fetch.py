@@ -9,12 +9,11 @@ refused by name and fetched again from the start, once; a second mismatch ends t
 gets each file as it lands.
 
 Offline (``HF_HUB_OFFLINE=1`` or ``offline=True``) nothing is asked of the Hub: the folder is checked against the
-catalogue and a missing file is named in one line.
+catalogue and its record (``trainer.models.integrity``), and a missing or damaged file is named in one line.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -24,22 +23,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from data_tools.fileio import sha256_file
 from trainer.models.catalog import ModelSet
 from trainer.models.hub import (
-    TIMEOUT_S,
     HubProblem,
     RemoteFile,
     RemoteSource,
     _hub_errors,
+    bounded_session,
     describe_error,
     endpoint,
     offline_mode,
     resolve_set,
+    timeout_s,
 )
-from trainer.models.record import RECORD_NAME, read_record, recorded_file, write_record
+from trainer.models.integrity import damage_line, file_digest
+from trainer.models.record import read_record, recorded_file, write_record
 
-CHUNK = 8 * 1024 * 1024
 ATTEMPTS = 2  # a file whose digest does not match is fetched once more before the run gives up
 
 
@@ -68,17 +67,9 @@ class FetchReport:
                 "downloaded_bytes": self.downloaded_bytes}
 
 
-def git_blob_sha1(path: Path) -> str:
-    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def local_digest(path: Path, remote: RemoteFile) -> str:
     """The file's digest in the Hub's terms for this file (``sha256:...`` or ``git-sha1:...``)."""
-    return f"sha256:{sha256_file(path)}" if remote.sha256 else f"git-sha1:{git_blob_sha1(path)}"
+    return file_digest(path, "sha256" if remote.sha256 else "git-sha1")
 
 
 def _stat_key(path: Path) -> tuple[int, int]:
@@ -118,6 +109,7 @@ def _download(remote: RemoteFile, revision: str, final: Path, token: str | None,
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
 
+    bounded_session()
     final.parent.mkdir(parents=True, exist_ok=True)
     part = partial_path(final, remote)
     for stale in final.parent.glob(f".{final.name}.*.incomplete"):
@@ -128,7 +120,7 @@ def _download(remote: RemoteFile, revision: str, final: Path, token: str | None,
     url = hf_hub_url(remote.repo_id, remote.path, revision=revision, endpoint=endpoint())
     kept = part.stat().st_size if part.exists() else 0
     try:
-        metadata = get_hf_file_metadata(url, token=token, timeout=TIMEOUT_S, endpoint=endpoint())
+        metadata = get_hf_file_metadata(url, token=token, timeout=timeout_s(), endpoint=endpoint())
         # as huggingface_hub does: a Xet-stored file is fetched through the resolve address (redirects followed)
         location = url if metadata.xet_file_data is not None else (metadata.location or url)
         headers = build_hf_headers(token=token)
@@ -267,40 +259,21 @@ def required_locals(model_set: ModelSet, folder: Path) -> list[str]:
 
 
 def check_offline(model_set: ModelSet, folder: Path) -> FetchReport:
-    """Offline: name the first missing file in one line, else report what is there (sizes against the record)."""
+    """Offline: name the first missing file, or the first recorded file that no longer matches its record
+    (``integrity.damage_line``), in one line; else report what is there."""
     missing = [name for name in required_locals(model_set, folder) if not (folder / name).is_file()]
     if missing:
         more = f" (and {len(missing) - 1} more file(s))" if len(missing) > 1 else ""
         raise OfflineMissing(f"offline (HF_HUB_OFFLINE is set): {folder / missing[0]} is not downloaded{more}; "
                              "connect to the network and run the download again")
+    damage = damage_line(folder)
+    if damage is not None:
+        raise OfflineMissing(f"offline (HF_HUB_OFFLINE is set): {damage}")
     record = read_record(folder)
     report = FetchReport(model_set.name, folder, offline=True)
     for name in required_locals(model_set, folder):
         entry = recorded_file(record, name) or {}
         size = (folder / name).stat().st_size
-        action = "present" if entry.get("size") == size else "present (not recorded: size unchecked)"
-        if entry and entry.get("size") != size:
-            raise OfflineMissing(f"offline (HF_HUB_OFFLINE is set): {folder / name} has {size:,} bytes, the record "
-                                 f"says {entry.get('size'):,}; connect and run the download again")
+        action = "present" if entry else "present (not recorded: unchecked)"
         report.files.append({"local": name, "size": size, "digest": entry.get("digest"), "action": action})
     return report
-
-
-def verify_folder(folder: Path) -> list[str]:
-    """Hash every recorded file again: one line per file that is missing or whose digest differs."""
-    record = read_record(folder)
-    if not record:
-        return [f"{folder}: no readable {RECORD_NAME}: nothing to verify against"]
-    problems = []
-    for source in (record.get("sources") or {}).values():
-        for local, entry in (source.get("files") or {}).items():
-            path = Path(folder) / local
-            digest = str(entry.get("digest") or "")
-            if not path.is_file():
-                problems.append(f"{path}: missing")
-                continue
-            kind = digest.split(":", 1)[0]
-            actual = f"sha256:{sha256_file(path)}" if kind == "sha256" else f"git-sha1:{git_blob_sha1(path)}"
-            if actual != digest:
-                problems.append(f"{path}: {actual} does not match the recorded {digest}")
-    return problems

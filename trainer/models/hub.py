@@ -2,8 +2,12 @@
 and checksum, and the repository's licence tag. Network problems become one-line :class:`HubProblem` errors.
 
 The endpoint is ``HF_ENDPOINT`` (read when called, so a test server set in the environment is honoured) and the
-token ``--token`` or else ``HF_TOKEN`` / the saved login (huggingface_hub's own lookup). Every request has a
-timeout (``HF_HUB_ETAG_TIMEOUT``, default 10 s), so an unreachable Hub ends in one line, never a hang.
+token ``--token`` or else ``HF_TOKEN`` / the saved login (huggingface_hub's own lookup). Every request
+huggingface_hub sends for us (model info, file lists, downloads, repository creation, uploads) waits at most
+``HF_HUB_DOWNLOAD_TIMEOUT`` seconds (huggingface_hub's own setting, default 10) to connect and for each read and
+write: :func:`bounded_session` puts that bound on its shared client, because several of its calls pass
+``timeout=None`` (no limit) by default. A Hub that accepts the connection and never answers therefore ends in one
+line that names the host and what timed out, never a hang.
 """
 
 from __future__ import annotations
@@ -11,19 +15,66 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 from trainer.models.catalog import HubSource, ModelSet
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-TIMEOUT_S = float(os.environ.get("HF_HUB_ETAG_TIMEOUT") or 10)
+TIMEOUT_ENV = "HF_HUB_DOWNLOAD_TIMEOUT"
+DEFAULT_TIMEOUT_S = 10.0
 
 
 class HubProblem(RuntimeError):
     """The Hub could not answer as needed (unreachable, gated, missing repository or file): one line."""
 
 
+class HubUnreachable(HubProblem):
+    """No answer at all: the connection failed or a request timed out (asking again now would wait again)."""
+
+
+def hub_problem(exc: BaseException, repo_id: str, what: str = "") -> HubProblem:
+    """The one-line error for a failed Hub call; :class:`HubUnreachable` when nothing answered."""
+    import httpx2
+
+    kind = HubUnreachable if isinstance(exc, (httpx2.TransportError, OSError)) else HubProblem
+    return kind(describe_error(exc, repo_id, what))
+
+
 def endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def timeout_s() -> float:
+    """Seconds any one Hub request may wait to connect, read or write (``HF_HUB_DOWNLOAD_TIMEOUT``, read when
+    called; a missing, unreadable or non-positive value means the default)."""
+    try:
+        value = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if value > 0 else DEFAULT_TIMEOUT_S
+
+
+def _bounded_client() -> Any:
+    """huggingface_hub's client (its request hook, redirects followed) whose every request is time-bounded."""
+    import httpx2
+    from huggingface_hub.utils._http import hf_request_event_hook
+
+    class BoundedClient(httpx2.Client):
+        def send(self, request: Any, **kwargs: Any) -> Any:
+            # Replaces the per-request timeout too: huggingface_hub passes timeout=None (wait forever) on many calls.
+            request.extensions["timeout"] = httpx2.Timeout(timeout_s()).as_dict()
+            return super().send(request, **kwargs)
+
+    return BoundedClient(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True,
+                         timeout=httpx2.Timeout(timeout_s()))
+
+
+def bounded_session() -> None:
+    """Make huggingface_hub's shared client the time-bounded one (once per process; call before any Hub call)."""
+    from huggingface_hub.utils import _http
+
+    if _http._GLOBAL_CLIENT_FACTORY is not _bounded_client:
+        _http.set_client_factory(_bounded_client)
 
 
 def offline_mode() -> bool:
@@ -56,11 +107,13 @@ class RemoteSource:
 def api(token: str | None = None) -> Any:
     from huggingface_hub import HfApi
 
+    bounded_session()
     return HfApi(endpoint=endpoint(), token=token)
 
 
 def describe_error(exc: BaseException, repo_id: str, what: str = "") -> str:
-    """One line for a failed Hub call about ``repo_id``."""
+    """One line for a failed Hub call about ``repo_id`` (``what``: which call, e.g. "file list")."""
+    import httpx2
     from huggingface_hub.errors import (
         GatedRepoError,
         OfflineModeIsEnabled,
@@ -70,6 +123,8 @@ def describe_error(exc: BaseException, repo_id: str, what: str = "") -> str:
     )
 
     where = f"{repo_id}{' ' + what if what else ''}"
+    if isinstance(exc, httpx2.TimeoutException):
+        return timeout_line(exc, where)
     if isinstance(exc, OfflineModeIsEnabled):
         return f"{where}: offline mode is on (HF_HUB_OFFLINE), so the Hub was not asked"
     if isinstance(exc, GatedRepoError):
@@ -92,6 +147,22 @@ def describe_error(exc: BaseException, repo_id: str, what: str = "") -> str:
             "or set HF_HUB_OFFLINE=1 to use what is already downloaded")
 
 
+_TIMEOUT_PHASES = {"ConnectTimeout": "to accept the connection", "ReadTimeout": "to answer",
+                   "WriteTimeout": "to take the request", "PoolTimeout": "to free a connection"}
+
+
+def timeout_line(exc: BaseException, where: str) -> str:
+    """One line for a Hub request that timed out: which host, which call, which phase, and the setting."""
+    try:
+        host = exc.request.url.host  # type: ignore[attr-defined]  # a redirect's host (a CDN) when that one hung
+    except (AttributeError, RuntimeError):
+        host = urlparse(endpoint()).netloc
+    phase = _TIMEOUT_PHASES.get(type(exc).__name__, "to answer")
+    return (f"{where}: timed out: the Hub at {host} took longer than {timeout_s():g} s {phase} "
+            f"({TIMEOUT_ENV} sets the limit); check the network, or set HF_HUB_OFFLINE=1 to use what is already "
+            "downloaded")
+
+
 def _hub_errors() -> tuple[type[BaseException], ...]:
     import httpx2
 
@@ -111,9 +182,9 @@ def resolve_source(source: HubSource, token: str | None = None) -> RemoteSource:
     """The commit, licence and files (size, checksum) of one source; refuses a missing required file."""
     client = api(token)
     try:
-        info = client.model_info(source.repo_id, revision=source.revision, token=token)
+        info = client.model_info(source.repo_id, revision=source.revision, token=token, timeout=timeout_s())
     except _hub_errors() as exc:
-        raise HubProblem(describe_error(exc, source.repo_id)) from None
+        raise hub_problem(exc, source.repo_id, "model info") from None
     revision = str(info.sha or source.revision)
     names = {sibling.rfilename for sibling in (info.siblings or [])}
     missing = [name for name in source.files if name not in names]
@@ -131,7 +202,7 @@ def resolve_source(source: HubSource, token: str | None = None) -> RemoteSource:
     try:
         entries = client.get_paths_info(source.repo_id, wanted, revision=revision, token=token)
     except _hub_errors() as exc:
-        raise HubProblem(describe_error(exc, source.repo_id, "file list")) from None
+        raise hub_problem(exc, source.repo_id, "file list") from None
     by_path = {entry.path: entry for entry in entries if hasattr(entry, "size")}
     files = []
     for name in wanted:

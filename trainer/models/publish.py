@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.models.hub import HubProblem, _hub_errors, api, describe_error
+from trainer.models.hub import _hub_errors, api, hub_problem, timeout_s
 
 WEIGHTS = ("gpt.pth", "gpt.safetensors")
 REQUIRED = ("config.yaml", "LICENSE-NOTICE", "MODEL_CARD.md")
@@ -79,14 +79,17 @@ def publish_export(export_dir: Path, repo_id: str, *, private: bool = True, toke
     if not (Path(export_dir) / "README.md").is_file():
         operations.append(CommitOperationAdd(path_in_repo="README.md",
                                              path_or_fileobj=model_card_text(export_dir).encode("utf-8")))
-    client = api(token)
+    client = api(token)  # every request bounded by hub.timeout_s()
+    step = "create repository"
     try:
         url = client.create_repo(repo_id, private=private, exist_ok=True, repo_type="model", token=token)
-        info = client.model_info(repo_id, token=token)
+        step = "repository info"
+        info = client.model_info(repo_id, token=token, timeout=timeout_s())
+        step = "upload"
         commit = client.create_commit(repo_id, operations=operations, token=token, repo_type="model",
                                       commit_message=message or f"Upload {Path(export_dir).name} (IndexTTS fine-tune)")
     except _hub_errors() as exc:
-        raise HubProblem(describe_error(exc, repo_id, "upload")) from None
+        raise hub_problem(exc, repo_id, step) from None
     note = ""
     if info.private is not None and bool(info.private) != private:
         note = (f"{repo_id} already existed and is {'private' if info.private else 'public'}: its visibility was "

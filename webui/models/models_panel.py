@@ -19,7 +19,7 @@ import pandas as pd
 
 from trainer.models.__main__ import catalogue_rows, human_size
 from trainer.models.catalog import ALL_SETS
-from trainer.models.record import downloaded_model_dirs
+from trainer.models.record import DownloadedModel, downloaded_model_dirs
 from webui.form_inputs import InputProblem, resolve_path
 from webui.jobs.job_panel import job_panel, report_view, wire_job
 from webui.jobs.report_jobs import JobResult, ReportJob
@@ -53,7 +53,13 @@ def downloaded_note(workspace: Path) -> str:
     found = downloaded_model_dirs(workspace)
     if not found:
         return "Nothing downloaded into this workspace yet."
-    return "Downloaded: " + "; ".join(f"{m.title} `{m.path}`{'' if m.complete else ' (incomplete)'}" for m in found)
+    return "Downloaded: " + "; ".join(f"{m.title} `{m.path}`{_state(m)}" for m in found)
+
+
+def _state(model: DownloadedModel) -> str:
+    if model.damage is not None:
+        return f" (damaged, not offered for training: {model.damage})"
+    return "" if model.complete else " (incomplete)"
 
 
 def download_argv(python: str, set_name: str, offline: bool, workspace: Path, report: Path) -> list[str]:

@@ -23,6 +23,17 @@ from trainer.generations.spec import FormFacts
 from trainer.options import OPTIONS, Option
 from webui.jobs import launcher
 from webui.jobs.launcher import LAUNCH_KEYS, LAUNCH_OPTIONS, TRAINER_MODULE, LaunchError
+from webui.training.presets import DEMO_PRESET as DEMO_PRESET
+from webui.training.presets import DEMO_PRESETS, preset_settings
+from webui.training.presets import DEMO_V2_PRESET as DEMO_V2_PRESET
+from webui.training.presets import DEMO_V25_PRESET as DEMO_V25_PRESET
+from webui.training.presets import GPU24_PRESET as GPU24_PRESET
+from webui.training.presets import GPU80_PRESET as GPU80_PRESET
+from webui.training.presets import GPU80_V25_PRESET as GPU80_V25_PRESET
+from webui.training.presets import LORA24_V25_PRESET as LORA24_V25_PRESET
+from webui.training.presets import PRESETS as PRESETS
+from webui.training.presets import S2MEL_FULL24_PRESET as S2MEL_FULL24_PRESET
+from webui.training.presets import S2MEL_LORA12_PRESET as S2MEL_LORA12_PRESET
 
 RESUME = "resume"
 RESUME_AUTO = "auto"
@@ -253,74 +264,6 @@ class WorkspaceFiles:
     sample_model_dir: Path | None = None  # IndexTTS2 / 2.5 download folder for samples at saves; None: no samples
 
 
-DEMO_PRESET = "Demo (CPU, tiny)"
-DEMO_V2_PRESET = "Demo (IndexTTS2)"
-DEMO_V25_PRESET = "IndexTTS-2.5 demo (CPU)"
-GPU80_V25_PRESET = "IndexTTS-2.5 full fine-tune (80 GB)"
-LORA24_V25_PRESET = "IndexTTS-2.5 LoRA (24 GB)"
-GPU24_PRESET = "Amharic on one 24 GB GPU"
-GPU80_PRESET = "Amharic on 80 GB GPU"
-S2MEL_LORA12_PRESET = "S2Mel LoRA (12 GB GPU)"
-S2MEL_FULL24_PRESET = "S2Mel full fine-tune (24 GB GPU)"
-
-# Hyper-parameters per preset; paths are filled from the workspace (demo) or kept from the form (GPU).
-_DEMO_SETTINGS: dict[str, Any] = {
-    "epochs": 10, "max_steps": 200, "batch_size": 8, "grad_accumulation": 1, "num_workers": 0,
-    "learning_rate": 3e-3, "warmup_steps": 10, "log_interval": 5, "val_interval": 20, "save_interval": 20,
-    "max_val_batches": 50, "keep_checkpoints": 3, "device": "cpu", "amp": "off", "grad_checkpointing": False,
-    "train": "gpt",
-}
-# The S2Mel decoder of IndexTTS2 / 2.5 (after a GPT run, or alone): its trainer takes neither --amp nor gradient
-# accumulation, so these presets say fp32 and one step per batch rather than show settings it would not use.
-# At real size, batch 2 x 4 s, one CPU step peaked at 2.1 GB (full) and 1.8 GB (LoRA) (bench/s2mel_train.py):
-# batch 8 leaves room on the named cards. Not yet measured on a GPU.
-_S2MEL_SETTINGS: dict[str, Any] = {
-    "train": "s2mel", "epochs": 10, "max_steps": 0, "batch_size": 8, "grad_accumulation": 1, "num_workers": 4,
-    "log_interval": 20, "save_interval": 500, "keep_checkpoints": 3, "device": "cuda", "amp": "off",
-    "grad_checkpointing": False,
-}
-_PRESET_SETTINGS: dict[str, dict[str, Any]] = {
-    DEMO_PRESET: _DEMO_SETTINGS,
-    DEMO_V2_PRESET: _DEMO_SETTINGS,
-    GPU24_PRESET: {
-        "epochs": 10, "max_steps": 0, "batch_size": 4, "grad_accumulation": 8, "num_workers": 4,
-        "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
-        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
-        "grad_checkpointing": True, "lora": False, "train": "gpt",
-    },
-    GPU80_PRESET: {
-        "epochs": 10, "max_steps": 0, "batch_size": 24, "grad_accumulation": 2, "num_workers": 8,
-        "learning_rate": 3e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
-        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
-        "grad_checkpointing": False, "lora": False, "train": "gpt",
-    },
-    # IndexTTS-2.5: the merges scheme (Amharic at ~0.34 tokens per character, new rows trained, base rows frozen).
-    DEMO_V25_PRESET: {**_DEMO_SETTINGS, "text_scheme": "merges", "text_merges": ""},
-    GPU80_V25_PRESET: {
-        "epochs": 10, "max_steps": 0, "batch_size": 16, "grad_accumulation": 2, "num_workers": 8,
-        "learning_rate": 2e-5, "warmup_steps": 1000, "log_interval": 20, "val_interval": 1000,
-        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
-        "grad_checkpointing": False, "text_scheme": "merges", "lora": False, "train": "gpt",
-    },
-    # LoRA on every GPT-2 block (rank 16, alpha 32) with the new text rows and the heads trained: the base GPT
-    # is frozen, so AdamW holds moments for the adapters and the trained tables only; LoRA takes a larger lr.
-    LORA24_V25_PRESET: {
-        "epochs": 10, "max_steps": 0, "batch_size": 4, "grad_accumulation": 8, "num_workers": 4,
-        "learning_rate": 2e-4, "warmup_steps": 500, "log_interval": 20, "val_interval": 1000,
-        "save_interval": 1000, "max_val_batches": 100, "keep_checkpoints": 3, "device": "cuda", "amp": "bf16",
-        "grad_checkpointing": True, "text_scheme": "merges", "lora": True, "lora_rank": 16, "lora_alpha": 32.0,
-        "lora_dropout": 0.05, "lora_targets": "all", "lora_layers": "", "lora_train_heads": True,
-        "lora_train_embeddings": True, "lora_train_lang_row": True, "train": "gpt",
-    },
-    # LoRA on the DiT's attention and feed-forward layers; the decoder is frozen, so a 12 GB card holds batch 8.
-    S2MEL_LORA12_PRESET: {**_S2MEL_SETTINGS, "learning_rate": 1e-4, "lora": True, "lora_rank": 16,
-                          "lora_alpha": 32.0, "lora_dropout": 0.05, "lora_targets": "all"},
-    S2MEL_FULL24_PRESET: {**_S2MEL_SETTINGS, "learning_rate": 2e-5, "weight_decay": 0.01, "lora": False},
-}
-PRESETS: tuple[str, ...] = tuple(_PRESET_SETTINGS)
-DEMO_PRESETS = (DEMO_PRESET, DEMO_V2_PRESET, DEMO_V25_PRESET)  # these reset the whole form to a demo's files
-
-
 def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
     values = default_values()
     values.update(
@@ -354,14 +297,13 @@ def demo_v25_files(workspace: Path) -> WorkspaceFiles:
 
 
 def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:
-    """A demo preset resets the trainer's options to ``files`` (that demo's); GPU presets keep the form's
-    paths. Every preset keeps the launcher fields: they describe the machines, not the recipe."""
-    if name not in _PRESET_SETTINGS:
-        raise KeyError(f"no preset named {name!r}")
+    """A demo preset resets the trainer's options to ``files`` (that demo's); GPU presets (their memory settings
+    from the memory estimate, ``webui.training.presets``) keep the form's paths. Every preset keeps the launcher fields: they describe the machines, not the recipe."""
+    settings = preset_settings(name)
     demo = name in DEMO_PRESETS
     base = workspace_values(files) if demo else {**default_values(), **current}
     base.update({key: current[key] for key in LAUNCH_KEYS if key in current})
-    base.update(_PRESET_SETTINGS[name])
+    base.update(settings)
     if demo:
         base[RESUME] = ""
     return base
