@@ -14,7 +14,7 @@ import numpy as np
 from data_tools import item_files
 from data_tools.check_chunks import CheckSettings, ChunkResult, ChunkTask, _hash64
 from data_tools.check_pairs import check_drop, finish_pair_chunk, start_pair_chunk
-from data_tools.pairs_manifest_v25 import PairEntryV25, parse_pair_object_v25
+from data_tools.pairs_manifest_v25 import PairEntryV25, pair_facts_v25, parse_pair_object_v25
 from data_tools.shape_rules import RuleError
 
 _TOKENIZERS: dict[tuple[str, str, str], object] = {}
@@ -80,10 +80,8 @@ def _check_files(result: ChunkResult, settings: CheckSettings, entry: PairEntryV
     lineno = int(result.lines[i])
     limits = settings.limits()
     try:
-        facts = item_files.inspect_pair_v25(entry.codes, entry.code_len, entry.spk_vec, entry.emo_vec, limits)
+        facts = pair_facts_v25(entry, limits)  # the trainer's own check of the vectors
         codes = item_files.load_codes(entry.codes, limits, facts.num_codes)
-        item_files.load_spk_vec(entry.spk_vec)
-        item_files.load_emo_vec(entry.emo_vec, limits)
     except RuleError as exc:
         result.problems.append(("error", exc.code, lineno, f"{exc} (id {entry.id})"))
         return

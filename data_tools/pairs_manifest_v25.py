@@ -23,8 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_tools import pair_fields
+import numpy as np
+
+from data_tools import item_files, pair_fields
 from data_tools.manifest import FORMAT_V25, ManifestError, detect_format, load_json_object, resolve_path
+from data_tools.shape_rules import DataLimits
 from data_tools.tokenizer.tiktoken25 import unknown_language
 
 V25_PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
@@ -94,3 +97,21 @@ def parse_pair_line_v25(raw: str, manifest: Path, lineno: int,
     if not raw.strip():
         return None
     return parse_pair_object_v25(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)
+
+
+def pair_vectors_v25(spk_vec: Path, emo_vec: Path, limits: DataLimits) -> tuple[np.ndarray, np.ndarray]:
+    """The prompt's speaker and emotion vectors, read whole and checked (file, dtype, shape, finite values), as
+    float32; RuleError (one line naming the file) otherwise.
+
+    The one check of these fields: the trainer's item loading (so its pre-flight, which runs that loading) and its
+    batches, and the data checker call it, so none of them passes a vector another refuses. The vectors are a few
+    hundred values each, so reading them whole at load time costs what reading their headers did."""
+    return item_files.load_spk_vec(spk_vec), item_files.load_emo_vec(emo_vec, limits)
+
+
+def pair_facts_v25(entry: PairEntryV25, limits: DataLimits) -> item_files.PairFactsV25:
+    """What loading a 2.5 pair needs before training: the codes count from their header, the vectors checked by
+    :func:`pair_vectors_v25`."""
+    num_codes, codes_size = item_files.declared_codes_count(entry.codes, entry.code_len)
+    pair_vectors_v25(entry.spk_vec, entry.emo_vec, limits)
+    return item_files.PairFactsV25(num_codes, codes_size)

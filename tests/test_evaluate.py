@@ -269,7 +269,7 @@ def test_studio_views_and_model_card_carry_the_scores(trained_run, data, tmp_pat
     report = export_checkpoint(run / "model_step4.pth", tmp_path / "export")
     card = (report.out_dir / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "## Evaluation" in card and "**model_step4 (this export)**" in card
-    assert f"| model_step6 | 6 | {scores['model_step6.pth']['cer']:.3f} |" in card
+    assert f"| model_step6 | 6 | {scores['model_step6.pth']['cer'] * 100:.1f} |" in card  # stored fraction, shown in %
     assert str(build_parser().prog) in card or "python -m trainer.evaluate" in card
     assert "### Held-out test set" not in card  # no frozen test set: no section
 

@@ -19,7 +19,7 @@ import torch
 
 from data_tools import item_files
 from data_tools.manifest import FORMAT_V25
-from data_tools.pairs_manifest_v25 import PairEntryV25
+from data_tools.pairs_manifest_v25 import PairEntryV25, pair_facts_v25, pair_vectors_v25
 from data_tools.shape_rules import DataLimits, RuleError
 from trainer.batching import padded_sequences
 
@@ -56,7 +56,7 @@ def text_ids_of(entry: PairEntryV25, tokenizer: Any, limits: DataLimits) -> np.n
 
 def load_pair_v25(entry: PairEntryV25, tokenizer: Any, limits: DataLimits) -> tuple[PairItemV25, int]:
     ids = text_ids_of(entry, tokenizer, limits)
-    facts = item_files.inspect_pair_v25(entry.codes, entry.code_len, entry.spk_vec, entry.emo_vec, limits)
+    facts = pair_facts_v25(entry, limits)
     return PairItemV25(id=entry.id, where=entry.where, text_ids=ids, codes=entry.codes, num_codes=facts.num_codes,
                        spk_vec=entry.spk_vec, emo_vec=entry.emo_vec,
                        lang=tokenizer.language_index(entry.language or ""), language=entry.language or "",
@@ -102,8 +102,7 @@ class PairDatasetV25(torch.utils.data.Dataset):
         item = self.items[index]
         try:
             codes = item_files.load_codes(item.codes, self.limits, item.num_codes)
-            spk_vec = item_files.load_spk_vec(item.spk_vec)
-            emo_vec = item_files.load_emo_vec(item.emo_vec, self.limits)
+            spk_vec, emo_vec = pair_vectors_v25(item.spk_vec, item.emo_vec, self.limits)
         except _ITEM_ERRORS as exc:
             return {"error": f"{item.where} (id {item.id}): {exc}"}
         return {"id": item.id, "text_ids": item.text_ids, "codes": codes, "spk_vec": spk_vec, "emo_vec": emo_vec,

@@ -80,5 +80,5 @@ def test_scores_in_checkpoints_training_and_test_tabs(page, measured_workspace: 
 
         page.get_by_role("tab", name="Test", exact=True).click()
         page.locator("#test-files-b .test-scores").wait_for(timeout=UI_TIMEOUT_MS)
-        assert re.search(r"CER \d+\.\d{3} · WER \d+\.\d{3} · SIM -?\d\.\d{3}",
+        assert re.search(r"CER \d+\.\d % · WER \d+\.\d % · SIM -?\d\.\d{3}",  # rates in percent (issue 36)
                          page.locator("#test-files-b").inner_text())

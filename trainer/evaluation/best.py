@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.evaluation.errors import EvaluationError
-from trainer.evaluation.results import base_result_path, read_result, results_by_step
+from trainer.evaluation.results import base_result_path, display_scale, read_result, results_by_step
 from trainer.evaluation.stats import PairedComparison, compare
 
 BEST_BY = ("val_loss", "cer", "sim")
@@ -158,8 +158,8 @@ def _number(result: dict[str, Any] | None, metric: str) -> float | None:
 
 
 def _scaled(metric: str) -> tuple[float, str, int]:
-    """How a metric reads: CER/WER in percent points, SIM as a cosine."""
-    return (100.0, " %", 1) if metric in ("cer", "wer") else (1.0, "", 3)
+    """How a metric reads: CER/WER in percent points, SIM as a cosine (the one rule of ``results``)."""
+    return display_scale(metric)
 
 
 def comparison_text(comparison: PairedComparison) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.eval_set import EvalSet, Sentence, eval_dir
-from trainer.evaluation.results import read_result
+from trainer.evaluation.results import display_scale, read_result
 from trainer.evaluation.stats import METRICS, compare, interval_of
 
 TEST_DIR = "test"
@@ -73,7 +73,7 @@ def frozen_line(result: dict[str, Any], floor: dict[str, Any] | None) -> str:
         interval = (result.get("intervals") or {}).get(metric)
         if not interval:
             continue
-        scale, unit, digits = (100.0, " %", 1) if metric != "sim" else (1.0, "", 3)
+        scale, unit, digits = display_scale(metric)
         text = (f"{metric.upper()} {interval['value'] * scale:.{digits}f}{unit} [{interval['low'] * scale:.{digits}f}, "
                 f"{interval['high'] * scale:.{digits}f}]")
         if floor is not None and metric in ("cer", "wer") and floor.get(metric) is not None:

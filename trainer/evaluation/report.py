@@ -9,7 +9,14 @@ from typing import Any
 
 from trainer.evaluation.eval_set import eval_dir
 from trainer.evaluation.floor import read_floor
-from trainer.evaluation.results import base_result_path, read_result, results_by_step, score_text
+from trainer.evaluation.results import (
+    base_result_path,
+    display_scale,
+    metric_text,
+    read_result,
+    results_by_step,
+    score_cell,
+)
 
 MAX_ROWS = 30
 
@@ -26,18 +33,18 @@ def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
         steps = [exported_step, *steps[1:]]
     sample = by_step[steps[-1]]
     second = next((r["second"] for r in by_step.values() if isinstance(r.get("second"), dict)), None)
-    header = ("| model | step | CER | CER 95 % CI | WER | SIM | SIM 95 % CI | CER - base [95 % CI] |"
-              + (f" CER ({second['language']}) |" if second else ""))
+    header = ("| model | step | CER % | CER 95 % CI | WER % | SIM | SIM 95 % CI | CER - base [95 % CI] |"
+              + (f" CER % ({second['language']}) |" if second else ""))
     rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if second else "")
     rows = [header, rule]
 
     def row(label: str, result: dict[str, Any]) -> str:
-        cells = [label, str(result.get("step", "")), score_text(result.get("cer")), _ci(result, "cer"),
-                 score_text(result.get("wer")), score_text(result.get("sim")), _ci(result, "sim"),
-                 _difference(result.get("vs_base"), "cer")]
+        cells = [label, str(result.get("step", "")), metric_text("cer", result.get("cer"), unit=False),
+                 _ci(result, "cer"), metric_text("wer", result.get("wer"), unit=False),
+                 metric_text("sim", result.get("sim")), _ci(result, "sim"), _difference(result.get("vs_base"), "cer")]
         if second:
             other = result.get("second") if isinstance(result.get("second"), dict) else {}
-            cells.append(score_text(other.get("cer")))
+            cells.append(metric_text("cer", other.get("cer"), unit=False))
         return "| " + " | ".join(cells) + " |"
 
     if base is not None and base.get("eval_set") == sample.get("eval_set"):
@@ -47,8 +54,9 @@ def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
                         by_step[step]))
     models = sample.get("models") if isinstance(sample.get("models"), dict) else {}
     about = (f"Measured with `python -m trainer.evaluate` on the run's evaluation set ({sample.get('language') or 'any'}"
-             f" sentences, fixed voices and decoding): CER/WER by the speech recogniser {models.get('asr') or '?'} "
-             "after the language's scoring normaliser (lower is better; above 1 when the transcript inserts), "
+             f" sentences, fixed voices and decoding): CER/WER in percent by the speech recogniser "
+             f"{models.get('asr') or '?'} after the language's scoring normaliser (lower is better; above 100 when "
+             "the transcript inserts), "
              f"SIM the cosine of x-vectors of {models.get('speaker') or '?'} against the reference voice "
              "(higher is closer). Intervals: paired bootstrap over the set's texts x voices x seeds; best.pth moves "
              "only when the interval of the difference against the best so far excludes zero.")
@@ -56,7 +64,7 @@ def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
     floor = read_floor(eval_dir(run_dir), sample.get("eval_set"))
     if floor is not None:
         lines += ["", f"Recogniser's floor: the same recogniser on the real recordings of {floor['clips']} evaluation "
-                      f"sentence(s) gives CER {_percent_ci(floor, 'cer')}, WER {_percent_ci(floor, 'wer')}; "
+                      f"sentence(s) gives CER {score_cell(floor, 'cer')}, WER {score_cell(floor, 'wer')}; "
                       "a good checkpoint approaches this, not zero."]
     return lines + frozen_test_lines(run_dir, exported_step)
 
@@ -81,7 +89,7 @@ def frozen_test_lines(run_dir: Path, exported_step: int | None) -> list[str]:
     if difference != "-":
         lines.append(f"CER against the base model: {difference} points.")
     if floor is not None:
-        lines.append(f"Recogniser's floor on the test clips' real recordings: CER {_percent_ci(floor, 'cer')}.")
+        lines.append(f"Recogniser's floor on the test clips' real recordings: CER {score_cell(floor, 'cer')}.")
     return lines
 
 
@@ -89,17 +97,8 @@ def _ci(result: dict[str, Any], metric: str) -> str:
     interval = (result.get("intervals") or {}).get(metric)
     if not isinstance(interval, dict):
         return "-"
-    return f"[{score_text(interval.get('low'))}, {score_text(interval.get('high'))}]"
-
-
-def _percent_ci(result: dict[str, Any], metric: str) -> str:
-    interval = (result.get("intervals") or {}).get(metric) or {}
-    value = result.get(metric)
-    if not isinstance(value, (int, float)):
-        return "-"
-    if not interval:
-        return f"{value * 100:.1f} %"
-    return f"{value * 100:.1f} % [{interval['low'] * 100:.1f}, {interval['high'] * 100:.1f}]"
+    low, high = (metric_text(metric, interval.get(end), unit=False) for end in ("low", "high"))
+    return f"[{low}, {high}]"
 
 
 def _difference(comparisons: Any, metric: str) -> str:
@@ -108,5 +107,5 @@ def _difference(comparisons: Any, metric: str) -> str:
     if not isinstance(comparison, dict):
         return "-"
     diff = comparison["difference"]
-    scale, digits = (100.0, 1) if metric != "sim" else (1.0, 3)
+    scale, _unit, digits = display_scale(metric)
     return f"{diff['value'] * scale:+.{digits}f} [{diff['low'] * scale:+.{digits}f}, {diff['high'] * scale:+.{digits}f}]"

@@ -5,6 +5,11 @@
     <run>/metrics.jsonl              {"event": "eval", "step", "epoch", "time", "checkpoint", "model", "cer", "wer",
                                       "sim", "language", "second", "seconds", "eval_set"}
 
+Units: stored ``cer`` and ``wer`` (and their intervals) are fractions of the reference's characters / words
+(0.077 is 7.7 %; above 1 when the transcript inserts), ``sim`` a cosine. Everything shown to people (console lines,
+tables, the model card, best.pth's reasons) gives CER and WER in percent through :func:`metric_text` /
+:func:`score_cell`, and differences in percentage points.
+
 A result names its checkpoint's identity (its content digest, else size and modification time) and the
 evaluation set's fingerprint: a checkpoint counts as measured only when both match, so a file rewritten by a
 resumed run, or a new evaluation set, is measured again. Result files are written atomically; events are
@@ -132,12 +137,25 @@ def scores_of(checkpoint: Path) -> dict[str, Any] | None:
 
 
 def scores_line(result: dict[str, Any]) -> str:
-    """``CER 0.123 · WER 0.456 · SIM 0.789`` (+ the second language's CER)."""
-    line = f"CER {score_text(result.get('cer'))} · WER {score_text(result.get('wer'))} · SIM {score_text(result.get('sim'))}"
+    """``CER 12.3 % · WER 45.6 % · SIM 0.789`` (+ the second language's CER)."""
+    line = " · ".join(f"{metric.upper()} {metric_text(metric, result.get(metric))}" for metric in ("cer", "wer", "sim"))
     second = result.get("second")
     if isinstance(second, dict):
-        line += f" · {second.get('language')} CER {score_text(second.get('cer'))}"
+        line += f" · {second.get('language')} CER {metric_text('cer', second.get('cer'))}"
     return line
+
+
+def display_scale(metric: str) -> tuple[float, str, int]:
+    """How a stored metric is shown: (scale, unit, decimals): CER/WER fractions in percent, SIM as a cosine."""
+    return (100.0, " %", 1) if metric in ("cer", "wer") else (1.0, "", 3)
+
+
+def metric_text(metric: str, value: Any, *, unit: bool = True) -> str:
+    """A stored metric as people read it (``7.7 %``, ``0.812``; ``unit=False``: ``7.7``); '-' when missing."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "-"
+    scale, suffix, digits = display_scale(metric)
+    return f"{value * scale:.{digits}f}{suffix if unit else ''}"
 
 
 def score_cell(result: dict[str, Any], metric: str) -> str:
@@ -146,8 +164,8 @@ def score_cell(result: dict[str, Any], metric: str) -> str:
     value = result.get(metric)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return "-"
-    scale, unit, digits = (100.0, " %", 1) if metric in ("cer", "wer") else (1.0, "", 3)
-    text = f"{value * scale:.{digits}f}{unit}"
+    scale, _unit, digits = display_scale(metric)
+    text = metric_text(metric, value)
     interval = (result.get("intervals") or {}).get(metric)
     if isinstance(interval, dict):
         low, high = interval.get("low"), interval.get("high")
@@ -157,7 +175,7 @@ def score_cell(result: dict[str, Any], metric: str) -> str:
 
 
 def score_text(value: Any, digits: int = 3) -> str:
-    """A score for a table: 3 decimals, '-' when missing."""
+    """A plain number, 3 decimals, '-' when missing (CER and WER are shown with :func:`metric_text`)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return "-"
     return f"{value:.{digits}f}"

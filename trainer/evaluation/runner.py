@@ -39,8 +39,9 @@ from trainer.evaluation.results import (
     checkpoint_identity,
     event_fields,
     is_measured,
+    metric_text,
     result_path,
-    score_text,
+    scores_line,
     write_result,
 )
 from trainer.evaluation.scorers import Scorer
@@ -223,16 +224,17 @@ class Evaluator:
                              best=bool(moved and moved[0] == result["step"]),
                              best_reason=decision.reason if decision is not None else None)
         second = result.get("second")
-        extra = (f" | {second['language']}: CER {score_text(second['cer'])} WER {score_text(second['wer'])}"
-                 if second else "")
+        extra = (f" | {second['language']}: CER {metric_text('cer', second['cer'])} WER "
+                 f"{metric_text('wer', second['wer'])}" if second else "")
         seconds = result["seconds"]
-        self.say(f"eval {result['model']} step {result['step']} ({result['checkpoint']}): CER {score_text(result['cer'])}"
-                 f" WER {score_text(result['wer'])} SIM {score_text(result['sim'])}{extra} | synthesis "
+        self.say(f"eval {result['model']} step {result['step']} ({result['checkpoint']}): "
+                 f"{scores_line({k: result[k] for k in ('cer', 'wer', 'sim')})}{extra} | synthesis "
                  f"{seconds['synthesis']:.1f} s, ASR {seconds['asr']:.1f} s, speaker {seconds['speaker']:.1f} s")
         if decision is not None:
             self.say(decision.reason)
         elif moved is not None:
-            self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} {moved[1]:.4f})")
+            self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} "
+                     f"{metric_text(self.settings.best_by, moved[1])})")
         return event
 
     def evaluate_checkpoint(self, checkpoint: Path) -> dict[str, Any] | None:
@@ -275,7 +277,8 @@ class Evaluator:
             self.say("note: the held-out manifest names no real recording of the evaluation sentences: no "
                      "recogniser floor (an audio list, as raw ingest saves it, has them)")
         elif floor is not known:
-            self.say(f"recogniser floor: real speech CER {score_text(floor['cer'])} WER {score_text(floor['wer'])} on "
+            self.say(f"recogniser floor: real speech CER {metric_text('cer', floor['cer'])} WER "
+                     f"{metric_text('wer', floor['wer'])} on "
                      f"{floor['clips']} recording(s) of the evaluation sentences")
         return floor
 
@@ -295,7 +298,8 @@ class Evaluator:
         with pin_lock(self.settings.run_dir):  # results written by an earlier version of the set, a lost link
             moved, _decisions = apply_best(self.settings.run_dir, self.settings.rule)
         if moved is not None:
-            self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} {moved[1]:.4f})")
+            self.say(f"best.pth -> model_step{moved[0]}.pth ({self.settings.best_by} "
+                     f"{metric_text(self.settings.best_by, moved[1])})")
         return done
 
     def follow(self, lines: Iterable[str]) -> int:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from trainer.errors import EXIT_OK, UsageError, run_cli
+from trainer.evaluation.results import metric_text
 from trainer.s2mel.keep import KeepDecision, VoiceScore, decide_adapter
 
 SCORES_FILE = "s2mel_scores.json"  # beside the run's checkpoints: what export-s2mel gates on
@@ -122,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="CFM noise seed, the same on both sides")
     parser.add_argument("--max-codes", type=int, default=None, help="cap the GPT's codes per segment")
     parser.add_argument("--min-similarity-gain", type=float, default=0.0)
-    parser.add_argument("--max-cer-increase", type=float, default=0.0)
+    parser.add_argument("--max-cer-increase", type=float, default=0.0,
+                        help="the most CER may rise with the adapter, as a fraction (0.01: one percentage point)")
     parser.add_argument("--out", type=Path, help=f"scores file (default: {SCORES_FILE} beside the checkpoint)")
     parser.add_argument("--device", default="cpu")
     return parser
@@ -202,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         for side in ("without", "with"):
             for score in record[side]:
                 print(f"{'GPT + S2Mel' if side == 'with' else 'GPT only   '}  {score['voice']}: similarity "
-                      f"{score['similarity']:.4f}, CER {score['cer']:.4f}", flush=True)
+                      f"{score['similarity']:.4f}, CER {metric_text('cer', score['cer'])}", flush=True)
         print(record["reason"], flush=True)
         print(f"wrote {record['written']}", flush=True)
         return EXIT_OK

@@ -59,15 +59,23 @@ def loss_type_from_config(s2mel_section: dict) -> str:
     this trainer refuses those instead of guessing.
     """
     value = s2mel_section.get("reg_loss_type", "l1")
-    if value not in LOSS_TYPES:
+    if not isinstance(value, str) or value not in LOSS_TYPES:
         raise S2MelTrainingConfigError(
-            f"s2mel.reg_loss_type is {value!r}: use 'l1' or 'l2' (upstream would silently train L1 for it)"
+            f"s2mel.reg_loss_type is {value!r:.40}: use 'l1' or 'l2' (upstream would silently train L1 for it)"
         )
     return str(value)
 
 
 def class_dropout_from_config(s2mel_section: dict) -> float:
-    return float(s2mel_section.get("DiT", {}).get("class_dropout_prob", DEFAULT_CLASS_DROPOUT))
+    """``s2mel.DiT.class_dropout_prob`` (the CFG training's share of forwards without conditioning): a number in
+    [0, 1], 0.1 when absent."""
+    dit = s2mel_section.get("DiT") or {}
+    value = dit.get("class_dropout_prob", DEFAULT_CLASS_DROPOUT) if isinstance(dit, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise S2MelTrainingConfigError(
+            f"s2mel.DiT.class_dropout_prob is {value!r:.40}: use a number from 0 to 1 (0.1 in upstream's config)"
+        )
+    return float(value)
 
 
 def draw_flow_noise(x1: Tensor, generator: torch.Generator | None = None) -> FlowDraws:

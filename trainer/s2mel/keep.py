@@ -4,6 +4,7 @@ Evaluation synthesises every held-out voice twice with the same seeds, GPT only 
 speaker similarity (higher is better) and CER (lower is better). The adapter is kept when, averaged over the
 voices, similarity improves by at least ``min_similarity_gain`` and CER gets worse by at most
 ``max_cer_increase``. A user's override ("keep" / "drop") wins, and the reason still states the measurement.
+CER is stored as a fraction (``cer``, ``max_cer_increase``: 0.01 is one percentage point) and shown in percent.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
+
+from trainer.evaluation.results import metric_text
 
 OVERRIDES = ("auto", "keep", "drop")
 
@@ -49,7 +52,7 @@ def decide_adapter(
     sim0, sim1 = fmean(s.similarity for s in without), fmean(s.similarity for s in with_adapter)
     cer0, cer1 = fmean(s.cer for s in without), fmean(s.cer for s in with_adapter)
     measured = (
-        f"speaker similarity {sim0:.4f} -> {sim1:.4f}, CER {cer0:.4f} -> {cer1:.4f} "
+        f"speaker similarity {sim0:.4f} -> {sim1:.4f}, CER {metric_text('cer', cer0)} -> {metric_text('cer', cer1)} "
         f"over {len(voices)} held-out voice(s)"
     )
     problems = []
@@ -59,7 +62,7 @@ def decide_adapter(
             f"({sim1 - sim0:+.4f}, need {min_similarity_gain:+.4f})"
         )
     if cer1 - cer0 > max_cer_increase:
-        problems.append(f"CER rose by {cer1 - cer0:+.4f} (allowed {max_cer_increase:+.4f})")
+        problems.append(f"CER rose by {(cer1 - cer0) * 100:+.1f} points (allowed {max_cer_increase * 100:+.1f})")
     helps = not problems
     if override == "keep":
         keep, why = (

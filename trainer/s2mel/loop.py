@@ -22,11 +22,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from data_tools.fileio import atomic_write_text
 from networks.s2mel import S2Mel
 from trainer.checkpoints.rng import capture_rng_state, restore_rng_state
 from trainer.checkpoints.store import CheckpointManager
 from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
+from trainer.metrics import truncate_after_step
 from trainer.s2mel.batches import S2MelBatch, S2MelClip, collate, draw_prompt_lens, epoch_order
 from trainer.s2mel.checkpoint import FORMAT_NAME, FORMAT_VERSION, PART, select_s2mel_resume
 from trainer.s2mel.forward import (
@@ -45,6 +45,7 @@ from trainer.s2mel.lora import (
     attach_lora,
     load_adapter_state,
 )
+from trainer.signals import killed_during_save, simulated_disk_full
 
 REGULATIONS = ("split", "per_item", "batched")
 
@@ -165,7 +166,7 @@ class S2MelTrainer:
         self.position = 0
         self.last_loss = math.nan
         self.manager = CheckpointManager(self.output_dir, settings.keep_checkpoints)
-        self.writer = BackgroundWriter(self.manager)
+        self.writer = BackgroundWriter(self.manager, write_context=_fault_injection)
         self.notes: list[str] = []
         # Run-level state that rides in the checkpoints (state_dict / load_state_dict(saved, notes)): the guard.
         self.components: dict[str, Any] = {}
@@ -234,28 +235,15 @@ class S2MelTrainer:
             self.manager.clean_stale_temp_files()  # a save killed mid-write leaves its temp file
         choice = select_s2mel_resume(self.output_dir)
         if choice is None:
+            if self.is_main:  # as a GPT run: a fresh start drops what an attempt killed before its first save left
+                (self.output_dir / "metrics.jsonl").unlink(missing_ok=True)
             return None
         path, ckpt, notes = choice
         self.notes.extend(notes)
         self.restore(ckpt, str(path))
-        if self.is_main:
-            self._forget_metrics_after(self.step_count)
+        if self.is_main:  # the lines of steps the resumed run redoes (a kill after the last save left them)
+            truncate_after_step(self.output_dir / "metrics.jsonl", self.step_count)
         return path
-
-    def _forget_metrics_after(self, step: int) -> None:
-        """Drop metrics lines of steps the resumed run will redo (a kill after the last save left them)."""
-        path = self.output_dir / "metrics.jsonl"
-        if not path.is_file():
-            return
-        kept = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line torn by the kill
-            if int(record.get("step", 0)) <= step:
-                kept.append(line)
-        atomic_write_text(path, "".join(f"{line}\n" for line in kept))
 
     # -- one step ----------------------------------------------------------------------------------------------
 
@@ -410,6 +398,15 @@ class S2MelTrainer:
     def _raise_on_failed(result: WriteResult | None) -> None:
         if result is not None and result.error is not None:
             raise S2MelRunError(result.error)
+
+
+def _fault_injection(step: int) -> ExitStack:
+    """The GPT trainer's save hooks (``trainer.signals``), so S2Mel saves are tested the same way: a write that
+    fails as on a full disk, or a kill in the middle of the write; inert unless STUDIO_TEST_HOOKS=1 names them."""
+    stack = ExitStack()
+    stack.enter_context(simulated_disk_full(step))
+    stack.enter_context(killed_during_save(step))
+    return stack
 
 
 def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:

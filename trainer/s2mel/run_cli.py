@@ -34,6 +34,7 @@ class S2MelSources:
     semantic: SemanticFn
     latent_for: Callable[[Path], LatentFn] | None  # prepared folder -> the GPT latent (IndexTTS2), else None
     model_kwargs: dict[str, Any]  # load_s2mel's arguments beyond the config section
+    text_rows: int | None = None  # text rows of the latent's GPT (IndexTTS2): the clips' text ids must fit
 
     @property
     def config(self) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def sources_v2(opts: dict[str, Any], folder: Path, device: torch.device) -> S2Me
                                tokenizer=opts.get("tokenizer") or None, device=device, local_files_only=local)
     gpt = synth.nets.gpt.eval()
     return S2MelSources(synth, v2_semantic_fn(synth.nets.codec), lambda data: v2_latent_fn(gpt, data),
-                        {"gpt_dim": synth.nets.config["gpt"]["model_dim"]})
+                        {"gpt_dim": synth.nets.config["gpt"]["model_dim"]}, text_rows=int(gpt.text_vocab_size))
 
 
 def sources_v25(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
@@ -120,6 +121,19 @@ def _guard(opts: dict[str, Any], found: Any, sources: S2MelSources, trainer: Any
     return guard, clips
 
 
+def _check_text_rows(opts: dict[str, Any], found: Any, sources: S2MelSources) -> None:
+    """The pre-flight's text-ids check (``trainer.s2mel.text_rows``) on the GPT the run loaded."""
+    from trainer.s2mel.loop import S2MelRunError
+    from trainer.s2mel.text_rows import gpt_source, text_ids_refusal
+
+    if sources.text_rows is None:
+        return
+    for folder, stems in [(found.data_dir, found.stems), *((w.folder, w.stems) for w in found.watched)]:
+        refusal = text_ids_refusal(folder, stems, sources.text_rows, gpt_source(opts, found.model_dir))
+        if refusal:
+            raise S2MelRunError(refusal)
+
+
 def _train(opts: dict[str, Any], ctx: Any) -> int:
     from networks.s2mel import load_s2mel
     from trainer.checkpoints import OutputDirLock
@@ -157,6 +171,7 @@ def _train(opts: dict[str, Any], ctx: Any) -> int:
             say(line, flush=True)
         device = resolve_device(opts["device"])
         sources = found.generation.s2mel_sources(opts, found.model_dir, device)
+        _check_text_rows(opts, found, sources)
         latent = sources.latent_for(found.data_dir) if sources.latent_for is not None else None
         clips = PreparedClips(found.data_dir, found.stems, sources.semantic, latent,
                               prompt_features=found.prompt_features)

@@ -18,6 +18,7 @@ from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
 from trainer.generations.spec import Capability, Generation
 from trainer.plan import RunPlan, manifest_file, one_line
 from trainer.s2mel.dataset import manifest_stems
+from trainer.s2mel.forward import class_dropout_from_config, loss_type_from_config
 from trainer.s2mel.loop import S2MelTrainSettings
 from trainer.s2mel.lora import DEFAULT_TARGETS, S2MelLoRASettings
 
@@ -106,6 +107,27 @@ def missing_files(folder: Path, stems: list[str], generation: Generation | None)
             if not (folder / pattern.format(stem)).is_file()]
 
 
+def _text_rows(plan: S2MelPlan) -> bool:
+    """IndexTTS2: every clip's text ids (main data and watched languages) have rows in the latent's GPT."""
+    from trainer.errors import UsageError
+    from trainer.s2mel.text_rows import gpt_source, planned_text_rows, text_ids_refusal
+
+    if plan.generation is None or not plan.generation.s2mel_gpt_latent:
+        return True
+    assert plan.model_dir is not None and plan.data_dir is not None
+    opts = plan.plan.opts
+    source = gpt_source(opts, plan.model_dir)
+    try:
+        rows = planned_text_rows(opts, plan.model_dir)
+    except (ValueError, UsageError) as exc:
+        return plan.plan.add("text ids", False, one_line(exc))
+    for folder, stems in [(plan.data_dir, plan.stems), *((w.folder, w.stems) for w in plan.watched)]:
+        refusal = text_ids_refusal(folder, stems, rows, source)
+        if refusal:
+            return plan.plan.add("text ids", False, refusal)
+    return plan.plan.add("text ids", True, f"every clip's text ids fit the {rows} text rows of {source}")
+
+
 def _forgetting(plan: S2MelPlan) -> bool:
     """--forget-margin: the other languages' validation manifests the guard watches, with their S2Mel files."""
     from trainer.s2mel.forgetting import watched_sets
@@ -136,11 +158,33 @@ def lora_targets(text: str) -> tuple[str, ...]:
     return DEFAULT_TARGETS if text in ("", "all") else tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def train_settings(opts: dict[str, Any], clips: int) -> S2MelTrainSettings:
-    """The S2Mel run's settings from the trainer's options (``--max-steps`` 0: ``--epochs`` passes)."""
+def s2mel_section(folder: Path) -> dict[str, Any]:
+    """The ``s2mel:`` section of the download folder's config.yaml (the one the run builds its S2Mel from), its
+    training settings checked (``reg_loss_type``, ``DiT.class_dropout_prob``); ValueError naming the file."""
+    from networks.download_folder import read_config
+
+    path, config = read_config(folder)
+    section = config.get("s2mel")
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: no 's2mel:' section (the S2Mel decoder's config)")
+    try:
+        loss_type_from_config(section)
+        class_dropout_from_config(section)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return section
+
+
+def train_settings(opts: dict[str, Any], clips: int, section: dict[str, Any] | None = None) -> S2MelTrainSettings:
+    """The S2Mel run's settings from the trainer's options (``--max-steps`` 0: ``--epochs`` passes) and the
+    config's ``s2mel`` section (``section``: its ``reg_loss_type`` and ``DiT.class_dropout_prob``, refused in one
+    line, a ValueError, when unsupported)."""
+    section = section or {}
+    loss_type, class_dropout = loss_type_from_config(section), class_dropout_from_config(section)
     batch = min(int(opts["batch_size"]), clips)
     steps = int(opts["max_steps"]) or int(opts["epochs"]) * math.ceil(clips / batch)
     return S2MelTrainSettings(
+        loss_type=loss_type, class_dropout_prob=class_dropout,
         mode="lora" if opts.get("lora") else "full",
         lora=S2MelLoRASettings(rank=int(opts["lora_rank"]), alpha=float(opts["lora_alpha"]),
                                dropout=float(opts["lora_dropout"]), targets=lora_targets(opts["lora_targets"])),
@@ -158,13 +202,15 @@ def _settings(plan: S2MelPlan) -> bool:
         return plan.plan.add("settings", False, "--sample-texts of an S2Mel run are spoken with the first "
                                                 "--eval-reference (reference voice audio): give one")
     try:
-        plan.settings = train_settings(opts, len(plan.stems))
+        assert plan.model_dir is not None
+        plan.settings = train_settings(opts, len(plan.stems), s2mel_section(plan.model_dir))
     except ValueError as exc:
         return plan.plan.add("settings", False, one_line(exc))
     s = plan.settings
     what = f"LoRA rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
     return plan.plan.add("settings", True, f"{what}, {s.max_steps} steps of {s.batch_size} clip(s), saves every "
-                                           f"{s.save_interval}")
+                                           f"{s.save_interval}; {s.loss_type.upper()} loss, class dropout "
+                                           f"{s.class_dropout_prob:g} (config s2mel)")
 
 
 def _resume(plan: S2MelPlan) -> bool:
@@ -191,7 +237,7 @@ def make_s2mel_plan(opts: dict[str, Any], *, own_lock: bool = False) -> S2MelPla
     plan = S2MelPlan(RunPlan(opts=dict(opts)))
     generation_ok = _generation(plan)
     data_ok = generation_ok and _data(plan)
-    settings_ok = data_ok and _settings(plan) and _forgetting(plan)
+    settings_ok = data_ok and _settings(plan) and _forgetting(plan) and _text_rows(plan)
     if _output_dir(plan.plan, own_lock) and settings_ok:
         _resume(plan)
     plan.plan.generation = plan.generation
