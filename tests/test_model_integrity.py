@@ -107,3 +107,13 @@ def test_model_lists_flag_a_damaged_folder_and_pickers_leave_it_out(tmp_path):
     assert not found[damaged].complete and str(damaged / "model.safetensors") in (found[damaged].damage or "")
     note = downloaded_note(workspace)
     assert "damaged" in note and str(damaged / "model.safetensors") in note
+
+
+def test_the_s2mel_preflight_fails_first_on_a_damaged_model_folder(tmp_path):
+    from trainer.s2mel.run_plan import make_s2mel_plan
+
+    folder = recorded_folder(tmp_path / "IndexTTS-2", kind="generation")
+    damage(folder / "model.safetensors")
+    values = {**default_values(), "train": "s2mel", "model_dir": str(folder), "output_dir": str(tmp_path / "run")}
+    first = make_s2mel_plan(values).plan.checks[0]
+    assert (first.name, first.ok) == ("model files", False) and str(folder / "model.safetensors") in first.message

@@ -523,7 +523,7 @@ def _memory(plan: RunPlan, world_size: int) -> None:
 MODEL_FOLDER_OPTIONS = ("model_dir", "sample_model_dir", "base_checkpoint", "config", "tokenizer", "vocoder")
 
 
-def _model_folders(plan: RunPlan) -> None:
+def check_model_folders(plan: RunPlan) -> None:
     """Downloaded model folders (``python -m trainer.models``) behind the path options still match their record
     (``trainer.models.integrity``: size and time, re-hashing only a file whose time changed). No line when no
     option points into one."""
@@ -539,7 +539,7 @@ def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_
               local_rank: int = 0, distributed: bool = False, own_lock: bool = False) -> RunPlan:
     """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``)."""
     plan = RunPlan(opts=dict(opts))
-    _model_folders(plan)  # first: a damaged download is named before any of its files is read
+    check_model_folders(plan)  # first: a damaged download is named before any of its files is read
     manifests_ok = _manifests(plan)
     _tokenizer(plan)
     _config(plan)

@@ -232,9 +232,10 @@ def _resume(plan: S2MelPlan) -> bool:
 
 def make_s2mel_plan(opts: dict[str, Any], *, own_lock: bool = False) -> S2MelPlan:
     """Every pre-start check of an S2Mel run, in order; never raises for bad input."""
-    from trainer.plan import _output_dir
+    from trainer.plan import _output_dir, check_model_folders
 
     plan = S2MelPlan(RunPlan(opts=dict(opts)))
+    check_model_folders(plan.plan)  # first: a damaged download is named before any of its files is read
     generation_ok = _generation(plan)
     data_ok = generation_ok and _data(plan)
     settings_ok = data_ok and _settings(plan) and _forgetting(plan) and _text_rows(plan)
