@@ -91,4 +91,4 @@ def test_the_studio_shows_both_sides_scores_and_the_decision(tmp_path: Path) -> 
         "with": [{"voice": "a.wav", "similarity": 0.7, "cer": 0.1}]}), encoding="utf-8")
     shown = scores_html(latest)
     assert 'data-keep="false"' in shown and "<b>left out</b>" in shown and "similarity fell" in shown
-    assert "<td>a.wav</td><td>0.8000</td><td>0.7000</td><td>0.1000</td><td>0.1000</td>" in shown
+    assert "<td>a.wav</td><td>0.8000</td><td>0.7000</td><td>10.0 %</td><td>10.0 %</td>" in shown  # CER in percent

@@ -14,6 +14,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from trainer.evaluation.results import metric_text
+
 SCORES_FILE = "s2mel_scores.json"  # trainer.s2mel.evaluate.SCORES_FILE (not imported: the UI stays light)
 
 
@@ -51,7 +53,7 @@ def scores_html(checkpoint: Path | None) -> str:
         after = with_by_voice.get(str(before.get("voice")), {})
         rows.append("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>".format(
             html.escape(str(before.get("voice"))), _number(before.get("similarity")),
-            _number(after.get("similarity")), _number(before.get("cer")), _number(after.get("cer"))))
+            _number(after.get("similarity")), metric_text("cer", before.get("cer")), metric_text("cer", after.get("cer"))))
     keep = bool(data.get("keep"))
     verdict = "kept" if keep else "left out"
     return ('<div class="s2mel-scores" data-keep="{keep}"><div>S2Mel measured at step {step} on held-out voices: '
