@@ -15,7 +15,6 @@ import pytest
 
 from trainer.project import DONE, create_project, open_project, step_states
 from webui.context import StudioContext
-from webui.project import follow
 
 
 @pytest.fixture
@@ -77,6 +76,8 @@ def test_the_page_opens_on_the_project_picked_last(studio, workspace):
     name, picked = list(pick.fn("voice-a", stamp))[:2]
     assert name == "voice-a" and picked["project"] == "voice-a"
     assert _load(ctx, blocks)[0] == "voice-a"  # a reload opens on it, not on the newest project file
+    from webui.project import follow
+
     assert follow.opening_name(StudioContext.create(workspace)) == "voice-a"  # a restarted studio too
 
 
@@ -115,7 +116,7 @@ def test_after_prepare_the_check_form_holds_the_projects_prepared_files(studio, 
     timer = next(fn for fn in blocks.fns.values() if ctx.project_stamp in fn.outputs and fn.name == "<lambda>"
                  and any(tuple(t)[1] == "tick" for t in fn.targets))
     stepped = timer.fn(name, stamp)  # the studio's step timer sees the preparation finish
-    assert isinstance(stepped, dict) and stepped["cause"] == follow.STEP
+    assert isinstance(stepped, dict) and stepped["cause"] == "step"
     handed = defaults_for(ctx.project(name), "check")
     shown = _followed(ctx, blocks, stepped, "data-train-manifests")
     assert handed["train_manifest"] and shown == "\n".join(handed["train_manifest"])
