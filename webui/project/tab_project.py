@@ -149,14 +149,18 @@ def build(ctx: StudioContext) -> Any:
                 "model) or create yours, then follow the steps.")
     picker, refresh, name, model, create = _picker(ctx, initial)
     message = gr.HTML(elem_id="project-message")
-    summary = gr.HTML(value=lambda: project_view(workspace, initial).summary, elem_id="project-summary")
-    steps = gr.HTML(value=lambda: project_view(workspace, initial).steps, elem_id="project-steps")
     first = project_view(workspace, initial)
+    # A page's load shows the project it opens on (webui.project.follow); a tab built alone looks at it then.
+    following = state is not None and ctx.project_stamp is not None
+    summary = gr.HTML(value=first.summary if following else lambda: project_view(workspace, initial).summary,
+                      elem_id="project-summary")
+    steps = gr.HTML(value=first.steps if following else lambda: project_view(workspace, initial).steps,
+                    elem_id="project-steps")
     next_button = gr.Button(first.next_label, variant="primary", interactive=first.next_tab is not None,
                             elem_id="project-next")
     shown = [summary, steps, next_button]
 
-    if state is not None and ctx.project_stamp is not None:
+    if following:
         def picked(chosen: str | None, current: Any) -> tuple[Any, ...]:
             return (*follow.picked(ctx, chosen, current), *_view_outputs(workspace, chosen))
 
