@@ -14,6 +14,7 @@ from pathlib import Path
 import gradio as gr
 
 from webui.context import StudioContext
+from webui.project import follow
 
 TABS: tuple[tuple[str, str, str], ...] = (
     # (title, module, elem_id of the tab, also its id for gr.Tabs(selected=...))
@@ -62,8 +63,6 @@ def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio",
     or built."""
     with gr.Blocks(title=title, analytics_enabled=False) as studio:
         gr.Markdown(f"## {title}\nWorkspace: `{ctx.workspace}`", elem_id="studio-header")
-        from webui.project import follow
-
         # per browser session; the page's load sets both (follow.wire_studio), so a reload opens on the project
         # picked last, read then
         ctx.project_state = gr.State(follow.opening_name(ctx))
