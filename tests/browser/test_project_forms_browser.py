@@ -91,6 +91,6 @@ def test_every_form_follows_the_picked_project_after_a_reload(workspace: Path, p
 
         page.locator("#project-pick input").click()
         page.get_by_role("option", name=v2.name, exact=True).click()
-        _forms_show(page, v2, v25, "prep2", "prep25")
+        page.locator(f'#project-summary [data-project="{v2.name}"]').wait_for(timeout=UI_TIMEOUT_MS)
         page.reload()
         _forms_show(page, v2, v25, "prep2", "prep25")  # the page opens on the project picked last
