@@ -73,6 +73,9 @@ class StudioContext:
     # tabs (None when a tab is built alone). Several sessions share this context, so the name lives in the
     # session's state, never here; a tab reads it as an input and follows its .change to refill its defaults.
     project_state: Any = None
+    # The session's project stamp (webui.project.follow): set when the page loads, a project is picked or a step
+    # finished; every form that takes the project's files follows its .change (follow.follow).
+    project_stamp: Any = None
     tabs: Any = None  # the studio's gr.Tabs (a button may select a tab by its id)
 
     @classmethod
@@ -80,7 +83,6 @@ class StudioContext:
         workspace = Path(workspace).resolve()
         return cls(workspace=workspace, paths=WorkspacePaths.for_workspace(workspace),
                    registry=SupervisorRegistry(workspace), host=host, tensorboard_host=tensorboard_host)
-
 
     def project(self, name: str | None) -> Project | None:
         """The workspace's project ``name`` with what its folders show taken in; None for no or a bad name."""

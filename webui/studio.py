@@ -14,6 +14,7 @@ from pathlib import Path
 import gradio as gr
 
 from webui.context import StudioContext
+from webui.project import follow
 
 TABS: tuple[tuple[str, str, str], ...] = (
     # (title, module, elem_id of the tab, also its id for gr.Tabs(selected=...))
@@ -62,7 +63,11 @@ def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio",
     or built."""
     with gr.Blocks(title=title, analytics_enabled=False) as studio:
         gr.Markdown(f"## {title}\nWorkspace: `{ctx.workspace}`", elem_id="studio-header")
-        ctx.project_state = gr.State(ctx.default_project_name())  # per browser session
+        # per browser session; the page's load sets both (follow.wire_studio), so a reload opens on the project
+        # picked last, read then
+        ctx.project_state = gr.State(follow.opening_name(ctx))
+        ctx.project_stamp = gr.State(None)
+        built: list[gr.Tab] = []
         with gr.Tabs(elem_id="studio-tabs") as studio_tabs:
             ctx.tabs = studio_tabs
             for tab_title, module_name, elem_id in TABS if tabs is None else tabs:
@@ -77,4 +82,6 @@ def build_studio(ctx: StudioContext, title: str = "IndexTTS Fine-tuning Studio",
                         raise _tab_error(tab_title, module_name, "build", exc) from exc
                 if on_select is not None:  # a tab showing live state refreshes the moment it is opened
                     on_select(tab)
+                built.append(tab)
+        follow.wire_studio(ctx, studio, built)
     return studio

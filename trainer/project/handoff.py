@@ -16,7 +16,7 @@ from trainer.generations.registry import by_id
 from trainer.project.layout import Project, ProjectError, inside
 from trainer.project.steps import outputs_of, run_dirs
 
-HANDOFF_STEPS = ("prepare", "check", "train", "checkpoints", "test", "listen", "export")
+HANDOFF_STEPS = ("prepare", "check", "tokenizer", "train", "checkpoints", "test", "listen", "export")
 
 
 def _config(project: Project) -> dict[str, Any]:
@@ -153,6 +153,15 @@ def defaults_for(project: Project, step: str) -> dict[str, Any]:
     if step == "check":
         return {"train_manifest": [str(p) for p in train], "val_manifest": [str(p) for p in val],
                 "config": files["config"], "tokenizer": files["tokenizer"]}
+    if step == "tokenizer":
+        manifest = saved_manifest(project)
+        config = _config(project)
+        dataset = config.get("dataset") if isinstance(config.get("dataset"), dict) else {}
+        base = _beside(project.model_path, dataset.get("bpe_model"))
+        return {"base_tokenizer": str(base) if base is not None else "", "tokenizer": files["tokenizer"],
+                "corpus": [str(manifest)] if manifest else [str(p) for p in train],
+                "train_manifest": [str(p) for p in train], "val_manifest": [str(p) for p in val],
+                "config": files["config"]}
     if step == "train":
         return {"train_manifest": [str(p) for p in train], "val_manifest": [str(p) for p in val],
                 "config": files["config"], "base_checkpoint": files["gpt"], "tokenizer": files["tokenizer"],

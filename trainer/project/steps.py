@@ -25,6 +25,9 @@ from typing import Any
 
 import yaml
 
+from trainer.evaluation.eval_set import eval_dir
+from trainer.evaluation.listening import CHOICES_FILE
+from trainer.evaluation.results import RESULT_SUFFIX
 from trainer.project.digests import MISSING, OUTSIDE, count_files, digest_of
 from trainer.project.layout import Project, ProjectError, now
 
@@ -183,6 +186,28 @@ def _observe_prepare(project: Project) -> None:
                  note="inputs unknown (prepared outside the studio: record them with python -m trainer.project record)")
 
 
+def _evaluation_files(run: Path) -> list[Path]:
+    """What evaluating and listening to a run wrote: every checkpoint's scores, the listening test's choices."""
+    folder = eval_dir(run)
+    return sorted([*run.glob(f"*{RESULT_SUFFIX}"), *(p for p in (folder / CHOICES_FILE,) if p.is_file())])
+
+
+def _newest_evaluation(runs: list[Path]) -> list[Path]:
+    """The evaluation files of the run evaluated or listened to last ([] when none was)."""
+    found = [files for files in map(_evaluation_files, runs) if files]
+    return max(found, key=lambda files: max(_mtime(p) for p in files)) if found else []
+
+
+def pending_finished(project: Project) -> bool:
+    """Whether a step the studio started has written its report since (``refresh`` would complete it)."""
+    pending = project.pending.get("prepare")
+    if not pending:
+        return False
+    folder = project.absolute(pending["out_dir"])
+    return any(_mtime(folder / name) >= float(pending.get("at", 0)) for name, _ in PREPARE_REPORTS
+               if (folder / name).is_file())
+
+
 def refresh(project: Project) -> Project:
     """Record what the project's folders show now (see the module docstring); the project is returned."""
     recordings = project.dir("recordings")
@@ -200,9 +225,13 @@ def refresh(project: Project) -> Project:
     if run is not None:
         checkpoints = len(list(run.parent.glob("*.pth")))
         _observe(project, "train", [run], _train_manifests(run.parent), {"checkpoints": checkpoints})
-    listened = _newest([r / "eval" / "listening.jsonl" for r in runs])
-    if listened is not None:
-        _observe(project, "listen", [listened], counts={"choices": _lines(listened)},
+    evaluated = _newest_evaluation(runs)
+    if evaluated:
+        listened = [p for p in evaluated if p.name == CHOICES_FILE]
+        counts = {"checkpoints scored": sum(p.name.endswith(RESULT_SUFFIX) for p in evaluated)}
+        if listened:
+            counts["choices"] = _lines(listened[0])
+        _observe(project, "listen", evaluated, counts=counts,
                  input_digests=dict((project.steps.get("train") or {}).get("outputs") or {}))
     exports = project.dir("exports")
     if exports.is_dir() and count_files(exports):

@@ -280,14 +280,13 @@ def _manifest_picker(workspace: Path, form_train: gr.Textbox, form_val: gr.Textb
 
 
 def project_check_values(project: Project | None) -> dict[str, str] | None:
-    """The checker's train, val, tokenizer and config fields for the project's prepared data (None: it has none)."""
+    """The checker's train, val, tokenizer and config fields for the project's prepared data (empty manifests
+    before it has any: never the demo's or another project's data); None without a project."""
     if project is None:
         return None
     from trainer.project import defaults_for
 
     handed = defaults_for(project, "check")
-    if not handed["train_manifest"]:
-        return None
     return {"train": "\n".join(handed["train_manifest"]), "val": "\n".join(handed["val_manifest"]),
             "tokenizer": handed["tokenizer"], "config": handed["config"]}
 

@@ -29,6 +29,7 @@ from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.jobs.job_panel import job_panel, report_view, wire_job
 from webui.jobs.report_jobs import JobResult, ReportJob, stdout_report_argv
 from webui.plots import badge_html
+from webui.project import follow
 
 if TYPE_CHECKING:
     from webui.context import StudioContext
@@ -379,6 +380,8 @@ def _follow_project(ctx: StudioContext, source: gr.Textbox, folder: gr.Textbox, 
         return [str(project.dir("recordings")), str(project.dir("ingest")),
                 gr.Dropdown(choices=choices if model in choices else [*choices, model], value=model)]
 
-    ctx.project_state.change(values, inputs=ctx.project_state, outputs=[source, folder, config])
-    gr.on(triggers=None, fn=lambda name: values(name, picked=False), inputs=ctx.project_state,
-          outputs=[source, folder, config])
+    def followed(stamp: Any) -> list[Any]:  # the page loaded or a project was picked (a step changes none of these)
+        cause = follow.stamp_cause(stamp)
+        return [gr.skip()] * 3 if cause == follow.STEP else values(follow.stamp_name(stamp), cause == follow.PICK)
+
+    follow.follow(ctx, followed, [source, folder, config])

@@ -150,23 +150,37 @@ def note_preparation(project: Project | None, source: str, out_dir: str) -> bool
     return True
 
 
-def project_form(form: PairedPrepareForm, project: Project | None, generation_id: str,
-                 extra: Callable[[Project], dict[str, str]] | None = None) -> PairedPrepareForm:
-    """``form`` filled from the project when it fine-tunes this generation: its saved manifest as the input,
-    its prepared folder as the output, its model folder's files (a local w2v-BERT over the Hub id); the fields
-    the project has nothing for keep ``form``'s values."""
-    if project is None or project.generation != generation_id:
-        return form
+def project_changes(project: Project, extra: Callable[[Project], dict[str, str]] | None = None) -> dict[str, str]:
+    """The fields a project of the form's generation fills: its saved manifest as the input ("" before one is
+    saved: never the demo's audio), its prepared folder as the output, its model folder's files (a local
+    w2v-BERT over the Hub id) where it has them. A demo project keeps the demo's audio as the input until it
+    has a saved manifest (the demo opens as it always did)."""
     from trainer.project import defaults_for
+    from webui.context import is_demo_project
 
     handed = defaults_for(project, "prepare")
     changes = {"out_dir": handed["out_dir"]}
-    for key in ("input", "config", "w2v_bert", "tokenizer"):
+    if handed["input"] or not is_demo_project(project.name):
+        changes["input"] = handed["input"]
+    for key in ("config", "w2v_bert", "tokenizer"):
         if handed[key]:
             changes[key] = handed[key]
     if extra is not None:
         changes.update({key: value for key, value in extra(project).items() if value})
-    return dataclasses.replace(form, **changes)
+    return changes
+
+
+# The fields a project of another generation empties in a form: its data is not that form's to prepare.
+DATA_FIELDS = ("input", "out_dir")
+
+
+def project_form(form: PairedPrepareForm, project: Project | None, generation_id: str,
+                 extra: Callable[[Project], dict[str, str]] | None = None) -> PairedPrepareForm:
+    """``form`` filled from the project when it fine-tunes this generation (``project_changes``); the fields
+    the project has nothing for keep ``form``'s values."""
+    if project is None or project.generation != generation_id:
+        return form
+    return dataclasses.replace(form, **project_changes(project, extra))
 
 
 def poll_job(ctx: StudioContext, job: str) -> JobView:
@@ -282,6 +296,7 @@ class PrepareSection:
     model_rows: tuple[tuple[Field, ...], ...]
     default_form: Callable[..., PairedPrepareForm]  # (workspace, project=None): the form a page opens with
     generation_id: str = ""  # the registry id: a project of this generation fills the form
+    project_extra: Callable[[Project], dict[str, str]] | None = None  # its own files of a project's model folder
 
     def start(self, ctx: StudioContext, form: PairedPrepareForm,
               project: Project | None = None) -> tuple[str, JobView]:
@@ -295,13 +310,19 @@ class PrepareSection:
         return stop_job(ctx, self.job)
 
     def project_values(self, ctx: StudioContext, name: str | None, names: Sequence[str]) -> list[Any]:
-        """The fields' values for the session's project ``name`` (gr.skip() for all when it is of another
-        generation: the form keeps what the user typed)."""
+        """The fields' values for the session's project ``name``: the project's files where it is of this
+        generation, empty data fields where it is a user's project of another one (the demo's or another
+        project's data would be prepared by mistake), gr.skip() for the rest (the form keeps what is typed)."""
+        from webui.context import is_demo_project
+
         project = ctx.project(name)
-        if project is None or project.generation != self.generation_id:
+        if project is None:
             return [gr.skip()] * len(names)
-        form = self.default_form(Path(ctx.workspace), project)
-        return [getattr(form, field_name) for field_name in names]
+        if project.generation == self.generation_id:
+            changes = project_changes(project, self.project_extra)
+        else:
+            changes = {} if is_demo_project(project.name) else dict.fromkeys(DATA_FIELDS, "")
+        return [changes.get(field_name, gr.skip()) for field_name in names]
 
     def build(self, ctx: StudioContext, languages: list[str]) -> dict[str, Any]:
         """Lay the section out (inside the Data tab) and wire it; its fields by form field name."""
@@ -322,8 +343,9 @@ class PrepareSection:
             typed = values[:-1] if state is not None else values
             return self.start(ctx, dataclasses.replace(form, **dict(zip(names, typed, strict=True))), project)
 
-        if state is not None:
-            state.change(lambda name: self.project_values(ctx, name, names), inputs=state, outputs=fields)
+        from webui.project import follow
+
+        follow.follow(ctx, lambda stamp: self.project_values(ctx, follow.stamp_name(stamp), names), fields)
 
         job_controls(ctx, self.job, self.prefix, f"Prepare for {self.generation}",
                      f"{self.generation} preparation log", [*fields, *([state] if state is not None else [])], start)

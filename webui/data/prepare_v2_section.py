@@ -76,6 +76,7 @@ SECTION = PrepareSection(
     ),
     default_form=default_form,
     generation_id=GENERATION_ID,
+    project_extra=_project_codec,
 )
 
 

@@ -190,8 +190,27 @@ def save_manifest(folder: str | None, workspace: Path | str, speaker: str | None
     except (InputProblem, StoreError) as exc:
         return message_html(str(exc)), ""
     whose = f" of speaker {only}" if only else ""
-    return badge_html("MANIFEST SAVED", f"{kept} clip(s){whose} in {path}: the input of audio preprocessing "
-                                        "(IndexTTS-1.5 and IndexTTS2)", "ok"), str(path)
+    names = " and ".join(preparing_generations(store.folder, workspace))
+    return badge_html("MANIFEST SAVED", f"{kept} clip(s){whose} in {path}: the input of audio preparation "
+                                        f"({names})", "ok"), str(path)
+
+
+def preparing_generations(folder: Path, workspace: Path | str) -> list[str]:
+    """The names (the registry's) of the generations whose preparation takes a manifest of ingest ``folder``:
+    those of the projects that import into it, else every registered generation."""
+    from trainer.generations.registry import generation_names
+    from trainer.project import ProjectError, load_project, project_names
+
+    names = generation_names()
+    found: set[str] = set()
+    for name in project_names(workspace):
+        try:
+            project = load_project(workspace, name)
+        except (ProjectError, OSError):
+            continue
+        if project.dir("ingest").resolve() == Path(folder).resolve():
+            found.add(project.generation)
+    return [label for ident, label in names.items() if ident in found] or list(names.values())
 
 
 # -- layout -----------------------------------------------------------------------------------------------

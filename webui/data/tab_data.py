@@ -154,15 +154,17 @@ def stop_preprocess(ctx: StudioContext) -> JobView:
 
 
 def project_preprocess_values(project: Project | None) -> dict[str, str] | None:
-    """The IndexTTS-1.5 preprocessing's input, output and config for an IndexTTS-1.5 project (None: another
-    generation's project, or none)."""
+    """The IndexTTS-1.5 preprocessing's input, output and config for an IndexTTS-1.5 project; empty input and
+    output for a user's project of another generation (its data is not this form's); None otherwise (a demo
+    project of another generation, or none: the form keeps its values)."""
     if project is None:
         return None
     from networks.generation_rule import ID_15
     from trainer.project import defaults_for
+    from webui.context import is_demo_project
 
     if project.generation != ID_15:
-        return None
+        return None if is_demo_project(project.name) else {"input": "", "out_dir": "", "config": ""}
     handed = defaults_for(project, "prepare")
     return {"input": handed["input"], "out_dir": handed["out_dir"], "config": handed["config"]}
 
@@ -250,23 +252,29 @@ def _preprocess_section(ctx: StudioContext, languages: list[str], project: Proje
     return fields
 
 
+def data_form_values(ctx: StudioContext, name: str | None) -> list[Any]:
+    """The checker's train, val, tokenizer and config and the IndexTTS-1.5 preprocessing's input, output and
+    config for project ``name`` (gr.skip() where it gives nothing: no project)."""
+    project = ctx.project(name)
+    checked, prepared = project_check_values(project), project_preprocess_values(project)
+    shown = [checked[key] for key in ("train", "val", "tokenizer", "config")] if checked else [gr.skip()] * 4
+    if prepared is None:
+        return shown + [gr.skip()] * 3
+    return [*shown, prepared["input"], prepared["out_dir"], prepared["config"] or gr.skip()]
+
+
 def _project_handoff(ctx: StudioContext, refill: Any, check: CheckForm, preprocess: list[Any],
                      paired: list[dict[str, Any]]) -> None:
-    """A new project picked in the session (or the button) refills the checker with its prepared data and the
-    IndexTTS-1.5 preprocessing with its saved manifest; the paired sections follow by themselves."""
+    """The session's project (the page loaded, another picked, a step finished: ``webui.project.follow``) and
+    the button fill the checker with its prepared data and every preparation with its saved manifest and
+    model files."""
     if ctx.project_state is None:
         return
+    from webui.project import follow
+
     outputs = [check.train, check.val, check.tokenizer, check.config, *preprocess[:3]]
-
-    def values(name: str | None) -> list[Any]:
-        project = ctx.project(name)
-        checked, prepared = project_check_values(project), project_preprocess_values(project)
-        shown = [checked[key] for key in ("train", "val", "tokenizer", "config")] if checked else [gr.skip()] * 4
-        return shown + ([prepared[key] or gr.skip() for key in ("input", "out_dir", "config")] if prepared
-                        else [gr.skip()] * 3)
-
-    refill.click(values, inputs=ctx.project_state, outputs=outputs)
-    ctx.project_state.change(values, inputs=ctx.project_state, outputs=outputs)
+    refill.click(lambda name: data_form_values(ctx, name), inputs=ctx.project_state, outputs=outputs)
+    follow.follow(ctx, lambda stamp: data_form_values(ctx, follow.stamp_name(stamp)), outputs)
     for section, fields in zip((prepare_v2_section.SECTION, prepare_v25_section.SECTION), paired, strict=True):
         names = list(fields)
         refill.click(lambda name, s=section, n=names: s.project_values(ctx, name, n), inputs=ctx.project_state,

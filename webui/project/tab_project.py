@@ -31,6 +31,7 @@ from trainer.project import (
 )
 from webui.context import StudioContext
 from webui.plots import badge_html, message_html
+from webui.project import follow
 
 # The studio tab (its id in webui.studio.TABS) where each step is done.
 STEP_TABS = {"recordings": "tab-data", "proofread": "tab-data", "prepare": "tab-data", "train": "tab-training",
@@ -161,17 +162,32 @@ def build(ctx: StudioContext) -> Any:
                 "model) or create yours, then follow the steps.")
     picker, refresh, name, model, create = _picker(ctx, initial)
     message = gr.HTML(elem_id="project-message")
-    summary = gr.HTML(value=lambda: project_view(workspace, initial).summary, elem_id="project-summary")
-    steps = gr.HTML(value=lambda: project_view(workspace, initial).steps, elem_id="project-steps")
     first = project_view(workspace, initial)
+    # A page's load shows the project it opens on (webui.project.follow); a tab built alone looks at it then.
+    following = state is not None and ctx.project_stamp is not None
+    summary = gr.HTML(value=first.summary if following else lambda: project_view(workspace, initial).summary,
+                      elem_id="project-summary")
+    steps = gr.HTML(value=first.steps if following else lambda: project_view(workspace, initial).steps,
+                    elem_id="project-steps")
     next_button = gr.Button(first.next_label, variant="primary", interactive=first.next_tab is not None,
                             elem_id="project-next")
     shown = [summary, steps, next_button]
 
-    def picked(chosen: str | None) -> tuple[Any, ...]:
-        return (chosen, *_view_outputs(workspace, chosen)) if state is not None else _view_outputs(workspace, chosen)
+    if following:
+        def picked(chosen: str | None, current: Any) -> tuple[Any, ...]:
+            return (*follow.picked(ctx, chosen, current), *_view_outputs(workspace, chosen))
 
-    picker.change(picked, inputs=picker, outputs=[state, *shown] if state is not None else shown)
+        picker.change(picked, inputs=[picker, ctx.project_stamp], outputs=[state, ctx.project_stamp, *shown])
+
+        def followed(stamp: Any) -> tuple[Any, ...]:  # the page loaded (the list read now), or a step finished
+            chosen = follow.stamp_name(stamp)
+            names = project_names(workspace)
+            return (gr.Dropdown(choices=names, value=chosen if chosen in names else None),
+                    *_view_outputs(workspace, chosen))
+
+        follow.follow(ctx, followed, [picker, *shown])
+    else:
+        picker.change(lambda chosen: _view_outputs(workspace, chosen), inputs=picker, outputs=shown)
 
     def created(typed: str, folder: str | None) -> tuple[Any, Any]:
         text, made = create_action(workspace, typed, folder)

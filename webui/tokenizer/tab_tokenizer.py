@@ -28,6 +28,7 @@ from webui.plots import (
     empty_frame,
     message_html,
 )
+from webui.tokenizer.project_fill import follow_project
 from webui.tokenizer.tokenizer_v25_panel import build_panel as build_v25_panel
 
 if TYPE_CHECKING:
@@ -372,7 +373,7 @@ def verify_view_of(result: JobResult | None) -> VerifyView:
 # -- layout -----------------------------------------------------------------------------------------------
 
 
-def _sample_section(ctx: StudioContext, languages: list[str]) -> None:
+def _sample_section(ctx: StudioContext, languages: list[str], fields: dict[str, Any]) -> None:
     paths, workspace = ctx.paths, ctx.workspace
     gr.Markdown("### How a sentence tokenizes: base vs extended")
     with gr.Row():
@@ -382,6 +383,7 @@ def _sample_section(ctx: StudioContext, languages: list[str]) -> None:
                               elem_id="tok-sample-extended-path")
         language = gr.Dropdown(choices=languages, value=AUTO_LANGUAGE, label="Front-end language (sample)",
                                elem_id="tok-sample-language", scale=0, min_width=140)
+    fields.update(sample_base=base, sample_extended=extended)
     initial = compare_tokenization(SAMPLE_TEXT, str(paths.base_tokenizer), str(paths.tokenizer), AUTO_LANGUAGE,
                                    workspace)
     text = gr.Textbox(value=SAMPLE_TEXT, label="Sample text to tokenize", lines=2, elem_id="tok-sample-text")
@@ -412,7 +414,7 @@ def _sample_section(ctx: StudioContext, languages: list[str]) -> None:
           trigger_mode="always_last", show_progress="hidden")
 
 
-def _train_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
+def _train_section(ctx: StudioContext, languages: list[str], fields: dict[str, Any]) -> gr.Textbox:
     """Train a new-language model; returns the box its result path goes to (the extend section's input)."""
     gr.Markdown("### Train a tokenizer on new-language text")
     with gr.Row():
@@ -420,6 +422,7 @@ def _train_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
                             label="Corpus: text files (one line each) or .jsonl manifests, one per line")
         out = gr.Textbox(value="amharic_new", label="Output name (tokenizers/<name>.model) or path",
                          elem_id="tok-train-out")
+    fields.update(train_corpus=corpus)
     with gr.Row():
         size = gr.Number(value=800, precision=0, minimum=8, label="Vocab size", elem_id="tok-train-size")
         model_type = gr.Radio(choices=list(MODEL_TYPES), value="bpe", label="Model type", elem_id="tok-train-type")
@@ -439,7 +442,7 @@ def _train_section(ctx: StudioContext, languages: list[str]) -> gr.Textbox:
     return trained
 
 
-def _extend_section(ctx: StudioContext, trained: gr.Textbox) -> gr.Textbox:
+def _extend_section(ctx: StudioContext, trained: gr.Textbox, fields: dict[str, Any]) -> gr.Textbox:
     """Extend the base model; returns the box its result path goes to (the verify section's input)."""
     gr.Markdown("### Extend the base tokenizer (base ids never move)")
     with gr.Row():
@@ -448,6 +451,7 @@ def _extend_section(ctx: StudioContext, trained: gr.Textbox) -> gr.Textbox:
         out = gr.Textbox(value="amharic_extended_new", label="Output name or path", elem_id="tok-extend-out")
         target = gr.Number(value=0, precision=0, minimum=0, label="Target size in pieces (0: all new pieces)",
                            elem_id="tok-extend-target")
+    fields.update(extend_base=base)
     trained.change(lambda path: path, inputs=trained, outputs=new)
     run = gr.Button("Extend", variant="primary", elem_id="tok-extend-run")
     panel = job_panel(EXTEND_JOB, "tok-extend")
@@ -466,7 +470,8 @@ def _extend_section(ctx: StudioContext, trained: gr.Textbox) -> gr.Textbox:
     return extended
 
 
-def _verify_section(ctx: StudioContext, languages: list[str], extended_out: gr.Textbox) -> None:
+def _verify_section(ctx: StudioContext, languages: list[str], extended_out: gr.Textbox,
+                    fields: dict[str, Any]) -> None:
     paths = ctx.paths
     gr.Markdown("### Verify an extended tokenizer")
     with gr.Row():
@@ -487,6 +492,8 @@ def _verify_section(ctx: StudioContext, languages: list[str], extended_out: gr.T
                               label="Manifest to check against max_text_tokens (optional)")
         config = gr.Textbox(value=str(paths.config), label="Config (gives max_text_tokens)",
                             elem_id="tok-verify-config")
+    fields.update(verify_extended=extended, verify_base=base, verify_samples=new, verify_manifest=manifest,
+                  verify_config=config)
     run = gr.Button("Verify", variant="primary", elem_id="tok-verify-run")
     panel = job_panel(VERIFY_JOB, "tok-verify")
     verdict = gr.HTML(elem_id="tok-verify-verdict")
@@ -509,8 +516,10 @@ def _verify_section(ctx: StudioContext, languages: list[str], extended_out: gr.T
 def build(ctx: StudioContext) -> None:
     """Lay out the Tokenizer tab (called by the shell inside ``with gr.Tab("Tokenizer")``)."""
     languages = language_choices()
-    _sample_section(ctx, languages)
-    trained = _train_section(ctx, languages)
-    extended = _extend_section(ctx, trained)
-    _verify_section(ctx, languages, extended)
+    fields: dict[str, Any] = {}  # the boxes that take the project's files (webui.tokenizer.project_fill)
+    _sample_section(ctx, languages, fields)
+    trained = _train_section(ctx, languages, fields)
+    extended = _extend_section(ctx, trained, fields)
+    _verify_section(ctx, languages, extended, fields)
     build_v25_panel()
+    follow_project(ctx, fields)

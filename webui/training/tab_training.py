@@ -22,6 +22,7 @@ from webui.jobs import launcher, rank_logs
 from webui.jobs.run_view import POLL_S, error_html, poll_view, status_html
 from webui.jobs.supervisor import RunAlreadyActive, RunStatus
 from webui.model_version import config_version, version_badge_html
+from webui.project import follow
 from webui.training import samples_view
 from webui.training import training_form as tf
 from webui.training.checkpoint_labels import checkpoint_choices
@@ -80,8 +81,9 @@ def project_values(ctx: StudioContext, name: str | None) -> tuple[dict[str, Any]
 
     found = defaults_for(project, "train")
     data = {key: found[key] for key in PROJECT_KEYS if found.get(key)}
-    if data.get("train_manifest"):  # the project's data is its own on both sides: no other validation set
-        data["val_manifest"] = list(found.get("val_manifest") or [])
+    # the project's data is its own on both sides (none before it is prepared): never the demo's or another's
+    data["train_manifest"] = list(found.get("train_manifest") or [])
+    data["val_manifest"] = list(found.get("val_manifest") or [])
     return data, project.generation
 
 
@@ -107,7 +109,7 @@ def project_refill(ctx: StudioContext, project_name: str | None,
 
 def _run_of_project(values: dict[str, Any], data: dict[str, Any]) -> bool:
     """Whether a run's options train on the project's data (so reopening the page shows that run again)."""
-    return not data.get("train_manifest") or values.get("train_manifest") == data["train_manifest"]
+    return "train_manifest" not in data or values.get("train_manifest") == data["train_manifest"]
 
 
 def initial_values(ctx: StudioContext, project_name: str | None = None, picked: bool = False) -> dict[str, Any]:
@@ -396,13 +398,6 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
     form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs],
                             outputs=[*io.outputs, form.message])
-    if ctx.project_state is not None:
-        def on_project(project_name: str | None) -> list[Any]:
-            return [*_form_updates(initial_values(ctx, project_name, picked=True)),
-                    f"filled from project **{project_name}**" if project_name else gr.skip()]
-
-        ctx.project_state.change(on_project, inputs=ctx.project_state, outputs=[*io.outputs, form.message],
-                                 show_progress="hidden")
     _wire_yaml(form, io)
 
 
@@ -479,15 +474,27 @@ def build(ctx: StudioContext) -> Any:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.
         return [*_form_updates(initial_values(ctx, project_name)), None]
 
-    gr.on(triggers=None, fn=on_load, inputs=[ctx.project_state] if ctx.project_state is not None else None,
-          outputs=[*io.outputs, view], show_progress="hidden")
-    if ctx.project_state is None:
+    if ctx.project_state is None or ctx.project_stamp is None:
+        gr.on(triggers=None, fn=on_load, outputs=[*io.outputs, view], show_progress="hidden")
         return None
 
     def on_open(project_name: str | None, *raw: Any) -> list[Any]:
         current, _ = io.read(*raw)
         values, message = project_refill(ctx, project_name, current)
         return [*(_form_updates(values) if values is not None else [gr.skip()] * len(io.outputs)), message]
+
+    def on_project(stamp: Any, *raw: Any) -> list[Any]:
+        """The page loaded (the project's run, else its data), a project was picked (its data under its
+        generation's preset), or a step finished (its newly prepared data, when the form trains on other)."""
+        name, cause = follow.stamp_name(stamp), follow.stamp_cause(stamp)
+        if cause == follow.STEP:
+            return [*on_open(name, *raw), gr.skip()]
+        if cause == follow.LOAD:
+            return [*on_load(name)[:-1], gr.skip(), None]
+        return [*_form_updates(initial_values(ctx, name, picked=True)),
+                f"filled from project **{name}**" if name else gr.skip(), gr.skip()]
+
+    follow.follow(ctx, on_project, [*io.outputs, form.message, view], io.inputs)
 
     def on_select(tab: gr.Tab) -> None:  # the project's data prepared meanwhile: the form takes it
         tab.select(on_open, inputs=[ctx.project_state, *io.inputs], outputs=[*io.outputs, form.message],
