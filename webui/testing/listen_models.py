@@ -29,7 +29,7 @@ RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v2
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml", "v25/checkpoints/config.yaml")
 TRAIN_CONFIG = "train_config.yaml"
 W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)
-KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}
+KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}  # an export's kind is "export"
 
 
 class ListenError(ValueError):
@@ -58,7 +58,7 @@ class ModelChoice:
 
     key: str
     label: str
-    kind: str  # base | latest | best | step | other
+    kind: str  # base | export | latest | best | step | other
     step: int | None
     version: str  # the generation id (trainer.generations); "?" when the config is unreadable
 
@@ -289,10 +289,14 @@ def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None 
 
 
 def model_choices(workspace: Path | str) -> list[ModelChoice]:
-    """Everything the model pickers offer: base models first, then each run's checkpoints (newest run first)."""
+    """Everything the model pickers offer: base models first, then the exports (newest first:
+    ``webui.testing.listen_exports``), then each run's checkpoints (newest run first)."""
+    from webui.testing.listen_exports import export_choices
+
     workspace = Path(workspace)
     versions: dict[Path, str] = {}
     choices = [base_choice(config, workspace, versions) for config in base_configs(workspace)]
+    choices += export_choices(workspace, versions)
     for folder in run_dirs(workspace):
         choices += _run_choices(folder, workspace, versions)
     return choices
