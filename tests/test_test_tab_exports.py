@@ -1,6 +1,7 @@
 """The Test tab offers a project's exports and follows its newest model (issue 36), without a browser: the model
 lists hold each export (by its gpt.pth), and Model B moves to a run or export that appears in the project since
-it last moved, while a pick of the user's own stays until something newer appears."""
+it last moved, while a pick of the user's own stays until something newer appears. The Listen tab's run pick
+follows the project's newest evaluated run the same way."""
 
 from __future__ import annotations
 
@@ -70,3 +71,23 @@ def test_model_b_follows_a_new_run_or_export_and_keeps_the_users_pick_meanwhile(
     assert picked == followed == str(second)  # a newer run: B moves again
 
     assert followed_b(ctx, None, "x", "y") == ("x", "y")  # no project: nothing moves
+
+
+def test_the_listen_tabs_run_follows_the_projects_newest_evaluated_run(project_ws):
+    from webui.listen.tab_listen import followed_run
+
+    project, ctx = project_ws
+
+    def evaluated(name: str, when: float) -> str:
+        run = project.dir("runs") / name
+        (run / "eval" / "audio").mkdir(parents=True)
+        write(run / "latest.pth", "weights", when)
+        os.utime(run, (when, when))
+        return str(run)
+
+    first = evaluated("run1", 1_000_000)
+    picked, followed = followed_run(ctx, "voice", None, None)
+    assert picked == followed == first
+    assert followed_run(ctx, "voice", "elsewhere", followed) == ("elsewhere", followed)  # the user's pick stays
+    second = evaluated("run2", 1_000_100)
+    assert followed_run(ctx, "voice", "elsewhere", followed) == (second, second)
