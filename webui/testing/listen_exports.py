@@ -2,7 +2,7 @@
 
 An export (``python -m trainer.checkpoints export``) is a complete inference folder: its ``gpt.pth`` beside its
 ``config.yaml``, tokenizer and the base model's other files. It is offered by its ``gpt.pth`` (the picker resolves it
-as any checkpoint whose config sits beside it: ``webui.testing.listen_models``). Exports are found in the
+as any checkpoint whose config sits beside it: ``webui.testing.listen_models``, which lists them). Exports are found in the
 workspace's ``exports/`` and in every project's exports folder, newest first.
 
 ``newest_of_project`` is what a tab's pick follows: the newer of the project's newest export and its newest run's
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from trainer.project import Project
-    from webui.testing.listen_models import ModelChoice
 
 EXPORTS = "exports"
 EXPORT_WEIGHTS = "gpt.pth"
@@ -57,18 +56,6 @@ def export_dirs(workspace: Path | str, roots: list[Path] | None = None) -> list[
                 if folder.is_dir() and is_export(folder):
                     found.setdefault(folder.resolve(), folder)
     return sorted(found.values(), key=lambda p: (-_mtime(p / EXPORT_WEIGHTS), str(p)))
-
-
-def export_choices(workspace: Path, versions: dict[Path, str]) -> list[ModelChoice]:
-    """One choice per export folder (its gpt.pth), newest first."""
-    from webui.testing.listen_models import ModelChoice, _config_version, _name, _relative
-
-    choices = []
-    for folder in export_dirs(workspace):
-        version = _config_version(folder / EXPORT_CONFIG, versions)
-        label = f"export · {_relative(folder, workspace)} ({_name(version)})"
-        choices.append(ModelChoice(str(folder / EXPORT_WEIGHTS), label, "export", None, version))
-    return choices
 
 
 def newest_of_project(project: Project) -> Path | None:

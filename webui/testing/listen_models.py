@@ -281,6 +281,18 @@ def base_configs(workspace: Path | str) -> list[Path]:
     return list(unique.values())
 
 
+def export_choices(workspace: Path, versions: dict[Path, str]) -> list[ModelChoice]:
+    """One choice per export folder (its gpt.pth), newest first."""
+    from webui.testing.listen_exports import EXPORT_CONFIG, EXPORT_WEIGHTS, export_dirs
+
+    choices = []
+    for folder in export_dirs(workspace):
+        version = _config_version(folder / EXPORT_CONFIG, versions)
+        label = f"export · {_relative(folder, workspace)} ({_name(version)})"
+        choices.append(ModelChoice(str(folder / EXPORT_WEIGHTS), label, "export", None, version))
+    return choices
+
+
 def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None = None) -> ModelChoice:
     version = _config_version(config, versions if versions is not None else {})
     name = _name(version)
@@ -291,8 +303,6 @@ def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None 
 def model_choices(workspace: Path | str) -> list[ModelChoice]:
     """Everything the model pickers offer: base models first, then the exports (newest first:
     ``webui.testing.listen_exports``), then each run's checkpoints (newest run first)."""
-    from webui.testing.listen_exports import export_choices
-
     workspace = Path(workspace)
     versions: dict[Path, str] = {}
     choices = [base_choice(config, workspace, versions) for config in base_configs(workspace)]
