@@ -227,7 +227,7 @@ def _evaluate_and_export(page, project: Path, run: Path, recogniser: Path, clock
     return target
 
 
-def _speak_the_export(page, workspace: Path, export: Path) -> None:
+def _speak_the_export(page, workspace: Path, export: Path, clock: Clock) -> None:
     """The Test tab, opened after the export: Model B has moved to the export (the project's newest model), whose
     folder is complete; Speak with the form as it stands (greedy decoding: a click, no typing) and B's player plays
     the export's speech."""
@@ -236,9 +236,14 @@ def _speak_the_export(page, workspace: Path, export: Path) -> None:
     page.wait_for_function("(label) => (document.querySelector('#test-model-b input')?.value || '').startsWith(label)",
                            arg=label, timeout=UI_TIMEOUT_MS)
     page.locator("#test-files-b .studio-badge[data-tone='ok']").wait_for(timeout=UI_TIMEOUT_MS)  # READY, no refusal
+    clock.lap("Model B on the export")
     page.get_by_text("Decoding and files").click()
     page.locator("#test-decode").get_by_label("greedy").check()
     page.locator("#test-run").click()
+    # the page may have opened on an earlier walk's results: first this run's start (RUNNING), then its end
+    started = ("() => ['info', 'error'].includes(document.querySelector('#test-status-b .studio-badge')?.dataset.tone)"
+               " || document.querySelector('#test-message .studio-badge')?.dataset.tone === 'error'")
+    page.wait_for_function(started, timeout=UI_TIMEOUT_MS)
     page.wait_for_function(
         "() => ['ok', 'error'].includes(document.querySelector('#test-status-b .studio-badge')?.dataset.tone)"
         " || document.querySelector('#test-message .studio-badge')?.dataset.tone === 'error'",
@@ -287,7 +292,7 @@ def test_a_new_project_walks_from_recordings_to_a_scored_export(page, walk: Walk
         clock.lap("trained")
         export = _evaluate_and_export(page, project, run, recogniser, clock)
         clock.lap("exported")
-        _speak_the_export(page, walk_workspace, export)
+        _speak_the_export(page, walk_workspace, export, clock)
         clock.lap("the export spoke in the Test tab")
 
         page.get_by_role("tab", name="Project", exact=True).click()

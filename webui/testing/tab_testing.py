@@ -383,7 +383,9 @@ def build(ctx: StudioContext) -> Any:
                 "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
                 "the browser). IndexTTS-1.5 speaks through BigVGAN at 24 kHz; IndexTTS2 through the download folder "
                 "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below; IndexTTS-2.5 "
-                "likewise, with its duration factor. A LoRA run's checkpoints are offered with the adapter on and off. "
+                "likewise, with its duration factor. An export is a complete folder and speaks as it is; opening "
+                "this tab moves Model B to the project's newest run or export. "
+                "A LoRA run's checkpoints are offered with the adapter on and off. "
                 "GPT only vs GPT + S2Mel: pick the same model on both sides and a trained S2Mel for B.")
     state = ctx.project_state
     picks = _pickers(ctx.workspace, ctx.opening_project(state.value) if state is not None else None)
