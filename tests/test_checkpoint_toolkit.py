@@ -396,7 +396,8 @@ def test_export_round_trip(tmp_path, demo_workspace, demo_checkpoint, dtype, use
         args.append("--safetensors")
     result = cli(*args)
     assert result.returncode == 0, result.stderr
-    expected_files = {"gpt.pth", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md"}
+    # a complete IndexTTS-1.5 inference folder: the base model's BigVGAN comes with it (issue 36)
+    expected_files = {"gpt.pth", "config.yaml", "bpe.model", "LICENSE-NOTICE", "MODEL_CARD.md", "bigvgan_generator.pth"}
     assert {p.name for p in out.iterdir()} == expected_files | ({"gpt.safetensors"} if use_safetensors else set())
 
     ckpt = load_checkpoint(demo_checkpoint)

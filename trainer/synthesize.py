@@ -17,6 +17,7 @@ IndexTTS2 (``--model-dir``, an IndexTTS2 download folder; see networks.indextts2
         --checkpoint runs/am_v2/latest.pth --tokenizer tokenizers/amharic_v2.model \
         --reference prompt.wav --text "ሰላም ለዓለም። እንዴት ነህ?" --out out.wav
 
+An export (``python -m trainer.checkpoints export``) is such a folder: ``--model-dir EXPORT`` speaks it as it is.
 ``--checkpoint`` (default: the folder's gpt.pth) is any v2 GPT checkpoint: ours, an export, a bare gpt.pth;
 ``--tokenizer`` defaults to the folder's bpe.model. Long texts are spoken in segments of at most 120 tokens cut
 at sentence (then clause, then word) boundaries, joined with 200 ms of silence; 22050 Hz output. Emotion:

@@ -8,7 +8,8 @@ its text (its gates run again: it is accepted), save, hand the saved manifest to
 project folder and model files filled in), prepare, open the Training tab (the form trains on the project's
 prepared data), shorten the run to one save and start it; when it finishes, the Checkpoints tab has the project's
 run picked, Evaluate scores it with the recogniser the Models tab downloaded (a tiny one here, in the workspace's
-models/) beside the base model's row, and Export writes into the project's exports folder. The Project tab then
+models/) beside the base model's row, and Export writes into the project's exports folder; the Test tab, opened
+then, has the export picked as Model B (the project's newest model) and speaks it. The Project tab then
 shows train and export done, and the corrected clip is in the prepared data and in the manifests the run trained
 on. Every wait is on a visible condition with a timeout.
 """
@@ -226,6 +227,34 @@ def _evaluate_and_export(page, project: Path, run: Path, recogniser: Path, clock
     return target
 
 
+def _speak_the_export(page, workspace: Path, export: Path, clock: Clock) -> None:
+    """The Test tab, opened after the export: Model B has moved to the export (the project's newest model), whose
+    folder is complete; Speak with the form as it stands (greedy decoding: a click, no typing) and B's player plays
+    the export's speech."""
+    page.get_by_role("tab", name="Test", exact=True).click()
+    label = f"export · {export.relative_to(workspace)}"
+    page.wait_for_function("(label) => (document.querySelector('#test-model-b input')?.value || '').startsWith(label)",
+                           arg=label, timeout=UI_TIMEOUT_MS)
+    page.locator("#test-files-b .studio-badge[data-tone='ok']").wait_for(timeout=UI_TIMEOUT_MS)  # READY, no refusal
+    clock.lap("Model B on the export")
+    page.get_by_text("Decoding and files").click()
+    page.locator("#test-decode").get_by_label("greedy").check()
+    page.locator("#test-run").click()
+    # the page may have opened on an earlier walk's results: first this run's start (RUNNING), then its end
+    started = ("() => ['info', 'error'].includes(document.querySelector('#test-status-b .studio-badge')?.dataset.tone)"
+               " || document.querySelector('#test-message .studio-badge')?.dataset.tone === 'error'")
+    page.wait_for_function(started, timeout=UI_TIMEOUT_MS)
+    page.wait_for_function(
+        "() => ['ok', 'error'].includes(document.querySelector('#test-status-b .studio-badge')?.dataset.tone)"
+        " || document.querySelector('#test-message .studio-badge')?.dataset.tone === 'error'",
+        timeout=JOB_TIMEOUT_MS)
+    status = page.locator("#test-status-b").inner_text()
+    assert "real-time factor" in status, (status, page.locator("#test-message").inner_text())
+    # the player shows the length once it has read the file's header: wait for it, not race it
+    page.wait_for_function("() => (document.querySelector('#test-audio-b #duration')?.innerText ?? '0:00') "
+                           "!== '0:00'", timeout=UI_TIMEOUT_MS)
+
+
 def click_and_wait_verdict(page, prefix: str) -> None:
     """Start a job and wait for its verdict line: Start first clears the line (the page may have opened on the
     verdict of an earlier job, another project's), then the job's own comes."""
@@ -263,6 +292,8 @@ def test_a_new_project_walks_from_recordings_to_a_scored_export(page, walk: Walk
         clock.lap("trained")
         export = _evaluate_and_export(page, project, run, recogniser, clock)
         clock.lap("exported")
+        _speak_the_export(page, walk_workspace, export, clock)
+        clock.lap("the export spoke in the Test tab")
 
         page.get_by_role("tab", name="Project", exact=True).click()
         for step in ("train", "export"):

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--base-vocab-size", type=int, help="text vocabulary of the base model (frozen rows)")
     repair.add_argument("--json", action="store_true")
 
-    export = verbs.add_parser("export", help="inference bundle: gpt.pth, config.yaml, bpe.model, LICENSE-NOTICE, MODEL_CARD.md")
+    export = verbs.add_parser("export", help="inference folder: gpt.pth, config.yaml, tokenizer, LICENSE-NOTICE, "
+                              "MODEL_CARD.md and the base model folder's other files")
     export.add_argument("path", type=Path)
     export.add_argument("--out", type=Path, required=True, help="output folder")
     export.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default="fp32")
@@ -58,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(OUT/adapter.pth) instead of the bundle with them merged")
     export.add_argument("--base", type=Path, help="base gpt.pth to measure the fine-tune against (default: the "
                         "--base-checkpoint the run recorded); weights bitwise equal to it are refused")
+    export.add_argument("--base-files", choices=("copy", "link"), default="copy",
+                        help="how the base model folder's other files (S2Mel, BigVGAN, codecs, ...) go into the "
+                        "export: copy (default: the folder works when moved) or link (symbolic links)")
+    export.add_argument("--model-dir", type=Path, help="the base model folder those files come from (default: the "
+                        "folder of --config, else the one the run recorded)")
     s2mel = verbs.add_parser("export-s2mel", help="an S2Mel run checkpoint -> a stock s2mel.pth (adapters merged) or "
                              "the adapter alone")
     s2mel.add_argument("path", type=Path)
@@ -146,7 +152,8 @@ def _export(args: argparse.Namespace) -> int:
     with tqdm(total=1, desc="export", file=sys.stderr, disable=None) as bar:
         report = export_checkpoint(args.path, args.out, args.dtype, args.safetensors, config=args.config,
                                    tokenizer=args.tokenizer, force=args.force, base=args.base,
-                                   adapter_only=args.adapter_only)
+                                   adapter_only=args.adapter_only, base_files=args.base_files,
+                                   model_dir=args.model_dir)
         bar.update(1)
     print("\n".join(report.lines()))
     return EXIT_OK

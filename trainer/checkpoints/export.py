@@ -1,5 +1,6 @@
-"""``export``: an inference bundle IndexTTS (v1.5) and IndexTTS2 inference load unchanged (IndexTTS-2.5:
-``trainer.checkpoints.export_v25``, its own files and row order).
+"""``export``: an inference folder IndexTTS (v1.5) and IndexTTS2 inference load unchanged (IndexTTS-2.5:
+``trainer.checkpoints.export_v25``, its own files and row order), with every other file of the base model folder
+copied (or linked) in: ``trainer.checkpoints.export_base_files``.
 
 - ``OUT/gpt.pth``: {"model": state_dict} in the IndexTTS layout (what stock inference loads as its gpt.pth);
   ``OUT/gpt.safetensors`` (optional): the same tensors;
@@ -45,6 +46,7 @@ from trainer.checkpoints.digest import (
     nonfinite_reason,
     nonfinite_tensors,
 )
+from trainer.checkpoints.export_base_files import BASE_FILE_MODES, DEFAULT_BASE_FILES, carry_base_files
 from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES
 from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of
@@ -206,15 +208,18 @@ def _evaluation_lines(path: Path, ckpt: Mapping[str, Any]) -> list[str]:
 
 def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32", safetensors: bool = False,
                       *, config: str | Path | None = None, tokenizer: str | Path | None = None,
-                      force: bool = False, base: str | Path | None = None, adapter_only: bool = False
-                      ) -> ExportReport:
-    """Write the inference bundle of checkpoint ``path`` into ``out_dir`` (see the module docstring); a LoRA
-    checkpoint's adapters are merged into ``gpt.pth``, or written alone with ``adapter_only``."""
+                      force: bool = False, base: str | Path | None = None, adapter_only: bool = False,
+                      base_files: str = DEFAULT_BASE_FILES, model_dir: str | Path | None = None) -> ExportReport:
+    """Write the inference folder of checkpoint ``path`` into ``out_dir`` (see the module docstring); a LoRA
+    checkpoint's adapters are merged into ``gpt.pth``, or written alone with ``adapter_only``. The base model
+    folder's other files are copied in (``base_files="link"``: linked; ``trainer.checkpoints.export_base_files``)."""
     from networks.unified_voice import INFERENCE_ONLY_PREFIXES
     from trainer.checkpoints.validate import expected_state_shapes, shape_differences
 
     if dtype not in DTYPES:
         raise CheckpointError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if base_files not in BASE_FILE_MODES:
+        raise CheckpointError(f"--base-files must be one of {', '.join(BASE_FILE_MODES)}, got {base_files!r}")
     path, out_dir = Path(path), Path(out_dir)
     existing = [name for name in dict.fromkeys((*BUNDLE_FILES, *V25_BUNDLE_FILES)) if (out_dir / name).exists()]
     if existing and not force:
@@ -261,8 +266,11 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     refusal = generation.refusal(Capability.EXPORT)
     if refusal is not None or generation.export is None:
         raise CheckpointError(refusal or f"{generation.name} cannot export")
-    return generation.export(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement,
-                             tokenizer, report)
+    report = generation.export(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement,
+                               tokenizer, report)
+    carry_base_files(generation, ckpt, out_dir, config=config, model_dir=model_dir, mode=base_files, force=force,
+                     report=report)
+    return report
 
 
 def export_sentencepiece(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: Mapping[str, Any],

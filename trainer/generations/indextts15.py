@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from data_tools.manifest import FORMAT_V15
 from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
 from trainer.generations.sentencepiece_fields import SENTENCEPIECE
@@ -27,6 +29,8 @@ INDEXTTS15 = Generation(
                    sample_options=frozenset({"vocoder"}),
                    demo_preset="Demo (CPU, tiny)"),
     training_prompt=lazy("trainer.memory_estimate", "mel_prompt"),
+    # upstream's IndexTTS-1.5 inference loads its BigVGAN from the model folder (its DVAE is not loaded)
+    model_folder_files=partial(lazy("trainer.generations.folders", "config_named_files"), ("bigvgan_checkpoint",)),
     missing={Capability.TRAIN_S2MEL: "it has no S2Mel decoder (its BigVGAN speaks the GPT's latent directly); "
                                      "train an IndexTTS2 or IndexTTS-2.5 S2Mel"},
 )

@@ -11,6 +11,7 @@ from trainer.generations.sentencepiece_fields import SENTENCEPIECE
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
 FOLDER = "trainer.generations.folders"
+W2V_BERT_PLACES = ("w2v-bert-2.0",)  # where its folder may hold w2v-BERT
 
 INDEXTTS2 = Generation(
     id=ID_2, name="IndexTTS2",
@@ -33,6 +34,7 @@ INDEXTTS2 = Generation(
                    demo_preset="Demo (IndexTTS2)"),
     ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "latent_prompt"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
-                   w2v_bert_places=("w2v-bert-2.0",)),
+                   w2v_bert_places=W2V_BERT_PLACES),
     s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v2"), s2mel_gpt_latent=True,
+    model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2", W2V_BERT_PLACES),
 )

@@ -16,6 +16,7 @@ TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a downlo
 TABLE_SUFFIX = ".tiktoken"
 V25 = "trainer.v25"
 FOLDER = "trainer.generations.folders"
+W2V_BERT_PLACES = ("w2v-bert-2.0", "hf_cache/w2v-bert-2.0")  # where its folder may hold w2v-BERT
 
 
 def config_refusal(gpt: Mapping[str, Any], where: str) -> str | None:
@@ -58,8 +59,9 @@ INDEXTTS25 = Generation(
                    sample_options=frozenset({"sample_model_dir", "sample_steps"}),
                    demo_preset="IndexTTS-2.5 demo (CPU)"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
-                   w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"), folder_table=TABLE_NAME),
+                   w2v_bert_places=W2V_BERT_PLACES, folder_table=TABLE_NAME),
     config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
     training_prompt=lazy("trainer.memory_estimate", "speaker_vector_prompt"),
     s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v25"),
+    model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25", W2V_BERT_PLACES),
 )

@@ -117,6 +117,9 @@ class Generation:
     # is fed the GPT's latent (then the prepared folder's text_ids/, condition/, emo_vec/ are read)
     s2mel_sources: Callable[..., Any] | None = None
     s2mel_gpt_latent: bool = False
+    # base model folder -> the files and folders inside it that a complete inference folder (an export) carries
+    # beside the GPT, its config and its text table; ValueError (one line) naming what is missing
+    model_folder_files: Callable[[Path], list[Path]] | None = None
 
     def can(self, capability: Capability) -> bool:
         return capability not in self.missing

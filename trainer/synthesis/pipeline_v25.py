@@ -229,16 +229,22 @@ class SynthesizerV25(SynthesizerV2):
     def speaking(cls, nets: IndexTTS25Networks, recorded: str | None, *, scheme: str | None = None,
                  merges: str | Path | None = None, language: str | None = None,
                  max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> SynthesizerV25:
-        """``nets`` with the tokenizer of ``scheme``, else of the scheme its GPT records (``recorded``), else
-        ``bytes``; a GPT recording none has its text rows in upstream's order, put back in the tokenizer's."""
+        """``nets`` with the tokenizer of ``scheme``, else of the scheme its GPT records (``recorded``), else of the
+        one an export folder's files say (``trainer.synthesis.exported_table``: an extended table holds its merges),
+        else ``bytes``; a GPT recording none has its text rows in upstream's order, put back in the tokenizer's."""
         from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
         from data_tools.tokenizer.tiktoken25 import TableError
+        from trainer.synthesis.exported_table import exported_tokenizer, folder_scheme
 
-        chosen = scheme or recorded or BARE_CHECKPOINT_SCHEME
+        table = nets.files.table
+        exported = folder_scheme(nets.files.folder, table) if recorded is None else None  # an export's own files
+        chosen = scheme or recorded or exported or BARE_CHECKPOINT_SCHEME
         try:
-            tokenizer = TextTokenizerV25(nets.files.table, scheme=chosen,
-                                         merges=(merges or DEFAULT_MERGES) if chosen == "merges" else None)
-        except TableError as exc:
+            tokenizer = exported_tokenizer(table) if chosen == "merges" and merges is None else None
+            if tokenizer is None:
+                tokenizer = TextTokenizerV25(table, scheme=chosen,
+                                             merges=(merges or DEFAULT_MERGES) if chosen == "merges" else None)
+        except (TableError, OSError) as exc:
             raise SynthesisError(" ".join(str(exc).split())) from None
         if recorded is None:  # an export's or a bare gpt.pth: upstream's row order
             rows_from_upstream_order(nets.gpt, tokenizer)

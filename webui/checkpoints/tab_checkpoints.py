@@ -32,6 +32,7 @@ from webui.checkpoints.rows import (
 )
 from webui.checkpoints.scores import evaluate_section
 from webui.checkpoints.tools import (
+    BASE_FILES,
     DTYPES,
     EXPORT_COLUMNS,
     EXPORT_JOB,
@@ -210,13 +211,17 @@ def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
                             label="Config for the non-GPT sections of config.yaml (dataset, vqvae, ...)")
         tokenizer = gr.Textbox(value="", elem_id="ckpt-export-tokenizer",
                                label="Tokenizer (only when the checkpoint's recorded one is not available)")
+        base_files = gr.Radio(choices=list(BASE_FILES), value=BASE_FILES[0], elem_id="ckpt-export-base-files",
+                              label="Base model files (S2Mel, BigVGAN, ...)",
+                              info="copy: the folder works when moved; link: symbolic links to the base model's")
     run = gr.Button("Export", variant="primary", elem_id="ckpt-export-run")
     panel = job_panel(EXPORT_JOB, "ckpt-export")
     result = gr.HTML(elem_id="ckpt-export-result")
     table = gr.Dataframe(value=empty_frame(EXPORT_COLUMNS), interactive=False, label="Files written",
                          elem_id="ckpt-export-files")
-    wire_job(ctx, panel, run, [checkpoint, out_dir, dtype, safetensors, config, tokenizer],
-             lambda *values: export_argv(ctx.python, *values, ctx.workspace, EXPORT_JOB.report_path(ctx)),
+    wire_job(ctx, panel, run, [checkpoint, out_dir, dtype, safetensors, config, tokenizer, base_files],
+             lambda *values: export_argv(ctx.python, *values[:-1], ctx.workspace, EXPORT_JOB.report_path(ctx),
+                                         base_files=values[-1]),
              [result, table], export_view_of)
     project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
     checkpoint.change(lambda path, name: export_fields_for(ctx, path, name), inputs=[checkpoint, *project],

@@ -38,6 +38,9 @@ REPAIR_COLUMNS = ["what", "detail"]
 DTYPES = ("fp32", "fp16", "bf16")
 
 
+BASE_FILES = ("copy", "link")  # how an export holds the base model's other files (copy first: the default)
+
+
 VERIFY_JOB = ReportJob("checkpoint_verify", report_exits=(0, 1, 2))  # 1 PARTIAL, 2 INVALID: verdicts
 
 
@@ -191,13 +194,15 @@ def default_export_dir(checkpoint: str, workspace: Path | str) -> str:
 
 
 def export_argv(python: str, checkpoint: str, out_dir: str, dtype: str, safetensors: bool, config: str,
-                tokenizer: str, workspace: Path | str, report: Path) -> list[str]:
-    """``trainer.checkpoints export PATH --out DIR ...`` (its printed lines go to REPORT)."""
+                tokenizer: str, workspace: Path | str, report: Path, base_files: str = BASE_FILES[0]) -> list[str]:
+    """``trainer.checkpoints export PATH --out DIR ... --base-files copy|link`` (its printed lines go to REPORT)."""
     path = existing_file(checkpoint, workspace, "checkpoint")
     if dtype not in DTYPES:
         raise InputProblem(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if base_files not in BASE_FILES:
+        raise InputProblem(f"base model files must be one of {', '.join(BASE_FILES)}, got {base_files!r}")
     target = resolve_path(out_dir, workspace) or Path(default_export_dir(str(path), workspace))
-    args = ["export", str(path), "--out", str(target), "--dtype", dtype]
+    args = ["export", str(path), "--out", str(target), "--dtype", dtype, "--base-files", base_files]
     if safetensors:
         args.append("--safetensors")
     for flag, text, what in (("--config", config, "config"), ("--tokenizer", tokenizer, "tokenizer")):
@@ -213,8 +218,9 @@ def export_view_of(result: JobResult | None) -> tuple[str, pd.DataFrame]:
         return ("" if result is None else message_html(result.error)), empty_frame(EXPORT_COLUMNS)
     argv = list(result.argv)
     out = Path(argv[argv.index("--out", argv.index(CHECKPOINTS_CLI)) + 1])
-    files = sorted(p for p in out.iterdir() if p.is_file()) if out.is_dir() else []
-    rows = [{"file": str(f), "size": format_bytes(f.stat().st_size)} for f in files]
+    files = sorted(out.iterdir()) if out.is_dir() else []
+    rows = [{"file": str(f) + (" -> " + str(f.resolve()) if f.is_symlink() else ""),
+             "size": format_bytes(f.stat().st_size) if f.is_file() else "folder"} for f in files]
     notes = [line.strip()[len("note:"):].strip() for line in result.report_text.splitlines()
              if line.strip().startswith("note:")]
     rows += [{"file": f"note: {note}", "size": ""} for note in notes]

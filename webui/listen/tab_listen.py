@@ -98,6 +98,22 @@ def _project_first(ctx: StudioContext, name: str | None) -> list[str]:
     return [run for run in runs if run in own] + [run for run in runs if run not in own]
 
 
+def followed_run(ctx: StudioContext, name: str | None, current: str | None,
+                 followed: str | None) -> tuple[str | None, str | None]:
+    """(the run picked, the project's newest run followed) when the tab opens: the pick moves to the project's
+    newest run with kept clips when one appeared since it last moved; a run the user picked stays meanwhile."""
+    from trainer.project import project_runs
+
+    project = ctx.project(name)
+    if project is None:
+        return current, followed
+    own = {str(run) for run in project_runs(project)}
+    newest = next((run for run in listening_runs(ctx.workspace) if run in own), None)
+    if newest is None or newest == followed:
+        return current, followed
+    return newest, newest
+
+
 def _allowed_run(workspace: Path, run_dir: str | None) -> Path | None:
     """``run_dir`` when it is one of the workspace's runs with kept clips (the page may send anything)."""
     if not run_dir:
@@ -210,7 +226,8 @@ def rate_html(run_dir: Path | None, first: str | None, second: str | None) -> st
 # ----- layout ----------------------------------------------------------------------------------------------
 
 
-def build(ctx: StudioContext) -> None:
+def build(ctx: StudioContext) -> Any:
+    """Lay out the Listen tab; returns how it follows the project's newest run when opened."""
     workspace = ctx.workspace
     gr.HTML(f"<style>{CSS}</style>", padding=False)
     gr.Markdown("### Listen to checkpoints\nEvery cell plays a clip the evaluation kept (the first seed of each text "
@@ -221,6 +238,7 @@ def build(ctx: StudioContext) -> None:
         run = gr.Dropdown(choices=runs, value=runs[0] if runs else None, allow_custom_value=True, scale=5,
                           label="Run", elem_id="listen-run", info="runs whose evaluation kept clips")
         refresh = gr.Button("Refresh", scale=1, elem_id="listen-refresh")
+    followed = gr.State(runs[0] if runs else None)  # the project's newest run the pick last moved to
     grid = gr.HTML(elem_id="listen-grid", js_on_load=None)
     gr.Markdown("#### Blind A/B")
     with gr.Row():
@@ -279,3 +297,16 @@ def build(ctx: StudioContext) -> None:
 
         ctx.project_state.change(project_run, inputs=ctx.project_state, outputs=run).then(show, inputs=run,
                                                                                            outputs=outputs)
+
+    def opened(name: str | None, current: str | None, last: str | None) -> tuple[Any, Any]:
+        picked, now = followed_run(ctx, name, current, last)
+        if picked == current:
+            return gr.skip(), now
+        return gr.Dropdown(choices=_project_first(ctx, name), value=picked), now
+
+    def on_select(tab: gr.Tab) -> None:
+        if ctx.project_state is not None:  # a run evaluated since the pick: the pick moves to it
+            tab.select(opened, inputs=[ctx.project_state, run, followed], outputs=[run, followed],
+                       show_progress="hidden")  # a new pick shows itself (the gr.on above)
+
+    return on_select

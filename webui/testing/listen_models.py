@@ -29,7 +29,7 @@ RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v2
 BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml", "v25/checkpoints/config.yaml")
 TRAIN_CONFIG = "train_config.yaml"
 W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)
-KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}
+KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}  # an export's kind is "export"
 
 
 class ListenError(ValueError):
@@ -58,7 +58,7 @@ class ModelChoice:
 
     key: str
     label: str
-    kind: str  # base | latest | best | step | other
+    kind: str  # base | export | latest | best | step | other
     step: int | None
     version: str  # the generation id (trainer.generations); "?" when the config is unreadable
 
@@ -281,6 +281,18 @@ def base_configs(workspace: Path | str) -> list[Path]:
     return list(unique.values())
 
 
+def export_choices(workspace: Path, versions: dict[Path, str]) -> list[ModelChoice]:
+    """One choice per export folder (its gpt.pth), newest first."""
+    from webui.testing.listen_exports import EXPORT_CONFIG, EXPORT_WEIGHTS, export_dirs
+
+    choices = []
+    for folder in export_dirs(workspace):
+        version = _config_version(folder / EXPORT_CONFIG, versions)
+        label = f"export · {_relative(folder, workspace)} ({_name(version)})"
+        choices.append(ModelChoice(str(folder / EXPORT_WEIGHTS), label, "export", None, version))
+    return choices
+
+
 def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None = None) -> ModelChoice:
     version = _config_version(config, versions if versions is not None else {})
     name = _name(version)
@@ -289,10 +301,12 @@ def base_choice(config: Path, workspace: Path, versions: dict[Path, str] | None 
 
 
 def model_choices(workspace: Path | str) -> list[ModelChoice]:
-    """Everything the model pickers offer: base models first, then each run's checkpoints (newest run first)."""
+    """Everything the model pickers offer: base models first, then the exports (newest first:
+    ``webui.testing.listen_exports``), then each run's checkpoints (newest run first)."""
     workspace = Path(workspace)
     versions: dict[Path, str] = {}
     choices = [base_choice(config, workspace, versions) for config in base_configs(workspace)]
+    choices += export_choices(workspace, versions)
     for folder in run_dirs(workspace):
         choices += _run_choices(folder, workspace, versions)
     return choices

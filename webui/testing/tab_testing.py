@@ -46,6 +46,7 @@ from webui.testing.listen import (
     synthesis_argv,
     typed_path,
 )
+from webui.testing.listen_exports import newest_of_project
 from webui.testing.listen_s2mel import STOCK, picker_entries, with_s2mel
 from webui.testing.s2mel_scores_view import scores_html as s2mel_scores_html
 from webui.testing.tab_testing_layout import form_inputs
@@ -284,16 +285,14 @@ def _same_file(key: str, path: Path) -> bool:
 
 
 def project_pair(project: Project, choices: list[ModelChoice]) -> tuple[str | None, str | None]:
-    """(A, B) for a project: its base model, and the latest checkpoint of its newest run (else the newest
-    checkpoint of its generation the pickers list)."""
-    from trainer.project import defaults_for
-
+    """(A, B) for a project: its base model, and its newest model: the newer of its newest export and its newest
+    run's latest checkpoint (else the newest checkpoint of its generation the pickers list)."""
     config = project.model_path / "config.yaml"
     base = next((c.key for c in choices if c.kind == "base" and _same_file(c.key, config)),
                 BASE_PREFIX + str(config) if config.is_file() else None)
-    latest = defaults_for(project, "test")["checkpoint"]
-    if latest:
-        return base, next((c.key for c in choices if _same_file(c.key, Path(latest))), latest)
+    newest = newest_of_project(project)
+    if newest is not None:
+        return base, next((c.key for c in choices if _same_file(c.key, newest)), str(newest))
     own = [c for c in choices if c.version == project.generation]
     trained = next((c.key for c in own if c.kind == "latest"), next((c.key for c in own if c.kind != "base"), None))
     return base, trained
@@ -318,8 +317,9 @@ def _pickers(workspace: Path, project: Project | None = None) -> SimpleNamespace
     with gr.Row():
         files_a = gr.HTML(value=lambda: describe_pick(first_a, workspace, ""), elem_id="test-files-a")
         files_b = gr.HTML(value=lambda: describe_pick(first_b, workspace, ""), elem_id="test-files-b")
+    followed = gr.State(first_b)  # the project's newest model B last moved to (it moves again to a newer one)
     return SimpleNamespace(model_a=model_a, model_b=model_b, refresh=refresh, files_a=files_a, files_b=files_b,
-                           s2mel_a=s2mel_a, s2mel_b=s2mel_b)
+                           s2mel_a=s2mel_a, s2mel_b=s2mel_b, followed=followed)
 
 
 def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, players: SimpleNamespace,
@@ -365,13 +365,27 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
                      inputs=[picks.model_a, picks.model_b, i.vocoder, *decoders], outputs=[picks.files_a, picks.files_b])
 
 
-def build(ctx: StudioContext) -> None:
-    """Lay out the Test tab (called by the shell inside ``with gr.Tab("Test")``)."""
+def followed_b(ctx: StudioContext, name: str | None, current: str | None,
+               followed: str | None) -> tuple[str | None, str | None]:
+    """(Model B, the newest model followed) when the tab opens: B moves to the project's newest run checkpoint or
+    export when one appeared since B last followed it; a B the user picked stays while nothing newer appears."""
+    project = ctx.project(name)
+    newest = project_pair(project, model_choices(ctx.workspace))[1] if project is not None else None
+    if newest is None or newest == followed:
+        return current, followed
+    return newest, newest
+
+
+def build(ctx: StudioContext) -> Any:
+    """Lay out the Test tab (called by the shell inside ``with gr.Tab("Test")``); returns how it follows the
+    project's newest model when opened."""
     gr.Markdown("### Listen: two models, the same text, the same voice\n"
                 "Each side runs `python -m trainer.synthesize` as its own process (it keeps going if you close "
                 "the browser). IndexTTS-1.5 speaks through BigVGAN at 24 kHz; IndexTTS2 through the download folder "
                 "its config.yaml is in (S2Mel + BigVGAN v2, 22.05 kHz), with the S2Mel steps and emotion below; IndexTTS-2.5 "
-                "likewise, with its duration factor. A LoRA run's checkpoints are offered with the adapter on and off. "
+                "likewise, with its duration factor. An export is a complete folder and speaks as it is; opening "
+                "this tab moves Model B to the project's newest run or export. "
+                "A LoRA run's checkpoints are offered with the adapter on and off. "
                 "GPT only vs GPT + S2Mel: pick the same model on both sides and a trained S2Mel for B.")
     state = ctx.project_state
     picks = _pickers(ctx.workspace, ctx.opening_project(state.value) if state is not None else None)
@@ -380,12 +394,26 @@ def build(ctx: StudioContext) -> None:
     timer = gr.Timer(POLL_S, active=True)  # the first tick shows the last results after a page load
     _wire(ctx, picks, inputs, players, timer)
     if state is not None:  # another project picked in this session: its base and newest checkpoint
-        state.change(lambda name: _project_picks(ctx, name), inputs=state, outputs=[picks.model_a, picks.model_b])
+        state.change(lambda name: _project_picks(ctx, name), inputs=state,
+                     outputs=[picks.model_a, picks.model_b, picks.followed])
+
+    def opened(name: str | None, a: str | None, b: str | None, followed: str | None) -> tuple[Any, Any, Any]:
+        listed = [(c.label, c.key) for c in model_choices(ctx.workspace)]  # exports and runs made since
+        value_b, now = followed_b(ctx, name, b, followed)
+        return (gr.Dropdown(choices=listed, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed], value=value_b),
+                now)
+
+    def on_select(tab: gr.Tab) -> None:
+        if state is not None:
+            tab.select(opened, inputs=[state, picks.model_a, picks.model_b, picks.followed],
+                       outputs=[picks.model_a, picks.model_b, picks.followed], show_progress="hidden")
+
+    return on_select
 
 
-def _project_picks(ctx: StudioContext, name: str | None) -> tuple[Any, Any]:
+def _project_picks(ctx: StudioContext, name: str | None) -> tuple[Any, Any, Any]:
     project = ctx.project(name)
     if project is None:
-        return gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip()
     first_a, first_b = project_pair(project, model_choices(ctx.workspace))
-    return first_a or gr.skip(), first_b or NONE
+    return first_a or gr.skip(), first_b or NONE, first_b
