@@ -226,20 +226,9 @@ def rate_html(run_dir: Path | None, first: str | None, second: str | None) -> st
 # ----- layout ----------------------------------------------------------------------------------------------
 
 
-def build(ctx: StudioContext) -> Any:
-    """Lay out the Listen tab; returns how it follows the project's newest run when opened."""
-    workspace = ctx.workspace
-    gr.HTML(f"<style>{CSS}</style>", padding=False)
-    gr.Markdown("### Listen to checkpoints\nEvery cell plays a clip the evaluation kept (the first seed of each text "
-                "and voice), so nothing is synthesised twice. The blind A/B test plays one text from two models in "
-                "random order: choose with the buttons or the keys **A**, **B** and **E** (about the same).")
-    runs = _project_first(ctx, ctx.project_state.value if ctx.project_state is not None else None)
-    with gr.Row():
-        run = gr.Dropdown(choices=runs, value=runs[0] if runs else None, allow_custom_value=True, scale=5,
-                          label="Run", elem_id="listen-run", info="runs whose evaluation kept clips")
-        refresh = gr.Button("Refresh", scale=1, elem_id="listen-refresh")
-    followed = gr.State(runs[0] if runs else None)  # the project's newest run the pick last moved to
-    grid = gr.HTML(elem_id="listen-grid", js_on_load=None)
+def _blind_ab(workspace: Path) -> tuple[Any, Any, Any, Any, Any]:
+    """The blind A/B panel: the two model pickers, Start, the preference rate and the trial (whose choices come
+    back through a server function)."""
     gr.Markdown("#### Blind A/B")
     with gr.Row():
         first = gr.Dropdown(choices=[], value=None, label="Model 1", elem_id="listen-first")
@@ -268,6 +257,24 @@ def build(ctx: StudioContext) -> Any:
 
     ab = gr.HTML(value=ab_html(None, None, None), elem_id="listen-ab", js_on_load=AB_JS,
                  server_functions=[listen_choose])
+    return first, second, start, rate, ab
+
+
+def build(ctx: StudioContext) -> Any:
+    """Lay out the Listen tab; returns how it follows the project's newest run when opened."""
+    workspace = ctx.workspace
+    gr.HTML(f"<style>{CSS}</style>", padding=False)
+    gr.Markdown("### Listen to checkpoints\nEvery cell plays a clip the evaluation kept (the first seed of each text "
+                "and voice), so nothing is synthesised twice. The blind A/B test plays one text from two models in "
+                "random order: choose with the buttons or the keys **A**, **B** and **E** (about the same).")
+    runs = _project_first(ctx, ctx.project_state.value if ctx.project_state is not None else None)
+    with gr.Row():
+        run = gr.Dropdown(choices=runs, value=runs[0] if runs else None, allow_custom_value=True, scale=5,
+                          label="Run", elem_id="listen-run", info="runs whose evaluation kept clips")
+        refresh = gr.Button("Refresh", scale=1, elem_id="listen-refresh")
+    followed = gr.State(runs[0] if runs else None)  # the project's newest run the pick last moved to
+    grid = gr.HTML(elem_id="listen-grid", js_on_load=None)
+    first, second, start, rate, ab = _blind_ab(workspace)
 
     def show(run_dir: str | None) -> tuple[Any, ...]:
         path = _allowed_run(workspace, run_dir)
