@@ -164,13 +164,15 @@ def test_v25_export_and_synthesis_with_the_trained_s2mel(prepared_v25, tmp_path:
     assert wav.is_file() and wav.stat().st_size > 44
 
 
-def test_v2_lora_run_feeds_the_gpt_latent_and_speaks_samples(demo_workspace, tmp_path: Path) -> None:
-    paths = DemoV2Paths.under(demo_workspace.root)
+def prepared_v2_with_grown_gpt(root: Path, dest: Path) -> tuple[DemoV2Paths, Path, Path, Path, Path]:
+    """(the demo's paths, download folder, manifest of 2 prepared clips whose text ids come from the extended
+    tokenizer, the base GPT grown to that tokenizer, a voice) of the IndexTTS2 demo, written under ``dest``."""
+    paths = DemoV2Paths.under(root)
     folder = paths.config.parent
     nets = load_indextts2(folder, local_files_only=True)
     data = paths.train_manifest.parent
     stems = sorted(p.stem for p in (data / "wavs").glob("*.wav"))[:2]
-    prepared = tmp_path / "data"
+    prepared = dest / "data"
     for sub in ("codes", "text_ids", "condition", "emo_vec"):
         (prepared / sub).mkdir(parents=True)
         for stem in stems:
@@ -184,14 +186,19 @@ def test_v2_lora_run_feeds_the_gpt_latent_and_speaks_samples(demo_workspace, tmp
     # The demo's text ids use its extended tokenizer: the latent's GPT is the base grown to it (a GPT run's start).
     grown = grow_text_vocab(nets.gpt.state_dict(), nets.config["gpt"], paths.extended_tokenizer,
                             paths.base_tokenizer)
-    gpt = tmp_path / "gpt_grown.pth"
+    gpt = dest / "gpt_grown.pth"
     torch.save(grown.state_dict, gpt)
+    return paths, folder, manifest, gpt, data / "wavs" / f"{stems[0]}.wav"
+
+
+def test_v2_lora_run_feeds_the_gpt_latent_and_speaks_samples(demo_workspace, tmp_path: Path) -> None:
+    paths, folder, manifest, gpt, voice = prepared_v2_with_grown_gpt(demo_workspace.root, tmp_path)
     texts = tmp_path / "texts.txt"
     texts.write_text("ሰላም\n", encoding="utf-8")
-    argv = run_argv((folder, manifest, data / "wavs" / f"{stems[0]}.wav"), tmp_path / "run", "--lora",
+    argv = run_argv((folder, manifest, voice), tmp_path / "run", "--lora",
                     "--lora-rank", "4", "--max-steps", "2", "--base-checkpoint", str(gpt), "--tokenizer",
                     str(paths.extended_tokenizer), "--sample-texts", str(texts), "--eval-reference",
-                    str(data / "wavs" / f"{stems[0]}.wav"))
+                    str(voice))
     assert train_main(argv) == 0
     ckpt = torch.load(tmp_path / "run" / "latest.pth", weights_only=True)
     assert ckpt["uses_gpt_layer"] and ckpt["mode"] == "lora" and ckpt["step"] == 2

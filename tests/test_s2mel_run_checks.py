@@ -13,18 +13,19 @@ import pytest
 import torch
 import yaml
 
-from data_tools.s2mel_clip import add_missing_s2mel_files
-from demo.v2 import DemoV2Paths
-from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import load_indextts2
-from tests.test_s2mel_cli import net_of, prepared_v25, run_argv, trainer_cli  # noqa: F401
+from tests.test_s2mel_cli import (  # noqa: F401
+    net_of,
+    prepared_v2_with_grown_gpt,
+    prepared_v25,
+    run_argv,
+    trainer_cli,
+)
 from trainer.options import parse_argv
 from trainer.preflight import run_preflight
 from trainer.s2mel.run_plan import make_s2mel_plan
-from trainer.s2mel.sources import audio_loader
 from trainer.s2mel.text_rows import gpt_source, text_ids_refusal
 from trainer.train import main as train_main
-from trainer.vocab import grow_text_vocab
 
 
 def steps_of(run: Path, event: str = "train") -> list[int]:
@@ -82,27 +83,9 @@ def test_an_unsupported_config_setting_is_refused_in_one_line_before_training(
 def prepared_v2(demo_workspace, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, Path]:
     """(download folder, manifest of 2 prepared clips whose text ids come from the extended tokenizer, the base GPT
     grown to that tokenizer, a voice) of the IndexTTS2 demo."""
-    paths = DemoV2Paths.under(demo_workspace.root)
-    folder = paths.config.parent
-    nets = load_indextts2(folder, local_files_only=True)
-    data = paths.train_manifest.parent
-    stems = sorted(p.stem for p in (data / "wavs").glob("*.wav"))[:2]
-    prepared = tmp_path_factory.mktemp("s2mel_v2")
-    for sub in ("codes", "text_ids", "condition", "emo_vec"):
-        (prepared / sub).mkdir(parents=True)
-        for stem in stems:
-            shutil.copy(data / sub / f"{stem}.npy", prepared / sub / f"{stem}.npy")
-    settings = S2MelMelSettings.from_preprocess_params(nets.config["s2mel"]["preprocess_params"])
-    add_missing_s2mel_files(prepared, stems, audio_loader(data / "wavs", settings.sample_rate), nets.campplus,
-                            settings)
-    manifest = prepared / "train.jsonl"
-    manifest.write_text("".join(json.dumps({"target_codes_path": f"codes/{s}.npy"}) + "\n" for s in stems),
-                        encoding="utf-8")
-    grown = grow_text_vocab(nets.gpt.state_dict(), nets.config["gpt"], paths.extended_tokenizer,
-                            paths.base_tokenizer)
-    gpt = prepared / "gpt_grown.pth"
-    torch.save(grown.state_dict, gpt)
-    return folder, manifest, gpt, data / "wavs" / f"{stems[0]}.wav"
+    _, folder, manifest, gpt, voice = prepared_v2_with_grown_gpt(demo_workspace.root,
+                                                                 tmp_path_factory.mktemp("s2mel_v2"))
+    return folder, manifest, gpt, voice
 
 
 def test_v2_text_ids_beyond_the_base_gpt_are_refused_by_the_preflight_as_by_the_trainer(
