@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gradio as gr
 import pytest
 
 from trainer.project import create_project, record_step
@@ -142,3 +143,14 @@ def test_a_project_without_validation_data_leaves_none_of_another_in_the_form(de
     before = {**tf.default_values(), "train_manifest": ["/demo/train.jsonl"], "val_manifest": ["/demo/val.jsonl"]}
     values, _ = project_refill(_ctx(tmp_path), "one-recording", before)
     assert values is not None and values["train_manifest"] == [str(pairs)] and values["val_manifest"] == []
+
+
+def test_a_finished_step_leaves_the_form_and_its_run_alone_while_the_project_has_nothing_prepared(
+        demo_workspace, tmp_path):
+    """A step of a project with no prepared data (a run ended, a tab opened) must not empty the form's data or move
+    it off the run folder it shows (the stopped run's status would vanish)."""
+    from webui.training.tab_training import project_refill
+
+    create_project(tmp_path, "fresh", demo_workspace.root / "v2" / "checkpoints")
+    shown = {**tf.default_values(), "train_manifest": ["/demo/train.jsonl"], "output_dir": "runs/demo-run"}
+    assert project_refill(_ctx(tmp_path), "fresh", shown) == (None, gr.skip())

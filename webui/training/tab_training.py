@@ -102,7 +102,8 @@ def project_refill(ctx: StudioContext, project_name: str | None,
     the form trains on (it was prepared since the form was filled); (None, skip) when there is nothing to change,
     so a form the user is working on (or a run's own folder) is left alone."""
     data, _ = project_values(ctx, project_name)
-    if not data or current is None or _run_of_project(current, data):
+    # nothing prepared yet: nothing to take, and the form (or the run it shows) stays as it is
+    if not data.get("train_manifest") or current is None or _run_of_project(current, data):
         return None, gr.skip()
     return {**current, **data}, f"filled from project **{project_name}**: its prepared data and model"
 
