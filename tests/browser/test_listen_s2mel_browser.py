@@ -72,6 +72,7 @@ def test_gpt_only_and_gpt_with_trained_s2mel_side_by_side_in_the_browser(page, s
         page.locator("#test-decode").get_by_label("greedy").check()
         page.get_by_text("IndexTTS2: S2Mel steps and emotion").click()
         page.locator("#test-v2-steps input").fill("2")
+        page.locator("#test-v2-steps input").press("Tab")  # the number commits on leaving the field
         page.locator("#test-run").click()
         page.wait_for_function(ALL_DONE, timeout=SYNTH_TIMEOUT_MS)
         for side in ("a", "b"):

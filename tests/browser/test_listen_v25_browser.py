@@ -84,6 +84,7 @@ def test_v25_base_and_fine_tune_then_adapter_on_and_off_in_the_browser(page, tra
         page.locator("#test-decode").get_by_label("greedy").check()
         page.get_by_text("IndexTTS-2.5: duration").click()
         page.locator("#test-v2-steps input").fill("2")
+        page.locator("#test-v2-steps input").press("Tab")  # the number commits on leaving the field
         page.locator("#test-duration-factor input").fill("1.2")
         page.get_by_text("Commands and logs").click()
         command = _synthesize_and_check(page, artifacts, "tab-test-v25.png")

@@ -57,6 +57,7 @@ def test_v2_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_worksp
         page.locator("#test-decode").get_by_label("greedy").check()
         page.get_by_text("IndexTTS2: S2Mel steps and emotion").click()
         page.locator("#test-v2-steps input").fill("4")
+        page.locator("#test-v2-steps input").press("Tab")  # the number commits on leaving the field
         page.locator("#test-run").click()
         page.wait_for_function(
             "() => ['a', 'b'].every(side => document.querySelector(`#test-status-${side} .studio-badge`)"
