@@ -400,8 +400,9 @@ def build(ctx: StudioContext) -> Any:
     def opened(name: str | None, a: str | None, b: str | None, followed: str | None) -> tuple[Any, Any, Any]:
         listed = [(c.label, c.key) for c in model_choices(ctx.workspace)]  # exports and runs made since
         value_b, now = followed_b(ctx, name, b, followed)
-        return (gr.Dropdown(choices=listed, value=a), gr.Dropdown(choices=[("(none)", NONE), *listed], value=value_b),
-                now)
+        # new choices only: a pick the user makes while this runs is not overwritten by the value read at its start
+        moved_b = {"value": value_b} if value_b != b else {}
+        return (gr.Dropdown(choices=listed), gr.Dropdown(choices=[("(none)", NONE), *listed], **moved_b), now)
 
     def on_select(tab: gr.Tab) -> None:
         if state is not None:
