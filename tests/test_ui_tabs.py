@@ -649,3 +649,37 @@ def test_the_studio_has_all_seven_tabs(demo_workspace):
     assert {elem_id for _, _, elem_id in studio.TABS} <= ids
     titles = [title for title, _, _ in studio.TABS]
     assert titles == ["Project", "Data", "Tokenizer", "Training", "Checkpoints", "Test", "Listen", "Models", "System"]
+
+
+def test_a_job_panels_start_and_timer_take_turns_so_a_late_tick_cannot_switch_the_timer_off(demo_workspace):
+    """A tick that read the job before Start launched it must not answer after Start (then the timer stopped and the
+    result never showed, under load in CI): every event that switches a job timer on shares one queue slot of
+    limit 1 with that timer's ticks."""
+    import importlib
+
+    import gradio as gr
+
+    from webui import studio
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(demo_workspace.root)
+    checked = 0
+    for title, module, _elem in studio.TABS:
+        with gr.Blocks() as blocks:
+            importlib.import_module(module).build(ctx)
+        timers = {block._id for block in blocks.blocks.values() if isinstance(block, gr.Timer)}
+        ticks = {}
+        for dep in blocks.fns.values():
+            for block_id, event in ((t[0], t[1]) for t in dep.targets):
+                # the Training tab's poller runs unqueued and never switches itself off (it only slows down)
+                if event == "tick" and block_id in timers and dep.queue is not False \
+                        and block_id in {o._id for o in dep.outputs}:  # a tick that can switch its timer off
+                    ticks[block_id] = dep
+        for dep in blocks.fns.values():
+            started = [o._id for o in dep.outputs if o._id in ticks and any(t[1] == "click" for t in dep.targets)]
+            for timer_id in started:
+                tick = ticks[timer_id]
+                assert dep.concurrency_id == tick.concurrency_id and dep.concurrency_limit == 1, title
+                assert tick.concurrency_limit == 1, title
+                checked += 1
+    assert checked >= 12  # every report job's panel (data checks, tokenizer, checkpoints...), preparation, Test

@@ -224,9 +224,12 @@ def job_controls(ctx: StudioContext, job: str, prefix: str, start_label: str, lo
         return (text, *shown_of(view)[:3], gr.Timer(active=True))
 
     shown = [status, progress, log, timer]
-    start_button.click(on_start, inputs=list(fields), outputs=[message, *shown])
-    stop_button.click(lambda: shown_of(stop_job(ctx, job)), outputs=shown)
-    timer.tick(lambda: shown_of(poll_job(ctx, job)), outputs=shown, show_progress="hidden")
+    turns = f"job-turns:{job}"  # Start and the ticks take turns: a late tick must not switch the timer off
+    start_button.click(on_start, inputs=list(fields), outputs=[message, *shown], concurrency_id=turns,
+                       concurrency_limit=1)
+    stop_button.click(lambda: shown_of(stop_job(ctx, job))[:3], outputs=shown[:3])  # the next tick stops the timer
+    timer.tick(lambda: shown_of(poll_job(ctx, job)), outputs=shown, show_progress="hidden", concurrency_id=turns,
+               concurrency_limit=1)
 
 
 # -- the layout -------------------------------------------------------------------------------------------

@@ -57,6 +57,11 @@ def job_panel(job: ReportJob, prefix: str) -> JobPanel:
                     timer=gr.Timer(TICK_S, active=True), shown=gr.State(None))
 
 
+def job_turns(job: ReportJob) -> str:
+    """The queue slot a job's Start and its timer's ticks share."""
+    return f"job-turns:{job.name}"
+
+
 def start_action(ctx: StudioContext, job: ReportJob, make_argv: Callable[..., list[str]],
                  *values: Any, make_env: Callable[..., dict[str, str] | None] | None = None
                  ) -> tuple[str, JobResult | None]:
@@ -128,7 +133,11 @@ def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequ
             return [message_html(str(exc)), skip, skip, skip]
         return ["", view.status, view.progress, view.log]
 
-    start.click(on_start, inputs=list(inputs), outputs=[panel.message, *panel.live, panel.timer, *outputs])
+    # Start and the timer's tick take turns (one queue slot per job): a tick that read the job before Start
+    # launched it would otherwise answer after Start and switch the timer off, and the result never showed.
+    turns = job_turns(panel.job)
+    start.click(on_start, inputs=list(inputs), outputs=[panel.message, *panel.live, panel.timer, *outputs],
+                concurrency_id=turns, concurrency_limit=1)
     panel.timer.tick(on_tick, inputs=[panel.shown, *render_inputs], outputs=[*panel.live, panel.timer, panel.shown, *outputs],
-                     show_progress="hidden")
+                     show_progress="hidden", concurrency_id=turns, concurrency_limit=1)
     panel.stop.click(on_stop, outputs=[panel.message, *panel.live], concurrency_limit=None)

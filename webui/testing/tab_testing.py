@@ -61,6 +61,7 @@ TEST_JOB = "test"  # jobs/test/: current.json and results/<time>/ (reference cop
 CURRENT = "current.json"
 NONE = ""
 POLL_S = 1.0
+TURNS = "job-turns:test-tab"  # Speak and the poll take turns: a late tick must not switch the timer off
 LOG_TAIL_BYTES = 6 * 1024
 
 
@@ -330,9 +331,8 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
         view = start_test(ctx, *values)
         return (*_view_outputs(view), gr.Timer(active=True))
 
-    def on_stop(held: list[str] | None):
-        view = stop_test(ctx)
-        return (*_view_outputs(view, held), gr.Timer(active=view.running))
+    def on_stop(held: list[str] | None):  # the next tick switches the timer off
+        return _view_outputs(stop_test(ctx), held)
 
     def on_tick(current_message: str, held: list[str] | None):
         view = poll_test(ctx, current_message)
@@ -350,9 +350,10 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
                                           i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device,
                                           i.v2_steps, i.emotion_reference, i.emotion_alpha, i.duration_factor,
                                           picks.s2mel_a, picks.s2mel_b],
-                        outputs=[*outputs, timer])
-    players.stop.click(on_stop, inputs=players.shown, outputs=[*outputs, timer])
-    timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden")
+                        outputs=[*outputs, timer], concurrency_id=TURNS, concurrency_limit=1)
+    players.stop.click(on_stop, inputs=players.shown, outputs=outputs)
+    timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden",
+               concurrency_id=TURNS, concurrency_limit=1)
     decoders = [picks.s2mel_a, picks.s2mel_b]
     picks.refresh.click(on_refresh, inputs=[picks.model_a, picks.model_b, *decoders],
                         outputs=[picks.model_a, picks.model_b, *decoders])
