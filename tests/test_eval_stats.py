@@ -214,8 +214,37 @@ def test_the_preflight_warns_when_evaluation_at_saves_has_no_spare_core(demo_wor
               "eval_at_saves": True, "device": "cpu"}
     monkeypatch.setattr(plan_module, "evaluation_plan", lambda _opts, _generation: (True, "evaluation at saves"))
     monkeypatch.setattr("trainer.evaluation.cost.os.cpu_count", lambda: 1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # training's torch threads (unset outside xdist: one per core)
     report = run_preflight(values)
     cost = [check for check in report.checks if check.name == "evaluation cost"]
     assert len(cost) == 1 and cost[0].ok and cost[0].warning and "slower" in cost[0].message, report.lines()
     monkeypatch.setattr("trainer.evaluation.cost.os.cpu_count", lambda: 64)  # a spare core: nothing to say
     assert not [check for check in run_preflight(values).checks if check.name == "evaluation cost"]
+
+
+def _cer_result(errors: list[int], length: int = 100) -> dict:
+    return {"language": "am", "cer": sum(errors) / (length * len(errors)),
+            "items": [{"sentence": f"s{k}", "voice": "v", "language": "am", "seed": 1, "cer_errors": e,
+                       "cer_length": length} for k, e in enumerate(errors)]}
+
+
+@pytest.mark.parametrize("items", [1, 2, 3])
+def test_best_does_not_move_on_a_one_point_difference_over_too_few_items(items: int):
+    """One point of CER on each of 1, 2 or 3 sentences: the interval is the point itself (or a sentence decides),
+    so best.pth stays and says why (issue 38: one item at 29 % vs 30 % counted as clear)."""
+    best, new = _cer_result([30] * items), _cer_result([29] * items)
+    decision = decide(4, new, 2, best, None, BestRule("cer"))
+    assert not decision.becomes_best
+    assert "too few items to tell" in decision.reason and f"{items} paired" in decision.reason
+
+
+def test_best_moves_over_enough_items_that_differ_clearly_and_not_over_enough_that_do_not():
+    from trainer.evaluation.best import MIN_PAIRED_ITEMS
+
+    count = MIN_PAIRED_ITEMS
+    clear = decide(4, _cer_result([10 + k % 3 for k in range(count)]), 2,
+                   _cer_result([25 + k % 3 for k in range(count)]), None, BestRule("cer", cer_limit=1.0))
+    assert clear.becomes_best and clear.reason.startswith("best.pth -> step 4: CER ")
+    noise = decide(4, _cer_result([20 + (k % 2) * 4 for k in range(count)]), 2,
+                   _cer_result([24 - (k % 2) * 4 for k in range(count)]), None, BestRule("cer", cer_limit=1.0))
+    assert not noise.becomes_best and "includes zero" in noise.reason

@@ -14,8 +14,10 @@ is pinned, or the file is gone first and the result cannot pick it (only existin
 
 The rule (``decide``), checkpoint by checkpoint in step order: the first measured checkpoint becomes the
 best; a later one replaces the best only when the paired bootstrap 95 % interval of the difference
-(new - best, same items on both sides: ``trainer.evaluation.stats``) lies wholly on the better side of zero,
-so a difference inside the scores' own spread never moves best.pth. A checkpoint that breaks a limit never
+(new - best, same items on both sides: ``trainer.evaluation.stats``) lies wholly on the better side of zero
+over at least ``MIN_PAIRED_ITEMS`` paired items, so a difference inside the scores' own spread never moves
+best.pth. Below that minimum best.pth stays and says "too few items to tell": with one item the bootstrap has
+nothing to resample (the interval is the point itself), and with two or three a single sentence decides. A checkpoint that breaks a limit never
 becomes the best, whatever its number: its CER more than ``cer_limit`` (default 0.02, two points) above the
 best so far's, or its SIM more than ``sim_limit`` (default 0.03) below the base model's. Each decision
 carries its reason in words ("best.pth -> step 4000: CER 8.1 % [7.2, 9.0] vs 9.4 % [8.5, 10.4], difference
@@ -37,6 +39,11 @@ from typing import Any
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.results import base_result_path, display_scale, read_result, results_by_step
 from trainer.evaluation.stats import PairedComparison, compare
+
+# The fewest paired items (sentence x voice x seed) over which a difference can move best.pth. With 1 item the
+# bootstrap has one resample, with 2 or 3 only 3 or 10 distinct ones, and an interval clear of zero says little;
+# 6 give 462, each item at most a sixth of the difference. The default set has 8 sentences x 1 voice x 3 seeds.
+MIN_PAIRED_ITEMS = 6
 
 BEST_BY = ("val_loss", "cer", "sim")
 PIN_LOCK = ".eval_pins.lock"
@@ -203,6 +210,10 @@ def decide(step: int, result: dict[str, Any], best_step: int | None, best: dict[
         words = f"{metric.upper()} {new} vs {old} (no paired items: compared as numbers)"
         return Decision(step, better, (f"best.pth -> step {step}: " if better else
                                        f"best.pth stays at step {best_step}: step {step} ") + words, best_step)
+    if comparison.items < MIN_PAIRED_ITEMS:
+        return Decision(step, False, f"best.pth stays at step {best_step}: step {step} {comparison_text(comparison)} "
+                        f"(too few items to tell: {comparison.items} paired, a difference counts over at least "
+                        f"{MIN_PAIRED_ITEMS})", best_step, comparison)
     better = comparison.difference.high < 0 if metric == "cer" else comparison.difference.low > 0
     if better:
         return Decision(step, True, f"best.pth -> step {step}: {comparison_text(comparison)}", best_step, comparison)
