@@ -287,6 +287,32 @@ def test_verify_checks_manifest_lengths(extended: Extended, workdir: Path) -> No
     assert unknown_limit.check("manifest_max_text_tokens").status == "skipped"
 
 
+def test_verify_names_the_appended_pieces_and_letters_the_training_data_never_has(extended: Extended,
+                                                                                  workdir: Path) -> None:
+    """Rows the data never trains (issue 38): a two-sentence manifest leaves most appended pieces and letters
+    unused, and the check says which; a manifest of the whole corpus plus every letter trains more of them."""
+    from data_tools.text import script_letters
+
+    small = workdir / "coverage-small.jsonl"
+    small.write_text("\n".join(json.dumps({"id": str(i), "text": t}, ensure_ascii=False)
+                               for i, t in enumerate(["ሰላም ለዓለም", "ሰላም"])) + "\n", encoding="utf-8")
+    check = verify_tokenizer(extended.extended, extended.base, manifest=small).check("training_coverage")
+    appended = check.value["appended"]
+    assert check.status == "warn" and not check.hard and appended > 0
+    assert 0 < check.value["trained"] < appended and check.value["untrained"] == appended - check.value["trained"]
+    assert "ሰ" not in check.value["unseen_letters"] and "ቀ" in check.value["unseen_letters"]
+    assert f"{check.value['trained']} of {appended} appended pieces occur in the 2 training texts" in check.message
+
+    letters = script_letters("ethiopic")
+    full = workdir / "coverage-full.jsonl"
+    lines = [*_lines("amharic_heldout.txt"), " ".join(letters)]
+    full.write_text("\n".join(json.dumps({"id": str(i), "text": t}, ensure_ascii=False)
+                              for i, t in enumerate(lines)) + "\n", encoding="utf-8")
+    wide = verify_tokenizer(extended.extended, extended.base, manifest=full).check("training_coverage")
+    assert wide.value["trained"] > check.value["trained"] and wide.value["unseen_letters"] == ""
+    assert verify_tokenizer(extended.extended, extended.base).check("training_coverage").status == "skipped"
+
+
 def test_verify_reports_base_unknowns_as_improvements_not_changes(extended: Extended) -> None:
     report = verify_tokenizer(extended.extended, extended.base, samples_base=["PAGE ሰ 1"], base_language="en")
     check = report.check("base_language_identical")

@@ -14,7 +14,9 @@ Hard checks (a failure makes ``ok`` false and the CLI exit non-zero):
 - ``manifest_max_text_tokens``: the longest text of a manifest fits ``max_text_tokens``.
 
 Soft checks (``warn`` never fails the run): share of new ids on new-language text, round trip,
-appended scores below the base's (BPE), Ethiopic syllabary coverage; ``info`` rows carry metrics
+appended scores below the base's (BPE), Ethiopic syllabary coverage, and ``training_coverage``: the appended
+pieces the training manifest never encodes to (their rows never train) and the script's letters it never has
+(``data_tools.tokenizer.coverage``); ``info`` rows carry metrics
 (tokens per word against the base). A check that cannot run says ``skipped`` and why; none is claimed.
 """
 
@@ -30,6 +32,7 @@ from typing import Any
 import sentencepiece as spm
 
 from data_tools.text import normalize_text, script_letters, scripts_in
+from data_tools.tokenizer.coverage import token_coverage
 from data_tools.tokenizer.extend import unreachable_pieces
 from data_tools.tokenizer.spm_model import (
     ModelProto,
@@ -182,6 +185,7 @@ def verify_tokenizer(
 
     add(_check_ethiopic_coverage(ext, new_texts))
     add(_check_manifest(ext, manifest, max_text_tokens, language))
+    add(_check_training_coverage(ext, ref if base_ok else None, manifest, language))
     return report
 
 
@@ -339,6 +343,17 @@ def _check_ethiopic_coverage(ext: _Model, texts: list[str]) -> Check:
     if missing:
         message += f"; missing: {''.join(missing[:30])}" + ("..." if len(missing) > 30 else "")
     return Check("ethiopic_coverage", PASS if not missing else WARN, False, message, value)
+
+
+def _check_training_coverage(ext: _Model, ref: _Model | None, manifest: Path | None, language: str | None) -> Check:
+    """Soft: the appended pieces and the script's letters the training manifest never has."""
+    name = "training_coverage"
+    if manifest is None:
+        return _skip(name, False, "skipped (no --manifest given)")
+    texts = (normalize_text(raw, language or line_language) for raw, line_language, _ in iter_corpus_lines(manifest))
+    found = token_coverage(texts, ext.encode, [p.piece for p in ext.proto.pieces], ref.size if ref else None)
+    status = WARN if found.untrained or found.unseen_letters else PASS
+    return Check(name, status, False, found.message(), found.to_json())
 
 
 def _check_manifest(ext: _Model, manifest: Path | None, max_text_tokens: int | None,
