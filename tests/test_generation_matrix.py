@@ -22,7 +22,17 @@ import yaml
 
 from demo.workspace import demo_of
 from networks.generation_rule import gpt_section
-from trainer.generations.registry import CAPABILITIES, GENERATIONS, by_id, register, unregister
+from trainer.generations.registry import (
+    CAPABILITIES,
+    DEMO_CHECKPOINTS,
+    DEMO_RUNS,
+    GENERATIONS,
+    by_id,
+    demo_folders,
+    demo_paths,
+    register,
+    unregister,
+)
 from trainer.generations.spec import Capability, Generation
 from trainer.options import parse_argv
 from trainer.plan import RunPlan, make_plan
@@ -175,6 +185,22 @@ def test_bare_command_refusals(bare, demo_workspace, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: " + refusal.format(Capability.DEMO.value)
     assert not entry.can(Capability.PREPARE) and entry.refusal(Capability.PREPARE) == refusal.format(
         Capability.PREPARE.value)
+
+
+def test_each_demo_sits_in_the_folder_its_entry_names(demo_workspace):
+    root = demo_workspace.root
+    for version in SHIPPED:
+        entry = by_id(version)
+        demo = demo_of(entry, root)
+        assert demo is not None and demo.config == root / str(entry.demo_folder) / DEMO_CHECKPOINTS / "config.yaml"
+        assert demo.config.is_file() and demo.val_manifest.is_file()
+    assert demo_paths(root, DEMO_CHECKPOINTS) == [demo_of(by_id(version), root).config.parent for version in SHIPPED]
+    register(by_id("1.5").renamed(id="no-demo", name="IndexTTS-NoDemo", demo_folder=None))
+    try:
+        assert demo_of(by_id("no-demo"), root) is None
+        assert demo_folders(DEMO_RUNS) == tuple(f"{by_id(v).demo_folder}/runs".lstrip("/") for v in SHIPPED)
+    finally:
+        unregister("no-demo")
 
 
 def test_the_25_entry_names_the_table_its_download_folder_holds():
