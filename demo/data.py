@@ -10,10 +10,18 @@ from pathlib import Path
 import numpy as np
 
 from data_tools.text import normalize_text
+from trainer.generations.spec import Generation
 
 SPEAKERS = ("spk_abebe", "spk_selam", "spk_tigist")
 DEMO_CODE_RANGE = 256  # the demo's "speech" only uses the first 256 codes, which keeps it learnable
 CODES_PER_CHAR = 2
+
+
+def demo_folder_of(generation: Generation) -> str:
+    """The folder ``generation``'s demo is built in under a demo workspace: its registry entry's ``demo_folder``."""
+    if generation.demo_folder is None:
+        raise ValueError(f"{generation.name} has no demo folder")
+    return generation.demo_folder
 
 
 def stable_int(text: str) -> int:

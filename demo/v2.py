@@ -27,7 +27,14 @@ import numpy as np
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_with
-from demo.data import SPEAKERS, codes_for_text, demo_train_argv, paired_gpt_section, stable_int
+from demo.data import (
+    SPEAKERS,
+    codes_for_text,
+    demo_folder_of,
+    demo_train_argv,
+    paired_gpt_section,
+    stable_int,
+)
 from demo.paired_paths import PairedDemoPaths, save_base_gpt, write_demo_utterances, write_pair_manifests
 from demo.v2_audio import (
     PrepKit,
@@ -37,10 +44,12 @@ from demo.v2_audio import (
     write_prep_kit,
 )
 from demo.v2_synthesis import synthesis_sections, write_synthesis_kit
+from trainer.generations.indextts2 import INDEXTTS2
 
 V2_MODEL_DIM = 64
 V2_LATENTS = 32
 CODES_HZ = 50
+FOLDER = demo_folder_of(INDEXTTS2)  # <workspace>/FOLDER/: its registry entry's demo folder
 
 
 def demo_config_v2(number_text_tokens: int) -> dict:
@@ -69,7 +78,7 @@ class DemoV2Paths(PairedDemoPaths):
 
     @classmethod
     def under(cls, workspace: Path) -> DemoV2Paths:
-        root = Path(workspace) / "v2"
+        root = Path(workspace) / FOLDER
         return cls(**cls.common(root), base_tokenizer=Path(workspace) / "checkpoints" / "bpe.model",
                    extended_tokenizer=Path(workspace) / "tokenizers" / "amharic_extended.model", audio=root / "audio",
                    kit=PrepKit.under(root / "checkpoints"))
@@ -133,7 +142,3 @@ def build_demo_v2(workspace: Path, sentences: list[str], n_val: int, seed: int) 
     write_pair_manifests(paths, utterances, n_val, row)
     return paths
 
-
-def train_argv_under(root: Path) -> list[str]:
-    """The training command's arguments of this generation's demo in workspace ``root``."""
-    return DemoV2Paths.under(root).train_argv()

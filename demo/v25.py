@@ -32,7 +32,7 @@ from data_tools.fileio import atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
-from demo.data import codes_for_text, demo_train_argv, paired_gpt_section, stable_int
+from demo.data import codes_for_text, demo_folder_of, demo_train_argv, paired_gpt_section, stable_int
 from demo.paired_paths import PairedDemoPaths, save_base_gpt, write_demo_utterances, write_pair_manifests
 from demo.v2_audio import write_demo_wavs
 from demo.v25_synthesis import (
@@ -41,7 +41,9 @@ from demo.v25_synthesis import (
     synthesis_sections_v25,
     write_synthesis_kit_v25,
 )
+from trainer.generations.indextts25 import INDEXTTS25
 
+FOLDER = demo_folder_of(INDEXTTS25)  # <workspace>/FOLDER/: its registry entry's demo folder
 V25_MODEL_DIM = 32
 
 
@@ -62,7 +64,7 @@ class DemoV25Paths(PairedDemoPaths):
 
     @classmethod
     def under(cls, workspace: Path) -> DemoV25Paths:
-        root = Path(workspace) / "v25"
+        root = Path(workspace) / FOLDER
         return cls(**cls.common(root), tokenizer=root / "checkpoints" / TABLE_NAME)
 
     def exists(self) -> bool:
@@ -137,7 +139,3 @@ def ensure_demo_v25(workspace: Path, sentences: list[str], n_val: int, seed: int
         return build_demo_v25(workspace, sentences, n_val, seed)
     return paths
 
-
-def train_argv_under(root: Path) -> list[str]:
-    """The training command's arguments of this generation's demo in workspace ``root``."""
-    return DemoV25Paths.under(root).train_argv()

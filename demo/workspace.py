@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,11 +32,25 @@ from data_tools.cli import OneLineErrorParser
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_text, atomic_write_with
 from data_tools.shape_rules import V1_SAMPLES_PER_CODE
-from demo.data import SPEAKERS, codes_for_text, cond_mel_for, demo_train_argv, stable_int, write_npy
+from demo.data import (
+    SPEAKERS,
+    codes_for_text,
+    cond_mel_for,
+    demo_folder_of,
+    demo_train_argv,
+    stable_int,
+    write_npy,
+)
+from demo.paired_paths import PairedDemoPaths
 from demo.projects import ensure_demo_projects
 from demo.recordings import demo_recordings_exist, write_demo_recordings
+from demo.v2 import FOLDER as V2_FOLDER
+from demo.v2 import DemoV2Paths, build_demo_v2
+from demo.v25 import FOLDER as V25_FOLDER
+from demo.v25 import DemoV25Paths, ensure_demo_v25
+from trainer.generations.indextts15 import INDEXTTS15
 from trainer.generations.registry import by_id, generation_ids
-from trainer.generations.spec import Capability
+from trainer.generations.spec import Capability, Generation
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -175,9 +190,6 @@ def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False
     """Create the demo workspace under ``out`` (idempotent: an existing complete workspace is kept)."""
     import tempfile
 
-    from demo.v2 import DemoV2Paths, build_demo_v2
-    from demo.v25 import ensure_demo_v25
-
     paths = DemoPaths.under(Path(out))
     sentences = [s for s in (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
     if paths.exists() and not force:
@@ -240,17 +252,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"demo workspace ready: {paths.root}")
     generation = by_id(args.version)
     refusal = generation.refusal(Capability.DEMO)
-    if refusal is not None or generation.demo is None:
+    demo = None if refusal is not None else demo_of(generation, paths.root)
+    if demo is None:
         print(f"error: {refusal or generation.name + ' has no demo'}", file=sys.stderr)
         return 2
-    argv_v = generation.demo(paths.root)
+    argv_v = demo.train_argv()
     print(f"train the {generation.name} demo with:\n  " + " ".join([sys.executable, "-m", "trainer.train", *argv_v]))
     return 0
 
 
-def train_argv_under(root: Path) -> list[str]:
-    """The training command's arguments of the IndexTTS-1.5 demo in workspace ``root``."""
-    return DemoPaths.under(root).train_argv()
+# Each generation's demo, keyed by the folder its registry entry names (the IndexTTS-1.5 demo is the workspace's
+# own checkpoints/ and data/): the registry names no demo code, demo/ looks its entries up here.
+DEMOS: dict[str, Callable[[Path], DemoPaths | PairedDemoPaths]] = {
+    demo_folder_of(INDEXTTS15): DemoPaths.under, V2_FOLDER: DemoV2Paths.under, V25_FOLDER: DemoV25Paths.under}
+
+
+def demo_of(generation: Generation, workspace: Path) -> DemoPaths | PairedDemoPaths | None:
+    """The paths of ``generation``'s demo in demo workspace ``workspace`` (None: this studio builds it none)."""
+    under = DEMOS.get(generation.demo_folder) if generation.demo_folder is not None else None
+    return None if under is None else under(Path(workspace))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from networks.gpt_v25 import SPK_COND_MODE, V25_ONLY_KEYS
-
 ID_15, ID_2, ID_25 = "1.5", "2", "2.5"
+SPK_COND_MODE = "campplus"  # an IndexTTS-2.5 GPT's gpt.spk_cond_mode (networks.gpt_v25 builds it)
+# Keys only an IndexTTS-2.5 GPT has; a checkpoint lacking any of them is refused by name (networks.gpt_v25).
+# Here, not in gpt_v25, so that the rule (and the registry that asks it) imports no torch.
+V25_ONLY_KEYS = ("spk_emb_proj.weight", "spk_emb_proj.bias", "lang_embedding.weight")
 V2_WEIGHT_PREFIXES = ("emo_conditioning_encoder.", "emo_perceiver_encoder.")
 # Codes per second of audio: v1.5's DVAE (one code per 1024 samples at 24 kHz), IndexTTS2's MaskGCT semantic
 # codes (one per 20 ms), IndexTTS-2.5's codec (one per 40 ms).

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from networks.generation_rule import SPK_COND_MODE, V25_ONLY_KEYS
 from networks.gpt_config import ConfigError
 from networks.loading import StateDictMismatchError, load_strict
 from networks.unified_voice import INFERENCE_ONLY_PREFIXES, LossMode, ModelOutput, UnifiedVoiceV2
@@ -39,9 +40,6 @@ from networks.unified_voice import INFERENCE_ONLY_PREFIXES, LossMode, ModelOutpu
 SPEAKER_VECTOR_DIM = 192  # CAMPPlus embedding width
 LANGUAGE_ROWS = 107  # the tokenizer's 106 language codes + 1 spare row (never produced)
 COND_VECTORS = 3  # [speaker + emotion, 0, 0]
-SPK_COND_MODE = "campplus"
-# Keys only an IndexTTS-2.5 GPT has; a checkpoint lacking any of them is refused by name.
-V25_ONLY_KEYS = ("spk_emb_proj.weight", "spk_emb_proj.bias", "lang_embedding.weight")
 # IndexTTS2 modules that the 2.5 network does not have.
 V2_ONLY_MODULES = ("conditioning_encoder", "perceiver_encoder", "speed_emb")
 # Upstream's module order, so our state dict lists keys exactly as the real gpt.pth does.

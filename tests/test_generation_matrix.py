@@ -2,8 +2,8 @@
 in one line that names the generation and the capability, by the pre-flight (train, resume, LoRA, samples at
 saves, evaluation at saves) or by the command that would do it (synthesize, export, demo).
 
-The pre-flight rows plan each generation's own demo run (its registry entry's ``demo``) with the capability
-asked for. The command rows check that the entry's code is there (the demos are synthesized, exported and
+The pre-flight rows plan each generation's own demo run (``demo.workspace.demo_of``: the demo in its registry
+entry's ``demo_folder``) with the capability asked for. The command rows check that the entry's code is there (the demos are synthesized, exported and
 prepared end to end by test_synthesis_cli / test_synthesis_v25_cli, test_checkpoint_toolkit /
 test_export_v25, test_prepare_v2 / test_prepare_v25 and test_preprocess). A "bare" generation registered here,
 lacking every capability but training, shows each refusal.
@@ -20,8 +20,19 @@ from typing import Any
 import pytest
 import yaml
 
+from demo.workspace import demo_of
 from networks.generation_rule import gpt_section
-from trainer.generations.registry import CAPABILITIES, GENERATIONS, by_id, register, unregister
+from trainer.generations.registry import (
+    CAPABILITIES,
+    DEMO_CHECKPOINTS,
+    DEMO_RUNS,
+    GENERATIONS,
+    by_id,
+    demo_folders,
+    demo_paths,
+    register,
+    unregister,
+)
 from trainer.generations.spec import Capability, Generation
 from trainer.options import parse_argv
 from trainer.plan import RunPlan, make_plan
@@ -39,8 +50,9 @@ COMMAND_FIELDS = {Capability.SYNTHESIZE: "synthesize", Capability.EXPORT: "expor
 
 
 def demo_plan(generation: Generation, root: Path, out: Path, **asked: Any) -> RunPlan:
-    assert generation.demo is not None
-    opts = parse_argv(generation.demo(root))
+    demo = demo_of(generation, root)
+    assert demo is not None
+    opts = parse_argv(demo.train_argv())
     opts.update(output_dir=str(out), max_steps=4, **asked)
     return make_plan(opts)
 
@@ -105,11 +117,11 @@ def test_an_entry_without_the_code_for_a_capability_says_why(version):
     generation = by_id(version)
     code = {Capability.SAMPLES: generation.sample_plan, Capability.EVALUATE: generation.evaluation_backend,
             Capability.SYNTHESIZE: generation.synthesize, Capability.EXPORT: generation.export,
-            Capability.DEMO: generation.demo, Capability.PREPARE: generation.prepare}
+            Capability.DEMO: generation.demo_folder, Capability.PREPARE: generation.prepare}
     for capability, field in code.items():
         assert (field is None) <= (not generation.can(capability)), (generation.name, capability)
     for field in (generation.sample_plan, generation.sample_speaker, generation.evaluation_backend,
-                  generation.synthesize, generation.export, generation.demo, generation.start):
+                  generation.synthesize, generation.export, generation.start):
         assert field is None or callable(lazy_target(field))
 
 
@@ -173,6 +185,22 @@ def test_bare_command_refusals(bare, demo_workspace, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: " + refusal.format(Capability.DEMO.value)
     assert not entry.can(Capability.PREPARE) and entry.refusal(Capability.PREPARE) == refusal.format(
         Capability.PREPARE.value)
+
+
+def test_each_demo_sits_in_the_folder_its_entry_names(demo_workspace):
+    root = demo_workspace.root
+    for version in SHIPPED:
+        entry = by_id(version)
+        demo = demo_of(entry, root)
+        assert demo is not None and demo.config == root / str(entry.demo_folder) / DEMO_CHECKPOINTS / "config.yaml"
+        assert demo.config.is_file() and demo.val_manifest.is_file()
+    assert demo_paths(root, DEMO_CHECKPOINTS) == [demo_of(by_id(version), root).config.parent for version in SHIPPED]
+    register(by_id("1.5").renamed(id="no-demo", name="IndexTTS-NoDemo", demo_folder=None))
+    try:
+        assert demo_of(by_id("no-demo"), root) is None
+        assert demo_folders(DEMO_RUNS) == tuple(f"{by_id(v).demo_folder}/runs".lstrip("/") for v in SHIPPED)
+    finally:
+        unregister("no-demo")
 
 
 def test_the_25_entry_names_the_table_its_download_folder_holds():

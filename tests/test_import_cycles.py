@@ -7,13 +7,23 @@ it. A ``from package import name`` inside the package counts as an edge to the p
 
 It also holds the layers to their order (app.py -> webui/ -> demo/ -> trainer/ -> data_tools/ -> networks/):
 networks/ imports nothing of the layers above it, data_tools/ nothing of trainer/ or webui/, trainer/ nothing of
-demo/; a failure names module:line.
+demo/ or webui/; a failure names module:line. The generation registry names its code by module-name strings
+(``lazy(module, name)``, ``prepare``) that no import statement shows: each entry's targets must import, have the name,
+and sit in the registry's layer or below.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
+
+from trainer.generations.registry import GENERATIONS
+from trainer.generations.spec import Generation, LazyFunction, lazy
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("trainer", "data_tools", "webui", "networks", "demo")
@@ -21,7 +31,7 @@ PACKAGES = ("trainer", "data_tools", "webui", "networks", "demo")
 FORBIDDEN_ABOVE = {
     "networks": ("trainer", "data_tools", "webui", "app", "demo"),
     "data_tools": ("trainer", "webui", "app", "demo"),
-    "trainer": ("demo",),  # the demo builders sit above the trainer (webui/ and app.py may import them)
+    "trainer": ("demo", "webui", "app"),  # the demo builders sit above the trainer (webui/ and app.py may import them)
 }
 
 
@@ -157,10 +167,77 @@ def test_the_layer_check_names_module_and_line():
     assert layer_violations(edges) == [
         "networks/dvae.py:12 imports trainer.errors",
         "data_tools/config.py:3 imports webui.app",
+        "trainer/run.py:9 imports webui.app",
     ]
 
 
 def test_trainer_imports_no_demo_builder():
     violations = [v for v in layer_violations(import_edges()) if v.startswith("trainer/")]
-    assert violations == [], "trainer/ must import nothing of demo/: " + "; ".join(violations)
+    assert violations == [], "trainer/ must import nothing of demo/ or webui/: " + "; ".join(violations)
     assert layer_violations([("trainer.run", "trainer/run.py:5", "demo.v2")]) == ["trainer/run.py:5 imports demo.v2"]
+
+
+# ----- the registry's lazy targets ----------------------------------------------------------------------------
+REGISTRY_LAYER = "trainer"
+
+
+def lazy_targets(value: Any) -> Iterator[LazyFunction]:
+    """Every ``lazy`` reference inside an entry's value: itself, a partial's function and arguments, a nested
+    facts object's fields, a mapping's values, a collection's items."""
+    if isinstance(value, LazyFunction):
+        yield value
+    elif isinstance(value, functools.partial):
+        for inner in (value.func, *value.args, *value.keywords.values()):
+            yield from lazy_targets(inner)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for item in dataclasses.fields(value):
+            yield from lazy_targets(getattr(value, item.name))
+    elif isinstance(value, Mapping):
+        for inner in value.values():
+            yield from lazy_targets(inner)
+    elif isinstance(value, (tuple, list, set, frozenset)):
+        for inner in value:
+            yield from lazy_targets(inner)
+
+
+def registry_target_problems(entries: Iterable[Generation]) -> list[str]:
+    """'<entry>: <module>.<name> <what is wrong>' for each lazy target (and ``prepare`` module) of ``entries`` that
+    points above the registry's layer, does not import, or lacks the name."""
+    above = FORBIDDEN_ABOVE[REGISTRY_LAYER]
+    found: list[str] = []
+    for entry in entries:
+        targets = [(target.module, target.name) for target in lazy_targets(entry)]
+        targets += [(entry.prepare, "main")] if entry.prepare else []
+        for module_name, name in dict.fromkeys(targets):
+            where = f"{entry.name}: {module_name}.{name}"
+            if module_name.split(".")[0] in above:
+                found.append(f"{where} is in a layer above the registry's ({module_name.split('.')[0]}/)")
+                continue
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                found.append(f"{where} does not import ({exc})")
+                continue
+            if not hasattr(module, name):
+                found.append(f"{where} is not there")
+    return found
+
+
+def test_every_registry_target_imports_and_sits_below_the_registry():
+    assert sum(1 for entry in GENERATIONS for _ in lazy_targets(entry)) > 30  # the walk reaches the entries' code
+    problems = registry_target_problems(GENERATIONS)
+    assert problems == [], "the registry names code it must not:\n" + "\n".join(problems)
+
+
+def test_the_target_check_finds_each_kind_of_problem():
+    shipped = GENERATIONS[-1]
+    planted = shipped.renamed(name="planted", sample_plan=lazy("demo.v2", "DemoV2Paths"),
+                              synthesize=functools.partial(lazy("trainer.no_such_module", "run"), 1),
+                              test=dataclasses.replace(shipped.test, folder_problem=lazy("trainer.options", "nothing")),
+                              prepare="webui.app")
+    assert sorted(registry_target_problems([planted])) == sorted([
+        "planted: demo.v2.DemoV2Paths is in a layer above the registry's (demo/)",
+        "planted: trainer.no_such_module.run does not import (No module named 'trainer.no_such_module')",
+        "planted: trainer.options.nothing is not there",
+        "planted: webui.app.main is in a layer above the registry's (webui/)",
+    ])

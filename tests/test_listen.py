@@ -17,11 +17,13 @@ import pytest
 import soundfile
 
 from demo.v2 import DemoV2Paths
+from demo.v25 import DemoV25Paths
 from demo.workspace import DemoPaths
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
+from trainer.generations.registry import demo_folders
 from webui.context import StudioContext
 from webui.jobs.process_tools import wait_until
-from webui.testing import listen, reference_voices, tab_testing
+from webui.testing import listen, reference_voices, tab_testing, tab_testing_layout
 from webui.training import sample_saves, samples_view
 
 SYNTH_TIMEOUT_S = 240  # two CPU synthesis processes (torch import, model load) on a busy 2-core machine
@@ -252,8 +254,8 @@ def test_reference_choices_offer_audio_prompts_but_not_mels(trained, tmp_path):
     manifest = tmp_path / "val.jsonl"
     manifest.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     choices = reference_voices.reference_choices(workspace, [manifest, tmp_path / "missing.jsonl"])
-    assert [label for label, _ in choices][1:] == ["references/me.wav",
-                                                   f"validation prompt {rows[0]['id']} ({rows[0]['speaker']})"]
+    assert [label for label, _ in choices][1:] == [
+        "references/me.wav", f"validation prompt {rows[0]['id']} ({rows[0]['speaker']}), IndexTTS-1.5 data"]
     assert choices[0][0].startswith("generated:") and choices[2][1] == str(prompt)
 
     v2 = DemoV2Paths.under(trained.root)  # an IndexTTS2 paired manifest: its prompts' audio, each file once
@@ -262,6 +264,25 @@ def test_reference_choices_offer_audio_prompts_but_not_mels(trained, tmp_path):
     v2_choices = reference_voices.reference_choices(workspace, [v2.val_manifest])[2:]
     assert [path for _, path in v2_choices] == expected and all(Path(path).is_file() for path in expected)
     assert v2_choices[0][0] == f"validation prompt {pairs[0]['prompt_id']} ({pairs[0]['speaker']}), IndexTTS2 data"
+
+
+def test_the_test_tab_offers_every_generations_validation_prompts(demo_workspace, tmp_path):
+    """The Test tab's reference voices come from every generation's demo validation manifest (the registry's
+    demos), the IndexTTS-2.5 paired manifest's prompt audio included."""
+    workspace = tmp_path / "ws"  # the demo's folders, read only; the tab writes its generated voice here
+    workspace.mkdir()
+    for name in ("data", *(folder for folder in demo_folders() if folder)):
+        (workspace / name).symlink_to(demo_workspace.root / name)
+    ctx = StudioContext.create(workspace)
+    with gr.Blocks():
+        form = tab_testing_layout.form_inputs(ctx)
+    offered = dict((path, label) for label, path in form.reference.choices)
+    for paths, name in ((DemoV25Paths.under(ctx.workspace), "IndexTTS-2.5"), (DemoV2Paths.under(ctx.workspace),
+                                                                                "IndexTTS2")):
+        pairs = [json.loads(line) for line in paths.val_manifest.read_text(encoding="utf-8").splitlines() if line]
+        prompt = paths.val_manifest.parent / pairs[0]["prompt_audio_path"]
+        assert prompt.is_file() and offered.get(str(prompt)) == (
+            f"validation prompt {pairs[0]['prompt_id']} ({pairs[0]['speaker']}), {name} data")
 
 
 # -- training samples -------------------------------------------------------------------------------------

@@ -71,13 +71,13 @@ def test_picking_a_demo_project_switches_the_form_to_its_demo(demo_workspace):
 
 def test_run_lists_include_the_projects_runs(voice, tmp_path):
     from webui.checkpoints.rows import find_output_dirs
-    from webui.testing.listen import RUN_GLOBS
+    from webui.testing.listen import run_globs
 
     project, _, _ = voice
     run = project.dir("runs") / "run1"
     write(run / "latest.pth", "weights")
     assert str(run) in find_output_dirs(tmp_path)
-    assert any(run.match(f"{tmp_path}/{pattern}") for pattern in RUN_GLOBS)
+    assert any(run.match(f"{tmp_path}/{pattern}") for pattern in run_globs())
 
 
 def test_each_generation_names_a_preset_the_form_has():

@@ -18,6 +18,7 @@ import yaml
 from data_tools.s2mel_clip import add_missing_s2mel_files
 from demo.v2 import DemoV2Paths
 from demo.v25 import DemoV25Paths
+from demo.workspace import demo_of
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import load_indextts2
 from networks.indextts25 import load_indextts25
@@ -209,8 +210,9 @@ def test_v2_lora_run_feeds_the_gpt_latent_and_speaks_samples(demo_workspace, tmp
 def test_s2mel_preflight_rows(version: str, demo_workspace, tmp_path: Path) -> None:
     """The registry answers: IndexTTS2 / 2.5 find their download folder's S2Mel, 1.5 is refused by its entry."""
     generation = by_id(version)
-    assert generation.demo is not None
-    opts = parse_argv([*generation.demo(demo_workspace.root), "--train", "s2mel"])
+    demo = demo_of(generation, demo_workspace.root)
+    assert demo is not None
+    opts = parse_argv([*demo.train_argv(), "--train", "s2mel"])
     opts.update(output_dir=str(tmp_path / "run"))
     plan = run_preflight(opts)
     model = next(check for check in plan.checks if check.name == "model")

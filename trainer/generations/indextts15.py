@@ -23,7 +23,7 @@ INDEXTTS15 = Generation(
     synthesize=lazy("trainer.synthesize", "synthesize_v15"), synthesis_options=frozenset(),
     export_name="IndexTTS 1.5",
     exported_version=1.5,
-    demo=lazy("demo.workspace", "train_argv_under"), prepare="data_tools.preprocess",
+    demo_folder="", prepare="data_tools.preprocess",
     form=FormFacts(manifest_kind="IndexTTS-1.5 codes manifest",
                    not_for="not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)",
                    sample_options=frozenset({"vocoder"}),

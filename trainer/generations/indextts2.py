@@ -26,7 +26,7 @@ INDEXTTS2 = Generation(
     evaluation_backend=lazy("trainer.evaluation.synthesizers", "V2Backend"), evaluation_needs_audio=True,
     synthesize=lazy("trainer.synthesize", "synthesize_v2"), synthesis_options=frozenset({"s2mel"}),
     export_name="IndexTTS2", exported_version=2.0,
-    demo=lazy("demo.v2", "train_argv_under"), prepare="data_tools.prepare_v2",
+    demo_folder="v2", prepare="data_tools.prepare_v2",
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
                    not_for="not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a "
                            "download folder)",

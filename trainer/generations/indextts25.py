@@ -51,7 +51,7 @@ INDEXTTS25 = Generation(
     synthesize=lazy("trainer.synthesize", "synthesize_v25"),
     synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel"}),
     export=lazy("trainer.checkpoints.export_v25", "export_v25"), export_name=NAME, exported_version=2.5,
-    demo=lazy("demo.v25", "train_argv_under"), prepare="data_tools.prepare_v25",
+    demo_folder="v25", prepare="data_tools.prepare_v25",
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
                    not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "
                            "download folder)",

@@ -70,6 +70,22 @@ def generation_of_folder(folder: str | Path) -> Generation | None:
     return None
 
 
+DEMO_CHECKPOINTS = "checkpoints"  # under a demo's folder: its base model (download) folder
+DEMO_RUNS = "runs"  # under a demo's folder: its training output folders
+
+
+def demo_folders(leaf: str = "") -> tuple[str, ...]:
+    """Each generation's demo folder in a demo workspace, oldest generation first, with ``leaf`` joined on, as
+    relative POSIX paths ("" is the workspace itself): ``demo_folders(DEMO_RUNS)`` -> ``("runs", "v2/runs", ...)``."""
+    folders = (entry.demo_folder for entry in reversed(GENERATIONS) if entry.demo_folder is not None)
+    return tuple(dict.fromkeys("/".join(part for part in (folder, leaf) if part) for folder in folders))
+
+
+def demo_paths(workspace: str | Path, leaf: str = "") -> list[Path]:
+    """``demo_folders(leaf)`` under ``workspace``."""
+    return [Path(workspace) / folder for folder in demo_folders(leaf)]
+
+
 def register(entry: Generation) -> None:
     """Add a generation in front of the list (its recogniser is asked first)."""
     if any(known.id == entry.id for known in GENERATIONS):

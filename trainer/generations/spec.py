@@ -21,13 +21,25 @@ from pathlib import Path
 from typing import Any
 
 
-def lazy(module: str, name: str) -> Callable[..., Any]:
-    """``module.name``, imported when first called."""
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+class LazyFunction:
+    """``module.name``, imported when first called; ``module`` and ``name`` say what it points at (the import-layer
+    test reads them to check every entry's targets)."""
 
-    call.__name__ = call.__qualname__ = f"{module}.{name}"
-    return call
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.__name__ = self.__qualname__ = f"{module}.{name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"lazy({self.module!r}, {self.name!r})"
+
+
+def lazy(module: str, name: str) -> LazyFunction:
+    """``module.name``, imported when first called."""
+    return LazyFunction(module, name)
 
 
 class Capability(StrEnum):
@@ -100,8 +112,8 @@ class Generation:
     export: Callable[..., Any] | None  # export_model's generation part
     export_name: str  # the model's name in exported cards and notices
     exported_version: float  # config.yaml ``version:`` of an export
-    demo: Callable[[Path], list[str]] | None  # workspace root -> its demo's trainer argv (python -m demo
-    # builds every demo in one workspace)
+    demo_folder: str | None  # its demo's folder under a demo workspace ("": the workspace itself; None: it has no
+    # demo). python -m demo builds every demo in one workspace; demo/ keeps the builders, keyed by this folder
     prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
     form: FormFacts
     config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from trainer.generations.registry import DEMO_CHECKPOINTS, DEMO_RUNS, demo_folders, demo_paths
 from webui.form_inputs import InputProblem, resolve_path
 from webui.jobs.report_jobs import JobResult, ReportJob, stdout_report_argv
 from webui.model_version import model_name as generation_name
@@ -47,19 +48,20 @@ LIST_JOB = ReportJob("checkpoint_list")
 
 
 BASE_FILE = "base model"
+PROJECT_RUNS = "projects/*/runs"  # each voice project's runs/
 
 
 def find_output_dirs(workspace: Path, max_dirs: int = 200) -> list[str]:
     """Folders of the workspace that hold checkpoints: runs/* (two levels) and checkpoints/, newest first."""
     workspace = Path(workspace)
     candidates: set[Path] = set()
-    for pattern in ("runs/*", "runs/*/*", "checkpoints", "v2/runs/*", "v2/checkpoints", "v25/runs/*", "v25/checkpoints",
-                    "projects/*/runs/*"):
+    patterns = [*(f"{runs}/{level}" for runs in demo_folders(DEMO_RUNS) for level in ("*", "*/*")),
+                *demo_folders(DEMO_CHECKPOINTS), f"{PROJECT_RUNS}/*"]
+    for pattern in patterns:
         for path in workspace.glob(pattern):
             if path.is_dir() and any(child.suffix in CHECKPOINT_SUFFIXES for child in path.iterdir()):
                 candidates.add(path)
-    for runs in (workspace / "runs", workspace / "v2" / "runs", workspace / "v25" / "runs",
-                 *workspace.glob("projects/*/runs")):  # an output dir without checkpoints yet
+    for runs in (*demo_paths(workspace, DEMO_RUNS), *workspace.glob(PROJECT_RUNS)):  # an output dir without checkpoints yet
         if runs.is_dir():
             candidates.update(p for p in runs.iterdir() if p.is_dir())
 

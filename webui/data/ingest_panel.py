@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from trainer.generations.registry import DEMO_CHECKPOINTS, demo_paths
 from webui.data.proofread_panel import ALL, DEFAULT_PAGE_SIZE, build_proofread, page_values, page_view
 from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.jobs.job_panel import job_panel, report_view, wire_job
@@ -38,7 +39,6 @@ INGEST_JOB = ReportJob("ingest")
 DEVICES = ("auto", "cpu", "cuda")
 NO_MODEL = "none (no transcription)"
 NO_BASE_MODEL = "none (no model limits)"
-BASE_MODEL_FOLDERS = ("checkpoints", "v2/checkpoints", "v25/checkpoints")  # the demo's IndexTTS-1.5, 2 and 2.5
 NO_LANGUAGE = "any"
 _HUB_ID = re.compile(r"^[\w.\-]+/[\w.\-]+$")
 _LANG_CODE = re.compile(r"^[A-Za-z]{2,8}([_-][A-Za-z0-9]{1,8})*$")
@@ -106,7 +106,7 @@ def asr_model_arg(text: str | None, workspace: Path | str) -> str | None:
 def base_model_choices(workspace: Path | str) -> list[str]:
     """The workspace's model folders (the demo's, then the Models tab's downloads), then none."""
     root = Path(workspace)
-    demo = [root / folder for folder in BASE_MODEL_FOLDERS]
+    demo = demo_paths(root, DEMO_CHECKPOINTS)  # each generation's demo model
     downloaded = [found.path for found in _downloaded_generations(root)]
     folders = [str(path) for path in [*demo, *downloaded] if (path / "config.yaml").is_file()]
     return [*dict.fromkeys(folders), NO_BASE_MODEL]

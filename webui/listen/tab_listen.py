@@ -21,6 +21,7 @@ import gradio as gr
 
 from trainer.evaluation.audio_store import clips_on_disk
 from trainer.evaluation.listening import Trial, next_trial, preference_line, record_choice
+from trainer.generations.registry import DEMO_RUNS, demo_folders
 from webui.context import StudioContext
 
 MAX_GRID_MODELS = 6  # the base and the newest checkpoints
@@ -73,14 +74,19 @@ if (!window.__listenKeys) {
 # ----- runs and clips --------------------------------------------------------------------------------------
 
 
-RUN_ROOTS = ("runs", "v2/runs", "v25/runs", "projects/*/runs")  # the demos' and the voice projects' runs
+PROJECT_RUNS = "projects/*/runs"
+
+
+def run_roots() -> tuple[str, ...]:
+    """The demos' runs/ folders (the registry's demo folders) and the voice projects'."""
+    return (*demo_folders(DEMO_RUNS), PROJECT_RUNS)
 
 
 def listening_runs(workspace: Path) -> list[str]:
     """Run folders (two levels under the workspace's runs/, the demos' and the projects' runs/) whose evaluation
     kept clips, newest first."""
     workspace = Path(workspace)
-    found = [p.parent.parent for root in RUN_ROOTS for pattern in ("*/eval/audio", "*/*/eval/audio")
+    found = [p.parent.parent for root in run_roots() for pattern in ("*/eval/audio", "*/*/eval/audio")
              for p in workspace.glob(f"{root}/{pattern}") if p.is_dir()]
     found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     return [str(p) for p in dict.fromkeys(found)]

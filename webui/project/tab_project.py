@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from trainer.generations.registry import name_of
+from trainer.generations.registry import DEMO_CHECKPOINTS, demo_paths, name_of
 from trainer.project import (
     DONE,
     OUT_OF_DATE,
@@ -37,7 +37,6 @@ from webui.project import follow
 STEP_TABS = {"recordings": "tab-data", "proofread": "tab-data", "prepare": "tab-data", "train": "tab-training",
              "listen": "tab-listen", "export": "tab-checkpoints"}
 TAB_TITLES = {"tab-data": "Data", "tab-training": "Training", "tab-listen": "Listen", "tab-checkpoints": "Checkpoints"}
-DEMO_MODEL_DIRS = ("checkpoints", "v2/checkpoints", "v25/checkpoints")
 STATE_TONES = {DONE: "ok", OUT_OF_DATE: "warn"}
 NO_PROJECT = "no project yet: create one below (give it a name and pick its base model)"
 DAMAGED_LABEL_CHARS = 160  # the picker's label of a damaged project: its name and the start of its error
@@ -59,7 +58,7 @@ def model_dir_choices(workspace: Path | str) -> list[tuple[str, str]]:
     from trainer.models.record import downloaded_model_dirs
 
     workspace = Path(workspace).resolve()
-    folders = [workspace / place for place in DEMO_MODEL_DIRS]
+    folders = demo_paths(workspace, DEMO_CHECKPOINTS)
     folders += [found.path for found in downloaded_model_dirs(workspace, kind="generation") if found.complete]
     choices: dict[Path, tuple[str, str]] = {}
     for folder in folders:

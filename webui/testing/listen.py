@@ -26,7 +26,6 @@ from typing import Any
 from webui.testing.listen_models import (  # noqa: F401 (names callers import from here)
     ADAPTER_OFF_PREFIX,
     BASE_PREFIX,
-    RUN_GLOBS,
     TRAIN_CONFIG,
     ListenError,
     ModelChoice,
@@ -40,6 +39,7 @@ from webui.testing.listen_models import (  # noqa: F401 (names callers import fr
     resolve_model,
     run_config,
     run_dirs,
+    run_globs,
     trains_s2mel,
     typed_path,
 )

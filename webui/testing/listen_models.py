@@ -1,8 +1,8 @@
 """The Test tab's model pickers, without Gradio: what can be spoken with, and the files behind a pick.
 
 - :func:`model_choices` lists what can be spoken with: the base model of every config (its
-  ``gpt_checkpoint`` next to it) and every checkpoint of every run under ``runs/`` and ``v2/runs/``
-  (latest, best, step files), from file names and the runs' ``train_config.yaml`` only (cheap).
+  ``gpt_checkpoint`` next to it) and every checkpoint of every run under each demo's ``runs/`` (the registry's
+  demo folders) and each project's (latest, best, step files), from file names and the runs' ``train_config.yaml`` only (cheap).
 - :func:`resolve_model` turns a picked choice into the files synthesis needs: a checkpoint of ours uses
   the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
   base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``
@@ -21,15 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.paths import PathError, expand_text
+from trainer.generations.registry import DEMO_CHECKPOINTS, DEMO_RUNS, demo_folders, demo_paths
 
 BASE_PREFIX = "base:"
 ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without its adapters (--no-adapter)
-RUN_GLOBS = ("runs/*", "runs/*/*", "v2/runs/*", "v2/runs/*/*", "v25/runs/*", "v25/runs/*/*", "projects/*/runs/*",
-             "projects/*/runs/*/*")
-BASE_CONFIGS = ("checkpoints/config.yaml", "v2/checkpoints/config.yaml", "v25/checkpoints/config.yaml")
+PROJECT_RUNS = "projects/*/runs"  # each voice project's runs/
 TRAIN_CONFIG = "train_config.yaml"
 W2V_BERT_HUB_ID = "facebook/w2v-bert-2.0"  # an IndexTTS2 folder without w2v-bert-2.0/ uses it (as upstream does)
 KIND_ORDER = {"base": 0, "latest": 1, "best": 2, "step": 3, "other": 4}  # an export's kind is "export"
+
+
+def run_globs() -> tuple[str, ...]:
+    """Where runs sit: one and two levels under each demo's runs/ (the registry's demo folders) and each project's."""
+    return tuple(f"{runs}/{level}" for runs in (*demo_folders(DEMO_RUNS), PROJECT_RUNS) for level in ("*", "*/*"))
 
 
 class ListenError(ValueError):
@@ -207,7 +211,7 @@ def run_dirs(workspace: Path | str) -> list[Path]:
     runs are left out: their checkpoints are decoders, not a GPT a choice here could speak with."""
     workspace = Path(workspace)
     found: set[Path] = set()
-    for pattern in RUN_GLOBS:
+    for pattern in run_globs():
         for folder in workspace.glob(pattern):
             if folder.is_dir() and any(folder.glob("*.pth")) and not trains_s2mel(folder):
                 found.add(folder)
@@ -272,7 +276,7 @@ def _run_choices(output_dir: Path, workspace: Path, versions: dict[Path, str]) -
 def base_configs(workspace: Path | str) -> list[Path]:
     """Configs whose base model can be picked: the workspace's own, then every run's (no duplicates)."""
     workspace = Path(workspace)
-    configs = [workspace / name for name in BASE_CONFIGS]
+    configs = [folder / "config.yaml" for folder in demo_paths(workspace, DEMO_CHECKPOINTS)]
     configs += [c for c in (run_config(folder) for folder in run_dirs(workspace)) if c is not None]
     unique: dict[Path, Path] = {}
     for config in configs:

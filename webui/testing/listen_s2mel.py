@@ -17,7 +17,6 @@ from pathlib import Path
 
 from webui.testing.listen_models import (
     KIND_ORDER,
-    RUN_GLOBS,
     TRAIN_CONFIG,
     ListenError,
     ModelSpec,
@@ -25,6 +24,7 @@ from webui.testing.listen_models import (
     _read_yaml,
     _relative,
     _test_facts,
+    run_globs,
     trains_s2mel,
     typed_path,
 )
@@ -48,7 +48,7 @@ class S2MelChoice:
 def s2mel_run_dirs(workspace: Path | str) -> list[Path]:
     """S2Mel runs (``--train s2mel``) under the workspace's run folders that hold checkpoints, by path."""
     workspace = Path(workspace)
-    found = {folder for pattern in RUN_GLOBS for folder in workspace.glob(pattern)
+    found = {folder for pattern in run_globs() for folder in workspace.glob(pattern)
              if folder.is_dir() and any(folder.glob("*.pth")) and trains_s2mel(folder)}
     return sorted(found, key=str)
 

@@ -1,7 +1,8 @@
 """Reference voices for the Test tab: which voice a synthesis imitates.
 
 :func:`reference_choices` lists audio under ``<workspace>/references/`` and validation prompts that are
-audio files; :func:`default_reference` writes, once, a generated stand-in (espeak-ng's Amharic voice, or a
+audio files (of every generation's demo validation manifest, each read by its format's parser:
+``data_tools.manifest_entries``); :func:`default_reference` writes, once, a generated stand-in (espeak-ng's Amharic voice, or a
 tone with noise without it) so the tab works before a real voice is uploaded.
 """
 
@@ -74,37 +75,53 @@ def default_reference(workspace: Path | str) -> tuple[str, Path]:
     return "generated: a tone with noise (no voice; upload a real reference)", tone_path
 
 
-def _pair_prompts(manifest: Path, limit: int, known: set[str]) -> list[tuple[str, str]]:
-    """(label, path) of the prompt audio files of an IndexTTS2 paired manifest that exist (each file once)."""
-    from data_tools.manifest import ManifestError, iter_lines
-    from data_tools.pairs_manifest import parse_pair_line
+def demo_val_manifests(workspace: Path | str) -> list[Path]:
+    """Every generation's demo validation manifest in ``workspace`` (the registry's demos, oldest generation first)."""
+    from demo.workspace import demo_of
+    from trainer.generations.registry import GENERATIONS
+
+    demos = (demo_of(entry, Path(workspace)) for entry in reversed(GENERATIONS))
+    return list(dict.fromkeys(demo.val_manifest for demo in demos if demo is not None))
+
+
+def _data_name(fmt: str) -> str:
+    """The studio name of the generation that trains on manifests of format ``fmt``."""
+    from trainer.generations.registry import GENERATIONS
+
+    return next((entry.name for entry in GENERATIONS if entry.manifest_format == fmt), fmt)
+
+
+def _prompts(manifest: Path, limit: int, known: set[str]) -> list[tuple[str, str]]:
+    """(label, path) of the prompt audio files of a manifest of any format that exist, each file once (``known``
+    holds the paths listed already); a mel prompt is no audio and is left out, an unreadable manifest gives none."""
+    from data_tools.manifest import ManifestError, manifest_format
+    from data_tools.manifest_entries import iter_entries, prompt_of
 
     found: list[tuple[str, str]] = []
-    for lineno, raw in iter_lines(manifest):
-        if len(found) >= limit:
-            break
-        if isinstance(raw, ManifestError):
-            continue
-        try:
-            entry = parse_pair_line(raw, manifest, lineno)
-        except ManifestError:
-            continue
-        if entry is None or entry.prompt_audio is None or str(entry.prompt_audio) in known:
-            continue
-        if entry.prompt_audio.is_file():
-            known.add(str(entry.prompt_audio))
-            speaker = f" ({entry.speaker})" if entry.speaker else ""
-            found.append((f"validation prompt {entry.prompt_id or entry.id}{speaker}, IndexTTS2 data",
-                          str(entry.prompt_audio)))
+    try:
+        fmt = manifest_format(manifest)
+        data = _data_name(fmt)
+        for entry in iter_entries(manifest, fmt):
+            if len(found) >= limit:
+                break
+            prompt = None if isinstance(entry, ManifestError) else prompt_of(entry)
+            if prompt is None or prompt.audio is None or str(prompt.audio) in known or not prompt.audio.is_file():
+                continue
+            known.add(str(prompt.audio))
+            speaker = f" ({prompt.speaker})" if prompt.speaker else ""
+            found.append((f"validation prompt {prompt.id}{speaker}, {data} data", str(prompt.audio)))
+    except (ManifestError, OSError):
+        pass
     return found
 
 
-def reference_choices(workspace: Path | str, val_manifests: Iterable[Path | str] = ()) -> list[tuple[str, str]]:
-    """(label, path) of reference voices to pick: audio under ``references/`` (the generated one first) and
-    validation prompts that are audio files (``cond_audio``; a prompt mel .npy is not audio and is left out; of an
-    IndexTTS2 paired manifest, its prompts' ``prompt_audio_path``)."""
-    from data_tools.manifest import FORMAT_V2, ManifestEntry, ManifestError, iter_manifest, manifest_format
-
+def reference_choices(workspace: Path | str, val_manifests: Iterable[Path | str] | None = None
+                      ) -> list[tuple[str, str]]:
+    """(label, path) of reference voices to pick: audio under ``references/`` (the generated one first) and the
+    audio prompts of validation manifests of any format (a codes manifest's ``cond_audio``, a paired one's
+    ``prompt_audio_path``; a prompt mel .npy is not audio and is left out). ``val_manifests`` None: every
+    generation's demo validation manifest in the workspace. The manifests share the room that is left, so one
+    long manifest cannot hide the others' prompts."""
     label, generated = default_reference(workspace)
     choices = [(label, str(generated))]
     folder = references_dir(workspace)
@@ -112,17 +129,10 @@ def reference_choices(workspace: Path | str, val_manifests: Iterable[Path | str]
         if path.suffix.lower() in AUDIO_SUFFIXES and path.is_file() and path.name not in (ESPEAK_REFERENCE,
                                                                                            TONE_REFERENCE):
             choices.append((f"references/{path.name}", str(path)))
-    for manifest in val_manifests:
-        try:
-            if manifest_format(manifest) == FORMAT_V2:
-                choices += _pair_prompts(Path(manifest), MAX_REFERENCES - len(choices), {p for _, p in choices})
-                continue
-            for entry in iter_manifest(manifest):
-                if len(choices) >= MAX_REFERENCES:
-                    return choices
-                if isinstance(entry, ManifestEntry) and entry.cond_audio is not None:
-                    speaker = f" ({entry.speaker})" if entry.speaker else ""
-                    choices.append((f"validation prompt {entry.id}{speaker}", str(entry.cond_audio)))
-        except (ManifestError, OSError):
-            continue
+    manifests = demo_val_manifests(workspace) if val_manifests is None else [Path(m) for m in val_manifests]
+    known = {path for _, path in choices}
+    for index, manifest in enumerate(manifests):
+        room = (MAX_REFERENCES - len(choices)) // (len(manifests) - index)
+        if room > 0:
+            choices += _prompts(manifest, room, known)
     return choices

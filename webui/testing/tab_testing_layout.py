@@ -16,9 +16,7 @@ if TYPE_CHECKING:
 
 
 def form_inputs(ctx: StudioContext) -> SimpleNamespace:
-    from demo.v2 import DemoV2Paths
-
-    references = reference_choices(ctx.workspace, [ctx.paths.val_manifest, DemoV2Paths.under(ctx.workspace).val_manifest])
+    references = reference_choices(ctx.workspace)  # every generation's demo validation prompts
     text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
                       elem_id="test-text")
     with gr.Row():
