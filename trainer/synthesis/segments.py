@@ -40,6 +40,11 @@ def _parts(text: str, pattern: re.Pattern[str]) -> list[str]:
     return [part.strip() for part in pattern.split(text) if part.strip()]
 
 
+def sentences(text: str) -> list[str]:
+    """``text`` cut after its sentence ends (rule 1 above), e.g. for speaking and sending one sentence at a time."""
+    return _parts(text, _SENTENCE_SPLIT)
+
+
 def _fit(text: str, encode: Encode, limit: int, levels: Sequence[Callable[[str], list[str]]]) -> list[TextSegment]:
     """``text`` as pieces of at most ``limit`` tokens, splitting at the coarsest level that is needed."""
     ids = encode(text)
