@@ -257,3 +257,18 @@ def test_the_cli_refuses_a_folder_without_a_model_and_a_missing_voice_in_one_lin
     assert "config.yaml is missing" in no_model.stderr
     no_voice = run(str(tmp_path), "--voice", f"amina={tmp_path / 'gone.wav'}")
     assert no_voice.returncode == 2 and "audio not found" in no_voice.stderr
+
+
+def test_a_projects_speakers_become_voices_by_name(demo_workspace):
+    """``--voices-from`` a validation manifest of any generation's format: one voice per speaker with audio
+    prompts (its first), named after the speaker; a manifest whose prompts are no audio gives none, not an error."""
+    from trainer.generations.registry import demo_paths
+    from trainer.serving.voices import VoiceError, speaker_voices
+
+    manifests = sorted(m for folder in demo_paths(demo_workspace.root, "data") for m in folder.glob("val*.jsonl"))
+    found = {manifest.parent.parent.name: speaker_voices(manifest) for manifest in manifests}
+    assert len(found) == len(manifests) >= 3 and sum(bool(voices) for voices in found.values()) >= 2, found
+    for voices in found.values():
+        assert all(path.is_file() and path.suffix in (".wav", ".flac") for path in voices.values())
+    with pytest.raises(VoiceError, match="--voices-from"):
+        speaker_voices(demo_workspace.root / "no-such.jsonl")

@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m trainer.serve", description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path, help="an export folder (or a base model folder: config.yaml + gpt.pth)")
     parser.add_argument("--voices", type=Path, default=None, help="a folder of reference clips, one voice each")
+    parser.add_argument("--voices-from", type=Path, default=None, metavar="MANIFEST",
+                        help="one voice per speaker of a manifest (e.g. a project's val manifest), named after it")
     parser.add_argument("--voice", action="append", default=[], metavar="NAME=CLIP", help="one more voice")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: every one)")
     parser.add_argument("--port", type=int, default=8000)
@@ -75,7 +77,7 @@ def serve(args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.queue < 0 or args.wait <= 0 or args.max_characters < 1:
         raise UsageError("--concurrency and --max-characters must be at least 1, --queue at least 0, --wait above 0")
     try:
-        voices = registered_voices(args.voices, list(args.voice))
+        voices = registered_voices(args.voices, list(args.voice), args.voices_from)
         model = ServedModel(args.model, _device(args.device), args.language, decode=_decode(args))
     except (VoiceError, ModelError) as exc:
         raise UsageError(str(exc)) from None

@@ -1,7 +1,8 @@
 """The voices a server speaks in: reference clips the user registers, by name.
 
 ``--voices DIR`` registers every audio file in DIR under its file name without the suffix (``DIR/amina.wav`` is
-voice ``amina``); ``--voice NAME=CLIP`` one more. Names are letters, digits, ``-``, ``_`` and ``.``.
+voice ``amina``); ``--voices-from MANIFEST`` one voice per speaker of a manifest (a project's validation set: the
+speaker's first prompt clip); ``--voice NAME=CLIP`` one more. Names are letters, digits, ``-``, ``_`` and ``.``.
 """
 
 from __future__ import annotations
@@ -40,13 +41,36 @@ def named_voice(spec: str) -> tuple[str, Path]:
     return name.strip(), path.resolve()
 
 
-def registered_voices(folder: Path | None, specs: list[str]) -> dict[str, Path]:
-    voices = voices_in(folder) if folder is not None else {}
+def speaker_voices(manifest: Path) -> dict[str, Path]:
+    """One voice per speaker of a manifest (a project's validation set, any generation's format): the speaker's
+    first prompt whose audio is at hand, named after the speaker (characters outside the name rule become ``_``)."""
+    from data_tools.manifest import ManifestError
+    from data_tools.manifest_entries import iter_entries, prompt_of
+
+    found: dict[str, Path] = {}
+    try:
+        for entry in iter_entries(manifest):
+            prompt = None if isinstance(entry, ManifestError) else prompt_of(entry)
+            if prompt is None or prompt.audio is None or not prompt.speaker or not Path(prompt.audio).is_file():
+                continue
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", prompt.speaker).lstrip("_.-")[:64] or "speaker"
+            found.setdefault(name, Path(prompt.audio).resolve())
+    except ManifestError as exc:
+        raise VoiceError(f"--voices-from {manifest}: {exc}") from None
+    except OSError as exc:
+        raise VoiceError(f"--voices-from {manifest}: {exc.strerror or exc}") from None
+    return found
+
+
+def registered_voices(folder: Path | None, specs: list[str], manifest: Path | None = None) -> dict[str, Path]:
+    voices = speaker_voices(manifest) if manifest is not None else {}
+    voices.update(voices_in(folder) if folder is not None else {})
     for spec in specs:
         name, path = named_voice(spec)
         voices[name] = path
     if not voices:
-        raise VoiceError("no voice registered: give --voices DIR (audio clips) or --voice NAME=AUDIO")
+        raise VoiceError("no voice registered: give --voices DIR (audio clips), --voices-from MANIFEST (its "
+                         "speakers' prompts) or --voice NAME=AUDIO")
     return voices
 
 
