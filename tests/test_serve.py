@@ -141,18 +141,18 @@ def test_an_export_of_every_generation_speaks_wav_and_mp3_to_the_openai_client(g
 
 # -- the protocol, on a stand-in speaker ----------------------------------------------------------------------
 class ToneSpeaker:
-    """Speaks 0.2 s of tone per sentence; ``before(n)`` runs before the n-th sentence (1-based)."""
+    """Speaks ``seconds`` of tone per sentence; ``before(n)`` runs before the n-th sentence (1-based)."""
 
     name, sample_rate = "demo-voice", 22050
 
-    def __init__(self, before=None) -> None:
-        self.before, self.spoken = before, []
+    def __init__(self, before=None, seconds: float = 0.2) -> None:
+        self.before, self.spoken, self.seconds = before, [], seconds
 
     def speak(self, sentence: str, voice: Path) -> np.ndarray:
         if self.before is not None:
             self.before(len(self.spoken) + 1)
         self.spoken.append(sentence)
-        return (0.2 * np.sin(np.arange(self.sample_rate // 5) / 7)).astype(np.float32)
+        return (0.2 * np.sin(np.arange(int(self.sample_rate * self.seconds)) / 7)).astype(np.float32)
 
 
 def test_the_audio_streams_sentence_by_sentence(tmp_path):
@@ -272,3 +272,25 @@ def test_a_projects_speakers_become_voices_by_name(demo_workspace):
         assert all(path.is_file() and path.suffix in (".wav", ".flac") for path in voices.values())
     with pytest.raises(VoiceError, match="--voices-from"):
         speaker_voices(demo_workspace.root / "no-such.jsonl")
+
+
+@pytest.mark.parametrize("speed", [0.5, 2.0])
+def test_speed_changes_the_length_not_the_pitch_and_a_speed_out_of_range_is_refused(tmp_path, speed: float):
+    import openai
+
+    voices = {"amina": _voice(tmp_path / "a.wav")}
+    with serving(ToneSpeaker(seconds=2.0), voices) as url:
+        api = client(url)
+        normal = api.audio.speech.create(model="demo-voice", voice="amina", input="One.", response_format="wav")
+        changed = api.audio.speech.create(model="demo-voice", voice="amina", input="One.", response_format="wav",
+                                          speed=speed)
+        with pytest.raises(openai.BadRequestError, match=r"outside 0\.25 to 4\.0"):
+            api.audio.speech.create(model="demo-voice", voice="amina", input="One.", speed=5.0)
+    base, rate = sf.read(io.BytesIO(normal.content))
+    stretched, _ = sf.read(io.BytesIO(changed.content))
+    assert len(stretched) == pytest.approx(len(base) / speed, rel=0.05)
+
+    def pitch(wave: np.ndarray) -> float:
+        spectrum = np.abs(np.fft.rfft(wave * np.hanning(len(wave))))
+        return float(np.argmax(spectrum) * rate / len(wave))
+    assert pitch(stretched) == pytest.approx(pitch(base), rel=0.05)

@@ -1,12 +1,13 @@
 """The web app: OpenAI's audio API over one model (FastAPI; uvicorn serves it).
 
     POST /v1/audio/speech  {"model", "input", "voice", "response_format", "speed"}  -> audio, sent sentence by
-                           sentence as it is spoken (wav, pcm, mp3; flac and opus once the text is spoken)
+                           sentence as it is spoken (wav, pcm, mp3; flac and opus once the text is spoken);
+                           speed stretches it at the same pitch (trainer.serving.tempo)
     GET  /v1/models        the model this server speaks with
     GET  /health           {"status": "ok", ...} without a key
 
 Errors are OpenAI's JSON (``{"error": {"message", "type", "code"}}``) with one line: 401 a missing or wrong key,
-400 an unknown voice, a text too long or empty, a format or speed this server cannot do, 404 another model,
+400 an unknown voice, a text too long or empty, a format it cannot write, a speed outside 0.25-4, 404 another model,
 503 busy (every slot speaking and the queue full).
 """
 
@@ -27,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from trainer.serving.audio_formats import FORMATS, StreamWriter
 from trainer.serving.slots import Busy, SpeakingSlots
+from trainer.serving.tempo import SPEED_RANGE, change_speed
 from trainer.serving.voices import VoiceError, voice_path
 
 # The names OpenAI's clients send for their own speech models: this server answers them with its one model.
@@ -87,9 +89,9 @@ def _checked(request: SpeechRequest, speaker: Speaker, settings: ServerSettings)
                              "unsupported_format")
     if request.stream_format not in (None, "audio"):
         raise RequestProblem(400, "stream_format 'sse' is not served: the audio itself streams", "unsupported_format")
-    if abs(request.speed - 1.0) > 1e-9:
-        raise RequestProblem(400, f"speed {request.speed}: this server speaks at the voice's own pace (1.0)",
-                             "unsupported_speed")
+    low, high = SPEED_RANGE
+    if not low <= request.speed <= high:
+        raise RequestProblem(400, f"speed {request.speed} is outside {low} to {high}", "invalid_speed")
     text = request.input.strip()
     if not text:
         raise RequestProblem(400, "input is empty: give the text to speak", "empty_input")
@@ -134,20 +136,21 @@ def create_app(speaker: Speaker, settings: ServerSettings) -> FastAPI:
             return error_response(exc.status, str(exc), exc.code)
         except Busy as exc:
             return error_response(503, str(exc), "busy")
-        body_parts = _spoken(speaker, clip, fmt, parts, slots)
+        body_parts = _spoken(speaker, clip, fmt, parts, slots, body.speed)
         head = next(body_parts)  # started: its finally (the slot's release) runs even if the client leaves first
         return StreamingResponse(itertools.chain([head], body_parts), media_type=FORMATS[fmt].media_type)
 
     return app
 
 
-def _spoken(speaker: Speaker, clip: Path, fmt: str, parts: list[str], slots: SpeakingSlots) -> Iterator[bytes]:
+def _spoken(speaker: Speaker, clip: Path, fmt: str, parts: list[str], slots: SpeakingSlots,
+            speed: float = 1.0) -> Iterator[bytes]:
     """The response body, one sentence at a time; the slot is given back when it ends (or the client leaves)."""
     try:
         writer = StreamWriter(FORMATS[fmt], speaker.sample_rate)
         yield writer.start()
         for part in parts:
-            chunk = writer.add(speaker.speak(part, clip))
+            chunk = writer.add(change_speed(speaker.speak(part, clip), speaker.sample_rate, speed))
             if chunk:
                 yield chunk
         tail = writer.finish()
