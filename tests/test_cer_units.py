@@ -53,3 +53,18 @@ def test_the_s2mel_keep_reason_is_in_percent() -> None:
     assert "CER 10.0 % -> 12.0 %" in decision.reason, decision.reason
     assert "CER rose by +2.0 points (allowed +1.0)" in decision.reason, decision.reason
     assert (decision.cer_without, decision.cer_with) == (0.10, 0.12)  # stored as fractions
+
+
+def test_a_score_of_one_item_says_so_instead_of_a_zero_width_interval(tmp_path: Path) -> None:
+    """Issue 40: "CER 17875.0 % [17875.0, 17875.0]" read as certainty; one item has no interval to show."""
+    from trainer.evaluation.results import score_cell
+
+    item = {"sentence": "s0", "voice": "v", "language": "am", "seed": 1, "cer_errors": 3, "cer_length": 10}
+    one = {**RESULT, "language": "am", "cer": 0.3, "items": [item],
+           "intervals": {"cer": {"value": 0.3, "low": 0.3, "high": 0.3}}}
+    two = {**one, "items": [item, {**item, "sentence": "s1"}]}
+    assert score_cell(one, "cer") == "30.0 % (one item)"
+    assert score_cell(two, "cer") == "30.0 % [30.0, 30.0]" and score_cell(RESULT, "cer") == "7.7 % [6.1, 9.4]"
+    write_result(result_path(tmp_path / "model_step4.pth"), one)
+    table = [line for line in evaluation_lines(tmp_path, 4) if line.startswith("| ")]
+    assert [cell.strip() for cell in table[2].strip("|").split("|")][3] == "one item"

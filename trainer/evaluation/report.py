@@ -13,6 +13,7 @@ from trainer.evaluation.results import (
     base_result_path,
     display_scale,
     metric_text,
+    of_one_item,
     read_result,
     results_by_step,
     score_cell,
@@ -95,6 +96,8 @@ def frozen_test_lines(run_dir: Path, exported_step: int | None) -> list[str]:
 
 def _ci(result: dict[str, Any], metric: str) -> str:
     interval = (result.get("intervals") or {}).get(metric)
+    if of_one_item(result):
+        return "one item"
     if not isinstance(interval, dict):
         return "-"
     low, high = (metric_text(metric, interval.get(end), unit=False) for end in ("low", "high"))

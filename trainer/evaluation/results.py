@@ -158,14 +158,24 @@ def metric_text(metric: str, value: Any, *, unit: bool = True) -> str:
     return f"{value * scale:.{digits}f}{suffix if unit else ''}"
 
 
+def of_one_item(result: dict[str, Any]) -> bool:
+    """Whether a result was measured on a single item: its "interval" is the value itself, not a spread."""
+    from trainer.evaluation.stats import main_items
+
+    return isinstance(result.get("items"), list) and len(main_items(result)) == 1
+
+
 def score_cell(result: dict[str, Any], metric: str) -> str:
     """A score as a table shows it, with its 95 % interval where the result carries one: CER and WER in percent
-    (``7.7 % [6.1, 9.4]``), SIM as a cosine (``0.812 [0.790, 0.830]``); '-' when missing."""
+    (``7.7 % [6.1, 9.4]``), SIM as a cosine (``0.812 [0.790, 0.830]``); '-' when missing. A score of one item has
+    no spread to measure: it says ``(one item)`` instead of a zero-width interval that would look like certainty."""
     value = result.get(metric)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return "-"
     scale, _unit, digits = display_scale(metric)
     text = metric_text(metric, value)
+    if of_one_item(result):
+        return f"{text} (one item)"
     interval = (result.get("intervals") or {}).get(metric)
     if isinstance(interval, dict):
         low, high = interval.get("low"), interval.get("high")

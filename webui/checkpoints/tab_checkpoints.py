@@ -60,6 +60,16 @@ if TYPE_CHECKING:
     from webui.context import StudioContext
 
 
+# What the scores mean, for someone who has not met CER before (issue 40).
+SCORE_LEGEND = (
+    "<small>**CER / WER**: the share of characters / words a speech recogniser gets wrong when it hears the model "
+    "(lower is better; clear real speech usually reads under 10 %, and the recogniser's own floor on real "
+    "recordings is the best a model can reach). **SIM**: how close the voice is to the reference speaker (cosine, "
+    "higher is better; the same speaker usually scores above 0.6). **[low, high]**: the 95 % interval over the "
+    "items measured; *one item* has none. The demo's models are random stand-ins: their scores are meaningless "
+    "(a CER far above 100 % is normal there).</small>")
+
+
 # -- layout -------------------------------------------------------------------------------------------------
 def _list_section(ctx: StudioContext) -> tuple[gr.Dropdown, gr.Dropdown]:
     """The output folder, its checkpoints and the picker; returns (the picker, the folder): the other sections'
@@ -79,6 +89,7 @@ def _list_section(ctx: StudioContext) -> tuple[gr.Dropdown, gr.Dropdown]:
     message = gr.HTML(elem_id="ckpt-list-message")
     table = gr.Dataframe(value=empty_frame(LIST_COLUMNS), interactive=False, wrap=True, elem_id="ckpt-list-table",
                          label="Checkpoints (newest first; click a row to pick it)")
+    gr.Markdown(SCORE_LEGEND, elem_id="ckpt-score-legend")
     paths = gr.State([])
     checkpoint = gr.Dropdown(choices=[], value=None, allow_custom_value=True, label="Checkpoint",
                              elem_id="ckpt-path", info="pick from the list or type a path")
