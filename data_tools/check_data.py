@@ -45,10 +45,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from data_tools.check_chunks import LANGUAGE_SCRIPTS, CheckSettings, ChunkResult, ChunkTask, check_codes_chunk
+from data_tools.check_chunks import LANGUAGE_SCRIPTS, check_codes_chunk
 from data_tools.check_merge import ProblemList, SplitAccumulator, speaker_warnings
 from data_tools.check_pairs import check_pair_chunk
 from data_tools.check_pairs_v25 import check_pair_chunk_v25
+from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
 from data_tools.check_report import DataReport
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.code_lengths import CodeLenFix, fix_manifest
