@@ -51,7 +51,8 @@ from trainer.checkpoints.validate import (
     expected_state_shapes,
     validate_checkpoint,
 )
-from trainer.checkpoints.verify import COMPLETE, INVALID, PARTIAL, Component, VerifyReport, verify_checkpoint
+from trainer.checkpoints.verify import verify_checkpoint
+from trainer.checkpoints.verify_report import COMPLETE, INVALID, PARTIAL, Component, VerifyReport
 
 __all__ = [
     "BEST",

@@ -67,7 +67,8 @@ from trainer.checkpoints.optimizer_layout import (
     trainer_param_names,
 )
 from trainer.checkpoints.store import write_checkpoint_file
-from trainer.checkpoints.verify import VerifyReport, verify_checkpoint
+from trainer.checkpoints.verify import verify_checkpoint
+from trainer.checkpoints.verify_report import VerifyReport
 
 AMP_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "float32": "off", "off": "off"}
 UPGRADABLE = ("studio-v1", "community")
