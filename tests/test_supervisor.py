@@ -19,7 +19,8 @@ from webui.jobs import outcome
 from webui.jobs.logtail import LogTail, read_complete_lines, read_log_chunk, tail_text
 from webui.jobs.process_tools import is_process_alive, wait_until
 from webui.jobs.run_record import read_record, write_record
-from webui.jobs.supervisor import RunAlreadyActive, RunSupervisor, SupervisorRegistry, child_env
+from webui.jobs.supervisor import RunAlreadyActive, RunSupervisor, child_env
+from webui.jobs.supervisor_registry import SupervisorRegistry
 
 FAKE = Path(__file__).resolve().parent / "fake_trainer.py"
 REPO = Path(__file__).resolve().parents[1]
