@@ -47,8 +47,6 @@ from trainer.checkpoints.digest import (
     MISMATCH,
     check_file_digest,
     integrity_problem,
-    nonfinite_reason,
-    nonfinite_tensors,
 )
 from trainer.checkpoints.format import (
     FORMAT_NAME,
@@ -61,6 +59,7 @@ from trainer.checkpoints.format import (
     tokenizer_record,
     versions_record,
 )
+from trainer.checkpoints.nonfinite import nonfinite_reason, nonfinite_tensors
 from trainer.checkpoints.optimizer_layout import (
     community_param_order,
     relayout_optimizer,

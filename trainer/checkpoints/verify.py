@@ -22,10 +22,10 @@ from trainer.checkpoints.digest import (
     DigestCheck,
     check_file_digest,
     integrity_problem,
-    nonfinite_tensors,
 )
 from trainer.checkpoints.format import FORMAT_VERSION, CheckpointError, checkpoint_kind, model_state_of
 from trainer.checkpoints.loading import load_checkpoint
+from trainer.checkpoints.nonfinite import nonfinite_tensors
 from trainer.checkpoints.validate import (
     Expectation,
     ValidationReport,
@@ -181,7 +181,7 @@ def verify_checkpoint(path: str | Path, tokenizer: str | Path | None = None,
 
 def _verify_s2mel(report: VerifyReport, ckpt: dict[str, Any], digest: DigestCheck | None) -> VerifyReport:
     """An S2Mel run's checkpoint: its digest and finite weights; resumable by its run, exportable."""
-    from trainer.checkpoints.digest import nonfinite_reason
+    from trainer.checkpoints.nonfinite import nonfinite_reason
 
     report.components = [digest_component(digest, ckpt)]
     problem = (integrity_problem(digest, ckpt) if digest is not None else None) or (

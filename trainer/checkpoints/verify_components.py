@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from trainer.checkpoints.digest import ABSENT, ALGORITHM, DigestCheck, declares_digest, nonfinite_tensors
+from trainer.checkpoints.digest import ABSENT, ALGORITHM, DigestCheck, declares_digest
+from trainer.checkpoints.nonfinite import nonfinite_tensors
 from trainer.checkpoints.rng import check_rng_state
 from trainer.checkpoints.validate import expected_state_shapes, shape_differences
 from trainer.checkpoints.verify_report import COMPONENTS, MISSING, OK, WRONG, Component
