@@ -190,7 +190,6 @@ def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     return result
 
 
-
 def _check_texts(result: ChunkResult, settings: CheckSettings, entries: list[tuple], entry_lines: list[int],
                  counts: np.ndarray, default_language: str | None) -> None:
     """The text front-end and the tokenizer: token counts, unknown pieces, length limit."""

@@ -46,7 +46,6 @@ class Outcome:
     codes: int = 0
 
 
-
 _worker_state: dict[str, Any] = {}
 
 

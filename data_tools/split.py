@@ -90,7 +90,6 @@ class SplitResult:
         return "\n".join(lines)
 
 
-
 def _rebase(obj: dict, manifest_dir: Path, out_dir: Path, fields: tuple[str, ...] = PATH_FIELDS) -> dict:
     """Relative paths in ``obj`` rewritten so they still point at the same files from ``out_dir``."""
     out = dict(obj)
@@ -273,8 +272,6 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
     if not items:
         raise SplitError(f"{manifest}: manifest has no entries")
     return items, objects
-
-
 
 
 def _audio_item(obj: dict, manifest: Path, lineno: int) -> SplitItem:

@@ -18,7 +18,6 @@ class SplitError(ValueError):
     """Input the splitter refuses (one-line message)."""
 
 
-
 @dataclass(frozen=True)
 class SplitItem:
     """What the splitter needs to know about one entry."""
@@ -159,7 +158,6 @@ def plan_split(items: list[SplitItem], val_fraction: float, seed: int, held_out_
 def _keeps_speakers_seen(speakers: Counter, train_left: Counter) -> bool:
     """Whether moving a group to val leaves every named speaker of it with an utterance in train."""
     return all(speaker is None or train_left[speaker] - n >= 1 for speaker, n in speakers.items())
-
 
 
 def recording_source(obj: dict) -> str | None:
