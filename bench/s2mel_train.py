@@ -35,8 +35,9 @@ def one_run(size: str, mode: str, steps: int, batch: int, seconds: float, device
     from demo.v2_synthesis import s2mel_section
     from networks.s2mel import S2Mel, S2MelConfig
     from trainer.s2mel.batches import S2MelClip
-    from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
+    from trainer.s2mel.loop import S2MelTrainer
     from trainer.s2mel.lora import S2MelLoRASettings
+    from trainer.s2mel.train_settings import S2MelTrainSettings
 
     torch.manual_seed(0)
     if size == "real":

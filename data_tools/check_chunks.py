@@ -1,37 +1,25 @@
 """The per-line half of the data checker: one worker checks one byte range of one manifest.
 
-A chunk is a run of whole lines. The worker parses them, checks structure, text, language and
-(optionally) the referenced files, and returns compact per-entry arrays plus its problems with
-chunk-local line numbers; ``data_tools.check_merge`` merges chunks in order and does everything that
-needs the whole data set (duplicates, leakage, speakers, histograms).
-
-The parse loop is lean on purpose: a line that passes a quick type check is taken as it is, and
-only a line that fails it goes through ``data_tools.manifest.parse_manifest_line``, the single
-definition of a valid manifest line, which names the problem.
+A chunk is a run of whole lines. The worker parses them (``data_tools.check_lines``), checks structure,
+text, language and (optionally) the referenced files, and returns compact per-entry arrays plus its
+problems with chunk-local line numbers (``data_tools.check_records``); ``data_tools.check_merge`` merges
+chunks in order and does everything that needs the whole data set (duplicates, leakage, speakers, histograms).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from data_tools import item_files
-from data_tools.chunk_lines import IO_ERROR, MARKERS, read_lines
-from data_tools.manifest import FORMAT_V15, MAX_LINE_BYTES, ManifestError, parse_manifest_line
-from data_tools.shape_rules import (
-    MAX_COND_FRAMES,
-    MAX_ID_CHARS,
-    DataLimits,
-    RuleError,
-    valid_duration,
-)
+from data_tools.check_lines import parse_lines
+from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
+from data_tools.chunk_lines import read_lines
+from data_tools.shape_rules import MAX_COND_FRAMES, RuleError
 from data_tools.shape_rules import (
     V1_SAMPLE_RATE as SAMPLE_RATE,
 )
@@ -47,77 +35,6 @@ LANGUAGE_SCRIPTS = {"am": "ethiopic", "ti": "ethiopic", "gez": "ethiopic", "tig"
 MIN_DURATION_S = 0.5
 MAX_CHARS_PER_SECOND = 40.0
 MIN_CHARS_PER_SECOND = 1.0
-
-
-@dataclass(frozen=True)
-class CheckSettings:
-    """What every worker needs to know; plain values so it pickles cheaply."""
-
-    check_files: bool = True
-    language: str | None = None
-    tokenizer: str | None = None
-    max_text_tokens: int | None = None
-    max_mel_tokens: int | None = None
-    mel_code_limit: int = 8192  # valid codes are [0, limit): start/stop ids sit at limit, limit + 1
-    start_mel_token: int = 8192
-    stop_mel_token: int = 8193
-    text_vocab: int | None = None  # v2 text ids lie below it (the tokenizer's size, else the config's)
-    unk_id: int | None = None
-    model_dim: int | None = None
-    condition_latents: int = 32
-    text_scheme: str | None = None  # IndexTTS-2.5: the scheme its tokenizer (a .tiktoken table) encodes with
-    text_merges: str | None = None
-
-    def limits(self) -> DataLimits:
-        """The same limits the trainer applies (``data_tools.shape_rules``)."""
-        return DataLimits(max_text_tokens=self.max_text_tokens, max_codes=self.max_mel_tokens,
-                          code_limit=self.mel_code_limit, start_mel_token=self.start_mel_token,
-                          stop_mel_token=self.stop_mel_token, text_vocab=self.text_vocab, model_dim=self.model_dim,
-                          condition_latents=self.condition_latents)
-
-
-@dataclass(frozen=True)
-class ChunkTask:
-    manifest: str
-    manifest_index: int
-    start: int
-    end: int
-    format: str = FORMAT_V15
-    language: str | None = None  # the manifest's default language (``path::lang``)
-
-
-@dataclass
-class ChunkResult:
-    """Per-entry lists and arrays (one row per valid entry) plus chunk-level tallies."""
-
-    manifest_index: int
-    start: int
-    line_count: int
-    bytes_read: int
-    problems: list[tuple[str, str, int, str]] = field(default_factory=list)  # severity, code, line, message
-    ids: list[str] = field(default_factory=list)
-    text_hash: np.ndarray | None = None  # uint64 of ``text_key``
-    codes_hash: np.ndarray | None = None  # uint64 of the codes' values (file checks) or path; 0 = unknown
-    codes_by_path: bool = False  # codes_hash identifies the file path, not the values
-    lines: np.ndarray | None = None  # int64, chunk-local line numbers
-    durations: np.ndarray | None = None  # float64 seconds, NaN when unknown
-    text_chars: np.ndarray | None = None  # int64
-    text_tokens: np.ndarray | None = None  # int64, -1 without a tokenizer
-    codes_lengths: np.ndarray | None = None  # int64, -1 without file checks
-    speakers: np.ndarray | None = None  # int64 index into speaker_names, -1 for none
-    speaker_names: list[str] = field(default_factory=list)
-    script_letters: dict[str, int] = field(default_factory=dict)
-    lines_by_script: dict[str, int] = field(default_factory=dict)
-    lines_not_expected: int = 0
-    tokens_total: int = 0
-    body_tokens: int = 0  # IndexTTS-2.5: tokens of raw texts without the language prefix, and their characters
-    body_chars: int = 0
-    unknown_tokens: int = 0
-    unknown_chars: Counter = field(default_factory=Counter)
-    unknown_where: dict[str, int] = field(default_factory=dict)  # char -> first chunk-local line
-    target_ids: list[str | None] = field(default_factory=list)  # v2: per entry
-    prompt_ids: list[str | None] = field(default_factory=list)
-    code_len_fixes: list[tuple[int, str, int, int, str]] = field(default_factory=list)  # line, id, old, new, basis
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,77 +84,6 @@ def _script_language(script: str) -> str | None:
     """The language ``data_tools.text.detect_language`` answers for text of ``script``."""
     sample = {"ethiopic": "\u1200", "latin": "a"}.get(script)
     return detect_language(sample) if sample else None
-
-
-# ---------------------------------------------------------------------------------------------
-# Structure
-
-
-def problem_code(err: ManifestError) -> str:
-    """A stable short code for a ManifestError (for filtering and tables)."""
-    message = err.message
-    for prefix, code in (
-        ("malformed JSON", "malformed-json"),
-        ("not valid UTF-8", "not-utf8"),
-        ("expected a JSON object", "not-an-object"),
-        ("missing field", "missing-field"),
-        ("needs 'cond_mel' or 'cond_audio'", "missing-field"),
-        ("empty", "empty-field"),
-        ("field 'duration'", "wrong-type"),
-        ("field '", "wrong-type"),
-    ):
-        if message.startswith(prefix):
-            return code
-    return "invalid-entry"
-
-
-_SCAN_ONCE = json.JSONDecoder().scan_once  # json.loads' own scanner (the C one), without its Python layers
-
-
-def _quick_entry(obj: object) -> tuple | None:
-    """The fields of a line that is certainly valid, else None (then the manifest parser decides)."""
-    if type(obj) is not dict:
-        return None
-    uid = obj.get("id")
-    text = obj.get("text")
-    codes = obj.get("codes")
-    if type(uid) is not str or type(text) is not str or type(codes) is not str:
-        return None
-    cond_mel = obj.get("cond_mel")
-    cond_audio = obj.get("cond_audio")
-    speaker = obj.get("speaker")
-    language = obj.get("language")
-    duration = obj.get("duration")
-    for value in (cond_mel, cond_audio, speaker, language):
-        if value is not None and type(value) is not str:
-            return None
-    if duration is not None and valid_duration(duration) is None:
-        return None
-    if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)) or len(uid) > MAX_ID_CHARS:
-        return None
-    for value in (codes, cond_mel, cond_audio):
-        if value and (value[0] == "~" or "\x00" in value or len(value) > 4096 or value.isspace()):
-            return None  # the manifest parser expands or refuses it
-    if "prompt_condition_path" in obj or "target_codes_path" in obj:
-        return None
-    return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
-
-
-def _entry_fields(raw: str, manifest: Path, lineno: int) -> tuple:
-    """Fields of a line the quick check refused; raises ManifestError naming the problem."""
-    from data_tools.fileio import expand_path
-
-    entry = parse_manifest_line(raw, manifest, lineno)
-    if entry is None:
-        raise ManifestError(manifest, lineno, "blank line")  # unreachable: blanks are skipped earlier
-    obj = json.loads(raw)
-
-    def path(key: str) -> str | None:  # relative paths stay relative (the chunk joins its folder); ~ expanded
-        value = obj.get(key) or None
-        return str(expand_path(value)) if value else None
-
-    return (entry.id, entry.text, path("codes"), path("cond_mel"), path("cond_audio"), entry.speaker,
-            entry.language, entry.duration)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,12 +144,12 @@ def check_cond_audio_file(path: str) -> list[tuple[str, str, str]]:
 def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines of a v1.5 codes manifest; line numbers are 1-based within the chunk.
 
-    ``data_tools.check_data.check_chunk`` picks this or ``check_pairs.check_pair_chunk`` by the format.
+    ``data_tools.check_pool.check_chunk`` picks this or ``check_pairs.check_pair_chunk`` by the format.
     """
     lines, nbytes = read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)
-    entries, entry_lines = _parse_lines(lines, Path(task.manifest), result.problems)
+    entries, entry_lines = parse_lines(lines, Path(task.manifest), result.problems)
     n = len(entries)
     ids = [e[0] for e in entries]
     texts = [e[1] for e in entries]
@@ -342,58 +188,6 @@ def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     result.durations = durations
     result.problems.sort(key=lambda problem: problem[2])  # line order, whatever the chunking
     return result
-
-
-def unreadable_line_problem(raw: str | None, lineno: int) -> tuple[str, str, int, str]:
-    """The problem for a line the reader gave as None (not UTF-8) or ``TOO_LONG`` (not held in memory)."""
-    if raw is None:
-        return ("error", "not-utf8", lineno, "not valid UTF-8")
-    if raw is IO_ERROR:
-        return ("error", "manifest-unreadable", lineno, "cannot read the manifest from this line on (an I/O error)")
-    return ("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes")
-
-
-def _parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tuple[list[tuple], list[int]]:
-    """The lean parse loop: fields of every valid line, a problem for every invalid one."""
-    loads = json.loads
-    scan = _SCAN_ONCE
-    quick = _quick_entry
-    entries: list[tuple] = []
-    entry_lines: list[int] = []
-    append_entry, append_line = entries.append, entry_lines.append
-    for lineno, raw in enumerate(lines, 1):
-        if raw is None or raw in MARKERS:
-            problems.append(unreadable_line_problem(raw, lineno))
-            continue
-        # The usual line: one JSON value from its first character to its last is exactly what json.loads
-        # gives (no BOM, no whitespace around it), without json.loads' Python layers and two regex matches.
-        try:
-            obj, end = scan(raw, 0)
-        except (StopIteration, ValueError, RecursionError):
-            end = -1
-        if end == len(raw):
-            fields = quick(obj)
-            if fields is not None:
-                append_entry(fields)
-                append_line(lineno)
-                continue
-        try:
-            fields = quick(loads(raw))
-        except (ValueError, RecursionError):
-            if not raw or raw.isspace():
-                continue
-            fields = None
-        if fields is None:
-            if raw.isspace():
-                continue
-            try:
-                fields = _entry_fields(raw, manifest, lineno)
-            except ManifestError as err:
-                problems.append(("error", problem_code(err), lineno, err.message))
-                continue
-        entries.append(fields)
-        entry_lines.append(lineno)
-    return entries, entry_lines
 
 
 def _check_texts(result: ChunkResult, settings: CheckSettings, entries: list[tuple], entry_lines: list[int],

@@ -34,37 +34,29 @@ small) to check their values.
 from __future__ import annotations
 
 import argparse
-import functools
-import gc
 import json
-import multiprocessing
-import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from data_tools.check_chunks import LANGUAGE_SCRIPTS, CheckSettings, ChunkResult, ChunkTask, check_codes_chunk
+from data_tools.check_chunks import LANGUAGE_SCRIPTS
 from data_tools.check_merge import ProblemList, SplitAccumulator, speaker_warnings
-from data_tools.check_pairs import check_pair_chunk
-from data_tools.check_pairs_v25 import check_pair_chunk_v25
+from data_tools.check_pool import chunk_tasks, cpu_count, run_chunks
+from data_tools.check_records import CheckSettings
 from data_tools.check_report import DataReport
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.code_lengths import CodeLenFix, fix_manifest
 from data_tools.fileio import UnusableFile, regular_file_size
 from data_tools.manifest import (
     FORMAT_NAMES,
-    FORMAT_V2,
     FORMAT_V25,
     ManifestError,
     manifest_format,
     parse_manifest_spec,
 )
-from data_tools.workers import pool_results
 
 MAX_LISTED_PER_CODE = 1000
-CHUNK_TIMEOUT_S = 900.0
 MIN_CHUNK_BYTES = 256 * 1024
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE, EXIT_CHECKER_ERROR = 0, 1, 2, 3
@@ -74,15 +66,6 @@ ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
 
 class CheckUsageError(ValueError):
     """Inputs the checker cannot start on (missing manifest, unreadable tokenizer/config, bad option)."""
-
-
-def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
-    """Check one chunk of whole lines with the checker of its manifest's format."""
-    if task.format == FORMAT_V2:
-        return check_pair_chunk(task, settings)
-    if task.format == FORMAT_V25:
-        return check_pair_chunk_v25(task, settings)
-    return check_codes_chunk(task, settings)
 
 
 def check_manifests(
@@ -115,7 +98,7 @@ def check_manifests(
         except UnusableFile as exc:
             raise CheckUsageError(f"{path}: manifest not found" if exc.kind == "missing" else str(exc)) from None
     settings = _settings(tokenizer, config, language, check_files, text_scheme, text_merges)
-    workers = workers or _cpu_count()
+    workers = workers or cpu_count()
 
     problems = ProblemList(max_listed)
     specs = [*train_specs, *val_specs]
@@ -123,7 +106,7 @@ def check_manifests(
     _refuse_tokenizer_mismatch(tokenizer, specs, formats)
     step = chunk_bytes or max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, sum(sizes) // max(1, 4 * workers) + 1))
     tasks = [task for index, spec in enumerate(specs) if formats[index] is not None
-             for task in _chunk_tasks(spec.path, index, step, formats[index], spec.language)]
+             for task in chunk_tasks(spec.path, index, step, formats[index], spec.language)]
     train_acc = SplitAccumulator("train", train_paths, 0, problems)
     val_acc = SplitAccumulator("val", val_paths, len(train_paths), problems)
     for index, fmt in enumerate(formats):
@@ -131,7 +114,7 @@ def check_manifests(
             (train_acc if index < len(train_paths) else val_acc).refused(index)
     total_bytes = sum(sizes)
     done_bytes = 0
-    for result in _run_chunks(tasks, settings, workers):
+    for result in run_chunks(tasks, settings, workers):
         (train_acc if result.manifest_index < len(train_paths) else val_acc).add(result)
         done_bytes += result.bytes_read
         if progress is not None:
@@ -225,13 +208,6 @@ def write_code_len_fixes(report: DataReport | Sequence[dict]) -> list[Path]:
 # Inputs
 
 
-def _cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def _settings(tokenizer: str | Path | None, config: str | Path | None, language: str | None,
               check_files: bool, text_scheme: str = "merges", text_merges: str | Path | None = None) -> CheckSettings:
     if language is not None and language not in LANGUAGE_SCRIPTS:
@@ -280,62 +256,6 @@ def _settings_v25(table: str | Path, scheme: str, merges: str | Path | None) -> 
         raise CheckUsageError(f"--tokenizer {table}: {exc}") from None
     return {"text_vocab": loaded.vocab_size, "unk_id": None, "text_scheme": scheme,
             "text_merges": str(merges) if merges else None}
-
-
-def _chunk_tasks(path: Path, index: int, step: int, fmt: str, language: str | None) -> list[ChunkTask]:
-    """Byte ranges of whole lines, about ``step`` bytes each (a boundary is found a block at a time)."""
-    from data_tools.fileio import open_regular
-
-    tasks: list[ChunkTask] = []
-    start = 0
-    with open_regular(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        while start < size:
-            end = min(size, start + step)
-            handle.seek(end)
-            while end < size:
-                block = handle.read(1 << 16)
-                if not block:
-                    break
-                newline = block.find(b"\n")
-                if newline >= 0:
-                    end += newline + 1
-                    break
-                end += len(block)
-            end = min(end, size)
-            tasks.append(ChunkTask(str(path), index, start, end, fmt, language))
-            start = end
-    if not tasks:
-        tasks.append(ChunkTask(str(path), index, 0, 0, fmt, language))
-    return tasks
-
-
-def _run_chunks(tasks: list[ChunkTask], settings: CheckSettings, workers: int):
-    """Chunk results in task order; a process pool when there is more than one chunk and core."""
-    run = functools.partial(check_chunk, settings=settings)
-    if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            yield run(task)
-        return
-    yield from pool_results(multiprocessing.get_context(_start_method()), workers, run, tasks,
-                            timeout_s=CHUNK_TIMEOUT_S, what="data-check", initializer=_worker_start)
-
-
-def _worker_start() -> None:
-    """A forked worker holds every object of its parent: frozen, its garbage collections never walk them
-    (nor copy their pages, which writing their GC headers would). What the worker makes is collected as usual."""
-    gc.freeze()
-
-
-def _start_method() -> str:
-    """fork where it is safe (a single-threaded process: CLI, scripts), spawn beside threads (the web UI).
-
-    fork starts workers in milliseconds and needs no ``if __name__ == "__main__"`` guard in the caller;
-    forking a process with other threads can deadlock a child on a lock one of them held.
-    """
-    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
-        return "fork"
-    return "spawn"
 
 
 # ---------------------------------------------------------------------------------------------

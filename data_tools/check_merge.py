@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_tools.check_chunks import CheckSettings, ChunkResult
+from data_tools.check_records import CheckSettings, ChunkResult
 from data_tools.check_report import NumberSummary, Problem, SpeakerStat, SplitStats, UnknownChar
 from data_tools.text_keys import SCRIPTS
 

@@ -16,17 +16,9 @@ from typing import TypeVar
 import numpy as np
 
 from data_tools import item_files
-from data_tools.check_chunks import (
-    CheckSettings,
-    ChunkResult,
-    ChunkTask,
-    _check_durations,
-    _hash64,
-    _hash_strings,
-    _tally_scripts,
-    problem_code,
-    unreadable_line_problem,
-)
+from data_tools.check_chunks import _check_durations, _hash64, _hash_strings, _tally_scripts
+from data_tools.check_lines import problem_code, unreadable_line_problem
+from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
 from data_tools.chunk_lines import MARKERS, read_lines
 from data_tools.code_lengths import padded_length, target_duration
 from data_tools.manifest import ManifestError, load_json_object

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from data_tools import item_files
-from data_tools.check_chunks import CheckSettings, ChunkResult, ChunkTask, _hash64
+from data_tools.check_chunks import _hash64
 from data_tools.check_pairs import check_drop, finish_pair_chunk, start_pair_chunk
+from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
 from data_tools.pairs_manifest_v25 import PairEntryV25, pair_facts_v25, parse_pair_object_v25
 from data_tools.shape_rules import RuleError
 

@@ -14,7 +14,7 @@ from data_tools.manifest import MAX_LINE_BYTES
 
 
 class ByteRange(Protocol):
-    """Where the lines are: ``manifest``'s bytes ``[start, end)`` (``check_chunks.ChunkTask`` is one)."""
+    """Where the lines are: ``manifest``'s bytes ``[start, end)`` (``check_records.ChunkTask`` is one)."""
 
     @property
     def manifest(self) -> str: ...

@@ -7,7 +7,7 @@ CLI::
 
 ``X`` is a JSONL list, an LJSpeech-style ``metadata.csv`` or a folder of audio with ``.txt`` transcripts
 (see ``data_tools.preprocess_inputs``). For every item: any audio libsndfile reads -> mono -> 24 kHz
-(soxr) -> IndexTTS's 100-band log-mel -> DVAE codes. Output in ``D``:
+(soxr) -> IndexTTS's 100-band log-mel -> DVAE codes (``data_tools.preprocess_worker``). Output in ``D``:
 
 - ``codes/<id>.npy``: int16 codes (int32 for codebooks over 32767 codes), shape [frames / 4];
 - ``cond_mels/<id>.npy``: the utterance's own log-mel, float32 [100, frames];
@@ -30,57 +30,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from data_tools.batch_prep import SkipCounts, Skipped
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
-from data_tools.fileio import atomic_write_text, atomic_write_with
+from data_tools.fileio import atomic_write_text
 from data_tools.job_summary import summary_line
 from data_tools.model_limits import longest_seconds
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
-from data_tools.shape_rules import V1_SAMPLE_RATE as SAMPLE_RATE
-from data_tools.workers import pool_results
+from data_tools.preprocess_worker import WorkerSettings, run_items
 
-SILENCE_DBFS = -60.0  # RMS below this is taken as silence
-ITEM_TIMEOUT_S = 600.0
 STATE_DIR = ".preprocess"
 
 
 class PreprocessError(ValueError):
     """Inputs preprocessing cannot start on (one-line message)."""
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    out_dir: str
-    dvae: str
-    vqvae: dict
-    device: str
-    min_duration: float
-    max_duration: float
-    max_codes: int | None
-    threads: int | None  # torch threads per worker (1 in worker processes)
-
-
-@dataclass
-class Outcome:
-    id: str
-    stem: str
-    ok: bool
-    reason: str = ""
-    duration: float = 0.0
-    frames: int = 0
-    codes: int = 0
 
 
 @dataclass
@@ -107,70 +76,6 @@ class PreprocessReport(SkipCounts):
             lines.append(f"note: {len(self.own_prompt_speakers)} speaker(s) with a single utterance use it as their "
                          f"own prompt: {', '.join(self.own_prompt_speakers[:5])}")
         return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------
-# One item (runs in a worker process)
-
-_worker_state: dict[str, Any] = {}
-
-
-def _init_worker(settings: WorkerSettings) -> None:
-    import torch
-
-    if settings.threads is not None:
-        torch.set_num_threads(settings.threads)
-    from networks import indextts15
-
-    _worker_state["dvae"] = indextts15.load_dvae(settings.dvae, settings.vqvae, device=settings.device)
-    _worker_state["settings"] = settings
-
-
-def _process(item: SourceItem) -> Outcome:
-    """Audio -> mel -> codes, files written atomically; every failure becomes a reason, not an exception."""
-    settings: WorkerSettings = _worker_state["settings"]
-    try:
-        return _process_item(item, settings, _worker_state["dvae"])
-    except Exception as exc:  # a worker must answer for every item, whatever goes wrong
-        return Outcome(item.id, item.stem, False, f"failed: {type(exc).__name__}: {exc}")
-
-
-def _process_item(item: SourceItem, settings: WorkerSettings, dvae) -> Outcome:
-    import torch
-
-    from data_tools.audio import AudioError, load_audio
-    from data_tools.features import mel_spectrogram
-
-    try:
-        samples = load_audio(item.audio, SAMPLE_RATE)
-    except AudioError as exc:
-        detail = str(exc).removeprefix(f"{item.audio}: ")
-        reason = "missing audio" if "not found" in detail else "unreadable audio"
-        return Outcome(item.id, item.stem, False, f"{reason}: {detail}")
-    duration = samples.size / SAMPLE_RATE
-    if duration < settings.min_duration:
-        return Outcome(item.id, item.stem, False,
-                       f"too short: {duration:.2f} s < --min-duration {settings.min_duration:g} s")
-    if duration > settings.max_duration:
-        return Outcome(item.id, item.stem, False,
-                       f"too long: {duration:.2f} s > {settings.max_duration:.2f} s")
-    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64))))
-    if rms <= 10 ** (SILENCE_DBFS / 20):
-        level = 20 * math.log10(rms) if rms > 0 else -math.inf
-        return Outcome(item.id, item.stem, False, f"silent audio: RMS {level:.0f} dBFS")
-    with torch.no_grad():
-        mel = mel_spectrogram(torch.from_numpy(samples).to(settings.device))
-        codes = dvae.get_codebook_indices(mel.unsqueeze(0))[0].cpu().numpy()
-    if settings.max_codes is not None and codes.size > settings.max_codes:
-        return Outcome(item.id, item.stem, False,
-                       f"too long: {codes.size} codes > gpt.max_mel_tokens {settings.max_codes}")
-    dtype = np.int16 if dvae.num_tokens <= np.iinfo(np.int16).max + 1 else np.int32
-    out = Path(settings.out_dir)
-    mel_np = np.ascontiguousarray(mel.cpu().numpy(), dtype=np.float32)
-    atomic_write_with(out / "cond_mels" / f"{item.stem}.npy", lambda handle: np.save(handle, mel_np))
-    atomic_write_with(out / "codes" / f"{item.stem}.npy", lambda handle: np.save(handle, codes.astype(dtype)))
-    return Outcome(item.id, item.stem, True, duration=round(duration, 4), frames=int(mel_np.shape[1]),
-                   codes=int(codes.size))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,21 +118,6 @@ def _is_finished(item: SourceItem, record: dict | None, out_dir: Path) -> bool:
     return (out_dir / "codes" / f"{item.stem}.npy").is_file() and (out_dir / "cond_mels" / f"{item.stem}.npy").is_file()
 
 
-def _run(todo: list[SourceItem], settings: WorkerSettings, workers: int) -> Iterator[Outcome]:
-    if workers <= 1 or len(todo) <= 1:
-        _init_worker(settings)
-        try:
-            for item in todo:
-                yield _process(item)
-        finally:
-            _worker_state.clear()
-        return
-    worker_settings = WorkerSettings(**{**asdict(settings), "threads": 1})
-    context = multiprocessing.get_context("spawn")  # never fork a process that has torch threads
-    yield from pool_results(context, workers, _process, todo, timeout_s=ITEM_TIMEOUT_S, what="preprocessing",
-                            ordered=False, initializer=_init_worker, initargs=(worker_settings,))
-
-
 def preprocess(
     input_path: str | Path,
     out_dir: str | Path,
@@ -262,7 +152,7 @@ def preprocess(
     log_path = _done_log(out)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", encoding="utf-8") as log:
-        for count, outcome in enumerate(_run(todo, settings, workers), 1):
+        for count, outcome in enumerate(run_items(todo, settings, workers), 1):
             item = by_stem[outcome.stem]
             if outcome.ok:
                 record = {"id": item.id, "stem": item.stem, "audio": str(item.audio),

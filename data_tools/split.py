@@ -1,7 +1,8 @@
 """Split a codes manifest into train and val: deterministic, speaker-aware, never leaking.
 
 Library: ``split_manifest(manifest, out_dir, val_fraction, seed, held_out_speakers) -> SplitResult``
-(``plan_split`` does the choosing on parsed entries). CLI::
+(``data_tools.split_plan.plan_split`` does the choosing on parsed entries;
+``data_tools.split_pairs`` chooses a paired manifest's). CLI::
 
     python -m data_tools.split --manifest M --out-dir D [--val-fraction 0.05] [--seed 0] [--held-out-speakers N]
         [--by-speaker] [--test-fraction 0.05]
@@ -37,8 +38,6 @@ import argparse
 import hashlib
 import json
 import os
-import random
-from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,18 +51,15 @@ from data_tools.manifest import (
     manifest_format,
     parse_manifest_line,
 )
-from data_tools.pairs_manifest import PAIR_PATH_FIELDS, PairEntry, parse_pair_object
-from data_tools.pairs_manifest_v25 import V25_PATH_FIELDS, PairEntryV25, parse_pair_object_v25
-from data_tools.text import normalize_text
+from data_tools.pairs_manifest import PAIR_PATH_FIELDS
+from data_tools.pairs_manifest_v25 import V25_PATH_FIELDS
+from data_tools.split_pairs import split_pairs
+from data_tools.split_plan import SplitError, SplitItem, leak_keys, plan_split, recording_source
 from data_tools.text_keys import text_key
 
 PATH_FIELDS = ("codes", "cond_mel", "cond_audio", "audio")
 TEST_FILE = "test.jsonl"
 TEST_DIGEST_FILE = "test.digest.json"
-
-
-class SplitError(ValueError):
-    """Input the splitter refuses (one-line message)."""
 
 
 @dataclass
@@ -92,148 +88,6 @@ class SplitResult:
             lines.append(f"held-out speakers (val only): {', '.join(self.held_out)}")
         lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class SplitItem:
-    """What the splitter needs to know about one entry."""
-
-    id: str
-    text: str
-    speaker: str | None
-    codes: str  # resolved path
-    language: str | None = None
-    source: str | None = None  # the recording the clip was cut from (ingest), when known
-
-
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def leak_keys(item: SplitItem, by_speaker: bool = False) -> set[tuple[str, str]]:
-    """What an entry shares with entries that must stay on its side."""
-    keys = {("id", item.id), ("codes", item.codes), ("text", text_key(item.text)),
-            ("text", text_key(normalize_text(item.text, item.language)))}
-    if item.source:
-        keys.add(("source", item.source))
-    if by_speaker and item.speaker is not None:
-        keys.add(("speaker", item.speaker))
-    return {key for key in keys if key[0] != "text" or key[1]}  # a text of punctuation only says nothing
-
-
-def leak_groups(items: list[SplitItem], by_speaker: bool = False) -> list[list[int]]:
-    """Indices grouped so that entries sharing an id, text, codes file or source recording (and with
-    ``by_speaker`` a speaker) are together (first-seen order)."""
-    uf = _UnionFind(len(items))
-    first: dict[tuple[str, str], int] = {}
-    for i, item in enumerate(items):
-        keys = leak_keys(item, by_speaker)
-        for key in keys:
-            j = first.setdefault(key, i)
-            if j != i:
-                uf.union(i, j)
-    groups: dict[int, list[int]] = defaultdict(list)
-    for i in range(len(items)):
-        groups[uf.find(i)].append(i)
-    return sorted(groups.values(), key=lambda g: g[0])
-
-
-@dataclass
-class SplitPlan:
-    train: list[int]  # entry indices, manifest order
-    val: list[int]
-    held_out: list[str]
-    groups: int
-
-
-def plan_split(items: list[SplitItem], val_fraction: float, seed: int, held_out_speakers: int = 0,
-               by_speaker: bool = False) -> SplitPlan:
-    """Choose the val entries (see the module docstring); raises SplitError for impossible requests."""
-    if not 0.0 <= val_fraction < 1.0:
-        raise SplitError(f"--val-fraction must be in [0, 1), got {val_fraction}")
-    rng = random.Random(seed)
-    groups = leak_groups(items, by_speaker)
-    speakers_of = [Counter(items[i].speaker for i in group) for group in groups]
-    in_val = [False] * len(groups)
-
-    all_speakers = sorted({item.speaker for item in items if item.speaker is not None})
-    held_out: list[str] = []
-    if held_out_speakers:
-        if held_out_speakers < 0:
-            raise SplitError("--held-out-speakers must be >= 0")
-        if held_out_speakers >= len(all_speakers):
-            raise SplitError(f"--held-out-speakers {held_out_speakers}: the manifest has {len(all_speakers)} "
-                             "speaker(s); at least one must stay in train")
-        shuffled = all_speakers[:]
-        rng.shuffle(shuffled)
-        held_out = sorted(shuffled[:held_out_speakers])
-        held = set(held_out)
-        for g, speakers in enumerate(speakers_of):
-            if held & set(speakers):
-                in_val[g] = True
-
-    train_left = Counter(items[i].speaker for i in range(len(items)))
-    for g, speakers in enumerate(speakers_of):
-        if in_val[g]:
-            train_left.subtract(speakers)
-    seen = [s for s in all_speakers if s not in set(held_out)]
-    seen_total = sum(train_left[s] for s in seen) + train_left[None]
-    target = round(val_fraction * seen_total)
-    if val_fraction > 0 and seen_total >= 2:
-        target = max(1, target)
-    quota = {s: round(val_fraction * train_left[s]) for s in (*seen, None)}
-    taken: Counter = Counter()
-
-    order = list(range(len(groups)))
-    rng.shuffle(order)
-    chosen = 0
-    for respect_quota in (True, False):  # first per-speaker quotas, then fill up to the target
-        for g in order:
-            if chosen >= target:
-                break
-            if in_val[g]:
-                continue
-            size = sum(speakers_of[g].values())
-            if chosen + size > target:
-                continue
-            if not by_speaker and not _keeps_speakers_seen(speakers_of[g], train_left):
-                continue
-            if respect_quota and any(taken[s] + n > quota.get(s, 0) for s, n in speakers_of[g].items()):
-                continue
-            in_val[g] = True
-            chosen += size
-            taken.update(speakers_of[g])
-            train_left.subtract(speakers_of[g])
-    if chosen == 0 and target > 0:  # every group is larger than the target (whole recordings): the smallest one
-        left_in_train = sum(sum(speakers_of[g].values()) for g in range(len(groups)) if not in_val[g])
-        sizes = [(sum(speakers_of[g].values()), k, g) for k, g in enumerate(order) if not in_val[g]
-                 and (by_speaker or _keeps_speakers_seen(speakers_of[g], train_left))]
-        fitting = [row for row in sizes if row[0] < left_in_train]  # train keeps something
-        if fitting:
-            g = min(fitting)[2]
-            in_val[g] = True
-            train_left.subtract(speakers_of[g])
-
-    train = sorted(i for g, group in enumerate(groups) if not in_val[g] for i in group)
-    val = sorted(i for g, group in enumerate(groups) if in_val[g] for i in group)
-    return SplitPlan(train, val, held_out, len(groups))
-
-
-def _keeps_speakers_seen(speakers: Counter, train_left: Counter) -> bool:
-    """Whether moving a group to val leaves every named speaker of it with an utterance in train."""
-    return all(speaker is None or train_left[speaker] - n >= 1 for speaker, n in speakers.items())
 
 
 def _rebase(obj: dict, manifest_dir: Path, out_dir: Path, fields: tuple[str, ...] = PATH_FIELDS) -> dict:
@@ -377,91 +231,16 @@ def _outside_test(items: list[SplitItem], test_items: list[SplitItem], manifest:
     return keep
 
 
-PROMPT_FIELDS = ("prompt_id", "prompt_audio_path", "prompt_condition_path", "prompt_condition_len",
-                 "prompt_emo_vec_path", "prompt_duration", "prompt_spk_vec_path")
-
-
-def _read_pairs(manifest: Path, v25: bool = False) -> tuple[list[PairEntry | PairEntryV25], list[dict]]:
-    from data_tools.manifest import iter_lines
-
-    parse = parse_pair_object_v25 if v25 else parse_pair_object
-    entries: list[PairEntry | PairEntryV25] = []
-    objects: list[dict] = []
-    try:
-        for lineno, raw in iter_lines(manifest):
-            if isinstance(raw, ManifestError):
-                raise raw
-            obj = load_json_object(raw, manifest, lineno)
-            entries.append(parse(obj, manifest, lineno))
-            objects.append(obj)
-    except ManifestError as exc:
-        raise SplitError(str(exc)) from None
-    if not entries:
-        raise SplitError(f"{manifest}: manifest has no entries")
-    return entries, objects
-
-
-def _utterance(entry: PairEntry | PairEntryV25, role: str) -> str:
-    """A pair's target or prompt utterance (its id, else its feature file)."""
-    if role == "target":
-        return entry.target_id or os.path.normpath(entry.codes)
-    prompt_file = entry.spk_vec if isinstance(entry, PairEntryV25) else entry.condition
-    return entry.prompt_id or os.path.normpath(prompt_file)
-
-
 def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path, val_fraction: float, seed: int,
                  held_out_speakers: int, v25: bool = False, by_speaker: bool = False) -> SplitResult:
-    entries, objects = _read_pairs(manifest, v25)
-    targets: dict[str, int] = {}  # target utterance -> its first pair
-    for i, entry in enumerate(entries):
-        targets.setdefault(_utterance(entry, "target"), i)
-    names = list(targets)
-    items = [SplitItem(name, entries[i].target_text or name, entries[i].speaker, os.path.normpath(entries[i].codes),
-                       entries[i].language, _source(objects[i])) for name, i in targets.items()]
-    plan = plan_split(items, val_fraction, seed, held_out_speakers, by_speaker)
-    val_targets = {names[k] for k in plan.val}
-    train_rows = [i for i, e in enumerate(entries) if _utterance(e, "target") not in val_targets]
-    trained = {_utterance(entries[i], "target") for i in train_rows}
-    prompt_source: dict[str, int] = {}  # prompt utterance -> a pair that has its prompt features
-    for i, entry in enumerate(entries):
-        prompt_source.setdefault(_utterance(entry, "prompt"), i)
-    val_objects: list[dict] = []
-    reprompted = dropped = 0
-    used = {(_utterance(e, "target"), _utterance(e, "prompt")) for e in entries}
-    for i, entry in enumerate(entries):
-        target = _utterance(entry, "target")
-        if target not in val_targets:
-            continue
-        obj = objects[i]
-        if _utterance(entry, "prompt") in trained:
-            choices = sorted(u for u, j in prompt_source.items()
-                             if u not in trained and u != target and entries[j].speaker == entry.speaker
-                             and (target, u) not in used)
-            if not choices:
-                dropped += 1
-                continue
-            chosen = random.Random(f"{seed}:{entry.id}").choice(choices)
-            used.add((target, chosen))
-            donor = objects[prompt_source[chosen]]
-            obj = {k: v for k, v in obj.items() if k not in PROMPT_FIELDS}
-            obj.update({k: donor[k] for k in PROMPT_FIELDS if k in donor})
-            obj["id"] = f"{target}__{donor.get('prompt_id', 'prompt')}"
-            reprompted += 1
-        val_objects.append(obj)
-    notes = []
-    if reprompted:
-        notes.append(f"{reprompted} val pair(s) got another prompt of their speaker (theirs is a train target)")
-    if dropped:
-        notes.append(f"{dropped} val pair(s) left out: no prompt of their speaker outside the train targets")
-    if val_fraction > 0 and not val_objects:
-        notes.append("val is empty: every target is needed in train to keep its speaker seen")
-    for path, rows in ((train_path, [objects[i] for i in train_rows]), (val_path, val_objects)):
-        atomic_write_text(path, "".join(json.dumps(_rebase(obj, manifest.parent, out_dir, V25_PATH_FIELDS if v25 else PAIR_PATH_FIELDS),
-                                                   ensure_ascii=False) + "\n" for obj in rows))
-    val_speakers = {obj.get("speaker") for obj in val_objects if obj.get("speaker") is not None}
-    return SplitResult(train_path=train_path, val_path=val_path, train_count=len(train_rows),
-                       val_count=len(val_objects), groups=plan.groups, held_out=plan.held_out,
-                       val_speakers=len(val_speakers), notes=notes)
+    split = split_pairs(manifest, val_fraction, seed, held_out_speakers, v25, by_speaker)
+    fields = V25_PATH_FIELDS if v25 else PAIR_PATH_FIELDS
+    for path, rows in ((train_path, split.train_rows), (val_path, split.val_rows)):
+        atomic_write_text(path, "".join(json.dumps(_rebase(obj, manifest.parent, out_dir, fields), ensure_ascii=False)
+                                        + "\n" for obj in rows))
+    return SplitResult(train_path=train_path, val_path=val_path, train_count=len(split.train_rows),
+                       val_count=len(split.val_rows), groups=split.plan.groups, held_out=split.plan.held_out,
+                       val_speakers=split.val_speakers, notes=split.notes)
 
 
 def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
@@ -482,7 +261,7 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
                     if entry is None:
                         continue
                     items.append(SplitItem(entry.id, entry.text, entry.speaker, os.path.normpath(entry.codes),
-                                           entry.language, _source(obj)))
+                                           entry.language, recording_source(obj)))
                 objects.append(obj)
     except FileNotFoundError:
         raise SplitError(f"{manifest}: manifest not found") from None
@@ -495,11 +274,6 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
     return items, objects
 
 
-def _source(obj: dict) -> str | None:
-    value = obj.get("source")
-    return str(value) if isinstance(value, (str, int)) and str(value).strip() else None
-
-
 def _audio_item(obj: dict, manifest: Path, lineno: int) -> SplitItem:
     """A line of an audio list (raw ingest's manifest: id, audio, text, speaker, source)."""
     for key in ("audio", "text"):
@@ -510,7 +284,7 @@ def _audio_item(obj: dict, manifest: Path, lineno: int) -> SplitItem:
     language = obj.get("language")
     return SplitItem(str(obj.get("id") or Path(obj["audio"]).stem), obj["text"],
                      str(speaker) if speaker is not None else None, audio,
-                     language if isinstance(language, str) else None, _source(obj))
+                     language if isinstance(language, str) else None, recording_source(obj))
 
 
 def build_parser() -> argparse.ArgumentParser:

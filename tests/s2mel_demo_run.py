@@ -19,8 +19,9 @@ from networks.s2mel import load_s2mel
 from trainer.generations.registry import generation_of_folder
 from trainer.s2mel.batches import S2MelClip
 from trainer.s2mel.export import base_record
-from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
+from trainer.s2mel.loop import S2MelTrainer
 from trainer.s2mel.lora import S2MelLoRASettings
+from trainer.s2mel.train_settings import S2MelTrainSettings
 
 
 def make_s2mel_run(model_dir: Path, out_dir: Path, *, mode: str = "full", steps: int = 2, seed: int = 0,

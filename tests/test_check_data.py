@@ -294,7 +294,7 @@ def test_vectorised_script_counts_match_the_front_end() -> None:
 
 def test_whole_chunk_read_matches_the_line_by_line_reader(tmp_path: Path) -> None:
     """The one-read split of a chunk gives exactly the bounded reader's lines and byte count."""
-    from data_tools import check_chunks
+    from data_tools.check_records import ChunkTask
     from data_tools.chunk_lines import read_lines, read_lines_bounded
     from data_tools.manifest import MAX_LINE_BYTES
 
@@ -315,7 +315,7 @@ def test_whole_chunk_read_matches_the_line_by_line_reader(tmp_path: Path) -> Non
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(data)
         for start, end in ((0, len(data)), (0, len(data) // 2), (len(data) // 3, len(data))):
-            task = check_chunks.ChunkTask(str(path), 0, start, end)
+            task = ChunkTask(str(path), 0, start, end)
             assert read_lines(task) == read_lines_bounded(task), (name, start, end)
 
 
@@ -343,17 +343,17 @@ def test_whole_chunk_read_matches_the_line_by_line_reader(tmp_path: Path) -> Non
 ])
 def test_fast_parse_path_gives_what_json_loads_gives(tmp_path: Path, line: str) -> None:
     """The scanner shortcut takes a line only when json.loads would give the same value."""
-    from data_tools import check_chunks
+    from data_tools import check_lines
 
     fast_problems: list = []
-    fast = check_chunks._parse_lines([line], tmp_path / "m.jsonl", fast_problems)
+    fast = check_lines.parse_lines([line], tmp_path / "m.jsonl", fast_problems)
     slow_problems: list = []
-    scan = check_chunks._SCAN_ONCE
+    scan = check_lines._SCAN_ONCE
     try:
-        check_chunks._SCAN_ONCE = _refuse
-        slow = check_chunks._parse_lines([line], tmp_path / "m.jsonl", slow_problems)
+        check_lines._SCAN_ONCE = _refuse
+        slow = check_lines.parse_lines([line], tmp_path / "m.jsonl", slow_problems)
     finally:
-        check_chunks._SCAN_ONCE = scan
+        check_lines._SCAN_ONCE = scan
     assert (fast, fast_problems) == (slow, slow_problems)
 
 

@@ -35,7 +35,7 @@ def _ctx(workspace: Path):
 
 
 def test_the_training_form_opens_on_the_projects_data_and_model(voice, demo_workspace, tmp_path):
-    from webui.training.tab_training import initial_values
+    from webui.training.form_values import initial_values
 
     project, train, val = voice
     values = initial_values(_ctx(tmp_path), "voice")
@@ -47,7 +47,7 @@ def test_the_training_form_opens_on_the_projects_data_and_model(voice, demo_work
 
 
 def test_a_preset_changes_hyper_parameters_and_keeps_the_projects_data(voice, tmp_path):
-    from webui.training.tab_training import preset_values
+    from webui.training.form_values import preset_values
 
     _, train, _ = voice
     ctx = _ctx(tmp_path)
@@ -60,7 +60,7 @@ def test_a_preset_changes_hyper_parameters_and_keeps_the_projects_data(voice, tm
 
 
 def test_picking_a_demo_project_switches_the_form_to_its_demo(demo_workspace):
-    from webui.training.tab_training import initial_values
+    from webui.training.form_values import initial_values
 
     ctx = _ctx(demo_workspace.root)
     picked = initial_values(ctx, "demo-indextts-2.5", picked=True)
@@ -122,7 +122,7 @@ def test_one_prepared_manifest_is_split_for_training_without_leaks(demo_workspac
 
 
 def test_opening_the_training_tab_takes_data_prepared_since_and_leaves_a_matching_form_alone(voice, tmp_path):
-    from webui.training.tab_training import project_refill
+    from webui.training.form_values import project_refill
 
     _, train, _ = voice
     ctx = _ctx(tmp_path)
@@ -135,7 +135,7 @@ def test_opening_the_training_tab_takes_data_prepared_since_and_leaves_a_matchin
 
 
 def test_a_project_without_validation_data_leaves_none_of_another_in_the_form(demo_workspace, tmp_path):
-    from webui.training.tab_training import project_refill
+    from webui.training.form_values import project_refill
 
     project = create_project(tmp_path, "one-recording", demo_workspace.root / "v2" / "checkpoints")
     pairs = write(project.dir("prepared") / "pairs.jsonl", '{"id": "a"}\n')  # cannot be split: stays whole
@@ -149,7 +149,7 @@ def test_a_finished_step_leaves_the_form_and_its_run_alone_while_the_project_has
         demo_workspace, tmp_path):
     """A step of a project with no prepared data (a run ended, a tab opened) must not empty the form's data or move
     it off the run folder it shows (the stopped run's status would vanish)."""
-    from webui.training.tab_training import project_refill
+    from webui.training.form_values import project_refill
 
     create_project(tmp_path, "fresh", demo_workspace.root / "v2" / "checkpoints")
     shown = {**tf.default_values(), "train_manifest": ["/demo/train.jsonl"], "output_dir": "runs/demo-run"}

@@ -93,7 +93,8 @@ def test_rerun_adds_only_missing_files_and_clips_load(tmp_path: Path, fixture: d
 
 def test_prepared_clips_build_each_clip_on_demand_and_train(tmp_path: Path, fixture: dict) -> None:
     from trainer.s2mel.dataset import PreparedClips
-    from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
+    from trainer.s2mel.loop import S2MelTrainer
+    from trainer.s2mel.train_settings import S2MelTrainSettings
 
     inputs = fixture["expected"]["inputs"]
     stems = ["utt0", "utt1"]

@@ -20,10 +20,11 @@ from networks.indextts25 import load_indextts25
 from networks.s2mel import load_s2mel
 from trainer.s2mel.dataset import load_clips
 from trainer.s2mel.export import base_record, export_stock_s2mel
-from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
+from trainer.s2mel.loop import S2MelTrainer
 from trainer.s2mel.lora import S2MelLoRASettings
 from trainer.s2mel.samples import sample_hook
 from trainer.s2mel.sources import audio_loader, v2_latent_fn, v2_semantic_fn, v25_semantic_fn
+from trainer.s2mel.train_settings import S2MelTrainSettings
 from trainer.synthesis.pipeline_v2 import SynthesizerV2, seeded_noise
 from trainer.vocab import grow_text_vocab
 

@@ -22,8 +22,9 @@ from trainer.s2mel.export import (
 )
 from trainer.s2mel.forward import FlowDraws
 from trainer.s2mel.keep import VoiceScore, decide_adapter
-from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings, trainable_state, unused_parameter_names
+from trainer.s2mel.loop import S2MelTrainer, trainable_state, unused_parameter_names
 from trainer.s2mel.lora import S2MelLoRASettings, has_adapters, merged_copy
+from trainer.s2mel.train_settings import S2MelTrainSettings
 
 CASES = [("2", "full"), ("2", "lora"), ("2.5", "full"), ("2.5", "lora")]
 

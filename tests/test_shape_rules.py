@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from data_tools import item_files
-from data_tools.check_chunks import CheckSettings, ChunkTask
-from data_tools.check_data import check_chunk
+from data_tools.check_pool import check_chunk
+from data_tools.check_records import CheckSettings, ChunkTask
 from data_tools.fileio import UnusableFile, expand_path
 from data_tools.manifest import ManifestError, parse_manifest_line
 from data_tools.npy import NpyError, read_npy, read_npy_header

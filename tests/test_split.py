@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from data_tools.check_data import check_manifests
-from data_tools.split import SplitItem, main, plan_split, split_manifest
+from data_tools.split import main, split_manifest
+from data_tools.split_plan import SplitItem, plan_split
 from data_tools.text import normalize_text
 from data_tools.text_keys import text_key
 

@@ -19,7 +19,8 @@ from webui.jobs import outcome
 from webui.jobs.logtail import LogTail, read_complete_lines, read_log_chunk, tail_text
 from webui.jobs.process_tools import is_process_alive, wait_until
 from webui.jobs.run_record import read_record, write_record
-from webui.jobs.supervisor import RunAlreadyActive, RunSupervisor, SupervisorRegistry, child_env
+from webui.jobs.supervisor import RunAlreadyActive, RunSupervisor, child_env
+from webui.jobs.supervisor_registry import SupervisorRegistry
 
 FAKE = Path(__file__).resolve().parent / "fake_trainer.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -485,7 +486,8 @@ def test_torchrun_run_from_the_form_stops_with_a_save_and_no_process_left(demo_w
     from webui.context import StudioContext
     from webui.jobs import rank_logs
     from webui.training import training_form as tf
-    from webui.training.tab_training import form_changed, start_run, workspace_files
+    from webui.training.form_values import workspace_files
+    from webui.training.run_start import form_changed, start_run
 
     ctx = StudioContext.create(demo_workspace.root)
     out = tmp_path / "torchrun"
@@ -542,7 +544,7 @@ def test_torchrun_stop_waits_for_a_slow_save(demo_workspace, tmp_path: Path) -> 
 
     from webui.context import StudioContext
     from webui.training import training_form as tf
-    from webui.training.tab_training import workspace_files
+    from webui.training.form_values import workspace_files
 
     hooks = tmp_path / "hooks"
     hooks.mkdir()

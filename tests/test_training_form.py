@@ -193,7 +193,8 @@ def test_recorded_trainer_command_gives_the_form_back() -> None:
 
 # -- paths typed in the form: one rule shared with the trainer and the supervisor -------------------------
 def test_tilde_means_the_same_folder_for_form_trainer_and_supervisor(tmp_path: Path, monkeypatch) -> None:
-    from webui.jobs.supervisor import RunSupervisor, SupervisorRegistry
+    from webui.jobs.supervisor import RunSupervisor
+    from webui.jobs.supervisor_registry import SupervisorRegistry
 
     monkeypatch.setenv("HOME", str(tmp_path))
     fields, _, _ = tf.form_from_values({**tf.workspace_values(_files(Path("/ws"))), "output_dir": "~/runs/a",

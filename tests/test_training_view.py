@@ -110,7 +110,8 @@ def test_live_view_streams_and_a_new_session_sees_the_run_again(tmp_path: Path) 
 
     from webui.context import StudioContext
     from webui.jobs.run_view import poll_view
-    from webui.training.tab_training import TRAIN_LABEL, latest_training_run
+    from webui.training.form_values import latest_training_run
+    from webui.training.run_start import TRAIN_LABEL
 
     ctx = StudioContext.create(tmp_path)
     out = tmp_path / "runs" / "fake"
@@ -217,19 +218,19 @@ def _demo_values(tmp_path: Path, out: Path) -> dict:
 
 def _fake_trainer_argv(monkeypatch, *flags: str) -> None:
     """Make Start run the fake trainer (with the form's --output-dir) instead of ``python -m trainer.train``."""
-    from webui.training import tab_training
+    from webui.training import training_form
 
     def argv(values: dict, python: str = sys.executable) -> list[str]:
         return [python, str(FAKE), "--output-dir", str(values["output_dir"]), *flags]
 
-    monkeypatch.setattr(tab_training.tf, "trainer_argv", argv)
+    monkeypatch.setattr(training_form, "trainer_argv", argv)
 
 
 def test_start_shows_the_argv_it_started_and_a_refused_start_keeps_the_badge(tmp_path: Path, monkeypatch) -> None:
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.training.tab_training import start_run
+    from webui.training.run_start import start_run
 
     _fake_trainer_argv(monkeypatch)
     ctx = StudioContext.create(tmp_path)
@@ -256,7 +257,7 @@ def test_a_preflight_report_about_another_command_does_not_stay(tmp_path: Path, 
     import gradio as gr
 
     from webui.context import StudioContext
-    from webui.training.tab_training import form_changed, start_run
+    from webui.training.run_start import form_changed, start_run
 
     values = _demo_values(tmp_path, tmp_path / "runs" / "a")
     command = form_changed(values, None)[0]

@@ -53,7 +53,7 @@ def test_paths_typed_in_boxes(tmp_path: Path):
 
 def test_every_tab_says_one_line_for_an_unknown_user_in_a_path(tmp_path: Path):
     from webui.testing.listen import ListenError, resolve_model
-    from webui.tokenizer.tab_tokenizer import _model_prefix
+    from webui.tokenizer.tokenizer_jobs import _model_prefix
     from webui.training.samples_view import gallery_for
 
     with pytest.raises(ListenError, match=r"^model: cannot expand '~nosuchuser_zz/run/latest.pth'"):
@@ -91,11 +91,11 @@ def test_job_view_reports_state_and_progress():
 
 def test_sample_text_side_by_side(demo_workspace):
     from data_tools.text_tokenizer import TextTokenizer
-    from webui.tokenizer import tab_tokenizer
+    from webui.tokenizer.sample_compare import compare_tokenization
 
     text = "ሰላም ለዓለም። hello"
-    view = tab_tokenizer.compare_tokenization(text, str(demo_workspace.base_tokenizer),
-                                              str(demo_workspace.extended_tokenizer), "auto", demo_workspace.root)
+    view = compare_tokenization(text, str(demo_workspace.base_tokenizer), str(demo_workspace.extended_tokenizer),
+                                "auto", demo_workspace.root)
     assert view.message == ""
     rows = view.summary.set_index("tokenizer")
     base_size = TextTokenizer(demo_workspace.base_tokenizer).vocab_size
@@ -109,10 +109,10 @@ def test_sample_text_side_by_side(demo_workspace):
 
 
 def test_sample_text_with_a_missing_tokenizer_says_so(demo_workspace):
-    from webui.tokenizer import tab_tokenizer
+    from webui.tokenizer.sample_compare import compare_tokenization
 
-    view = tab_tokenizer.compare_tokenization("hello", "missing.model", str(demo_workspace.extended_tokenizer),
-                                              "auto", demo_workspace.root)
+    view = compare_tokenization("hello", "missing.model", str(demo_workspace.extended_tokenizer), "auto",
+                                demo_workspace.root)
     assert "base tokenizer not found" in view.message and view.summary.empty
 
 
@@ -128,7 +128,7 @@ def run_job(ctx, job, argv, timeout_s: float = 240.0):
 
 def test_train_extend_verify_round(demo_workspace, tmp_path: Path):
     from webui.context import StudioContext
-    from webui.tokenizer import tab_tokenizer as tt
+    from webui.tokenizer import tokenizer_jobs as tt
 
     ctx = StudioContext.create(tmp_path)
     argv = tt.train_argv(ctx.python, str(demo_workspace.train_manifest), "am_small", 300, "bpe", "am", tmp_path)
@@ -159,7 +159,7 @@ def test_train_extend_verify_round(demo_workspace, tmp_path: Path):
 
 def test_verify_fails_on_swapped_tokenizers_and_names_the_check(demo_workspace, tmp_path: Path):
     from webui.context import StudioContext
-    from webui.tokenizer import tab_tokenizer as tt
+    from webui.tokenizer import tokenizer_jobs as tt
 
     ctx = StudioContext.create(tmp_path)
     argv = tt.verify_argv(ctx.python, str(demo_workspace.base_tokenizer), str(demo_workspace.extended_tokenizer),
@@ -174,7 +174,7 @@ def test_verify_fails_on_swapped_tokenizers_and_names_the_check(demo_workspace, 
 def test_tokenizer_actions_report_bad_input_in_one_line(demo_workspace, tmp_path: Path):
     from webui.context import StudioContext
     from webui.jobs.job_panel import start_action
-    from webui.tokenizer import tab_tokenizer as tt
+    from webui.tokenizer import tokenizer_jobs as tt
 
     ctx = StudioContext.create(tmp_path)
 

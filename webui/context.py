@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webui.jobs.supervisor import REPO_ROOT, RunSupervisor, SupervisorRegistry
+from webui.jobs.supervisor import REPO_ROOT, RunSupervisor
+from webui.jobs.supervisor_registry import SupervisorRegistry
 
 if TYPE_CHECKING:
     from trainer.project import Project

@@ -1,7 +1,7 @@
 """The ingest run, resumable: each source's record (``sources/<id>.json``) is written atomically once all its
 clips are on disk, so a rerun skips finished sources and redoes only the one a kill interrupted (its clips
 have stable names and are rewritten identically). Transcription updates records source by source; the clip
-index with the gate reasons is rebuilt at the end of every run.
+index with the gate reasons is rebuilt at the end of every run (both in ``data_tools.ingest.record_passes``).
 
 Test hook (with ``STUDIO_TEST_HOOKS=1``): ``STUDIO_TEST_INGEST_KILL_AFTER_CLIPS=N`` SIGKILLs the process
 right after its N-th clip file is written (a kill in the middle of a source).
@@ -13,25 +13,24 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from data_tools.ingest.clips import (
-    clip_name,
-    clip_path,
-    read_json,
-    regain_clip,
-    write_clip,
-    write_json,
-    write_jsonl,
-)
+from data_tools.ingest.clips import clip_name, clip_path, read_json, write_clip
 from data_tools.ingest.folder import check_folder, mark_folder
-from data_tools.ingest.gates import Duplicates, GateContext, GateSettings, ModelLimits, gate_name
 from data_tools.ingest.long_cues import aligner_of, split_long_cues
-from data_tools.ingest.loudness import dataset_gain
-from data_tools.ingest.slicing import SliceSettings, Span, pad_cues, plan_vad_spans
+from data_tools.ingest.record_passes import (
+    apply_dataset_loudness,
+    embed_clip_speakers,
+    speaker_device,
+    transcribe_clips,
+    write_clip_index,
+    write_error,
+    write_record,
+)
+from data_tools.ingest.settings import IngestError, IngestSettings, IngestSummary, Progress
+from data_tools.ingest.slicing import Span, pad_cues, plan_vad_spans
 from data_tools.ingest.sources import (
     CONTAINER_SUFFIXES,
     Problem,
@@ -45,71 +44,13 @@ from data_tools.ingest.sources import (
     unique_sources,
 )
 from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, refine
-from data_tools.model_limits import ClipLimits, LimitsError, clip_limits, load_text_tokenizer
+from data_tools.model_limits import ClipLimits, LimitsError, clip_limits
 
-FORMAT = 1
 DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched/ (links.py)
 SEPARATED = "separated"  # voice and rest stems of each recording, when separation is on (kept)
 DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
 KILL_AFTER_CLIPS_ENV = "STUDIO_TEST_INGEST_KILL_AFTER_CLIPS"
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
-Progress = Callable[[int, int], None]
-
-
-class IngestError(ValueError):
-    """The run cannot go on (bad settings, another run's folder, a full disk): one line."""
-
-
-@dataclass(frozen=True)
-class IngestSettings:
-    input: Path | None
-    out_dir: Path
-    language: str | None = None
-    speaker: str | None = None
-    speaker_level: int = 1
-    speaker_column: int | None = None
-    slicing: SliceSettings = field(default_factory=SliceSettings)
-    gates: GateSettings = field(default_factory=GateSettings)
-    target_lufs: float | None = -20.0
-    subtitle_encoding: str | None = None
-    asr_model: str | None = None
-    asr_language: str | None = None
-    device: str = "auto"
-    batch_size: int = 8
-    tokenizer: Path | None = None  # counts text tokens against the model (default: the model's own)
-    config: Path | None = None  # the base model: its folder or config.yaml; clips are cut to fit its limits
-    urls: tuple[str, ...] = ()  # pages, direct media links, playlists: fetched into <out>/downloads first
-    licence: str | None = None  # the licence of what the links hold, as the user states it
-    subtitle_language: str | None = None  # the links' subtitles to fetch (None: the language, if any)
-    speaker_model: str | None = None  # CAM++ weights file or x-vector model: clips get clustered speaker labels
-    separate: str | None = None  # a demucs model (file, folder or name): slice the voice stem, not the mix
-    loudness_scope: str = "clip"  # "clip": each clip to target_lufs; "dataset": one gain for all clips
-    speaker_threshold: float = 0.3  # cosine similarity (centred) at which two groups of clips are one speaker
-
-    def fixed(self) -> dict[str, Any]:
-        """What the clips on disk depend on: a rerun into the same folder must use the same."""
-        fixed = {"format": FORMAT, "slicing": self.slicing.as_dict(), "target_lufs": self.target_lufs}
-        if self.separate:  # clips cut from voice stems differ from clips cut from the mixes
-            fixed["separate"] = self.separate
-        if self.loudness_scope != "clip":  # (absent when per clip, so folders made before the option still match)
-            fixed["loudness_scope"] = self.loudness_scope
-        return fixed
-
-
-@dataclass
-class IngestSummary:
-    out_dir: str
-    sources: int = 0
-    sources_done_before: int = 0
-    clips: int = 0
-    rejected: int = 0
-    transcribed: int = 0
-    hours: float = 0.0
-    left_out_fragments: int = 0
-    problems: list[str] = field(default_factory=list)
-    model: str = ""  # the base model's limits the clips were cut to ('' without a model)
-    longest_clip: float = 0.0  # the slicer's longest clip (seconds)
-    too_long: int = 0  # clips flagged as longer (audio or text) than the model takes
 
 
 class _KillHook:
@@ -154,7 +95,7 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
     try:
         mark_folder(out, settings.fixed(), claimed)
     except OSError as exc:
-        raise _write_error(exc, out) from None
+        raise write_error(exc, out) from None
     sources, problems = _all_sources(settings, out)
     summary = IngestSummary(str(out), sources=len(sources), model=model.describe() if model is not None else "",
                             longest_clip=settings.slicing.max_seconds)
@@ -179,24 +120,24 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
             continue
         except OSError as exc:
             if _writing(exc, out):
-                raise _write_error(exc, out) from None
+                raise write_error(exc, out) from None
             problems.append(Problem(printable(source.audio), f"cannot read it ({exc.strerror or exc})"))
             continue
         except Exception as exc:  # one odd file (a decoder's surprise) must not stop the import
             reason = " ".join(str(exc).split())[:200]
             problems.append(Problem(printable(source.audio), f"cannot be sliced ({type(exc).__name__}: {reason})"))
             continue
-        _write(record_path, record, out)
+        write_record(record_path, record, out)
         _drop_decoded(out, source)
     if progress:
         progress(len(sources), len(sources))
     if settings.asr_model or transcriber is not None:
-        summary.transcribed = _transcribe(out, settings, transcriber, asr_progress)
+        summary.transcribed = transcribe_clips(out, settings, transcriber, asr_progress)
     if settings.speaker_model:
-        _embed_speakers(out, settings)
+        embed_clip_speakers(out, settings)
     if settings.loudness_scope == "dataset" and settings.target_lufs is not None:
-        _dataset_loudness(out, settings)
-    _finalize(out, settings, sources, problems, summary, model)
+        apply_dataset_loudness(out, settings)
+    write_clip_index(out, settings, sources, problems, summary, model)
     return summary
 
 
@@ -223,7 +164,7 @@ def _all_sources(settings: IngestSettings, out: Path) -> tuple[list[Source], lis
             fetched = fetch_links(list(settings.urls), out / DOWNLOADS, settings.subtitle_language or
                                   settings.language, settings.licence)
         except OSError as exc:
-            raise _write_error(exc, out) from None
+            raise write_error(exc, out) from None
         problems += fetched.problems
         if any(p.is_file() for p in (out / DOWNLOADS).iterdir()):
             try:
@@ -279,26 +220,13 @@ def _readable_audio(source: Source, out: Path) -> Path:
     return decode_to_flac(source.audio, _decoded_path(out, source))
 
 
-def _write_error(exc: OSError, out: Path) -> IngestError:
-    if exc.errno == errno.ENOSPC:
-        return IngestError(f"disk full while writing into {out}: finished sources are kept, rerun to continue")
-    return IngestError(f"cannot write into {out}: {exc.strerror or exc}")
-
-
-def _write(path: Path, value: Any, out: Path) -> None:
-    try:
-        write_json(path, value)
-    except OSError as exc:
-        raise _write_error(exc, out) from None
-
-
 def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model: list[Any], hook: _KillHook,
                   problems: list[Problem], separator: Any = None, aligner: Any = None) -> dict[str, Any]:
     audio = _readable_audio(source, out)
     if separator is not None:
         from data_tools.ingest.separate import separate_file
 
-        audio = separate_file(separator, audio, out / SEPARATED, source.id, _speaker_device(settings.device))
+        audio = separate_file(separator, audio, out / SEPARATED, source.id, speaker_device(settings.device))
     info = audio_info(audio)
     if info.declared_frames is not None and info.declared_frames - info.frames > info.rate * 0.1:
         problems.append(Problem(printable(source.audio), f"truncated: its header declares "
@@ -350,89 +278,6 @@ def _slice_source(source: Source, settings: IngestSettings, out: Path, vad_model
             "left_out": [[round(s, 3), round(e, 3)] for s, e in left_out], "clips": clips}
 
 
-def _records(out: Path) -> list[tuple[Path, dict[str, Any]]]:
-    found = []
-    for path in sorted((out / "sources").glob("*.json")):
-        record = read_json(path)
-        if isinstance(record, dict) and "clips" in record:
-            found.append((path, record))
-    return found
-
-
-def _transcribe(out: Path, settings: IngestSettings, transcriber: Any, progress: Progress | None) -> int:
-    import soundfile as sf
-
-    pending = [(path, record) for path, record in _records(out)
-               if any(clip.get("asr_text") is None for clip in record["clips"])]
-    total = sum(1 for _, record in pending for clip in record["clips"] if clip.get("asr_text") is None)
-    done = 0
-    for path, record in pending:
-        todo = [clip for clip in record["clips"] if clip.get("asr_text") is None]
-        for first in range(0, len(todo), max(1, settings.batch_size) * 4):
-            batch = todo[first:first + max(1, settings.batch_size) * 4]
-            waves = [sf.read(str(out / clip["audio"]), dtype="float32")[0] for clip in batch]
-            try:
-                results = transcriber.transcribe(waves, sample_rate=batch[0]["sample_rate"],
-                                                 batch_size=settings.batch_size)
-            except ValueError as exc:
-                raise IngestError(f"transcription failed: {exc}") from None
-            for clip, result in zip(batch, results, strict=True):
-                clip["asr_text"] = " ".join(str(result.text).split())
-                clip["confidence"] = round(float(result.confidence), 4)
-            done += len(batch)
-            if progress:
-                progress(done, total)
-        record["asr_model"] = settings.asr_model or type(transcriber).__name__
-        _write(path, record, out)
-    return done
-
-
-def _embed_speakers(out: Path, settings: IngestSettings) -> None:
-    """Each clip's speaker embedding, kept in its source record with the model that made it (``speaker_cache``)."""
-    from data_tools.ingest.speaker_cache import embed_speakers
-    from data_tools.ingest.speakers import SpeakerError
-
-    try:
-        embed_speakers(out, _records(out), settings.speaker_model, _speaker_device(settings.device),
-                       lambda path, record: _write(path, record, out))
-    except SpeakerError as exc:
-        raise IngestError(str(exc)) from None
-
-
-def _dataset_loudness(out: Path, settings: IngestSettings) -> None:
-    """One gain for every clip (``loudness.dataset_gain``), applied to the clips that do not have it yet (a new
-    source moves it a little: earlier clips are regained, never re-cut)."""
-    records = _records(out)
-    gain = dataset_gain([(clip["seconds"], clip.get("lufs")) for _, record in records for clip in record["clips"]],
-                        settings.target_lufs)
-    for path, record in records:
-        changed = [regain_clip(out / clip["audio"], clip, gain) for clip in record["clips"]]
-        if any(changed):
-            _write(path, record, out)
-
-
-def _speaker_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _speaker_labels(out: Path, settings: IngestSettings) -> dict[str, str]:
-    """Clip id -> clustered speaker label, over every clip with an embedding (none without --speaker-model)."""
-    if not settings.speaker_model:
-        return {}
-    from data_tools.ingest.speaker_cache import speaker_labels
-    from data_tools.ingest.speakers import SpeakerError
-
-    try:
-        return speaker_labels(_records(out), settings.speaker_model, settings.speaker_threshold,
-                              f"{settings.speaker}-" if settings.speaker else "spk")
-    except SpeakerError as exc:
-        raise IngestError(str(exc)) from None
-
-
 def load_separation(settings: IngestSettings) -> Any:
     """The demucs model of ``--separate`` (``separate``; imported here, so slicing never needs it)."""
     from data_tools.ingest.separate import SeparationError, load_separator
@@ -456,58 +301,3 @@ def load_transcriber(settings: IngestSettings) -> Any:
         raise IngestError(str(exc)) from None
 
 
-def _gate_context(settings: IngestSettings, model: ClipLimits | None) -> tuple[GateContext, dict[str, Any] | None]:
-    """The gates of this run, and the model as ``gates.json`` records it (``regate``)."""
-    from data_tools.ingest.regate import model_record
-
-    limits = record = None
-    if model is not None:
-        tokenizer_path = settings.tokenizer or model.tokenizer
-        try:
-            tokenizer = (load_text_tokenizer(tokenizer_path, model.generation, settings.language)
-                         if tokenizer_path is not None else None)
-        except LimitsError as exc:
-            raise IngestError(str(exc)) from None
-        limits = ModelLimits(model.data_limits, model.codes_per_second, tokenizer)
-        record = model_record(model.generation, model.max_codes, model.max_text_tokens, model.codes_per_second,
-                              model.config, Path(tokenizer_path).absolute() if tokenizer_path else None)
-    context = GateContext(settings.gates, settings.slicing.min_seconds, settings.slicing.max_seconds, limits)
-    return context, record
-
-
-def _finalize(out: Path, settings: IngestSettings, sources: list[Source], problems: list[Problem],
-              summary: IngestSummary, model: ClipLimits | None = None) -> None:
-    """The clip index: every clip with its pipeline text and gate reasons; problems.jsonl and gates.json
-    (what the gates applied, for re-running them on an edit) beside it."""
-    from data_tools.ingest.regate import context_record, save_context
-    from data_tools.ingest.store import EDITS_FILE, load_edits
-
-    edits = load_edits(out / EDITS_FILE)
-    context, model_entry = _gate_context(settings, model)
-    duplicates = Duplicates(settings.gates)
-    labels = _speaker_labels(out, settings)
-    rows = []
-    for _, record in _records(out):
-        summary.left_out_fragments += len(record.get("left_out", []))
-        summary.hours += record.get("seconds", 0.0) / 3600
-        for clip in record["clips"]:
-            text = edits.get(clip["id"], {}).get("text") or clip.get("given_text") or clip.get("asr_text") or ""
-            reasons = context.clip_reasons(clip, text, record.get("language"), record["speaker"], duplicates)
-            row = {key: value for key, value in clip.items() if key != "speaker_embedding"}
-            rows.append({**row, "source": record["source"], "speaker": labels.get(clip["id"], record["speaker"]),
-                         "speaker_given": record["speaker"], "origin_url": record.get("origin_url"),
-                         "licence": record.get("licence"),
-                         "language": record.get("language"), "text": text, "reasons": reasons})
-    summary.clips = len(rows)
-    summary.rejected = sum(1 for row in rows if row["reasons"])
-    if model is not None:
-        summary.too_long = sum(1 for row in rows if row["seconds"] > settings.slicing.max_seconds or
-                               any(gate_name(reason) == "too_long_for_model" for reason in row["reasons"]))
-    summary.hours = round(summary.hours, 4)
-    summary.problems = [problem.line() for problem in problems]
-    try:
-        write_jsonl(out / "clips.jsonl", rows)
-        write_jsonl(out / "problems.jsonl", [{"where": p.where, "reason": p.reason} for p in problems])
-        save_context(out, context_record(context, model_entry))
-    except OSError as exc:
-        raise _write_error(exc, out) from None

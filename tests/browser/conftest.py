@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from webui.jobs.supervisor import SupervisorRegistry
+from webui.jobs.supervisor_registry import SupervisorRegistry
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ from tests.browser.test_evaluation_browser import _column
 from tests.browser.test_ingest_browser import click_row, table_rows, wait_message, wait_rows
 from tests.browser.test_studio_browser import fill_number
 from tests.studio_process import StudioProcess
-from webui.jobs.supervisor import SupervisorRegistry
+from webui.jobs.supervisor_registry import SupervisorRegistry
 
 UI_TIMEOUT_MS = 60_000
 JOB_TIMEOUT_MS = 300_000  # silero over the demo recordings, or a cold torch + transformers import, on 2 busy cores

@@ -7,7 +7,6 @@ from trainer.checkpoints.digest import (
     DigestCheck,
     check_file_digest,
     check_file_digest_cached,
-    nonfinite_tensors,
 )
 from trainer.checkpoints.export import ExportReport, export_checkpoint
 from trainer.checkpoints.format import (
@@ -32,6 +31,7 @@ from trainer.checkpoints.listing import CheckpointSummary, list_checkpoints
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.lock import LockHeld, OutputDirLock, lock_holder
 from trainer.checkpoints.metadata import CheckpointMetadata, read_metadata
+from trainer.checkpoints.nonfinite import nonfinite_tensors
 from trainer.checkpoints.repair import RepairReport, repair_checkpoint
 from trainer.checkpoints.resume import ResumeChoice, checkpoint_files_exist, select_resume
 from trainer.checkpoints.rng import RngStateError, capture_rng_state, check_rng_state, restore_rng_state
@@ -51,7 +51,8 @@ from trainer.checkpoints.validate import (
     expected_state_shapes,
     validate_checkpoint,
 )
-from trainer.checkpoints.verify import COMPLETE, INVALID, PARTIAL, Component, VerifyReport, verify_checkpoint
+from trainer.checkpoints.verify import verify_checkpoint
+from trainer.checkpoints.verify_report import COMPLETE, INVALID, PARTIAL, Component, VerifyReport
 
 __all__ = [
     "BEST",

@@ -2,11 +2,13 @@
 
 ``load_for_repair`` tries a plain ``weights_only`` load first; only when that is refused for code-carrying
 globals does it retry with exactly the types a community ``latest.pth`` needs, and nothing more. Used by
-``repair`` and by ``verify`` (to describe such a file), so it lives apart from both.
+``repair`` and by ``verify`` (to describe such a file), so it lives apart from both. ``repair`` also converts
+the file's RNG state and manifest records into this project's shape here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +49,39 @@ def load_for_repair(path: Path) -> tuple[dict[str, Any], bool]:
         if not isinstance(obj, dict):
             raise CheckpointError(f"{path} is not a loadable checkpoint: it holds a {type(obj).__name__}") from None
         return to_plain(obj), True
+
+
+def community_rng_state(rng: Any) -> dict[str, Any] | None:
+    """The community ``rng_state`` (torch_cpu, torch_cuda, numpy tuple, python tuple) in our shape."""
+    if not isinstance(rng, Mapping):
+        return None
+    try:
+        numpy_state = rng["numpy"]
+        keys = numpy_state[1]
+        if not isinstance(keys, torch.Tensor):
+            keys = torch.tensor(list(keys), dtype=torch.int64)
+        py_version, py_state, py_gauss = rng["python"]
+        out = {
+            "python": {"version": int(py_version), "state": [int(v) for v in py_state],
+                       "gauss": None if py_gauss is None else float(py_gauss)},
+            "numpy": {"keys": keys.to(torch.int64).to(torch.uint32), "pos": int(numpy_state[2]),
+                      "has_gauss": int(numpy_state[3]), "cached_gaussian": float(numpy_state[4])},
+            "torch_cpu": rng["torch_cpu"].to(torch.uint8),
+            "torch_cuda": [t.to(torch.uint8) for t in (rng.get("torch_cuda") or [])],
+        }
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+    from trainer.checkpoints.rng import check_rng_state
+
+    return None if check_rng_state(out) else out
+
+
+def community_manifest_records(value: Any) -> dict[str, list[dict[str, Any]]] | None:
+    """The community ``manifests`` record (train/val files with counts and digests) in our shape."""
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, list[dict[str, Any]]] = {}
+    for split in ("train", "val"):
+        out[split] = [{"path": str(r.get("path")), "lines": r.get("count", r.get("lines")), "sha256": r.get("sha256")}
+                      for r in value.get(split) or [] if isinstance(r, Mapping)]
+    return out

@@ -43,14 +43,13 @@ from trainer.checkpoints.digest import (
     MISMATCH,
     check_file_digest,
     integrity_problem,
-    nonfinite_reason,
-    nonfinite_tensors,
 )
 from trainer.checkpoints.export_base_files import BASE_FILE_MODES, DEFAULT_BASE_FILES, carry_base_files
 from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES
 from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of
 from trainer.checkpoints.loading import load_checkpoint
+from trainer.checkpoints.nonfinite import nonfinite_reason, nonfinite_tensors
 from trainer.lora_setup import checkpoint_adapter
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -11,11 +11,10 @@ from trainer.checkpoints.digest import (
     ABSENT_NOTE,
     check_file_digest,
     integrity_problem,
-    nonfinite_reason,
-    nonfinite_tensors,
 )
 from trainer.checkpoints.format import CheckpointError, community_message
 from trainer.checkpoints.loading import load_checkpoint
+from trainer.checkpoints.nonfinite import nonfinite_reason, nonfinite_tensors
 from trainer.checkpoints.store import BEST, LATEST, step_checkpoints
 from trainer.checkpoints.validate import Expectation, ValidationReport, validate_checkpoint
 from trainer.checkpoints.verify import is_community_latest

@@ -35,9 +35,10 @@ from typing import Any
 import torch
 
 from data_tools.fileio import atomic_open, fsync_dir, replacing
-from trainer.checkpoints.digest import INTEGRITY_RECORD, DigestWriter, nonfinite_reason, nonfinite_tensors
+from trainer.checkpoints.digest import INTEGRITY_RECORD, DigestWriter
 from trainer.checkpoints.format import CheckpointError, unsafe_values
 from trainer.checkpoints.lock import OutputDirLock, lock_holder
+from trainer.checkpoints.nonfinite import nonfinite_reason, nonfinite_tensors
 
 LATEST = "latest.pth"
 BEST = "best.pth"

@@ -24,11 +24,10 @@ from trainer.checkpoints.digest import (
     ABSENT,
     check_file_digest,
     integrity_problem,
-    nonfinite_reason,
-    nonfinite_tensors,
 )
 from trainer.checkpoints.format import S2MEL_FORMAT_NAME, S2MEL_PART, CheckpointError, is_s2mel_checkpoint
 from trainer.checkpoints.loading import load_checkpoint
+from trainer.checkpoints.nonfinite import nonfinite_reason, nonfinite_tensors
 from trainer.checkpoints.store import LATEST, step_checkpoints
 
 FORMAT_NAME, PART = S2MEL_FORMAT_NAME, S2MEL_PART

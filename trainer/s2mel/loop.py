@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,6 @@ from trainer.metrics import truncate_after_step
 from trainer.s2mel.batches import S2MelBatch, S2MelClip, collate, draw_prompt_lens, epoch_order
 from trainer.s2mel.checkpoint import FORMAT_NAME, FORMAT_VERSION, PART, select_s2mel_resume
 from trainer.s2mel.forward import (
-    DEFAULT_CLASS_DROPOUT,
-    LOSS_TYPES,
     FlowDraws,
     draw_flow_noise,
     flow_matching_loss,
@@ -39,60 +37,12 @@ from trainer.s2mel.forward import (
     regulate_split,
 )
 from trainer.s2mel.lora import (
-    MODES,
-    S2MelLoRASettings,
     adapter_state_dict,
     attach_lora,
     load_adapter_state,
 )
+from trainer.s2mel.train_settings import S2MelRunError, S2MelTrainSettings
 from trainer.signals import killed_during_save, simulated_disk_full
-
-REGULATIONS = ("split", "per_item", "batched")
-
-
-class S2MelRunError(ValueError):
-    """A setting or a checkpoint the S2Mel run cannot use (one line)."""
-
-
-@dataclass(frozen=True)
-class S2MelTrainSettings:
-    mode: str = "lora"
-    lora: S2MelLoRASettings = field(default_factory=S2MelLoRASettings)
-    learning_rate: float = 1e-4
-    weight_decay: float = 0.01
-    batch_size: int = 4
-    max_steps: int = 1000
-    save_interval: int = 200
-    keep_checkpoints: int = 3
-    grad_clip: float = 1.0
-    seed: int = 1234
-    loss_type: str = "l1"
-    class_dropout_prob: float = DEFAULT_CLASS_DROPOUT
-    prompt_fraction: tuple[float, float] = (0.2, 0.5)
-    regulation: str = (
-        "split"  # "split" (as inference), "per_item" or "batched" (upstream's module on a batch)
-    )
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise S2MelRunError(f"S2Mel training mode must be one of {MODES}, got {self.mode!r}")
-        if self.loss_type not in LOSS_TYPES:
-            raise S2MelRunError(f"S2Mel loss type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
-        lo, hi = self.prompt_fraction
-        if not 0.0 < lo <= hi < 1.0:
-            raise S2MelRunError(
-                f"prompt fraction must satisfy 0 < low <= high < 1, got {self.prompt_fraction}"
-            )
-        if self.regulation not in REGULATIONS:
-            raise S2MelRunError(f"S2Mel regulation must be one of {REGULATIONS}, got {self.regulation!r}")
-        if self.batch_size < 1 or self.max_steps < 1 or self.save_interval < 1:
-            raise S2MelRunError("batch size, max steps and save interval must be at least 1")
-
-    def record(self) -> dict[str, Any]:
-        record = asdict(self)
-        record["prompt_fraction"] = list(self.prompt_fraction)
-        record["lora"]["targets"] = list(self.lora.targets)
-        return record
 
 
 def unused_parameter_names(model: S2Mel, *, uses_gpt_layer: bool) -> list[str]:

@@ -19,8 +19,8 @@ from trainer.generations.spec import Capability, Generation
 from trainer.plan import RunPlan, manifest_file, one_line
 from trainer.s2mel.dataset import manifest_stems
 from trainer.s2mel.forward import class_dropout_from_config, loss_type_from_config
-from trainer.s2mel.loop import S2MelTrainSettings
 from trainer.s2mel.lora import DEFAULT_TARGETS, S2MelLoRASettings
+from trainer.s2mel.train_settings import S2MelTrainSettings
 
 GPT_LATENT_FOLDERS = ("text_ids", "condition", "emo_vec")  # IndexTTS2: what the teacher-forced latent reads
 

@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +40,7 @@ from webui.jobs.run_record import (
     FAILED,
     FINAL_STATES,
     KILLED,
-    RUN_JSON,
     RUNNING,
-    STOPPED,
     now_iso,
     read_record,
     record_lock,
@@ -51,76 +48,13 @@ from webui.jobs.run_record import (
     update_record,
     write_record,
 )
+from webui.jobs.run_status import IDLE, RunAlreadyActive, RunStatus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-IDLE = "idle"
 _TAIL_BYTES = 8192
 _EXIT_GRACE_S = 2.0
 _LAUNCH_GRACE_S = 30.0
 _LAUNCHER_EXIT_S = 10.0  # torchrun notices its workers are gone within its monitor interval (0.1 s)
-
-
-class RunAlreadyActive(RuntimeError):
-    """A run is already going on in this output directory."""
-
-    def __init__(self, output_dir: Path, pid: int | None) -> None:
-        super().__init__(f"output dir {output_dir} is in use by a running process (PID {pid}); stop it first")
-        self.output_dir = output_dir
-        self.pid = pid
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """A snapshot of one run, as the UI shows it."""
-
-    state: str  # idle | running | finished | failed | stopped | killed
-    output_dir: Path
-    label: str = ""
-    run_id: str | None = None
-    pid: int | None = None
-    argv: tuple[str, ...] = ()
-    started_at: str | None = None
-    ended_at: str | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    stop_requested: bool = False
-    log_offset: int = 0
-    failure: outcome.Failure | None = None
-    events: outcome.RunEvents = field(default_factory=outcome.RunEvents, compare=False)  # of a run that ended
-    tail: str = ""
-    record: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def running(self) -> bool:
-        return self.state == RUNNING
-
-    @property
-    def command(self) -> str:
-        return shlex.join(self.argv)
-
-    @property
-    def saved_step(self) -> int | None:
-        """The step of the last checkpoint this run committed (its ``save`` events), None if none."""
-        return self.events.saved_step
-
-    @property
-    def summary(self) -> str:
-        code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
-        if self.state == IDLE:
-            return "no run yet"
-        if self.state == RUNNING:
-            verb = "stopping" if self.stop_requested else "running"
-            return f"{verb} (pid {self.pid}, started {self.started_at})"
-        if self.state == STOPPED:
-            kept = outcome.stop_summary(self.events)
-            return f"stopped, {kept}{code}" if kept else f"stopped{code}"
-        saved = f"; last checkpoint at step {self.saved_step}" if self.saved_step is not None else ""
-        if self.state in (FAILED, KILLED) and self.failure is not None:
-            prefix = "failed" if self.state == FAILED else "killed"
-            if self.failure.kind == outcome.KILLED_BY_SIGNAL:
-                return f"{prefix}: {self.failure.detail}{saved}{code}"
-            return f"{prefix}: {self.failure.describe()}{saved}{code}"
-        return f"{self.state}{code}"
 
 
 TEST_HOOK_PREFIX = "STUDIO_TEST_"  # the trainer's fault-injection switches (trainer/signals.py)
@@ -437,42 +371,3 @@ def _created(proc: psutil.Process) -> float | None:
     with contextlib.suppress(psutil.Error):
         return proc.create_time()
     return None
-
-
-class SupervisorRegistry:
-    """One RunSupervisor per output directory for the whole UI process, found again after restarts."""
-
-    def __init__(self, workspace: Path, scan_depth: int = 3) -> None:
-        self.workspace = Path(workspace).resolve()
-        self.scan_depth = scan_depth
-        self._supervisors: dict[Path, RunSupervisor] = {}
-        self._lock = threading.Lock()
-
-    def get(self, output_dir: Path | str) -> RunSupervisor:
-        """The supervisor of ``output_dir`` (``~`` expanded; raises data_tools.paths.PathError if it cannot be)."""
-        key = expand_path(output_dir, "output dir").resolve()
-        with self._lock:
-            supervisor = self._supervisors.get(key)
-            if supervisor is None:
-                supervisor = self._supervisors[key] = RunSupervisor(key)
-            return supervisor
-
-    def discover(self) -> list[RunSupervisor]:
-        """Supervisors for every run.json under the workspace (a few levels deep) plus known ones."""
-        found: set[Path] = set()
-        for depth in range(1, self.scan_depth + 1):
-            pattern = "/".join(["*"] * depth) + "/" + RUN_JSON
-            found.update(path.parent for path in self.workspace.glob(pattern))
-        with self._lock:
-            found.update(self._supervisors)
-        return [self.get(path) for path in sorted(found)]
-
-    def statuses(self, running_only: bool = False) -> list[RunStatus]:
-        statuses = [supervisor.poll() for supervisor in self.discover()]
-        return [s for s in statuses if s.running] if running_only else statuses
-
-    def latest_running(self, label: str | None = None) -> RunStatus | None:
-        """The most recently started running run (optionally with this label)."""
-        running = [s for s in self.statuses(running_only=True) if label is None or s.label == label]
-        running.sort(key=lambda s: float(s.record.get("started_at_epoch") or 0.0))
-        return running[-1] if running else None

@@ -1,0 +1,134 @@
+"""Parsing one chunk's lines for the v1.5 data checker: the fields of each valid line, a problem for each other.
+
+The parse loop is lean on purpose: a line that passes a quick type check is taken as it is, and
+only a line that fails it goes through ``data_tools.manifest.parse_manifest_line``, the single
+definition of a valid manifest line, which names the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from data_tools.chunk_lines import IO_ERROR, MARKERS
+from data_tools.manifest import MAX_LINE_BYTES, ManifestError, parse_manifest_line
+from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
+
+
+def problem_code(err: ManifestError) -> str:
+    """A stable short code for a ManifestError (for filtering and tables)."""
+    message = err.message
+    for prefix, code in (
+        ("malformed JSON", "malformed-json"),
+        ("not valid UTF-8", "not-utf8"),
+        ("expected a JSON object", "not-an-object"),
+        ("missing field", "missing-field"),
+        ("needs 'cond_mel' or 'cond_audio'", "missing-field"),
+        ("empty", "empty-field"),
+        ("field 'duration'", "wrong-type"),
+        ("field '", "wrong-type"),
+    ):
+        if message.startswith(prefix):
+            return code
+    return "invalid-entry"
+
+
+_SCAN_ONCE = json.JSONDecoder().scan_once  # json.loads' own scanner (the C one), without its Python layers
+
+
+def _quick_entry(obj: object) -> tuple | None:
+    """The fields of a line that is certainly valid, else None (then the manifest parser decides)."""
+    if type(obj) is not dict:
+        return None
+    uid = obj.get("id")
+    text = obj.get("text")
+    codes = obj.get("codes")
+    if type(uid) is not str or type(text) is not str or type(codes) is not str:
+        return None
+    cond_mel = obj.get("cond_mel")
+    cond_audio = obj.get("cond_audio")
+    speaker = obj.get("speaker")
+    language = obj.get("language")
+    duration = obj.get("duration")
+    for value in (cond_mel, cond_audio, speaker, language):
+        if value is not None and type(value) is not str:
+            return None
+    if duration is not None and valid_duration(duration) is None:
+        return None
+    if not (uid.strip() and text.strip() and codes.strip() and (cond_mel or cond_audio)) or len(uid) > MAX_ID_CHARS:
+        return None
+    for value in (codes, cond_mel, cond_audio):
+        if value and (value[0] == "~" or "\x00" in value or len(value) > 4096 or value.isspace()):
+            return None  # the manifest parser expands or refuses it
+    if "prompt_condition_path" in obj or "target_codes_path" in obj:
+        return None
+    return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
+
+
+def _entry_fields(raw: str, manifest: Path, lineno: int) -> tuple:
+    """Fields of a line the quick check refused; raises ManifestError naming the problem."""
+    from data_tools.fileio import expand_path
+
+    entry = parse_manifest_line(raw, manifest, lineno)
+    if entry is None:
+        raise ManifestError(manifest, lineno, "blank line")  # unreachable: blanks are skipped earlier
+    obj = json.loads(raw)
+
+    def path(key: str) -> str | None:  # relative paths stay relative (the chunk joins its folder); ~ expanded
+        value = obj.get(key) or None
+        return str(expand_path(value)) if value else None
+
+    return (entry.id, entry.text, path("codes"), path("cond_mel"), path("cond_audio"), entry.speaker,
+            entry.language, entry.duration)
+
+
+def unreadable_line_problem(raw: str | None, lineno: int) -> tuple[str, str, int, str]:
+    """The problem for a line the reader gave as None (not UTF-8) or ``TOO_LONG`` (not held in memory)."""
+    if raw is None:
+        return ("error", "not-utf8", lineno, "not valid UTF-8")
+    if raw is IO_ERROR:
+        return ("error", "manifest-unreadable", lineno, "cannot read the manifest from this line on (an I/O error)")
+    return ("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes")
+
+
+def parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tuple[list[tuple], list[int]]:
+    """The lean parse loop: fields of every valid line, a problem for every invalid one."""
+    loads = json.loads
+    scan = _SCAN_ONCE
+    quick = _quick_entry
+    entries: list[tuple] = []
+    entry_lines: list[int] = []
+    append_entry, append_line = entries.append, entry_lines.append
+    for lineno, raw in enumerate(lines, 1):
+        if raw is None or raw in MARKERS:
+            problems.append(unreadable_line_problem(raw, lineno))
+            continue
+        # The usual line: one JSON value from its first character to its last is exactly what json.loads
+        # gives (no BOM, no whitespace around it), without json.loads' Python layers and two regex matches.
+        try:
+            obj, end = scan(raw, 0)
+        except (StopIteration, ValueError, RecursionError):
+            end = -1
+        if end == len(raw):
+            fields = quick(obj)
+            if fields is not None:
+                append_entry(fields)
+                append_line(lineno)
+                continue
+        try:
+            fields = quick(loads(raw))
+        except (ValueError, RecursionError):
+            if not raw or raw.isspace():
+                continue
+            fields = None
+        if fields is None:
+            if raw.isspace():
+                continue
+            try:
+                fields = _entry_fields(raw, manifest, lineno)
+            except ManifestError as err:
+                problems.append(("error", problem_code(err), lineno, err.message))
+                continue
+        entries.append(fields)
+        entry_lines.append(lineno)
+    return entries, entry_lines
