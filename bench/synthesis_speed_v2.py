@@ -121,7 +121,7 @@ class StageClock:
 def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
     from demo.v2 import DemoV2Paths
     from demo.workspace import build_demo
-    from trainer.synthesis.pipeline_v2 import MelSettings, SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import MelSettings, SynthesizerV2
 
     scratch = Path(tempfile.mkdtemp(prefix="synthesis_v2_bench_"))
     try:

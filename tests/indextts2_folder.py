@@ -91,6 +91,6 @@ def shared_download_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def load_synthesizer(folder: Path, **kwargs):
     """A SynthesizerV2 of the tiny download folder (never downloads)."""
-    from trainer.synthesis.pipeline_v2 import SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import SynthesizerV2
 
     return SynthesizerV2.load(folder, local_files_only=True, **kwargs)

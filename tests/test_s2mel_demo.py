@@ -24,7 +24,7 @@ from trainer.s2mel.loop import S2MelTrainer, S2MelTrainSettings
 from trainer.s2mel.lora import S2MelLoRASettings
 from trainer.s2mel.samples import sample_hook
 from trainer.s2mel.sources import audio_loader, v2_latent_fn, v2_semantic_fn, v25_semantic_fn
-from trainer.synthesis.pipeline_v2 import SynthesizerV2, seeded_noise
+from trainer.synthesis.s2mel_pipeline import SynthesizerV2, seeded_noise
 from trainer.vocab import grow_text_vocab
 
 

@@ -12,7 +12,7 @@ Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves di
   (and emotion) is the audio of the first validation pair's prompt (``prompt_audio_path``); the CFM noise is
   seeded. The folder's networks are loaded once, at the first sample, on the training device (its own
   ``gpt.pth`` is not read: the live GPT speaks).
-- IndexTTS-2.5 (``--sample-model-dir``, a 2.5 download folder; ``trainer.samples_v25``): the live 2.5 GPT with
+- IndexTTS-2.5 (``--sample-model-dir``, a 2.5 download folder; ``trainer.generations.indextts25.samples``): the live 2.5 GPT with
   the folder's codec, S2Mel (no gpt_layer) and BigVGAN v2, 22.05 kHz, duration factor 1, each text in the voice's
   language; the voice as for IndexTTS2.
 
@@ -209,7 +209,7 @@ def speaker_v2(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
     from dataclasses import replace
 
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline_v2 import MelSettings, SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import MelSettings, SynthesizerV2
 
     device = next(model.parameters()).device
     if plan.nets is None:

@@ -296,7 +296,7 @@ def emotion_weights(text: str | None) -> tuple[float, ...] | None:
 def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
     from trainer.steps import resolve_device
     from trainer.synthesis import SynthesisError
-    from trainer.synthesis.pipeline_v2 import EmotionControl, MelSettings, SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import EmotionControl, MelSettings, SynthesizerV2
 
     emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
                              weights=emotion_weights(args.emotion_vector))
@@ -341,10 +341,10 @@ def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> 
 
 
 def synthesize_v25(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
+    from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.steps import resolve_device
     from trainer.synthesis import SynthesisError
-    from trainer.synthesis.pipeline_v2 import EmotionControl
-    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
+    from trainer.synthesis.s2mel_pipeline import EmotionControl
 
     emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
                              weights=emotion_weights(args.emotion_vector))

@@ -7,7 +7,7 @@
 
 IndexTTS-1.5 speaks through ``trainer.synthesis`` (GPT + BigVGAN; the vocoder and tokenizer are loaded once
 per backend, each checkpoint's GPT per call; the base model with its own tokenizer). IndexTTS2 speaks through
-``trainer.synthesis.pipeline_v2``: the networks of an IndexTTS2 download folder (``--model-dir``, else the
+``trainer.synthesis.s2mel_pipeline``: the networks of an IndexTTS2 download folder (``--model-dir``, else the
 folder of ``--config`` when it is one; w2v-BERT, semantic codec, CAMPPlus, S2Mel, BigVGAN v2) are loaded
 once, each checkpoint's GPT per call; the emotion is the reference voice's own, the codes are decoded as the
 eval set says (deterministic beam by default) and the S2Mel CFM takes ``EVAL_CFM_STEPS`` Euler steps from
@@ -148,7 +148,7 @@ class _V2Speaker:
         self.voices: dict[Path, Any] = {}
 
     def mel_settings(self, seed: int) -> Any:
-        from trainer.synthesis.pipeline_v2 import MelSettings
+        from trainer.synthesis.s2mel_pipeline import MelSettings
 
         return MelSettings(steps=EVAL_CFM_STEPS, seed=seed)
 
@@ -202,7 +202,7 @@ class V2Backend:
         from trainer.errors import UsageError
         from trainer.model_source import base_tokenizer_for
         from trainer.synthesis.gpt_loading import load_gpt
-        from trainer.synthesis.pipeline_v2 import SynthesizerV2
+        from trainer.synthesis.s2mel_pipeline import SynthesizerV2
 
         tokenizer = self.tokenizer
         if base:
@@ -229,7 +229,7 @@ class _V25Speaker(_V2Speaker):
     name = "IndexTTS-2.5"
 
     def mel_settings(self, seed: int) -> Any:
-        from trainer.synthesis.pipeline_v25 import MelSettings25
+        from trainer.generations.indextts25.synthesis import MelSettings25
 
         return MelSettings25(steps=EVAL_CFM_STEPS, seed=seed, duration_factor=EVAL_DURATION_FACTOR)
 
@@ -254,8 +254,8 @@ class V25Backend:
 
     def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker:
         """``base`` needs nothing apart: a bare gpt.pth records no scheme and speaks with upstream's bytes."""
+        from trainer.generations.indextts25.synthesis import SynthesizerV25
         from trainer.synthesis.errors import SynthesisError
-        from trainer.synthesis.pipeline_v25 import SynthesizerV25
 
         del base
         try:

@@ -146,6 +146,7 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.checkpoints.loading import load_checkpoint
     from trainer.evaluation.errors import EvaluationError
     from trainer.evaluation.scorers import ModelScorer
+    from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.generations.registry import generation_of_folder
     from trainer.generations.spec import Capability
     from trainer.s2mel.export import S2MelExportError, build_trained_s2mel
@@ -153,8 +154,7 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.steps import resolve_device
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline_v2 import MelSettings
-    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
+    from trainer.synthesis.s2mel_pipeline import MelSettings
 
     generation = generation_of_folder(args.model_dir) if args.model_dir.is_dir() else None
     if generation is None or generation.s2mel_sources is None or not (args.model_dir / "s2mel.pth").is_file():

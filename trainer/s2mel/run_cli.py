@@ -47,7 +47,7 @@ def _w2v(opts: dict[str, Any]) -> tuple[str | None, bool]:
 
 def sources_v2(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
     from trainer.s2mel.sources import v2_latent_fn, v2_semantic_fn
-    from trainer.synthesis.pipeline_v2 import SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import SynthesizerV2
 
     w2v, local = _w2v(opts)
     synth = SynthesizerV2.load(folder, w2v_bert=w2v, checkpoint=opts.get("base_checkpoint") or None,
@@ -58,8 +58,8 @@ def sources_v2(opts: dict[str, Any], folder: Path, device: torch.device) -> S2Me
 
 
 def sources_v25(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
+    from trainer.generations.indextts25.synthesis import SynthesizerV25
     from trainer.s2mel.sources import v25_semantic_fn
-    from trainer.synthesis.pipeline_v25 import SynthesizerV25
 
     w2v, local = _w2v(opts)
     synth = SynthesizerV25.load(folder, w2v_bert=w2v, checkpoint=opts.get("base_checkpoint") or None,
@@ -147,7 +147,7 @@ def _train(opts: dict[str, Any], ctx: Any) -> int:
     from trainer.s2mel.samples import sample_hook
     from trainer.signals import GracefulStop, active_test_hooks, after_step_test_hooks, test_hook_due
     from trainer.steps import resolve_device
-    from trainer.synthesis.pipeline_v2 import seeded_noise
+    from trainer.synthesis.s2mel_pipeline import seeded_noise
 
     say = print if ctx.is_main else (lambda *_args, **_kw: None)
     found = make_s2mel_plan(opts, own_lock=not ctx.is_main)

@@ -14,7 +14,7 @@ from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 NAME = "IndexTTS-2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
 TABLE_SUFFIX = ".tiktoken"
-V25 = "trainer.v25"
+V25 = "trainer.generations.indextts25.model"
 FOLDER = "trainer.generations.folders"
 W2V_BERT_PLACES = ("w2v-bert-2.0", "hf_cache/w2v-bert-2.0")  # where its folder may hold w2v-BERT
 
@@ -45,12 +45,12 @@ INDEXTTS25 = Generation(
     describe_tokenizer=lazy(V25, "describe_tokenizer"), target_gpt_config=lazy(V25, "target_gpt_config"),
     tokenizer_record=lazy(V25, "run_tokenizer_record"), start=lazy(V25, "start"),
     rows_refusal=lazy(V25, "run_rows_refusal"), data_note=lazy(V25, "tokens_per_char_line"),
-    sample_plan=lazy("trainer.samples_v25", "plan_samples"), sample_speaker=lazy("trainer.samples_v25", "speaker_v25"),
+    sample_plan=lazy("trainer.generations.indextts25.samples", "plan_samples"), sample_speaker=lazy("trainer.generations.indextts25.samples", "speaker_v25"),
     evaluation_speech=lazy("trainer.evaluation.synthesizers", "v25_speech"),
     evaluation_backend=lazy("trainer.evaluation.synthesizers", "V25Backend"), evaluation_needs_audio=True,
     synthesize=lazy("trainer.synthesize", "synthesize_v25"),
     synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel"}),
-    export=lazy("trainer.checkpoints.export_v25", "export_v25"), export_name=NAME, exported_version=2.5,
+    export=lazy("trainer.generations.indextts25.export", "export_v25"), export_name=NAME, exported_version=2.5,
     demo=lazy("demo.v25", "train_argv_under"), prepare="data_tools.prepare_v25",
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
                    not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "

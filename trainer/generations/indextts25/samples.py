@@ -66,8 +66,8 @@ def speaker_v25(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any
     """text (raw or ids) -> SynthResultV2 with the live 2.5 GPT and the download folder's other networks."""
     from dataclasses import replace
 
+    from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
 
     device = next(model.parameters()).device
     if plan.nets is None:

@@ -1,6 +1,6 @@
 """Text + reference voice (+ emotion) -> 22.05 kHz speech with IndexTTS-2.5: ``SynthesizerV25``.
 
-IndexTTS-2.5 is a variant of the IndexTTS2 pipeline (:mod:`trainer.synthesis.pipeline_v2`): the same prompt
+IndexTTS-2.5 is a variant of the IndexTTS2 pipeline (:mod:`trainer.synthesis.s2mel_pipeline`): the same prompt
 reading, w2v-BERT features, emotion vector (``merge_emovec`` or the emotion-matrix mix), segment loop, 200 ms
 joins and int16 rule, and the same generation loop (``generation.generate_codes``). What differs (shared
 reference README_audio.md section 5), each in one override here:
@@ -46,7 +46,7 @@ from networks.synthesis25 import PromptCondition, segment_mel, speaker_prompt_co
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes
-from trainer.synthesis.pipeline_v2 import (
+from trainer.synthesis.s2mel_pipeline import (
     EmotionControl,
     MelSettings,
     NoiseSource,
