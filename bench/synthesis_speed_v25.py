@@ -105,7 +105,7 @@ def build_v2(nets25: Any, seed: int, device: torch.device) -> Any:
     from networks.s2mel import S2Mel
     from networks.semantic_codec import SemanticCodec, SemanticCodecConfig
     from networks.unified_voice import build_model
-    from trainer.synthesis.s2mel_pipeline import SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
 
     gpt25 = nets25.config["gpt"]
     gpt = dict(demo_config_v2(1000)["gpt"])
@@ -126,7 +126,7 @@ def build_v2(nets25: Any, seed: int, device: torch.device) -> Any:
                              semantic=nets25.semantic, codec=codec, campplus=nets25.campplus, s2mel=s2mel,
                              vocoder=nets25.vocoder, spk_matrix=spk_matrix, emo_matrix=emo_matrix,
                              emo_num=(rows,))
-    return SynthesizerV2(nets, None)
+    return S2MelSynthesizer(nets, None)
 
 
 def instrument(synth: Any, timer: PartTimer) -> None:

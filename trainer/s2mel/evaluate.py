@@ -146,7 +146,6 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.checkpoints.loading import load_checkpoint
     from trainer.evaluation.errors import EvaluationError
     from trainer.evaluation.scorers import ModelScorer
-    from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.generations.registry import generation_of_folder
     from trainer.generations.spec import Capability
     from trainer.s2mel.export import S2MelExportError, build_trained_s2mel
@@ -154,7 +153,6 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.steps import resolve_device
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.s2mel_pipeline import MelSettings
 
     generation = generation_of_folder(args.model_dir) if args.model_dir.is_dir() else None
     if generation is None or generation.s2mel_sources is None or not (args.model_dir / "s2mel.pth").is_file():
@@ -174,7 +172,7 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
         trained = build_trained_s2mel(args.s2mel, args.model_dir / "s2mel.pth", sources.config["s2mel"],
                                       **sources.model_kwargs)
         trained = merged_copy(trained).eval().to(device)
-        mel = (MelSettings25 if isinstance(synth, SynthesizerV25) else MelSettings)(steps=args.steps, seed=args.seed)
+        mel = synth.MEL_SETTINGS(steps=args.steps, seed=args.seed)
         settings = DecodeSettings(mode="greedy", max_codes=args.max_codes)
         judges = scorer or ModelScorer(args.asr, args.speaker_model, str(device), asr_lang=args.asr_lang,
                                        main_language=args.language)

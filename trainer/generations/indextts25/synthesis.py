@@ -50,9 +50,9 @@ from trainer.synthesis.s2mel_pipeline import (
     EmotionControl,
     MelSettings,
     NoiseSource,
+    S2MelSynthesizer,
+    S2MelSynthResult,
     SegmentInfo,
-    SynthesizerV2,
-    SynthResultV2,
     VoicePrompt,
     seeded_noise,
 )
@@ -157,8 +157,10 @@ def rows_from_upstream_order(model: Any, tokenizer: Any) -> bool:
     return True
 
 
-class SynthesizerV25(SynthesizerV2):
+class SynthesizerV25(S2MelSynthesizer):
     """IndexTTS-2.5 inference over loaded networks (``IndexTTS25Networks``) and a ``TextTokenizerV25``."""
+
+    MEL_SETTINGS = MelSettings25
 
     def __init__(self, nets: IndexTTS25Networks, tokenizer: Any | None = None, *, language: str | None = None,
                  max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> None:
@@ -289,7 +291,7 @@ class SynthesizerV25(SynthesizerV2):
                        emotion: EmotionControl | None = None, settings: DecodeSettings | None = None,
                        mel: MelSettings | None = None, *, noise: NoiseSource | None = None,
                        text: str = "", trace: list[dict[str, Any]] | None = None,
-                       emotion_vector: Tensor | None = None, language: str | None = None) -> SynthResultV2:
+                       emotion_vector: Tensor | None = None, language: str | None = None) -> S2MelSynthResult:
         """Token ids per segment (prefix included, as ``TextTokenizerV25.encode`` gives them) in ``language``
         (default: the synthesizer's). ``trace`` receives each segment's intermediates (see ``vocalize``)."""
         language = language or self.language_of(text)
