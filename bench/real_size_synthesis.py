@@ -82,13 +82,13 @@ def _s2mel_generation(generation: str, codes: int, steps: int, device: torch.dev
     parts = _audio_parts(generation, device) | {"gpt": _gpt(generation, device)}
     if generation == "2":
         from networks.indextts2 import IndexTTS2Networks
-        from trainer.synthesis.pipeline_v2 import MelSettings, SynthesizerV2
+        from trainer.synthesis.s2mel_pipeline import MelSettings, S2MelSynthesizer
 
-        synth: Any = SynthesizerV2(IndexTTS2Networks(**parts))
+        synth: Any = S2MelSynthesizer(IndexTTS2Networks(**parts))
         mel: Any = MelSettings(steps=steps)
     else:
         from networks.indextts25 import IndexTTS25Networks
-        from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
+        from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
 
         synth = SynthesizerV25(IndexTTS25Networks(**parts), language="en")
         mel = MelSettings25(steps=steps)

@@ -10,7 +10,7 @@
    fastest run of each is compared: the cache should win by a factor that grows with N.
 2. The real-time factor (seconds taken per second of audio) of the whole IndexTTS2 path at the demo size: the
    demo workspace's tiny download folder (random GPT 64-dim, w2v-BERT, codec, CAMPPlus, S2Mel, BigVGAN v2 of
-   32 channels; built in a temporary folder), ``SynthesizerV2.synthesize_ids`` of ``--rtf-codes`` codes
+   32 channels; built in a temporary folder), ``S2MelSynthesizer.synthesize_ids`` of ``--rtf-codes`` codes
    (greedy, stop pushed down) for each ``--rtf-steps`` S2Mel step count (25: inference's default; 10: samples
    at saves), split into the GPT (codes + latent pass), S2Mel (length regulator + CFM) and the vocoder, timed
    inside the same runs. Preparing the voice (w2v-BERT, codec, CAMPPlus, the prompt's mel) happens once per
@@ -121,12 +121,12 @@ class StageClock:
 def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
     from demo.v2 import DemoV2Paths
     from demo.workspace import build_demo
-    from trainer.synthesis.pipeline_v2 import MelSettings, SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import MelSettings, S2MelSynthesizer
 
     scratch = Path(tempfile.mkdtemp(prefix="synthesis_v2_bench_"))
     try:
         demo = DemoV2Paths.under(build_demo(scratch / "workspace").root)
-        synth = SynthesizerV2.load(demo.config.parent, local_files_only=True, device=device)
+        synth = S2MelSynthesizer.load(demo.config.parent, local_files_only=True, device=device)
         with torch.no_grad():
             synth.model.mel_head.bias[synth.model.stop_mel_token] = -1e4  # exactly --rtf-codes codes
         voice_file = sorted((demo.train_manifest.parent / "wavs").glob("*.wav"))[0]

@@ -91,7 +91,7 @@ def never_stop(model: torch.nn.Module) -> None:
 
 def build_v25(folder: Path, device: torch.device) -> Any:
     from networks.indextts25 import load_indextts25
-    from trainer.synthesis.pipeline_v25 import SynthesizerV25
+    from trainer.generations.indextts25.synthesis import SynthesizerV25
 
     nets = load_indextts25(folder, local_files_only=True, device=device)
     never_stop(nets.gpt)
@@ -105,7 +105,7 @@ def build_v2(nets25: Any, seed: int, device: torch.device) -> Any:
     from networks.s2mel import S2Mel
     from networks.semantic_codec import SemanticCodec, SemanticCodecConfig
     from networks.unified_voice import build_model
-    from trainer.synthesis.pipeline_v2 import SynthesizerV2
+    from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
 
     gpt25 = nets25.config["gpt"]
     gpt = dict(demo_config_v2(1000)["gpt"])
@@ -126,13 +126,13 @@ def build_v2(nets25: Any, seed: int, device: torch.device) -> Any:
                              semantic=nets25.semantic, codec=codec, campplus=nets25.campplus, s2mel=s2mel,
                              vocoder=nets25.vocoder, spk_matrix=spk_matrix, emo_matrix=emo_matrix,
                              emo_num=(rows,))
-    return SynthesizerV2(nets, None)
+    return S2MelSynthesizer(nets, None)
 
 
 def instrument(synth: Any, timer: PartTimer) -> None:
     """Wrap this synthesizer's parts (module globals of its pipeline, and its own networks)."""
-    import trainer.synthesis.pipeline_v2 as v2
-    import trainer.synthesis.pipeline_v25 as v25
+    import trainer.generations.indextts25.synthesis as v25
+    import trainer.synthesis.s2mel_pipeline as v2
 
     for module in (v2, v25):
         if not hasattr(module.generate_codes, "__wrapped_by_bench__"):
@@ -148,8 +148,8 @@ def instrument(synth: Any, timer: PartTimer) -> None:
 
 
 def run(synth: Any, voice: Any, timer: PartTimer, codes: int, steps: int, v25: bool) -> tuple[dict[str, float], float]:
+    from trainer.generations.indextts25.synthesis import MelSettings25
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline_v25 import MelSettings25
 
     settings = DecodeSettings(mode="greedy", max_codes=codes)
     mel = MelSettings25(steps=steps, seed=1)

@@ -90,7 +90,7 @@ def shared_download_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def load_synthesizer(folder: Path, **kwargs):
-    """A SynthesizerV2 of the tiny download folder (never downloads)."""
-    from trainer.synthesis.pipeline_v2 import SynthesizerV2
+    """A S2MelSynthesizer of the tiny download folder (never downloads)."""
+    from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
 
-    return SynthesizerV2.load(folder, local_files_only=True, **kwargs)
+    return S2MelSynthesizer.load(folder, local_files_only=True, **kwargs)

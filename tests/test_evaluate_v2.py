@@ -1,4 +1,4 @@
-"""Checkpoint evaluation of IndexTTS2 runs (issue 22): CER, WER and speaker similarity through SynthesizerV2.
+"""Checkpoint evaluation of IndexTTS2 runs (issue 22): CER, WER and speaker similarity through S2MelSynthesizer.
 
 A tiny IndexTTS2 run trains on the tiny download folder (tests/indextts2_folder.py: its config.yaml and
 gpt.pth are the run's --config and --base-checkpoint, so the folder of --config is the model folder) with
@@ -171,7 +171,7 @@ def test_preflight_accepts_v2_evaluation_with_the_folder_and_refuses_in_one_line
 def test_a_wrong_w2v_bert_or_a_mel_prompt_is_one_line(folder, tokenizer, tmp_path):
     from trainer.evaluation import EvaluationError
     from trainer.evaluation.backend_choice import synthesis_backend
-    from trainer.evaluation.synthesizers import indextts2_folder
+    from trainer.generations.indextts2.evaluation import folder as indextts2_folder
     from trainer.synthesis.generation import DecodeSettings
 
     with pytest.raises(EvaluationError, match=r"^--model-dir .*no_w2v \(w2v-BERT folder\)$"):

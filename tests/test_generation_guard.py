@@ -3,11 +3,19 @@ generation packages compares against a generation's version string or name, keep
 tells generations apart by the tokenizer's type, nor spells a generation's demo folder as a path (``"v2/runs"``,
 ``workspace / "v25"``: ask ``registry.demo_folders``). As tests/test_import_cycles.py guards the layers, this reads
 every module of networks/, data_tools/, trainer/, webui/ and app.py (AST) and names each offence by path:line.
+
+A generation is one folder (issue 37): under trainer/, no file outside trainer/generations/ is named for a
+generation (``v25.py``, ``data_v25.py``, ``pipeline_v2.py``...) and no function or class defined there is
+(``sample_plan_v15``, ``V2Backend``, ``SynthesizerV25``, ``indextts2_folder``...): a generation's code lives in
+its package, trainer/generations/<name>/, under plain names; shared engines keep neutral ones. This naming rule
+covers trainer/ only for now: data_tools/, webui/ and demo/ still carry generation-named modules (later steps of
+issue 37), and networks/ keeps its network modules by design.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from trainer.generations.registry import GENERATIONS
@@ -28,6 +36,13 @@ def _spells_demo_folder(node: ast.AST) -> bool:
         return node.value.startswith(tuple(f"{folder}/" for folder in DEMO_FOLDERS))
     return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)
             and node.right.value in DEMO_FOLDERS)
+# A generation marker in a file, function or class name: v15 / v2 / v25 as a snake_case word (``data_v25``,
+# ``v2_speech``), V15 / V2 / V25 closing a CamelCase word (``V2Backend``, ``SynthesizerV25``), 15 / 25 glued to a
+# word (``MelSettings25``, ``gpt25``), or the generation's name (``indextts2``, ``IndexTTS25``).
+GENERATION_MARKER = re.compile(r"(?:^|_)[vV](?:15|2|25)(?:_|$)|V(?:15|2|25)(?=[A-Z_]|$)|(?<=[a-z])(?:15|25)(?=[A-Z_]|$)"
+                               r"|(?i:indextts_?(?:15|2|25))")
+NAMING_SCOPE = "trainer/"
+GENERATION_PACKAGES = "trainer/generations/"
 
 
 def _names_generation(node: ast.AST) -> bool:
@@ -98,3 +113,75 @@ also_fine = ("v2", workspace / "runs", "v2.5/x")
     lines = [line.split(": ", 1)[0] for line in offences(planted, "planted.py")]
     assert lines == ["planted.py:2", "planted.py:4", "planted.py:5", "planted.py:6", "planted.py:7", "planted.py:8",
                      "planted.py:10", "planted.py:11"]
+
+
+def generation_named(files: dict[str, str]) -> list[str]:
+    """Each file under trainer/ outside trainer/generations/ named for a generation ('path'), and each function
+    or class defined in one whose name is ('path:line: name'); ``files``: repository path -> source."""
+    found: list[str] = []
+    for where, source in sorted(files.items()):
+        if not where.startswith(NAMING_SCOPE) or where.startswith(GENERATION_PACKAGES):
+            continue
+        if GENERATION_MARKER.search(Path(where).stem):
+            found.append(f"{where}: a file named for a generation")
+        for node in ast.walk(ast.parse(source, where)):
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and GENERATION_MARKER.search(node.name)):
+                found.append(f"{where}:{node.lineno}: {node.name} is named for a generation")
+    return found
+
+
+def test_no_trainer_file_or_definition_outside_the_generation_packages_is_named_for_one():
+    files = {path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
+             for path in sorted((REPO / "trainer").rglob("*.py"))}
+    assert len(files) > 100 and (REPO / GENERATION_PACKAGES).is_dir()  # trainer/ was read
+    found = generation_named(files)
+    assert found == [], ("move it into its generation's package (trainer/generations/<name>/) under a plain name, "
+                         "or give a shared engine a neutral one:\n" + "\n".join(found))
+
+
+def test_the_naming_guard_finds_each_kind_of_generation_name():
+    planted = {
+        "trainer/v25.py": "",
+        "trainer/data_v25.py": "",
+        "trainer/synthesis/pipeline_v2.py": "",
+        "trainer/samples_v15.py": "",
+        "trainer/indextts2_kit.py": "",
+        "trainer/samples.py": """
+def sample_plan_v15(): pass
+def v2_speech(): pass
+class V2Backend: pass
+class _V25Speaker: pass
+class SynthesizerV25: pass
+class MelSettings25: pass
+def load_gpt25_checkpoint(): pass
+def indextts2_folder(): pass
+async def speak_v2(): pass
+def sample_plan(): pass
+class S2MelSynthesizer: pass
+def w2v_bert_of(): pass
+def conv2d_block(): pass
+def sha256_file(): pass
+def top_k_of(): pass
+""",
+        "trainer/synthesis/s2mel_pipeline.py": "class Fine: pass",
+        "trainer/generations/indextts25/model.py": "def is_v25_table(): pass",  # inside its package: allowed
+        "webui/data/prepare_v25_section.py": "def build_v25(): pass",  # outside the rule's scope for now
+    }
+    found = generation_named(planted)
+    assert found == [
+        "trainer/data_v25.py: a file named for a generation",
+        "trainer/indextts2_kit.py: a file named for a generation",
+        "trainer/samples.py:2: sample_plan_v15 is named for a generation",
+        "trainer/samples.py:3: v2_speech is named for a generation",
+        "trainer/samples.py:4: V2Backend is named for a generation",
+        "trainer/samples.py:5: _V25Speaker is named for a generation",
+        "trainer/samples.py:6: SynthesizerV25 is named for a generation",
+        "trainer/samples.py:7: MelSettings25 is named for a generation",
+        "trainer/samples.py:8: load_gpt25_checkpoint is named for a generation",
+        "trainer/samples.py:9: indextts2_folder is named for a generation",
+        "trainer/samples.py:10: speak_v2 is named for a generation",
+        "trainer/samples_v15.py: a file named for a generation",
+        "trainer/synthesis/pipeline_v2.py: a file named for a generation",
+        "trainer/v25.py: a file named for a generation",
+    ]

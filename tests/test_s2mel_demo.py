@@ -18,14 +18,17 @@ from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import build_gpt, load_gpt, load_indextts2
 from networks.indextts25 import load_indextts25
 from networks.s2mel import load_s2mel
+from trainer.generations.indextts2.s2mel import latent_fn as v2_latent_fn
+from trainer.generations.indextts2.s2mel import semantic_fn as v2_semantic_fn
+from trainer.generations.indextts25.s2mel import semantic_fn as v25_semantic_fn
 from trainer.s2mel.dataset import load_clips
 from trainer.s2mel.export import base_record, export_stock_s2mel
 from trainer.s2mel.loop import S2MelTrainer
 from trainer.s2mel.lora import S2MelLoRASettings
 from trainer.s2mel.samples import sample_hook
-from trainer.s2mel.sources import audio_loader, v2_latent_fn, v2_semantic_fn, v25_semantic_fn
+from trainer.s2mel.sources import audio_loader
 from trainer.s2mel.train_settings import S2MelTrainSettings
-from trainer.synthesis.pipeline_v2 import SynthesizerV2, seeded_noise
+from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer, seeded_noise
 from trainer.vocab import grow_text_vocab
 
 
@@ -74,7 +77,7 @@ def test_demo_v2_s2mel_run(demo_workspace, tmp_path: Path, mode: str) -> None:
     )
     trainer = S2MelTrainer(model, clips, run, tmp_path / "run", base=base_record(base))
     before = trainer.validation_loss(clips)
-    synth = SynthesizerV2(
+    synth = S2MelSynthesizer(
         dataclasses.replace(nets, gpt=gpt), TextTokenizer(paths.extended_tokenizer), language="am"
     )
     speak = sample_hook(

@@ -23,10 +23,10 @@ from tests.indextts25_folder import (
 from tests.indextts25_folder import (
     expected as load_expected,
 )
+from trainer.generations.indextts25.synthesis import MelSettings25
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.generation import DecodeSettings, generate_codes, prefix_embeddings
-from trainer.synthesis.pipeline_v2 import EmotionControl, VoicePrompt
-from trainer.synthesis.pipeline_v25 import MelSettings25
+from trainer.synthesis.s2mel_pipeline import EmotionControl, VoicePrompt
 from trainer.synthesis.wav import to_int16
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
@@ -234,7 +234,7 @@ def test_config_sizes_that_do_not_fit_the_weights_are_refused(folder, tmp_path, 
 
 
 def test_a_v2_gpt_checkpoint_is_refused_by_name(folder, tmp_path):
-    from trainer.synthesis.pipeline_v25 import load_gpt25_checkpoint
+    from trainer.generations.indextts25.synthesis import load_gpt25_checkpoint
 
     state = torch.load(folder / "gpt.pth", weights_only=True)
     state = state.get("model", state)
@@ -265,7 +265,7 @@ def test_a_merges_export_is_read_back_in_the_studio_row_order(folder, tmp_path):
     ours = {"model": state, "model_config": gpt, "tokenizer": {"text_scheme": {"scheme": "merges"}}}
     torch.save(ours, tmp_path / "ours.pth")
     with tiled_features():
-        from trainer.synthesis.pipeline_v25 import SynthesizerV25
+        from trainer.generations.indextts25.synthesis import SynthesizerV25
 
         spoken = [SynthesizerV25.load(folder, checkpoint=tmp_path / name, local_files_only=True, **kwargs)
                   for name, kwargs in (("export_gpt.pth", {"scheme": "merges"}), ("ours.pth", {}))]

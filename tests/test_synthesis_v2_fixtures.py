@@ -1,7 +1,7 @@
 """IndexTTS2 synthesis number for number against fixtures_indextts2_audio (generation and synthesis sets).
 
 Everything runs through the project's own API on a tiny download folder (tests/indextts2_folder.py):
-``SynthesizerV2`` (prompt front-end, emotion vectors, the latent pass, S2Mel, BigVGAN v2) and the one
+``S2MelSynthesizer`` (prompt front-end, emotion vectors, the latent pass, S2Mel, BigVGAN v2) and the one
 generation loop shared with v1.5 (``generation.generate_codes``). Tolerances are FIXTURES.md's: codes exact,
 scores / latents / S2Mel / BigVGAN floats atol = rtol = 1e-4, w2v features and log-mels atol 1e-3, int16 within
 2 LSB.
@@ -16,7 +16,7 @@ import torch
 
 from tests.indextts2_folder import fixture_path, load_synthesizer, shared_download_folder
 from trainer.synthesis.generation import DecodeSettings, generate_codes
-from trainer.synthesis.pipeline_v2 import EmotionControl, MelSettings, VoicePrompt, seeded_noise
+from trainer.synthesis.s2mel_pipeline import EmotionControl, MelSettings, VoicePrompt, seeded_noise
 from trainer.synthesis.wav import to_int16
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}

@@ -24,8 +24,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from trainer.checkpoints import optimizer_param_names
+from trainer.generations.indextts25.model import saved_model_config
 from trainer.state import Optimisation, Weights
-from trainer.v25 import saved_model_config
 
 TrainingRun = Any
 _GATHER = StateDictOptions(full_state_dict=True, cpu_offload=True)  # full tensors, on rank 0 only, in host memory

@@ -1,5 +1,5 @@
 """What a run's samples at saves are (``trainer.samples`` decides and speaks them; its per-version parts, such
-as ``trainer.samples_v25``, build on this without importing it back)."""
+as ``trainer.generations.indextts25.samples``, build on this without importing it back)."""
 
 from __future__ import annotations
 

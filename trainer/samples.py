@@ -4,6 +4,9 @@ What is spoken: ``--sample-texts`` (one text per line) or, by default, the first
 validation transcripts (in the training language); with whose voice: the first validation item's prompt.
 Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves differ only by the weights.
 
+Each generation plans and speaks its own samples (its registry entry's ``sample_plan`` and ``sample_speaker``,
+in ``trainer.generations.<name>.samples``); this module decides through the entry and writes what they speak.
+
 - IndexTTS-1.5 (``--vocoder bigvgan_generator.pth``): GPT + BigVGAN, 24 kHz; the voice is the first
   validation prompt (its cond_mel or cond_audio).
 - IndexTTS2 (``--sample-model-dir``, a download folder): the live GPT with the folder's w2v-BERT, semantic
@@ -12,8 +15,7 @@ Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves di
   (and emotion) is the audio of the first validation pair's prompt (``prompt_audio_path``); the CFM noise is
   seeded. The folder's networks are loaded once, at the first sample, on the training device (its own
   ``gpt.pth`` is not read: the live GPT speaks).
-- IndexTTS-2.5 (``--sample-model-dir``, a 2.5 download folder; ``trainer.samples_v25``): the live 2.5 GPT with
-  the folder's codec, S2Mel (no gpt_layer) and BigVGAN v2, 22.05 kHz, duration factor 1, each text in the voice's
+- IndexTTS-2.5 (``--sample-model-dir``, a 2.5 download folder): the live 2.5 GPT with the folder's codec, S2Mel (no gpt_layer) and BigVGAN v2, 22.05 kHz, duration factor 1, each text in the voice's
   language; the voice as for IndexTTS2.
 
 Each sample is ``<output-dir>/samples/step_<N>/<NN>_<id>.wav``, TensorBoard audio under ``samples/<NN>`` and one
@@ -31,23 +33,16 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from trainer.generations.folders import folder_config
 from trainer.sample_plan import (
     DEFAULT_SAMPLE_COUNT,
     SAMPLE_SEED,
     W2V_BERT_HUB_ID,
-    FolderKind,
     SamplePlan,
-    folder_sample_plan,
-    sample_texts,
-    samples_when,
 )
 from trainer.signals import StopDuringSamples
 
@@ -67,60 +62,6 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], generation: Any, v
     plan = generation.sample_plan(opts, config, val_items)
     plan.version = generation.id
     return plan
-
-
-def sample_plan_v15(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
-    """IndexTTS-1.5: the GPT's codes through its BigVGAN (``--vocoder``)."""
-    vocoder_path = str(opts.get("vocoder") or "").strip()
-    if not vocoder_path:
-        return SamplePlan(False, "no samples: give --vocoder (bigvgan_generator.pth) to hear the model at every save")
-    from trainer.synthesis.errors import SynthesisError
-    from trainer.synthesis.vocoder_loading import load_vocoder
-
-    try:
-        with torch.random.fork_rng(devices=[]):
-            vocoder = load_vocoder(vocoder_path, config, "cpu", source=str(opts.get("config")))
-    except (SynthesisError, ValueError, OSError) as exc:
-        return SamplePlan(False, "", refusal=f"--vocoder {vocoder_path}: " + " ".join(str(exc).split()))
-    references = [item for item in val_items if getattr(item, "cond_mel", None) or getattr(item, "cond_audio", None)]
-    if not references:
-        return SamplePlan(False, "no samples: they need a validation manifest (its first prompt is the voice)")
-    reference = references[0].cond_mel or references[0].cond_audio
-    texts = sample_texts(opts, val_items)
-    if isinstance(texts, SamplePlan):
-        return texts
-    source, chosen = texts
-    return SamplePlan(True, f"samples at {samples_when(opts)}: {source}, voice of {references[0].id}, vocoder {vocoder_path}",
-                      texts=chosen, reference=Path(reference), vocoder=vocoder)
-
-
-def sample_plan_v2(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
-    """IndexTTS2: the download folder's files are checked here (cheap); its networks load at the first sample."""
-    return folder_sample_plan(INDEXTTS2_FOLDER, opts, config, val_items)
-
-
-def _width_mismatch(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
-    """Why the folder's S2Mel and codec cannot take this run's GPT (None: they fit)."""
-    for key, default, what in (("model_dim", 1280, "its S2Mel takes GPT latents"),
-                               ("semantic_dim", 1024, "its semantic codec gives features")):
-        mine, theirs = int(run_gpt.get(key, default)), int(folder_gpt.get(key, default))
-        if mine != theirs:
-            return f"{what} {theirs} wide but this run's GPT has gpt.{key} {mine}: not the same IndexTTS2 model"
-    return None
-
-
-INDEXTTS2_FOLDER = FolderKind(name="IndexTTS2", contents="S2Mel, BigVGAN v2, w2v-BERT...",
-                              w2v_bert_places=("w2v-bert-2.0",), resolve=partial(folder_config, "networks.indextts2"),
-                              width_mismatch=lambda run, folder: _width_mismatch(run, folder))
-
-
-def _reference_input(path: Path) -> Any:
-    if path.suffix == ".npy":
-        from data_tools.npy import read_npy
-
-        mel = read_npy(path)
-        return torch.from_numpy(np.ascontiguousarray(mel, dtype=np.float32))
-    return path
 
 
 def make_samples(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any, step: int, epoch: int, out_dir: Path,
@@ -184,68 +125,6 @@ def _speaker(plan: SamplePlan) -> Any:
     speaker = by_id(plan.version).sample_speaker
     assert speaker is not None, "a generation without a sample speaker never plans samples"
     return speaker
-
-
-def speaker_v15(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
-    """text (raw or ids) -> SynthResult with IndexTTS-1.5's GPT + BigVGAN."""
-    from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline import Synthesizer
-
-    synth = Synthesizer(model, plan.vocoder.to(next(model.parameters()).device), tokenizer)
-    settings = DecodeSettings(seed=SAMPLE_SEED)
-    assert plan.reference is not None
-    reference = synth.prepare_reference(_reference_input(plan.reference))
-
-    def speak(text: list[int] | str) -> Any:
-        if isinstance(text, str):
-            return synth.synthesize([text], reference, settings)[0]
-        return synth.synthesize_ids(text, reference, settings)
-
-    return speak
-
-
-def speaker_v2(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
-    """text (raw or ids) -> SynthResultV2 with the live GPT and the download folder's other networks."""
-    from dataclasses import replace
-
-    from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline_v2 import MelSettings, SynthesizerV2
-
-    device = next(model.parameters()).device
-    if plan.nets is None:
-        plan.nets = _load_folder(plan, device)
-    synth = SynthesizerV2(replace(plan.nets, gpt=model), tokenizer)
-    settings, mel = DecodeSettings(seed=SAMPLE_SEED), MelSettings(steps=plan.steps, seed=SAMPLE_SEED)
-    assert plan.reference is not None
-    voice = synth.prepare_voice(plan.reference)  # the live GPT's conditioning: recomputed at every save
-    emotion = synth.emotion_vector(voice)
-
-    def speak(text: list[int] | str) -> Any:
-        if isinstance(text, str):
-            return synth.synthesize(text, voice, None, settings, mel, emotion_vector=emotion)
-        return synth.synthesize_ids([text], voice, None, settings, mel, emotion_vector=emotion)
-
-    return speak
-
-
-def _load_folder(plan: SamplePlan, device: torch.device) -> Any:
-    """The download folder's networks (no GPT), built on the CPU with the global RNG forked, then moved."""
-    from dataclasses import replace
-
-    from networks.indextts2 import load_indextts2
-    from trainer.synthesis.errors import SynthesisError
-
-    assert plan.model_dir is not None
-    try:
-        with torch.random.fork_rng(devices=[]):
-            nets = load_indextts2(plan.model_dir, w2v_bert=plan.w2v_bert, load_gpt_weights=False, device="cpu")
-    except (ValueError, FileNotFoundError) as exc:  # the networks' one-line refusals
-        raise SynthesisError(f"--sample-model-dir {plan.model_dir}: {' '.join(str(exc).split())}") from None
-    if device.type == "cpu":
-        return nets
-    moved = {name: getattr(nets, name).to(device)
-             for name in ("semantic", "codec", "campplus", "s2mel", "vocoder", "spk_matrix", "emo_matrix")}
-    return replace(nets, **moved)
 
 
 def _safe(name: str) -> str:

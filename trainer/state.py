@@ -21,9 +21,9 @@ from typing import Any, Protocol
 from networks.lora import base_state_dict
 from trainer.checkpoints import capture_rng_state, optimizer_param_names, restore_rng_state
 from trainer.errors import UsageError
+from trainer.generations.indextts25.model import saved_model_config
 from trainer.plan import optimizer_state_refusal
 from trainer.schedule import set_peak_lr
-from trainer.v25 import saved_model_config
 
 TrainingRun = Any  # trainer.run.TrainingRun (not imported: it imports this module)
 

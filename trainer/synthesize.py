@@ -37,6 +37,9 @@ records, else ``bytes`` (upstream's own table); ``--tokenizer`` is the .tiktoken
 ``--adapter ADAPTER.pth`` merges a LoRA adapter file (export --adapter-only) into the GPT; a LoRA training
 checkpoint speaks with its own adapters merged unless ``--no-adapter``.
 
+Each generation's part (its options, its synthesizer) is ``trainer.generations.<name>.synthesize``, named by
+its registry entry; this module holds the flags, the texts, the report and what they share.
+
 Exit codes: 0 done; 2 refused (one line ``error: ...`` on stderr: a missing reference, an empty or too long
 text, a vocoder file of the wrong layout, bad flags or files); 1 anything unexpected.
 """
@@ -264,24 +267,6 @@ def decode_settings(args: argparse.Namespace) -> Any:
     return settings
 
 
-def synthesize_v15(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
-    from data_tools.config import load_config
-    from trainer.steps import resolve_device
-    from trainer.synthesis import Synthesizer
-
-    device = resolve_device(args.device)
-    config = load_config(args.config)
-    synth = Synthesizer.load(args.checkpoint, args.config, args.tokenizer, vocoder_path(args, config), device,
-                             language=args.language, adapter=args.adapter)
-    synth.check_settings(settings)
-    for index, text in enumerate(texts):  # every text is checked before any audio is made
-        synth.text_ids(text, where(args, index))
-    reference = synth.prepare_reference(_reference_input(args.reference))
-    speak = lambda text: synth.synthesize([text], reference, settings)[0]  # noqa: E731
-    return speak_all(args, texts, speak, {"device": str(device), "settings": vars_of(settings),
-                                          "reference_seconds": round(reference.seconds, 4)})
-
-
 def emotion_weights(text: str | None) -> tuple[float, ...] | None:
     from trainer.synthesis import SynthesisError
 
@@ -291,98 +276,6 @@ def emotion_weights(text: str | None) -> tuple[float, ...] | None:
         return tuple(float(part) for part in text.replace(" ", "").split(","))
     except ValueError:
         raise SynthesisError(f"--emotion-vector {text!r}: give 8 comma-separated numbers") from None
-
-
-def synthesize_v2(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
-    from trainer.steps import resolve_device
-    from trainer.synthesis import SynthesisError
-    from trainer.synthesis.pipeline_v2 import EmotionControl, MelSettings, SynthesizerV2
-
-    emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
-                             weights=emotion_weights(args.emotion_vector))
-    mel = MelSettings(steps=args.steps, cfg_rate=args.cfg_rate, seed=args.seed)
-    problems = emotion.problems() + mel.problems()
-    if args.emotion_reference is not None and not args.emotion_reference.is_file():
-        problems.insert(0, f"--emotion-reference {args.emotion_reference}: file not found")
-    if args.segment_tokens < 1:
-        problems.append(f"--segment-tokens must be >= 1, got {args.segment_tokens}")
-    if problems:
-        raise SynthesisError("; ".join(problems))
-    if args.tokenizer is None:
-        from networks.indextts2 import IndexTTS2FilesError, resolve_files
-
-        try:
-            files, _ = resolve_files(args.model_dir, w2v_bert=args.w2v_bert, need_gpt=args.checkpoint is None)
-        except IndexTTS2FilesError as exc:
-            raise SynthesisError(str(exc)) from None
-        if files.tokenizer is None:
-            raise SynthesisError(f"--model-dir {args.model_dir} has no bpe.model (dataset.bpe_model): pass --tokenizer")
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()  # w2v-BERT's loading bar: noise on the CLI's stderr
-    device = resolve_device(args.device)
-    synth = SynthesizerV2.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
-                               tokenizer=args.tokenizer, language=args.language, device=device,
-                               max_segment_tokens=args.segment_tokens, adapter=args.adapter)
-    with_trained_s2mel(args, synth, device, gpt_dim=synth.nets.config["gpt"]["model_dim"])
-    synth.check_settings(settings, mel)
-    for index, text in enumerate(texts):  # every text is checked before any audio is made
-        synth.segments(text, where(args, index))
-    voice = synth.prepare_voice(args.reference)
-    if args.emotion_reference is not None:  # read once, not per text
-        features = synth.emotion_features(args.emotion_reference)
-        emotion_vector = synth.emotion_vector(voice, emotion, emotion_features=features)
-    else:
-        emotion_vector = synth.emotion_vector(voice, emotion)
-    speak = lambda text: synth.synthesize(text, voice, emotion, settings, mel, emotion_vector=emotion_vector)  # noqa: E731
-    return speak_all(args, texts, speak, {"device": str(device), "settings": vars_of(settings),
-                                          "s2mel": vars_of(mel), "emotion": _emotion_report(emotion),
-                                          "reference_seconds": round(voice.seconds, 4)})
-
-
-def synthesize_v25(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
-    from trainer.steps import resolve_device
-    from trainer.synthesis import SynthesisError
-    from trainer.synthesis.pipeline_v2 import EmotionControl
-    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
-
-    emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
-                             weights=emotion_weights(args.emotion_vector))
-    mel = MelSettings25(steps=args.steps, cfg_rate=args.cfg_rate, seed=args.seed,
-                        duration_factor=args.duration_factor)
-    problems = emotion.problems() + mel.problems()
-    if args.emotion_reference is not None and not args.emotion_reference.is_file():
-        problems.insert(0, f"--emotion-reference {args.emotion_reference}: file not found")
-    if args.segment_tokens < 1:
-        problems.append(f"--segment-tokens must be >= 1, got {args.segment_tokens}")
-    if args.checkpoint is not None and not args.checkpoint.is_file():
-        problems.insert(0, f"--checkpoint {args.checkpoint}: file not found")
-    if args.adapter_file is not None and not args.adapter:
-        problems.append("--adapter and --no-adapter contradict each other")
-    elif args.adapter_file is not None and not args.adapter_file.is_file():
-        problems.insert(0, f"--adapter {args.adapter_file}: file not found")
-    if problems:
-        raise SynthesisError("; ".join(problems))
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()
-    device = resolve_device(args.device)
-    synth = SynthesizerV25.load(args.model_dir, w2v_bert=args.w2v_bert, checkpoint=args.checkpoint,
-                                table=args.tokenizer, scheme=args.text_scheme, language=args.language,
-                                device=device, max_segment_tokens=args.segment_tokens, adapter=args.adapter,
-                                adapter_file=args.adapter_file)
-    with_trained_s2mel(args, synth, device, with_gpt_layer=False)
-    synth.check_settings(settings, mel)
-    for index, text in enumerate(texts):  # every text is checked before any audio is made
-        synth.segments(text, where(args, index))
-    voice = synth.prepare_voice(args.reference)
-    features = synth.emotion_features(args.emotion_reference) if args.emotion_reference is not None else None
-    emotion_vector = synth.emotion_vector(voice, emotion, emotion_features=features)
-    speak = lambda text: synth.synthesize(text, voice, emotion, settings, mel, emotion_vector=emotion_vector)  # noqa: E731
-    return speak_all(args, texts, speak, {"device": str(device), "settings": vars_of(settings),
-                                          "s2mel": vars_of(mel), "emotion": _emotion_report(emotion),
-                                          "text_scheme": synth.tokenizer.scheme,
-                                          "reference_seconds": round(voice.seconds, 4)})
 
 
 def with_trained_s2mel(args: argparse.Namespace, synth: Any, device: Any, **model_kwargs: Any) -> None:
@@ -405,7 +298,7 @@ def with_trained_s2mel(args: argparse.Namespace, synth: Any, device: Any, **mode
     synth.nets = dataclasses.replace(synth.nets, s2mel=merged_copy(model).eval().to(device))
 
 
-def _emotion_report(emotion: Any) -> dict[str, Any]:
+def emotion_report(emotion: Any) -> dict[str, Any]:
     return {"reference": None if emotion.reference is None else str(emotion.reference), "alpha": emotion.alpha,
             "weights": None if emotion.weights is None else list(emotion.weights)}
 
@@ -461,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(lambda: synthesize(args))
 
 
-def _reference_input(path: Path) -> Any:
+def reference_input(path: Path) -> Any:
     """A prompt mel ``.npy`` (the data's own cond_mel) is used as features; anything else is read as audio."""
     if path.suffix.lower() != ".npy":
         return path

@@ -1,5 +1,5 @@
 """``export``: an inference folder IndexTTS (v1.5) and IndexTTS2 inference load unchanged (IndexTTS-2.5:
-``trainer.checkpoints.export_v25``, its own files and row order), with every other file of the base model folder
+``trainer.generations.indextts25.export``, its own files and row order), with every other file of the base model folder
 copied (or linked) in: ``trainer.checkpoints.export_base_files``.
 
 - ``OUT/gpt.pth``: {"model": state_dict} in the IndexTTS layout (what stock inference loads as its gpt.pth);
@@ -45,11 +45,11 @@ from trainer.checkpoints.digest import (
     integrity_problem,
 )
 from trainer.checkpoints.export_base_files import BASE_FILE_MODES, DEFAULT_BASE_FILES, carry_base_files
-from trainer.checkpoints.export_v25 import V25_BUNDLE_FILES
 from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.nonfinite import nonfinite_reason, nonfinite_tensors
+from trainer.generations.indextts25.export import V25_BUNDLE_FILES
 from trainer.lora_setup import checkpoint_adapter
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -16,8 +16,8 @@ def synthesis_backend(version: str, config_path: Path, tokenizer_path: Path, voc
     """The synthesis of generation ``version`` (its registry entry's evaluation backend); EvaluationError (one
     line, naming the generation) where it has none.
 
-    ``model_dir`` / ``w2v_bert``: the IndexTTS2 or IndexTTS-2.5 download folder and w2v-BERT
-    (``indextts2_folder``, ``indextts25_folder``)."""
+    ``model_dir`` / ``w2v_bert``: the download folder and w2v-BERT of a generation that speaks through one
+    (``trainer.evaluation.synthesizers.download_folder``)."""
     try:
         generation = by_id(str(version))
     except KeyError as exc:

@@ -125,7 +125,7 @@ class Generation:
     # (model on the meta device, model dim) -> (the prompt inputs one training step feeds, conditioning positions,
     # whether a prompt encoder runs in training): what the memory estimate counts (trainer.memory_estimate)
     training_prompt: Callable[[Any, int], tuple[dict[str, Any], int, bool]] | None = None
-    # S2Mel training (trainer.s2mel.run_cli): opts, download folder, device -> S2MelSources; whether its S2Mel
+    # S2Mel training (trainer.s2mel.run_cli): opts, download folder, device -> s2mel.sources.S2MelSources; whether its S2Mel
     # is fed the GPT's latent (then the prepared folder's text_ids/, condition/, emo_vec/ are read)
     s2mel_sources: Callable[..., Any] | None = None
     s2mel_gpt_latent: bool = False

@@ -153,8 +153,6 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.steps import resolve_device
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline_v2 import MelSettings
-    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
 
     generation = generation_of_folder(args.model_dir) if args.model_dir.is_dir() else None
     if generation is None or generation.s2mel_sources is None or not (args.model_dir / "s2mel.pth").is_file():
@@ -174,7 +172,7 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
         trained = build_trained_s2mel(args.s2mel, args.model_dir / "s2mel.pth", sources.config["s2mel"],
                                       **sources.model_kwargs)
         trained = merged_copy(trained).eval().to(device)
-        mel = (MelSettings25 if isinstance(synth, SynthesizerV25) else MelSettings)(steps=args.steps, seed=args.seed)
+        mel = synth.MEL_SETTINGS(steps=args.steps, seed=args.seed)
         settings = DecodeSettings(mode="greedy", max_codes=args.max_codes)
         judges = scorer or ModelScorer(args.asr, args.speaker_model, str(device), asr_lang=args.asr_lang,
                                        main_language=args.language)

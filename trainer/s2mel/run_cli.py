@@ -1,8 +1,9 @@
 """``python -m trainer.train --train s2mel``: one S2Mel run under the trainer's output-directory contract.
 
 The plan (:mod:`trainer.s2mel.run_plan`) -> the output-dir lock -> the generation's sources (its synthesizer,
-loaded from the download folder with the GPT of ``--base-checkpoint``; its semantic input; IndexTTS2's GPT
-latent) -> :class:`~trainer.s2mel.loop.S2MelTrainer` over :class:`~trainer.s2mel.dataset.PreparedClips`,
+loaded from the download folder with the GPT of ``--base-checkpoint``; its semantic input; the GPT latent where
+its S2Mel reads one: ``trainer.s2mel.sources.S2MelSources``, made by the entry's ``s2mel_sources``) ->
+:class:`~trainer.s2mel.loop.S2MelTrainer` over :class:`~trainer.s2mel.dataset.PreparedClips`,
 resumed from the output folder when it holds a run -> ``latest.pth`` / ``model_step<N>.pth`` every
 ``--save-interval`` steps, ``train_config.yaml`` (the resolved options), ``metrics.jsonl`` train and end events,
 samples at saves (``--sample-texts`` spoken with the first ``--eval-reference``).
@@ -14,57 +15,12 @@ The STUDIO_TEST_* stop and kill hooks act after a step, before that step's save.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from trainer.errors import EXIT_OK, EXIT_STOPPED, UsageError
 from trainer.s2mel.checkpoint import PART
-from trainer.s2mel.dataset import LatentFn, SemanticFn
-
-
-@dataclass(frozen=True)
-class S2MelSources:
-    """What one generation gives an S2Mel run, loaded from its download folder."""
-
-    synthesizer: Any  # speaks the samples at saves (its nets: config, codec, gpt, s2mel)
-    semantic: SemanticFn
-    latent_for: Callable[[Path], LatentFn] | None  # prepared folder -> the GPT latent (IndexTTS2), else None
-    model_kwargs: dict[str, Any]  # load_s2mel's arguments beyond the config section
-    text_rows: int | None = None  # text rows of the latent's GPT (IndexTTS2): the clips' text ids must fit
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self.synthesizer.nets.config
-
-
-def _w2v(opts: dict[str, Any]) -> tuple[str | None, bool]:
-    return (opts.get("w2v_bert") or None), not opts.get("w2v_bert")
-
-
-def sources_v2(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
-    from trainer.s2mel.sources import v2_latent_fn, v2_semantic_fn
-    from trainer.synthesis.pipeline_v2 import SynthesizerV2
-
-    w2v, local = _w2v(opts)
-    synth = SynthesizerV2.load(folder, w2v_bert=w2v, checkpoint=opts.get("base_checkpoint") or None,
-                               tokenizer=opts.get("tokenizer") or None, device=device, local_files_only=local)
-    gpt = synth.nets.gpt.eval()
-    return S2MelSources(synth, v2_semantic_fn(synth.nets.codec), lambda data: v2_latent_fn(gpt, data),
-                        {"gpt_dim": synth.nets.config["gpt"]["model_dim"]}, text_rows=int(gpt.text_vocab_size))
-
-
-def sources_v25(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
-    from trainer.s2mel.sources import v25_semantic_fn
-    from trainer.synthesis.pipeline_v25 import SynthesizerV25
-
-    w2v, local = _w2v(opts)
-    synth = SynthesizerV25.load(folder, w2v_bert=w2v, checkpoint=opts.get("base_checkpoint") or None,
-                                device=device, local_files_only=local)
-    return S2MelSources(synth, v25_semantic_fn(synth.nets.codec), None, {"with_gpt_layer": False})
+from trainer.s2mel.sources import S2MelSources
 
 
 class _StopRequested(Exception):
@@ -147,7 +103,7 @@ def _train(opts: dict[str, Any], ctx: Any) -> int:
     from trainer.s2mel.samples import sample_hook
     from trainer.signals import GracefulStop, active_test_hooks, after_step_test_hooks, test_hook_due
     from trainer.steps import resolve_device
-    from trainer.synthesis.pipeline_v2 import seeded_noise
+    from trainer.synthesis.s2mel_pipeline import seeded_noise
 
     say = print if ctx.is_main else (lambda *_args, **_kw: None)
     found = make_s2mel_plan(opts, own_lock=not ctx.is_main)

@@ -1,52 +1,41 @@
-"""The semantic input of each generation for S2Mel training, from loaded networks and a prepared folder.
-
-- IndexTTS2: ``vq2emb(codes)`` of the semantic codec, and the GPT's latent for the same codes, teacher-forced
-  on the clip's text (``text_ids/<stem>.npy``) with its conditioning (``condition/<stem>.npy`` +
-  ``emo_vec/<stem>.npy``): the inputs of inference's latent pass. Pass the GPT the run's samples use.
-- IndexTTS-2.5: ``codec.decode(codes)``; no GPT term.
+"""What a generation gives an S2Mel run (``S2MelSources``: its synthesizer, its semantic input, the GPT latent
+where its S2Mel reads one), and the audio of a prepared folder. Each generation makes its sources in its package
+(``trainer.generations.<name>.s2mel``; its registry entry's ``s2mel_sources``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from data_tools.audio import load_audio
-from data_tools.npy import read_npy
-from trainer.s2mel.dataset import LatentFn, SemanticFn, gpt_latent_teacher_forced
+from trainer.s2mel.dataset import LatentFn, SemanticFn
 
 
-def v2_semantic_fn(codec: nn.Module) -> SemanticFn:
-    @torch.no_grad()
-    def semantic(codes: Tensor) -> Tensor:
-        return codec.vq2emb(codes[None])[0].T  # type: ignore[operator]
+@dataclass(frozen=True)
+class S2MelSources:
+    """What one generation gives an S2Mel run, loaded from its download folder."""
 
-    return semantic
+    synthesizer: Any  # speaks the samples at saves (its nets: config, codec, gpt, s2mel)
+    semantic: SemanticFn
+    latent_for: Callable[[Path], LatentFn] | None  # prepared folder -> the GPT latent (IndexTTS2), else None
+    model_kwargs: dict[str, Any]  # load_s2mel's arguments beyond the config section
+    text_rows: int | None = None  # text rows of the latent's GPT (IndexTTS2): the clips' text ids must fit
 
-
-def v2_latent_fn(gpt: nn.Module, folder: Path) -> LatentFn:
-    def latent(stem: str, codes: Tensor) -> Tensor:
-        def array(name: str) -> Tensor:
-            return torch.from_numpy(read_npy(folder / name / f"{stem}.npy"))
-
-        with torch.no_grad():
-            conds = gpt.conds_of(  # type: ignore[operator]
-                None, None, condition=array("condition").float()[None], emo_vec=array("emo_vec").float()[None]
-            )
-        return gpt_latent_teacher_forced(gpt, conds, array("text_ids").long(), codes)
-
-    return latent
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.synthesizer.nets.config
 
 
-def v25_semantic_fn(codec: nn.Module) -> SemanticFn:
-    @torch.no_grad()
-    def semantic(codes: Tensor) -> Tensor:
-        return codec.decode(codes[None])[0]  # type: ignore[operator]
-
-    return semantic
+def w2v_bert_of(opts: dict[str, Any]) -> tuple[str | None, bool]:
+    """(the run's --w2v-bert or None, whether the folder's own w2v-BERT loads offline)."""
+    return (opts.get("w2v_bert") or None), not opts.get("w2v_bert")
 
 
 def audio_loader(folder: Path, sample_rate: int, suffix: str = ".wav"):

@@ -5,11 +5,11 @@ Entry points (details in each module's docstring):
 - :class:`Synthesizer` (``pipeline``): ``Synthesizer.load(checkpoint, config, tokenizer, vocoder, device)``
   or ``Synthesizer(model, vocoder_model, tokenizer)`` for a live model; ``synthesize(texts, reference,
   DecodeSettings(...)) -> list[SynthResult]``.
-- ``pipeline_v2.SynthesizerV2`` (imported from its module, so that v1.5 users do not pay for transformers):
-  IndexTTS2 from a download folder, ``SynthesizerV2.load(model_dir, w2v_bert=..., checkpoint=..., tokenizer=...)``;
+- ``s2mel_pipeline.S2MelSynthesizer`` (imported from its module, so that v1.5 users do not pay for transformers):
+  IndexTTS2 from a download folder, ``S2MelSynthesizer.load(model_dir, w2v_bert=..., checkpoint=..., tokenizer=...)``;
   ``prepare_voice(path)``, ``synthesize(text, voice, EmotionControl(...), DecodeSettings(...), MelSettings(...))``
-  -> ``SynthResultV2`` (segments from ``segments.split_segments`` joined with 200 ms of silence).
-- ``pipeline_v25.SynthesizerV25`` (also from its module): IndexTTS-2.5, a variant of SynthesizerV2;
+  -> ``S2MelSynthResult`` (segments from ``segments.split_segments`` joined with 200 ms of silence).
+- ``trainer.generations.indextts25.synthesis.SynthesizerV25`` (from its module): IndexTTS-2.5, a variant;
   ``SynthesizerV25.load(model_dir, w2v_bert=..., checkpoint=..., scheme=..., language=...)``, the same calls,
   ``MelSettings25(steps, cfg_rate, seed, duration_factor)``, ``vocalize(codes, voice, mel)``.
 - :class:`DecodeSettings`, ``generate_codes``, ``remove_long_silence`` (``generation``): KV-cached decoding.

@@ -1,5 +1,5 @@
 """What every generation's synthesizer does alike with its GPT and its text (``trainer.synthesis.pipeline``,
-``pipeline_v2``, ``pipeline_v25``): it keeps the GPT, the tokenizer and the language, refuses a tokenizer
+``s2mel_pipeline`` and its variants): it keeps the GPT, the tokenizer and the language, refuses a tokenizer
 whose ids the GPT has no rows for, and refuses text that is missing, empty or outside the text vocabulary.
 The length rules are the generation's (one text, or segments)."""
 

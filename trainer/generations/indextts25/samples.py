@@ -21,7 +21,7 @@ from trainer.generations.folders import folder_config
 from trainer.sample_plan import SAMPLE_SEED, FolderKind, SamplePlan, folder_sample_plan
 
 
-def width_mismatch_v25(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
+def width_mismatch(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> str | None:
     """Why the folder's w2v-BERT cannot feed this run's GPT (its emotion conformer), or None.
 
     2.5's S2Mel reads no GPT latent, so the GPT's model_dim need not match the folder's."""
@@ -32,15 +32,15 @@ def width_mismatch_v25(run_gpt: dict[str, Any], folder_gpt: dict[str, Any]) -> s
     return None
 
 
-INDEXTTS25_FOLDER = FolderKind(name="IndexTTS-2.5", contents="codec, S2Mel, BigVGAN v2, w2v-BERT...",
+FOLDER_KIND = FolderKind(name="IndexTTS-2.5", contents="codec, S2Mel, BigVGAN v2, w2v-BERT...",
                                w2v_bert_places=("w2v-bert-2.0", "hf_cache/w2v-bert-2.0"),
                                resolve=partial(folder_config, "networks.indextts25"),
-                               width_mismatch=width_mismatch_v25, carries_language=True)
+                               width_mismatch=width_mismatch, carries_language=True)
 
 
-def plan_samples(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
+def sample_plan(opts: dict[str, Any], config: dict[str, Any], val_items: list[Any]) -> SamplePlan:
     """IndexTTS-2.5's samples at saves (its registry entry's ``sample_plan``)."""
-    return folder_sample_plan(INDEXTTS25_FOLDER, opts, config, val_items)
+    return folder_sample_plan(FOLDER_KIND, opts, config, val_items)
 
 
 def _load_networks(plan: SamplePlan, device: torch.device) -> Any:
@@ -62,12 +62,12 @@ def _load_networks(plan: SamplePlan, device: torch.device) -> Any:
     return replace(nets, **moved)
 
 
-def speaker_v25(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
-    """text (raw or ids) -> SynthResultV2 with the live 2.5 GPT and the download folder's other networks."""
+def speaker(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
+    """text (raw or ids) -> S2MelSynthResult with the live 2.5 GPT and the download folder's other networks."""
     from dataclasses import replace
 
+    from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.pipeline_v25 import MelSettings25, SynthesizerV25
 
     device = next(model.parameters()).device
     if plan.nets is None:

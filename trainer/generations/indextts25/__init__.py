@@ -11,10 +11,14 @@ from data_tools.manifest import FORMAT_V25
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
+PACKAGE = __name__  # its code: modules of this package, named lazily
+EVALUATION = f"{PACKAGE}.evaluation"
+SAMPLES = f"{PACKAGE}.samples"
+
 NAME = "IndexTTS-2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
 TABLE_SUFFIX = ".tiktoken"
-V25 = "trainer.v25"
+MODEL = f"{PACKAGE}.model"
 FOLDER = "trainer.generations.folders"
 W2V_BERT_PLACES = ("w2v-bert-2.0", "hf_cache/w2v-bert-2.0")  # where its folder may hold w2v-BERT
 
@@ -41,16 +45,16 @@ INDEXTTS25 = Generation(
     format_hint=f"{NAME} paired manifests (prompt_spk_vec_path, target_codes_path, target_text, language, ...)",
     tokenizer_kind=f"an {NAME} table", tokenizer_file=f"its .tiktoken file ({TABLE_NAME})",
     config_hint="for a 2.5 model set 'version: 2.5' in its config.yaml",
-    reads_tokenizer=reads_tokenizer, open_tokenizer=lazy(V25, "open_tokenizer"),
-    describe_tokenizer=lazy(V25, "describe_tokenizer"), target_gpt_config=lazy(V25, "target_gpt_config"),
-    tokenizer_record=lazy(V25, "run_tokenizer_record"), start=lazy(V25, "start"),
-    rows_refusal=lazy(V25, "run_rows_refusal"), data_note=lazy(V25, "tokens_per_char_line"),
-    sample_plan=lazy("trainer.samples_v25", "plan_samples"), sample_speaker=lazy("trainer.samples_v25", "speaker_v25"),
-    evaluation_speech=lazy("trainer.evaluation.synthesizers", "v25_speech"),
-    evaluation_backend=lazy("trainer.evaluation.synthesizers", "V25Backend"), evaluation_needs_audio=True,
-    synthesize=lazy("trainer.synthesize", "synthesize_v25"),
+    reads_tokenizer=reads_tokenizer, open_tokenizer=lazy(MODEL, "open_tokenizer"),
+    describe_tokenizer=lazy(MODEL, "describe_tokenizer"), target_gpt_config=lazy(MODEL, "target_gpt_config"),
+    tokenizer_record=lazy(MODEL, "run_tokenizer_record"), start=lazy(MODEL, "start"),
+    rows_refusal=lazy(MODEL, "run_rows_refusal"), data_note=lazy(MODEL, "tokens_per_char_line"),
+    sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
+    evaluation_speech=lazy(EVALUATION, "speech"),
+    evaluation_backend=lazy(EVALUATION, "Backend"), evaluation_needs_audio=True,
+    synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"),
     synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel"}),
-    export=lazy("trainer.checkpoints.export_v25", "export_v25"), export_name=NAME, exported_version=2.5,
+    export=lazy(f"{PACKAGE}.export", "export"), export_name=NAME, exported_version=2.5,
     demo_folder="v25", prepare="data_tools.prepare_v25",
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
                    not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "
@@ -62,6 +66,6 @@ INDEXTTS25 = Generation(
                    w2v_bert_places=W2V_BERT_PLACES, folder_table=TABLE_NAME),
     config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
     training_prompt=lazy("trainer.memory_estimate", "speaker_vector_prompt"),
-    s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v25"),
+    s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"),
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25", W2V_BERT_PLACES),
 )

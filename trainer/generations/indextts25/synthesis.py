@@ -1,6 +1,6 @@
 """Text + reference voice (+ emotion) -> 22.05 kHz speech with IndexTTS-2.5: ``SynthesizerV25``.
 
-IndexTTS-2.5 is a variant of the IndexTTS2 pipeline (:mod:`trainer.synthesis.pipeline_v2`): the same prompt
+IndexTTS-2.5 is a variant of the IndexTTS2 pipeline (:mod:`trainer.synthesis.s2mel_pipeline`): the same prompt
 reading, w2v-BERT features, emotion vector (``merge_emovec`` or the emotion-matrix mix), segment loop, 200 ms
 joins and int16 rule, and the same generation loop (``generation.generate_codes``). What differs (shared
 reference README_audio.md section 5), each in one override here:
@@ -46,13 +46,13 @@ from networks.synthesis25 import PromptCondition, segment_mel, speaker_prompt_co
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes
-from trainer.synthesis.pipeline_v2 import (
+from trainer.synthesis.s2mel_pipeline import (
     EmotionControl,
     MelSettings,
     NoiseSource,
+    S2MelSynthesizer,
+    S2MelSynthResult,
     SegmentInfo,
-    SynthesizerV2,
-    SynthResultV2,
     VoicePrompt,
     seeded_noise,
 )
@@ -157,8 +157,10 @@ def rows_from_upstream_order(model: Any, tokenizer: Any) -> bool:
     return True
 
 
-class SynthesizerV25(SynthesizerV2):
+class SynthesizerV25(S2MelSynthesizer):
     """IndexTTS-2.5 inference over loaded networks (``IndexTTS25Networks``) and a ``TextTokenizerV25``."""
+
+    MEL_SETTINGS = MelSettings25
 
     def __init__(self, nets: IndexTTS25Networks, tokenizer: Any | None = None, *, language: str | None = None,
                  max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> None:
@@ -289,7 +291,7 @@ class SynthesizerV25(SynthesizerV2):
                        emotion: EmotionControl | None = None, settings: DecodeSettings | None = None,
                        mel: MelSettings | None = None, *, noise: NoiseSource | None = None,
                        text: str = "", trace: list[dict[str, Any]] | None = None,
-                       emotion_vector: Tensor | None = None, language: str | None = None) -> SynthResultV2:
+                       emotion_vector: Tensor | None = None, language: str | None = None) -> S2MelSynthResult:
         """Token ids per segment (prefix included, as ``TextTokenizerV25.encode`` gives them) in ``language``
         (default: the synthesizer's). ``trace`` receives each segment's intermediates (see ``vocalize``)."""
         language = language or self.language_of(text)

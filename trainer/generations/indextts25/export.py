@@ -76,7 +76,7 @@ def upstream_rows(weights: dict[str, torch.Tensor], tokenizer: TextTokenizerV25)
     return out
 
 
-def config_yaml_v25(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
+def config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
     section = {k: v for k, v in gpt.items() if k != SPK_COND_MODE_KEY}
     if raw_config is None:
         data: dict[str, Any] = {"gpt": section}
@@ -92,7 +92,7 @@ def config_yaml_v25(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, n
     return data
 
 
-def model_card_v25(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: TextTokenizerV25, dtype: str,
+def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: TextTokenizerV25, dtype: str,
                    source: Path, movement: BaseMovement | None, language: str) -> str:
     lines = [
         "# IndexTTS-2.5 GPT fine-tune",
@@ -124,7 +124,7 @@ def _language_of(ckpt: Mapping[str, Any]) -> str:
     return "am"
 
 
-def export_v25(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: Mapping[str, Any],
+def export(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: Mapping[str, Any],
                weights: dict[str, torch.Tensor], raw_config: dict[str, Any] | None, dtype: str, safetensors: bool,
                movement: BaseMovement | None, tokenizer: str | Path | None, report: Any) -> Any:
     """Write the 2.5 bundle (see the module docstring); ``weights`` are already in the export dtype."""
@@ -146,14 +146,14 @@ def export_v25(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: Mapping[str
         atomic_write_bytes(translit_path, Path(amharic_translit.__file__).read_bytes())
         report.files.append(translit_path)
     config_path = out_dir / "config.yaml"
-    atomic_write_text(config_path, yaml.safe_dump(config_yaml_v25(gpt, raw_config, report.notes), sort_keys=False,
+    atomic_write_text(config_path, yaml.safe_dump(config_yaml(gpt, raw_config, report.notes), sort_keys=False,
                                                   allow_unicode=True))
     report.files.append(config_path)
     notice_path = out_dir / "LICENSE-NOTICE"
     atomic_write_text(notice_path, LICENSE_NOTICE.format(model_name="IndexTTS-2.5", base=_base_model(ckpt)))
     report.files.append(notice_path)
     card_path = out_dir / "MODEL_CARD.md"
-    atomic_write_text(card_path, model_card_v25(ckpt, gpt, tok, dtype, path, movement, _language_of(ckpt)))
+    atomic_write_text(card_path, model_card(ckpt, gpt, tok, dtype, path, movement, _language_of(ckpt)))
     report.files.append(card_path)
     moved = " in upstream's id order" if tok.added_tokens else ""
     report.notes.insert(0, f"{len(weights)} tensors as {dtype}, IndexTTS-2.5 (config version 2.5), '{tok.scheme}' "

@@ -1,4 +1,4 @@
-"""Text + reference voice (+ emotion) -> 22.05 kHz speech with IndexTTS2: ``SynthesizerV2``.
+"""Text + reference voice (+ emotion) -> 22.05 kHz speech with IndexTTS2: ``S2MelSynthesizer``.
 
 The order of upstream's ``IndexTTS2.infer()`` (shared/reference/README_indextts2_audio.md section 0):
 
@@ -22,7 +22,7 @@ keeps them; the GPT takes channels-first (1, W, T), converted at the calls below
 
 Public API:
 
-    synth = SynthesizerV2.load(model_dir, w2v_bert=..., checkpoint=None, tokenizer=None, device="cpu")
+    synth = S2MelSynthesizer.load(model_dir, w2v_bert=..., checkpoint=None, tokenizer=None, device="cpu")
     voice = synth.prepare_voice("prompt.wav")                 # reuse for many texts
     result = synth.synthesize("text", voice, EmotionControl(weights=[0, .3, 0, 0, 0, 0, .2, 0]),
                               DecodeSettings(...), MelSettings(steps=25))
@@ -149,7 +149,7 @@ class SegmentInfo:
 
 
 @dataclass
-class SynthResultV2(SynthResult):
+class S2MelSynthResult(SynthResult):
     """A whole text: the joined waveform plus what each segment did."""
 
     segments: list[SegmentInfo] = field(default_factory=list)
@@ -172,8 +172,11 @@ def conditioning_lengths(features: Tensor) -> Tensor:
     return torch.tensor([features.shape[-1]], device=features.device)
 
 
-class SynthesizerV2(GptTextInputs):
-    """IndexTTS2 inference over loaded networks (``IndexTTS2Networks``) and an optional tokenizer."""
+class S2MelSynthesizer(GptTextInputs):
+    """GPT -> S2Mel -> BigVGAN v2 inference: IndexTTS2's over loaded networks (``IndexTTS2Networks``) and an
+    optional tokenizer; a generation whose pipeline is a variant of it subclasses it (IndexTTS-2.5)."""
+
+    MEL_SETTINGS: type[MelSettings] = MelSettings  # the S2Mel settings this synthesizer takes
 
     def __init__(self, nets: IndexTTS2Networks, tokenizer: Any | None = None, *, language: str | None = None,
                  max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> None:
@@ -199,7 +202,7 @@ class SynthesizerV2(GptTextInputs):
     def load(cls, model_dir: str | Path, *, w2v_bert: str | Path | None = None, checkpoint: str | Path | None = None,
              tokenizer: str | Path | None = None, language: str | None = None, device: str | torch.device = "cpu",
              local_files_only: bool = False, max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS,
-             adapter: bool = True) -> SynthesizerV2:
+             adapter: bool = True) -> S2MelSynthesizer:
         """An IndexTTS2 download folder (see ``networks.indextts2``); ``checkpoint`` replaces its ``gpt.pth``
         with any v2 GPT checkpoint (ours, an export, a bare gpt.pth); ``tokenizer`` defaults to the folder's
         ``bpe.model``. Raises SynthesisError (one line) for missing or unfitting files."""
@@ -342,7 +345,7 @@ class SynthesizerV2(GptTextInputs):
 
     def synthesize(self, text: str, voice: VoicePrompt | str | Path, emotion: EmotionControl | None = None,
                    settings: DecodeSettings | None = None, mel: MelSettings | None = None, *,
-                   noise: NoiseSource | None = None, emotion_vector: Tensor | None = None) -> SynthResultV2:
+                   noise: NoiseSource | None = None, emotion_vector: Tensor | None = None) -> S2MelSynthResult:
         """One text (cut into segments) voiced with ``voice`` -> the joined waveform.
 
         ``emotion_vector`` (from :meth:`emotion_vector`) skips recomputing it (and re-reading an emotion file).
@@ -354,7 +357,7 @@ class SynthesizerV2(GptTextInputs):
                        emotion: EmotionControl | None = None, settings: DecodeSettings | None = None,
                        mel: MelSettings | None = None, *, noise: NoiseSource | None = None,
                        text: str = "", trace: list[dict[str, Any]] | None = None,
-                       emotion_vector: Tensor | None = None) -> SynthResultV2:
+                       emotion_vector: Tensor | None = None) -> S2MelSynthResult:
         """Like ``synthesize`` with the token ids of each segment given (no tokenizer needed).
 
         ``trace`` (a list) receives one dict per segment with every intermediate: ``codes_raw``, ``latent``,
@@ -372,7 +375,7 @@ class SynthesizerV2(GptTextInputs):
     def _run(self, text: str, segments: list[TextSegment], voice: VoicePrompt | str | Path,
              emotion: EmotionControl | None, settings: DecodeSettings | None, mel: MelSettings | None,
              noise: NoiseSource | None, trace: list[dict[str, Any]] | None = None,
-             emotion_vector: Tensor | None = None) -> SynthResultV2:
+             emotion_vector: Tensor | None = None) -> S2MelSynthResult:
         settings = settings or DecodeSettings()
         if settings.max_codes is None:
             settings = replace(settings, max_codes=min(DEFAULT_MAX_CODES, max_codes_for(self.model, settings)))
@@ -408,7 +411,7 @@ class SynthesizerV2(GptTextInputs):
             pieces.append(wav)
             infos.append(info)
         waveform = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-        return SynthResultV2(
+        return S2MelSynthResult(
             text=text, waveform=waveform, sample_rate=self.sample_rate,
             codes=np.concatenate([info.codes for info in infos]), text_ids=[i for s in segments for i in s.ids],
             hit_stop=all(info.hit_stop for info in infos), audio_seconds=waveform.size / self.sample_rate,

@@ -9,6 +9,10 @@ from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
 from trainer.generations.sentencepiece_fields import SENTENCEPIECE
 from trainer.generations.spec import Capability, FormFacts, Generation, lazy
 
+PACKAGE = __name__  # its code: modules of this package, named lazily
+EVALUATION = f"{PACKAGE}.evaluation"
+SAMPLES = f"{PACKAGE}.samples"
+
 INDEXTTS15 = Generation(
     id=ID_15, name="IndexTTS-1.5",
     prompt="100-band log-mel of a prompt utterance (codes manifest)",
@@ -17,10 +21,10 @@ INDEXTTS15 = Generation(
     manifest_format=FORMAT_V15, format_hint="codes manifests (text, codes, cond_mel)",
     **SENTENCEPIECE,
     config_hint="a config without emo_condition_module describes IndexTTS-1.5",
-    sample_plan=lazy("trainer.samples", "sample_plan_v15"), sample_speaker=lazy("trainer.samples", "speaker_v15"),
-    evaluation_speech=lazy("trainer.evaluation.synthesizers", "v15_speech"),
-    evaluation_backend=lazy("trainer.evaluation.synthesizers", "v15_backend"), evaluation_needs_audio=False,
-    synthesize=lazy("trainer.synthesize", "synthesize_v15"), synthesis_options=frozenset(),
+    sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
+    evaluation_speech=lazy(EVALUATION, "speech"),
+    evaluation_backend=lazy(EVALUATION, "backend"), evaluation_needs_audio=False,
+    synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"), synthesis_options=frozenset(),
     export_name="IndexTTS 1.5",
     exported_version=1.5,
     demo_folder="", prepare="data_tools.preprocess",

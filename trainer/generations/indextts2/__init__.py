@@ -10,6 +10,10 @@ from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
 from trainer.generations.sentencepiece_fields import SENTENCEPIECE
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
+PACKAGE = __name__  # its code: modules of this package, named lazily
+EVALUATION = f"{PACKAGE}.evaluation"
+SAMPLES = f"{PACKAGE}.samples"
+
 FOLDER = "trainer.generations.folders"
 W2V_BERT_PLACES = ("w2v-bert-2.0",)  # where its folder may hold w2v-BERT
 
@@ -21,10 +25,10 @@ INDEXTTS2 = Generation(
     manifest_format=FORMAT_V2, format_hint="paired manifests (prompt_condition_path, target_codes_path, ...)",
     **SENTENCEPIECE,
     config_hint="an IndexTTS2 config has gpt.emo_condition_module",
-    sample_plan=lazy("trainer.samples", "sample_plan_v2"), sample_speaker=lazy("trainer.samples", "speaker_v2"),
-    evaluation_speech=lazy("trainer.evaluation.synthesizers", "v2_speech"),
-    evaluation_backend=lazy("trainer.evaluation.synthesizers", "V2Backend"), evaluation_needs_audio=True,
-    synthesize=lazy("trainer.synthesize", "synthesize_v2"), synthesis_options=frozenset({"s2mel"}),
+    sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
+    evaluation_speech=lazy(EVALUATION, "speech"),
+    evaluation_backend=lazy(EVALUATION, "Backend"), evaluation_needs_audio=True,
+    synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"), synthesis_options=frozenset({"s2mel"}),
     export_name="IndexTTS2", exported_version=2.0,
     demo_folder="v2", prepare="data_tools.prepare_v2",
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
@@ -35,6 +39,6 @@ INDEXTTS2 = Generation(
     ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "latent_prompt"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
                    w2v_bert_places=W2V_BERT_PLACES),
-    s2mel_sources=lazy("trainer.s2mel.run_cli", "sources_v2"), s2mel_gpt_latent=True,
+    s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"), s2mel_gpt_latent=True,
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2", W2V_BERT_PLACES),
 )
