@@ -93,7 +93,7 @@ def test_a_moved_v2_export_speaks_without_its_base_folder(english_tokenizer, tmp
 
 
 def test_base_files_link_makes_links_and_copy_none(english_tokenizer, tmp_path, capsys):
-    from webui.testing.listen_models import resolve_model
+    from webui.testing.model_spec import resolve_model
 
     base, checkpoint = _v2_run(tmp_path, english_tokenizer)
     linked, copied = tmp_path / "linked", tmp_path / "copied"

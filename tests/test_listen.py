@@ -23,7 +23,7 @@ from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
 from trainer.generations.registry import demo_folders
 from webui.context import StudioContext
 from webui.jobs.process_tools import wait_until
-from webui.testing import listen, reference_voices, tab_testing, tab_testing_layout
+from webui.testing import listen, reference_voices, tab_testing, tab_testing_layout, test_job
 from webui.training import sample_saves, samples_view
 
 SYNTH_TIMEOUT_S = 240  # two CPU synthesis processes (torch import, model load) on a busy 2-core machine
@@ -379,10 +379,10 @@ def test_base_and_fine_tuned_side_by_side(ctx, trained):
     with gr.Blocks():
         tab_testing.build(ctx)  # the layout builds on this workspace
     tuned = str(trained.output_dir / "latest.pth")
-    view = tab_testing.start_test(ctx, *_form(ctx, f"base:{trained.config}", tuned))
+    view = test_job.start_test(ctx, *_form(ctx, f"base:{trained.config}", tuned))
     assert "STARTED" in view.message, view.message
-    assert wait_until(lambda: not tab_testing.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
-    view = tab_testing.poll_test(ctx)
+    assert wait_until(lambda: not test_job.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
+    view = test_job.poll_test(ctx)
     commands = view.command.split("\n# B\n")
     assert f"--checkpoint {trained.base_checkpoint} " in commands[0] and f"--tokenizer {trained.base_tokenizer}" in commands[0]
     assert f"--checkpoint {tuned} " in commands[1] and f"--tokenizer {trained.extended_tokenizer}" in commands[1]
@@ -399,7 +399,7 @@ def test_base_and_fine_tuned_side_by_side(ctx, trained):
 
     outputs = tab_testing._view_outputs(view, None)
     assert outputs[2][:4] == b"RIFF" and outputs[5][:4] == b"RIFF"
-    again = tab_testing._view_outputs(tab_testing.poll_test(ctx), outputs[-1])
+    again = tab_testing._view_outputs(test_job.poll_test(ctx), outputs[-1])
     assert again[2] == gr.skip() and again[5] == gr.skip()  # a tick with nothing new sends no audio
 
 
@@ -430,10 +430,10 @@ def test_v2_base_and_fine_tuned_side_by_side_with_an_emotion_reference(ctx, trai
     v2 = DemoV2Paths.under(trained.root)
     emotion = sorted((v2.train_manifest.parent / "wavs").glob("*.wav"))[-1]
     tuned = str(v2.output_dir / "latest.pth")
-    view = tab_testing.start_test(ctx, *_form(ctx, f"base:{v2.config}", tuned), 3, str(emotion), 0.5)
+    view = test_job.start_test(ctx, *_form(ctx, f"base:{v2.config}", tuned), 3, str(emotion), 0.5)
     assert "STARTED" in view.message, view.message
-    assert wait_until(lambda: not tab_testing.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
-    view = tab_testing.poll_test(ctx)
+    assert wait_until(lambda: not test_job.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
+    view = test_job.poll_test(ctx)
     commands = view.command.split("\n# B\n")
     assert f"--model-dir {v2.config.parent} " in commands[0] and f"--checkpoint {v2.base_checkpoint} " in commands[0]
     assert f"--checkpoint {tuned} " in commands[1] and f"--tokenizer {v2.extended_tokenizer}" in commands[1]
@@ -447,11 +447,11 @@ def test_v2_base_and_fine_tuned_side_by_side_with_an_emotion_reference(ctx, trai
 
 
 def test_form_errors_start_nothing(ctx, trained):
-    before = tab_testing._read_current(ctx)
+    before = test_job._read_current(ctx)
     for extra, expected in (({"text": "  "}, "type a text"), ({"reference": "", "upload": None}, "choose a reference"),
                             ({"reference": "missing.wav"}, "reference audio not found"),
                             ({"mode": "sample", "top_p": 0}, "top_p must be in"),
                             ({"device": "tpu"}, "device must be one of")):
-        view = tab_testing.start_test(ctx, *_form(ctx, f"base:{trained.config}", "", **extra))
+        view = test_job.start_test(ctx, *_form(ctx, f"base:{trained.config}", "", **extra))
         assert expected in view.message and 'data-tone="error"' in view.message, (extra, view.message)
-    assert tab_testing._read_current(ctx) == before
+    assert test_job._read_current(ctx) == before

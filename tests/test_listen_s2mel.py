@@ -16,7 +16,7 @@ from demo.v25 import DemoV25Paths
 from tests.s2mel_demo_run import make_s2mel_run
 from webui.context import StudioContext
 from webui.jobs.process_tools import wait_until
-from webui.testing import listen, listen_s2mel, reference_voices, tab_testing
+from webui.testing import listen, listen_s2mel, reference_voices, tab_testing, test_job
 
 SYNTH_TIMEOUT_S = 300  # two CPU synthesis processes (torch import, model load) on 2 busy cores
 
@@ -83,10 +83,10 @@ def test_the_same_model_with_the_stock_and_the_trained_s2mel_side_by_side(ws: Pa
     trained = str(ws / "v25" / "runs" / "s2mel" / "latest.pth")
     reference = reference_voices.reference_choices(ws)[0][1]
     form = [base, base, "ሰላም ለዓለም።", reference, None, "greedy", 3, 1.0, 30, 0.8, 0, "", "cpu", 2, None, 1.0, 1.0]
-    started = tab_testing.start_test(ctx, *form, s2mel_a=listen_s2mel.STOCK, s2mel_b=trained)
+    started = test_job.start_test(ctx, *form, s2mel_a=listen_s2mel.STOCK, s2mel_b=trained)
     assert "STARTED" in started.message, started
-    assert wait_until(lambda: not tab_testing.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
-    view = tab_testing.poll_test(ctx)
+    assert wait_until(lambda: not test_job.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
+    view = test_job.poll_test(ctx)
     waves = {}
     for side in ("A", "B"):
         side_view = view.sides[side]

@@ -18,7 +18,7 @@ from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import run_main
 from webui.context import StudioContext
 from webui.jobs.process_tools import wait_until
-from webui.testing import listen, reference_voices, tab_testing
+from webui.testing import listen, reference_voices, test_job
 
 SYNTH_TIMEOUT_S = 300  # two CPU synthesis processes (torch + transformers import, model load) on 2 busy cores
 
@@ -47,9 +47,9 @@ def _form(ctx: StudioContext, key_a: str, key_b: str, duration_factor: float = 1
             2, None, 1.0, duration_factor]
 
 
-def _spoken(ctx: StudioContext) -> tab_testing.TestView:
-    assert wait_until(lambda: not tab_testing.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
-    view = tab_testing.poll_test(ctx)
+def _spoken(ctx: StudioContext) -> test_job.TestView:
+    assert wait_until(lambda: not test_job.poll_test(ctx).running, SYNTH_TIMEOUT_S, interval_s=0.5)
+    view = test_job.poll_test(ctx)
     for side in ("A", "B"):
         side_view = view.sides[side]
         assert 'data-tone="ok"' in side_view.status and "22050 Hz" in side_view.status, (side, side_view.status)
@@ -101,7 +101,7 @@ def test_each_25_side_speaks_through_its_download_folder(ws):
 
 def test_25_base_and_fine_tune_side_by_side_then_adapter_on_and_off(ctx, ws):
     tuned = str(ws.output_dir / "latest.pth")
-    view = tab_testing.start_test(ctx, *_form(ctx, f"base:{ws.config}", tuned, duration_factor=1.5))
+    view = test_job.start_test(ctx, *_form(ctx, f"base:{ws.config}", tuned, duration_factor=1.5))
     assert "STARTED" in view.message, view.message
     view = _spoken(ctx)
     commands = view.command.split("\n# B\n")
@@ -110,7 +110,7 @@ def test_25_base_and_fine_tune_side_by_side_then_adapter_on_and_off(ctx, ws):
     assert all("--duration-factor 1.5" in c and "--steps 2" in c for c in commands)
 
     lora = str(ws.root / "runs" / "lora" / "latest.pth")
-    view = tab_testing.start_test(ctx, *_form(ctx, lora, listen.ADAPTER_OFF_PREFIX + lora))
+    view = test_job.start_test(ctx, *_form(ctx, lora, listen.ADAPTER_OFF_PREFIX + lora))
     assert "STARTED" in view.message, view.message
     view = _spoken(ctx)
     commands = view.command.split("\n# B\n")

@@ -29,20 +29,19 @@ from webui.testing.listen_models import (  # noqa: F401 (names callers import fr
     TRAIN_CONFIG,
     ListenError,
     ModelChoice,
-    ModelSpec,
-    _test_facts,
     base_choice,
     base_configs,
     default_pair,
     model_choices,
     one_line,
-    resolve_model,
     run_config,
     run_dirs,
     run_globs,
+    test_facts,
     trains_s2mel,
     typed_path,
 )
+from webui.testing.model_spec import ModelSpec, resolve_model  # noqa: F401 (callers import them from here)
 
 DEFAULT_V2_STEPS = 25  # S2Mel flow-matching steps (inference's default)
 MAX_DURATION_FACTOR = 10.0  # trainer.synthesis.pipeline_v25.MelSettings25's bound
@@ -146,7 +145,7 @@ def clean_text(text: str | None) -> str:
 def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out: Path, report: Path,
                    decode: DecodeChoice, device: str = "auto", emotion: EmotionChoice | None = None) -> list[str]:
     """The exact ``python -m trainer.synthesize`` command for one side (``emotion``: IndexTTS2 only)."""
-    facts = _test_facts(spec.version)
+    facts = test_facts(spec.version)
     if facts.speaks_through_folder:
         assert spec.model_dir is not None
         argv = [python, "-m", "trainer.synthesize", "--model-dir", str(spec.model_dir), "--checkpoint",

@@ -19,15 +19,15 @@ from webui.testing.listen_models import (
     KIND_ORDER,
     TRAIN_CONFIG,
     ListenError,
-    ModelSpec,
-    _name,
     _read_yaml,
-    _relative,
-    _test_facts,
+    generation_name,
+    relative_to_root,
     run_globs,
+    test_facts,
     trains_s2mel,
     typed_path,
 )
+from webui.testing.model_spec import ModelSpec
 
 STOCK = ""  # the picker's value for the download folder's own s2mel.pth
 STOCK_LABEL = "the download folder's s2mel.pth (stock)"
@@ -75,7 +75,7 @@ def _run_choices(folder: Path, workspace: Path) -> list[S2MelChoice]:
     from trainer.checkpoints.store import step_of
 
     version = run_version(folder)
-    where = _relative(folder, workspace)
+    where = relative_to_root(folder, workspace)
     steps = {path.stat().st_ino: step for path in folder.glob("model_step*.pth") if (step := step_of(path)) is not None}
     choices = []
     for summary in list_checkpoints(folder, verify=False):
@@ -94,7 +94,7 @@ def s2mel_choices(workspace: Path | str) -> list[S2MelChoice]:
     workspace = Path(workspace)
     choices = [choice for folder in s2mel_run_dirs(workspace) for choice in _run_choices(folder, workspace)]
     adapters = sorted({path for pattern in ADAPTER_GLOBS for path in workspace.glob(pattern) if path.is_file()})
-    choices += [S2MelChoice(str(path), f"S2Mel adapter · {_relative(path, workspace)}", "adapter", None, "?")
+    choices += [S2MelChoice(str(path), f"S2Mel adapter · {relative_to_root(path, workspace)}", "adapter", None, "?")
                 for path in adapters]
     return choices
 
@@ -109,8 +109,8 @@ def with_s2mel(spec: ModelSpec, key: str | None, workspace: Path | str) -> Model
     text = (key or "").strip()
     if not text:
         return spec
-    if not _test_facts(spec.version).speaks_through_folder:
-        raise ListenError(f"{spec.label}: {_name(spec.version)} has no S2Mel decoder: pick the stock one "
+    if not test_facts(spec.version).speaks_through_folder:
+        raise ListenError(f"{spec.label}: {generation_name(spec.version)} has no S2Mel decoder: pick the stock one "
                           "(a trained S2Mel is for IndexTTS2 / 2.5 sides)")
     path = typed_path(text, "S2Mel checkpoint")
     path = path if path.is_absolute() else Path(workspace) / path
@@ -118,8 +118,8 @@ def with_s2mel(spec: ModelSpec, key: str | None, workspace: Path | str) -> Model
         raise ListenError(f"S2Mel checkpoint not found: {path}")
     version = run_version(path.parent) if trains_s2mel(path.parent) else "?"
     if version not in ("?", spec.version):
-        raise ListenError(f"{_relative(path, Path(workspace))} is an S2Mel of {_name(version)}; "
-                          f"{spec.label} is {_name(spec.version)}")
+        raise ListenError(f"{relative_to_root(path, Path(workspace))} is an S2Mel of {generation_name(version)}; "
+                          f"{spec.label} is {generation_name(spec.version)}")
     shown = f"{path.parent.name}/{path.name}"
     return replace(spec, label=f"{spec.label} + S2Mel {shown}", s2mel=path,
                    notes=(*spec.notes, "the trained S2Mel replaces the folder's s2mel.pth (adapters merged)"))
