@@ -10,8 +10,9 @@ import torch
 
 from networks.unified_voice import build_model
 from trainer.synthesis import DecodeSettings, SynthesisError, Synthesizer, generate_codes, load_vocoder
+from trainer.synthesis.cached_decoder import CachedDecoder
 from trainer.synthesis.demo_vocoder import build_demo_vocoder, demo_bigvgan_config, write_demo_vocoder
-from trainer.synthesis.generation import CachedDecoder, prefix_embeddings
+from trainer.synthesis.generation import prefix_embeddings
 
 TINY_GPT = {
     "model_dim": 64, "max_mel_tokens": 40, "max_text_tokens": 24, "heads": 4, "layers": 2,

@@ -24,7 +24,8 @@ from trainer.synthesis import (
     remove_long_silence,
     to_int16,
 )
-from trainer.synthesis.generation import CachedDecoder, prefix_embeddings
+from trainer.synthesis.cached_decoder import CachedDecoder
+from trainer.synthesis.generation import prefix_embeddings
 
 FIXTURE_DIR = ("reference", "fixtures_indextts15_infer")
 TOL = {"atol": 1e-4, "rtol": 1e-4}
