@@ -34,8 +34,9 @@ from torch import Tensor, nn
 
 from networks.generation_rule import SPK_COND_MODE, V25_ONLY_KEYS
 from networks.gpt_config import ConfigError
+from networks.gpt_segments import LossMode
 from networks.loading import StateDictMismatchError, load_strict
-from networks.unified_voice import INFERENCE_ONLY_PREFIXES, LossMode, ModelOutput, UnifiedVoiceV2
+from networks.unified_voice import INFERENCE_ONLY_PREFIXES, ModelOutput, UnifiedVoiceV2
 
 SPEAKER_VECTOR_DIM = 192  # CAMPPlus embedding width
 LANGUAGE_ROWS = 107  # the tokenizer's 106 language codes + 1 spare row (never produced)

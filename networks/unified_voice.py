@@ -23,31 +23,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from networks.conditioning_stack import condition_module_args, conditioning_stack
 from networks.conformer import ConformerEncoder
 from networks.gpt2 import GPT2Backbone
 from networks.gpt_config import ConfigError, effective_gpt_config, text_rows
+from networks.gpt_segments import (
+    LOSS_MODES,
+    LearnedPositionEmbeddings,
+    LossMode,
+    WrappedSegment,
+    check_lengths,
+    pad_and_wrap,
+    segment_cross_entropy,
+)
 from networks.loading import StateDictMismatchError, state_dict_mismatches
-from networks.perceiver import PerceiverResampler
 
-LossMode = Literal["indextts", "masked"]
-LOSS_MODES = ("indextts", "masked")
 DEFAULT_GPT_DROPOUT = 0.1
 DEFAULT_V2_WIDTH = 1024  # upstream's hard-coded semantic (w2v-BERT) and emotion perceiver widths
 INFERENCE_ONLY_PREFIXES = ("inference_model.", "gpt.wte.")
-CONDITION_MODULE_KEYS = (
-    "output_size",
-    "linear_units",
-    "attention_heads",
-    "num_blocks",
-    "input_layer",
-    "perceiver_mult",
-)
 
 
 @dataclass
@@ -63,14 +61,6 @@ class ModelOutput:
 
 
 @dataclass
-class WrappedSegment:
-    padded: Tensor  # (B, W): positions >= length replaced by stop
-    inputs: Tensor  # (B, W+2): start, padded, stop
-    targets: Tensor  # (B, W+2): padded, stop, stop
-    counted: Tensor  # (B, W+2) bool: target positions j < length + 1
-
-
-@dataclass
 class _SequenceRun:
     text: WrappedSegment
     mel: WrappedSegment
@@ -78,85 +68,6 @@ class _SequenceRun:
     mel_hidden: Tensor  # (B, M+2, D), final-normed
     text_tokens: int
     mel_tokens: int
-
-
-def pad_and_wrap(ids: Tensor, lengths: Tensor, start: int, stop: int) -> WrappedSegment:
-    """Upstream's padding rewrite and start/stop wrapping, without touching `ids`."""
-    width = ids.size(1)
-    positions = torch.arange(width, device=ids.device).unsqueeze(0)
-    lengths = lengths.to(ids.device).unsqueeze(1)
-    padded = torch.where(positions < lengths, ids, torch.full_like(ids, stop))
-    batch = ids.size(0)
-    starts = torch.full((batch, 1), start, dtype=ids.dtype, device=ids.device)
-    stops = torch.full((batch, 1), stop, dtype=ids.dtype, device=ids.device)
-    inputs = torch.cat((starts, padded, stops), dim=1)
-    targets = torch.cat((padded, stops, stops), dim=1)
-    counted = torch.arange(width + 2, device=ids.device).unsqueeze(0) < lengths + 1
-    return WrappedSegment(padded=padded, inputs=inputs, targets=targets, counted=counted)
-
-
-class LearnedPositionEmbeddings(nn.Module):
-    """Rows 0..S-1 of a learned table (key `emb.weight`); every segment restarts at 0."""
-
-    def __init__(self, rows: int, dim: int) -> None:
-        super().__init__()
-        self.emb = nn.Embedding(rows, dim)
-        nn.init.normal_(self.emb.weight, std=0.02)
-
-    def forward(self, length: int) -> Tensor:
-        return self.emb.weight[:length]
-
-
-def _condition_module_args(gpt: Mapping[str, Any], key: str) -> dict[str, Any]:
-    module = gpt.get(key)
-    if not isinstance(module, Mapping):
-        raise ConfigError(f"gpt.{key} must be a mapping")
-    missing = [name for name in CONDITION_MODULE_KEYS if name not in module]
-    unknown = sorted(set(module) - set(CONDITION_MODULE_KEYS))
-    if missing or unknown:
-        problems = [f"lacks {', '.join(missing)}"] if missing else []
-        problems += [f"has unsupported key(s) {', '.join(unknown)}"] if unknown else []
-        raise ConfigError(f"gpt.{key} {' and '.join(problems)}")
-    if module["input_layer"] != "conv2d2":
-        raise ConfigError(
-            f"gpt.{key}.input_layer {module['input_layer']!r} is not supported (only 'conv2d2')"
-        )
-    return dict(module)
-
-
-def _conditioning_stack(
-    input_size: int, args: Mapping[str, Any], latent_dim: int, num_latents: int
-) -> tuple[ConformerEncoder, PerceiverResampler]:
-    """A conformer over the prompt features and the perceiver that pools it into ``num_latents`` latents."""
-    encoder = ConformerEncoder(
-        input_size=input_size,
-        output_size=args["output_size"],
-        attention_heads=args["attention_heads"],
-        linear_units=args["linear_units"],
-        num_blocks=args["num_blocks"],
-    )
-    perceiver = PerceiverResampler(
-        latent_dim,
-        context_dim=args["output_size"],
-        num_latents=num_latents,
-        heads=args["attention_heads"],
-        ff_mult=args["perceiver_mult"],
-    )
-    return encoder, perceiver
-
-
-def _check_lengths(name: str, lengths: Tensor, batch: int, width: int, host: Sequence[int] | None = None) -> list[int]:
-    """The lengths as ints, checked; ``host`` (the same values as a list, from the loader) avoids reading the
-    tensor back from the device, a host sync that would stall a GPU every micro-batch."""
-    if lengths.dim() != 1 or lengths.size(0) != batch:
-        raise ValueError(f"{name} must have shape ({batch},), got {tuple(lengths.shape)}")
-    values = [int(v) for v in (host if host is not None else lengths.tolist())]
-    if len(values) != batch:
-        raise ValueError(f"{name}: {len(values)} host lengths for a batch of {batch}")
-    bad = [v for v in values if v < 0 or v > width]
-    if bad:
-        raise ValueError(f"{name} must lie in 0..{width} (the padded width), got {bad}")
-    return values
 
 
 class UnifiedVoice(nn.Module):
@@ -179,7 +90,7 @@ class UnifiedVoice(nn.Module):
         dropout = float(gpt.get("gpt_dropout", DEFAULT_GPT_DROPOUT))
         if not 0.0 <= dropout < 1.0:
             raise ConfigError(f"gpt.gpt_dropout must be in [0, 1), got {dropout}")
-        cond = _condition_module_args(gpt, "condition_module")
+        cond = condition_module_args(gpt, "condition_module")
         self.gpt_config: dict[str, Any] = gpt
         self.model_dim = dim = int(gpt["model_dim"])
         self.text_vocab_size = text_rows(gpt)
@@ -190,7 +101,7 @@ class UnifiedVoice(nn.Module):
         self.stop_mel_token = int(gpt["stop_mel_token"])
         self.num_cond_latents = int(gpt["condition_num_latent"])
 
-        self.conditioning_encoder, self.perceiver_encoder = _conditioning_stack(
+        self.conditioning_encoder, self.perceiver_encoder = conditioning_stack(
             self.cond_input_size, cond, dim, self.num_cond_latents
         )
         self.text_embedding = nn.Embedding(self.text_vocab_size, dim)
@@ -291,8 +202,8 @@ class UnifiedVoice(nn.Module):
         text, mel = run.text, run.mel
         text_logits = self.text_head(run.text_hidden).float()  # (B, T+2, V): CE wants the class dim last
         mel_logits = self.mel_head(run.mel_hidden).float()
-        loss_text = _cross_entropy(text_logits, text.targets, text.counted, loss_mode)
-        loss_mel = _cross_entropy(mel_logits, mel.targets, mel.counted, loss_mode)
+        loss_text = segment_cross_entropy(text_logits, text.targets, text.counted, loss_mode)
+        loss_mel = segment_cross_entropy(mel_logits, mel.targets, mel.counted, loss_mode)
         with torch.no_grad():
             hits = (mel_logits.argmax(dim=-1) == mel.targets) & mel.counted
             mel_top1 = hits.sum().float() / mel.counted.sum().clamp(min=1).float()
@@ -324,8 +235,8 @@ class UnifiedVoice(nn.Module):
             )
         if conds.dim() != 3 or conds.size(0) != batch or conds.size(2) != self.model_dim:
             raise ValueError(f"conds must be ({batch}, n, {self.model_dim}), got {tuple(conds.shape)}")
-        text_counts = _check_lengths("text_lengths", text_lengths, batch, text_ids.size(1), text_lengths_host)
-        code_counts = _check_lengths("code_lengths", code_lengths, batch, codes.size(1), code_lengths_host)
+        text_counts = check_lengths("text_lengths", text_lengths, batch, text_ids.size(1), text_lengths_host)
+        code_counts = check_lengths("code_lengths", code_lengths, batch, codes.size(1), code_lengths_host)
         text_rows = self.text_pos_embedding.emb.num_embeddings
         mel_rows = self.mel_pos_embedding.emb.num_embeddings
         if text_ids.size(1) + 2 > text_rows:
@@ -354,15 +265,6 @@ class UnifiedVoice(nn.Module):
         )
 
 
-def _cross_entropy(logits: Tensor, targets: Tensor, counted: Tensor, loss_mode: LossMode) -> Tensor:
-    """logits (B, L, V) float32. indextts: mean over every position; masked: sum/count over counted."""
-    per_token = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
-    if loss_mode == "indextts":
-        return per_token.mean()
-    weights = counted.reshape(-1).to(per_token.dtype)
-    return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
-
-
 def _positive_width(gpt: Mapping[str, Any], key: str) -> int:
     value = gpt.get(key, DEFAULT_V2_WIDTH)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -389,8 +291,8 @@ class UnifiedVoiceV2(UnifiedVoice):
         self.cond_input_size = _positive_width(gpt, "semantic_dim")
         self.emo_dim = _positive_width(gpt, "emo_perceiver_dim")
         super().__init__(gpt)
-        emo = _condition_module_args(self.gpt_config, "emo_condition_module")
-        self.emo_conditioning_encoder, self.emo_perceiver_encoder = _conditioning_stack(
+        emo = condition_module_args(self.gpt_config, "emo_condition_module")
+        self.emo_conditioning_encoder, self.emo_perceiver_encoder = conditioning_stack(
             self.cond_input_size, emo, self.emo_dim, 1
         )
         self.emovec_layer = nn.Linear(self.emo_dim, self.model_dim)

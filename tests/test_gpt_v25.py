@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from data_tools.config import ConfigError, load_config
 from networks.generation_rule import describes_indextts25
+from networks.gpt_segments import pad_and_wrap
 from networks.gpt_v25 import (
     MODULE_ORDER,
     V25_ONLY_KEYS,
@@ -25,7 +26,6 @@ from networks.gpt_v25 import (
     read_gpt_state_dict,
 )
 from networks.loading import StateDictMismatchError
-from networks.unified_voice import pad_and_wrap
 from tests.conftest import FIXTURES, SHARED, shared_file
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}  # FIXTURES.md: float32 re-implementations stay well inside this

@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 
 from data_tools.config import ConfigError, load_config
+from networks.gpt_segments import pad_and_wrap
 from networks.loading import StateDictMismatchError
 from networks.unified_voice import (
     ModelOutput,
     UnifiedVoice,
     build_model,
     load_gpt_state_dict,
-    pad_and_wrap,
 )
 from tests.conftest import FIXTURES, shared_file
 

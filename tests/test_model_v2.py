@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from data_tools.config import load_config
+from networks.gpt_segments import pad_and_wrap
 from networks.unified_voice import (
     UnifiedVoice,
     UnifiedVoiceV2,
     build_model,
     load_gpt_state_dict,
-    pad_and_wrap,
 )
 from tests.conftest import FIXTURES, shared_file
 
