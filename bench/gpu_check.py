@@ -36,7 +36,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.gpu_mfu import peak_tflops  # noqa: E402
 from bench.real_size import GPT_TABLES, real_gpt_config, training_batch  # noqa: E402
-from trainer.memory_estimate import RunShape, estimate_run_memory, gb, model_facts  # noqa: E402
+from trainer.memory_estimate import RunShape, estimate_run_memory, gb  # noqa: E402
+from trainer.memory_facts import model_facts  # noqa: E402
 
 GENERATIONS = tuple(GPT_TABLES)
 TESTS_TIMEOUT_S = 150

@@ -42,7 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from trainer.memory_estimate import RunShape, estimate_run_memory, gb, model_facts  # noqa: E402
+from trainer.memory_estimate import RunShape, estimate_run_memory, gb  # noqa: E402
+from trainer.memory_facts import model_facts  # noqa: E402
 
 # The reference tables: ../shared beside the checkout, or shared/ inside it (a device machine's copy).
 REFERENCE = next((path for path in (REPO.parent / "shared" / "reference", REPO / "shared" / "reference")

@@ -30,9 +30,9 @@ from trainer.memory_estimate import (
     longest_item,
     memory_check,
     memory_refusal,
-    model_facts,
     run_shape,
 )
+from trainer.memory_facts import model_facts
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_GPT = {  # big enough that weights and activations both count, small enough for a CPU test

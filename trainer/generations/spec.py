@@ -123,7 +123,7 @@ class Generation:
     data_note: Callable[[list[Any], Any], str] | None = None  # an extra data line for the pre-flight
     missing: Mapping[Capability, str] = field(default_factory=dict)  # capability -> why this generation lacks it
     # (model on the meta device, model dim) -> (the prompt inputs one training step feeds, conditioning positions,
-    # whether a prompt encoder runs in training): what the memory estimate counts (trainer.memory_estimate)
+    # whether a prompt encoder runs in training): what the memory estimate counts (trainer.memory_facts)
     training_prompt: Callable[[Any, int], tuple[dict[str, Any], int, bool]] | None = None
     # S2Mel training (trainer.s2mel.run_cli): opts, download folder, device -> s2mel.sources.S2MelSources; whether its S2Mel
     # is fed the GPT's latent (then the prepared folder's text_ids/, condition/, emo_vec/ are read)

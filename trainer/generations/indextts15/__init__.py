@@ -32,7 +32,7 @@ INDEXTTS15 = Generation(
                    not_for="not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)",
                    sample_options=frozenset({"vocoder"}),
                    demo_preset="Demo (CPU, tiny)"),
-    training_prompt=lazy("trainer.memory_estimate", "mel_prompt"),
+    training_prompt=lazy("trainer.memory_facts", "mel_prompt"),
     # upstream's IndexTTS-1.5 inference loads its BigVGAN from the model folder (its DVAE is not loaded)
     model_folder_files=partial(lazy("trainer.generations.folders", "config_named_files"), ("bigvgan_checkpoint",)),
     missing={Capability.TRAIN_S2MEL: "it has no S2Mel decoder (its BigVGAN speaks the GPT's latent directly); "

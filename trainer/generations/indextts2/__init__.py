@@ -36,7 +36,7 @@ INDEXTTS2 = Generation(
                            "download folder)",
                    sample_options=frozenset({"sample_model_dir", "sample_steps"}),
                    demo_preset="Demo (IndexTTS2)"),
-    ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_estimate", "latent_prompt"),
+    ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_facts", "latent_prompt"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
                    w2v_bert_places=W2V_BERT_PLACES),
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"), s2mel_gpt_latent=True,

@@ -65,7 +65,7 @@ INDEXTTS25 = Generation(
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
                    w2v_bert_places=W2V_BERT_PLACES, folder_table=TABLE_NAME),
     config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
-    training_prompt=lazy("trainer.memory_estimate", "speaker_vector_prompt"),
+    training_prompt=lazy("trainer.memory_facts", "speaker_vector_prompt"),
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"),
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25", W2V_BERT_PLACES),
 )
