@@ -82,7 +82,8 @@ def _s2mel_generation(generation: str, codes: int, steps: int, device: torch.dev
     parts = _audio_parts(generation, device) | {"gpt": _gpt(generation, device)}
     if generation == "2":
         from networks.indextts2 import IndexTTS2Networks
-        from trainer.synthesis.s2mel_pipeline import MelSettings, S2MelSynthesizer
+        from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
+        from trainer.synthesis.s2mel_types import MelSettings
 
         synth: Any = S2MelSynthesizer(IndexTTS2Networks(**parts))
         mel: Any = MelSettings(steps=steps)

@@ -121,7 +121,8 @@ class StageClock:
 def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
     from demo.v2 import DemoV2Paths
     from demo.workspace import build_demo
-    from trainer.synthesis.s2mel_pipeline import MelSettings, S2MelSynthesizer
+    from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
+    from trainer.synthesis.s2mel_types import MelSettings
 
     scratch = Path(tempfile.mkdtemp(prefix="synthesis_v2_bench_"))
     try:

@@ -28,7 +28,8 @@ from trainer.s2mel.lora import S2MelLoRASettings
 from trainer.s2mel.samples import sample_hook
 from trainer.s2mel.sources import audio_loader
 from trainer.s2mel.train_settings import S2MelTrainSettings
-from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer, seeded_noise
+from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
+from trainer.synthesis.s2mel_types import seeded_noise
 from trainer.vocab import grow_text_vocab
 
 

@@ -19,7 +19,7 @@ from tests.checkpoint_factory import make_checkpoint, save, trained_state
 from tests.indextts2_folder import download_config, load_synthesizer, shared_download_folder
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.generation import DecodeSettings
-from trainer.synthesis.s2mel_pipeline import EmotionControl, MelSettings
+from trainer.synthesis.s2mel_types import EmotionControl, MelSettings
 from trainer.synthesis.segments import split_segments
 from trainer.synthesize import main
 

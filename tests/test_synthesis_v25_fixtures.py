@@ -26,7 +26,7 @@ from tests.indextts25_folder import (
 from trainer.generations.indextts25.synthesis import MelSettings25
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.generation import DecodeSettings, generate_codes, prefix_embeddings
-from trainer.synthesis.s2mel_pipeline import EmotionControl, VoicePrompt
+from trainer.synthesis.s2mel_types import EmotionControl, VoicePrompt
 from trainer.synthesis.wav import to_int16
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}

@@ -16,7 +16,7 @@ import torch
 
 from tests.indextts2_folder import fixture_path, load_synthesizer, shared_download_folder
 from trainer.synthesis.generation import DecodeSettings, generate_codes
-from trainer.synthesis.s2mel_pipeline import EmotionControl, MelSettings, VoicePrompt, seeded_noise
+from trainer.synthesis.s2mel_types import EmotionControl, MelSettings, VoicePrompt, seeded_noise
 from trainer.synthesis.wav import to_int16
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}

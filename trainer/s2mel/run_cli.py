@@ -103,7 +103,7 @@ def _train(opts: dict[str, Any], ctx: Any) -> int:
     from trainer.s2mel.samples import sample_hook
     from trainer.signals import GracefulStop, active_test_hooks, after_step_test_hooks, test_hook_due
     from trainer.steps import resolve_device
-    from trainer.synthesis.s2mel_pipeline import seeded_noise
+    from trainer.synthesis.s2mel_types import seeded_noise
 
     say = print if ctx.is_main else (lambda *_args, **_kw: None)
     found = make_s2mel_plan(opts, own_lock=not ctx.is_main)

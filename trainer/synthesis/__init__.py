@@ -8,7 +8,8 @@ Entry points (details in each module's docstring):
 - ``s2mel_pipeline.S2MelSynthesizer`` (imported from its module, so that v1.5 users do not pay for transformers):
   IndexTTS2 from a download folder, ``S2MelSynthesizer.load(model_dir, w2v_bert=..., checkpoint=..., tokenizer=...)``;
   ``prepare_voice(path)``, ``synthesize(text, voice, EmotionControl(...), DecodeSettings(...), MelSettings(...))``
-  -> ``S2MelSynthResult`` (segments from ``segments.split_segments`` joined with 200 ms of silence).
+  -> ``S2MelSynthResult`` (segments from ``segments.split_segments`` joined with 200 ms of silence); those values
+  live in ``s2mel_types``.
 - ``trainer.generations.indextts25.synthesis.SynthesizerV25`` (from its module): IndexTTS-2.5, a variant;
   ``SynthesizerV25.load(model_dir, w2v_bert=..., checkpoint=..., scheme=..., language=...)``, the same calls,
   ``MelSettings25(steps, cfg_rate, seed, duration_factor)``, ``vocalize(codes, voice, mel)``.

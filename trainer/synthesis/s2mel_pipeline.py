@@ -20,7 +20,7 @@ Upstream's quirk kept on purpose: every conditioning call gets the feature *widt
 frames < W, all true for prompts up to W frames; README 3.1). Feature tensors are (1, T, W) here as upstream
 keeps them; the GPT takes channels-first (1, W, T), converted at the calls below.
 
-Public API:
+Public API (the settings, voice and result types are in :mod:`trainer.synthesis.s2mel_types`):
 
     synth = S2MelSynthesizer.load(model_dir, w2v_bert=..., checkpoint=None, tokenizer=None, device="cpu")
     voice = synth.prepare_voice("prompt.wav")                 # reuse for many texts
@@ -40,8 +40,8 @@ from ``noise`` (a callable (segment index, shape) -> tensor), the seam tests use
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,6 @@ import torch
 from torch import Tensor
 
 from networks.emotion_matrix import (
-    EMOTIONS,
     mix_with_emotion_matrix,
     scale_emotion_weights,
     select_emotion_vector,
@@ -59,12 +58,20 @@ from networks.frontends.resample import load_audio_like_librosa, sinc_resample
 from networks.frontends.s2mel_mel import S2MelMelSettings, s2mel_log_mel
 from networks.frontends.seamless_features import extract_features
 from networks.indextts2 import IndexTTS2Networks
-from networks.s2mel import DEFAULT_CFG_RATE, DEFAULT_STEPS, target_mel_frames
+from networks.s2mel import target_mel_frames
 from networks.unified_voice import UnifiedVoiceV2
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for
-from trainer.synthesis.pipeline import SynthResult
+from trainer.synthesis.s2mel_types import (
+    EmotionControl,
+    MelSettings,
+    NoiseSource,
+    S2MelSynthResult,
+    SegmentInfo,
+    VoicePrompt,
+    seeded_noise,
+)
 from trainer.synthesis.segments import DEFAULT_MAX_SEGMENT_TOKENS, TextSegment, split_segments
 from trainer.synthesis.text_inputs import GptTextInputs, check_tokenizer_rows
 
@@ -72,100 +79,6 @@ PROMPT_SECONDS = 15.0  # upstream cuts both prompts to 15 s
 EMOTION_RATE = 16000
 SEGMENT_SILENCE_MS = 200  # infer_v2's interval_silence
 DEFAULT_MAX_CODES = 1500  # infer_v2's max_mel_tokens default (the config's 1815 is the table size)
-
-NoiseSource = Callable[[int, tuple[int, ...]], Tensor]
-
-
-@dataclass(frozen=True)
-class MelSettings:
-    """The S2Mel (CFM) settings: Euler steps (upstream 25; fewer is faster and rougher), CFG rate, noise seed."""
-
-    steps: int = DEFAULT_STEPS
-    cfg_rate: float = DEFAULT_CFG_RATE
-    seed: int = 0
-
-    def problems(self) -> list[str]:
-        out = []
-        if self.steps < 1:
-            out.append(f"steps must be >= 1, got {self.steps}")
-        if not self.cfg_rate >= 0:
-            out.append(f"cfg_rate must be >= 0, got {self.cfg_rate}")
-        return out
-
-
-@dataclass(frozen=True)
-class EmotionControl:
-    """How the emotion is set: by the speaker prompt (default), an emotion ``reference`` blended with ``alpha``
-    (0 = the speaker's own, 1 = the reference's), or 8 ``weights`` (happy, angry, sad, afraid, disgusted,
-    melancholic, surprised, calm; scaled by ``alpha`` when it is not 1)."""
-
-    reference: str | Path | None = None
-    alpha: float = 1.0
-    weights: tuple[float, ...] | None = None
-
-    def problems(self) -> list[str]:
-        out = []
-        if self.reference is not None and self.weights is not None:
-            out.append("give an emotion reference or emotion weights, not both (upstream ignores the reference "
-                       "when weights are given)")
-        if not 0.0 <= self.alpha <= 1.0:
-            out.append(f"emotion alpha must be in [0, 1], got {self.alpha}")
-        if self.weights is not None:
-            if len(self.weights) != len(EMOTIONS):
-                out.append(f"emotion weights must be {len(EMOTIONS)} numbers ({', '.join(EMOTIONS)}), "
-                           f"got {len(self.weights)}")
-            elif any(not 0.0 <= w <= 1.0 for w in self.weights):
-                out.append(f"emotion weights must each lie in [0, 1], got {list(self.weights)}")
-        return out
-
-
-@dataclass
-class VoicePrompt:
-    """Everything one speaker prompt gives (compute once with ``prepare_voice``, reuse for many texts)."""
-
-    audio_22k: Tensor  # (1, N) float32
-    audio_16k: Tensor  # (1, N')
-    features: Tensor  # spk_cond_emb (1, T, W)
-    semantic_ref: Tensor  # S_ref (1, T, W)
-    ref_mel: Tensor  # (1, 80, T_ref)
-    style: Tensor  # (1, S) CAMPPlus
-    prompt_condition: Tensor  # (1, T_ref, C)
-    speaker_latents: Tensor  # (1, 32, D): the GPT's conditioning latents (speech_conditioning_latent)
-    emotion_features: Tensor  # (1, T_e, W): the same file read at 16 kHz (the default emotion prompt)
-    seconds: float = 0.0
-
-
-@dataclass
-class SegmentInfo:
-    text: str
-    text_ids: list[int]
-    codes: np.ndarray  # int64 (M,), the codes voiced (cut at the first stop)
-    hit_stop: bool
-    mel_frames: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "text_tokens": len(self.text_ids), "codes": int(self.codes.size),
-                "hit_stop": self.hit_stop, "mel_frames": self.mel_frames}
-
-
-@dataclass
-class S2MelSynthResult(SynthResult):
-    """A whole text: the joined waveform plus what each segment did."""
-
-    segments: list[SegmentInfo] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "segments": [segment.to_dict() for segment in self.segments]}
-
-
-def seeded_noise(seed: int) -> NoiseSource:
-    """Segment i's CFM start noise from a CPU generator seeded with ``seed + i`` (independent of the device)."""
-
-    def draw(index: int, shape: tuple[int, ...]) -> Tensor:
-        return torch.randn(shape, generator=torch.Generator().manual_seed(int(seed) + index))
-
-    return draw
-
 
 def conditioning_lengths(features: Tensor) -> Tensor:
     """Upstream's lengths for every conditioning call: the feature width W, not the frame count (README 3.1)."""

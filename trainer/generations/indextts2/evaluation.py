@@ -28,7 +28,7 @@ class _Speaker(S2MelSpeaker):
     name = "IndexTTS2"
 
     def mel_settings(self, seed: int) -> Any:
-        from trainer.synthesis.s2mel_pipeline import MelSettings
+        from trainer.synthesis.s2mel_types import MelSettings
 
         return MelSettings(steps=EVAL_CFM_STEPS, seed=seed)
 

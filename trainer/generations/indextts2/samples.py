@@ -42,7 +42,8 @@ def speaker(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
     from dataclasses import replace
 
     from trainer.synthesis.generation import DecodeSettings
-    from trainer.synthesis.s2mel_pipeline import MelSettings, S2MelSynthesizer
+    from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
+    from trainer.synthesis.s2mel_types import MelSettings
 
     device = next(model.parameters()).device
     if plan.nets is None:

@@ -12,7 +12,8 @@ from trainer.synthesize import emotion_report, emotion_weights, speak_all, vars_
 def synthesize(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
     from trainer.steps import resolve_device
     from trainer.synthesis import SynthesisError
-    from trainer.synthesis.s2mel_pipeline import EmotionControl, MelSettings, S2MelSynthesizer
+    from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
+    from trainer.synthesis.s2mel_types import EmotionControl, MelSettings
 
     emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
                              weights=emotion_weights(args.emotion_vector))

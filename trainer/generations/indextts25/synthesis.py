@@ -46,11 +46,11 @@ from networks.synthesis25 import PromptCondition, segment_mel, speaker_prompt_co
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes
-from trainer.synthesis.s2mel_pipeline import (
+from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
+from trainer.synthesis.s2mel_types import (
     EmotionControl,
     MelSettings,
     NoiseSource,
-    S2MelSynthesizer,
     S2MelSynthResult,
     SegmentInfo,
     VoicePrompt,

@@ -13,7 +13,7 @@ def synthesize(args: argparse.Namespace, texts: list[str], settings: Any) -> int
     from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.steps import resolve_device
     from trainer.synthesis import SynthesisError
-    from trainer.synthesis.s2mel_pipeline import EmotionControl
+    from trainer.synthesis.s2mel_types import EmotionControl
 
     emotion = EmotionControl(reference=args.emotion_reference, alpha=args.emotion_alpha,
                              weights=emotion_weights(args.emotion_vector))
