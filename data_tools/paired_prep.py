@@ -7,8 +7,8 @@ differ only in their networks and in the arrays an utterance gets. This module o
   SeamlessM4T features and their padding into a batch (``features_of``, ``pad_features``), the silence check;
 - ``PairedPreparer``: the part of a ``data_tools.batch_prep.Preparer`` that is the same for both (its output
   folders, the duration screen, the writing of an item's arrays);
-- the pairing (``draw_pairs``: each target with prompts of its speaker, seeded per target) and the paired
-  lines built from it (``pair_lines``), the manifests and the report (``PrepareReport``);
+- the report (``PrepareReport``); the manifests' lines (the pairing, ``draw_pairs``, and ``pair_lines``) are
+  ``data_tools.paired_lines``;
 - the run (``run_paired``): read the inputs, run the batches, write ``utterances.jsonl``, ``pairs.jsonl`` and
   ``prepare_report.json``.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import numpy as np
 
 from data_tools.batch_prep import SkipCounts, Skipped, iter_in_input_order, run_batches, write_npy
 from data_tools.fileio import atomic_write_text
+from data_tools.paired_lines import write_pairs_manifest
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
 
 SILENCE_DBFS = -60.0
@@ -244,77 +244,6 @@ class PairedPreparer:
     def write_arrays(self, out_dir: Path, item: SourceItem, arrays: Sequence[np.ndarray]) -> None:
         for folder, array in zip(self.FOLDERS, arrays, strict=True):
             write_npy(out_dir, Path(folder) / f"{item.stem}.npy", np.ascontiguousarray(array))
-
-
-# ---------------------------------------------------------------------------------------------
-# Pairs
-
-
-def draw_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
-               ) -> tuple[list[tuple[Mapping[str, Any], Mapping[str, Any]]], list[str]]:
-    """(target, prompt) in input order of targets, and the speakers with a single utterance.
-
-    Each target's prompts are ``pairs_per_target`` (at most) distinct other utterances of its speaker, drawn
-    with a generator seeded by ``seed`` and the target's id, so a target's pairs do not depend on the rest.
-    Both generations pair this way (IndexTTS2's and IndexTTS-2.5's manifests differ only in the fields).
-    """
-    by_speaker: dict[str, list[Mapping[str, Any]]] = {}
-    for utt in utterances:
-        by_speaker.setdefault(utt["speaker"], []).append(utt)
-    drawn = []
-    for target in utterances:
-        others = [u for u in by_speaker[target["speaker"]] if u["id"] != target["id"]]
-        if not others:
-            continue
-        rng = random.Random(f"{seed}/{target['id']}")
-        drawn += [(target, prompt) for prompt in rng.sample(others, min(pairs_per_target, len(others)))]
-    lonely = sorted(speaker for speaker, group in by_speaker.items() if len(group) == 1)
-    return drawn, lonely
-
-
-def pair_lines(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int, *,
-               prompt_fields: Sequence[str], target_fields: Mapping[str, str] | None = None
-               ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Paired lines (input order of targets) and the speakers with a single utterance (no pair possible).
-
-    Every generation's line has the same core; ``prompt_fields`` are the prompt utterance's own arrays
-    (written as ``prompt_<field>``), ``target_fields`` maps extra line keys to the target utterance's fields."""
-    drawn, lonely = draw_pairs(utterances, pairs_per_target, seed)
-    lines = []
-    for target, prompt in drawn:
-        line = {"id": f"{target['id']}__{prompt['id']}", "speaker": target["speaker"],
-                **({"language": target["language"]} if target["language"] else {}),
-                "prompt_id": prompt["id"], "prompt_audio_path": prompt["audio_path"],
-                **{f"prompt_{name}": prompt[name] for name in prompt_fields},
-                "prompt_emo_vec_path": prompt["emo_vec_path"], "prompt_duration": prompt["duration"],
-                "target_id": target["id"], "target_audio_path": target["audio_path"], "target_text": target["text"],
-                "target_text_ids_path": target["text_ids_path"], "target_text_len": target["text_len"],
-                **{key: target[name] for key, name in (target_fields or {}).items()},
-                "target_codes_path": target["codes_path"], "target_code_len": target["code_len"],
-                "target_emo_vec_path": target["emo_vec_path"], "target_duration": target["duration"]}
-        if target.get("source"):  # the target's recording: a split keeps every clip of it on one side
-            line["source"] = target["source"]
-        lines.append(line)
-    return lines, lonely
-
-
-def utterance_line(item: SourceItem, record: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
-    """One line of the per-utterance manifest: what every generation's line has, the generation's ``own`` fields
-    (its arrays and their lengths), and the clip's source recording when the input names one."""
-    return {"id": item.id, "audio_path": str(item.audio), "text": item.text, "speaker": item.speaker,
-            "language": item.language or "", "duration": round(float(record["seconds"]), 3),
-            "text_ids_path": f"text_ids/{item.stem}.npy", "text_len": int(record["text_len"]), **own,
-            **({"source": item.source} if item.source else {})}
-
-
-def write_pairs_manifest(path: Path, pairs: Sequence[Mapping[str, Any]]) -> str:
-    """Write the paired manifest atomically; with no pair, write none (and remove an earlier one): a 0-byte
-    manifest is no result. Returns the path written, or "" when there was nothing to write."""
-    if not pairs:
-        path.unlink(missing_ok=True)
-        return ""
-    atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
-    return str(path)
 
 
 # ---------------------------------------------------------------------------------------------

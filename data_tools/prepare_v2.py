@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from data_tools import paired_prep
+from data_tools import paired_lines, paired_prep
 from data_tools.batch_prep import ItemProblem
 from data_tools.model_limits import longest_seconds
 from data_tools.paired_prep import PrepareError, PrepareReport
@@ -134,7 +134,7 @@ class V2Preparer(paired_prep.PairedPreparer):
 def utterance_entry(item: SourceItem, record: Mapping[str, Any]) -> dict[str, Any]:
     """One line of the community's per-utterance manifest."""
     stem = item.stem
-    return paired_prep.utterance_line(item, record, {
+    return paired_lines.utterance_line(item, record, {
         "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
         "condition_path": f"condition/{stem}.npy", "condition_len": int(record["condition_len"]),
         "emo_vec_path": f"emo_vec/{stem}.npy"})
@@ -143,7 +143,7 @@ def utterance_entry(item: SourceItem, record: Mapping[str, Any]) -> dict[str, An
 def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
                 ) -> tuple[list[dict[str, Any]], list[str]]:
     """IndexTTS2 paired lines (``data_tools.pairs_manifest``): the prompt's conditioning latents with the target."""
-    return paired_prep.pair_lines(utterances, pairs_per_target, seed,
+    return paired_lines.pair_lines(utterances, pairs_per_target, seed,
                                   prompt_fields=("condition_path", "condition_len"))
 
 

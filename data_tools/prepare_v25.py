@@ -35,7 +35,7 @@ Output in ``D`` (manifest paths are relative to ``D``):
 - ``utterances.jsonl``: one line per utterance (``id, audio_path, text, speaker, language, duration,
   text_ids_path, text_len, text_scheme, codes_path, code_len, spk_vec_path, emo_vec_path``);
 - ``pairs.jsonl``: the 2.5 paired manifest the trainer reads (``data_tools.pairs_manifest_v25``): each target
-  with ``--pairs-per-target`` prompts of its speaker (``paired_prep.draw_pairs``);
+  with ``--pairs-per-target`` prompts of its speaker (``paired_lines.draw_pairs``);
 - ``prepare_report.json``; ``.prepare_v25/done.jsonl`` (resume state).
 
 Batching, resume and bad items: ``data_tools.batch_prep``; the run, the pairing and the manifests:
@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from data_tools import paired_prep
+from data_tools import paired_lines, paired_prep
 from data_tools.batch_prep import ItemProblem
 from data_tools.model_limits import longest_seconds
 from data_tools.paired_prep import PrepareError, PrepareReport
@@ -174,7 +174,7 @@ class V25Preparer(paired_prep.PairedPreparer):
 def utterance_entry(item: SourceItem, record: Mapping[str, Any], text_scheme: str) -> dict[str, Any]:
     """One line of the per-utterance manifest."""
     stem = item.stem
-    return paired_prep.utterance_line(item, record, {
+    return paired_lines.utterance_line(item, record, {
         "text_scheme": text_scheme, "codes_path": f"codes/{stem}.npy", "code_len": int(record["code_len"]),
         "spk_vec_path": f"spk_vec/{stem}.npy", "emo_vec_path": f"emo_vec/{stem}.npy"})
 
@@ -182,7 +182,7 @@ def utterance_entry(item: SourceItem, record: Mapping[str, Any], text_scheme: st
 def build_pairs_v25(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
                     ) -> tuple[list[dict[str, Any]], list[str]]:
     """2.5 paired lines (``data_tools.pairs_manifest_v25``): the prompt's CAM++ vector, the target's text scheme."""
-    return paired_prep.pair_lines(utterances, pairs_per_target, seed, prompt_fields=("spk_vec_path",),
+    return paired_lines.pair_lines(utterances, pairs_per_target, seed, prompt_fields=("spk_vec_path",),
                       target_fields={"text_scheme": "text_scheme"})
 
 
