@@ -207,7 +207,7 @@ def _evaluate_and_export(page, project: Path, run: Path, recogniser: Path, clock
     clock.lap("run listed")
     tab = page.locator("#tab-checkpoints")  # issue 40: one Stop, one log for all the tab's tools
     assert tab.get_by_role("button", name="Stop", exact=True).count() == 1
-    assert tab.locator("[id$='-job-log']").count() == 1
+    assert tab.get_by_text("Log", exact=True).count() == 1  # the one (closed) Log drawer
     click_and_wait_verdict(page, "ckpt-evaluate")
     result = page.locator("#ckpt-evaluate-result").inner_text()
     assert "EVALUATED" in result and "base model" in result, result
