@@ -572,8 +572,8 @@ def test_tabs_build_with_their_element_ids(demo_workspace):
                 "tok-verify-run", "tok-verify-table", "tok-verify-verdict", "tok-sample-table", "tok-train-job-status",
                 "tok-extend-job-status", "tok-verify-job-status",
                 "train-model-version", "train-preset", "opt-config",
-                "ckpt-list-run", "ckpt-list-table", "ckpt-list-job-status", "ckpt-verify-run", "ckpt-verify-verdict",
-                "ckpt-export-run", "ckpt-repair-run", "ckpt-repair-table", "ckpt-repair-job-status"}
+                "ckpt-list-run", "ckpt-list-table", "ckpt-job-status", "ckpt-verify-run", "ckpt-verify-verdict",
+                "ckpt-export-run", "ckpt-repair-run", "ckpt-repair-table", "ckpt-job-stop", "ckpt-job-log"}
     assert expected <= ids
 
 
@@ -683,3 +683,21 @@ def test_a_job_panels_start_and_timer_take_turns_so_a_late_tick_cannot_switch_th
                 assert tick.concurrency_limit == 1, title
                 checked += 1
     assert checked >= 12  # every report job's panel (data checks, tokenizer, checkpoints...), preparation, Test
+
+
+def test_the_checkpoints_tab_has_one_stop_one_log_and_one_status_for_all_its_tools(demo_workspace):
+    """Issue 40: six tools each repeated a red Stop and an empty Log drawer; now one panel shows whichever ran."""
+    import gradio as gr
+
+    from webui.checkpoints import tab_checkpoints
+    from webui.context import StudioContext
+
+    ctx = StudioContext.create(demo_workspace.root)
+    with gr.Blocks() as blocks:
+        tab_checkpoints.build(ctx)
+    buttons = [b for b in blocks.blocks.values() if isinstance(b, gr.Button)]
+    assert [b.elem_id for b in buttons if b.value == "Stop"] == ["ckpt-job-stop"]
+    logs = [b.elem_id for b in blocks.blocks.values() if isinstance(b, gr.Textbox) and (b.elem_id or "").endswith("-log")]
+    assert logs == ["ckpt-job-log"]
+    timers = [b for b in blocks.blocks.values() if isinstance(b, gr.Timer)]
+    assert len(timers) == 8  # each tool still polls its own job: List, Verify, Inspect, Repair, Export, Evaluate...

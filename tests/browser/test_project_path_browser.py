@@ -205,9 +205,14 @@ def _evaluate_and_export(page, project: Path, run: Path, recogniser: Path, clock
     page.wait_for_function("(path) => document.querySelector('#ckpt-eval-asr textarea').value === path",
                            arg=str(recogniser), timeout=UI_TIMEOUT_MS)  # the downloaded recogniser, not typed
     clock.lap("run listed")
+    tab = page.locator("#tab-checkpoints")  # issue 40: one Stop, one log for all the tab's tools
+    assert tab.get_by_role("button", name="Stop", exact=True).count() == 1
+    assert tab.get_by_text("Log", exact=True).count() == 1  # the one (closed) Log drawer
     click_and_wait_verdict(page, "ckpt-evaluate")
     result = page.locator("#ckpt-evaluate-result").inner_text()
     assert "EVALUATED" in result and "base model" in result, result
+    page.wait_for_function("() => (document.getElementById('ckpt-job-status')?.innerText || '').startsWith('Evaluate')",
+                           timeout=UI_TIMEOUT_MS)  # Evaluate reports through the tab's one panel
     page.wait_for_function("() => (document.getElementById('ckpt-list-table')?.innerText || '')"
                            ".includes('base model')", timeout=UI_TIMEOUT_MS)
     files = _column(page, "ckpt-list-table", "file")
@@ -226,6 +231,8 @@ def _evaluate_and_export(page, project: Path, run: Path, recogniser: Path, clock
     click_and_wait_verdict(page, "ckpt-export")
     assert "EXPORTED" in page.locator("#ckpt-export-result").inner_text(), page.locator(
         "#ckpt-export-result").inner_text()
+    page.wait_for_function("() => (document.getElementById('ckpt-job-status')?.innerText || '').startsWith('Export')",
+                           timeout=UI_TIMEOUT_MS)  # and then Export, through the same one
     assert (target / "gpt.pth").is_file() and (target / "MODEL_CARD.md").is_file(), sorted(target.iterdir())
     return target
 

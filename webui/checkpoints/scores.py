@@ -14,7 +14,7 @@ from webui.checkpoints.checkpoints_project import (
 )
 from webui.checkpoints.rows import NOT_VERIFIED, ListView, list_view, output_folder
 from webui.form_inputs import InputProblem
-from webui.jobs.job_panel import job_panel, report_view, wire_job
+from webui.jobs.job_panel import SharedPanel, report_view, tool_panel, wire_job
 from webui.jobs.report_jobs import JobResult, ReportJob, stdout_report_argv
 from webui.plots import (
     badge_html,
@@ -157,7 +157,7 @@ def best_message_of(result: JobResult | None) -> str:
 
 
 def evaluate_section(ctx: StudioContext, output_dir: gr.Dropdown, list_outputs: list[Any],
-                      shown: Any) -> None:
+                      shown: Any, shared: SharedPanel) -> None:
     """Evaluate (score what has no scores yet, and the base once) and the number best.pth follows."""
     workspace = ctx.workspace
     best_init, asr_init, speaker_init = run_defaults(str(output_dir.value or ""), workspace)
@@ -175,12 +175,12 @@ def evaluate_section(ctx: StudioContext, output_dir: gr.Dropdown, list_outputs: 
         speaker = gr.Textbox(value=speaker_init, label="Speaker model (--eval-speaker-model; empty: the run's)",
                              scale=2, elem_id="ckpt-eval-speaker")
         run = gr.Button("Evaluate", variant="primary", scale=1, elem_id="ckpt-evaluate-run")
-    panel = job_panel(EVALUATE_JOB, "ckpt-evaluate")
+    panel = tool_panel(shared, EVALUATE_JOB, "ckpt-evaluate", "Evaluate")
     evaluated = gr.HTML(elem_id="ckpt-evaluate-result")
-    best_panel = job_panel(BEST_JOB, "ckpt-best")
+    best_panel = tool_panel(shared, BEST_JOB, "ckpt-best", "best.pth")
     repointed = gr.HTML(elem_id="ckpt-best-result")
     speak_owed = gr.Button("Speak owed samples", size="sm", elem_id="ckpt-owed-samples-run")
-    samples_panel = job_panel(SAMPLES_JOB, "ckpt-owed-samples")
+    samples_panel = tool_panel(shared, SAMPLES_JOB, "ckpt-owed-samples", "Owed samples")
     spoken = gr.HTML(elem_id="ckpt-owed-samples-result")
 
     def folder_of(result: JobResult) -> str:

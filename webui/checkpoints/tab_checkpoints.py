@@ -50,7 +50,7 @@ from webui.checkpoints.tools import (
     verify_argv,
     verify_view_of,
 )
-from webui.jobs.job_panel import job_panel, wire_job
+from webui.jobs.job_panel import SharedPanel, shared_job_panel, tool_panel, wire_job
 from webui.jobs.report_jobs import JobResult
 from webui.plots import (
     empty_frame,
@@ -71,9 +71,9 @@ SCORE_LEGEND = (
 
 
 # -- layout -------------------------------------------------------------------------------------------------
-def _list_section(ctx: StudioContext) -> tuple[gr.Dropdown, gr.Dropdown]:
-    """The output folder, its checkpoints and the picker; returns (the picker, the folder): the other sections'
-    inputs."""
+def _list_section(ctx: StudioContext) -> tuple[gr.Dropdown, gr.Dropdown, SharedPanel]:
+    """The output folder, its checkpoints, the picker and the tab's one job panel; returns (the picker, the folder,
+    the panel): the other sections' inputs."""
     workspace = ctx.workspace
     dirs = find_output_dirs(workspace)
     default = str(ctx.paths.default_output_dir)
@@ -85,14 +85,16 @@ def _list_section(ctx: StudioContext) -> tuple[gr.Dropdown, gr.Dropdown]:
                                  info="a training run's --output-dir (folders under the workspace's runs/)")
         refresh = gr.Button("Refresh folders", scale=1, elem_id="ckpt-refresh-dirs")
         run = gr.Button("List checkpoints", variant="primary", scale=1, elem_id="ckpt-list-run")
-    panel = job_panel(LIST_JOB, "ckpt-list")
     message = gr.HTML(elem_id="ckpt-list-message")
     table = gr.Dataframe(value=empty_frame(LIST_COLUMNS), interactive=False, wrap=True, elem_id="ckpt-list-table",
                          label="Checkpoints (newest first; click a row to pick it)")
     gr.Markdown(SCORE_LEGEND, elem_id="ckpt-score-legend")
     paths = gr.State([])
     checkpoint = gr.Dropdown(choices=[], value=None, allow_custom_value=True, label="Checkpoint",
-                             elem_id="ckpt-path", info="pick from the list or type a path")
+                             elem_id="ckpt-path", info="pick from the list or type a path; the tools below act on it")
+    gr.Markdown("#### The running tool (whichever of the tools below ran last: its progress, its log, Stop)")
+    shared = shared_job_panel("ckpt")
+    panel = tool_panel(shared, LIST_JOB, "ckpt-list", "List")
 
     def shown(view: ListView) -> list[Any]:
         picked = view.paths[0] if view.paths else None
@@ -130,8 +132,8 @@ def _list_section(ctx: StudioContext) -> tuple[gr.Dropdown, gr.Dropdown]:
 
         ctx.project_state.change(project_run, inputs=ctx.project_state, outputs=output_dir)
         gr.on(triggers=None, fn=project_run, inputs=ctx.project_state, outputs=output_dir)
-    evaluate_section(ctx, output_dir, [message, table, checkpoint, paths], shown)
-    return checkpoint, output_dir
+    evaluate_section(ctx, output_dir, [message, table, checkpoint, paths], shown, shared)
+    return checkpoint, output_dir, shared
 
 
 def _project_run_on_open(ctx: StudioContext, output_dir: gr.Dropdown) -> Any:
@@ -151,7 +153,7 @@ def _project_run_on_open(ctx: StudioContext, output_dir: gr.Dropdown) -> Any:
     return on_select
 
 
-def _verify_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
+def _verify_section(ctx: StudioContext, checkpoint: gr.Dropdown, shared: SharedPanel) -> None:
     gr.Markdown("### Verify")
     with gr.Row():
         tokenizer = gr.Textbox(value=str(ctx.paths.tokenizer), label="Tokenizer to check against (optional)",
@@ -159,7 +161,7 @@ def _verify_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
         config = gr.Textbox(value=str(ctx.paths.config), label="Config to check against (optional)",
                             elem_id="ckpt-verify-config")
     run = gr.Button("Verify", variant="primary", elem_id="ckpt-verify-run")
-    panel = job_panel(VERIFY_JOB, "ckpt-verify")
+    panel = tool_panel(shared, VERIFY_JOB, "ckpt-verify", "Verify")
     verdict = gr.HTML(elem_id="ckpt-verify-verdict")
     table = gr.Dataframe(value=empty_frame(VERIFY_COLUMNS), interactive=False, wrap=True, label="Components",
                          elem_id="ckpt-verify-table")
@@ -173,10 +175,10 @@ def _verify_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
              [verdict, table], render)
 
 
-def _inspect_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
+def _inspect_section(ctx: StudioContext, checkpoint: gr.Dropdown, shared: SharedPanel) -> None:
     gr.Markdown("### Inspect")
     run = gr.Button("Inspect", elem_id="ckpt-inspect-run")
-    panel = job_panel(INSPECT_JOB, "ckpt-inspect")
+    panel = tool_panel(shared, INSPECT_JOB, "ckpt-inspect", "Inspect")
     message = gr.HTML(elem_id="ckpt-inspect-message")
     table = gr.Dataframe(value=empty_frame(["field", "value"]), interactive=False, wrap=True, label="Key facts",
                          elem_id="ckpt-inspect-table")
@@ -185,7 +187,7 @@ def _inspect_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
              [message, table], inspect_view_of)
 
 
-def _repair_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
+def _repair_section(ctx: StudioContext, checkpoint: gr.Dropdown, shared: SharedPanel) -> None:
     gr.Markdown("### Repair a community or older checkpoint\nWrites the current format to a NEW file beside the "
                 "original (the original is never changed) and says what carried over and what could not.")
     with gr.Row():
@@ -198,7 +200,7 @@ def _repair_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
         base_vocab = gr.Number(value=0, precision=0, minimum=0, label="Base vocabulary size (0: from the config)",
                                elem_id="ckpt-repair-base-vocab")
     run = gr.Button("Repair into a new file", variant="primary", elem_id="ckpt-repair-run")
-    panel = job_panel(REPAIR_JOB, "ckpt-repair")
+    panel = tool_panel(shared, REPAIR_JOB, "ckpt-repair", "Repair")
     message = gr.HTML(elem_id="ckpt-repair-result")
     table = gr.Dataframe(value=empty_frame(REPAIR_COLUMNS), interactive=False, wrap=True,
                          label="What the repair carried over, supplied, and could not", elem_id="ckpt-repair-table")
@@ -207,7 +209,7 @@ def _repair_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
              [message, table], repair_view_of)
 
 
-def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
+def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown, shared: SharedPanel) -> None:
     gr.Markdown("### Export for IndexTTS inference")
     with gr.Row(equal_height=True):
         out_dir = gr.Textbox(label="Export folder (a project's run: its exports/<run>_<checkpoint>; "
@@ -226,7 +228,7 @@ def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown) -> None:
                               label="Base model files (S2Mel, BigVGAN, ...)",
                               info="copy: the folder works when moved; link: symbolic links to the base model's")
     run = gr.Button("Export", variant="primary", elem_id="ckpt-export-run")
-    panel = job_panel(EXPORT_JOB, "ckpt-export")
+    panel = tool_panel(shared, EXPORT_JOB, "ckpt-export", "Export")
     result = gr.HTML(elem_id="ckpt-export-result")
     table = gr.Dataframe(value=empty_frame(EXPORT_COLUMNS), interactive=False, label="Files written",
                          elem_id="ckpt-export-files")
@@ -252,9 +254,9 @@ def export_fields_for(ctx: StudioContext, checkpoint: str | None, project_name: 
 def build(ctx: StudioContext) -> Any:
     """Lay out the Checkpoints tab (called by the shell inside ``with gr.Tab("Checkpoints")``); returns how it
     follows the project when opened."""
-    checkpoint, output_dir = _list_section(ctx)
-    _verify_section(ctx, checkpoint)
-    _inspect_section(ctx, checkpoint)
-    _repair_section(ctx, checkpoint)
-    _export_section(ctx, checkpoint)
+    checkpoint, output_dir, shared = _list_section(ctx)
+    _verify_section(ctx, checkpoint, shared)
+    _inspect_section(ctx, checkpoint, shared)
+    _repair_section(ctx, checkpoint, shared)
+    _export_section(ctx, checkpoint, shared)
     return _project_run_on_open(ctx, output_dir)

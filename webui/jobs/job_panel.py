@@ -9,8 +9,9 @@ timer also fires once when the page loads, so a reload shows the last job's resu
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -28,6 +29,18 @@ Render = Callable[[JobResult | None], Sequence[Any]]
 
 
 @dataclass
+class SharedPanel:
+    """One status line, progress bar, log and Stop for all the jobs of a tab (``tool_panel`` adds each job): they
+    show the job started last, named by its title."""
+
+    status: gr.HTML
+    progress: gr.HTML
+    log: gr.Textbox
+    stop: gr.Button
+    jobs: list[ReportJob] = field(default_factory=list)
+
+
+@dataclass
 class JobPanel:
     job: ReportJob
     message: gr.HTML  # why a Start was refused
@@ -37,6 +50,8 @@ class JobPanel:
     stop: gr.Button
     timer: gr.Timer
     shown: gr.State  # the run id whose result the page shows
+    shared: SharedPanel | None = None  # the tab's one panel this job reports through (None: its own)
+    title: str = ""  # the job's name on a shared panel ("Evaluate")
 
     @property
     def live(self) -> list[Any]:
@@ -55,6 +70,37 @@ def job_panel(job: ReportJob, prefix: str) -> JobPanel:
                          elem_id=f"{prefix}-job-log")
     return JobPanel(job=job, message=message, status=status, progress=progress, log=log, stop=stop,
                     timer=gr.Timer(TICK_S, active=True), shown=gr.State(None))
+
+
+def shared_job_panel(prefix: str) -> SharedPanel:
+    """A tab's one job panel, laid out here (element ids ``<prefix>-job-status``, ``-job-stop``, ...)."""
+    with gr.Row(equal_height=True):
+        status = gr.HTML(elem_id=f"{prefix}-job-status", scale=5)
+        stop = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=80, elem_id=f"{prefix}-job-stop")
+    progress = gr.HTML(elem_id=f"{prefix}-job-progress")
+    with gr.Accordion("Log", open=False):
+        log = gr.Textbox(lines=8, max_lines=16, interactive=False, autoscroll=True, show_label=False,
+                         elem_id=f"{prefix}-job-log")
+    return SharedPanel(status=status, progress=progress, log=log, stop=stop)
+
+
+def tool_panel(shared: SharedPanel, job: ReportJob, prefix: str, title: str) -> JobPanel:
+    """A job that reports through the tab's shared panel; only its refusal line is laid out here."""
+    shared.jobs.append(job)
+    return JobPanel(job=job, message=gr.HTML(elem_id=f"{prefix}-job-message"), status=shared.status,
+                    progress=shared.progress, log=shared.log, stop=shared.stop, timer=gr.Timer(TICK_S, active=True),
+                    shown=gr.State(None), shared=shared, title=title)
+
+
+def started_last(ctx: StudioContext, jobs: Sequence[ReportJob]) -> ReportJob | None:
+    """The job of ``jobs`` that started last (None: none has run)."""
+    started = [(status.started_at, index) for index, status in
+               ((index, job.supervisor(ctx).poll()) for index, job in enumerate(jobs)) if status.started_at]
+    return jobs[max(started)[1]] if started else None
+
+
+def _titled(panel: JobPanel, status: str) -> str:
+    return f"<b>{html.escape(panel.title)}</b> {status}" if panel.title and status else status
 
 
 def job_turns(job: ReportJob) -> str:
@@ -114,19 +160,24 @@ def wire_job(ctx: StudioContext, panel: JobPanel, start: gr.Button, inputs: Sequ
             return [message, skip, skip, skip, skip, *blank]
         view = result.view
         shown = preview(*values) if preview is not None else render(None)
-        return ["", view.status, view.progress, view.log,
+        return ["", _titled(panel, view.status), view.progress, view.log,
                 gr.Timer(active=True), *shown]
 
     def on_tick(shown: str | None, *extra: Any) -> list[Any]:
         result = job_result(ctx, panel.job)
         view = result.view
         timer = gr.Timer(active=view.running)
-        status = "" if result.state == "idle" else view.status  # a job never run says nothing
+        status = "" if result.state == "idle" else _titled(panel, view.status)  # a job never run says nothing
+        live = [status, view.progress, view.log]
+        if panel.shared is not None and started_last(ctx, panel.shared.jobs) is not panel.job:
+            live = [skip, skip, skip]  # the shared panel shows the job started last, not this one
         if result.ended and result.run_id != shown:
-            return [status, view.progress, view.log, timer, result.run_id, *render(result, *extra)]
-        return [status, view.progress, view.log, timer, shown, *blank]
+            return [*live, timer, result.run_id, *render(result, *extra)]
+        return [*live, timer, shown, *blank]
 
     def on_stop() -> list[Any]:
+        if panel.shared is not None and not job_result(ctx, panel.job).view.running:
+            return [skip, skip, skip, skip]  # the shared Stop stops whichever of the tab's jobs runs
         try:
             view = stop_job(ctx, panel.job).view
         except RuntimeError as exc:
