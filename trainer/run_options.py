@@ -155,3 +155,9 @@ def as_run_options(values: RunOptions | Mapping[str, Any]) -> RunOptions:
 def parse_run_options(argv: Sequence[str]) -> RunOptions:
     """Trainer argv -> RunOptions (bad flags: exit 2 with one line, as ``parse_argv``)."""
     return RunOptions.from_dict(parse_argv(argv))
+
+
+def stored_run_options(values: Mapping[str, Any]) -> RunOptions:
+    """The options a run stored (its ``train_config.yaml``): names the table no longer declares (a run of an
+    older studio) are left out, as evaluation reads them; a value of the wrong type raises OptionTypeError."""
+    return RunOptions.from_dict({name: value for name, value in values.items() if name in _BY_NAME})
