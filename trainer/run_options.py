@@ -1,7 +1,8 @@
 """The run's options as one typed, frozen object built from the options table (``trainer.options.OPTIONS``).
 
 ``RunOptions`` has one attribute per declared option, of its declared type (``str``/``path``/``choice`` ->
-str, ``int`` -> int, ``float`` -> float, ``bool`` -> bool, repeatable -> list of str). It is built once, right
+str, ``int`` -> int, ``float`` -> float, ``bool`` -> bool, repeatable -> list of str, which callers treat as
+read-only: a change goes through ``replace``). It is built once, right
 after parsing (``parse_run_options``) or from a plain dict (``RunOptions.from_dict``), and the run plan, the
 run and the training loop take it. A name that is not a declared option fails at once, with one line naming
 the closest real option: reading it (``opts.bach_size``, ``opts["bach_size"]``, ``opts.get("bach_size")``),
@@ -31,7 +32,7 @@ class UnknownOption(AttributeError, KeyError):
     """A name that is not a declared trainer option (an AttributeError for attribute reads, a KeyError for
     mapping reads); the message names the closest real option."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: object) -> None:
         super().__init__(unknown_option_message(name))
         self.option_name = name
 
@@ -43,8 +44,8 @@ class OptionTypeError(TypeError):
     """A value of the wrong type for its option; the message names the option and the type it needs."""
 
 
-def unknown_option_message(name: str) -> str:
-    close = difflib.get_close_matches(name, list(_BY_NAME), n=1)
+def unknown_option_message(name: object) -> str:
+    close = difflib.get_close_matches(str(name), list(_BY_NAME), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"no trainer option named {name!r}{hint}"
 
@@ -101,7 +102,7 @@ class _RunOptionsBase(Mapping[str, Any]):
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str) or name not in _BY_NAME:
-            raise UnknownOption(str(name))
+            raise UnknownOption(name)
         return True
 
     def __iter__(self) -> Iterator[str]:
