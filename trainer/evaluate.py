@@ -39,6 +39,7 @@ from data_tools.cli import OneLineErrorParser
 from trainer.errors import EXIT_OK, EXIT_STOPPED, run_cli
 from trainer.evaluation.best import followed
 from trainer.evaluation.errors import EvaluationError
+from trainer.run_options import OptionTypeError, RunOptions, stored_run_options
 
 # Trainer options the evaluation reads (from train_config.yaml unless given here), and flags of its own.
 RUN_OPTIONS = ("config", "tokenizer", "vocoder", "model_dir", "w2v_bert", "base_checkpoint", "val_manifest")
@@ -91,22 +92,24 @@ def _expanded(text: str) -> str:
     return str(Path(text).expanduser())
 
 
-def run_options(run_dir: Path) -> dict[str, Any]:
-    """The run's resolved trainer options (train_config.yaml), or the defaults when the run has none."""
+def run_options(run_dir: Path) -> RunOptions:
+    """The run's resolved trainer options (train_config.yaml; names that are no longer options left out), or the
+    defaults when the run has none; EvaluationError for a file that cannot be read or holds a mistyped value."""
     import yaml
 
-    from trainer.options import default_values
-
-    values = default_values()
     path = run_dir / "train_config.yaml"
-    if path.is_file():
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise EvaluationError(f"{path}: unreadable ({' '.join(str(exc).split())})") from None
-        if isinstance(loaded, dict):
-            values.update({k: v for k, v in loaded.items() if k in values})
-    return values
+    if not path.is_file():
+        return RunOptions()
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise EvaluationError(f"{path}: unreadable ({' '.join(str(exc).split())})") from None
+    if not isinstance(loaded, dict):
+        return RunOptions()
+    try:
+        return stored_run_options(loaded)
+    except OptionTypeError as exc:
+        raise EvaluationError(f"{path}: {exc}") from None
 
 
 def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
@@ -120,36 +123,33 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
     run_dir: Path = args.run_dir
     if not run_dir.is_dir():
         raise EvaluationError(f"run directory {run_dir}: not found")
-    opts = run_options(run_dir)
-    opts["best_by"] = followed(run_dir)[0]  # a choice made after training outranks train_config.yaml's
+    given = {name: value for name in RUN_OPTIONS + EVAL_OPTIONS if (value := getattr(args, name, None)) is not None}
+    # a choice made after training outranks train_config.yaml's; a flag given here outranks both
+    opts = run_options(run_dir).replace(**{"best_by": followed(run_dir)[0], **given})
     explicit = [name for name in SET_OPTIONS if getattr(args, name, None) not in (None, [])]
-    for name in RUN_OPTIONS + EVAL_OPTIONS:
-        value = getattr(args, name, None)
-        if value is not None:
-            opts[name] = value
-    for name in ("config", "tokenizer"):
-        if not opts[name]:
-            raise EvaluationError(f"--{name} is needed (the run has no train_config.yaml naming it)")
-    config_path = Path(opts["config"])
+    for flag, value in (("--config", opts.config), ("--tokenizer", opts.tokenizer)):
+        if not value:
+            raise EvaluationError(f"{flag} is needed (the run has no train_config.yaml naming it)")
+    config_path = Path(opts.config)
     generation = generation_of_config(load_config(config_path))
     eval_set, note = ensure_eval_set(EvalSetSpec.from_options(opts), run_dir, explicit=bool(explicit))
     if note:
         say(f"note: {note}")
-    device = str(opts["eval_device"] or "cpu")
+    device = str(opts.eval_device or "cpu")
     import torch
 
-    torch.set_num_threads(max(1, int(opts["eval_threads"] or 1)))
+    torch.set_num_threads(max(1, int(opts.eval_threads or 1)))
     settings = EvalSettings(
-        run_dir=run_dir, config=config_path, tokenizer=Path(opts["tokenizer"]),
-        vocoder=Path(opts["vocoder"]) if opts["vocoder"] else None, version=generation.id, device=device,
-        best_by=str(opts["best_by"]),
-        base_checkpoint=Path(opts["base_checkpoint"]) if opts["eval_base"] and opts["base_checkpoint"] else None,
-        model_dir=Path(opts["model_dir"]) if opts["model_dir"] else None, w2v_bert=str(opts["w2v_bert"] or "") or None,
-        floor_manifests=[str(m) for m in opts.get("val_manifest") or []],
-        cer_limit=float(opts["best_cer_limit"]), sim_limit=float(opts["best_sim_limit"]))
-    scorer = ModelScorer(str(opts["eval_asr"] or ""), str(opts["eval_speaker_model"] or ""), device,
-                         asr_lang=str(opts["eval_asr_lang"] or "") or None, main_language=eval_set.language,
-                         second_asr_lang=str(opts["eval_second_asr_lang"] or "") or None)
+        run_dir=run_dir, config=config_path, tokenizer=Path(opts.tokenizer),
+        vocoder=Path(opts.vocoder) if opts.vocoder else None, version=generation.id, device=device,
+        best_by=str(opts.best_by),
+        base_checkpoint=Path(opts.base_checkpoint) if opts.eval_base and opts.base_checkpoint else None,
+        model_dir=Path(opts.model_dir) if opts.model_dir else None, w2v_bert=str(opts.w2v_bert or "") or None,
+        floor_manifests=[str(m) for m in opts.val_manifest or []],
+        cer_limit=float(opts.best_cer_limit), sim_limit=float(opts.best_sim_limit))
+    scorer = ModelScorer(str(opts.eval_asr or ""), str(opts.eval_speaker_model or ""), device,
+                         asr_lang=str(opts.eval_asr_lang or "") or None, main_language=eval_set.language,
+                         second_asr_lang=str(opts.eval_second_asr_lang or "") or None)
     evaluator = Evaluator(settings, eval_set, scorer, say=say)
     evaluator.backend  # noqa: B018 (refuse an unsupported model version or a bad vocoder before any work)
     say(f"evaluation set: {eval_set.summary()} ({run_dir / 'eval' / 'eval_set.json'})")
@@ -187,10 +187,9 @@ def _rule(args: argparse.Namespace) -> Any:
 
     opts = run_options(args.run_dir)
     best_by = args.best_by or followed(args.run_dir)[0]
-    cer_limit = args.best_cer_limit if args.best_cer_limit is not None else opts.get("best_cer_limit")
-    sim_limit = args.best_sim_limit if args.best_sim_limit is not None else opts.get("best_sim_limit")
-    return BestRule(best_by, float(cer_limit if cer_limit is not None else 0.02),
-                    float(sim_limit if sim_limit is not None else 0.03))
+    cer_limit = args.best_cer_limit if args.best_cer_limit is not None else opts.best_cer_limit
+    sim_limit = args.best_sim_limit if args.best_sim_limit is not None else opts.best_sim_limit
+    return BestRule(best_by, float(cer_limit), float(sim_limit))
 
 
 def _point_best(run_dir: Path, rule: Any) -> tuple[int | None, str]:

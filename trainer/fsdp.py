@@ -139,7 +139,7 @@ def shard_run(run: TrainingRun) -> nn.Module:
     components; returns the module the training loop drives (``run.train_model``)."""
     from trainer.fsdp_state import ShardedOptimisation, ShardedWeights
 
-    why = fsdp_refusal({**run.opts, "sharding": "fsdp"})
+    why = fsdp_refusal(run.opts.replace(sharding="fsdp"))
     if why:
         raise UsageError(why)
     model = run.model

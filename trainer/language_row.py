@@ -20,25 +20,28 @@ from torch import nn
 
 from data_tools.manifest import parse_manifest_spec
 from data_tools.tokenizer.tiktoken25 import LANGUAGE_CODES, language_index
+from trainer.run_options import RunOptions, as_run_options
 from trainer.vocab import BaseRowFreezer
 
 LANG_TABLE = "lang_embedding.weight"
 
 
-def run_language(opts: Mapping[str, Any]) -> str | None:
+def run_language(opts: RunOptions | Mapping[str, Any]) -> str | None:
     """The run's language: the ``::lang`` of the first ``--train-manifest`` (None when it has none)."""
-    manifests = list(opts.get("train_manifest") or [])
+    opts = as_run_options(opts)
+    manifests = list(opts.train_manifest or [])
     if not manifests:
         return None
     language = parse_manifest_spec(manifests[0]).language
     return language.strip().lower() if language else None
 
 
-def language_row_refusal(opts: Mapping[str, Any], generation: Any) -> str | None:
+def language_row_refusal(opts: RunOptions | Mapping[str, Any], generation: Any) -> str | None:
     """Why ``--lang-init-from`` / ``--lang-lr-mult`` cannot apply to this run (None: they can or are unused);
     ``generation``: the run's registry entry (None: not known), whose GPT has a language table or not."""
-    code = str(opts.get("lang_init_from") or "").strip().lower()
-    mult = float(opts.get("lang_lr_mult", 1.0))
+    opts = as_run_options(opts)
+    code = str(opts.lang_init_from or "").strip().lower()
+    mult = float(opts.lang_lr_mult)
     if not code and mult == 1.0:
         return None
     what = "--lang-init-from" if code else "--lang-lr-mult"
@@ -77,8 +80,9 @@ def freeze_other_language_rows(model: nn.Module, target: str) -> BaseRowFreezer:
     return BaseRowFreezer(model, [row for row in range(rows) if row != keep], tensors=(LANG_TABLE,))
 
 
-def lang_lr_mults(model: nn.Module, opts: Mapping[str, Any]) -> dict[str, float]:
+def lang_lr_mults(model: nn.Module, opts: RunOptions | Mapping[str, Any]) -> dict[str, float]:
     """The optimizer's per-parameter learning-rate multipliers: the language table's, when not 1."""
-    mult = float(opts.get("lang_lr_mult", 1.0))
+    opts = as_run_options(opts)
+    mult = float(opts.lang_lr_mult)
     names = {name for name, _ in model.named_parameters()}
     return {LANG_TABLE: mult} if mult != 1.0 and LANG_TABLE in names else {}

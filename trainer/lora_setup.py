@@ -32,6 +32,7 @@ from networks.lora import (
     parse_layers,
     parse_targets,
 )
+from trainer.run_options import RunOptions, as_run_options
 
 ADAPTER_COMPONENT = "lora adapters"  # the name under extra["state"] in a checkpoint
 # What stays trainable under --lora, by option (name prefixes of the GPT's parameters).
@@ -40,21 +41,22 @@ TRAINABLE_PARTS: dict[str, tuple[str, ...]] = {
     "lora_train_embeddings": ("text_embedding.", "mel_embedding.", "text_pos_embedding.", "mel_pos_embedding."),
     "lora_train_lang_row": ("lang_embedding.",),
 }
-DEFAULT_TRAINABLE = True  # the options' defaults: a new language needs its new text rows to train
 
 
-def lora_config_of(opts: Mapping[str, Any]) -> LoRAConfig | None:
+def lora_config_of(opts: RunOptions | Mapping[str, Any]) -> LoRAConfig | None:
     """The adapters ``opts`` ask for (None without ``--lora``); LoRAError for a bad setting."""
-    if not opts.get("lora"):
+    opts = as_run_options(opts)
+    if not opts.lora:
         return None
-    return LoRAConfig(rank=int(opts.get("lora_rank", 16)), alpha=float(opts.get("lora_alpha", 32.0)),
-                      dropout=float(opts.get("lora_dropout", 0.0)),
-                      targets=parse_targets(str(opts.get("lora_targets") or "all")),
-                      layers=parse_layers(str(opts.get("lora_layers") or "")))
+    return LoRAConfig(rank=int(opts.lora_rank), alpha=float(opts.lora_alpha),
+                      dropout=float(opts.lora_dropout),
+                      targets=parse_targets(str(opts.lora_targets or "all")),
+                      layers=parse_layers(str(opts.lora_layers or "")))
 
 
-def lora_refusal(opts: Mapping[str, Any], gpt: Mapping[str, Any]) -> str | None:
+def lora_refusal(opts: RunOptions | Mapping[str, Any], gpt: Mapping[str, Any]) -> str | None:
     """Why the LoRA options cannot build adapters on the model of ``gpt`` (None: they can, or no --lora)."""
+    opts = as_run_options(opts)
     try:
         config = lora_config_of(opts)
     except LoRAError as exc:
@@ -64,7 +66,7 @@ def lora_refusal(opts: Mapping[str, Any], gpt: Mapping[str, Any]) -> str | None:
     layers = int(gpt["layers"])
     bad = [i for i in config.layers or () if i >= layers]
     if bad:
-        return (f"--lora-layers {opts.get('lora_layers')}: block(s) {', '.join(map(str, bad))} do not exist, the GPT "
+        return (f"--lora-layers {opts.lora_layers}: block(s) {', '.join(map(str, bad))} do not exist, the GPT "
                 f"has blocks 0..{layers - 1}")
     return None
 
@@ -93,13 +95,14 @@ class Adaptation:
         return [(option, any(p in self.kept for p in prefixes)) for option, prefixes in TRAINABLE_PARTS.items()]
 
 
-def adapt_model(model: nn.Module, opts: Mapping[str, Any]) -> Adaptation:
+def adapt_model(model: nn.Module, opts: RunOptions | Mapping[str, Any]) -> Adaptation:
     """Wrap the adapters and freeze the base as ``opts`` say (nothing without ``--lora``)."""
+    opts = as_run_options(opts)
     config = lora_config_of(opts)
     if config is None:
         return Adaptation(None)
     wrapped = inject_lora(model, config)
-    kept = tuple(prefix for option, prefixes in TRAINABLE_PARTS.items() if opts.get(option, DEFAULT_TRAINABLE)
+    kept = tuple(prefix for option, prefixes in TRAINABLE_PARTS.items() if getattr(opts, option)
                  for prefix in prefixes)
     trainable = frozen = 0
     for name, param in model.named_parameters():
@@ -159,8 +162,9 @@ def _describe(config: LoRAConfig) -> str:
     return f"rank {config.rank}, alpha {config.alpha:g}, targets {','.join(config.targets)}, layers {layers}"
 
 
-def lora_resume_refusal(ckpt: Mapping[str, Any], opts: Mapping[str, Any], where: str) -> str | None:
+def lora_resume_refusal(ckpt: Mapping[str, Any], opts: RunOptions | Mapping[str, Any], where: str) -> str | None:
     """Why ``ckpt`` cannot be resumed with these LoRA options (adapters lost, added or of another layout)."""
+    opts = as_run_options(opts)
     saved = checkpoint_adapter(ckpt)
     try:
         now = lora_config_of(opts)

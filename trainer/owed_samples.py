@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from trainer.run_options import OptionTypeError, RunOptions, stored_run_options
+
 TRAIN_CONFIG = "train_config.yaml"
 
 
@@ -54,7 +56,7 @@ def owed_steps(run: Path) -> list[int]:
     return owed
 
 
-def _options(run: Path) -> dict[str, Any]:
+def _options(run: Path) -> RunOptions:
     path = run / TRAIN_CONFIG
     try:
         opts = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -62,20 +64,23 @@ def _options(run: Path) -> dict[str, Any]:
         raise OwedSamplesError(f"{path}: cannot read the run's options ({' '.join(str(exc).split())})") from None
     if not isinstance(opts, dict):
         raise OwedSamplesError(f"{path}: not a mapping of the run's options")
-    return opts
+    try:
+        return stored_run_options(opts)
+    except OptionTypeError as exc:
+        raise OwedSamplesError(f"{path}: {exc}") from None
 
 
 def _checkpoints_of(run: Path, step: int) -> list[Path]:
     return [path for path in (run / f"model_step{step}.pth", run / "latest.pth", run / "best.pth") if path.is_file()]
 
 
-def _planned(run: Path, opts: dict[str, Any], step: int) -> Any:
+def _planned(run: Path, opts: RunOptions, step: int) -> Any:
     """The run plan resumed at ``step``'s checkpoint (its samples plan, tokenizer, device and weights)."""
     from trainer.plan import make_plan
 
     refusals: list[str] = []
     for path in _checkpoints_of(run, step):
-        plan = make_plan({**opts, "output_dir": str(run), "resume": str(path)})
+        plan = make_plan(opts.replace(output_dir=str(run), resume=str(path)))
         if plan.resume is not None and int(plan.resume.checkpoint["step"]) == step and plan.ok:
             return plan
         if plan.resume is not None and int(plan.resume.checkpoint["step"]) != step:

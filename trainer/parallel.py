@@ -10,7 +10,7 @@ import torch
 def wrap_for_processes(run: Any) -> torch.nn.Module:
     """DDP around ``run.model`` (``--sharding ddp``), or the model sharded in place by FSDP2 (``--sharding fsdp``,
     ``trainer.fsdp``). Call after the weights are loaded and the frozen rows are set, before the optimizer is made."""
-    if run.opts.get("sharding", "ddp") == "fsdp":
+    if run.opts.sharding == "fsdp":
         from trainer.fsdp import shard_run
 
         return shard_run(run)

@@ -17,6 +17,7 @@ import copy
 import math
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ from trainer.model_source import ModelStart, from_resumed
 from trainer.models.integrity import model_folders_damage
 from trainer.options import resolved_config
 from trainer.replay import sampling_groups, weight_refusal
+from trainer.run_options import RunOptions, as_run_options
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
 from trainer.samples import SamplePlan, sample_plan
 from trainer.sharding import fsdp_refusal
@@ -86,7 +88,7 @@ class DataPlan:
 
 @dataclass
 class RunPlan:
-    opts: dict[str, Any]
+    opts: RunOptions
     checks: list[Check] = field(default_factory=list)
     config: dict[str, Any] | None = None
     tokenizer: TextTokenizer | None = None
@@ -157,7 +159,7 @@ def manifest_file(text: str) -> Path:
 
 
 def _manifests(plan: RunPlan) -> bool:
-    train, val = list(plan.opts.get("train_manifest") or []), list(plan.opts.get("val_manifest") or [])
+    train, val = list(plan.opts.train_manifest or []), list(plan.opts.val_manifest or [])
     if not train:
         return plan.add("manifests", False, "no --train-manifest given")
     for text in [*train, *val]:
@@ -175,9 +177,9 @@ def tokenizer_owner(path: str) -> Generation:
 
 
 def _tokenizer(plan: RunPlan) -> bool:
-    if not plan.opts.get("tokenizer"):
+    if not plan.opts.tokenizer:
         return plan.add("tokenizer", False, "no --tokenizer given")
-    path = str(plan.opts["tokenizer"])
+    path = str(plan.opts.tokenizer)
     owner = tokenizer_owner(path)
     try:
         plan.tokenizer = owner.open_tokenizer(plan.opts)
@@ -188,9 +190,9 @@ def _tokenizer(plan: RunPlan) -> bool:
 
 
 def _config(plan: RunPlan) -> bool:
-    if not plan.opts.get("config"):
+    if not plan.opts.config:
         return plan.add("config", False, "no --config given")
-    path = plan.opts["config"]
+    path = plan.opts.config
     try:
         config = load_config(path)
     except ConfigError as exc:
@@ -214,25 +216,25 @@ def _config(plan: RunPlan) -> bool:
 
 def _tokenizer_kind_mismatch(plan: RunPlan, generation: Generation) -> str | None:
     """Each generation reads its own kind of text table (a SentencePiece model, a .tiktoken table, ...)."""
-    path = str(plan.opts.get("tokenizer") or "")
+    path = str(plan.opts.tokenizer or "")
     if not path or generation.reads_tokenizer(path):
         return None
     owner = tokenizer_owner(path)
-    return (f"--tokenizer {path} is {owner.tokenizer_kind} but --config {plan.opts['config']} describes an "
+    return (f"--tokenizer {path} is {owner.tokenizer_kind} but --config {plan.opts.config} describes an "
             f"{generation.name} GPT, whose text table is {generation.tokenizer_file}; {owner.config_hint}")
 
 
 def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
     try:
-        plan.device = resolve_device(str(plan.opts.get("device") or "auto"), local_rank, distributed)
-        plan.opts["amp"] = resolve_amp(str(plan.opts.get("amp") or "off"), plan.device)  # the run records this
-        check_amp(plan.opts["amp"], plan.device)
+        plan.device = resolve_device(str(plan.opts.device or "auto"), local_rank, distributed)
+        plan.opts = plan.opts.replace(amp=resolve_amp(plan.opts.amp or "off", plan.device))  # the run records this
+        check_amp(plan.opts.amp, plan.device)
     except UsageError as exc:
         plan.device = None
         return plan.add("device", False, one_line(exc))
     if (sharding_refusal := fsdp_refusal(plan.opts)) is not None:  # --sharding fsdp (trainer.fsdp)
         return plan.add("device", False, sharding_refusal)
-    return plan.add("device", True, f"{plan.device}, amp {plan.opts.get('amp') or 'off'}")
+    return plan.add("device", True, f"{plan.device}, amp {plan.opts.amp or 'off'}")
 
 
 def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
@@ -245,8 +247,7 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
         mismatch = _format_mismatch(plan)
         if mismatch:
             return plan.add("data", False, mismatch)
-        for split in ("train", "val"):
-            paths = plan.opts.get(f"{split}_manifest") or []
+        for split, paths in (("train", plan.opts.train_manifest), ("val", plan.opts.val_manifest)):
             if not paths:
                 continue
             items, report = load_items(paths, plan.tokenizer, *limits, name=split, gpt=gpt)
@@ -260,11 +261,11 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
     except (ManifestError, OSError, ValueError) as exc:
         return plan.add("data", False, one_line(exc))
     assert plan.train is not None
-    plan.sampler = train_sampler(plan.train.items, int(plan.opts["batch_size"]), int(plan.opts["seed"]),
+    plan.sampler = train_sampler(plan.train.items, int(plan.opts.batch_size), int(plan.opts.seed),
                                  rank=rank, world_size=world_size,
-                                 groups=sampling_groups(plan.train.items, plan.opts["train_manifest"]))
+                                 groups=sampling_groups(plan.train.items, plan.opts.train_manifest))
     if len(plan.sampler) == 0:
-        return plan.add("data", False, f"{len(plan.train.items)} training items give no batch of {plan.opts['batch_size']} "
+        return plan.add("data", False, f"{len(plan.train.items)} training items give no batch of {plan.opts.batch_size} "
                                        f"for each of {world_size} processes")
     if plan.generation.data_note is not None:
         parts.append(plan.generation.data_note(plan.train.items, plan.tokenizer))
@@ -278,8 +279,8 @@ def _format_mismatch(plan: RunPlan) -> str | None:
     Told from the manifests' fields before any item is read, so the sentence names the real problem.
     """
     assert plan.generation is not None
-    train = split_format([parse_manifest_spec(p) for p in plan.opts["train_manifest"]])
-    val_paths = plan.opts.get("val_manifest") or []
+    train = split_format([parse_manifest_spec(p) for p in plan.opts.train_manifest])
+    val_paths = plan.opts.val_manifest or []
     val = split_format([parse_manifest_spec(p) for p in val_paths]) if val_paths else train
     if val != train:
         return (f"--train-manifest is {FORMAT_NAMES[train]} but --val-manifest is {FORMAT_NAMES[val]}: one run "
@@ -290,16 +291,16 @@ def _format_mismatch(plan: RunPlan) -> str | None:
             f"--train-manifest is {FORMAT_NAMES[train]}")
 
 
-def expectation_for_run(opts: dict[str, Any], config: dict[str, Any], tokenizer: Any,
+def expectation_for_run(opts: RunOptions, config: dict[str, Any], tokenizer: Any,
                         generation: Generation | None = None) -> Expectation:
     """What a resumed checkpoint must match."""
     generation = generation or generation_of_config(config)
     return Expectation(
         gpt_config=generation.target_gpt_config(config["gpt"], tokenizer),
         tokenizer=generation.tokenizer_record(opts, tokenizer),
-        base_vocab_size=int(config["gpt"]["number_text_tokens"]) if opts.get("base_checkpoint") else None,
-        manifests=manifests_record([manifest_file(p) for p in opts.get("train_manifest") or []],
-                                   [manifest_file(p) for p in opts.get("val_manifest") or []]),
+        base_vocab_size=int(config["gpt"]["number_text_tokens"]) if opts.base_checkpoint else None,
+        manifests=manifests_record([manifest_file(p) for p in opts.train_manifest or []],
+                                   [manifest_file(p) for p in opts.val_manifest or []]),
         hparams=resolved_config(opts))
 
 
@@ -321,9 +322,9 @@ def _record_hours(plan: RunPlan) -> None:
 
 
 def _output_dir(plan: RunPlan, own_lock: bool) -> bool:
-    if not plan.opts.get("output_dir"):
+    if not plan.opts.output_dir:
         return plan.add("output directory", False, "no --output-dir given")
-    out_dir = Path(plan.opts["output_dir"])
+    out_dir = Path(plan.opts.output_dir)
     if out_dir.exists() and not out_dir.is_dir():
         return plan.add("output directory", False, f"--output-dir {out_dir} exists and is not a directory")
     probe_dir = out_dir if out_dir.is_dir() else _nearest_existing(out_dir)
@@ -351,8 +352,8 @@ def _nearest_existing(path: Path) -> Path:
 
 def _resume(plan: RunPlan, mmap: bool) -> bool:
     assert plan.config is not None and plan.tokenizer is not None
-    out_dir = Path(plan.opts["output_dir"])
-    resume = str(plan.opts.get("resume") or "").strip()
+    out_dir = Path(plan.opts.output_dir)
+    resume = str(plan.opts.resume or "").strip()
     plan.expectation = expectation_for_run(plan.opts, plan.config, plan.tokenizer, plan.generation)
     _record_hours(plan)
     if not resume:
@@ -402,7 +403,7 @@ def model_optimizer_names(model: torch.nn.Module, lr_mults: dict[str, float] | N
     return [[names[id(param)] for param in group["params"]] for group in parameter_groups(model, 0.0, lr_mults)]
 
 
-def _trained_optimizer_names(gpt: dict[str, Any], opts: dict[str, Any]) -> list[list[str]]:
+def _trained_optimizer_names(gpt: dict[str, Any], opts: RunOptions) -> list[list[str]]:
     """The optimizer's parameter names of the run ``opts`` describe: LoRA adapters and frozen parts included."""
     model = _meta_model(gpt)
     with contextlib.suppress(LoRAError):  # refused by the "LoRA and languages" check
@@ -413,25 +414,25 @@ def _trained_optimizer_names(gpt: dict[str, Any], opts: dict[str, Any]) -> list[
 def _lora_and_languages(plan: RunPlan) -> bool | None:
     """LoRA settings, the 2.5 language row options and replay weights (a check only when any is used)."""
     opts = plan.opts
-    weighted = any(parse_manifest_spec(text).weight_text is not None for text in opts.get("train_manifest") or [])
-    used = opts.get("lora") or opts.get("lang_init_from") or float(opts.get("lang_lr_mult", 1.0)) != 1.0 or weighted
+    weighted = any(parse_manifest_spec(text).weight_text is not None for text in opts.train_manifest or [])
+    used = opts.lora or opts.lang_init_from or float(opts.lang_lr_mult) != 1.0 or weighted
     if not used:
         return None
-    refusal = (weight_refusal(opts.get("train_manifest") or [])
-               or (plan.generation.refusal(Capability.LORA) if plan.generation and opts.get("lora") else None)
+    refusal = (weight_refusal(opts.train_manifest or [])
+               or (plan.generation.refusal(Capability.LORA) if plan.generation and opts.lora else None)
                or (lora_refusal(opts, plan.gpt) if plan.gpt is not None else None)
                or language_row_refusal(opts, plan.generation))
     if refusal:
         return plan.add("LoRA and languages", False, refusal)
     parts = []
-    if opts.get("lora"):
+    if opts.lora:
         config = lora_config_of(opts)
         assert config is not None
         parts.append(f"LoRA rank {config.rank}, alpha {config.alpha:g} on {', '.join(config.targets)}")
-    if opts.get("lang_init_from"):
-        parts.append(f"language row {run_language(opts)} from {opts['lang_init_from']}")
-    if float(opts.get("lang_lr_mult", 1.0)) != 1.0:
-        parts.append(f"language table lr x{float(opts['lang_lr_mult']):g}")
+    if opts.lang_init_from:
+        parts.append(f"language row {run_language(opts)} from {opts.lang_init_from}")
+    if float(opts.lang_lr_mult) != 1.0:
+        parts.append(f"language table lr x{float(opts.lang_lr_mult):g}")
     if weighted:
         parts.append("weighted replay of the training manifests")
     return plan.add("LoRA and languages", True, "; ".join(parts))
@@ -453,7 +454,7 @@ def _weights(plan: RunPlan, mmap: bool) -> bool:
     """Where the weights come from, and that they fit the model this run builds."""
     assert plan.config is not None and plan.tokenizer is not None and plan.generation is not None
     opts, config, tokenizer, generation = plan.opts, plan.config, plan.tokenizer, plan.generation
-    config_path = Path(opts["config"])
+    config_path = Path(opts.config)
     try:
         if plan.resume is not None:
             plan.start = from_resumed(plan.resume.checkpoint, plan.resume.path)
@@ -500,7 +501,7 @@ def _disk(plan: RunPlan) -> None:
     parameters = sum(math.prod(shape) for shape in expected_state_shapes(plan.gpt).values())
     per_checkpoint = checkpoint_size_estimate(parameters)
     needed = per_checkpoint * CHECKPOINTS_OF_HEADROOM
-    where = _nearest_existing(Path(plan.opts["output_dir"]))
+    where = _nearest_existing(Path(plan.opts.output_dir))
     free = shutil.disk_usage(where).free
     message = (f"{_gib(free)} free at {where}; {CHECKPOINTS_OF_HEADROOM} checkpoints need ~{_gib(needed)} "
                f"(~{_gib(per_checkpoint)} each: {parameters:,} parameters, weights + 2 AdamW moments)")
@@ -516,7 +517,7 @@ def _memory(plan: RunPlan, world_size: int) -> None:
     if gpu_bytes_of(plan.opts, plan.device) is None or plan.gpt is None or plan.train is None:
         return
     ok, message, warning = memory_check(plan.opts, plan.gpt, plan.device, world_size, plan.train.items,
-                                        strategy=str(plan.opts.get("sharding", "ddp")))
+                                        strategy=str(plan.opts.sharding))
     plan.add("memory", ok, message, warning=warning)
 
 
@@ -535,10 +536,11 @@ def check_model_folders(plan: RunPlan) -> None:
         plan.add("model files", True, "recorded files match: " + ", ".join(str(folder) for folder in folders))
 
 
-def make_plan(opts: dict[str, Any], *, mmap: bool = False, rank: int = 0, world_size: int = 1,
+def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank: int = 0, world_size: int = 1,
               local_rank: int = 0, distributed: bool = False, own_lock: bool = False) -> RunPlan:
-    """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``)."""
-    plan = RunPlan(opts=dict(opts))
+    """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``). A plain dict of
+    options is taken as ``RunOptions.from_dict`` takes it (an undeclared name raises ``UnknownOption``)."""
+    plan = RunPlan(opts=as_run_options(opts))
     check_model_folders(plan)  # first: a damaged download is named before any of its files is read
     manifests_ok = _manifests(plan)
     _tokenizer(plan)

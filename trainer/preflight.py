@@ -9,21 +9,25 @@ its lock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from trainer.plan import CHECKPOINTS_OF_HEADROOM, Check, RunPlan, checkpoint_size_estimate, make_plan
+from trainer.run_options import RunOptions, as_run_options
 
 PreflightReport = RunPlan
 
 __all__ = ["CHECKPOINTS_OF_HEADROOM", "Check", "PreflightReport", "checkpoint_size_estimate", "run_preflight"]
 
 
-def run_preflight(values: dict[str, Any]) -> RunPlan:
+def run_preflight(values: RunOptions | Mapping[str, Any]) -> RunPlan:
     """Every pre-start check on the trainer's option ``values`` (never raises for bad input), for a job of
-    ``--preflight-processes`` processes (rank 0's view: every rank has as many batches)."""
-    if values.get("train") == "s2mel":  # the S2Mel decoder's own checks
+    ``--preflight-processes`` processes (rank 0's view: every rank has as many batches). A plain dict is
+    taken strictly (``RunOptions.from_dict``)."""
+    values = as_run_options(values)
+    if values.train == "s2mel":  # the S2Mel decoder's own checks
         from trainer.s2mel.run_plan import make_s2mel_plan
 
         return make_s2mel_plan(values).plan
-    processes = int(values.get("preflight_processes") or 1)
+    processes = values.preflight_processes
     return make_plan(values, mmap=True, world_size=processes, distributed=processes > 1)

@@ -43,6 +43,7 @@ from trainer.metrics import MetricsLog, truncate_after_step
 from trainer.options import write_train_config
 from trainer.plan import RunPlan
 from trainer.run_languages import LanguageParts
+from trainer.run_options import RunOptions
 from trainer.sampler import BucketBatchSampler
 from trainer.samples import make_samples
 from trainer.schedule import build_scheduler
@@ -83,8 +84,8 @@ class TrainingRun:
     def __init__(self, plan: RunPlan, ctx: DistContext, stop: GracefulStop) -> None:
         assert plan.ok and plan.start is not None and plan.device is not None and plan.sampler is not None
         self.plan, self.ctx, self.stop = plan, ctx, stop
-        self.opts = plan.opts
-        self.out_dir = Path(self.opts["output_dir"])
+        self.opts: RunOptions = plan.opts
+        self.out_dir = Path(self.opts.output_dir)
         self.device: torch.device = plan.device
         self.start = plan.start
         self.sampler: BucketBatchSampler = plan.sampler
@@ -113,16 +114,16 @@ class TrainingRun:
         opts, start, plan = self.opts, self.start, self.plan
         assert plan.generation is not None and plan.tokenizer is not None
         self.say(f"device {self.device}" + (f" x {self.ctx.world_size} processes" if self.ctx.enabled else "")
-                 + f", amp {opts['amp']}, tokenizer {opts['tokenizer']} ({plan.tokenizer.vocab_size} pieces)")
-        random.seed(opts["seed"])
-        np.random.seed(opts["seed"])
-        torch.manual_seed(opts["seed"])
+                 + f", amp {opts.amp}, tokenizer {opts.tokenizer} ({plan.tokenizer.vocab_size} pieces)")
+        random.seed(opts.seed)
+        np.random.seed(opts.seed)
+        torch.manual_seed(opts.seed)
         self.model = build_any_gpt(start.gpt_config)
         if start.state_dict is not None:
             try:
                 dropped = load_gpt_state_dict(self.model, start.state_dict)
             except StateDictMismatchError as exc:  # the plan checked this; a file changed since?
-                raise UsageError(f"{start.source} does not fit the model of --config {opts['config']}: {exc}") from None
+                raise UsageError(f"{start.source} does not fit the model of --config {opts.config}: {exc}") from None
             if dropped:
                 self.say(f"dropped {len(dropped)} inference-only alias keys (gpt.wte.*, inference_model.*)")
         self.say(f"model: {plan.generation.name} GPT from {start.source}; {steps.count_parameters(self.model):,} "
@@ -138,7 +139,7 @@ class TrainingRun:
         if self.device.type == "cuda":  # TF32 matmuls on Ampere and later: fp32 range, ~8x the throughput
             torch.set_float32_matmul_precision("high")
             torch.backends.cudnn.allow_tf32 = True
-        self.model.set_gradient_checkpointing(opts["grad_checkpointing"])
+        self.model.set_gradient_checkpointing(opts.grad_checkpointing)
         self._freeze_base_rows()
         self.languages = LanguageParts(self)  # 2.5 language row, per-language validation, forgetting guard
         self.languages.prepare_model()
@@ -148,7 +149,7 @@ class TrainingRun:
 
     def _freeze_base_rows(self) -> None:
         start, choice = self.start, self.plan.resume
-        if start.grown and self.opts["freeze_base_rows"]:
+        if start.grown and self.opts.freeze_base_rows:
             base_rows, extra_row = frozen_text_rows(start.gpt_config, int(start.base_vocab_size))
             self.freezer = BaseRowFreezer(self.model, base_rows=base_rows, extra_row=extra_row)
             extra = f" and the extra row {extra_row}" if extra_row is not None else " (the spare row included)"
@@ -171,52 +172,52 @@ class TrainingRun:
         self.train_set = make_dataset(plan.train.items, gpt, text_vocab)
         self.collate = self.train_set.collate
         batches_per_epoch = len(self.sampler)
-        self.steps_per_epoch = math.ceil(batches_per_epoch / opts["grad_accumulation"])
-        self.total_steps = self.steps_per_epoch * opts["epochs"]
-        if opts["max_steps"]:
-            self.total_steps = min(self.total_steps, opts["max_steps"])
+        self.steps_per_epoch = math.ceil(batches_per_epoch / opts.grad_accumulation)
+        self.total_steps = self.steps_per_epoch * opts.epochs
+        if opts.max_steps:
+            self.total_steps = min(self.total_steps, opts.max_steps)
         self.languages.prepare_data(gpt, text_vocab)
         if self.languages.val_loaders:  # validated language by language (trainer.run_languages), nothing twice
             self.val_loader = self.languages.val_loaders
         elif plan.val is not None and plan.val.items:
             val_set = make_dataset(plan.val.items, gpt, text_vocab)
-            val_batches = BucketBatchSampler(val_set.lengths(), opts["batch_size"], opts["seed"],
+            val_batches = BucketBatchSampler(val_set.lengths(), opts.batch_size, opts.seed,
                                              rank=ctx.rank, world_size=ctx.world_size).batches(0)
-            if opts["max_val_batches"]:
-                val_batches = val_batches[: opts["max_val_batches"]]
+            if opts.max_val_batches:
+                val_batches = val_batches[: opts.max_val_batches]
             if val_batches:
                 self.val_loader = self.loaders.enter_context(make_loader(
-                    val_set, val_batches, self.collate, opts["num_workers"], self.device.type == "cuda", opts["seed"],
+                    val_set, val_batches, self.collate, opts.num_workers, self.device.type == "cuda", opts.seed,
                     persistent=True))
             else:
                 self.say(f"warning: the validation set gives no batch for each of {ctx.world_size} processes: "
                          "no validation (and no best.pth) in this run")
-        self.global_batch = opts["batch_size"] * ctx.world_size * opts["grad_accumulation"]
-        composition = (f"{opts['batch_size']} per device x {ctx.world_size} processes x "
-                       f"{opts['grad_accumulation']} accumulated" if ctx.enabled
-                       else f"grad accumulation {opts['grad_accumulation']}")
-        self.say(f"{batches_per_epoch} batches of {opts['batch_size']} per epoch, {self.steps_per_epoch} optimizer "
+        self.global_batch = opts.batch_size * ctx.world_size * opts.grad_accumulation
+        composition = (f"{opts.batch_size} per device x {ctx.world_size} processes x "
+                       f"{opts.grad_accumulation} accumulated" if ctx.enabled
+                       else f"grad accumulation {opts.grad_accumulation}")
+        self.say(f"{batches_per_epoch} batches of {opts.batch_size} per epoch, {self.steps_per_epoch} optimizer "
                  f"steps per epoch ({composition}, global batch {self.global_batch}), "
                  f"{self.total_steps} steps in total")
 
     def build_optimisation(self) -> None:
         opts = self.opts
-        self.optimizer = steps.build_optimizer(self.model, opts["learning_rate"], opts["weight_decay"], self.device,
+        self.optimizer = steps.build_optimizer(self.model, opts.learning_rate, opts.weight_decay, self.device,
                                                self.languages.lr_mults())
-        self.scheduler = build_scheduler(self.optimizer, opts["warmup_steps"], self.total_steps)
-        self.scaler = steps.make_scaler(opts["amp"], self.device)
-        self.weights = steps.LossWeights(opts["text_loss_weight"], opts["mel_loss_weight"])
+        self.scheduler = build_scheduler(self.optimizer, opts.warmup_steps, self.total_steps)
+        self.scaler = steps.make_scaler(opts.amp, self.device)
+        self.weights = steps.LossWeights(opts.text_loss_weight, opts.mel_loss_weight)
 
     def restore(self) -> None:
         """A fresh start, or every component's part of the resumed checkpoint (trainer.state)."""
         choice, point, opts = self.plan.resume, self.plan.resume_point, self.opts
         if choice is None:
-            if opts["init_from"]:
-                self.say(f"initialised from {opts['init_from']} weights with a fresh optimizer, scheduler and grad "
-                         f"scaler: step 0, full warm-up of {opts['warmup_steps']} steps")
+            if opts.init_from:
+                self.say(f"initialised from {opts.init_from} weights with a fresh optimizer, scheduler and grad "
+                         f"scaler: step 0, full warm-up of {opts.warmup_steps} steps")
             else:
                 self.say("starting fresh at step 0")
-            torch.manual_seed(opts["seed"] + self.ctx.rank)
+            torch.manual_seed(opts.seed + self.ctx.rank)
             return
         assert point is not None
         for note in choice.notes:
@@ -238,9 +239,9 @@ class TrainingRun:
                 (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)
             else:
                 truncate_after_step(self.out_dir / "metrics.jsonl", state.step)
-        best_by = self.opts["best_by"]
-        protect = rotation_guard(self.out_dir, best_by, self.opts["keep_best"]) if best_by != "val_loss" else None
-        self.manager = CheckpointManager(self.out_dir, keep=self.opts["keep_checkpoints"], protect=protect)
+        best_by = self.opts.best_by
+        protect = rotation_guard(self.out_dir, best_by, self.opts.keep_best) if best_by != "val_loss" else None
+        self.manager = CheckpointManager(self.out_dir, keep=self.opts.keep_checkpoints, protect=protect)
         self.writer = BackgroundWriter(self.manager, write_context=self._write_context)
         self.metrics = MetricsLog(self.out_dir, enabled=self.ctx.is_main)
         assert self.plan.generation is not None
@@ -250,8 +251,8 @@ class TrainingRun:
                            global_batch=self.global_batch, world_size=self.ctx.world_size,
                            source=str(choice.path) if choice else self.start.source,
                            tensorboard=str(self.metrics.tb_dir) if self.metrics.tb_dir else None)
-        if self.ctx.is_main and self.opts["eval_at_saves"]:
-            self.evaluation = EvalProcess(self.out_dir, self.opts["eval_threads"], self.say)
+        if self.ctx.is_main and self.opts.eval_at_saves:
+            self.evaluation = EvalProcess(self.out_dir, self.opts.eval_threads, self.say)
             self.evaluation.start()
 
     # ----- the loop --------------------------------------------------------------------------------
@@ -261,10 +262,10 @@ class TrainingRun:
         opts, state, ctx = self.opts, self.state, self.ctx
         stopping = any_rank(ctx, self.stop.requested is not None, self.device)
         self.window = steps.Window()
-        accumulation = opts["grad_accumulation"]
+        accumulation = opts.grad_accumulation
         # One loader for the run (its workers start once); each epoch it walks that epoch's remaining batches.
-        loader = self.loaders.enter_context(make_loader(self.train_set, [], self.collate, opts["num_workers"],
-                                                        self.device.type == "cuda", opts["seed"], persistent=True))
+        loader = self.loaders.enter_context(make_loader(self.train_set, [], self.collate, opts.num_workers,
+                                                        self.device.type == "cuda", opts.seed, persistent=True))
         global_mean = steps.GlobalMean(ctx.world_size, lambda t: sum_tensor(ctx, t)) if ctx.enabled else None
         self.train_model.train()
         while state.step < self.total_steps and not stopping:
@@ -280,7 +281,7 @@ class TrainingRun:
                     self.sample_ids += batch["ids"]
                 last_micro = in_step + 1 == micro_total
                 sync = self.train_model.no_sync() if ctx.enabled and not last_micro else contextlib.nullcontext()
-                parts.append(steps.micro_step(self.train_model, batch, self.device, opts["amp"], opts["loss_mode"],
+                parts.append(steps.micro_step(self.train_model, batch, self.device, opts.amp, opts.loss_mode,
                                              self.weights, 1.0 / micro_total, self.scaler, sync, global_mean))
                 state.samples_seen += int(rounds[state.position + 1] - rounds[state.position])
                 state.position += 1
@@ -302,7 +303,7 @@ class TrainingRun:
         state = self.state
         losses = steps.sum_losses(parts)
         lr = self.optimizer.param_groups[0]["lr"]
-        grad_norm, nonfinite = steps.optimizer_step(self.model, self.optimizer, self.scaler, self.opts["grad_clip"],
+        grad_norm, nonfinite = steps.optimizer_step(self.model, self.optimizer, self.scaler, self.opts.grad_clip,
                                                    losses.loss)
         if self.freezer is not None:
             self.freezer.after_optimizer_step()
@@ -319,14 +320,14 @@ class TrainingRun:
         """Log, validate, save, test hooks; True when every rank should stop now."""
         opts, state = self.opts, self.state
         finished = state.step >= self.total_steps
-        if state.step % opts["log_interval"] == 0 or finished:
+        if state.step % opts.log_interval == 0 or finished:
             self._log()
         paused_at = time.perf_counter()  # validation and saving do not count toward tokens/s
         is_best = False
-        if self.val_loader is not None and (state.step % opts["val_interval"] == 0 or finished):
+        if self.val_loader is not None and (state.step % opts.val_interval == 0 or finished):
             is_best = self._validate()
         # A new best validation loss saves at once only when best.pth follows it (--best-by val_loss).
-        if state.step % opts["save_interval"] == 0 or finished or (is_best and opts["best_by"] == "val_loss"):
+        if state.step % opts.save_interval == 0 or finished or (is_best and opts.best_by == "val_loss"):
             self.save_if_finite(is_best)
         self.poll_saves()
         self.window.started += time.perf_counter() - paused_at
@@ -352,8 +353,8 @@ class TrainingRun:
         assert self.metrics is not None  # the event first: the studio's progress bar never lags its log
         self.metrics.event("train", state.step, state.epoch, lr=lr, eta_s=round(eta, 1), total_steps=self.total_steps,
                            samples=state.samples_seen, **summary)
-        self.say(steps.train_line(state.step, self.total_steps, min(state.epoch, self.opts["epochs"] - 1),
-                                 self.opts["epochs"], summary, lr, eta))
+        self.say(steps.train_line(state.step, self.total_steps, min(state.epoch, self.opts.epochs - 1),
+                                 self.opts.epochs, summary, lr, eta))
         self.window = steps.Window(streak_before=int(summary["nonfinite_trailing"]))
 
     def save_if_finite(self, is_best: bool) -> bool:
@@ -371,7 +372,7 @@ class TrainingRun:
 
     def _check_nonfinite_summary(self, summary: dict[str, Any]) -> None:
         streak = int(summary.get("nonfinite_streak") or 0)
-        limit = int(self.opts["max_nonfinite_steps"])
+        limit = int(self.opts.max_nonfinite_steps)
         if streak >= limit:
             raise NonFiniteLoss(f"the loss or gradient was not finite for {streak} optimizer steps in a row (up to "
                                 f"step {self.state.step}; --max-nonfinite-steps {limit}): those steps did not change "
@@ -382,8 +383,8 @@ class TrainingRun:
         state = self.state
         sums, per_language = self.languages.validate()  # per language when the val manifests name languages
         if sums is None:
-            sums = sum_over_ranks(self.ctx, steps.evaluate(self.model, self.val_loader, self.device, self.opts["amp"],
-                                                          self.opts["loss_mode"]), self.device)
+            sums = sum_over_ranks(self.ctx, steps.evaluate(self.model, self.val_loader, self.device, self.opts.amp,
+                                                          self.opts.loss_mode), self.device)
         val = steps.val_metrics(sums, self.weights)
         state.last_val_loss = val["loss"]
         is_best = math.isfinite(val["loss"]) and (state.best_val_loss is None or val["loss"] < state.best_val_loss)
@@ -414,7 +415,7 @@ class TrainingRun:
                 ckpt = snapshot(build_checkpoint(**checkpoint_fields(self.components)))
                 self._pending[state.step] = (state.epoch, state.samples_seen)
                 # With --best-by cer|sim best.pth follows the evaluation's results instead (trainer.evaluation.best).
-                self.writer.submit(ckpt, state.step, is_best and self.opts["best_by"] == "val_loss")
+                self.writer.submit(ckpt, state.step, is_best and self.opts.best_by == "val_loss")
         if any_rank(self.ctx, failure is not None, self.device):
             raise SaveFailed(failure or "checkpoint save failed on rank 0")
         self._submitted_step = state.step
@@ -477,7 +478,7 @@ class TrainingRun:
             raise SaveFailed(self._write_failure)
 
     def _samples_due(self) -> bool:
-        plan, every = self.plan.samples, int(self.opts["sample_every"])
+        plan, every = self.plan.samples, int(self.opts.sample_every)
         return bool(self.ctx.is_main and plan is not None and plan.enabled
                     and not (every and self.state.step % every))
 

@@ -44,7 +44,7 @@ class LanguageParts:
     def prepare_model(self) -> None:
         """``--lang-init-from``: copy the row at a fresh start, then hold every other row (checked by the plan)."""
         run, opts = self.run, self.run.opts
-        source = str(opts.get("lang_init_from") or "").strip().lower()
+        source = str(opts.lang_init_from or "").strip().lower()
         if not source or not self._has_language_table():
             return
         target = run_language(opts)
@@ -72,30 +72,30 @@ class LanguageParts:
             run.say(line)
         if plan.val is None or not plan.val.items:
             return
-        for language, items in items_by_language(plan.val.items, opts.get("val_manifest") or []).items():
+        for language, items in items_by_language(plan.val.items, opts.val_manifest or []).items():
             dataset = make_dataset(items, gpt, text_vocab)
-            batches = BucketBatchSampler(dataset.lengths(), opts["batch_size"], opts["seed"], rank=ctx.rank,
+            batches = BucketBatchSampler(dataset.lengths(), opts.batch_size, opts.seed, rank=ctx.rank,
                                          world_size=ctx.world_size).batches(0)
-            if opts["max_val_batches"]:
-                batches = batches[: opts["max_val_batches"]]
+            if opts.max_val_batches:
+                batches = batches[: opts.max_val_batches]
             if not batches:
                 run.say(f"warning: validation of {language} gives no batch for each of {ctx.world_size} processes: "
                         "not validated on its own")
                 continue
             self.val_loaders[language] = run.loaders.enter_context(make_loader(
-                dataset, batches, dataset.collate, opts["num_workers"], run.device.type == "cuda", opts["seed"],
+                dataset, batches, dataset.collate, opts.num_workers, run.device.type == "cuda", opts.seed,
                 persistent=True))
         if self.val_loaders:
             run.say("validation per language: " + ", ".join(f"{lang} ({len(loader.batches)} batches)"
                                                             for lang, loader in self.val_loaders.items()))
-        if float(opts.get("forget_margin") or 0) > 0:
+        if float(opts.forget_margin or 0) > 0:
             watched = watched_languages(self.val_loaders, run_language(opts))
             if watched:
-                self.guard = ForgettingGuard(watched, float(opts["forget_margin"]))
+                self.guard = ForgettingGuard(watched, float(opts.forget_margin))
                 run.components.append(self.guard)
                 run.say(f"forgetting guard: validation loss of {', '.join(watched)} may rise at most "
-                        f"{opts['forget_margin']:g} above its first value"
-                        + (" (else the run stops)" if opts.get("stop_on_forgetting") else ""))
+                        f"{opts.forget_margin:g} above its first value"
+                        + (" (else the run stops)" if opts.stop_on_forgetting else ""))
             else:
                 run.say("warning: --forget-margin has no language to watch: give validation manifests of the "
                         "replayed languages as PATH::lang")
@@ -110,8 +110,8 @@ class LanguageParts:
         total: list[float] | None = None
         per_language = {}
         for language, loader in self.val_loaders.items():
-            sums = sum_over_ranks(run.ctx, steps.evaluate(run.model, loader, run.device, run.opts["amp"],
-                                                          run.opts["loss_mode"]), run.device)
+            sums = sum_over_ranks(run.ctx, steps.evaluate(run.model, loader, run.device, run.opts.amp,
+                                                          run.opts.loss_mode), run.device)
             per_language[language] = steps.val_metrics(sums, run.weights)
             total = sums if total is None else [a + b for a, b in zip(total, sums)]
         run.say("val per language: " + ", ".join(f"{lang} {m['loss']:.4f}" for lang, m in per_language.items()))
@@ -130,6 +130,6 @@ class LanguageParts:
             run.say("warning: " + alarm.describe(where))
             run.metrics.event("forgetting", state.step, state.epoch, language=alarm.language, first=alarm.first,
                               loss=alarm.now, margin=alarm.margin, last_good_step=alarm.last_good_step,
-                              checkpoint=where, stopping=bool(run.opts.get("stop_on_forgetting")))
-            if run.opts.get("stop_on_forgetting"):
+                              checkpoint=where, stopping=bool(run.opts.stop_on_forgetting))
+            if run.opts.stop_on_forgetting:
                 raise ForgettingStop(alarm.describe(where))

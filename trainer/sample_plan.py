@@ -3,10 +3,12 @@ as ``trainer.generations.indextts25.samples``, build on this without importing i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from trainer.run_options import RunOptions, as_run_options
 
 DEFAULT_SAMPLE_COUNT = 3
 DEFAULT_SAMPLE_STEPS = 10  # S2Mel flow-matching steps of samples through a download folder
@@ -38,16 +40,18 @@ def read_texts(path: Path) -> list[str]:
     return [line.strip() for line in raw.decode("utf-8", errors="replace").splitlines() if line.strip()]
 
 
-def samples_when(opts: dict[str, Any]) -> str:
-    every = int(opts.get("sample_every") or 0)
+def samples_when(opts: RunOptions | Mapping[str, Any]) -> str:
+    opts = as_run_options(opts)
+    every = int(opts.sample_every or 0)
     return "every save" if every == 0 else f"saves at multiples of {every} steps"
 
 
-def sample_texts(opts: dict[str, Any], val_items: list[Any]
+def sample_texts(opts: RunOptions | Mapping[str, Any], val_items: list[Any]
                   ) -> tuple[str, list[tuple[str, list[int] | str]]] | SamplePlan:
     """(where the texts come from, the texts), or a refusing plan when ``--sample-texts`` cannot be used."""
-    if str(opts.get("sample_texts") or "").strip():
-        path = Path(opts["sample_texts"])
+    opts = as_run_options(opts)
+    if str(opts.sample_texts or "").strip():
+        path = Path(opts.sample_texts)
         try:
             lines = read_texts(path)
         except (OSError, ValueError) as exc:
@@ -72,13 +76,14 @@ class FolderKind:
     carries_language: bool = False  # the voice's language is spoken with (its language row)
 
 
-def folder_sample_plan(kind: FolderKind, opts: dict[str, Any], config: dict[str, Any],
+def folder_sample_plan(kind: FolderKind, opts: RunOptions | Mapping[str, Any], config: dict[str, Any],
                        val_items: list[Any]) -> SamplePlan:
     """Samples through a download folder: its files are checked here (cheap); its networks load at the first
     sample."""
-    folder_text = str(opts.get("sample_model_dir") or "").strip()
+    opts = as_run_options(opts)
+    folder_text = str(opts.sample_model_dir or "").strip()
     if not folder_text:
-        ignored = "; --vocoder is IndexTTS-1.5's, ignored here" if str(opts.get("vocoder") or "").strip() else ""
+        ignored = "; --vocoder is IndexTTS-1.5's, ignored here" if str(opts.vocoder or "").strip() else ""
         return SamplePlan(False, f"no samples: give --sample-model-dir (an {kind.name} download folder: "
                                  f"{kind.contents}) to hear the model at every save{ignored}")
     folder = Path(folder_text)
@@ -99,7 +104,7 @@ def folder_sample_plan(kind: FolderKind, opts: dict[str, Any], config: dict[str,
     if isinstance(texts, SamplePlan):
         return texts
     source, chosen = texts
-    steps = int(opts.get("sample_steps") or DEFAULT_SAMPLE_STEPS)
+    steps = int(opts.sample_steps or DEFAULT_SAMPLE_STEPS)
     hub = f", w2v-BERT {W2V_BERT_HUB_ID} (downloaded once)" if w2v_bert else ""
     language = str(getattr(references[0], "language", "") or "") if kind.carries_language else ""
     return SamplePlan(True, f"samples at {samples_when(opts)}: {source}, voice of {references[0].id}, {kind.name} "

@@ -107,8 +107,8 @@ class Optimisation:
         languages = getattr(run, "languages", None)  # --lang-lr-mult as this run says (trainer.run_languages)
         if languages is not None:
             steps.refresh_lr_mults(run.optimizer, run.model, languages.lr_mults())
-        set_peak_lr(run.scheduler, run.opts["learning_rate"])
-        steps.apply_hparams(run.optimizer, run.opts["weight_decay"])
+        set_peak_lr(run.scheduler, run.opts.learning_rate)
+        steps.apply_hparams(run.optimizer, run.opts.weight_decay)
         parts = "optimizer + scheduler"
         if run.scaler is not None and ckpt.get("scaler") is not None:
             run.scaler.load_state_dict(ckpt["scaler"])
@@ -116,7 +116,7 @@ class Optimisation:
         elif run.scaler is not None:
             parts += " (grad scaler starts fresh: the checkpoint was not trained with fp16)"
         elif ckpt.get("scaler") is not None:
-            parts += " (the checkpoint's fp16 grad scaler is not used with --amp " + run.opts["amp"] + ")"
+            parts += " (the checkpoint's fp16 grad scaler is not used with --amp " + run.opts.amp + ")"
         notes.append(parts)
 
 
@@ -188,7 +188,7 @@ class RngStreams:
         import torch
 
         run, rng = self.run, ckpt.get("rng")
-        seed, rank, world = run.opts["seed"], run.ctx.rank, run.ctx.world_size
+        seed, rank, world = run.opts.seed, run.ctx.rank, run.ctx.world_size
         if rng is None:
             torch.manual_seed(seed + rank)
             return

@@ -27,7 +27,6 @@ if __name__ == "__main__":
 
 import json
 from pathlib import Path
-from typing import Any
 
 from data_tools.fileio import atomic_write_text
 from trainer.checkpoints import OutputDirLock, clean_stale_temp_files
@@ -50,21 +49,21 @@ from trainer.errors import (
     run_cli,
 )
 from trainer.forgetting import ForgettingStop
-from trainer.options import parse_argv
 from trainer.plan import make_plan
 from trainer.run import NonFiniteLoss, SaveFailed, TrainingRun
+from trainer.run_options import RunOptions, parse_run_options
 from trainer.signals import GracefulStop, active_test_hooks
 
 
 def main(argv: list[str] | None = None) -> int:
-    values = parse_argv(sys.argv[1:] if argv is None else argv)
-    if values["preflight"]:
+    values = parse_run_options(sys.argv[1:] if argv is None else argv)
+    if values.preflight:
         return run_cli(lambda: preflight(values))
-    if values["train"] == "s2mel":  # one process: the S2Mel decoder (trainer.s2mel.run_cli)
+    if values.train == "s2mel":  # one process: the S2Mel decoder (trainer.s2mel.run_cli)
         from trainer.s2mel.run_cli import train_s2mel
 
         return run_cli(lambda: train_s2mel(values))
-    ctx = init_distributed(values["device"], values["collective_timeout"])
+    ctx = init_distributed(values.device, values.collective_timeout)
     code = EXIT_UNEXPECTED
     try:
         code = run_cli(lambda: train(values, ctx))
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         shutdown(ctx, together=code != EXIT_UNEXPECTED)
 
 
-def train(opts: dict[str, Any], ctx: DistContext) -> int:
+def train(opts: RunOptions, ctx: DistContext) -> int:
     stop = GracefulStop(print if ctx.is_main else lambda _message: None).install()
     lock = None
     run: TrainingRun | None = None
@@ -92,7 +91,7 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
             if not ctx.is_main:
                 return EXIT_REFUSED  # rank 0 says why, once for the job (its own refusal or another rank's)
             raise UsageError(refusal)
-        out_dir = Path(opts["output_dir"])
+        out_dir = Path(opts.output_dir)
         if ctx.is_main:
             lock = OutputDirLock(out_dir).acquire()
             for stale in clean_stale_temp_files(out_dir):
@@ -126,7 +125,7 @@ def train(opts: dict[str, Any], ctx: DistContext) -> int:
         return refuse(f"{exc}; stopped by --stop-on-forgetting")
     except Exception as exc:  # recorded for the UI's charts, then reported by run_cli (exit 2) or Python (exit 1)
         if ctx.enabled and collective_failure(exc):  # a dead or stalled rank: one line, exit 1, no hang
-            message = collective_failure_message(ctx, exc, opts["collective_timeout"])
+            message = collective_failure_message(ctx, exc, opts.collective_timeout)
             last = f"step {run.saved_step}" if run is not None and run.saved_step >= 0 else "none from this run"
             if run is not None:
                 run.end_event("failed", message, "CollectiveFailure")
@@ -158,15 +157,15 @@ def start_disagreement(points: list[tuple[int, int, int, int] | None]) -> str | 
             "same checkpoint in its --output-dir (a directory all nodes share, or a copy of node 0's)")
 
 
-def preflight(values: dict[str, Any]) -> int:
+def preflight(values: RunOptions) -> int:
     """``--preflight``: print the plan's checks (and write them as JSON for the UI); 0 when all pass, else 2."""
     from trainer.preflight import run_preflight
 
     report = run_preflight(values)
     for line in report.lines():
         print(line, flush=True)
-    if values["preflight_json"]:
-        atomic_write_text(Path(values["preflight_json"]), json.dumps(report.to_dict(), indent=2))
+    if values.preflight_json:
+        atomic_write_text(Path(values.preflight_json), json.dumps(report.to_dict(), indent=2))
     if report.ok:
         return EXIT_OK
     return refuse(report.refusal or "pre-flight failed: no checks ran")

@@ -10,7 +10,10 @@ evaluation, fewer seeds or texts, or measuring after training with ``python -m t
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
+
+from trainer.run_options import RunOptions, as_run_options
 
 
 def _cuda_available() -> bool:
@@ -21,26 +24,28 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def training_threads(opts: dict[str, Any]) -> int:
+def training_threads(opts: RunOptions | Mapping[str, Any]) -> int:
     """The CPU threads training keeps busy: its torch threads on CPU, about one (the feeding loop) on a GPU, and
     one per data-loading worker."""
-    device = str(opts.get("device") or "auto")
-    workers = int(opts.get("num_workers") or 0)
+    opts = as_run_options(opts)
+    device = str(opts.device or "auto")
+    workers = int(opts.num_workers or 0)
     if device.startswith("cuda") or (device == "auto" and _cuda_available()):
         return 1 + workers
     torch_threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or (os.cpu_count() or 1)
     return max(1, torch_threads) + workers
 
 
-def slowdown_note(opts: dict[str, Any], cores: int | None = None) -> str | None:
+def slowdown_note(opts: RunOptions | Mapping[str, Any], cores: int | None = None) -> str | None:
     """The pre-flight's line about evaluation at saves slowing training; None when there is room for it."""
-    if not opts.get("eval_at_saves"):
+    opts = as_run_options(opts)
+    if not opts.eval_at_saves:
         return None
-    if str(opts.get("eval_device") or "cpu").startswith("cuda"):
+    if str(opts.eval_device or "cpu").startswith("cuda"):
         return None
     cores = cores or os.cpu_count() or 1
     train = training_threads(opts)
-    evaluation = max(1, int(opts.get("eval_threads") or 1))
+    evaluation = max(1, int(opts.eval_threads or 1))
     if train + evaluation <= cores:
         return None
     share = cores / (train + evaluation)

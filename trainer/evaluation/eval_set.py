@@ -18,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from data_tools.fileio import atomic_write_text, sha256_file
 from trainer.evaluation.errors import EvaluationError
+from trainer.run_options import RunOptions, as_run_options
 
 EVAL_DIR = "eval"
 EVAL_SET_FILE = "eval_set.json"
@@ -64,15 +66,16 @@ class EvalSetSpec:
     seeds: int = EVAL_SEEDS
 
     @classmethod
-    def from_options(cls, opts: dict[str, Any]) -> EvalSetSpec:
-        return cls(val_manifests=[str(m) for m in opts.get("val_manifest") or []],
-                   texts_file=str(opts.get("eval_texts") or ""), sentences=int(opts.get("eval_sentences") or 8),
-                   voices=int(opts.get("eval_voices") or 1),
-                   references=[str(p) for p in opts.get("eval_reference") or []],
-                   language=str(opts.get("eval_language") or ""),
-                   second_texts_file=str(opts.get("eval_second_texts") or ""),
-                   second_language=str(opts.get("eval_second_language") or "en"),
-                   seeds=max(1, int(opts.get("eval_seeds") or EVAL_SEEDS)))
+    def from_options(cls, opts: RunOptions | Mapping[str, Any]) -> EvalSetSpec:
+        opts = as_run_options(opts)
+        return cls(val_manifests=[str(m) for m in opts.val_manifest or []],
+                   texts_file=str(opts.eval_texts or ""), sentences=int(opts.eval_sentences or 8),
+                   voices=int(opts.eval_voices or 1),
+                   references=[str(p) for p in opts.eval_reference or []],
+                   language=str(opts.eval_language or ""),
+                   second_texts_file=str(opts.eval_second_texts or ""),
+                   second_language=str(opts.eval_second_language or "en"),
+                   seeds=max(1, int(opts.eval_seeds or EVAL_SEEDS)))
 
 
 @dataclass

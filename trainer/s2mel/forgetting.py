@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.forgetting import ForgettingGuard, ForgettingStop, checkpoint_before, watched_languages
+from trainer.run_options import RunOptions, as_run_options
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,15 @@ class WatchedSet:
     stems: list[str]
 
 
-def watched_sets(opts: Mapping[str, Any]) -> list[WatchedSet]:
+def watched_sets(opts: RunOptions | Mapping[str, Any]) -> list[WatchedSet]:
     """The validation manifests the guard watches (ValueError naming a manifest it cannot read)."""
+    opts = as_run_options(opts)
     from data_tools.manifest import parse_manifest_spec
     from trainer.s2mel.dataset import manifest_stems
 
-    train = list(opts.get("train_manifest") or [])
+    train = list(opts.train_manifest or [])
     run_language = parse_manifest_spec(train[0]).language if train else None
-    specs = [parse_manifest_spec(text) for text in opts.get("val_manifest") or []]
+    specs = [parse_manifest_spec(text) for text in opts.val_manifest or []]
     watched = set(watched_languages([s.language for s in specs if s.language], run_language))
     sets = []
     for spec in specs:

@@ -10,6 +10,7 @@ generation comes from the registry (a 1.5 config is refused by its entry, in one
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
 from trainer.generations.spec import Capability, Generation
 from trainer.plan import RunPlan, manifest_file, one_line
+from trainer.run_options import RunOptions, as_run_options
 from trainer.s2mel.dataset import manifest_stems
 from trainer.s2mel.forward import class_dropout_from_config, loss_type_from_config
 from trainer.s2mel.lora import DEFAULT_TARGETS, S2MelLoRASettings
@@ -39,11 +41,11 @@ class S2MelPlan:
     watched: list[Any] = field(default_factory=list)  # trainer.s2mel.forgetting.WatchedSet: the guard's languages
 
 
-def model_folder(opts: dict[str, Any]) -> Path | None:
-    for name in ("model_dir", "sample_model_dir"):
-        if opts.get(name):
-            return Path(opts[name])
-    return Path(opts["config"]).parent if opts.get("config") else None
+def model_folder(opts: RunOptions) -> Path | None:
+    for folder in (opts.model_dir, opts.sample_model_dir):
+        if folder:
+            return Path(folder)
+    return Path(opts.config).parent if opts.config else None
 
 
 def _generation(plan: S2MelPlan) -> bool:
@@ -54,17 +56,17 @@ def _generation(plan: S2MelPlan) -> bool:
     folder = model_folder(opts)
     generation = None
     try:
-        if opts.get("config"):
-            generation = generation_of_config(load_config(opts["config"]))
+        if opts.config:
+            generation = generation_of_config(load_config(opts.config))
         elif folder is not None and folder.is_dir():
             generation = generation_of_folder(folder)
     except Exception as exc:  # a config that does not load: one line
-        return plan.plan.add("model", False, f"--config {opts.get('config')}: {one_line(exc)}")
+        return plan.plan.add("model", False, f"--config {opts.config}: {one_line(exc)}")
     if generation is None:
         return plan.plan.add("model", False, "no IndexTTS2 / 2.5 download folder: give --model-dir (config.yaml, "
                                              "s2mel.pth, ...)")
     refusal = generation.refusal(Capability.TRAIN_S2MEL) or (
-        generation.refusal(Capability.LORA) if opts.get("lora") else None)
+        generation.refusal(Capability.LORA) if opts.lora else None)
     if refusal or generation.s2mel_sources is None:
         return plan.plan.add("model", False, refusal or f"{generation.name} cannot train the S2Mel decoder")
     if folder is None or not (folder / "s2mel.pth").is_file():
@@ -76,7 +78,7 @@ def _generation(plan: S2MelPlan) -> bool:
 
 def _data(plan: S2MelPlan) -> bool:
     opts = plan.plan.opts
-    manifests = list(opts.get("train_manifest") or [])
+    manifests = list(opts.train_manifest or [])
     if not manifests:
         return plan.plan.add("data", False, "no --train-manifest given (its prepared folder is the S2Mel data)")
     path = manifest_file(manifests[0])
@@ -133,7 +135,7 @@ def _forgetting(plan: S2MelPlan) -> bool:
     from trainer.s2mel.forgetting import watched_sets
 
     opts = plan.plan.opts
-    margin = float(opts.get("forget_margin") or 0.0)
+    margin = float(opts.forget_margin or 0.0)
     if margin <= 0.0:
         return True
     try:
@@ -175,30 +177,30 @@ def s2mel_section(folder: Path) -> dict[str, Any]:
     return section
 
 
-def train_settings(opts: dict[str, Any], clips: int, section: dict[str, Any] | None = None) -> S2MelTrainSettings:
+def train_settings(opts: RunOptions, clips: int, section: dict[str, Any] | None = None) -> S2MelTrainSettings:
     """The S2Mel run's settings from the trainer's options (``--max-steps`` 0: ``--epochs`` passes) and the
     config's ``s2mel`` section (``section``: its ``reg_loss_type`` and ``DiT.class_dropout_prob``, refused in one
     line, a ValueError, when unsupported)."""
     section = section or {}
     loss_type, class_dropout = loss_type_from_config(section), class_dropout_from_config(section)
-    batch = min(int(opts["batch_size"]), clips)
-    steps = int(opts["max_steps"]) or int(opts["epochs"]) * math.ceil(clips / batch)
+    batch = min(int(opts.batch_size), clips)
+    steps = int(opts.max_steps) or int(opts.epochs) * math.ceil(clips / batch)
     return S2MelTrainSettings(
         loss_type=loss_type, class_dropout_prob=class_dropout,
-        mode="lora" if opts.get("lora") else "full",
-        lora=S2MelLoRASettings(rank=int(opts["lora_rank"]), alpha=float(opts["lora_alpha"]),
-                               dropout=float(opts["lora_dropout"]), targets=lora_targets(opts["lora_targets"])),
-        learning_rate=float(opts["learning_rate"]), weight_decay=float(opts["weight_decay"]), batch_size=batch,
-        max_steps=steps, save_interval=int(opts["save_interval"]), keep_checkpoints=int(opts["keep_checkpoints"]),
-        grad_clip=float(opts["grad_clip"]) or math.inf, seed=int(opts["seed"]))
+        mode="lora" if opts.lora else "full",
+        lora=S2MelLoRASettings(rank=int(opts.lora_rank), alpha=float(opts.lora_alpha),
+                               dropout=float(opts.lora_dropout), targets=lora_targets(opts.lora_targets)),
+        learning_rate=float(opts.learning_rate), weight_decay=float(opts.weight_decay), batch_size=batch,
+        max_steps=steps, save_interval=int(opts.save_interval), keep_checkpoints=int(opts.keep_checkpoints),
+        grad_clip=float(opts.grad_clip) or math.inf, seed=int(opts.seed))
 
 
 def _settings(plan: S2MelPlan) -> bool:
     opts = plan.plan.opts
-    if opts.get("resume") not in ("", "auto"):
-        return plan.plan.add("settings", False, f"--resume {opts['resume']}: an S2Mel run resumes from its "
+    if opts.resume not in ("", "auto"):
+        return plan.plan.add("settings", False, f"--resume {opts.resume}: an S2Mel run resumes from its "
                                                 "--output-dir only (auto)")
-    if opts.get("sample_texts") and not opts.get("eval_reference"):
+    if opts.sample_texts and not opts.eval_reference:
         return plan.plan.add("settings", False, "--sample-texts of an S2Mel run are spoken with the first "
                                                 "--eval-reference (reference voice audio): give one")
     try:
@@ -218,7 +220,7 @@ def _resume(plan: S2MelPlan) -> bool:
     from trainer.s2mel.checkpoint import select_s2mel_resume
 
     try:
-        choice = select_s2mel_resume(plan.plan.opts["output_dir"])
+        choice = select_s2mel_resume(plan.plan.opts.output_dir)
     except CheckpointError as exc:
         return plan.plan.add("resume", False, one_line(exc))
     if choice is None:
@@ -230,11 +232,12 @@ def _resume(plan: S2MelPlan) -> bool:
     return plan.plan.add("resume", True, f"resume from {path.name} at step {ckpt.get('step')}")
 
 
-def make_s2mel_plan(opts: dict[str, Any], *, own_lock: bool = False) -> S2MelPlan:
-    """Every pre-start check of an S2Mel run, in order; never raises for bad input."""
+def make_s2mel_plan(opts: RunOptions | Mapping[str, Any], *, own_lock: bool = False) -> S2MelPlan:
+    """Every pre-start check of an S2Mel run, in order; never raises for bad input (a plain dict of options
+    is taken strictly, as ``RunOptions.from_dict``)."""
     from trainer.plan import _output_dir, check_model_folders
 
-    plan = S2MelPlan(RunPlan(opts=dict(opts)))
+    plan = S2MelPlan(RunPlan(opts=as_run_options(opts)))
     check_model_folders(plan.plan)  # first: a damaged download is named before any of its files is read
     generation_ok = _generation(plan)
     data_ok = generation_ok and _data(plan)

@@ -9,27 +9,30 @@ checkpoint's tensor shape) and the trainer (rows of the GPT it loaded), so they 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from data_tools import item_files
 from data_tools.shape_rules import RuleError
+from trainer.run_options import RunOptions, as_run_options
 
 TEXT_IDS_FOLDER = "text_ids"
 
 
-def gpt_source(opts: dict[str, Any], folder: Path) -> str:
+def gpt_source(opts: RunOptions | Mapping[str, Any], folder: Path) -> str:
     """Where the latent's GPT comes from, as a refusal names it."""
-    checkpoint = opts.get("base_checkpoint")
+    opts = as_run_options(opts)
+    checkpoint = opts.base_checkpoint
     return f"--base-checkpoint {checkpoint}" if checkpoint else f"the download folder's {folder / 'gpt.pth'}"
 
 
-def planned_text_rows(opts: dict[str, Any], folder: Path) -> int:
+def planned_text_rows(opts: RunOptions | Mapping[str, Any], folder: Path) -> int:
     """Text rows of the GPT an S2Mel run will load, without loading it: the folder's config (its ``gpt.pth`` is
     loaded strictly against it), or the shape of ``--base-checkpoint``'s text embedding (memory-mapped).
     Raises ValueError (one line) for a config or checkpoint that cannot say."""
-    checkpoint = opts.get("base_checkpoint")
+    opts = as_run_options(opts)
+    checkpoint = opts.base_checkpoint
     if not checkpoint:
         from data_tools.config import load_config
         from networks.gpt_config import text_rows

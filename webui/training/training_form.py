@@ -21,6 +21,7 @@ from trainer import options as trainer_options
 from trainer.generations.registry import GENERATIONS, by_id
 from trainer.generations.spec import FormFacts
 from trainer.options import OPTIONS, Option
+from trainer.run_options import parse_run_options
 from webui.jobs import launcher
 from webui.jobs.launcher import LAUNCH_KEYS, LAUNCH_OPTIONS, TRAINER_MODULE, LaunchError
 from webui.training.presets import DEMO_PRESET as DEMO_PRESET
@@ -241,12 +242,11 @@ def values_from_trainer_argv(argv: list[str] | tuple[str, ...]) -> dict[str, Any
         return None
     launch, trainer_args = split
     try:
-        values = trainer_options.parse_argv(trainer_args)
+        recorded = parse_run_options(trainer_args)
     except SystemExit:
         return None
-    values["preflight"] = False
-    values["preflight_json"] = ""
-    return {**values, **launcher.values_of(launch)}
+    shown = recorded.replace(preflight=False, preflight_json="")  # the form starts a run, not its pre-flight
+    return {**shown.to_dict(), **launcher.values_of(launch)}
 
 
 # -- presets ---------------------------------------------------------------------------------------------
