@@ -125,8 +125,9 @@ def test_an_earlier_export_is_kept_unless_forced(english_tokenizer, tmp_path):
 
 
 # -- IndexTTS-2.5 ---------------------------------------------------------------------------------------------
-def test_a_moved_v25_export_speaks_without_its_base_folder(tmp_path, capsys):
-    from tests.indextts25_folder import build_download_folder, download_config, expected, tiled_features
+def v25_run(tmp_path: Path) -> tuple[Path, Path]:
+    """(a tiny IndexTTS-2.5 download folder, a checkpoint of ours whose weights moved from it), no training."""
+    from tests.indextts25_folder import build_download_folder, download_config
     from trainer.generations.indextts25 import TABLE_NAME
 
     base = build_download_folder(tmp_path / "base" / "IndexTTS-2.5")
@@ -139,6 +140,13 @@ def test_a_moved_v25_export_speaks_without_its_base_folder(tmp_path, capsys):
     checkpoint = tmp_path / "run" / "latest.pth"
     checkpoint.parent.mkdir()
     torch.save(ckpt, checkpoint)
+    return base, checkpoint
+
+
+def test_a_moved_v25_export_speaks_without_its_base_folder(tmp_path, capsys):
+    from tests.indextts25_folder import expected, tiled_features
+
+    base, checkpoint = v25_run(tmp_path)
     export = tmp_path / "exports" / "run_latest"
     export_checkpoint(checkpoint, export, config=base / "config.yaml")
     assert not _links(export)

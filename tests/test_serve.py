@@ -79,22 +79,12 @@ def _export_v2(tmp_path: Path, tokenizer: Path) -> tuple[Path, Path, str, str | 
 
 
 def _export_v25(tmp_path: Path) -> tuple[Path, Path, str, str | None]:
-    from data_tools.fileio import sha256_file
-    from tests.indextts25_folder import build_download_folder, download_config, expected
+    from tests.indextts25_folder import expected
+    from tests.test_export_speaks import v25_run
     from trainer.checkpoints import export_checkpoint
-    from trainer.checkpoints.format import FORMAT_NAME
-    from trainer.generations.indextts25 import TABLE_NAME
 
-    base = build_download_folder(tmp_path / "base" / "IndexTTS-2.5")
-    state = torch.load(base / "gpt.pth", weights_only=True)
-    state = {k: v + 0.01 if v.is_floating_point() else v for k, v in state.get("model", state).items()}
-    table = base / TABLE_NAME
-    ckpt = {"format": FORMAT_NAME, "model": state, "step": 2,
-            "model_config": {**download_config()["gpt"], "spk_cond_mode": "campplus"},
-            "tokenizer": {"path": str(table), "sha256": sha256_file(table), "text_scheme": {"scheme": "bytes"}}}
-    (tmp_path / "run").mkdir()
-    torch.save(ckpt, tmp_path / "run" / "latest.pth")
-    export_checkpoint(tmp_path / "run" / "latest.pth", tmp_path / "exports" / "v25_voice", config=base / "config.yaml")
+    base, checkpoint = v25_run(tmp_path)
+    export_checkpoint(checkpoint, tmp_path / "exports" / "v25_voice", config=base / "config.yaml")
     item = expected()["items"][0]
     voice = tmp_path / "amina.wav"
     sf.write(voice, item["wav_int16"].reshape(-1).numpy(), int(item["wav_sr"]), subtype="PCM_16")

@@ -61,14 +61,8 @@ class JobPanel:
 def job_panel(job: ReportJob, prefix: str) -> JobPanel:
     """The panel's components, laid out here (``prefix`` names their element ids: ``<prefix>-job-status``...)."""
     message = gr.HTML(elem_id=f"{prefix}-job-message")
-    with gr.Row(equal_height=True):
-        status = gr.HTML(elem_id=f"{prefix}-job-status", scale=5)
-        stop = gr.Button("Stop", variant="stop", size="sm", scale=0, min_width=80, elem_id=f"{prefix}-job-stop")
-    progress = gr.HTML(elem_id=f"{prefix}-job-progress")
-    with gr.Accordion("Log", open=False):
-        log = gr.Textbox(lines=8, max_lines=16, interactive=False, autoscroll=True, show_label=False,
-                         elem_id=f"{prefix}-job-log")
-    return JobPanel(job=job, message=message, status=status, progress=progress, log=log, stop=stop,
+    own = shared_job_panel(prefix)
+    return JobPanel(job=job, message=message, status=own.status, progress=own.progress, log=own.log, stop=own.stop,
                     timer=gr.Timer(TICK_S, active=True), shown=gr.State(None))
 
 
