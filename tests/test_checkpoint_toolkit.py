@@ -206,6 +206,26 @@ def test_list_shows_every_checkpoint_newest_first_with_verdicts(tmp_path, state,
     assert cli("list", tmp_path / "missing").returncode == 2
 
 
+def test_a_checkpoint_rotated_away_while_it_is_listed_is_left_out_not_raised(tmp_path, state, monkeypatch):
+    """A running training deletes old step files while the studio lists them (the Test tab built on a restart
+    failed the whole studio with FileNotFoundError): the vanished file is skipped, the rest listed."""
+    from trainer.checkpoints import metadata
+
+    manager = CheckpointManager(tmp_path, keep=5)
+    for step in (10, 20):
+        manager.save(make_checkpoint(step, state=state), step)
+    real = metadata.read_trailer
+
+    def rotated_meanwhile(path):
+        if Path(path).name == "model_step10.pth":
+            Path(path).unlink()  # the trainer's rotation, between loading the file and reading its trailer
+        return real(path)
+
+    monkeypatch.setattr(metadata, "read_trailer", rotated_meanwhile)
+    listed = [s.path.name for s in list_checkpoints(tmp_path, verify=False)]
+    assert listed == ["latest.pth", "model_step20.pth"]
+
+
 # ----- repair -------------------------------------------------------------------------------------------
 
 

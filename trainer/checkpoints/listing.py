@@ -82,6 +82,8 @@ def list_checkpoints(output_dir: str | Path, verify: bool = True) -> list[Checkp
                 try:
                     meta = seen[key] = read_metadata(path)
                 except CheckpointError as exc:
+                    if not path.exists():
+                        continue  # rotated away while it was read (a run saving meanwhile)
                     meta = seen[key] = str(exc).split(" is not a loadable checkpoint: ", 1)[-1]
             if isinstance(meta, str):
                 reason = meta

@@ -142,7 +142,10 @@ def _metadata_of(ckpt: dict[str, Any], path: Path, size: int, mtime: float) -> C
     meta.has_optimizer = isinstance(ckpt.get("optimizer"), Mapping)
     meta.has_rng = ckpt.get("rng") is not None or ckpt.get("rng_state") is not None
     meta.declares_digest = declares_digest(ckpt)
-    trailer = read_trailer(path)
+    try:
+        trailer = read_trailer(path)
+    except OSError as exc:  # e.g. rotated away since it was loaded
+        raise CheckpointError(f"{path} is not a loadable checkpoint: {exc.strerror or exc}") from None
     if isinstance(trailer, str):
         meta.digest_note = trailer
     elif trailer is not None:
