@@ -685,6 +685,33 @@ def test_a_job_panels_start_and_timer_take_turns_so_a_late_tick_cannot_switch_th
     assert checked >= 12  # every report job's panel (data checks, tokenizer, checkpoints...), preparation, Test
 
 
+def test_every_form_fill_and_every_project_pick_take_turns_so_a_slow_load_cannot_switch_the_project_back(
+        demo_workspace):
+    """Under load the page's first fill (from the project it opened on) answered after a project created in the page
+    and set the picker back, which switched the session to the old project (the 2.5 project walk failed so in a full
+    run). The queue runs up to four calls of one function at once, so each fill from the project stamp runs one at a
+    time with the newest stamp last, and every event that writes the project picker shares one turn."""
+    import gradio as gr
+
+    from webui.context import StudioContext
+    from webui.studio import build_studio
+
+    ctx = StudioContext.create(demo_workspace.root)
+    studio = build_studio(ctx)
+    stamp = ctx.project_stamp._id
+    fills = [dep for dep in studio.fns.values() if (stamp, "change") in {(t[0], t[1]) for t in dep.targets}]
+    assert len(fills) >= 5  # the Project tab, ingest, preparation, data checks, tokenizer, training
+    for dep in fills:
+        assert dep.concurrency_limit == 1 and dep.trigger_mode == "always_last", dep.fn
+    picker = next(b for b in studio.blocks.values() if isinstance(b, gr.Dropdown) and b.elem_id == "project-pick")
+    writers = [dep for dep in studio.fns.values() if picker._id in {o._id for o in dep.outputs}]
+    assert len(writers) >= 3  # the page's fill, Create, Refresh
+    assert len({dep.concurrency_id for dep in writers}) == 1
+    assert all(dep.concurrency_limit == 1 for dep in writers)
+    picks = [dep for dep in studio.fns.values() if (picker._id, "change") in {(t[0], t[1]) for t in dep.targets}]
+    assert picks and all(dep.concurrency_id == writers[0].concurrency_id for dep in picks)
+
+
 def test_the_checkpoints_tab_has_one_stop_one_log_and_one_status_for_all_its_tools(demo_workspace):
     """Issue 40: six tools each repeated a red Stop and an empty Log drawer; now one panel shows whichever ran."""
     import gradio as gr

@@ -21,7 +21,6 @@ from webui.jobs.run_record import read_record
 
 RUN_TIMEOUT_MS = 180_000  # a trainer start (torch import, model build) on a busy 2-core CI machine
 UI_TIMEOUT_MS = 60_000
-SAVED = re.compile(r"stopped, saved at step (\d+)")
 
 
 _started = [time.monotonic()]
@@ -82,10 +81,6 @@ def wait_plot_beyond(page, elem_id: str, step: int, timeout_ms: int = RUN_TIMEOU
         arg=[elem_id, step], timeout=timeout_ms,
     )
     return plot_points(page, elem_id)
-
-
-def status_text(page) -> str:
-    return page.locator("#train-status").inner_text()
 
 
 def fill_number(page, elem_id: str, value: int) -> None:
@@ -276,10 +271,7 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
 
         phase("restarted UI reattached")
         page.locator("#train-stop").click()
-        page.wait_for_function(
-            "() => /stopped, saved at step \\d+/.test(document.querySelector('#train-status').innerText)",
-            timeout=RUN_TIMEOUT_MS)
-        assert int(SAVED.search(status_text(page)).group(1)) > saved_step
+        assert wait_stopped_at(page) > saved_step
         page.screenshot(path=str(artifacts / "tab-training-stopped.png"), full_page=True)
         open_tab(page, "Checkpoints")
         page.locator("#ckpt-list-run").click()
@@ -301,10 +293,11 @@ def choose_preset(page, name: str) -> None:
 
 
 def wait_stopped_at(page) -> int:
-    page.wait_for_function(
-        "() => /stopped, saved at step \\d+/.test(document.querySelector('#train-status').innerText)",
-        timeout=RUN_TIMEOUT_MS)
-    return int(SAVED.search(status_text(page)).group(1))
+    """The step a stopped run saved at, read in the same look that saw it (a second read raced a re-render)."""
+    seen = page.wait_for_function(
+        "() => { const m = /stopped, saved at step (\\d+)/.exec(document.querySelector('#train-status').innerText);"
+        " return m && m[1]; }", timeout=RUN_TIMEOUT_MS)
+    return int(seen.json_value())
 
 
 @pytest.mark.slow

@@ -108,12 +108,18 @@ def newer_stamp(ctx: StudioContext, name: str | None, current: dict[str, Any] | 
     return gr.skip() if records == current.get("records") else {"project": name, "records": records, "cause": STEP}
 
 
-def follow(ctx: StudioContext, fn: Callable[..., Any], outputs: Sequence[Any], inputs: Sequence[Any] = ()) -> None:
+def follow(ctx: StudioContext, fn: Callable[..., Any], outputs: Sequence[Any], inputs: Sequence[Any] = (),
+           concurrency_id: str | None = None) -> None:
     """Run ``fn(stamp, *inputs)`` whenever the session's project stamp changes (the page loaded, a project was
-    picked, a step finished); its outputs fill ``outputs``. Nothing when the tab is built alone."""
+    picked, a step finished); its outputs fill ``outputs``. Nothing when the tab is built alone.
+
+    One run at a time, the newest stamp last: the queue runs up to four calls of one function at once, so a slow
+    fill from the page's load could land after the fill for the project picked next and show the old project.
+    ``concurrency_id``: share the turn with the other events that write the same outputs."""
     if ctx.project_stamp is None:
         return
-    ctx.project_stamp.change(fn, inputs=[ctx.project_stamp, *inputs], outputs=list(outputs), show_progress="hidden")
+    ctx.project_stamp.change(fn, inputs=[ctx.project_stamp, *inputs], outputs=list(outputs), show_progress="hidden",
+                             concurrency_limit=1, concurrency_id=concurrency_id, trigger_mode="always_last")
 
 
 def stamp_name(stamp: Any) -> str | None:

@@ -125,6 +125,11 @@ def create_action(workspace: Path | str, name: str, model_dir: str | None) -> tu
         project.name
 
 
+# Every event that writes the picker or the project's view takes its turn in order: a slow fill from the page's
+# load must not land after a project created or picked next, set the picker back and switch the project.
+TURNS: dict[str, Any] = {"concurrency_id": "project-view", "concurrency_limit": 1}
+
+
 def _view_outputs(workspace: Path, name: str | None) -> tuple[str, str, Any]:
     view = project_view(workspace, name)
     return view.summary, view.steps, gr.Button(value=view.next_label, interactive=view.next_tab is not None)
@@ -176,7 +181,8 @@ def build(ctx: StudioContext) -> Any:
         def picked(chosen: str | None, current: Any) -> tuple[Any, ...]:
             return (*follow.picked(ctx, chosen, current), *_view_outputs(workspace, chosen))
 
-        picker.change(picked, inputs=[picker, ctx.project_stamp], outputs=[state, ctx.project_stamp, *shown])
+        picker.change(picked, inputs=[picker, ctx.project_stamp], outputs=[state, ctx.project_stamp, *shown],
+                      **TURNS)
 
         def followed(stamp: Any) -> tuple[Any, ...]:  # the page loaded (the list read now), or a step finished
             chosen = follow.stamp_name(stamp)
@@ -184,9 +190,9 @@ def build(ctx: StudioContext) -> Any:
             return (gr.Dropdown(choices=names, value=chosen if chosen in names else None),
                     *_view_outputs(workspace, chosen))
 
-        follow.follow(ctx, followed, [picker, *shown])
+        follow.follow(ctx, followed, [picker, *shown], concurrency_id=TURNS["concurrency_id"])
     else:
-        picker.change(lambda chosen: _view_outputs(workspace, chosen), inputs=picker, outputs=shown)
+        picker.change(lambda chosen: _view_outputs(workspace, chosen), inputs=picker, outputs=shown, **TURNS)
 
     def created(typed: str, folder: str | None) -> tuple[Any, Any]:
         text, made = create_action(workspace, typed, folder)
@@ -194,14 +200,15 @@ def build(ctx: StudioContext) -> Any:
             return text, gr.skip()
         return text, gr.Dropdown(choices=project_choices(workspace), value=made)
 
-    create.click(created, inputs=[name, model], outputs=[message, picker])
+    create.click(created, inputs=[name, model], outputs=[message, picker], **TURNS)
     refresh.click(lambda chosen: (gr.Dropdown(choices=project_choices(workspace), value=chosen),
-                                  *_view_outputs(workspace, chosen)), inputs=picker, outputs=[picker, *shown])
+                                  *_view_outputs(workspace, chosen)), inputs=picker, outputs=[picker, *shown],
+                  **TURNS)
     if ctx.tabs is not None:
         next_button.click(lambda chosen: _next_tab(workspace, chosen), inputs=picker, outputs=ctx.tabs)
 
     def on_select(tab: gr.Tab) -> None:  # back from another tab: the states as the folders are now
         tab.select(lambda chosen: _view_outputs(workspace, chosen), inputs=picker, outputs=shown,
-                   show_progress="hidden")
+                   show_progress="hidden", **TURNS)
 
     return on_select
