@@ -46,14 +46,49 @@ SETTLED_JS = ("() => ![...document.querySelectorAll('.block')].some(b => b.class
               " || getComputedStyle(b).opacity !== '1')")
 
 
-def _shoot(page, out: Path, name: str) -> None:
+SHOWN_WORKSPACE = "~/studio/workspace"  # where a reader's own workspace would be, in place of the temporary one
+# Rewrites every text node and field value: the pictures show the studio as a user's machine would, not ours.
+MASK_JS = """(pairs) => {
+  const swap = (text) => pairs.reduce((t, [from, to]) => t.split(from).join(to), text);
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) node.nodeValue = swap(node.nodeValue);
+  for (const field of document.querySelectorAll('input, textarea')) field.value = swap(field.value);
+}"""
+SHOWN_TEXT_JS = ("() => [document.body.innerText,"
+                 " ...[...document.querySelectorAll('input, textarea')].map(f => f.value)].join('\\n')")
+
+
+class PathLeak(RuntimeError):
+    """A picture would show a path of the machine that made it."""
+
+
+def machine_paths(workspace: Path) -> list[tuple[str, str]]:
+    """(a path of this machine, what a picture shows instead), longest first so a folder inside another is
+    replaced whole."""
+    pairs = {str(workspace): SHOWN_WORKSPACE, sys.executable: "python", str(Path(sys.executable).parent) + "/": "",
+             str(REPO) + "/": "", str(REPO): ".", str(Path.home()): "~"}
+    return sorted(pairs.items(), key=lambda pair: -len(pair[0]))
+
+
+def hide_machine_paths(page, pairs: list[tuple[str, str]]) -> None:
+    """Show the page's paths as a reader's machine would have them, then check that none of ours is left."""
+    page.evaluate(MASK_JS, [list(pair) for pair in pairs])
+    shown = page.evaluate(SHOWN_TEXT_JS)
+    tmp_root = str(Path(tempfile.gettempdir())) + "/"
+    left = [path for path, _ in pairs if path in shown] + ([tmp_root] if tmp_root in shown else [])
+    if left:
+        raise PathLeak(f"the page still shows {left[0]!r}; the picture would carry a path of this machine")
+
+
+def _shoot(page, out: Path, name: str, pairs: list[tuple[str, str]]) -> None:
     page.wait_for_function(SETTLED_JS, timeout=UI_TIMEOUT_MS)  # every pending output rendered
+    hide_machine_paths(page, pairs)
     path = out / name
     page.screenshot(path=str(path), full_page=False)
     print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
 
 
-def _capture(url: str, out: Path) -> None:
+def _capture(url: str, out: Path, pairs: list[tuple[str, str]]) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -64,7 +99,7 @@ def _capture(url: str, out: Path) -> None:
             page.set_default_timeout(UI_TIMEOUT_MS)
             page.goto(url)
             page.locator("#project-steps tr[data-step]").first.wait_for()
-            _shoot(page, out, "1-project.png")
+            _shoot(page, out, "1-project.png", pairs)
 
             page.get_by_role("tab", name="Data", exact=True).click()
             page.locator("#data-ingest").get_by_text("Recordings → clips").first.click()
@@ -72,11 +107,11 @@ def _capture(url: str, out: Path) -> None:
             page.wait_for_function("() => document.querySelectorAll('#proof-table [data-testid^=\"cell-\"]').length"
                                    " > 0", timeout=UI_TIMEOUT_MS)
             page.locator("#proof-table").scroll_into_view_if_needed()
-            _shoot(page, out, "2-proofread.png")
+            _shoot(page, out, "2-proofread.png", pairs)
 
             page.get_by_role("tab", name="Training", exact=True).click()
             page.locator("#train-command").wait_for()
-            _shoot(page, out, "3-training.png")
+            _shoot(page, out, "3-training.png", pairs)
         finally:
             browser.close()
 
@@ -101,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                                 stdin=subprocess.DEVNULL)
         try:
             _wait_answering(url, proc, START_TIMEOUT_S)
-            _capture(url, args.out)
+            _capture(url, args.out, machine_paths(workspace))
         finally:
             proc.terminate()
             try:

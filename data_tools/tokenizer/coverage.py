@@ -66,3 +66,21 @@ def token_coverage(texts: Iterable[str], encode: Callable[[str], list[int]], pie
     unseen = "".join(ch for ch in letters if ch not in characters)
     return TokenCoverage(texts=count, appended=len(appended), trained=len(appended) - len(untrained),
                          untrained=untrained, letters=len(letters), unseen_letters=unseen)
+
+
+def trained_ids(texts: Iterable[str], encode: Callable[[str], list[int]]) -> frozenset[int]:
+    """The ids some text encodes to: the rows a run on these texts trains."""
+    seen: set[int] = set()
+    for text in texts:
+        if text:
+            seen.update(encode(text))
+    return frozenset(seen)
+
+
+def untrained_pieces(ids: Sequence[int], pieces: Sequence[str], trained: frozenset[int],
+                     base_size: int) -> list[int]:
+    """Positions in a text's ``ids`` (with their ``pieces``) of appended pieces (id >= ``base_size``) that no training
+    text has: the rows behind them never trained, so the model speaks noise there."""
+    if len(ids) != len(pieces):
+        raise ValueError(f"{len(ids)} ids but {len(pieces)} pieces")
+    return [index for index, piece_id in enumerate(ids) if piece_id >= base_size and piece_id not in trained]

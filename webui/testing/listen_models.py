@@ -97,7 +97,7 @@ def relative_to_root(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _read_yaml(path: Path) -> dict[str, Any] | None:
+def read_yaml(path: Path) -> dict[str, Any] | None:
     import yaml
 
     try:
@@ -132,7 +132,7 @@ def trains_s2mel(folder: Path) -> bool:
 
     Its ``train_config.yaml`` says so; a run without one (older S2Mel runs wrote none) by the first line of its
     ``metrics.jsonl`` (``"part": "s2mel"``)."""
-    options = _read_yaml(folder / TRAIN_CONFIG)
+    options = read_yaml(folder / TRAIN_CONFIG)
     if options:
         return str(options.get("train") or "gpt") == "s2mel"
     try:
@@ -164,7 +164,7 @@ def run_dirs(workspace: Path | str) -> list[Path]:
 
 def run_config(output_dir: Path) -> Path | None:
     """The config.yaml a run was trained with, from its ``train_config.yaml`` (None when unknown)."""
-    options = _read_yaml(output_dir / TRAIN_CONFIG)
+    options = read_yaml(output_dir / TRAIN_CONFIG)
     if not options or not str(options.get("config") or "").strip():
         return None
     return typed_path(options["config"], f"config of {output_dir / TRAIN_CONFIG}")
@@ -191,7 +191,7 @@ def _run_choices(output_dir: Path, workspace: Path, versions: dict[Path, str]) -
     version = _config_version(config, versions) if config is not None and config.is_file() else "?"
     linked = _linked_steps(output_dir)
     where = relative_to_root(output_dir, workspace)
-    lora = bool((_read_yaml(output_dir / TRAIN_CONFIG) or {}).get("lora"))
+    lora = bool((read_yaml(output_dir / TRAIN_CONFIG) or {}).get("lora"))
     choices = []
     for summary in list_checkpoints(output_dir, verify=False):
         step = summary.step

@@ -19,8 +19,8 @@ from webui.testing.listen_models import (
     KIND_ORDER,
     TRAIN_CONFIG,
     ListenError,
-    _read_yaml,
     generation_name,
+    read_yaml,
     relative_to_root,
     run_globs,
     test_facts,
@@ -57,7 +57,7 @@ def run_version(folder: Path) -> str:
     """The generation id of an S2Mel run (its download folder, from ``train_config.yaml``); "?" when unknown."""
     from trainer.generations.registry import generation_of_folder
 
-    options = _read_yaml(folder / TRAIN_CONFIG) or {}
+    options = read_yaml(folder / TRAIN_CONFIG) or {}
     text = str(options.get("model_dir") or options.get("sample_model_dir") or "").strip()
     if not text and str(options.get("config") or "").strip():
         text = str(Path(str(options["config"])).parent)

@@ -39,6 +39,7 @@ from webui.testing.s2mel_scores_view import scores_html as s2mel_scores_html
 from webui.testing.tab_testing_layout import form_inputs
 from webui.testing.tab_testing_layout import players as layout_players
 from webui.testing.test_job import NONE, POLL_S, SIDES, TURNS, TestView, poll_test, start_test, stop_test
+from webui.testing.text_coverage import coverage_html
 
 if TYPE_CHECKING:
     from trainer.project import Project
@@ -171,6 +172,12 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
         for changed in (model, decoder):
             changed.change(lambda key, voc, s2mel: describe_pick(key, workspace, voc, s2mel),
                            inputs=[model, i.vocoder, decoder], outputs=files)
+    def on_text(a: str | None, b: str | None, voc: str | None, text: str) -> str:
+        return coverage_html(workspace, {"A": a, "B": None if b == NONE else b}, voc, text or "")
+
+    gr.on([i.text.change, picks.model_a.change, picks.model_b.change], on_text,
+          inputs=[picks.model_a, picks.model_b, i.vocoder, i.text], outputs=i.untrained, show_progress="hidden",
+          trigger_mode="always_last", concurrency_limit=1)
     i.vocoder.change(lambda a, b, voc, sa, sb: (describe_pick(a, workspace, voc, sa), describe_pick(b, workspace, voc, sb)),
                      inputs=[picks.model_a, picks.model_b, i.vocoder, *decoders], outputs=[picks.files_a, picks.files_b])
 

@@ -19,6 +19,7 @@ def form_inputs(ctx: StudioContext) -> SimpleNamespace:
     references = reference_choices(ctx.workspace)  # every generation's demo validation prompts
     text = gr.Textbox(value=DEFAULT_TEXT, lines=3, label="Text to speak (Amharic or any language the tokenizer has)",
                       elem_id="test-text")
+    untrained = gr.HTML(elem_id="test-text-coverage")  # pieces of the text the picked models never trained
     with gr.Row():
         reference = gr.Dropdown(choices=references, value=references[0][1], allow_custom_value=True, scale=3,
                                 label="Reference voice", elem_id="test-reference",
@@ -53,7 +54,7 @@ def form_inputs(ctx: StudioContext) -> SimpleNamespace:
                                       scale=2)
         emotion_reference = gr.Audio(sources=["upload", "microphone"], type="filepath", elem_id="test-emotion-reference",
                                      label="Emotion reference (optional; empty: the reference voice's own emotion)")
-    return SimpleNamespace(text=text, reference=reference, upload=upload, mode=mode, num_beams=num_beams, seed=seed,
+    return SimpleNamespace(text=text, untrained=untrained, reference=reference, upload=upload, mode=mode, num_beams=num_beams, seed=seed,
                            temperature=temperature, top_k=top_k, top_p=top_p, vocoder=vocoder, device=device,
                            v2_steps=v2_steps, emotion_reference=emotion_reference, emotion_alpha=emotion_alpha,
                            duration_factor=duration_factor)

@@ -1,0 +1,129 @@
+"""The Test tab marks text that uses pieces the picked model's run never trained, before it is spoken.
+
+An extended tokenizer's appended pieces are new rows of the GPT's text embedding; a row that no training text
+encodes to keeps its initial value, and the model speaks noise where a text needs it. For a checkpoint of a run
+(its folder holds ``train_config.yaml``), the run's manifests say which rows trained and the checkpoint's
+``base_vocab_size`` which rows are appended (``data_tools.tokenizer.coverage``, as the Tokenizer tab's verify).
+A base model, an export or a tokenizer other than SentencePiece are not marked: nothing says what they trained on.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+from data_tools.manifest import parse_manifest_spec
+from data_tools.text_tokenizer import TextTokenizer, TokenizerError
+from data_tools.tokenizer.coverage import trained_ids, untrained_pieces
+from webui.plots import badge_html
+from webui.testing.listen import ListenError, resolve_model
+from webui.testing.listen_models import BASE_PREFIX, TRAIN_CONFIG, read_yaml
+
+SHOWN = 12  # marked pieces listed by name
+
+
+def _stamp(path: Path) -> tuple[str, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return str(path), info.st_mtime_ns, info.st_size
+
+
+@lru_cache(maxsize=16)
+def _base_size(stamp: tuple[str, int, int]) -> int | None:
+    """The checkpoint's ``base_vocab_size`` (None: it records none, or it cannot be read)."""
+    import pickle
+
+    import torch
+
+    try:
+        ckpt = torch.load(stamp[0], map_location="cpu", weights_only=True, mmap=True)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError):
+        return None
+    value = ckpt.get("base_vocab_size") if isinstance(ckpt, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _manifests(run: Path) -> list[tuple[Path, str | None]] | None:
+    options = read_yaml(run / TRAIN_CONFIG)
+    if options is None:
+        return None
+    found = []
+    listed = options.get("train_manifest") or []  # replayed languages included: their rows train too
+    for spec in listed if isinstance(listed, list) else [listed]:
+        parsed = parse_manifest_spec(str(spec))
+        found.append((parsed.path if parsed.path.is_absolute() else run / parsed.path, parsed.language))
+    return found
+
+
+def _texts(manifests: tuple[tuple[tuple[str, int, int], str | None], ...]) -> Iterator[tuple[str, str | None]]:
+    from data_tools.tokenizer.train import TokenizerToolError, iter_corpus_lines
+
+    for (path, _, _), language in manifests:
+        try:
+            for raw, line_language, _ in iter_corpus_lines(Path(path)):
+                yield raw, line_language or language
+        except TokenizerToolError:
+            continue
+
+
+@lru_cache(maxsize=8)
+def _trained(tokenizer: tuple[str, int, int],
+             manifests: tuple[tuple[tuple[str, int, int], str | None], ...]) -> frozenset[int]:
+    model = TextTokenizer(tokenizer[0])
+    return trained_ids((model.normalize(raw, language) for raw, language in _texts(manifests)),
+                       model.encode_normalized)
+
+
+def untrained_marks(checkpoint: Path, tokenizer: Path | None, text: str) -> tuple[str, list[str]] | None:
+    """(the text as the model reads it, with the untrained pieces in <mark>; their names), or None when the model's
+    run says nothing (not a run's checkpoint, no base size, not a SentencePiece tokenizer) or nothing is untrained."""
+    run = checkpoint.parent
+    manifests = _manifests(run) if (run / TRAIN_CONFIG).is_file() else None
+    checkpoint_stamp, tokenizer_stamp = _stamp(checkpoint), _stamp(tokenizer) if tokenizer else None
+    if not manifests or checkpoint_stamp is None or tokenizer_stamp is None or not text.strip():
+        return None
+    base_size = _base_size(checkpoint_stamp)
+    stamps = tuple((stamp, language) for stamp, language in ((_stamp(p), lang) for p, lang in manifests) if stamp)
+    if base_size is None or not stamps:
+        return None
+    try:
+        model = TextTokenizer(tokenizer_stamp[0])
+        trained = _trained(tokenizer_stamp, stamps)
+    except (TokenizerError, OSError, ValueError):
+        return None
+    ids, pieces = model.encode(text), model.pieces(text)
+    if len(ids) != len(pieces):
+        return None
+    marked = set(untrained_pieces(ids, pieces, trained, base_size))
+    if not marked:
+        return None
+    shown = "".join(f"<mark>{html.escape(piece)}</mark>" if index in marked else html.escape(piece)
+                    for index, piece in enumerate(pieces)).replace("\u2581", " ")
+    return shown.strip(), [pieces[index].replace("\u2581", "") for index in sorted(marked)]
+
+
+def coverage_html(workspace: Path, picks: dict[str, str | None], vocoder: str | None, text: str) -> str:
+    """One warning per side whose run never trained some of this text's pieces ('' when none)."""
+    parts = []
+    for side, key in picks.items():
+        if not (key or "").strip() or str(key).startswith(BASE_PREFIX):
+            continue
+        try:
+            spec = resolve_model(str(key), workspace, vocoder)
+        except ListenError:
+            continue
+        found = untrained_marks(spec.checkpoint, spec.tokenizer, text)
+        if found is None:
+            continue
+        shown, names = found
+        listed = " ".join(names[:SHOWN]) + (" ..." if len(names) > SHOWN else "")
+        parts.append(f'<div class="test-untrained" data-side="{side}" data-untrained="{len(names)}">'
+                     + badge_html("UNTRAINED PIECES", f"Model {side}: {len(names)} piece(s) of this text never occur "
+                                  f"in its run's training data, so their rows never trained and may sound like noise: "
+                                  f"{listed}", "warn")
+                     + f'<div class="test-untrained-text">{shown}</div></div>')
+    return "".join(parts)
