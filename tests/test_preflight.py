@@ -53,13 +53,28 @@ def test_preflight_passes_on_the_demo_workspace(demo):
     assert report.ok, report.lines()
     names = [c.name for c in report.checks]
     assert names == ["manifests", "tokenizer", "config", "device", "data", "output directory", "resume", "weights",
-                     "samples", "evaluation", "disk space"]
+                     "token coverage", "samples", "evaluation", "disk space"]
     assert "IndexTTS-1.5 GPT" in _check(report, "config").message
     assert "296 items usable" in _check(report, "data").message
     assert "grown 1000 -> 1916" in _check(report, "weights").message
     assert report.to_dict()["resume_step"] is None and "fresh start" in _check(report, "resume").message
     assert report.to_dict()["version"] == "1.5"
     assert not Path(demo["output_dir"]).exists()  # pre-flight writes nothing
+
+
+def test_preflight_counts_the_appended_pieces_the_training_data_never_reaches(demo, demo_workspace):
+    """Issue 38: the demo grows 1000 -> 1916 rows; its 296 training texts reach only some of the 916 appended rows, and
+    the line says how many, as the tokenizer counts them over the same texts. A run on the base tokenizer (nothing
+    appended) gets no line."""
+    from data_tools.tokenizer.train import iter_corpus_lines
+
+    tokenizer = TextTokenizer(demo_workspace.extended_tokenizer)
+    reached = {i for raw, language, _ in iter_corpus_lines(Path(demo["train_manifest"][0].split("::")[0]))
+               for i in tokenizer.encode(raw, language or "am") if i >= 1000}
+    line = _check(run_preflight(demo), "token coverage")
+    assert line.ok and line.warning == (len(reached) < 916)
+    assert line.message.startswith(f"{len(reached):,} of 916 appended pieces occur in the 296 training items")
+    assert f"{916 - len(reached):,} never do" in line.message
 
 
 def test_preflight_cli_exit_codes_and_json(tmp_path, demo_workspace, capsys):

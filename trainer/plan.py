@@ -56,6 +56,7 @@ from trainer.memory_estimate import gpu_bytes_of, memory_check
 from trainer.model_source import ModelStart, from_resumed
 from trainer.models.integrity import model_folders_damage
 from trainer.options import resolved_config
+from trainer.plan_coverage import add_token_coverage
 from trainer.replay import sampling_groups, weight_refusal
 from trainer.run_options import RunOptions, as_run_options
 from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
@@ -557,6 +558,7 @@ def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank:
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
     if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):
         _weights(plan, mmap)
+        add_token_coverage(plan)
     if plan.generation is not None and plan.train is not None:
         _samples(plan)
         if plan.add("evaluation", *evaluation_plan(plan.opts, plan.generation)):

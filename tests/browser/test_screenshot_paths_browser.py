@@ -30,5 +30,5 @@ def test_the_workspace_and_the_python_path_are_shown_as_a_readers_machine_has_th
 def test_a_temporary_path_the_pairs_do_not_know_refuses_the_picture(page, tmp_path: Path) -> None:
     stray = Path(tempfile.gettempdir()) / "somewhere-else" / "clip.wav"
     _page_with(page, "fine", str(stray))
-    with pytest.raises(PathLeak, match="somewhere|/tmp"):
+    with pytest.raises(PathLeak, match="would carry a path of this machine"):
         hide_machine_paths(page, machine_paths(tmp_path / "workspace"))
