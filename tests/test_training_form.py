@@ -146,15 +146,15 @@ def test_indextts2_demo_preset_matches_the_v2_demo_workspace(demo_workspace) -> 
 
 def test_what_the_form_offers_follows_the_model_version() -> None:
     option = trainer_options.option_by_name
-    assert tf.field_label(option("train_manifest"), "2") == "--train-manifest * (IndexTTS2 paired manifest)"
-    assert tf.field_label(option("val_manifest"), "1.5") == "--val-manifest (IndexTTS-1.5 codes manifest)"
-    assert tf.field_label(option("train_manifest"), None) == "--train-manifest *"
+    assert tf.field_label(option("train_manifest"), "2") == "Training data * (IndexTTS2 paired manifest)"
+    assert tf.field_label(option("val_manifest"), "1.5") == "Validation data (IndexTTS-1.5 codes manifest)"
+    assert tf.field_label(option("train_manifest"), None) == "Training data *"
     assert not tf.applies(option("vocoder"), "2") and tf.applies(option("vocoder"), "1.5")
     assert tf.field_info(option("vocoder"), "2") == by_id("2").form.not_for and "\n" not in by_id("2").form.not_for
-    assert tf.field_info(option("vocoder"), "1.5") == option("vocoder").help
+    assert tf.field_info(option("vocoder"), "1.5") == f"--vocoder: {option('vocoder').help}"
     for name in ("sample_model_dir", "sample_steps"):  # IndexTTS2's samples
         assert tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
-        assert tf.field_info(option(name), "1.5") == by_id("1.5").form.not_for and tf.field_info(option(name), "2") == option(name).help
+        assert tf.field_info(option(name), "1.5") == by_id("1.5").form.not_for and tf.field_info(option(name), "2") == f"{option(name).flag}: {option(name).help}"
     for name in tf.SAMPLE_OPTIONS:
         assert tf.applies(option(name), None)
     assert all(tf.applies(o, "2") for o in tf.FORM_OPTIONS if o.name not in (*tf.SAMPLE_OPTIONS, *tf.GENERATION_OPTIONS))
@@ -351,7 +351,22 @@ def test_indextts25_presets_and_fields(demo_workspace) -> None:
         assert not tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
         assert tf.field_info(option(name), "1.5").endswith("applies to IndexTTS-2.5 runs only")
     for name in ("sample_model_dir", "sample_steps"):  # 2.5 speaks samples through a download folder, as v2
-        assert tf.applies(option(name), "2.5") and tf.field_info(option(name), "2.5") == option(name).help
+        assert tf.applies(option(name), "2.5") and tf.field_info(option(name), "2.5") == f"{option(name).flag}: {option(name).help}"
     assert not tf.applies(option("vocoder"), "2.5") and tf.field_info(option("vocoder"), "2.5") == by_id("2.5").form.not_for
     assert values["sample_model_dir"] == str(ws.config.parent) == demo["sample_model_dir"]  # the demo speaks
-    assert tf.field_label(option("train_manifest"), "2.5") == "--train-manifest * (IndexTTS-2.5 paired manifest)"
+    assert tf.field_label(option("train_manifest"), "2.5") == "Training data * (IndexTTS-2.5 paired manifest)"
+
+
+def test_every_field_reads_as_plain_words_with_its_flag_under_it_once() -> None:
+    """Issue 40: a newcomer reads what a field decides, not a flag; the flag is in the small text under it, where
+    a person who knows the CLI looks. Every option the form offers appears once, with both."""
+    import collections
+
+    shown = collections.Counter(option.name for option in tf.FIELD_OPTIONS)
+    assert [name for name, count in shown.items() if count > 1] == []
+    labels = [tf.field_label(option, None) for option in tf.FIELD_OPTIONS]
+    assert len(set(labels)) == len(labels)
+    for option, label in zip(tf.FIELD_OPTIONS, labels):
+        assert not label.startswith("-") and "--" not in label, label
+        assert label[0].isupper() and len(label) <= 60, label
+        assert tf.field_info(option, None).startswith(f"{option.flag}: "), option.name

@@ -24,6 +24,7 @@ from trainer.options import OPTIONS, Option
 from trainer.run_options import parse_run_options
 from webui.jobs import launcher
 from webui.jobs.launcher import LAUNCH_KEYS, LAUNCH_OPTIONS, TRAINER_MODULE, LaunchError
+from webui.training.field_titles import title_of
 from webui.training.presets import DEMO_PRESET as DEMO_PRESET
 from webui.training.presets import DEMO_PRESETS, preset_settings
 from webui.training.presets import DEMO_V2_PRESET as DEMO_V2_PRESET
@@ -108,13 +109,13 @@ def _single_line(option: Option, text: str) -> str:
 
 
 def field_info(option: Option, version: str | None = None) -> str:
-    """The help shown under a field: the option's help, how a multi-path field is filled, and, for a model
-    generation the option does not apply to, the one-line reason instead."""
+    """The small text under a field: its flag, then the option's help and how a multi-path field is filled; for a
+    model generation the option does not apply to, the one-line reason instead (it names the flag)."""
     if not applies(option, version):
         return not_for(option, version)
     if option.repeatable:
-        return f"{option.help} (here: one path per line; blank lines are ignored)"
-    return option.help
+        return f"{option.flag}: {option.help} (here: one path per line; blank lines are ignored)"
+    return f"{option.flag}: {option.help}"
 
 
 # -- what applies to which generation (each generation's registry entry says: trainer.generations) ----------
@@ -154,8 +155,9 @@ def applies(option: Option, version: str | None) -> bool:
 
 
 def field_label(option: Option, version: str | None = None) -> str:
-    """The field's label: the flag, ``*`` when required, and for manifests which format this model reads."""
-    label = option.flag + (" *" if option.required else "")
+    """The field's label: what it decides in plain words, ``*`` when required, and for manifests which format this
+    model reads (the flag is in ``field_info``)."""
+    label = title_of(option.name, option.flag) + (" *" if option.required else "")
     facts = _form_facts(version)
     if option.name in ("train_manifest", "val_manifest") and facts is not None:
         label += f" ({facts.manifest_kind})"
