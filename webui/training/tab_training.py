@@ -25,6 +25,7 @@ from webui.project import follow
 from webui.training import samples_view
 from webui.training import training_form as tf
 from webui.training.checkpoint_labels import checkpoint_choices
+from webui.training.first_view import SUMMARY_ROWS, data_summary_html
 from webui.training.form_values import initial_values, preset_values, project_refill
 from webui.training.preflight_view import preflight_html, run_preflight
 from webui.training.run_start import Started, command_preview, form_changed, start_run
@@ -97,8 +98,11 @@ class FormColumn:
     yaml_file: gr.File
     load_yaml: gr.File
     message: gr.Markdown
-    version: gr.HTML  # the model badge beside --config
+    version: gr.HTML  # the model badge, in the first view
     fields: dict[str, Any]  # option name -> component
+    data_summary: gr.HTML  # the first view's read-only data and model
+    change_data: gr.Button  # opens the data and model section
+    data_section: gr.Accordion
 
 
 @dataclass
@@ -134,19 +138,27 @@ def _form_column(values: dict[str, Any]) -> FormColumn:
                             file_types=[".yaml", ".yml"], type="filepath", elem_id="train-load-yaml", height=90)
     message = gr.Markdown(elem_id="train-form-message")
     fields: dict[str, Any] = {}
-    badge = None
+    initial = dict(zip((option.name for option in tf.FORM_OPTIONS), fields_init))
+    with gr.Group(elem_id="train-first-view"):
+        summary = gr.HTML(data_summary_html([initial[name] for name, _ in SUMMARY_ROWS]),
+                          elem_id="train-data-summary")
+        badge = gr.HTML(version_badge_html(version), elem_id="train-model-version")
+        change = gr.Button("Change the data and model", size="sm", elem_id="train-change-data")
+        for name in tf.FIRST_VIEW:
+            option = tf.trainer_options.option_by_name(name)
+            fields[name] = _component(option, initial[name], version.version)
+    sections = {}
     for group in tf.GROUPS:
-        with gr.Accordion(group, open=group == tf.GROUPS[0], elem_id=f"train-group-{group.split()[0].lower()}"):
+        with gr.Accordion(group, open=False, elem_id=f"train-group-{group.split()[0].lower()}") as section:
             for option, value in zip(tf.FORM_OPTIONS, fields_init):
-                if option.group == group:
+                if option.group == group and option.name not in tf.FIRST_VIEW:
                     fields[option.name] = _component(option, value, version.version)
-                    if option.name == "config":
-                        badge = gr.HTML(version_badge_html(version), elem_id="train-model-version")
+        sections[group] = section
     with gr.Accordion("Processes and nodes (torchrun)", open=False, elem_id="train-group-processes"):
         for option, value in zip(tf.LAUNCH_OPTIONS, fields_init[len(tf.FORM_OPTIONS):]):
             fields[option.name] = _component(option, value, None)
-    assert badge is not None
-    return FormColumn(preset, apply_preset, save_yaml, yaml_file, load_yaml, message, badge, fields)
+    return FormColumn(preset, apply_preset, save_yaml, yaml_file, load_yaml, message, badge, fields, summary, change,
+                      sections[tf.trainer_options.GROUP_DATA])
 
 
 def _run_column(values: dict[str, Any]) -> RunColumn:
@@ -240,6 +252,10 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     gr.on([*edits, run.resume.change], on_form_change,
           inputs=[*io.inputs, preflight_for], outputs=[run.command, run.preflight_report, preflight_for],
           show_progress="hidden", trigger_mode="always_last", concurrency_limit=1)
+    shown = [form.fields[name] for name, _ in SUMMARY_ROWS]
+    gr.on([field.change for field in shown], lambda *raw: data_summary_html(raw), inputs=shown,
+          outputs=form.data_summary, show_progress="hidden", trigger_mode="always_last", concurrency_limit=1)
+    form.change_data.click(lambda: gr.Accordion(open=True), outputs=form.data_section, show_progress="hidden")
     # The config decides the model version: its badge, the manifests' labels, the options that apply.
     config.change(version_view, inputs=config, outputs=[form.version, *io.versioned], show_progress="hidden")
 

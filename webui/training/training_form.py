@@ -44,6 +44,10 @@ RESUME_AUTO_LABEL = "latest (auto: latest.pth, else the newest valid checkpoint)
 # Options the form shows as ordinary fields: everything with form=True except resume (its own checkbox).
 FORM_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o.form and o.name != RESUME)
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(o.group for o in FORM_OPTIONS))
+# The decisions that matter, in the form's first view (issue 40); the data and model show there as a summary, and
+# every other field sits in its closed section.
+FIRST_VIEW: tuple[str, ...] = ("train", "lora", "epochs", "max_steps")
+DATA_SUMMARY: tuple[str, ...] = ("train_manifest", "config", "base_checkpoint", "tokenizer", "output_dir")
 # Every field of the form in order: the trainer's options, then the launcher's (processes, nodes, rendezvous).
 FIELD_OPTIONS: tuple[Option, ...] = (*FORM_OPTIONS, *LAUNCH_OPTIONS)
 
