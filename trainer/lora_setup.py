@@ -8,7 +8,9 @@ Checkpoints: ``model`` keeps the stock IndexTTS key layout (the base weights as 
 ``networks.lora.base_state_dict``), and the adapters are the ``lora adapters`` component
 (``extra["state"]["lora adapters"] = {"config": ..., "adapter": {name: tensor}}``), restored on resume after the
 model is built and adapted. Resuming needs the same adapter layout (rank, alpha, targets, layers): anything else
-is refused by the plan, and ``--init-from`` a LoRA checkpoint starts from its *merged* weights. Export merges
+is refused by the plan, and ``--init-from`` a LoRA checkpoint starts from its *merged* weights. ``--lora-dora``
+makes them DoRA adapters (``networks.lora``): a magnitude vector per projection rides beside A and B in the
+same component, and merging folds it in too. Export merges
 the adapters (``merge_checkpoint_adapter``) or writes them alone (``--adapter-only``).
 """
 
@@ -51,7 +53,7 @@ def lora_config_of(opts: RunOptions | Mapping[str, Any]) -> LoRAConfig | None:
     return LoRAConfig(rank=int(opts.lora_rank), alpha=float(opts.lora_alpha),
                       dropout=float(opts.lora_dropout),
                       targets=parse_targets(str(opts.lora_targets or "all")),
-                      layers=parse_layers(str(opts.lora_layers or "")))
+                      layers=parse_layers(str(opts.lora_layers or "")), dora=bool(opts.lora_dora))
 
 
 def lora_refusal(opts: RunOptions | Mapping[str, Any], gpt: Mapping[str, Any]) -> str | None:
@@ -87,7 +89,7 @@ class Adaptation:
         c = self.config
         parts = ", ".join(k.removeprefix("lora_train_") for k, on in self._kept_options() if on) or "nothing else"
         layers = "every block" if c.layers is None else f"blocks {','.join(map(str, c.layers))}"
-        return [f"LoRA: rank {c.rank}, alpha {c.alpha:g} (scale {c.scale:g}), dropout {c.dropout:g}, "
+        return [f"{'DoRA' if c.dora else 'LoRA'}: rank {c.rank}, alpha {c.alpha:g} (scale {c.scale:g}), dropout {c.dropout:g}, "
                 f"{len(self.wrapped)} projections ({', '.join(c.targets)}; {layers}); also trained: {parts}",
                 f"trainable {self.trainable:,} parameters, frozen {self.frozen:,}"]
 
@@ -154,12 +156,13 @@ def merge_checkpoint_adapter(ckpt: Mapping[str, Any], state: Mapping[str, torch.
 
 
 def _layout(config: LoRAConfig) -> tuple[Any, ...]:
-    return (config.rank, config.alpha, config.targets, config.layers)
+    return (config.rank, config.alpha, config.targets, config.layers, config.dora)
 
 
 def _describe(config: LoRAConfig) -> str:
     layers = "all" if config.layers is None else ",".join(map(str, config.layers))
-    return f"rank {config.rank}, alpha {config.alpha:g}, targets {','.join(config.targets)}, layers {layers}"
+    kind = "DoRA, " if config.dora else ""
+    return f"{kind}rank {config.rank}, alpha {config.alpha:g}, targets {','.join(config.targets)}, layers {layers}"
 
 
 def lora_resume_refusal(ckpt: Mapping[str, Any], opts: RunOptions | Mapping[str, Any], where: str) -> str | None:

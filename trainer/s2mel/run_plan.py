@@ -189,7 +189,8 @@ def train_settings(opts: RunOptions, clips: int, section: dict[str, Any] | None 
         loss_type=loss_type, class_dropout_prob=class_dropout,
         mode="lora" if opts.lora else "full",
         lora=S2MelLoRASettings(rank=int(opts.lora_rank), alpha=float(opts.lora_alpha),
-                               dropout=float(opts.lora_dropout), targets=lora_targets(opts.lora_targets)),
+                               dropout=float(opts.lora_dropout), targets=lora_targets(opts.lora_targets),
+                               dora=bool(opts.lora_dora)),
         learning_rate=float(opts.learning_rate), weight_decay=float(opts.weight_decay), batch_size=batch,
         max_steps=steps, save_interval=int(opts.save_interval), keep_checkpoints=int(opts.keep_checkpoints),
         grad_clip=float(opts.grad_clip) or math.inf, seed=int(opts.seed))
@@ -209,7 +210,8 @@ def _settings(plan: S2MelPlan) -> bool:
     except ValueError as exc:
         return plan.plan.add("settings", False, one_line(exc))
     s = plan.settings
-    what = f"LoRA rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
+    kind = "DoRA" if s.lora.dora else "LoRA"
+    what = f"{kind} rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
     return plan.plan.add("settings", True, f"{what}, {s.max_steps} steps of {s.batch_size} clip(s), saves every "
                                            f"{s.save_interval}; {s.loss_type.upper()} loss, class dropout "
                                            f"{s.class_dropout_prob:g} (config s2mel)")
