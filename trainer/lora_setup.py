@@ -56,9 +56,20 @@ def lora_config_of(opts: RunOptions | Mapping[str, Any]) -> LoRAConfig | None:
                       layers=parse_layers(str(opts.lora_layers or "")), dora=bool(opts.lora_dora))
 
 
+def dora_refusal(opts: RunOptions | Mapping[str, Any]) -> str | None:
+    """Why ``--lora-dora`` cannot apply (GPT and S2Mel runs alike): DoRA adapters are a kind of LoRA adapter."""
+    opts = as_run_options(opts)
+    if opts.lora_dora and not opts.lora:
+        return "--lora-dora: DoRA adapters are LoRA adapters with a magnitude vector; give --lora too"
+    return None
+
+
 def lora_refusal(opts: RunOptions | Mapping[str, Any], gpt: Mapping[str, Any]) -> str | None:
     """Why the LoRA options cannot build adapters on the model of ``gpt`` (None: they can, or no --lora)."""
     opts = as_run_options(opts)
+    refusal = dora_refusal(opts)
+    if refusal:
+        return refusal
     try:
         config = lora_config_of(opts)
     except LoRAError as exc:

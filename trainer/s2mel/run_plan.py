@@ -17,6 +17,7 @@ from typing import Any
 
 from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
 from trainer.generations.spec import Capability, Generation
+from trainer.lora_setup import dora_refusal
 from trainer.plan import RunPlan, manifest_file, one_line
 from trainer.run_options import RunOptions, as_run_options
 from trainer.s2mel.dataset import manifest_stems
@@ -201,6 +202,9 @@ def _settings(plan: S2MelPlan) -> bool:
     if opts.resume not in ("", "auto"):
         return plan.plan.add("settings", False, f"--resume {opts.resume}: an S2Mel run resumes from its "
                                                 "--output-dir only (auto)")
+    dora = dora_refusal(opts)
+    if dora:
+        return plan.plan.add("settings", False, dora)
     if opts.sample_texts and not opts.eval_reference:
         return plan.plan.add("settings", False, "--sample-texts of an S2Mel run are spoken with the first "
                                                 "--eval-reference (reference voice audio): give one")
