@@ -144,9 +144,10 @@ class LoRALinear(nn.Module):
             return out
         if self.lora_magnitude is not None:  # peft's DoRA forward, as its Linear variant calls it
             keep_base = isinstance(self.dropout, nn.Identity) or not self.training
-            return out + self.lora_magnitude(self.dropout(x), lora_A=_FactorView(self.lora_A),
-                                             lora_B=_FactorView(self.lora_B), scaling=self.scale,
-                                             base_layer=self, base_result=out if keep_base else None)
+            extra = self.lora_magnitude(self.dropout(x), lora_A=_FactorView(self.lora_A),
+                                        lora_B=_FactorView(self.lora_B), scaling=self.scale,
+                                        base_layer=self, base_result=out if keep_base else None)
+            return out + extra.to(out.dtype)  # float32 magnitudes would lift autocast's half outputs
         update = F.linear(F.linear(self.dropout(x), self.lora_A), self.lora_B)
         return out + update * self.scale
 

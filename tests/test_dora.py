@@ -100,8 +100,10 @@ def test_magnitudes_train_with_a_frozen_base_and_stay_float32():
         param.requires_grad_(is_adapter_key(name))
     nudge_b(model)
     model.train()
+    projection = model.gpt.h[0].attn.c_attn
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = loss_of(model, batch)
+        assert projection(torch.randn(2, 3, projection.weight.shape[0])).dtype == torch.bfloat16  # as plain LoRA
     loss.backward()
     magnitudes = [p for n, p in model.named_parameters() if n.endswith(MAGNITUDE_SUFFIX)]
     assert len(magnitudes) == len(adapter_modules(model))
