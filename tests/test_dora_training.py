@@ -63,6 +63,10 @@ def test_a_dora_run_trains_and_saves_its_magnitudes(reference):
         assert not torch.allclose(saved["adapter"][key], start, atol=1e-6), key
     names = [n for group in final["optimizer_param_names"] for n in group]
     assert {n for n in names if n.endswith(MAGNITUDE_SUFFIX)} == magnitudes
+    from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
+
+    assert any(line.startswith("LoRA:        rank 4, alpha 8, DoRA")
+               for line in inspect_lines(inspect_checkpoint(reference / "latest.pth")))
 
 
 def test_sigkill_then_resume_with_dora_is_bitwise_exact(demo_workspace, data, reference, tmp_path):
