@@ -7,11 +7,11 @@ The optimizer holds only what trains (``trainer.steps.parameter_groups`` skips f
 Checkpoints: ``model`` keeps the stock IndexTTS key layout (the base weights as they are, adapters NOT merged,
 ``networks.lora.base_state_dict``), and the adapters are the ``lora adapters`` component
 (``extra["state"]["lora adapters"] = {"config": ..., "adapter": {name: tensor}}``), restored on resume after the
-model is built and adapted. Resuming needs the same adapter layout (rank, alpha, targets, layers): anything else
-is refused by the plan, and ``--init-from`` a LoRA checkpoint starts from its *merged* weights. ``--lora-dora``
-makes them DoRA adapters (``networks.lora``): a magnitude vector per projection rides beside A and B in the
-same component, and merging folds it in too. Export merges
-the adapters (``merge_checkpoint_adapter``) or writes them alone (``--adapter-only``).
+model is built and adapted. Resuming needs the same adapter layout (rank, alpha, targets, layers, DoRA or not):
+anything else is refused by the plan, and ``--init-from`` a LoRA checkpoint starts from its *merged* weights.
+Export merges the adapters (``merge_checkpoint_adapter``) or writes them alone (``--adapter-only``).
+``--lora-dora`` makes them DoRA adapters (``networks.lora``): a magnitude vector per projection rides beside A and
+B in the same component, and merging folds it in too.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ class Adaptation:
         c = self.config
         parts = ", ".join(k.removeprefix("lora_train_") for k, on in self._kept_options() if on) or "nothing else"
         layers = "every block" if c.layers is None else f"blocks {','.join(map(str, c.layers))}"
-        return [f"{'DoRA' if c.dora else 'LoRA'}: rank {c.rank}, alpha {c.alpha:g} (scale {c.scale:g}), dropout {c.dropout:g}, "
+        kind = "DoRA" if c.dora else "LoRA"
+        return [f"{kind}: rank {c.rank}, alpha {c.alpha:g} (scale {c.scale:g}), dropout {c.dropout:g}, "
                 f"{len(self.wrapped)} projections ({', '.join(c.targets)}; {layers}); also trained: {parts}",
                 f"trainable {self.trainable:,} parameters, frozen {self.frozen:,}"]
 
