@@ -12,6 +12,12 @@ the weight, ``W + scale * A^T B^T`` (W is stored (in, out), HF Conv1D style), wh
 the stock key layout loads (``merged_state_dict``); ``set_merged`` / ``set_adapters_enabled`` switch a live
 model between adapted, merged and base behaviour (the Test tab's on/off).
 
+DoRA (``LoRAConfig.dora``, weight-decomposed LoRA) adds a trained magnitude per output feature, peft's
+``DoraLinearLayer`` (its ``weight`` is the ``.lora_magnitude.weight`` key, initialised to the column norms of W,
+so the model still starts equal to its base): ``W' = m * (W + scale A^T B^T) / ||W + scale A^T B^T||`` (norm per
+output feature). peft's layer computes the forward and the norm; merging uses the same norm, so a merged DoRA
+weight is again a plain weight of the stock layout.
+
 The factors are float32 Parameters and stay so under autocast (autocast casts the matmul inputs, never the
 Parameters); ``keep_adapters_float32`` undoes a ``model.to(bfloat16)`` for them. Gradient checkpointing: the
 GPT-2 backbone checkpoints blocks non-reentrantly, which sends gradients to the adapters even when no input of a
@@ -32,7 +38,8 @@ from torch import Tensor, nn
 from networks.gpt2 import TransposedLinear
 
 TARGETS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
-ADAPTER_SUFFIXES = (".lora_A", ".lora_B")
+MAGNITUDE_SUFFIX = ".lora_magnitude.weight"  # DoRA's magnitude vector (peft's DoraLinearLayer.weight)
+ADAPTER_SUFFIXES = (".lora_A", ".lora_B", MAGNITUDE_SUFFIX)
 BLOCKS_PREFIX = "gpt.h."
 
 
@@ -47,6 +54,7 @@ class LoRAConfig:
     dropout: float = 0.0
     targets: tuple[str, ...] = TARGETS
     layers: tuple[int, ...] | None = None  # block indices; None: every block
+    dora: bool = False  # weight-decomposed: a trained magnitude per output feature beside A and B
 
     def __post_init__(self) -> None:
         if self.rank < 1:
@@ -72,13 +80,39 @@ class LoRAConfig:
         layers = data.get("layers")
         return cls(rank=int(data["rank"]), alpha=float(data["alpha"]), dropout=float(data.get("dropout", 0.0)),
                    targets=tuple(data.get("targets") or TARGETS),
-                   layers=None if layers is None else tuple(int(i) for i in layers))
+                   layers=None if layers is None else tuple(int(i) for i in layers),
+                   dora=bool(data.get("dora", False)))  # files from before DoRA: plain LoRA
+
+
+class _FactorView:
+    """A factor as peft's DoRA layer reads one (``.weight`` and a linear call) without a second Parameter."""
+
+    def __init__(self, weight: Tensor) -> None:
+        self.weight = weight
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight)
+
+
+def _dora_layer() -> nn.Module:
+    from peft.tuners.lora.dora import DoraLinearLayer  # peft only where DoRA is used
+
+    return DoraLinearLayer(fan_in_fan_out=True)  # W stored (in, out), as peft's HF Conv1D case
+
+
+def dora_weight(weight: Tensor, lora_a: Tensor, lora_b: Tensor, scale: float, magnitude: Tensor) -> Tensor:
+    """The merged DoRA weight in ``weight``'s (in, out) layout and dtype (float32 arithmetic, peft's norm)."""
+    w, a, b = weight.float(), lora_a.float(), lora_b.float()
+    norm = _dora_layer().get_weight_norm(w, b @ a, scale)  # per output feature: ||W + scale B A|| along in
+    merged = (w + (a.t() @ b.t()) * scale) * (magnitude.float().to(w.device) / norm).view(1, -1)
+    return merged.to(weight.dtype)
 
 
 class LoRALinear(nn.Module):
     """A ``TransposedLinear`` with a low-rank update; shares the wrapped module's ``weight`` and ``bias``."""
 
-    def __init__(self, base: TransposedLinear, rank: int, alpha: float, dropout: float = 0.0) -> None:
+    def __init__(self, base: TransposedLinear, rank: int, alpha: float, dropout: float = 0.0,
+                 dora: bool = False) -> None:
         super().__init__()
         self.weight = base.weight
         self.bias = base.bias
@@ -91,6 +125,14 @@ class LoRALinear(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.enabled = True  # False: behave as the base projection
         self.merged = False  # True: the update is folded into ``weight``
+        self.lora_magnitude: nn.Module | None = None
+        self._unmerged: Tensor | None = None  # DoRA: the weight before merging, put back exactly by unmerge
+        if dora:
+            self.lora_magnitude = _dora_layer()
+            with torch.no_grad():  # magnitude = the column norms of W (B is zero): starts as the base
+                self.lora_magnitude.update_layer(base_layer=self, lora_A=self.lora_A.detach().float(),
+                                                 lora_B=self.lora_B.detach(), scaling=self.scale)
+            self.lora_magnitude.weight.data = self.lora_magnitude.weight.data.float()
 
     def delta(self) -> Tensor:
         """The update in the weight's (in, out) layout: scale * A^T B^T."""
@@ -100,20 +142,37 @@ class LoRALinear(nn.Module):
         out = F.linear(x, self.weight.t(), self.bias)
         if not self.enabled or self.merged:
             return out
+        if self.lora_magnitude is not None:  # peft's DoRA forward, as its Linear variant calls it
+            keep_base = isinstance(self.dropout, nn.Identity) or not self.training
+            extra = self.lora_magnitude(self.dropout(x), lora_A=_FactorView(self.lora_A),
+                                        lora_B=_FactorView(self.lora_B), scaling=self.scale,
+                                        base_layer=self, base_result=out if keep_base else None)
+            return out + extra.to(out.dtype)  # float32 magnitudes would lift autocast's half outputs
         update = F.linear(F.linear(self.dropout(x), self.lora_A), self.lora_B)
         return out + update * self.scale
 
     @torch.no_grad()
     def merge(self) -> None:
-        if not self.merged:
+        if self.merged:
+            return
+        if self.lora_magnitude is not None:
+            self._unmerged = self.weight.detach().clone()
+            self.weight.copy_(dora_weight(self.weight, self.lora_A, self.lora_B, self.scale,
+                                          self.lora_magnitude.weight))
+        else:
             self.weight.add_(self.delta().to(self.weight.dtype))
-            self.merged = True
+        self.merged = True
 
     @torch.no_grad()
     def unmerge(self) -> None:
-        if self.merged:
+        if not self.merged:
+            return
+        if self._unmerged is not None:
+            self.weight.copy_(self._unmerged)
+            self._unmerged = None
+        else:
             self.weight.sub_(self.delta().to(self.weight.dtype))
-            self.merged = False
+        self.merged = False
 
 
 def _block_count(model: nn.Module) -> int:
@@ -141,7 +200,7 @@ def inject_lora(model: nn.Module, config: LoRAConfig) -> list[str]:
             base = getattr(parent, attr)
             if not isinstance(base, TransposedLinear):
                 raise LoRAError(f"gpt.h.{index}.{target} is a {type(base).__name__}, not a TransposedLinear")
-            setattr(parent, attr, LoRALinear(base, config.rank, config.alpha, config.dropout))
+            setattr(parent, attr, LoRALinear(base, config.rank, config.alpha, config.dropout, config.dora))
             wrapped.append(f"gpt.h.{index}.{target}")
     return wrapped
 
@@ -187,21 +246,35 @@ def load_adapter_state(model: nn.Module, state: Mapping[str, Tensor], where: str
         param.copy_(value)
 
 
+def _adapter_module(key: str) -> str:
+    return next(key.removesuffix(suffix) for suffix in ADAPTER_SUFFIXES if key.endswith(suffix))
+
+
 def merged_state_dict(base: Mapping[str, Tensor], adapter: Mapping[str, Tensor], config: LoRAConfig
                       ) -> dict[str, Tensor]:
     """Stock-layout weights with the adapters folded in (float32 arithmetic); the keys are exactly ``base``'s."""
     out = dict(base)
-    for module in {key.rsplit(".", 1)[0] for key in adapter}:
+    for module in {_adapter_module(key) for key in adapter if is_adapter_key(key)}:
         a, b = adapter.get(module + ".lora_A"), adapter.get(module + ".lora_B")
+        magnitude = adapter.get(module + MAGNITUDE_SUFFIX)
         weight_key = module + ".weight"
         if a is None or b is None or weight_key not in out:
             raise LoRAError(f"adapter {module} does not match the weights (lora_A, lora_B and {weight_key} needed)")
+        if config.dora and magnitude is None:
+            raise LoRAError(f"DoRA adapter {module} has no magnitude vector ({module}{MAGNITUDE_SUFFIX})")
         weight = out[weight_key]
         delta = (a.float().t() @ b.float().t()) * config.scale
         if tuple(delta.shape) != tuple(weight.shape):
             raise LoRAError(f"adapter {module} gives an update of shape {tuple(delta.shape)} for a weight of shape "
                             f"{tuple(weight.shape)}")
-        out[weight_key] = (weight.float() + delta.to(weight.device)).to(weight.dtype)
+        if config.dora:
+            assert magnitude is not None
+            if tuple(magnitude.shape) != (weight.shape[1],):
+                raise LoRAError(f"DoRA adapter {module} has a magnitude of shape {tuple(magnitude.shape)} for "
+                                f"{weight.shape[1]} output features")
+            out[weight_key] = dora_weight(weight, a.to(weight.device), b.to(weight.device), config.scale, magnitude)
+        else:
+            out[weight_key] = (weight.float() + delta.to(weight.device)).to(weight.dtype)
     return out
 
 
@@ -222,8 +295,10 @@ def set_merged(model: nn.Module, merged: bool) -> None:
 def keep_adapters_float32(model: nn.Module) -> None:
     """After ``model.to(dtype)``: put the adapter factors back in float32."""
     for module in adapter_modules(model).values():
-        for name in ("lora_A", "lora_B"):
-            param = getattr(module, name)
+        params = [module.lora_A, module.lora_B]
+        if module.lora_magnitude is not None:
+            params.append(module.lora_magnitude.weight)
+        for param in params:
             if param.dtype != torch.float32:
                 param.data = param.data.float()
 

@@ -70,6 +70,14 @@ def test_real_v2_counts_on_meta(real_v2) -> None:
     assert facts.lora_extra == 24 * 16 * ((1280 + 3840) + (1280 + 1280) + (1280 + 5120) + (5120 + 1280))
 
 
+def test_dora_counts_its_magnitude_vectors(real_v2) -> None:
+    facts, table = real_v2
+    dora = model_facts(table["config"], {"lora_dora": True})
+    magnitudes = 24 * (3840 + 1280 + 5120 + 1280)  # one per output feature of each adapted projection
+    assert dora.lora_extra == facts.lora_extra + magnitudes
+    assert dora.lora_trained == facts.lora_trained + magnitudes  # and they train
+
+
 def test_parts_follow_the_settings(real_v2) -> None:
     facts, _ = real_v2
     full = estimate_run_memory(facts, LONG_ITEMS)

@@ -231,6 +231,15 @@ def test_a_guard_with_nothing_to_watch_is_refused_in_one_line(prepared_v25, tmp_
     assert not (tmp_path / "run").exists()
 
 
+def test_dora_is_planned_with_lora_and_refused_without_it(prepared_v25, tmp_path: Path) -> None:
+    plan = run_preflight(parse_argv(run_argv(prepared_v25, tmp_path / "run", "--lora", "--lora-rank", "4",
+                                             "--lora-dora")))
+    assert plan.refusal is None and any("DoRA rank 4 on attention, feed_forward" in line for line in plan.lines())
+    plan = run_preflight(parse_argv(run_argv(prepared_v25, tmp_path / "run", "--lora-dora")))
+    assert plan.refusal is not None and plan.refusal.startswith("--lora-dora: ")
+    assert not (tmp_path / "run").exists()
+
+
 def test_torchrun_trains_one_s2mel_on_two_processes_and_resumes_exactly(prepared_v25, tmp_path: Path) -> None:
     """Two CPU processes (Gloo) share each batch; rank 0 alone writes; a run stopped at step 2 and resumed ends
     bit for bit where the straight run does."""

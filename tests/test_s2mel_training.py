@@ -1,4 +1,5 @@
-"""S2Mel training loop: loss goes down, exact resume after a kill, LoRA merged export, adapter export, keep rule."""
+"""S2Mel training loop: loss goes down, exact resume after a kill, LoRA and DoRA merged export, adapter export, keep
+rule."""
 
 from __future__ import annotations
 
@@ -27,16 +28,18 @@ from trainer.s2mel.lora import S2MelLoRASettings, has_adapters, merged_copy
 from trainer.s2mel.train_settings import S2MelTrainSettings
 
 CASES = [("2", "full"), ("2", "lora"), ("2.5", "full"), ("2.5", "lora")]
+ADAPTER_CASES = [("2", "lora"), ("2.5", "lora"), ("2", "dora"), ("2.5", "dora")]
 
 
 def settings(mode: str, **overrides) -> S2MelTrainSettings:
+    """``mode`` full, lora, or dora (LoRA adapters with peft's DoRA magnitudes)."""
     values = {
-        "mode": mode,
+        "mode": "lora" if mode == "dora" else mode,
         "batch_size": 2,
         "max_steps": 6,
         "save_interval": 3,
         "learning_rate": 3e-3,
-        "lora": S2MelLoRASettings(rank=4, alpha=8, dropout=0.1),
+        "lora": S2MelLoRASettings(rank=4, alpha=8, dropout=0.1, dora=mode == "dora"),
         "seed": 7,
     }
     values.update(overrides)
@@ -47,7 +50,7 @@ def trainer_for(generation: str, mode: str, out: Path, **overrides) -> S2MelTrai
     return S2MelTrainer(tiny_model(generation), tiny_clips(generation), settings(mode, **overrides), out)
 
 
-@pytest.mark.parametrize(("generation", "mode"), CASES)
+@pytest.mark.parametrize(("generation", "mode"), [*CASES, ("2.5", "dora")])
 def test_killed_run_resumes_bit_exactly(tmp_path: Path, generation: str, mode: str) -> None:
     straight = trainer_for(generation, mode, tmp_path / "straight")
     straight.run()
@@ -117,17 +120,22 @@ def test_lora_trains_only_adapters_and_never_unused_layers(tmp_path: Path) -> No
     assert not any(n.startswith("gpt_layer") for n in frozen)  # v2 feeds latents: gpt_layer trains
 
 
-@pytest.mark.parametrize("generation", ["2", "2.5"])
-def test_lora_export_merged_equals_the_wrapped_model_and_loads_stock(tmp_path: Path, generation: str) -> None:
+@pytest.mark.parametrize(("generation", "mode"), ADAPTER_CASES)
+def test_lora_export_merged_equals_the_wrapped_model_and_loads_stock(
+    tmp_path: Path, generation: str, mode: str
+) -> None:
     base = save_base(tiny_model(generation), tmp_path)
     trainer = S2MelTrainer(
         tiny_model(generation),
         tiny_clips(generation),
-        settings("lora"),
+        settings(mode),
         tmp_path / "run",
         base=base_record(base),
     )
     trainer.run()
+    saved = torch.load(tmp_path / "run" / "latest.pth", weights_only=True)
+    magnitudes = [key for key in saved["adapter"] if "lora_magnitude_vector" in key]
+    assert bool(magnitudes) == (mode == "dora") and saved["lora"]["dora"] == (mode == "dora")
     out = export_stock_s2mel(
         tmp_path / "run" / "latest.pth",
         base,
@@ -240,6 +248,13 @@ def test_resume_refuses_other_lora_settings(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="LoRA settings"):
         other.resume_if_any()
+    with pytest.raises(ValueError, match="LoRA settings"):  # DoRA is another layout
+        trainer_for("2.5", "dora", tmp_path).resume_if_any()
+    old = torch.load(tmp_path / "latest.pth", weights_only=True)
+    del old["lora"]["dora"]  # a record written before DoRA existed: plain LoRA
+    again = trainer_for("2.5", "lora", tmp_path / "again")
+    again.restore(old, "old")
+    assert again.step_count == 3
 
 
 def test_checkpoints_load_weights_only(tmp_path: Path) -> None:

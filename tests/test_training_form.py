@@ -58,6 +58,14 @@ def test_every_form_option_survives_the_round_trip() -> None:
     assert covered == {o.name for o in trainer_options.OPTIONS if o.form}
 
 
+def test_the_form_offers_dora_beside_lora() -> None:
+    dora = trainer_options.option_by_name("lora_dora")
+    assert dora in tf.FORM_OPTIONS and dora.group == trainer_options.GROUP_LORA and dora.default is False
+    values = {**tf.workspace_values(_files(Path("/ws"))), "lora": True, "lora_dora": True}
+    fields, resume_ticked, resume_from = tf.form_from_values(values)
+    assert "--lora-dora" in tf.run_argv(tf.values_from_form(fields, resume_ticked, resume_from), python="python")
+
+
 @pytest.mark.parametrize("name", [o.name for o in trainer_options.OPTIONS if o.form])
 def test_each_option_alone_round_trips(name: str) -> None:
     values = {**tf.workspace_values(_files(Path("/ws"))), name: unusual_value(trainer_options.option_by_name(name))}

@@ -7,9 +7,11 @@ The optimizer holds only what trains (``trainer.steps.parameter_groups`` skips f
 Checkpoints: ``model`` keeps the stock IndexTTS key layout (the base weights as they are, adapters NOT merged,
 ``networks.lora.base_state_dict``), and the adapters are the ``lora adapters`` component
 (``extra["state"]["lora adapters"] = {"config": ..., "adapter": {name: tensor}}``), restored on resume after the
-model is built and adapted. Resuming needs the same adapter layout (rank, alpha, targets, layers): anything else
-is refused by the plan, and ``--init-from`` a LoRA checkpoint starts from its *merged* weights. Export merges
-the adapters (``merge_checkpoint_adapter``) or writes them alone (``--adapter-only``).
+model is built and adapted. Resuming needs the same adapter layout (rank, alpha, targets, layers, DoRA or not):
+anything else is refused by the plan, and ``--init-from`` a LoRA checkpoint starts from its *merged* weights.
+Export merges the adapters (``merge_checkpoint_adapter``) or writes them alone (``--adapter-only``).
+``--lora-dora`` makes them DoRA adapters (``networks.lora``): a magnitude vector per projection rides beside A and
+B in the same component, and merging folds it in too.
 """
 
 from __future__ import annotations
@@ -51,12 +53,23 @@ def lora_config_of(opts: RunOptions | Mapping[str, Any]) -> LoRAConfig | None:
     return LoRAConfig(rank=int(opts.lora_rank), alpha=float(opts.lora_alpha),
                       dropout=float(opts.lora_dropout),
                       targets=parse_targets(str(opts.lora_targets or "all")),
-                      layers=parse_layers(str(opts.lora_layers or "")))
+                      layers=parse_layers(str(opts.lora_layers or "")), dora=bool(opts.lora_dora))
+
+
+def dora_refusal(opts: RunOptions | Mapping[str, Any]) -> str | None:
+    """Why ``--lora-dora`` cannot apply (GPT and S2Mel runs alike): DoRA adapters are a kind of LoRA adapter."""
+    opts = as_run_options(opts)
+    if opts.lora_dora and not opts.lora:
+        return "--lora-dora: DoRA adapters are LoRA adapters with a magnitude vector; give --lora too"
+    return None
 
 
 def lora_refusal(opts: RunOptions | Mapping[str, Any], gpt: Mapping[str, Any]) -> str | None:
     """Why the LoRA options cannot build adapters on the model of ``gpt`` (None: they can, or no --lora)."""
     opts = as_run_options(opts)
+    refusal = dora_refusal(opts)
+    if refusal:
+        return refusal
     try:
         config = lora_config_of(opts)
     except LoRAError as exc:
@@ -87,7 +100,8 @@ class Adaptation:
         c = self.config
         parts = ", ".join(k.removeprefix("lora_train_") for k, on in self._kept_options() if on) or "nothing else"
         layers = "every block" if c.layers is None else f"blocks {','.join(map(str, c.layers))}"
-        return [f"LoRA: rank {c.rank}, alpha {c.alpha:g} (scale {c.scale:g}), dropout {c.dropout:g}, "
+        kind = "DoRA" if c.dora else "LoRA"
+        return [f"{kind}: rank {c.rank}, alpha {c.alpha:g} (scale {c.scale:g}), dropout {c.dropout:g}, "
                 f"{len(self.wrapped)} projections ({', '.join(c.targets)}; {layers}); also trained: {parts}",
                 f"trainable {self.trainable:,} parameters, frozen {self.frozen:,}"]
 
@@ -154,12 +168,13 @@ def merge_checkpoint_adapter(ckpt: Mapping[str, Any], state: Mapping[str, torch.
 
 
 def _layout(config: LoRAConfig) -> tuple[Any, ...]:
-    return (config.rank, config.alpha, config.targets, config.layers)
+    return (config.rank, config.alpha, config.targets, config.layers, config.dora)
 
 
 def _describe(config: LoRAConfig) -> str:
     layers = "all" if config.layers is None else ",".join(map(str, config.layers))
-    return f"rank {config.rank}, alpha {config.alpha:g}, targets {','.join(config.targets)}, layers {layers}"
+    kind = "DoRA, " if config.dora else ""
+    return f"{kind}rank {config.rank}, alpha {config.alpha:g}, targets {','.join(config.targets)}, layers {layers}"
 
 
 def lora_resume_refusal(ckpt: Mapping[str, Any], opts: RunOptions | Mapping[str, Any], where: str) -> str | None:

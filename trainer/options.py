@@ -216,6 +216,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("lora", "bool", False, "train LoRA adapters on the GPT-2 blocks instead of the whole GPT: the base weights "
          "are frozen (but the parts kept below); checkpoints hold the stock weights plus the adapters, export merges "
          "them", GROUP_LORA),
+    _opt("lora_dora", "bool", False, "with --lora: DoRA adapters (weight-decomposed LoRA, peft's): each adapted "
+         "weight also trains a magnitude per output feature; GPT and S2Mel runs; export merges them the same way",
+         GROUP_LORA),
     _opt("lora_rank", "int", 16, "rank of each adapter", GROUP_LORA, minimum=1),
     _opt("lora_alpha", "float", 32.0, "adapter scale numerator: the update is alpha / rank x B A", GROUP_LORA,
          minimum=0.0),

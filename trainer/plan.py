@@ -416,7 +416,7 @@ def _lora_and_languages(plan: RunPlan) -> bool | None:
     """LoRA settings, the 2.5 language row options and replay weights (a check only when any is used)."""
     opts = plan.opts
     weighted = any(parse_manifest_spec(text).weight_text is not None for text in opts.train_manifest or [])
-    used = opts.lora or opts.lang_init_from or float(opts.lang_lr_mult) != 1.0 or weighted
+    used = opts.lora or opts.lora_dora or opts.lang_init_from or float(opts.lang_lr_mult) != 1.0 or weighted
     if not used:
         return None
     refusal = (weight_refusal(opts.train_manifest or [])
@@ -429,7 +429,7 @@ def _lora_and_languages(plan: RunPlan) -> bool | None:
     if opts.lora:
         config = lora_config_of(opts)
         assert config is not None
-        parts.append(f"LoRA rank {config.rank}, alpha {config.alpha:g} on {', '.join(config.targets)}")
+        parts.append(f"{'DoRA' if config.dora else 'LoRA'} rank {config.rank}, alpha {config.alpha:g} on {', '.join(config.targets)}")
     if opts.lang_init_from:
         parts.append(f"language row {run_language(opts)} from {opts.lang_init_from}")
     if float(opts.lang_lr_mult) != 1.0:

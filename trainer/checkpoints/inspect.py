@@ -141,7 +141,8 @@ def inspect_lines(info: Mapping[str, Any]) -> list[str]:
     lora = info.get("lora")
     if lora:
         layers = "every block" if lora["layers"] is None else "blocks " + ",".join(map(str, lora["layers"]))
-        lines.append(f"LoRA:        rank {lora['rank']}, alpha {lora['alpha']:g}, {', '.join(lora['targets'])} on "
+        dora = ", DoRA" if lora.get("dora") else ""
+        lines.append(f"LoRA:        rank {lora['rank']}, alpha {lora['alpha']:g}{dora}, {', '.join(lora['targets'])} on "
                      f"{layers}: {lora['tensors']} tensors, {lora['values']:,} values (export merges them)")
     opt = info.get("optimizer")
     lines.append("optimizer:   " + ("none" if opt is None else

@@ -93,8 +93,9 @@ def describe_s2mel_checkpoint(ckpt: dict[str, Any]) -> list[str]:
     if ckpt.get("mode") == "lora":
         lora = ckpt.get("lora") or {}
         count = sum(int(t.numel()) for t in (ckpt.get("adapter") or {}).values())
+        kind = "DoRA" if lora.get("dora") else "LoRA"
         lines.append(
-            f"LoRA rank {lora.get('rank')}, alpha {lora.get('alpha')}, targets {lora.get('targets')}, "
+            f"{kind} rank {lora.get('rank')}, alpha {lora.get('alpha')}, targets {lora.get('targets')}, "
             f"{count:,} adapter values" + (", length regulator trained" if ckpt.get("regulator") else "")
         )
     return lines

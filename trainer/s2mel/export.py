@@ -43,16 +43,6 @@ def base_record(path: str | Path) -> dict[str, str]:
     return {"path": str(path), "sha256": file_sha256(path)}
 
 
-def _lora_settings(record: Mapping[str, Any]) -> S2MelLoRASettings:
-    return S2MelLoRASettings(
-        rank=int(record["rank"]),
-        alpha=float(record["alpha"]),
-        dropout=float(record["dropout"]),
-        targets=tuple(record["targets"]),
-        train_regulator=bool(record["train_regulator"]),
-    )
-
-
 def _read_run_or_adapter(path: str | Path) -> dict[str, Any]:
     obj = load_checkpoint(path)
     if not (is_s2mel_checkpoint(obj) or obj.get("format") == ADAPTER_FORMAT):
@@ -79,7 +69,7 @@ def build_trained_s2mel(
         model.load_net(obj["net"], str(source))
         return model.eval()
     _check_base(obj, base_path, str(source))
-    attach_lora(model, _lora_settings(obj["lora"]))
+    attach_lora(model, S2MelLoRASettings.from_record(obj["lora"]))
     load_adapter_state(model, obj["adapter"], str(source))
     if obj.get("regulator") is not None:
         model.length_regulator.load_state_dict(obj["regulator"])

@@ -160,7 +160,8 @@ class S2MelTrainer:
         if self.settings.mode == "full":
             self.model.load_net(ckpt["net"], where)
         else:
-            if ckpt.get("lora") != self.settings.record()["lora"]:
+            saved = {"dora": False, **(ckpt.get("lora") or {})}  # records from before DoRA: plain LoRA
+            if saved != self.settings.record()["lora"]:
                 raise S2MelRunError(f"{where}: its LoRA settings {ckpt.get('lora')} differ from this run's")
             load_adapter_state(self.model, ckpt["adapter"], where)
             if ckpt.get("regulator") is not None:

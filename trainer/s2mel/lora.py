@@ -5,6 +5,10 @@ peft wraps ``nn.Linear`` layers as they are (``inject_adapter_in_model``), so th
 promises: adapters are ordinary Parameters (optimizer state and exact resume as for any weight), their init and
 dropout draw from torch's global RNG (saved with every checkpoint), and merging uses peft's own ``merge``.
 
+DoRA (``dora``, peft's ``use_dora``) adds a trained magnitude vector per wrapped layer (peft's
+``lora_magnitude_vector``, saved with the factors); it starts equal to the base too, and peft's ``merge`` folds it
+in, so the merged model is again the stock layout.
+
 Default targets: the transformer's attention (``wqkv``, ``wo``) and SwiGLU (``w1``, ``w2``, ``w3``) layers.
 Never the parameters that get no gradient on the training path (``skip_in_linear`` of the blocks without a
 U-ViT skip, ``x_embedder``, the embeddings; README_indextts2_audio.md 10.1). ``train_regulator`` also trains
@@ -16,6 +20,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from peft import LoraConfig, get_peft_model_state_dict, inject_adapter_in_model, set_peft_model_state_dict
 from peft.tuners.lora import LoraLayer
@@ -45,6 +50,7 @@ class S2MelLoRASettings:
     dropout: float = 0.0
     targets: tuple[str, ...] = DEFAULT_TARGETS
     train_regulator: bool = False
+    dora: bool = False  # weight-decomposed LoRA (peft's DoRA): a magnitude vector per wrapped layer too
 
     def __post_init__(self) -> None:
         if self.rank < 1:
@@ -58,8 +64,16 @@ class S2MelLoRASettings:
     def peft_config(self) -> LoraConfig:
         pattern = "|".join(f"({TARGET_GROUPS[name]})" for name in self.targets)
         return LoraConfig(
-            r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout, target_modules=rf"^({pattern})$"
+            r=self.rank, lora_alpha=self.alpha, lora_dropout=self.dropout, target_modules=rf"^({pattern})$",
+            use_dora=self.dora,
         )
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> S2MelLoRASettings:
+        """The settings a checkpoint's ``lora`` record holds (records from before DoRA: plain LoRA)."""
+        return cls(rank=int(record["rank"]), alpha=float(record["alpha"]), dropout=float(record["dropout"]),
+                   targets=tuple(record["targets"]), train_regulator=bool(record["train_regulator"]),
+                   dora=bool(record.get("dora", False)))
 
 
 def attach_lora(model: S2Mel, settings: S2MelLoRASettings) -> list[str]:

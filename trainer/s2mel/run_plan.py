@@ -17,6 +17,7 @@ from typing import Any
 
 from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
 from trainer.generations.spec import Capability, Generation
+from trainer.lora_setup import dora_refusal
 from trainer.plan import RunPlan, manifest_file, one_line
 from trainer.run_options import RunOptions, as_run_options
 from trainer.s2mel.dataset import manifest_stems
@@ -189,7 +190,8 @@ def train_settings(opts: RunOptions, clips: int, section: dict[str, Any] | None 
         loss_type=loss_type, class_dropout_prob=class_dropout,
         mode="lora" if opts.lora else "full",
         lora=S2MelLoRASettings(rank=int(opts.lora_rank), alpha=float(opts.lora_alpha),
-                               dropout=float(opts.lora_dropout), targets=lora_targets(opts.lora_targets)),
+                               dropout=float(opts.lora_dropout), targets=lora_targets(opts.lora_targets),
+                               dora=bool(opts.lora_dora)),
         learning_rate=float(opts.learning_rate), weight_decay=float(opts.weight_decay), batch_size=batch,
         max_steps=steps, save_interval=int(opts.save_interval), keep_checkpoints=int(opts.keep_checkpoints),
         grad_clip=float(opts.grad_clip) or math.inf, seed=int(opts.seed))
@@ -200,6 +202,9 @@ def _settings(plan: S2MelPlan) -> bool:
     if opts.resume not in ("", "auto"):
         return plan.plan.add("settings", False, f"--resume {opts.resume}: an S2Mel run resumes from its "
                                                 "--output-dir only (auto)")
+    dora = dora_refusal(opts)
+    if dora:
+        return plan.plan.add("settings", False, dora)
     if opts.sample_texts and not opts.eval_reference:
         return plan.plan.add("settings", False, "--sample-texts of an S2Mel run are spoken with the first "
                                                 "--eval-reference (reference voice audio): give one")
@@ -209,7 +214,8 @@ def _settings(plan: S2MelPlan) -> bool:
     except ValueError as exc:
         return plan.plan.add("settings", False, one_line(exc))
     s = plan.settings
-    what = f"LoRA rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
+    kind = "DoRA" if s.lora.dora else "LoRA"
+    what = f"{kind} rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
     return plan.plan.add("settings", True, f"{what}, {s.max_steps} steps of {s.batch_size} clip(s), saves every "
                                            f"{s.save_interval}; {s.loss_type.upper()} loss, class dropout "
                                            f"{s.class_dropout_prob:g} (config s2mel)")

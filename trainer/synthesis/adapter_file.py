@@ -1,6 +1,7 @@
 """A LoRA adapter file (``export --adapter-only``'s ``adapter.pth``) folded into a GPT state dict for synthesis.
 
 The file is ``{"lora_config": LoRAConfig.to_dict(), "adapter": {module + ".lora_A" / ".lora_B": tensor}, "step"}``
+(DoRA adapters also ``module + ".lora_magnitude.weight"``)
 (trainer.checkpoints.export); merging is ``networks.lora.merged_state_dict`` (float32, the stock key layout).
 """
 

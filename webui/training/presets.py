@@ -46,7 +46,7 @@ _RUN_SETTINGS: dict[str, Any] = {
 }
 _LORA_SETTINGS: dict[str, Any] = {  # LoRA on every GPT-2 block with the new text rows and the heads trained
     "lora_rank": 16, "lora_alpha": 32.0, "lora_dropout": 0.05, "lora_targets": "all", "lora_layers": "",
-    "lora_train_heads": True, "lora_train_embeddings": True, "lora_train_lang_row": True,
+    "lora_train_heads": True, "lora_train_embeddings": True, "lora_train_lang_row": True, "lora_dora": False,
 }
 
 
@@ -112,7 +112,7 @@ _FIXED_SETTINGS: dict[str, dict[str, Any]] = {
     DEMO_V25_PRESET: {**_DEMO_SETTINGS, "text_scheme": "merges", "text_merges": ""},
     # LoRA on the DiT's attention and feed-forward layers; the decoder is frozen, so a 12 GB card holds batch 8.
     S2MEL_LORA12_PRESET: {**_S2MEL_SETTINGS, "learning_rate": 1e-4, "lora": True, "lora_rank": 16,
-                          "lora_alpha": 32.0, "lora_dropout": 0.05, "lora_targets": "all"},
+                          "lora_alpha": 32.0, "lora_dropout": 0.05, "lora_targets": "all", "lora_dora": False},
     S2MEL_FULL24_PRESET: {**_S2MEL_SETTINGS, "learning_rate": 2e-5, "weight_decay": 0.01, "lora": False},
 }
 # The order the form offers them in.
