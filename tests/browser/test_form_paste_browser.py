@@ -21,6 +21,7 @@ def test_pasted_path_shows_in_command_preview_without_leaving_the_field(page, st
         studio.wait_ready()
         page.goto(studio.url)
         page.get_by_role("tab", name="Training").click()
+        page.locator("#train-change-data").click()  # the run folder is in the data and model section
         field = page.locator("#opt-output-dir textarea")
         field.wait_for(timeout=UI_TIMEOUT_MS)
         command = page.locator("#train-command textarea")

@@ -47,6 +47,7 @@ def test_indextts25_demo_preflights_trains_stops_and_resumes(page, studio_worksp
         badge = page.locator('#train-model-version-badge[data-version="2.5"]')
         badge.wait_for(timeout=UI_TIMEOUT_MS)
         assert "IndexTTS-2.5 GPT" in badge.inner_text()
+        page.locator("#train-change-data").click()  # the data and model section opens on "change"
         assert "IndexTTS-2.5 paired manifest" in page.locator("#opt-train-manifest").inner_text()
         assert ".tiktoken" in command_text(page)  # the 2.5 table (the merges scheme is the default: not shown)
         page.get_by_text("Logging and checkpoints").click()

@@ -75,9 +75,11 @@ def _forms_show(page, project: Prepared, other: Prepared, prefix: str, other_pre
     _tab(page, "Tokenizer")
     _value(page, "tok-verify-manifest", str(project.train))
     _value(page, "tok-verify-samples-new", str(project.val))
-    _tab(page, "Training")
-    _value(page, "opt-train-manifest", str(project.train))
-    assert str(other.train) not in page.locator("#opt-train-manifest textarea").input_value()
+    _tab(page, "Training")  # the first view's summary of the data (the field itself is in a closed section)
+    summary = '#train-data-summary [data-field="train_manifest"]'
+    page.wait_for_function("([sel, want]) => (document.querySelector(sel)?.innerText || '').includes(want)",
+                           arg=[summary, str(project.train)], timeout=UI_TIMEOUT_MS)
+    assert str(other.train) not in page.locator(summary).inner_text()
     _tab(page, "Project")
 
 

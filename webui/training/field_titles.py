@@ -74,6 +74,7 @@ TITLES: dict[str, str] = {
     "sharding": "How processes share the model",
     # LoRA
     "lora": "Train adapters (LoRA) instead of the whole model",
+    "lora_dora": "Weight-decomposed adapters (DoRA)",
     "lora_rank": "Adapter rank",
     "lora_alpha": "Adapter scale (alpha)",
     "lora_dropout": "Adapter dropout",
