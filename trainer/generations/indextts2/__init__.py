@@ -34,6 +34,7 @@ INDEXTTS2 = Generation(
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
                    not_for="not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a "
                            "download folder)",
+                   options=frozenset({"s2mel_prompt"}),
                    sample_options=frozenset({"sample_model_dir", "sample_steps"}),
                    demo_preset="Demo (IndexTTS2)"),
     ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_facts", "latent_prompt"),

@@ -59,7 +59,7 @@ INDEXTTS25 = Generation(
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
                    not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "
                            "download folder)",
-                   options=frozenset({"text_scheme", "text_merges"}),
+                   options=frozenset({"text_scheme", "text_merges", "s2mel_prompt"}),
                    sample_options=frozenset({"sample_model_dir", "sample_steps"}),
                    demo_preset="IndexTTS-2.5 demo (CPU)"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
