@@ -28,7 +28,7 @@ INDEXTTS2 = Generation(
     sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
     evaluation_speech=lazy(EVALUATION, "speech"),
     evaluation_backend=lazy(EVALUATION, "Backend"), evaluation_needs_audio=True,
-    synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"), synthesis_options=frozenset({"s2mel"}),
+    synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"), synthesis_options=frozenset({"s2mel", "s2mel_strength"}),
     export_name="IndexTTS2", exported_version=2.0,
     demo_folder="v2", prepare="data_tools.prepare_v2",
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",

@@ -53,7 +53,7 @@ INDEXTTS25 = Generation(
     evaluation_speech=lazy(EVALUATION, "speech"),
     evaluation_backend=lazy(EVALUATION, "Backend"), evaluation_needs_audio=True,
     synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"),
-    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel"}),
+    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel", "s2mel_strength"}),
     export=lazy(f"{PACKAGE}.export", "export"), export_name=NAME, exported_version=2.5,
     demo_folder="v25", prepare="data_tools.prepare_v25",
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
