@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -163,6 +164,38 @@ def test_v25_export_and_synthesis_with_the_trained_s2mel(prepared_v25, tmp_path:
                             "--reference", str(voice), "--text", "ሰላም", "--out", str(wav), "--steps", "2",
                             "--decode", "greedy", "--max-codes", "20", "--device", "cpu"]) == 0
     assert wav.is_file() and wav.stat().st_size > 44
+
+
+
+def test_v25_adapter_strength_at_synthesis_and_export(prepared_v25, tmp_path: Path, capsys) -> None:
+    """--s2mel-strength 0 speaks exactly as the folder's own s2mel.pth; the export writes the strength the keep
+    gate recorded, and an adapter file carries it."""
+    import soundfile
+
+    folder, _, voice = prepared_v25
+    assert train_main(run_argv(prepared_v25, tmp_path / "run", "--lora", "--lora-rank", "4", "--max-steps", "2")) == 0
+    latest = tmp_path / "run" / "latest.pth"
+    speak = ["--model-dir", str(folder), "--reference", str(voice), "--text", "ሰላም", "--steps", "2",
+             "--decode", "greedy", "--max-codes", "20", "--device", "cpu"]
+    spoken = {}
+    for name, extra in (("stock", []), ("zero", ["--s2mel", str(latest), "--s2mel-strength", "0"]),
+                        ("full", ["--s2mel", str(latest), "--s2mel-strength", "1"])):
+        assert synthesize_main([*speak, *extra, "--out", str(tmp_path / f"{name}.wav")]) == 0
+        spoken[name] = soundfile.read(tmp_path / f"{name}.wav")[0]
+    assert np.array_equal(spoken["zero"], spoken["stock"])
+    assert not np.array_equal(spoken["full"], spoken["stock"])  # the adapter does change the voice
+    scores = tmp_path / "run" / "s2mel_scores.json"
+    same = [{"voice": "a", "similarity": 0.8, "cer": 0.1}]
+    scores.write_text(json.dumps({"step": 2, "without": same, "with": same, "strength": 0.6}), encoding="utf-8")
+    capsys.readouterr()
+    export = ["export-s2mel", str(latest), "--model-dir", str(folder), "--adapter-only"]
+    assert checkpoints_main([*export, "--out", str(tmp_path / "gated")]) == 0
+    assert "the gate chose strength 0.6" in capsys.readouterr().out
+    assert torch.load(tmp_path / "gated" / "s2mel_adapter.pth", weights_only=True)["strength"] == 0.6
+    assert checkpoints_main([*export, "--out", str(tmp_path / "mine"), "--strength", "0.3"]) == 0
+    assert torch.load(tmp_path / "mine" / "s2mel_adapter.pth", weights_only=True)["strength"] == 0.3
+    assert checkpoints_main([*export, "--out", str(tmp_path / "bad"), "--strength", "2"]) == 2
+    assert "--strength must be from 0 to 1, got 2" in capsys.readouterr().err
 
 
 def prepared_v2_with_grown_gpt(root: Path, dest: Path) -> tuple[DemoV2Paths, Path, Path, Path, Path]:
