@@ -77,6 +77,19 @@ def test_a_picked_s2mel_goes_into_the_command_and_a_wrong_one_is_refused(ws: Pat
     assert "CANNOT SPEAK" in tab_testing.describe_pick(base, ws, "", other)
 
 
+def test_the_strength_slider_goes_into_the_command_and_is_checked(ws: Path) -> None:
+    base = next(c.key for c in listen.model_choices(ws) if c.kind == "base" and c.version == "2.5")
+    spec = listen.resolve_model(base, ws)
+    trained = str(ws / "v25" / "runs" / "s2mel" / "latest.pth")
+    at = listen_s2mel.with_s2mel(spec, trained, ws, 0.6)
+    argv = listen.synthesis_argv("python", at, "ሰላም", Path("r.wav"), Path("o.wav"), Path("o.json"),
+                                 listen.DecodeChoice())
+    assert argv[argv.index("--s2mel-strength") + 1] == "0.6"
+    assert "latest.pth at strength 0.6" in tab_testing.describe_pick(base, ws, "", trained, 0.6)
+    with pytest.raises(listen.ListenError, match=r"S2Mel adapter strength must be from 0 to 1, got 1\.5"):
+        listen_s2mel.with_s2mel(spec, trained, ws, 1.5)
+
+
 def test_the_same_model_with_the_stock_and_the_trained_s2mel_side_by_side(ws: Path) -> None:
     ctx = StudioContext.create(ws)
     base = next(c.key for c in listen.model_choices(ws) if c.kind == "base" and c.version == "2.5")

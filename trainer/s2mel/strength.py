@@ -6,7 +6,8 @@ full fine-tune (and for any adapter that merges into the stock layout); for a Lo
 times s. Strength 0 is the base decoder itself and strength 1 the merged decoder itself, bit for bit, so 0 speaks
 exactly as the download folder's ``s2mel.pth`` and 1 exactly as the merged export. A fine-tune that helps the
 voice but costs intelligibility can keep part of its gain at a lower strength (issue #38: +0.043 similarity for
-+0.2 CER points at 0.6).
++0.2 CER points at 0.6). The studio's Test tab checks its slider with :func:`check_strength`, so this module
+imports torch and the networks only where a decoder is built.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ import copy
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from networks.s2mel import S2Mel, load_s2mel
-from trainer.s2mel.lora import has_adapters, merged_copy
+if TYPE_CHECKING:
+    from networks.s2mel import S2Mel
 
 FULL_STRENGTH = 1.0
 
@@ -38,6 +37,10 @@ def check_strength(value: Any, where: str = "adapter strength") -> float:
 
 def at_strength(trained: S2Mel, base: S2Mel, strength: float) -> S2Mel:
     """A plain S2Mel in eval mode (adapters merged, no wrappers) at ``strength``; the inputs are untouched."""
+    import torch
+
+    from trainer.s2mel.lora import has_adapters, merged_copy
+
     strength = check_strength(strength)
     if strength == 0.0:
         plain = copy.deepcopy(base)
@@ -56,6 +59,7 @@ def at_strength(trained: S2Mel, base: S2Mel, strength: float) -> S2Mel:
 def trained_s2mel_at(source: str | Path, base_path: str | Path, s2mel_section: Mapping[str, Any], strength: float,
                      **model_kwargs: Any) -> S2Mel:
     """The S2Mel a run checkpoint or adapter file describes, at ``strength``, as synthesis and export use it."""
+    from networks.s2mel import load_s2mel
     from trainer.s2mel.export import build_trained_s2mel
 
     strength = check_strength(strength)
