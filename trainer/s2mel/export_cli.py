@@ -114,7 +114,7 @@ def export_s2mel(path: Path, out: Path, model_dir: Path, *, adapter_only: bool =
             except ValueError as exc:
                 raise S2MelExportRefused(f"--scores {scores}: {exc}") from None
             chosen, decision = verdict.keep, verdict.reason
-            if chosen_strength is not None:  # the strength its gate chose (trainer.s2mel.evaluate --strengths)
+            if chosen_strength not in (None, FULL_STRENGTH):  # the strength its gate chose (trainer.s2mel.evaluate --strengths)
                 decision = f"{decision} (the gate chose strength {chosen_strength:g})"
         if strength is None:
             strength = chosen_strength if chosen_strength is not None else FULL_STRENGTH
