@@ -114,6 +114,39 @@ def test_v25_full_run_killed_and_resumed_bit_exactly(prepared_v25, tmp_path: Pat
     assert events[-1]["event"] == "end" and events[-1]["status"] == "finished"
 
 
+def with_speakers(prepared: tuple[Path, Path, Path]) -> tuple[Path, Path, Path]:
+    """The prepared clips' manifest with a speaker per line: two clips of one speaker, two of another."""
+    folder, manifest, voice = prepared
+    lines = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines()]
+    named = manifest.parent / "train_speakers.jsonl"
+    named.write_text("".join(json.dumps({**line, "speaker": "amara" if i < 2 else "bekele"}) + "\n"
+                             for i, line in enumerate(lines)), encoding="utf-8")
+    return folder, named, voice
+
+
+def test_v25_cross_prompt_run_killed_and_resumed_bit_exactly(prepared_v25, tmp_path: Path) -> None:
+    """The manifest's speakers reach the trainer (auto: cross), and a killed cross-prompt run resumes exactly."""
+    refused = run_preflight(parse_argv(run_argv(prepared_v25, tmp_path / "no", "--s2mel-prompt", "cross")))
+    assert refused.refusal is not None and "no speaker of the training manifest has two clips" in refused.refusal
+    prepared = with_speakers(prepared_v25)
+    plan = run_preflight(parse_argv(run_argv(prepared, tmp_path / "plan")))
+    settings = next(check for check in plan.checks if check.name == "settings")
+    assert settings.ok and "prompts: another clip of the same speaker" in settings.message, plan.lines()
+    straight = trainer_cli(run_argv(prepared, tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr
+    killed = trainer_cli(run_argv(prepared, tmp_path / "killed"),
+                         env={"STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_KILL_AFTER_STEP": "3"})
+    assert killed.returncode == -9, killed.stderr
+    resumed = trainer_cli(run_argv(prepared, tmp_path / "killed"))
+    assert resumed.returncode == 0 and "at step 2" in resumed.stdout, resumed.stdout + resumed.stderr
+    expected, actual = net_of(tmp_path / "straight" / "latest.pth"), net_of(tmp_path / "killed" / "latest.pth")
+    assert expected.keys() == actual.keys()
+    assert all(torch.equal(expected[key], actual[key]) for key in expected)
+    own = trainer_cli(run_argv(prepared, tmp_path / "own", "--s2mel-prompt", "own"))
+    assert own.returncode == 0, own.stderr
+    assert not all(torch.equal(expected[key], value) for key, value in net_of(tmp_path / "own" / "latest.pth").items())
+
+
 def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_path: Path) -> None:
     texts = tmp_path / "texts.txt"
     texts.write_text("ሰላም\n", encoding="utf-8")
