@@ -66,3 +66,14 @@ def test_cross_prompt_run_killed_and_resumed_bit_exactly(tmp_path: Path, generat
     want, got = trainable_state(straight.model), trainable_state(resumed.model)
     assert want.keys() == got.keys() and want
     assert all(torch.equal(want[name], got[name]) for name in want)
+
+
+def test_a_run_never_resumes_with_other_prompts(tmp_path: Path) -> None:
+    own = S2MelTrainer(tiny_model("2.5"), tiny_clips("2.5", count=3), settings("lora", max_steps=3, prompt="own"),
+                       tmp_path, speakers=SPEAKERS)
+    own.run()
+    assert own.prompt_mode == "own"
+    cross = cross_trainer("2.5", tmp_path, SPEAKERS)
+    with pytest.raises(S2MelRunError, match="trained with own prompts; this run's are cross: resume with "
+                                            "--s2mel-prompt own"):
+        cross.resume_if_any()

@@ -14,8 +14,9 @@ manifest has two clips or more, own otherwise). A clip whose speaker has no othe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -44,6 +45,16 @@ def resolve_prompt_mode(mode: str, speakers: Sequence[str | None]) -> str:
         raise ValueError("--s2mel-prompt cross: no speaker of the training manifest has two clips (each line's "
                          "'speaker'); use own, or auto")
     return "own" if mode == "own" or not several else "cross"
+
+
+def resume_refusal(saved: Mapping[str, Any], mode: str, where: str) -> str | None:
+    """Why a checkpoint cannot continue with prompts ``mode`` ("own" / "cross"), or None. Its draws would differ
+    from the run it continues; a checkpoint from before cross-clip prompts prompted each clip with its own."""
+    before = str(saved.get("prompt_mode") or "own")
+    if before == mode:
+        return None
+    return (f"{where} trained with {before} prompts; this run's are {mode}: resume with --s2mel-prompt {before} "
+            "(or start in a new --output-dir)")
 
 
 def describe_prompt_mode(mode: str, speakers: Sequence[str | None]) -> str:

@@ -30,7 +30,13 @@ from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
 from trainer.metrics import truncate_after_step
 from trainer.s2mel.batches import S2MelBatch, S2MelClip, collate, draw_prompt_lens, epoch_order
 from trainer.s2mel.checkpoint import FORMAT_NAME, FORMAT_VERSION, PART, select_s2mel_resume
-from trainer.s2mel.cross_prompt import draw_partners, partner_table, prompted_items, resolve_prompt_mode
+from trainer.s2mel.cross_prompt import (
+    draw_partners,
+    partner_table,
+    prompted_items,
+    resolve_prompt_mode,
+    resume_refusal,
+)
 from trainer.s2mel.forward import (
     FlowDraws,
     draw_flow_noise,
@@ -143,6 +149,7 @@ class S2MelTrainer:
             "mode": s.mode,
             "base": self.base,
             "settings": s.record(),
+            "prompt_mode": self.prompt_mode,
             "uses_gpt_layer": self.uses_gpt_layer,
             "optimizer": self.optimizer.state_dict(),
             "step": self.step_count,
@@ -167,6 +174,9 @@ class S2MelTrainer:
             raise S2MelRunError(
                 f"{where} is a {ckpt.get('mode')} S2Mel run; this run is {self.settings.mode}"
             )
+        refusal = resume_refusal(ckpt, self.prompt_mode, where)
+        if refusal:
+            raise S2MelRunError(refusal)
         if self.settings.mode == "full":
             self.model.load_net(ckpt["net"], where)
         else:

@@ -19,7 +19,7 @@ from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
 from trainer.generations.spec import Capability, Generation
 from trainer.plan import RunPlan, manifest_file, one_line
 from trainer.run_options import RunOptions, as_run_options
-from trainer.s2mel.cross_prompt import describe_prompt_mode
+from trainer.s2mel.cross_prompt import describe_prompt_mode, resolve_prompt_mode, resume_refusal
 from trainer.s2mel.dataset import manifest_speakers, manifest_stems
 from trainer.s2mel.forward import class_dropout_from_config, loss_type_from_config
 from trainer.s2mel.lora import DEFAULT_TARGETS, S2MelLoRASettings
@@ -234,6 +234,10 @@ def _resume(plan: S2MelPlan) -> bool:
     if plan.settings is not None and ckpt.get("mode") != plan.settings.mode:
         return plan.plan.add("resume", False, f"{path} is a {ckpt.get('mode')} S2Mel run; this run is "
                                               f"{plan.settings.mode} (use a new --output-dir)")
+    if plan.settings is not None:
+        refusal = resume_refusal(ckpt, resolve_prompt_mode(plan.settings.prompt, plan.speakers), str(path))
+        if refusal:
+            return plan.plan.add("resume", False, refusal)
     return plan.plan.add("resume", True, f"resume from {path.name} at step {ckpt.get('step')}")
 
 
