@@ -131,6 +131,6 @@ def test_the_same_model_with_the_stock_and_the_trained_s2mel_side_by_side(ws: Pa
         waves[side], rate = soundfile.read(str(side_view.wav))
         assert rate == 22050 and waves[side].size > 0
     assert "+ S2Mel s2mel/latest.pth" in view.sides["B"].detail and "S2Mel" not in view.sides["A"].detail
-    assert view.command.count("--s2mel") == 1 and f"--s2mel {trained}" in view.command
+    assert view.command.count("--s2mel ") == 1 and f"--s2mel {trained} --s2mel-strength 1" in view.command
     # The same GPT codes (greedy) through another decoder: a different sound.
     assert waves["A"].shape != waves["B"].shape or not np.allclose(waves["A"], waves["B"])
