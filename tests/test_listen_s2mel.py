@@ -77,6 +77,43 @@ def test_a_picked_s2mel_goes_into_the_command_and_a_wrong_one_is_refused(ws: Pat
     assert "CANNOT SPEAK" in tab_testing.describe_pick(base, ws, "", other)
 
 
+def test_the_strength_slider_goes_into_the_command_and_is_checked(ws: Path) -> None:
+    base = next(c.key for c in listen.model_choices(ws) if c.kind == "base" and c.version == "2.5")
+    spec = listen.resolve_model(base, ws)
+    trained = str(ws / "v25" / "runs" / "s2mel" / "latest.pth")
+    at = listen_s2mel.with_s2mel(spec, trained, ws, 0.6)
+    argv = listen.synthesis_argv("python", at, "ሰላም", Path("r.wav"), Path("o.wav"), Path("o.json"),
+                                 listen.DecodeChoice())
+    assert argv[argv.index("--s2mel-strength") + 1] == "0.6"
+    assert "latest.pth at strength 0.6" in tab_testing.describe_pick(base, ws, "", trained, 0.6)
+    with pytest.raises(listen.ListenError, match=r"S2Mel adapter strength must be from 0 to 1, got 1\.5"):
+        listen_s2mel.with_s2mel(spec, trained, ws, 1.5)
+
+
+def test_the_checkpoints_tabs_export_form_exports_an_s2mel_run_at_its_strength(ws: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import torch
+
+    from networks.s2mel import read_s2mel_net
+    from webui.checkpoints import tools as ck_tools
+    from webui.form_inputs import InputProblem
+
+    trained = str(ws / "v25" / "runs" / "s2mel" / "latest.pth")
+    folder = DemoV25Paths.under(ws).config.parent
+    argv = ck_tools.export_argv(sys.executable, trained, str(tmp_path / "out"), "fp32", False, "", "", ws,
+                                tmp_path / "report.txt", s2mel_strength=0.0)
+    assert argv[argv.index("--model-dir") + 1] == str(folder) and argv[argv.index("--strength") + 1] == "0"
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=SYNTH_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    written, stock = read_s2mel_net(tmp_path / "out" / "s2mel.pth"), read_s2mel_net(folder / "s2mel.pth")
+    assert all(torch.equal(value, written[part][key]) for part, state in stock.items() for key, value in state.items())
+    with pytest.raises(InputProblem, match="applies to S2Mel run checkpoints"):  # a GPT's export has none
+        ck_tools.export_argv(sys.executable, str(folder / "gpt.pth"), "", "fp32", False, "", "", ws,
+                             tmp_path / "r.txt", s2mel_strength=0.5)
+
+
 def test_the_same_model_with_the_stock_and_the_trained_s2mel_side_by_side(ws: Path) -> None:
     ctx = StudioContext.create(ws)
     base = next(c.key for c in listen.model_choices(ws) if c.kind == "base" and c.version == "2.5")
@@ -94,6 +131,6 @@ def test_the_same_model_with_the_stock_and_the_trained_s2mel_side_by_side(ws: Pa
         waves[side], rate = soundfile.read(str(side_view.wav))
         assert rate == 22050 and waves[side].size > 0
     assert "+ S2Mel s2mel/latest.pth" in view.sides["B"].detail and "S2Mel" not in view.sides["A"].detail
-    assert view.command.count("--s2mel") == 1 and f"--s2mel {trained}" in view.command
+    assert view.command.count("--s2mel ") == 1 and f"--s2mel {trained} --s2mel-strength 1" in view.command
     # The same GPT codes (greedy) through another decoder: a different sound.
     assert waves["A"].shape != waves["B"].shape or not np.allclose(waves["A"], waves["B"])

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -113,6 +114,39 @@ def test_v25_full_run_killed_and_resumed_bit_exactly(prepared_v25, tmp_path: Pat
     assert events[-1]["event"] == "end" and events[-1]["status"] == "finished"
 
 
+def with_speakers(prepared: tuple[Path, Path, Path]) -> tuple[Path, Path, Path]:
+    """The prepared clips' manifest with a speaker per line: two clips of one speaker, two of another."""
+    folder, manifest, voice = prepared
+    lines = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines()]
+    named = manifest.parent / "train_speakers.jsonl"
+    named.write_text("".join(json.dumps({**line, "speaker": "amara" if i < 2 else "bekele"}) + "\n"
+                             for i, line in enumerate(lines)), encoding="utf-8")
+    return folder, named, voice
+
+
+def test_v25_cross_prompt_run_killed_and_resumed_bit_exactly(prepared_v25, tmp_path: Path) -> None:
+    """The manifest's speakers reach the trainer (auto: cross), and a killed cross-prompt run resumes exactly."""
+    refused = run_preflight(parse_argv(run_argv(prepared_v25, tmp_path / "no", "--s2mel-prompt", "cross")))
+    assert refused.refusal is not None and "no speaker of the training manifest has two clips" in refused.refusal
+    prepared = with_speakers(prepared_v25)
+    plan = run_preflight(parse_argv(run_argv(prepared, tmp_path / "plan")))
+    settings = next(check for check in plan.checks if check.name == "settings")
+    assert settings.ok and "prompts: another clip of the same speaker" in settings.message, plan.lines()
+    straight = trainer_cli(run_argv(prepared, tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr
+    killed = trainer_cli(run_argv(prepared, tmp_path / "killed"),
+                         env={"STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_KILL_AFTER_STEP": "3"})
+    assert killed.returncode == -9, killed.stderr
+    resumed = trainer_cli(run_argv(prepared, tmp_path / "killed"))
+    assert resumed.returncode == 0 and "at step 2" in resumed.stdout, resumed.stdout + resumed.stderr
+    expected, actual = net_of(tmp_path / "straight" / "latest.pth"), net_of(tmp_path / "killed" / "latest.pth")
+    assert expected.keys() == actual.keys()
+    assert all(torch.equal(expected[key], actual[key]) for key in expected)
+    own = trainer_cli(run_argv(prepared, tmp_path / "own", "--s2mel-prompt", "own"))
+    assert own.returncode == 0, own.stderr
+    assert not all(torch.equal(expected[key], value) for key, value in net_of(tmp_path / "own" / "latest.pth").items())
+
+
 def test_v25_lora_run_speaks_samples_and_preflight_plans_it(prepared_v25, tmp_path: Path) -> None:
     texts = tmp_path / "texts.txt"
     texts.write_text("ሰላም\n", encoding="utf-8")
@@ -163,6 +197,38 @@ def test_v25_export_and_synthesis_with_the_trained_s2mel(prepared_v25, tmp_path:
                             "--reference", str(voice), "--text", "ሰላም", "--out", str(wav), "--steps", "2",
                             "--decode", "greedy", "--max-codes", "20", "--device", "cpu"]) == 0
     assert wav.is_file() and wav.stat().st_size > 44
+
+
+
+def test_v25_adapter_strength_at_synthesis_and_export(prepared_v25, tmp_path: Path, capsys) -> None:
+    """--s2mel-strength 0 speaks exactly as the folder's own s2mel.pth; the export writes the strength the keep
+    gate recorded, and an adapter file carries it."""
+    import soundfile
+
+    folder, _, voice = prepared_v25
+    assert train_main(run_argv(prepared_v25, tmp_path / "run", "--lora", "--lora-rank", "4", "--max-steps", "2")) == 0
+    latest = tmp_path / "run" / "latest.pth"
+    speak = ["--model-dir", str(folder), "--reference", str(voice), "--text", "ሰላም", "--steps", "2",
+             "--decode", "greedy", "--max-codes", "20", "--device", "cpu"]
+    spoken = {}
+    for name, extra in (("stock", []), ("zero", ["--s2mel", str(latest), "--s2mel-strength", "0"]),
+                        ("full", ["--s2mel", str(latest), "--s2mel-strength", "1"])):
+        assert synthesize_main([*speak, *extra, "--out", str(tmp_path / f"{name}.wav")]) == 0
+        spoken[name] = soundfile.read(tmp_path / f"{name}.wav")[0]
+    assert np.array_equal(spoken["zero"], spoken["stock"])
+    assert not np.array_equal(spoken["full"], spoken["stock"])  # the adapter does change the voice
+    scores = tmp_path / "run" / "s2mel_scores.json"
+    same = [{"voice": "a", "similarity": 0.8, "cer": 0.1}]
+    scores.write_text(json.dumps({"step": 2, "without": same, "with": same, "strength": 0.6}), encoding="utf-8")
+    capsys.readouterr()
+    export = ["export-s2mel", str(latest), "--model-dir", str(folder), "--adapter-only"]
+    assert checkpoints_main([*export, "--out", str(tmp_path / "gated")]) == 0
+    assert "the gate chose strength 0.6" in capsys.readouterr().out
+    assert torch.load(tmp_path / "gated" / "s2mel_adapter.pth", weights_only=True)["strength"] == 0.6
+    assert checkpoints_main([*export, "--out", str(tmp_path / "mine"), "--strength", "0.3"]) == 0
+    assert torch.load(tmp_path / "mine" / "s2mel_adapter.pth", weights_only=True)["strength"] == 0.3
+    assert checkpoints_main([*export, "--out", str(tmp_path / "bad"), "--strength", "2"]) == 2
+    assert "--strength must be from 0 to 1, got 2" in capsys.readouterr().err
 
 
 def prepared_v2_with_grown_gpt(root: Path, dest: Path) -> tuple[DemoV2Paths, Path, Path, Path, Path]:

@@ -59,7 +59,7 @@ def test_an_s2mel_that_lowers_similarity_is_left_out_of_the_export_and_the_log_s
     assert scores["step"] == 4 and scores["keep"] is False
     assert scores["reason"].startswith("S2Mel adapter left out: similarity fell")
     assert scores["reason"] in printed
-    assert _events(run)[-1] == {"part": "s2mel", "event": "keep", "step": 4, "keep": False,
+    assert _events(run)[-1] == {"part": "s2mel", "event": "keep", "step": 4, "keep": False, "strength": 1.0,
                                 "reason": scores["reason"]}
     assert "<b>left out</b>" in scores_html(latest)  # what the studio shows under the picked S2Mel
 

@@ -354,10 +354,14 @@ def test_indextts25_presets_and_fields(demo_workspace) -> None:
     for preset in (tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET):
         assert tf.apply_preset(preset, values, tf.demo_v25_files(demo_workspace.root))["text_scheme"] == "merges"
     option = trainer_options.option_by_name
-    for name in tf.GENERATION_OPTIONS:
+    for name in ("text_scheme", "text_merges"):
         assert tf.applies(option(name), "2.5") and tf.applies(option(name), None)
         assert not tf.applies(option(name), "2") and not tf.applies(option(name), "1.5")
         assert tf.field_info(option(name), "1.5").endswith("applies to IndexTTS-2.5 runs only")
+    # the S2Mel decoder's prompt: IndexTTS2 and 2.5 have one, IndexTTS-1.5 not
+    assert tf.applies(option("s2mel_prompt"), "2") and tf.applies(option("s2mel_prompt"), "2.5")
+    assert not tf.applies(option("s2mel_prompt"), "1.5")
+    assert tf.field_info(option("s2mel_prompt"), "1.5").endswith("applies to IndexTTS2 and IndexTTS-2.5 runs only")
     for name in ("sample_model_dir", "sample_steps"):  # 2.5 speaks samples through a download folder, as v2
         assert tf.applies(option(name), "2.5") and tf.field_info(option(name), "2.5") == f"{option(name).flag}: {option(name).help}"
     assert not tf.applies(option("vocoder"), "2.5") and tf.field_info(option("vocoder"), "2.5") == by_id("2.5").form.not_for

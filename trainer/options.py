@@ -74,6 +74,10 @@ OPTIONS: tuple[Option, ...] = (
          "prepared folder of --train-manifest, from the s2mel.pth of --model-dir; --lora trains adapters, else the "
          "whole DiT; --base-checkpoint: the GPT whose latent IndexTTS2 feeds it)", GROUP_DATA,
          choices=("gpt", "s2mel")),
+    _opt("s2mel_prompt", "choice", "auto", "IndexTTS2 / 2.5 S2Mel runs: what prompts each training clip. cross: "
+         "another clip of the same speaker (the manifest's speaker), drawn per clip and epoch, as synthesis prompts "
+         "from a reference recording; own: the clip's own first frames and style; auto: cross where a speaker has "
+         "several clips, else own", GROUP_DATA, choices=("auto", "own", "cross")),
     _opt("train_manifest", "path", [], "training manifest (JSONL): an IndexTTS-1.5 codes manifest, an IndexTTS2 or an IndexTTS-2.5 paired manifest; repeat for several (PATH::lang sets its language, PATH::lang@W also its sampling weight: replay)",
          GROUP_DATA, repeatable=True, required=True),
     _opt("val_manifest", "path", [], "validation manifest, same format as the training one; repeat for several (PATH::lang: validated per "

@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     v2.add_argument("--s2mel", type=Path, metavar="S2MEL.pth",
                     help="IndexTTS2 / 2.5: an S2Mel run checkpoint or adapter (python -m trainer.train --train s2mel) "
                          "that replaces the --model-dir's s2mel.pth (adapters merged)")
+    v2.add_argument("--s2mel-strength", type=float, metavar="S",
+                    help="how much of the --s2mel applies, 0 to 1: 0 speaks as the folder's s2mel.pth, 1 as the "
+                         "merged export (default: the strength an adapter file was exported at, else 1)")
     v2.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"S2Mel flow-matching steps (default {DEFAULT_STEPS})")
     v2.add_argument("--cfg-rate", type=float, default=DEFAULT_CFG_RATE,
                     help=f"S2Mel classifier-free guidance (default {DEFAULT_CFG_RATE})")
@@ -137,7 +140,8 @@ def flag(name: str) -> str:
 
 
 # Options only some generations take (their registry entries' ``synthesis_options``), with their defaults.
-GENERATION_OPTIONS = {"text_scheme": None, "adapter_file": None, "duration_factor": 1.0, "s2mel": None}
+GENERATION_OPTIONS = {"text_scheme": None, "adapter_file": None, "duration_factor": 1.0, "s2mel": None,
+                      "s2mel_strength": None}
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -279,23 +283,33 @@ def emotion_weights(text: str | None) -> tuple[float, ...] | None:
 
 
 def with_trained_s2mel(args: argparse.Namespace, synth: Any, device: Any, **model_kwargs: Any) -> None:
-    """``--s2mel``: the synthesizer speaks through that S2Mel run checkpoint or adapter (merged, eval mode)."""
+    """``--s2mel``: the synthesizer speaks through that S2Mel run checkpoint or adapter (merged, eval mode), at
+    ``--s2mel-strength`` (:mod:`trainer.s2mel.strength`)."""
+    from trainer.synthesis import SynthesisError
+
+    strength = getattr(args, "s2mel_strength", None)
     if args.s2mel is None:
+        if strength is not None:
+            raise SynthesisError("--s2mel-strength applies to a trained S2Mel: give --s2mel too")
         return
     import dataclasses
 
     from trainer.checkpoints import CheckpointError
-    from trainer.s2mel.export import S2MelExportError, build_trained_s2mel
-    from trainer.s2mel.lora import S2MelLoRAError, merged_copy
-    from trainer.synthesis import SynthesisError
+    from trainer.checkpoints.loading import load_checkpoint
+    from trainer.s2mel.export import S2MelExportError, build_trained_s2mel, recorded_strength
+    from trainer.s2mel.lora import S2MelLoRAError
+    from trainer.s2mel.strength import at_strength, check_strength
 
     if not args.s2mel.is_file():
         raise SynthesisError(f"--s2mel {args.s2mel}: file not found")
     try:
+        strength = (recorded_strength(load_checkpoint(args.s2mel, mmap=True)) if strength is None
+                    else check_strength(strength, "--s2mel-strength"))
         model = build_trained_s2mel(args.s2mel, synth.nets.files.s2mel, synth.nets.config["s2mel"], **model_kwargs)
-    except (S2MelExportError, S2MelLoRAError, CheckpointError) as exc:
+        model = at_strength(model, synth.nets.s2mel, strength)
+    except (S2MelExportError, S2MelLoRAError, CheckpointError, ValueError) as exc:
         raise SynthesisError(f"--s2mel {args.s2mel}: {' '.join(str(exc).split())}") from None
-    synth.nets = dataclasses.replace(synth.nets, s2mel=merged_copy(model).eval().to(device))
+    synth.nets = dataclasses.replace(synth.nets, s2mel=model.to(device))
 
 
 def emotion_report(emotion: Any) -> dict[str, Any]:

@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     s2mel.add_argument("--keep", choices=("auto", "keep", "drop"), default="auto", help="override the scores' "
                        "decision (default auto)")
     s2mel.add_argument("--force", action="store_true", help="replace an earlier export in --out")
+    s2mel.add_argument("--strength", type=float, metavar="S", help="adapter strength 0..1 to write the decoder at "
+                       "(0: the base s2mel.pth, 1: all of the run; default: the strength the scores' gate chose, "
+                       "else 1)")
     return parser
 
 
@@ -84,7 +87,7 @@ def _export_s2mel(args: argparse.Namespace) -> int:
 
     try:
         report = export_s2mel(args.path, args.out, args.model_dir, adapter_only=args.adapter_only,
-                              scores=args.scores, keep=args.keep, force=args.force)
+                              scores=args.scores, keep=args.keep, force=args.force, strength=args.strength)
     except S2MelExportRefused as exc:
         raise _Refusal(str(exc)) from None
     print("\n".join(report.lines()))

@@ -46,6 +46,9 @@ class S2MelBatch:
     semantic_lens: Tensor  # (B,)
     gpt_latent: Tensor | None  # (B, S_max, gpt_dim) zero-padded, or None
     prompt_semantic: Tensor | None  # (B, S_max, W) zero-padded, or None
+    # (B,) semantic frames under each prompt where the items were joined from two clips (cross-clip prompts);
+    # None: derived from the lengths (``forward.prompt_semantic_frames``)
+    prompt_semantic_lens: Tensor | None = None
 
     def to(self, device: torch.device | str) -> S2MelBatch:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
@@ -66,7 +69,9 @@ def draw_prompt_lens(x_lens: Tensor, fraction: tuple[float, float], generator: t
     return torch.minimum(torch.clamp(lens, min=1), x_lens - 1)
 
 
-def collate(clips: Sequence[S2MelClip], prompt_lens: Tensor) -> S2MelBatch:
+def collate(
+    clips: Sequence[S2MelClip], prompt_lens: Tensor, prompt_semantic_lens: Tensor | None = None
+) -> S2MelBatch:
     frames = max(c.frames for c in clips)
     sem = max(int(c.code_embedding.shape[0]) for c in clips)
     x1 = torch.stack([F.pad(c.mel, (0, frames - c.frames), value=MEL_FLOOR) for c in clips])
@@ -94,6 +99,7 @@ def collate(clips: Sequence[S2MelClip], prompt_lens: Tensor) -> S2MelBatch:
         semantic_lens=torch.tensor([int(c.code_embedding.shape[0]) for c in clips]),
         gpt_latent=latents,
         prompt_semantic=prompt_semantic,
+        prompt_semantic_lens=prompt_semantic_lens,
     )
 
 

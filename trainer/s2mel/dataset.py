@@ -151,3 +151,17 @@ def manifest_stems(path: Path) -> tuple[Path, list[str]]:
     if len(folders) != 1:
         raise ValueError(f"{path}: its targets lie in {len(folders)} prepared folders; an S2Mel run reads one")
     return folders.pop(), stems
+
+
+def manifest_speakers(path: Path) -> dict[str, str | None]:
+    """Each target stem's speaker (the first line naming the stem decides; None where a line has no string
+    ``speaker``); read after :func:`manifest_stems` accepted the file."""
+    speakers: dict[str, str | None] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if not raw.strip():
+            continue
+        line = json.loads(raw)
+        stem = Path(line["target_codes_path"]).stem
+        speaker = line.get("speaker")
+        speakers.setdefault(stem, speaker if isinstance(speaker, str) and speaker.strip() else None)
+    return speakers

@@ -7,7 +7,9 @@ with the same deterministic decoding and the same CFM noise seed, so the decoder
 side's clips are scored by the evaluation's judges (``trainer.evaluation.scorers``): speaker similarity to the
 voice's reference (x-vector cosine, higher is better) and CER of a CTC recogniser's transcript (lower is better).
 
-:func:`trainer.s2mel.keep.decide_adapter` turns the two score lists into the decision; it is written with them to
+:func:`trainer.s2mel.keep.decide_adapter` turns the two score lists into the decision (``--strengths``: the trained side
+is spoken at each adapter strength and :func:`trainer.s2mel.keep.choose_strength` picks one, which the decision and
+the file record, and the export applies); it is written with them to
 ``<run>/s2mel_scores.json`` (``--out`` elsewhere), which ``python -m trainer.checkpoints export-s2mel`` reads by
 default, and appended to the run's ``metrics.jsonl`` (``"event": "keep"``) with its reason, which is also printed.
 """
@@ -27,7 +29,7 @@ import numpy as np
 
 from trainer.errors import EXIT_OK, UsageError, run_cli
 from trainer.evaluation.results import metric_text
-from trainer.s2mel.keep import KeepDecision, VoiceScore, decide_adapter
+from trainer.s2mel.keep import KeepDecision, VoiceScore, choose_strength, decide_adapter
 
 SCORES_FILE = "s2mel_scores.json"  # beside the run's checkpoints: what export-s2mel gates on
 DEFAULT_TEXTS = ("ሰላም ለዓለም። ዛሬ አየሩ ጥሩ ነው።",)
@@ -74,23 +76,35 @@ def score_voices(voices: Sequence[Path], texts: Sequence[str], clips: Sequence[S
 def with_and_without(synth: Any, trained: Any, voices: Sequence[Path], texts: Sequence[str], scorer: Any, *,
                      language: str | None, settings: Any, mel: Any) -> tuple[list[VoiceScore], list[VoiceScore]]:
     """(GPT only, GPT + S2Mel) scores of every voice; the synthesizer's own S2Mel is back afterwards."""
+    without, by_strength = with_each_decoder(synth, {1.0: trained}, voices, texts, scorer, language=language,
+                                             settings=settings, mel=mel)
+    return without, by_strength[1.0]
+
+
+def with_each_decoder(synth: Any, decoders: dict[float, Any], voices: Sequence[Path], texts: Sequence[str],
+                      scorer: Any, *, language: str | None, settings: Any, mel: Any
+                      ) -> tuple[list[VoiceScore], dict[float, list[VoiceScore]]]:
+    """(GPT only, {strength: GPT + S2Mel at it}) scores of every voice; the synthesizer's S2Mel is back after."""
     original = synth.nets.s2mel
     synth.language = language
     stock_clips, rate = speak_all(synth, voices, texts, settings, mel)
+    spoken = {}
     try:
-        synth.nets.s2mel = trained
-        trained_clips, _ = speak_all(synth, voices, texts, settings, mel)
+        for strength, decoder in decoders.items():
+            synth.nets.s2mel = decoder
+            spoken[strength], _ = speak_all(synth, voices, texts, settings, mel)
     finally:
         synth.nets.s2mel = original
     return (score_voices(voices, texts, stock_clips, rate, scorer, language),
-            score_voices(voices, texts, trained_clips, rate, scorer, language))
+            {strength: score_voices(voices, texts, clips, rate, scorer, language) for strength, clips in spoken.items()})
 
 
 def scores_record(checkpoint: Path, step: Any, without: list[VoiceScore], with_adapter: list[VoiceScore],
                   decision: KeepDecision, **facts: Any) -> dict[str, Any]:
     """What ``s2mel_scores.json`` holds (export-s2mel reads ``without``, ``with`` and ``step``)."""
     return {"checkpoint": str(checkpoint), "step": step, "without": [asdict(s) for s in without],
-            "with": [asdict(s) for s in with_adapter], "keep": decision.keep, "reason": decision.reason, **facts}
+            "with": [asdict(s) for s in with_adapter], "keep": decision.keep, "reason": decision.reason,
+            "strength": decision.strength, **facts}
 
 
 def log_keep_event(run_dir: Path, record: dict[str, Any]) -> None:
@@ -98,7 +112,7 @@ def log_keep_event(run_dir: Path, record: dict[str, Any]) -> None:
     metrics = run_dir / "metrics.jsonl"
     if metrics.is_file():
         event = {"part": "s2mel", "event": "keep", "step": record.get("step"), "keep": record["keep"],
-                 "reason": record["reason"]}
+                 "strength": record.get("strength", 1.0), "reason": record["reason"]}
         with open(metrics, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(event, ensure_ascii=False) + "\n")
 
@@ -125,9 +139,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-similarity-gain", type=float, default=0.0)
     parser.add_argument("--max-cer-increase", type=float, default=0.0,
                         help="the most CER may rise with the adapter, as a fraction (0.01: one percentage point)")
+    parser.add_argument("--strengths", type=_strengths, default=(1.0,), metavar="S[,S...]",
+                        help="adapter strengths (0 < S <= 1) to speak the trained side at; the gate keeps the best "
+                             "that passes and records it (default 1)")
     parser.add_argument("--out", type=Path, help=f"scores file (default: {SCORES_FILE} beside the checkpoint)")
     parser.add_argument("--device", default="cpu")
     return parser
+
+
+def _strengths(text: str) -> tuple[float, ...]:
+    from trainer.s2mel.strength import check_strength
+
+    try:
+        values = sorted({check_strength(part, "--strengths") for part in text.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not values or values[0] == 0.0:
+        raise argparse.ArgumentTypeError("--strengths: give one or more strengths above 0 (0 is the stock side)")
+    return tuple(values)
 
 
 def _texts(args: argparse.Namespace) -> list[str]:
@@ -149,7 +178,8 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.generations.registry import generation_of_folder
     from trainer.generations.spec import Capability
     from trainer.s2mel.export import S2MelExportError, build_trained_s2mel
-    from trainer.s2mel.lora import S2MelLoRAError, merged_copy
+    from trainer.s2mel.lora import S2MelLoRAError
+    from trainer.s2mel.strength import at_strength
     from trainer.steps import resolve_device
     from trainer.synthesis.errors import SynthesisError
     from trainer.synthesis.generation import DecodeSettings
@@ -171,18 +201,21 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
         synth = sources.synthesizer
         trained = build_trained_s2mel(args.s2mel, args.model_dir / "s2mel.pth", sources.config["s2mel"],
                                       **sources.model_kwargs)
-        trained = merged_copy(trained).eval().to(device)
+        decoders = {strength: at_strength(trained, synth.nets.s2mel, strength).to(device)
+                    for strength in args.strengths}
         mel = synth.MEL_SETTINGS(steps=args.steps, seed=args.seed)
         settings = DecodeSettings(mode="greedy", max_codes=args.max_codes)
         judges = scorer or ModelScorer(args.asr, args.speaker_model, str(device), asr_lang=args.asr_lang,
                                        main_language=args.language)
-        without, with_adapter = with_and_without(synth, trained, args.voices, texts, judges, language=args.language,
-                                                 settings=settings, mel=mel)
+        without, by_strength = with_each_decoder(synth, decoders, args.voices, texts, judges,
+                                                 language=args.language, settings=settings, mel=mel)
     except (CheckpointError, S2MelExportError, S2MelLoRAError, SynthesisError, EvaluationError) as exc:
         raise UsageError(" ".join(str(exc).split())) from None
-    decision = decide_adapter(without, with_adapter, min_similarity_gain=args.min_similarity_gain,
-                              max_cer_increase=args.max_cer_increase)
-    record = scores_record(args.s2mel, step, without, with_adapter, decision, texts=texts, language=args.language,
+    gate = {"min_similarity_gain": args.min_similarity_gain, "max_cer_increase": args.max_cer_increase}
+    decision = (decide_adapter(without, by_strength[1.0], **gate) if list(by_strength) == [1.0]
+                else choose_strength(without, by_strength, **gate))
+    tried = {f"{strength:g}": [asdict(s) for s in scores] for strength, scores in by_strength.items()}
+    record = scores_record(args.s2mel, step, without, by_strength[decision.strength], decision, by_strength=tried, texts=texts, language=args.language,
                            speaker_model=args.speaker_model, asr=args.asr, steps=args.steps, seed=args.seed,
                            gpt=str(args.checkpoint or "the folder's"))
     from data_tools.fileio import atomic_write_text

@@ -2,9 +2,10 @@
 
 - :func:`export_stock_s2mel`: a stock-layout ``s2mel.pth`` (``{"net": {"cfm", "length_regulator"[, "gpt_layer"]}}``)
   with LoRA adapters merged into the base weights; it loads strictly into the stock S2Mel. Parts the run did not
-  hold (the 2.5 base file's unused ``gpt_layer``) are copied from the base file unchanged.
-- :func:`export_adapter`: the adapter alone (factors, their settings, the trained regulator if any, and the base
-  file's digest), a few MB instead of the whole decoder.
+  hold (the 2.5 base file's unused ``gpt_layer``) are copied from the base file unchanged. ``strength`` (0..1,
+  :mod:`trainer.s2mel.strength`) writes the decoder at that strength.
+- :func:`export_adapter`: the adapter alone (factors, their settings, the trained regulator if any, the base
+  file's digest and the strength synthesis applies it at), a few MB instead of the whole decoder.
 - :func:`build_trained_s2mel`: the S2Mel a checkpoint or adapter file describes, for synthesis (wrapped, so
   adapters can be switched off for the A/B).
 """
@@ -78,6 +79,14 @@ def build_trained_s2mel(
     return model.eval()
 
 
+def recorded_strength(obj: Mapping[str, Any]) -> float:
+    """The strength an adapter file was exported at (1 for run checkpoints and older files)."""
+    from trainer.s2mel.strength import FULL_STRENGTH, check_strength
+
+    value = obj.get("strength") if obj.get("format") == ADAPTER_FORMAT else None
+    return FULL_STRENGTH if value is None else check_strength(value, "the adapter file's strength")
+
+
 def _write(obj: dict[str, Any], out_path: str | Path) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,16 +100,22 @@ def export_stock_s2mel(
     base_path: str | Path,
     s2mel_section: Mapping[str, Any],
     out_path: str | Path,
+    strength: float = 1.0,
     **model_kwargs: Any,
 ) -> Path:
-    """Write the stock ``s2mel.pth`` of a run checkpoint or adapter (adapters merged)."""
-    model = build_trained_s2mel(source, base_path, s2mel_section, **model_kwargs)
+    """Write the stock ``s2mel.pth`` of a run checkpoint or adapter (adapters merged) at ``strength``."""
+    from trainer.s2mel.strength import trained_s2mel_at
+
+    model = trained_s2mel_at(source, base_path, s2mel_section, strength, **model_kwargs)
     net: dict[str, Any] = dict(read_s2mel_net(base_path))  # keeps parts this model does not hold
     net.update(stock_net_state_dict(model))
     return _write({"net": net}, out_path)
 
 
-def export_adapter(source: str | Path, out_path: str | Path) -> Path:
+def export_adapter(source: str | Path, out_path: str | Path, strength: float = 1.0) -> Path:
+    from trainer.s2mel.strength import check_strength
+
+    strength = check_strength(strength)
     obj = _read_run_or_adapter(source)
     if obj.get("mode") != "lora" and obj.get("format") != ADAPTER_FORMAT:
         raise S2MelExportError(
@@ -115,6 +130,7 @@ def export_adapter(source: str | Path, out_path: str | Path) -> Path:
             "regulator": obj.get("regulator"),
             "base": obj.get("base", {}),
             "step": obj.get("step"),
+            "strength": strength,
         },
         out_path,
     )

@@ -130,16 +130,18 @@ def regulate_split(
     semantic_lens: Tensor,
     prompt_lens: Tensor,
     x_lens: Tensor,
+    prompt_semantic_lens: Tensor | None = None,
 ) -> Tensor:
     """mu as inference builds it: two regulator calls per item, then concatenated along time.
 
     The prompt region (``prompt_lens`` mel frames) is regulated from ``prompt_semantic``'s first k frames and the
     rest from ``target_semantic``'s frames k.., each with its own GroupNorm statistics (the seam inference has);
-    k = :func:`prompt_semantic_frames`. v2: prompt = vq2emb(codes), target = vq2emb(codes) + gpt_layer(latent);
+    k = ``prompt_semantic_lens`` where given (items joined from two clips), else :func:`prompt_semantic_frames`. v2: prompt = vq2emb(codes), target = vq2emb(codes) + gpt_layer(latent);
     2.5: prompt = the continuous features (where stored), target = decode(codes).
     """
     total = int(x_lens.max())
-    ks = prompt_semantic_frames(prompt_lens, x_lens, semantic_lens)
+    ks = (prompt_semantic_lens if prompt_semantic_lens is not None
+          else prompt_semantic_frames(prompt_lens, x_lens, semantic_lens))
     parts = []
     for b in range(target_semantic.shape[0]):
         k, p, length = int(ks[b]), int(prompt_lens[b]), int(x_lens[b])

@@ -5,12 +5,16 @@ speaker similarity (higher is better) and CER (lower is better). The adapter is 
 voices, similarity improves by at least ``min_similarity_gain`` and CER gets worse by at most
 ``max_cer_increase``. A user's override ("keep" / "drop") wins, and the reason still states the measurement.
 CER is stored as a fraction (``cer``, ``max_cer_increase``: 0.01 is one percentage point) and shown in percent.
+
+Strength (:mod:`trainer.s2mel.strength`): where the voices were also scored with the adapter at other strengths,
+:func:`choose_strength` keeps the strength whose speech passes with the highest similarity (the higher strength on
+a tie), and the decision records it; the export writes the decoder at that strength.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from statistics import fmean
 
 from trainer.evaluation.results import metric_text
@@ -33,6 +37,7 @@ class KeepDecision:
     similarity_with: float
     cer_without: float
     cer_with: float
+    strength: float = 1.0  # the adapter strength the "with" scores were measured at
 
 
 def decide_adapter(
@@ -76,3 +81,27 @@ def decide_adapter(
     else:
         keep, why = False, f"left out: {'; '.join(problems)}"
     return KeepDecision(keep, f"S2Mel adapter {why}; {measured}", sim0, sim1, cer0, cer1)
+
+
+def choose_strength(
+    without: Sequence[VoiceScore],
+    by_strength: Mapping[float, Sequence[VoiceScore]],
+    *,
+    min_similarity_gain: float = 0.0,
+    max_cer_increase: float = 0.0,
+    override: str = "auto",
+) -> KeepDecision:
+    """The decision at the best strength: of the strengths whose scores pass, the one with the highest mean
+    similarity (the higher strength on a tie); where none passes, the highest similarity all the same (the
+    decision then says why it is left out, and ``keep`` overrides it)."""
+    if not by_strength:
+        raise ValueError("score the adapter at one strength at least")
+    decide = {strength: decide_adapter(without, scores, min_similarity_gain=min_similarity_gain,
+                                       max_cer_increase=max_cer_increase) for strength, scores in by_strength.items()}
+    passing = [strength for strength, decision in decide.items() if decision.keep] or list(decide)
+    best = max(passing, key=lambda strength: (decide[strength].similarity_with, strength))
+    chosen = decide_adapter(without, by_strength[best], min_similarity_gain=min_similarity_gain,
+                            max_cer_increase=max_cer_increase, override=override)
+    head, _, measured = chosen.reason.partition("; ")
+    tried = ", ".join(f"{strength:g}" for strength in sorted(by_strength))
+    return replace(chosen, strength=best, reason=f"{head} at strength {best:g} (of {tried}); {measured}")

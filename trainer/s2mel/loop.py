@@ -1,6 +1,7 @@
 """The S2Mel training loop: full fine-tuning or LoRA on the DiT, exact resume, background checkpoint saves.
 
-One step: the next clips of the epoch's permutation -> prompt lengths, t, z and the class draw from the run's
+One step: the next clips of the epoch's permutation -> their prompts (own first frames, or another clip of the
+speaker: ``trainer.s2mel.cross_prompt``) and prompt lengths, t, z and the class draw from the run's
 own generator -> semantic input (+ ``gpt_layer(latent)`` for v2) -> length regulation to each mel's length
 (default "split": prompt region and rest in two calls, as inference) -> :func:`flow_matching_loss` in train mode (WaveNet dropout draws from torch's global RNG) -> backward,
 gradient clipping, AdamW.
@@ -29,6 +30,13 @@ from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
 from trainer.metrics import truncate_after_step
 from trainer.s2mel.batches import S2MelBatch, S2MelClip, collate, draw_prompt_lens, epoch_order
 from trainer.s2mel.checkpoint import FORMAT_NAME, FORMAT_VERSION, PART, select_s2mel_resume
+from trainer.s2mel.cross_prompt import (
+    draw_partners,
+    partner_table,
+    prompted_items,
+    resolve_prompt_mode,
+    resume_refusal,
+)
 from trainer.s2mel.forward import (
     FlowDraws,
     draw_flow_noise,
@@ -83,10 +91,18 @@ class S2MelTrainer:
         device: str | torch.device = "cpu",
         rank: int = 0,
         world_size: int = 1,
+        speakers: Sequence[str | None] | None = None,
     ) -> None:
         if not clips:
             raise S2MelRunError("no clips to train the S2Mel on")
         self.settings = settings
+        speakers = list(speakers) if speakers is not None else [None] * len(clips)
+        try:  # "own" or "cross" (settings.prompt "auto": cross where a speaker has several clips)
+            self.prompt_mode = resolve_prompt_mode(settings.prompt, speakers)
+        except ValueError as exc:
+            raise S2MelRunError(str(exc)) from None
+        self.partners = partner_table(speakers)
+        self.last_prompts: list[tuple[int, int]] = []  # the last step's (target, prompt) clip indices
         self.clips = clips  # a list, or PreparedClips that builds each clip when a batch needs it
         self.output_dir = Path(output_dir)
         self.base = dict(base or {})
@@ -133,6 +149,7 @@ class S2MelTrainer:
             "mode": s.mode,
             "base": self.base,
             "settings": s.record(),
+            "prompt_mode": self.prompt_mode,
             "uses_gpt_layer": self.uses_gpt_layer,
             "optimizer": self.optimizer.state_dict(),
             "step": self.step_count,
@@ -157,6 +174,9 @@ class S2MelTrainer:
             raise S2MelRunError(
                 f"{where} is a {ckpt.get('mode')} S2Mel run; this run is {self.settings.mode}"
             )
+        refusal = resume_refusal(ckpt, self.prompt_mode, where)
+        if refusal:
+            raise S2MelRunError(refusal)
         if self.settings.mode == "full":
             self.model.load_net(ckpt["net"], where)
         else:
@@ -198,13 +218,26 @@ class S2MelTrainer:
 
     # -- one step ----------------------------------------------------------------------------------------------
 
-    def next_clips(self) -> list[S2MelClip]:
+    def next_indices(self) -> list[int]:
         order = epoch_order(len(self.clips), self.settings.seed, self.epoch)
         chosen = order[self.position : self.position + self.settings.batch_size]
         self.position += len(chosen)
         if self.position >= len(order):
             self.epoch, self.position = self.epoch + 1, 0
-        return [self.clips[i] for i in chosen]
+        return chosen
+
+    def prompted_batch(self, indices: list[int]) -> S2MelBatch:
+        """The step's batch with its prompts; every draw from the run generator, in a fixed order."""
+        targets = [self.clips[i] for i in indices]
+        if self.prompt_mode == "own":
+            self.last_prompts = [(i, i) for i in indices]
+            x_lens = torch.tensor([c.frames for c in targets])
+            return collate(targets, draw_prompt_lens(x_lens, self.settings.prompt_fraction, self.generator))
+        partners = draw_partners(indices, self.partners, self.generator)
+        self.last_prompts = list(zip(indices, partners, strict=True))
+        items = prompted_items(targets, [self.clips[i] for i in partners], self.settings.prompt_fraction,
+                               self.generator)
+        return collate(items.clips, items.prompt_lens, items.prompt_semantic_lens)
 
     def semantic_input(self, batch: S2MelBatch) -> torch.Tensor:
         if self.uses_gpt_layer:
@@ -218,7 +251,8 @@ class S2MelTrainer:
         if s.regulation == "split":
             prompt = batch.prompt_semantic if batch.prompt_semantic is not None else batch.code_embedding
             return regulate_split(
-                regulator, prompt, target, batch.semantic_lens, batch.prompt_lens, batch.x_lens
+                regulator, prompt, target, batch.semantic_lens, batch.prompt_lens, batch.x_lens,
+                batch.prompt_semantic_lens,
             )
         return regulate(
             regulator, target, batch.semantic_lens, batch.x_lens, per_item=s.regulation == "per_item"
@@ -241,10 +275,7 @@ class S2MelTrainer:
 
     def train_step(self) -> StepReport:
         self.model.train()
-        clips = self.next_clips()
-        x_lens = torch.tensor([c.frames for c in clips])
-        prompt_lens = draw_prompt_lens(x_lens, self.settings.prompt_fraction, self.generator)
-        batch = collate(clips, prompt_lens).to(self.device)
+        batch = self.prompted_batch(self.next_indices()).to(self.device)
         draws = draw_flow_noise(batch.x1, self.generator)
         if self.world_size > 1:
             loss = self._data_parallel_backward(batch, draws)

@@ -134,7 +134,7 @@ def _train(opts: dict[str, Any], ctx: Any) -> int:
         base = found.model_dir / "s2mel.pth"
         model = load_s2mel(base, sources.config["s2mel"], **sources.model_kwargs)
         trainer = S2MelTrainer(model, clips, found.settings, out_dir, base=base_record(base), device=device,
-                               rank=ctx.rank, world_size=ctx.world_size)
+                               rank=ctx.rank, world_size=ctx.world_size, speakers=found.speakers)
         guarded = _guard(opts, found, sources, trainer)  # before the resume: its state rides in the checkpoints
         resumed = trainer.resume_if_any()
         for note in trainer.notes:

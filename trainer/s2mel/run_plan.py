@@ -20,7 +20,8 @@ from trainer.generations.spec import Capability, Generation
 from trainer.lora_setup import dora_refusal
 from trainer.plan import RunPlan, manifest_file, one_line
 from trainer.run_options import RunOptions, as_run_options
-from trainer.s2mel.dataset import manifest_stems
+from trainer.s2mel.cross_prompt import describe_prompt_mode, resolve_prompt_mode, resume_refusal
+from trainer.s2mel.dataset import manifest_speakers, manifest_stems
 from trainer.s2mel.forward import class_dropout_from_config, loss_type_from_config
 from trainer.s2mel.lora import DEFAULT_TARGETS, S2MelLoRASettings
 from trainer.s2mel.train_settings import S2MelTrainSettings
@@ -37,6 +38,7 @@ class S2MelPlan:
     model_dir: Path | None = None
     data_dir: Path | None = None
     stems: list[str] = field(default_factory=list)
+    speakers: list[str | None] = field(default_factory=list)  # each stem's speaker (the manifest's "speaker")
     settings: S2MelTrainSettings | None = None
     prompt_features: bool = False
     watched: list[Any] = field(default_factory=list)  # trainer.s2mel.forgetting.WatchedSet: the guard's languages
@@ -87,6 +89,7 @@ def _data(plan: S2MelPlan) -> bool:
         return plan.plan.add("data", False, f"{path}: manifest not found")
     try:
         folder, stems = manifest_stems(path)
+        by_stem = manifest_speakers(path)
     except (OSError, ValueError) as exc:
         return plan.plan.add("data", False, one_line(exc))
     missing = missing_files(folder, stems, plan.generation)
@@ -97,6 +100,7 @@ def _data(plan: S2MelPlan) -> bool:
                                             "only the missing S2Mel files)")
     plan.prompt_features = all((folder / prompt_feature_path(stem)).is_file() for stem in stems)
     plan.data_dir, plan.stems = folder, stems
+    plan.speakers = [by_stem.get(stem) for stem in stems]
     extra = ", with the prompt's continuous features" if plan.prompt_features else ""
     return plan.plan.add("data", True, f"{len(stems)} clip(s) in {folder}{extra}")
 
@@ -194,7 +198,7 @@ def train_settings(opts: RunOptions, clips: int, section: dict[str, Any] | None 
                                dora=bool(opts.lora_dora)),
         learning_rate=float(opts.learning_rate), weight_decay=float(opts.weight_decay), batch_size=batch,
         max_steps=steps, save_interval=int(opts.save_interval), keep_checkpoints=int(opts.keep_checkpoints),
-        grad_clip=float(opts.grad_clip) or math.inf, seed=int(opts.seed))
+        grad_clip=float(opts.grad_clip) or math.inf, seed=int(opts.seed), prompt=opts.s2mel_prompt or "auto")
 
 
 def _settings(plan: S2MelPlan) -> bool:
@@ -211,6 +215,7 @@ def _settings(plan: S2MelPlan) -> bool:
     try:
         assert plan.model_dir is not None
         plan.settings = train_settings(opts, len(plan.stems), s2mel_section(plan.model_dir))
+        prompts = describe_prompt_mode(plan.settings.prompt, plan.speakers)
     except ValueError as exc:
         return plan.plan.add("settings", False, one_line(exc))
     s = plan.settings
@@ -218,7 +223,7 @@ def _settings(plan: S2MelPlan) -> bool:
     what = f"{kind} rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
     return plan.plan.add("settings", True, f"{what}, {s.max_steps} steps of {s.batch_size} clip(s), saves every "
                                            f"{s.save_interval}; {s.loss_type.upper()} loss, class dropout "
-                                           f"{s.class_dropout_prob:g} (config s2mel)")
+                                           f"{s.class_dropout_prob:g} (config s2mel); {prompts}")
 
 
 def _resume(plan: S2MelPlan) -> bool:
@@ -235,6 +240,10 @@ def _resume(plan: S2MelPlan) -> bool:
     if plan.settings is not None and ckpt.get("mode") != plan.settings.mode:
         return plan.plan.add("resume", False, f"{path} is a {ckpt.get('mode')} S2Mel run; this run is "
                                               f"{plan.settings.mode} (use a new --output-dir)")
+    if plan.settings is not None:
+        refusal = resume_refusal(ckpt, resolve_prompt_mode(plan.settings.prompt, plan.speakers), str(path))
+        if refusal:
+            return plan.plan.add("resume", False, refusal)
     return plan.plan.add("resume", True, f"resume from {path.name} at step {ckpt.get('step')}")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainer.s2mel.cross_prompt import PROMPT_MODES
 from trainer.s2mel.forward import DEFAULT_CLASS_DROPOUT, LOSS_TYPES
 from trainer.s2mel.lora import MODES, S2MelLoRASettings
 
@@ -35,6 +36,7 @@ class S2MelTrainSettings:
     regulation: str = (
         "split"  # "split" (as inference), "per_item" or "batched" (upstream's module on a batch)
     )
+    prompt: str = "own"  # "own", "cross" or "auto" (--s2mel-prompt; trainer.s2mel.cross_prompt)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -48,6 +50,8 @@ class S2MelTrainSettings:
             )
         if self.regulation not in REGULATIONS:
             raise S2MelRunError(f"S2Mel regulation must be one of {REGULATIONS}, got {self.regulation!r}")
+        if self.prompt not in PROMPT_MODES:
+            raise S2MelRunError(f"S2Mel prompt must be one of {PROMPT_MODES}, got {self.prompt!r}")
         if self.batch_size < 1 or self.max_steps < 1 or self.save_interval < 1:
             raise S2MelRunError("batch size, max steps and save interval must be at least 1")
 

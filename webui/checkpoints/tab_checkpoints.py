@@ -227,14 +227,16 @@ def _export_section(ctx: StudioContext, checkpoint: gr.Dropdown, shared: SharedP
         base_files = gr.Radio(choices=list(BASE_FILES), value=BASE_FILES[0], elem_id="ckpt-export-base-files",
                               label="Base model files (S2Mel, BigVGAN, ...)",
                               info="copy: the folder works when moved; link: symbolic links to the base model's")
+        strength = gr.Slider(0.0, 1.0, value=1.0, step=0.05, label="S2Mel adapter strength (S2Mel run checkpoints)",
+                             elem_id="ckpt-export-s2mel-strength", info="0: the base s2mel.pth, 1: all of the run")
     run = gr.Button("Export", variant="primary", elem_id="ckpt-export-run")
     panel = tool_panel(shared, EXPORT_JOB, "ckpt-export", "Export")
     result = gr.HTML(elem_id="ckpt-export-result")
     table = gr.Dataframe(value=empty_frame(EXPORT_COLUMNS), interactive=False, label="Files written",
                          elem_id="ckpt-export-files")
-    wire_job(ctx, panel, run, [checkpoint, out_dir, dtype, safetensors, config, tokenizer, base_files],
-             lambda *values: export_argv(ctx.python, *values[:-1], ctx.workspace, EXPORT_JOB.report_path(ctx),
-                                         base_files=values[-1]),
+    wire_job(ctx, panel, run, [checkpoint, out_dir, dtype, safetensors, config, tokenizer, base_files, strength],
+             lambda *values: export_argv(ctx.python, *values[:-2], ctx.workspace, EXPORT_JOB.report_path(ctx),
+                                         base_files=values[-2], s2mel_strength=values[-1]),
              [result, table], export_view_of)
     project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
     checkpoint.change(lambda path, name: export_fields_for(ctx, path, name), inputs=[checkpoint, *project],

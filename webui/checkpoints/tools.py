@@ -194,9 +194,23 @@ def default_export_dir(checkpoint: str, workspace: Path | str) -> str:
 
 
 def export_argv(python: str, checkpoint: str, out_dir: str, dtype: str, safetensors: bool, config: str,
-                tokenizer: str, workspace: Path | str, report: Path, base_files: str = BASE_FILES[0]) -> list[str]:
-    """``trainer.checkpoints export PATH --out DIR ... --base-files copy|link`` (its printed lines go to REPORT)."""
+                tokenizer: str, workspace: Path | str, report: Path, base_files: str = BASE_FILES[0],
+                s2mel_strength: float | None = 1.0) -> list[str]:
+    """``trainer.checkpoints export PATH --out DIR ... --base-files copy|link`` (its printed lines go to REPORT); an
+    S2Mel run's checkpoint: ``export-s2mel PATH --out DIR --model-dir FOLDER --strength S``."""
+    from trainer.s2mel.strength import check_strength
+    from webui.testing.listen_models import trains_s2mel
+
     path = existing_file(checkpoint, workspace, "checkpoint")
+    try:
+        strength = check_strength(1.0 if s2mel_strength is None else s2mel_strength, "S2Mel adapter strength")
+    except ValueError as exc:
+        raise InputProblem(str(exc)) from None
+    if trains_s2mel(path.parent):
+        return _s2mel_export_argv(python, path, out_dir, config, workspace, report, strength)
+    if strength != 1.0:
+        raise InputProblem(f"the S2Mel adapter strength applies to S2Mel run checkpoints; {path.name} is a GPT's: "
+                           "leave it at 1")
     if dtype not in DTYPES:
         raise InputProblem(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if base_files not in BASE_FILES:
@@ -210,6 +224,27 @@ def export_argv(python: str, checkpoint: str, out_dir: str, dtype: str, safetens
         if found is not None:
             args += [flag, str(found)]
     return stdout_report_argv(python, report, CHECKPOINTS_CLI, *args)
+
+
+def _s2mel_export_argv(python: str, path: Path, out_dir: str, config: str, workspace: Path | str, report: Path,
+                       strength: float) -> list[str]:
+    """An S2Mel run's export: the download folder it trained from (its train_config.yaml's --model-dir, else the
+    folder of the config field), the stock s2mel.pth at ``strength``."""
+    import yaml
+
+    try:
+        recorded = yaml.safe_load((path.parent / "train_config.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        recorded = {}
+    folder = str(recorded.get("model_dir") or "") if isinstance(recorded, dict) else ""
+    found = existing_file(config, workspace, "config", required=False)
+    model_dir = resolve_path(folder, workspace) if folder else (found.parent if found is not None else None)
+    if model_dir is None or not (model_dir / "s2mel.pth").is_file():
+        raise InputProblem(f"{path.name} is an S2Mel run's checkpoint: give the config.yaml of the download folder "
+                           "it trained from (the one with its s2mel.pth)")
+    target = resolve_path(out_dir, workspace) or Path(default_export_dir(str(path), workspace))
+    return stdout_report_argv(python, report, CHECKPOINTS_CLI, "export-s2mel", str(path), "--out", str(target),
+                              "--model-dir", str(model_dir), "--strength", f"{strength:g}")
 
 
 def export_view_of(result: JobResult | None) -> tuple[str, pd.DataFrame]:

@@ -151,7 +151,8 @@ def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out
         argv = [python, "-m", "trainer.synthesize", "--model-dir", str(spec.model_dir), "--checkpoint",
                 str(spec.checkpoint), "--tokenizer", str(spec.tokenizer)]
         argv += ["--w2v-bert", spec.w2v_bert] if spec.w2v_bert else []
-        argv += ["--s2mel", str(spec.s2mel)] if spec.s2mel is not None else []
+        if spec.s2mel is not None:  # the strength always: an adapter file's recorded one does not override the tab
+            argv += ["--s2mel", str(spec.s2mel), "--s2mel-strength", f"{spec.s2mel_strength:g}"]
     else:
         argv = [python, "-m", "trainer.synthesize", "--checkpoint", str(spec.checkpoint), "--config",
                 str(spec.config), "--tokenizer", str(spec.tokenizer)]

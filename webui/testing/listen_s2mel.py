@@ -104,11 +104,18 @@ def picker_entries(workspace: Path | str) -> list[tuple[str, str]]:
     return [(STOCK_LABEL, STOCK), *((c.label, c.key) for c in s2mel_choices(workspace))]
 
 
-def with_s2mel(spec: ModelSpec, key: str | None, workspace: Path | str) -> ModelSpec:
-    """``spec`` speaking through the picked S2Mel (unchanged for the stock one); ListenError when it cannot."""
+def with_s2mel(spec: ModelSpec, key: str | None, workspace: Path | str, strength: float | None = 1.0) -> ModelSpec:
+    """``spec`` speaking through the picked S2Mel at ``strength`` (unchanged for the stock one); ListenError when it
+    cannot."""
+    from trainer.s2mel.strength import check_strength
+
     text = (key or "").strip()
     if not text:
         return spec
+    try:
+        strength = check_strength(1.0 if strength is None else strength, "S2Mel adapter strength")
+    except ValueError as exc:
+        raise ListenError(str(exc)) from None
     if not test_facts(spec.version).speaks_through_folder:
         raise ListenError(f"{spec.label}: {generation_name(spec.version)} has no S2Mel decoder: pick the stock one "
                           "(a trained S2Mel is for IndexTTS2 / 2.5 sides)")
@@ -121,5 +128,6 @@ def with_s2mel(spec: ModelSpec, key: str | None, workspace: Path | str) -> Model
         raise ListenError(f"{relative_to_root(path, Path(workspace))} is an S2Mel of {generation_name(version)}; "
                           f"{spec.label} is {generation_name(spec.version)}")
     shown = f"{path.parent.name}/{path.name}"
-    return replace(spec, label=f"{spec.label} + S2Mel {shown}", s2mel=path,
+    at = f" at strength {strength:g}" if strength != 1.0 else ""
+    return replace(spec, label=f"{spec.label} + S2Mel {shown}{at}", s2mel=path, s2mel_strength=strength,
                    notes=(*spec.notes, "the trained S2Mel replaces the folder's s2mel.pth (adapters merged)"))

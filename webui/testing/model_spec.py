@@ -43,6 +43,7 @@ class ModelSpec:
     model_dir: Path | None = None  # IndexTTS2 / IndexTTS-2.5: the download folder (the config's folder)
     adapter: bool = True  # False: a LoRA checkpoint's base weights alone
     s2mel: Path | None = None  # IndexTTS2 / 2.5: an S2Mel run checkpoint or adapter instead of the folder's s2mel.pth
+    s2mel_strength: float = 1.0  # how much of ``s2mel`` applies (trainer.s2mel.strength): 0 base, 1 all
 
     @property
     def problem(self) -> str | None:
@@ -86,7 +87,8 @@ class ModelSpec:
         if test_facts(self.version).speaks_through_folder:
             parts += [f"{generation_name(self.version)} folder {show(self.model_dir)}"]
             parts += [f"w2v-BERT {self.w2v_bert}"] if self.w2v_bert else []
-            parts += [f"S2Mel {show(self.s2mel)}" if self.s2mel is not None else "S2Mel: stock"]
+            strength = f" at strength {self.s2mel_strength:g}" if self.s2mel_strength != 1.0 else ""
+            parts += [f"S2Mel {show(self.s2mel)}{strength}" if self.s2mel is not None else "S2Mel: stock"]
         else:
             parts += [f"config {show(self.config)}", f"vocoder {show(self.vocoder)}"]
         return " · ".join(parts + list(self.notes))

@@ -45,12 +45,13 @@ if TYPE_CHECKING:
     from trainer.project import Project
     from webui.context import StudioContext
 
-def describe_pick(key: str | None, workspace: Path, vocoder: str | None, s2mel: str | None = STOCK) -> str:
+def describe_pick(key: str | None, workspace: Path, vocoder: str | None, s2mel: str | None = STOCK,
+                  strength: float | None = 1.0) -> str:
     """One line under a model picker: the files it will use (its S2Mel too), or why it cannot be spoken with."""
     if not (key or "").strip():
         return badge_html("NOT USED", "pick a model to compare", "info")
     try:
-        spec = with_s2mel(resolve_model(key, workspace, vocoder), s2mel, workspace)
+        spec = with_s2mel(resolve_model(key, workspace, vocoder), s2mel, workspace, strength)
     except ListenError as exc:
         return badge_html("CANNOT SPEAK", str(exc), "error")
     if spec.problem:
@@ -125,12 +126,16 @@ def _pickers(workspace: Path, project: Project | None = None) -> SimpleNamespace
                                         elem_id=f"test-s2mel-{side.lower()}", info="a trained S2Mel (an S2Mel run's "
                                         "checkpoint or exported adapter) or the download folder's own")
                             for side in SIDES)
+        # shown while a trained S2Mel is picked on either side (trainer.s2mel.strength: 0 base .. 1 all of it)
+        strength = gr.Slider(0.0, 1.0, value=1.0, step=0.05, scale=3, visible=False, label="S2Mel adapter strength",
+                             elem_id="test-s2mel-strength", info="0 speaks as the folder's s2mel.pth, 1 as the "
+                             "merged export")
     with gr.Row():
         files_a = gr.HTML(value=lambda: describe_pick(first_a, workspace, ""), elem_id="test-files-a")
         files_b = gr.HTML(value=lambda: describe_pick(first_b, workspace, ""), elem_id="test-files-b")
     followed = gr.State(first_b)  # the project's newest model B last moved to (it moves again to a newer one)
     return SimpleNamespace(model_a=model_a, model_b=model_b, refresh=refresh, files_a=files_a, files_b=files_b,
-                           s2mel_a=s2mel_a, s2mel_b=s2mel_b, followed=followed)
+                           s2mel_a=s2mel_a, s2mel_b=s2mel_b, strength=strength, followed=followed)
 
 
 def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, players: SimpleNamespace,
@@ -159,7 +164,7 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
     players.start.click(on_start, inputs=[picks.model_a, picks.model_b, i.text, i.reference, i.upload, i.mode,
                                           i.num_beams, i.temperature, i.top_k, i.top_p, i.seed, i.vocoder, i.device,
                                           i.v2_steps, i.emotion_reference, i.emotion_alpha, i.duration_factor,
-                                          picks.s2mel_a, picks.s2mel_b],
+                                          picks.s2mel_a, picks.s2mel_b, picks.strength],
                         outputs=[*outputs, timer], concurrency_id=TURNS, concurrency_limit=1)
     players.stop.click(on_stop, inputs=players.shown, outputs=outputs)
     timer.tick(on_tick, inputs=[message, players.shown], outputs=[*outputs, timer], show_progress="hidden",
@@ -169,17 +174,23 @@ def _wire(ctx: StudioContext, picks: SimpleNamespace, inputs: SimpleNamespace, p
                         outputs=[picks.model_a, picks.model_b, *decoders])
     for model, decoder, files in ((picks.model_a, picks.s2mel_a, picks.files_a),
                                   (picks.model_b, picks.s2mel_b, picks.files_b)):
-        for changed in (model, decoder):
-            changed.change(lambda key, voc, s2mel: describe_pick(key, workspace, voc, s2mel),
-                           inputs=[model, i.vocoder, decoder], outputs=files)
+        for changed in (model, decoder, picks.strength):
+            changed.change(lambda key, voc, s2mel, s: describe_pick(key, workspace, voc, s2mel, s),
+                           inputs=[model, i.vocoder, decoder, picks.strength], outputs=files)
+    i.vocoder.change(lambda a, b, voc, sa, sb, s: (describe_pick(a, workspace, voc, sa, s),
+                                                   describe_pick(b, workspace, voc, sb, s)),
+                     inputs=[picks.model_a, picks.model_b, i.vocoder, *decoders, picks.strength],
+                     outputs=[picks.files_a, picks.files_b])
+    for decoder in decoders:  # the strength slider shows while a trained S2Mel is picked
+        decoder.change(lambda sa, sb: gr.Slider(visible=bool((sa or "").strip() or (sb or "").strip())),
+                       inputs=decoders, outputs=picks.strength, show_progress="hidden")
+
     def on_text(a: str | None, b: str | None, voc: str | None, text: str) -> str:
         return coverage_html(workspace, {"A": a, "B": None if b == NONE else b}, voc, text or "")
 
     gr.on([i.text.change, picks.model_a.change, picks.model_b.change], on_text,
           inputs=[picks.model_a, picks.model_b, i.vocoder, i.text], outputs=i.untrained, show_progress="hidden",
           trigger_mode="always_last", concurrency_limit=1)
-    i.vocoder.change(lambda a, b, voc, sa, sb: (describe_pick(a, workspace, voc, sa), describe_pick(b, workspace, voc, sb)),
-                     inputs=[picks.model_a, picks.model_b, i.vocoder, *decoders], outputs=[picks.files_a, picks.files_b])
 
 
 def followed_b(ctx: StudioContext, name: str | None, current: str | None,

@@ -141,9 +141,9 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
                vocoder: str | None, device: str | None, v2_steps: float | None = DEFAULT_V2_STEPS,
                emotion_reference: str | None = None, emotion_alpha: float | None = 1.0,
                duration_factor: float | None = 1.0, s2mel_a: str | None = STOCK,
-               s2mel_b: str | None = STOCK) -> TestView:
+               s2mel_b: str | None = STOCK, s2mel_strength: float | None = 1.0) -> TestView:
     """Check the form, then start one synthesis job per picked side (in parallel); ``s2mel_*``: the trained S2Mel
-    each side speaks through (STOCK: its download folder's)."""
+    each side speaks through (STOCK: its download folder's), at ``s2mel_strength`` (0 base .. 1 all)."""
     from webui.jobs.supervisor import RunAlreadyActive
 
     keys = {"A": (key_a or "").strip() or None, "B": (key_b or "").strip() or None}
@@ -185,7 +185,7 @@ def start_test(ctx: StudioContext, key_a: str | None, key_b: str | None, text: s
         try:
             spec = resolve_model(key, ctx.workspace, vocoder)
             entry["model"] = spec.label
-            spec = with_s2mel(spec, s2mels[side], ctx.workspace)
+            spec = with_s2mel(spec, s2mels[side], ctx.workspace, s2mel_strength)
             entry["model"] = spec.label
             if spec.problem:
                 raise ListenError(spec.problem)
