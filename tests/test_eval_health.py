@@ -78,6 +78,10 @@ def _best_step(run: Path) -> int | None:
     return None
 
 
+def _events(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
 # ----- the rules on their own ------------------------------------------------------------------------------
 
 def test_a_repeated_span_of_codes_is_a_loop_and_varied_codes_are_not():
@@ -182,6 +186,15 @@ def test_the_demo_trained_checkpoint_stays_quiet_on_every_check(demo_run, tmp_pa
     assert health["rate"]["items"] == 6 and not health["rate"]["flagged"]
     assert all(item["hit_stop"] and item["loop"] is None and item["codes"] > 0 for item in result["items"])
     assert health_cell(result) == "ok" and disqualification(result) is None
+    from trainer.checkpoints.export import export_checkpoint
+    from webui.checkpoints.rows import list_view
+
+    rows = {row["file"]: row for row in list_view(str(run), tmp_path).table.to_dict("records")}
+    assert rows["model_step200.pth"]["health"] == "ok"
+    card = (export_checkpoint(run / "model_step200.pth", tmp_path / "export").out_dir / "MODEL_CARD.md").read_text(
+        encoding="utf-8")
+    assert "Health of model_step200" in card and "runaway items: 0 of 6" in card
+    assert next(line for line in card.splitlines() if line.startswith("| **model_step200")).endswith("| ok |")
 
 
 def _without_stop(checkpoint: Path) -> None:
@@ -202,9 +215,16 @@ def test_a_gpt_whose_stop_code_never_wins_is_flagged_runaway_and_never_best(demo
     result = read_result(result_path(run / "model_step100.pth"))
     assert result["health"]["runaway"]["flagged"] and "no stop code" in result["health"]["runaway"]["reasons"]
     assert all(item["hit_stop"] is False for item in result["items"])
+    assert _best_step(run) == 200
     assert health_cell(result).startswith("runaway 6/6")
     assert "runs away" in disqualification(result)
-    assert _best_step(run) == 200
+    from webui.checkpoints.rows import list_view
+
+    rows = {row["file"]: row for row in list_view(str(run), tmp_path).table.to_dict("records")}
+    assert rows["model_step100.pth"]["health"].startswith("runaway 6/6 (no stop code")
+    assert rows["model_step200.pth"]["health"] == "ok"
+    reasons = [e["best_reason"] for e in _events(run) if e.get("event") == "eval" and e["step"] == 100]
+    assert reasons and "is never best: it runs away on 6 of 6 items (health)" in reasons[-1]
     from trainer.evaluation.best import pinned_names
 
     assert "model_step100.pth" not in pinned_names(run, "cer", 5)

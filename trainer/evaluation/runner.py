@@ -283,6 +283,8 @@ class Evaluator:
         self.say(f"eval {result['model']} step {result['step']} ({result['checkpoint']}): "
                  f"{scores_line({k: result[k] for k in ('cer', 'wer', 'sim')})}{extra} | synthesis "
                  f"{seconds['synthesis']:.1f} s, ASR {seconds['asr']:.1f} s, speaker {seconds['speaker']:.1f} s")
+        if event.get("health"):
+            self.say(f"health of step {result['step']}: {event['health']}")
         if decision is not None:
             self.say(decision.reason)
         elif moved is not None:
