@@ -64,11 +64,12 @@ class RealSpeech:
 def real_speech(manifests: Iterable[str | Path], speakers: Iterable[str | None] = (),
                 language: str | None = None) -> RealSpeech | None:
     """The real clips of ``speakers`` (every clip when none of them is named by a line) in the manifests' ``text``
-    and ``duration`` (``path::lang`` manifests and lines of another language than ``language`` left out); None
+    and ``duration`` (a paired manifest's ``target_text`` and ``target_duration``; ``path::lang`` manifests and lines of another language than ``language`` left out); None
     without any usable clip. Unreadable files and lines are left out."""
     from data_tools.manifest import parse_manifest_spec
 
     rows: list[tuple[int, float, str | None]] = []
+    seen: set[Any] = set()
     for manifest in manifests:
         spec = parse_manifest_spec(manifest)
         if language and spec.language and spec.language != language:
@@ -84,7 +85,14 @@ def real_speech(manifests: Iterable[str | Path], speakers: Iterable[str | None] 
                 continue
             if not isinstance(entry, dict) or (language and entry.get("language") not in (None, language)):
                 continue
-            chars, seconds = characters(entry.get("text") or ""), entry.get("duration")
+            clip = entry.get("target_id") or entry.get("id")  # a paired manifest names each target once per prompt
+            if clip is not None and clip in seen:
+                continue
+            seen.add(clip)
+            # a codes manifest's text and duration, a paired manifest's target_text and target_duration
+            text, seconds = entry.get("text", entry.get("target_text")), entry.get("duration",
+                                                                               entry.get("target_duration"))
+            chars = characters(text if isinstance(text, str) else "")
             if chars and isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
                 rows.append((chars, float(seconds), entry.get("speaker")))
     wanted = {s for s in speakers if s}
