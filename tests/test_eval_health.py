@@ -113,13 +113,18 @@ REAL_SECONDS_PER_CHAR = 0.08
 
 
 class _PacedSpeaker:
-    def __init__(self, speed: float) -> None:
-        self.speed = speed
+    """Speaks each text at ``speed`` times the real clips' pace; the first sample names the checkpoint's step."""
+
+    def __init__(self, speed: float, step: int) -> None:
+        self.speed, self.step = speed, step
 
     def speak(self, texts, prompt, settings, language=None):
         rng = np.random.default_rng(int(settings.seed))
-        return [np.zeros(int(RATE * characters(t) * REAL_SECONDS_PER_CHAR / self.speed * rng.uniform(0.9, 1.1)),
-                         dtype=np.float32) for t in texts]
+        clips = [np.zeros(int(RATE * characters(t) * REAL_SECONDS_PER_CHAR / self.speed * rng.uniform(0.9, 1.1)),
+                          dtype=np.float32) for t in texts]
+        for clip in clips:
+            clip[0] = self.step
+        return clips
 
 
 class _PacedBackend:
@@ -131,21 +136,25 @@ class _PacedBackend:
     def for_checkpoint(self, checkpoint, base=False, adapter=True):
         from trainer.checkpoints.store import step_of
 
-        return _PacedSpeaker(self.speed_by_step[step_of(Path(checkpoint))])
+        step = 0 if base else step_of(Path(checkpoint))
+        return _PacedSpeaker(self.speed_by_step[step], step)
 
 
 class _ExactRecogniser:
-    def __init__(self, texts: list[str]) -> None:
-        self.texts, self.seconds = texts, {"asr": 0.0, "speaker": 0.0}
+    """Hears every text right, except the clips of the steps in ``garbled`` (every third character wrong)."""
+
+    def __init__(self, texts: list[str], garbled: set[int]) -> None:
+        self.texts, self.garbled, self.seconds = texts, garbled, {"asr": 0.0, "speaker": 0.0}
 
     def transcribe(self, clips, sample_rate, language):
-        return list(self.texts[: len(clips)])
+        return [t if int(clip[0]) not in self.garbled else "".join("q" if k % 3 == 0 else ch for k, ch in enumerate(t))
+                for t, clip in zip(self.texts, clips)]
 
     def similarity(self, clips, sample_rate, reference_audio):
         return [0.8] * len(clips)
 
 
-def _paced_evaluator(run: Path, speed_by_step: dict[int, float]) -> Evaluator:
+def _paced_evaluator(run: Path, speed_by_step: dict[int, float], garbled: frozenset[int] = frozenset()) -> Evaluator:
     voice = run / "voice.wav"
     voice.write_bytes(b"RIFF")
     manifest = run / "train.jsonl"
@@ -153,9 +162,11 @@ def _paced_evaluator(run: Path, speed_by_step: dict[int, float]) -> Evaluator:
                                             "speaker": "spk"}) + "\n" for t in TEXTS), encoding="utf-8")
     eval_set = EvalSet(language="en", sentences=[Sentence(f"t{k}", t) for k, t in enumerate(TEXTS)],
                        voices=[Voice("v1", "spk", str(voice), str(voice))], decode={}, seeds=[11, 12, 13])
+    base = run / "base.pth"
+    base.write_bytes(b"base")
     settings = EvalSettings(run_dir=run, config=run, tokenizer=run, vocoder=None, version="1.5", best_by="cer",
-                            real_manifests=[str(manifest)])
-    return Evaluator(settings, eval_set, _ExactRecogniser(TEXTS), backend=_PacedBackend(speed_by_step), say=lambda _line: None)
+                            real_manifests=[str(manifest)], base_checkpoint=base)
+    return Evaluator(settings, eval_set, _ExactRecogniser(TEXTS, set(garbled)), backend=_PacedBackend(speed_by_step), say=lambda _line: None)
 
 
 def test_a_synthesizer_twice_as_fast_is_flagged_on_rate_and_a_true_one_is_not(tmp_path):
@@ -239,3 +250,20 @@ def test_an_adapter_with_zero_b_matrices_is_flagged_and_never_best(demo_workspac
     assert adapter == {"applied": False, "reason": "its B matrices are all zero", "flagged": True}
     assert health_cell(result).startswith("adapter changes nothing")
     assert _best_step(run) is None  # the only measured checkpoint, and never best
+
+
+def test_a_fine_tune_clearly_worse_than_zero_shot_is_flagged_with_its_paired_differences(tmp_path):
+    evaluator = _paced_evaluator(tmp_path, {0: 1.0, 2: 1.0, 4: 1.0}, garbled=frozenset({2}))
+    evaluator.evaluate_base()
+    for step in (2, 4):
+        (tmp_path / f"model_step{step}.pth").write_bytes(f"weights {step}".encode())
+        evaluator.evaluate_checkpoint(tmp_path / f"model_step{step}.pth")
+    worse = read_result(result_path(tmp_path / "model_step2.pth"))["health"]
+    assert worse["zero_shot"]["worse"] == ["cer", "wer"] and worse["zero_shot"]["flagged"]
+    assert worse["zero_shot"]["difference"]["cer"]["low"] > 0 and worse["zero_shot"]["difference"]["cer"]["items"] == 24
+    assert worse["summary"] == "worse than zero-shot (CER, WER)"
+    same = read_result(result_path(tmp_path / "model_step4.pth"))["health"]
+    assert same["zero_shot"]["worse"] == [] and same["summary"] == "ok"
+    from trainer.evaluation.health import health_lines
+
+    assert any(line.startswith("against zero-shot") and "not clearly worse" in line for line in health_lines(same))

@@ -13,6 +13,9 @@ whether a stop code ended it, whether a span of codes repeats) and, per checkpoi
   [1 / ``RATE_TOLERANCE``, ``RATE_TOLERANCE``] (speech clearly faster or slower than the speaker's).
 - **adapter** (LoRA checkpoints): whether the adapter changes anything: its B matrices all zero, or the same items
   spoken with the same seed with and without it give the very same codes and audio, flag "adapter changes nothing".
+- **zero-shot** (when the base model is measured): each score's paired difference against the base model speaking
+  the same texts from the same references; flagged "worse than zero-shot" when an interval lies wholly on the worse
+  side over enough items (shown; the SIM limit of ``best`` already keeps such a voice from best.pth).
 
 A checkpoint flagged on runaway or adapter is never ``best.pth`` (:func:`disqualification`, used by
 ``trainer.evaluation.best``). Characters are counted without whitespace, on both sides alike.
@@ -221,6 +224,33 @@ def health_of(result: dict[str, Any], real: RealSpeech | None, adapter: dict[str
     return health
 
 
+def zero_shot_of(vs_base: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The paired differences against the base model speaking the same texts from the same references (zero-shot),
+    and which scores are clearly worse (the interval of the difference wholly on the worse side, over at least
+    ``best.MIN_PAIRED_ITEMS`` items); None without a measured base."""
+    from trainer.evaluation.best import MIN_PAIRED_ITEMS
+
+    if not isinstance(vs_base, dict):
+        return None
+    differences, worse = {}, []
+    for metric in ("cer", "wer", "sim"):
+        comparison = vs_base.get(metric)
+        if not isinstance(comparison, dict):
+            continue
+        diff = comparison["difference"]
+        differences[metric] = {**diff, "items": comparison["items"]}
+        if comparison["items"] >= MIN_PAIRED_ITEMS and (diff["high"] < 0 if metric == "sim" else diff["low"] > 0):
+            worse.append(metric)
+    return {"difference": differences, "worse": worse, "flagged": bool(worse)} if differences else None
+
+
+def with_zero_shot(health: dict[str, Any], vs_base: dict[str, Any] | None) -> dict[str, Any]:
+    """``health`` with its zero-shot block and summary brought up to date."""
+    health["zero_shot"] = zero_shot_of(vs_base)
+    health["summary"] = summary_of(health)
+    return health
+
+
 def summary_of(health: dict[str, Any]) -> str:
     """One short phrase: ``ok`` or what is wrong."""
     problems = []
@@ -233,6 +263,9 @@ def summary_of(health: dict[str, Any]) -> str:
     rate = health.get("rate") or {}
     if rate.get("flagged"):
         problems.append(f"{'fast' if rate['ratio'] > 1 else 'slow'} speech x{rate['ratio']:.2f}")
+    zero_shot = health.get("zero_shot") or {}
+    if zero_shot.get("flagged"):
+        problems.append(f"worse than zero-shot ({', '.join(m.upper() for m in zero_shot['worse'])})")
     return "; ".join(problems) or "ok"
 
 
@@ -272,6 +305,18 @@ def health_lines(health: dict[str, Any] | None) -> list[str]:
     if isinstance(adapter, dict):
         lines.append("adapter: applied" if adapter.get("applied")
                      else f"adapter changes nothing ({adapter.get('reason')})")
+    zero_shot = health.get("zero_shot")
+    if isinstance(zero_shot, dict):
+        from trainer.evaluation.results import display_scale
+
+        parts = []
+        for metric, diff in zero_shot["difference"].items():
+            scale, _unit, digits = display_scale(metric)
+            parts.append(f"{metric.upper()} {diff['value'] * scale:+.{digits}f} [{diff['low'] * scale:+.{digits}f}, "
+                         f"{diff['high'] * scale:+.{digits}f}]")
+        verdict = (f"worse on {', '.join(m.upper() for m in zero_shot['worse'])}" if zero_shot["worse"]
+                   else "not clearly worse")
+        lines.append(f"against zero-shot (the base model, same texts and references): {', '.join(parts)}; {verdict}")
     return lines
 
 

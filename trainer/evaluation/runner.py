@@ -42,6 +42,7 @@ from trainer.evaluation.health import (
     health_of,
     real_speech,
     same_speech_without_adapter,
+    with_zero_shot,
 )
 from trainer.evaluation.results import (
     append_event,
@@ -254,6 +255,8 @@ class Evaluator:
         base = base_result(run_dir, result["eval_set"])
         if base is not None:
             result["vs_base"] = {m: (c.to_dict() if (c := compare(result, base, m)) else None) for m in METRICS}
+        if isinstance(result.get("health"), dict):
+            with_zero_shot(result["health"], result.get("vs_base"))
         best_step = best_of(replay(run_dir, self.settings.rule)) if self.settings.best_by != "val_loss" else None
         best = results_by_step(run_dir).get(best_step) if best_step is not None else None
         if best is not None and best.get("eval_set") == result["eval_set"] and best_step != result["step"]:
