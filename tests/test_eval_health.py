@@ -189,6 +189,7 @@ def test_a_synthesizer_twice_as_fast_is_flagged_on_rate_and_a_true_one_is_not(tm
 def test_the_demo_trained_checkpoint_stays_quiet_on_every_check(demo_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(demo_run, run)
+    (run / "model_step100.pth").unlink()  # the final save alone: half the speaking
     assert evaluate_main([str(run)]) == 0
     result = read_result(result_path(run / "model_step200.pth"))
     health = result["health"]
@@ -250,6 +251,15 @@ def test_an_adapter_with_zero_b_matrices_is_flagged_and_never_best(demo_workspac
     assert adapter == {"applied": False, "reason": "its B matrices are all zero", "flagged": True}
     assert health_cell(result).startswith("adapter changes nothing")
     assert _best_step(run) is None  # the only measured checkpoint, and never best
+
+
+def test_a_trained_adapter_is_applied_its_speech_differs_without_it(demo_workspace, data, models, tmp_path):
+    run = _run(demo_workspace, data, models, tmp_path / "lora", lora=True, lora_rank=4, max_steps=2,
+               save_interval=2)
+    assert evaluate_main([str(run)]) == 0
+    result = read_result(result_path(run / "model_step2.pth"))
+    assert result["health"]["adapter"] == {"applied": True, "reason": None, "flagged": False}
+    assert "adapter" not in result["health"]["summary"] and "adapter" not in (disqualification(result) or "")
 
 
 def test_a_fine_tune_clearly_worse_than_zero_shot_is_flagged_with_its_paired_differences(tmp_path):
