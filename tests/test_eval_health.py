@@ -222,19 +222,19 @@ def _without_stop(checkpoint: Path) -> None:
 def test_a_gpt_whose_stop_code_never_wins_is_flagged_runaway_and_never_best(demo_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(demo_run, run)
-    _without_stop(run / "model_step100.pth")  # measured first: without health it would become best.pth
+    (run / "model_step200.pth").unlink()
+    _without_stop(run / "model_step100.pth")  # the only checkpoint: without health it would become best.pth
     assert evaluate_main([str(run), "--best-by", "cer"]) == 0
     result = read_result(result_path(run / "model_step100.pth"))
     assert result["health"]["runaway"]["flagged"] and "no stop code" in result["health"]["runaway"]["reasons"]
     assert all(item["hit_stop"] is False for item in result["items"])
-    assert _best_step(run) == 200
+    assert _best_step(run) is None
     assert health_cell(result).startswith("runaway 6/6")
     assert "runs away" in disqualification(result)
     from webui.checkpoints.rows import list_view
 
     rows = {row["file"]: row for row in list_view(str(run), tmp_path).table.to_dict("records")}
     assert rows["model_step100.pth"]["health"].startswith("runaway 6/6 (no stop code")
-    assert rows["model_step200.pth"]["health"] == "ok"
     reasons = [e["best_reason"] for e in _events(run) if e.get("event") == "eval" and e["step"] == 100]
     assert reasons and "is never best: it runs away on 6 of 6 items (health)" in reasons[-1]
     from trainer.evaluation.best import pinned_names

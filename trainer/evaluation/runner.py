@@ -10,7 +10,10 @@ the language's scoring normaliser (``data_tools.scoring``) over the whole set, a
 compared with its voice's reference audio (mean cosine). Every item (text x voice x seed) keeps its error
 counts, so two checkpoints compare item by item with paired bootstrap intervals (``stats``): the result
 carries each score's interval and the difference against the base model and against the best so far. The
-clips of the first seed are kept under ``<run>/eval/audio/<model>/`` for the listening page. The result
+clips of the first seed are kept under ``<run>/eval/audio/<model>/`` for the listening page. Each result
+carries the checkpoint's ``health`` (``trainer.evaluation.health``: runaway items, speaking rate against the
+prepared data's real clips, whether a LoRA adapter changes anything, the differences against zero-shot); a
+checkpoint whose health disqualifies it is never best.pth. The result
 goes to ``model_step<N>.eval.json`` and an ``eval`` event (``trainer.evaluation.results``); with
 ``--best-by cer|sim`` best.pth then follows the rule of ``trainer.evaluation.best`` and the event says why.
 A checkpoint whose result matches its identity and the eval set is skipped.
