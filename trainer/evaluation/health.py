@@ -193,7 +193,7 @@ def adapter_weights_zero(checkpoint: Path) -> bool | None:
     from trainer.lora_setup import checkpoint_adapter
 
     try:
-        found = checkpoint_adapter(load_checkpoint(Path(checkpoint)))
+        found = checkpoint_adapter(load_checkpoint(Path(checkpoint), mmap=True))  # only the B matrices are read
     except (CheckpointError, OSError, ValueError, RuntimeError):
         return None
     if found is None:
