@@ -111,7 +111,8 @@ def real_speech(manifests: Iterable[str | Path], speakers: Iterable[str | None] 
 # ----- one item ----------------------------------------------------------------------------------------------
 
 def loop_span(codes: Sequence[int] | np.ndarray) -> tuple[int, int] | None:
-    """(span length, repetitions) of the first loop in ``codes``; None when no span repeats so."""
+    """(span length, codes covered by its back-to-back repetition when it became a loop) of the first loop in
+    ``codes``; None when no span repeats so."""
     seq = np.asarray(codes, dtype=np.int64).reshape(-1)
     n = seq.size
     for span in range(1, LOOP_SPAN_MAX + 1):
@@ -123,7 +124,7 @@ def loop_span(codes: Sequence[int] | np.ndarray) -> tuple[int, int] | None:
         for equal in same:
             run = run + 1 if equal else 0
             if run + span >= needed:
-                return span, (run + span) // span
+                return span, run + span
     return None
 
 
