@@ -278,3 +278,19 @@ def test_a_fine_tune_clearly_worse_than_zero_shot_is_flagged_with_its_paired_dif
     from trainer.evaluation.health import health_lines
 
     assert any(line.startswith("against zero-shot") and "not clearly worse" in line for line in health_lines(same))
+
+
+def test_an_item_runs_away_by_loop_or_by_a_length_beyond_the_speakers_range():
+    from trainer.evaluation.health import LENGTH_MARGIN, RealSpeech, runaway_of, runaway_reasons
+
+    real = RealSpeech(clips=4, chars_per_second=10.0, seconds_per_char_low=0.08, seconds_per_char_high=0.12)
+    item = {"text": "abcde fghij", "hit_stop": True, "loop": None, "audio_seconds": 1.0}  # 10 characters, 0.1 s each
+    assert runaway_reasons(item, real) == []
+    assert runaway_reasons({**item, "loop": [3, 32]}, real) == ["loops"]
+    too_long = 10 * 0.12 * LENGTH_MARGIN * 1.01
+    assert runaway_reasons({**item, "audio_seconds": too_long}, real) == ["too long for its text"]
+    assert runaway_reasons({**item, "audio_seconds": 0.0}, real) == ["too short for its text"]
+    items = [item] * 9 + [{**item, "hit_stop": False}]
+    assert runaway_of(items, real) == {"items": 1, "of": 10, "share": 0.1, "reasons": ["no stop code"],
+                                       "flagged": False}  # one in ten: not more than RUNAWAY_SHARE
+    assert runaway_of(items[:4] + items[-1:], real)["flagged"]  # one in five
