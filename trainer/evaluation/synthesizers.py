@@ -6,6 +6,8 @@ lives in its package (``trainer.generations.<generation>.evaluation``; its regis
                                 model_dir=..., w2v_bert=...)
     speaker = backend.for_checkpoint(checkpoint_path)       # loads that checkpoint's GPT
     clips = speaker.speak(texts, prompt_path, settings, language)  # float32 waveforms at backend.sample_rate
+    speaker.generated                                       # that call's (codes, hit_stop) per text, for health
+    backend.for_checkpoint(checkpoint_path, adapter=False)  # a LoRA checkpoint without its adapter (health)
 
 A backend that speaks through a download folder (S2Mel, BigVGAN v2, w2v-BERT...) loads the folder's networks
 once and each checkpoint's GPT per call (``download_folder`` finds and checks the folder); its speaker
