@@ -263,7 +263,8 @@ def test_studio_views_and_model_card_carry_the_scores(trained_run, data, tmp_pat
     reader = MetricsReader(run)
     reader.poll()
     frame = reader.eval_frame()
-    assert sorted(set(frame["series"])) == ["eval cer", "eval sim", "eval wer"]
+    # the scores and the health's rate ratio and runaway share (issue 38)
+    assert sorted(set(frame["series"])) == ["eval cer", "eval rate", "eval runaway", "eval sim", "eval wer"]
     assert sorted(frame[frame["series"] == "eval cer"]["step"]) == [2, 4, 6]
 
     report = export_checkpoint(run / "model_step4.pth", tmp_path / "export")

@@ -146,6 +146,7 @@ def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
         base_checkpoint=Path(opts.base_checkpoint) if opts.eval_base and opts.base_checkpoint else None,
         model_dir=Path(opts.model_dir) if opts.model_dir else None, w2v_bert=str(opts.w2v_bert or "") or None,
         floor_manifests=[str(m) for m in opts.val_manifest or []],
+        real_manifests=[str(m) for m in opts.train_manifest or []],
         cer_limit=float(opts.best_cer_limit), sim_limit=float(opts.best_sim_limit))
     scorer = ModelScorer(str(opts.eval_asr or ""), str(opts.eval_speaker_model or ""), device,
                          asr_lang=str(opts.eval_asr_lang or "") or None, main_language=eval_set.language,

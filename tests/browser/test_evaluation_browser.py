@@ -72,9 +72,10 @@ def test_scores_in_checkpoints_training_and_test_tabs(page, measured_workspace: 
         page.screenshot(path=str(artifacts / "tab-checkpoints-scores.png"), full_page=True)
 
         page.get_by_role("tab", name="Training", exact=True).click()
-        # CER, WER and SIM at steps 2 and 4: six points (the legend is drawn on a canvas).
+        # CER, WER, SIM and the health's rate ratio and runaway share at steps 2 and 4: ten points (the legend is
+        # drawn on a canvas).
         page.wait_for_function(
-            "() => /6 points, up to step 4/.test(document.getElementById('train-eval-plot')?.innerText || '')",
+            "() => /10 points, up to step 4/.test(document.getElementById('train-eval-plot')?.innerText || '')",
             timeout=UI_TIMEOUT_MS)
         page.screenshot(path=str(artifacts / "tab-training-eval.png"), full_page=True)
 

@@ -19,7 +19,9 @@ over at least ``MIN_PAIRED_ITEMS`` paired items, so a difference inside the scor
 best.pth. Below that minimum best.pth stays and says "too few items to tell": with one item the bootstrap has
 nothing to resample (the interval is the point itself), and with two or three a single sentence decides. A checkpoint that breaks a limit never
 becomes the best, whatever its number: its CER more than ``cer_limit`` (default 0.02, two points) above the
-best so far's, or its SIM more than ``sim_limit`` (default 0.03) below the base model's. Each decision
+best so far's, or its SIM more than ``sim_limit`` (default 0.03) below the base model's. Nor does one whose
+health disqualifies it (``trainer.evaluation.health``: runaway generation, an adapter that changes nothing); such a
+checkpoint is not pinned against rotation either. Each decision
 carries its reason in words ("best.pth -> step 4000: CER 8.1 % [7.2, 9.0] vs 9.4 % [8.5, 10.4], difference
 -1.3 [-2.1, -0.5]"), written with the ``eval`` event. Results without per-item detail (older files) fall
 back to comparing the numbers alone.
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.evaluation.errors import EvaluationError
+from trainer.evaluation.health import disqualification
 from trainer.evaluation.results import base_result_path, display_scale, read_result, results_by_step
 from trainer.evaluation.stats import PairedComparison, compare
 
@@ -72,7 +75,7 @@ def ranking(run_dir: Path, best_by: str) -> list[tuple[int, Path, float]]:
     for step, result in results_by_step(run_dir).items():
         path = Path(run_dir) / step_file_name(step)
         score = score_of(result, best_by)
-        if score is not None and path.is_file():
+        if score is not None and path.is_file() and disqualification(result) is None:
             ranked.append((score, step, path, float(result[best_by])))
     ranked.sort(key=lambda row: (row[0], row[1]))
     return [(step, path, value) for _score, step, path, value in ranked]
@@ -194,6 +197,10 @@ def decide(step: int, result: dict[str, Any], best_step: int | None, best: dict[
            base: dict[str, Any] | None, rule: BestRule) -> Decision:
     """Whether checkpoint ``step`` takes over from the best so far (see the module docstring), and why."""
     metric = _metric(rule.best_by)
+    unhealthy = disqualification(result)
+    if unhealthy is not None:
+        kept = f"best.pth stays at step {best_step}" if best_step is not None else "no best.pth yet"
+        return Decision(step, False, f"{kept}: step {step} is never best: {unhealthy} (health)", best_step)
     breach = limit_breach(result, best, base, rule)
     if breach is not None:
         kept = f"best.pth stays at step {best_step}" if best_step is not None else "no best.pth yet"

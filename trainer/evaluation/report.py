@@ -1,5 +1,5 @@
 """The evaluation of a run, as Markdown lines for an export's model card: every checkpoint's scores with their
-95 % intervals and the difference against the base model, the recogniser's floor on real speech, and the
+95 % intervals, the difference against the base model and its health (``health``), the recogniser's floor on real speech, and the
 frozen test set's scores of the exported checkpoint (``frozen_test``)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 
 from trainer.evaluation.eval_set import eval_dir
 from trainer.evaluation.floor import read_floor
+from trainer.evaluation.health import health_cell, health_lines
 from trainer.evaluation.results import (
     base_result_path,
     display_scale,
@@ -35,8 +36,8 @@ def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
     sample = by_step[steps[-1]]
     second = next((r["second"] for r in by_step.values() if isinstance(r.get("second"), dict)), None)
     header = ("| model | step | CER % | CER 95 % CI | WER % | SIM | SIM 95 % CI | CER - base [95 % CI] |"
-              + (f" CER % ({second['language']}) |" if second else ""))
-    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if second else "")
+              + (f" CER % ({second['language']}) |" if second else "") + " health |")
+    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if second else "") + " --- |"
     rows = [header, rule]
 
     def row(label: str, result: dict[str, Any]) -> str:
@@ -46,6 +47,7 @@ def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
         if second:
             other = result.get("second") if isinstance(result.get("second"), dict) else {}
             cells.append(metric_text("cer", other.get("cer"), unit=False))
+        cells.append(health_cell(result) if result.get("model") == "checkpoint" else "")
         return "| " + " | ".join(cells) + " |"
 
     if base is not None and base.get("eval_set") == sample.get("eval_set"):
@@ -62,6 +64,10 @@ def evaluation_lines(run_dir: Path, exported_step: int | None) -> list[str]:
              "(higher is closer). Intervals: paired bootstrap over the set's texts x voices x seeds; best.pth moves "
              "only when the interval of the difference against the best so far excludes zero.")
     lines = [about, "", *rows]
+    exported = by_step.get(exported_step) if exported_step is not None else None
+    if isinstance((exported or {}).get("health"), dict):
+        lines += ["", f"Health of model_step{exported_step} (see the README's \"Checkpoint health\"): "
+                      + "; ".join(health_lines(exported["health"])) + "."]
     floor = read_floor(eval_dir(run_dir), sample.get("eval_set"))
     if floor is not None:
         lines += ["", f"Recogniser's floor: the same recogniser on the real recordings of {floor['clips']} evaluation "

@@ -3,7 +3,9 @@
     <run>/model_step<N>.eval.json    the scores of model_step<N>.pth (kept when rotation removes the checkpoint)
     <run>/eval/base.eval.json        the base model's scores on the same set
     <run>/metrics.jsonl              {"event": "eval", "step", "epoch", "time", "checkpoint", "model", "cer", "wer",
-                                      "sim", "language", "second", "seconds", "eval_set"}
+                                      "sim", "language", "second", "seconds", "eval_set", "health", "rate", "runaway"}
+                                     (the checkpoint's health, ``trainer.evaluation.health``: in one phrase, its
+                                     speaking-rate ratio and its share of runaway items)
 
 Units: stored ``cer`` and ``wer`` (and their intervals) are fractions of the reference's characters / words
 (0.077 is 7.7 %; above 1 when the transcript inserts), ``sim`` a cosine. Everything shown to people (console lines,
@@ -94,7 +96,10 @@ def append_event(run_dir: Path, step: int, epoch: int, **fields: Any) -> dict[st
 def event_fields(result: dict[str, Any]) -> dict[str, Any]:
     """What of a result goes into its ``eval`` event (no per-item detail)."""
     keys = ("checkpoint", "model", "cer", "wer", "sim", "language", "second", "seconds", "eval_set", "device")
-    return {key: result.get(key) for key in keys}
+    health = result.get("health") if result.get("model") == "checkpoint" else None
+    health = health if isinstance(health, dict) else {}
+    return {**{key: result.get(key) for key in keys}, "health": health.get("summary"),
+            "rate": (health.get("rate") or {}).get("ratio"), "runaway": (health.get("runaway") or {}).get("share")}
 
 
 def results_by_step(run_dir: Path) -> dict[int, dict[str, Any]]:

@@ -10,7 +10,10 @@ the language's scoring normaliser (``data_tools.scoring``) over the whole set, a
 compared with its voice's reference audio (mean cosine). Every item (text x voice x seed) keeps its error
 counts, so two checkpoints compare item by item with paired bootstrap intervals (``stats``): the result
 carries each score's interval and the difference against the base model and against the best so far. The
-clips of the first seed are kept under ``<run>/eval/audio/<model>/`` for the listening page. The result
+clips of the first seed are kept under ``<run>/eval/audio/<model>/`` for the listening page. Each result
+carries the checkpoint's ``health`` (``trainer.evaluation.health``: runaway items, speaking rate against the
+prepared data's real clips, whether a LoRA adapter changes anything, the differences against zero-shot); a
+checkpoint whose health disqualifies it is never best.pth. The result
 goes to ``model_step<N>.eval.json`` and an ``eval`` event (``trainer.evaluation.results``); with
 ``--best-by cer|sim`` best.pth then follows the rule of ``trainer.evaluation.best`` and the event says why.
 A checkpoint whose result matches its identity and the eval set is skipped.
@@ -33,6 +36,17 @@ from trainer.evaluation.backend_choice import synthesis_backend
 from trainer.evaluation.best import BestRule, Decision, apply_best, base_result, best_of, pin_lock, replay
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.eval_set import EvalSet, Sentence
+from trainer.evaluation.health import (
+    ADAPTER_PROBE_ITEMS,
+    RealSpeech,
+    adapter_of,
+    adapter_weights_zero,
+    generation_fields,
+    health_of,
+    real_speech,
+    same_speech_without_adapter,
+    with_zero_shot,
+)
 from trainer.evaluation.results import (
     append_event,
     base_result_path,
@@ -65,6 +79,7 @@ class EvalSettings:
     sim_limit: float = 0.03  # best-by: SIM no more than this below the base model's
     keep_clips: bool = True  # keep the first seed's clips for the listening page
     floor_manifests: list[str] = field(default_factory=list)  # held-out manifests: the recogniser's floor
+    real_manifests: list[str] = field(default_factory=list)  # the prepared data: the speakers' real rate and length
 
     @property
     def rule(self) -> BestRule:
@@ -86,6 +101,7 @@ class Evaluator:
                  backend: SynthesisBackend | None = None, say: Callable[[str], None] = print) -> None:
         self.settings, self.eval_set, self.scorer, self.say = settings, eval_set, scorer, say
         self._backend = backend
+        self._real: tuple[RealSpeech | None] | None = None
 
     @property
     def backend(self) -> SynthesisBackend:
@@ -118,10 +134,23 @@ class Evaluator:
             groups.append((self.eval_set.second_language, self.eval_set.second_sentences))
         seeds = self.eval_set.all_seeds
         clips: list[list[list[list[np.ndarray]]]] = []  # [group][seed][voice][sentence]
+        generated: list[dict[str, Any]] = []  # per item, in the items' order: what generation did
+        first_codes: list[tuple[np.ndarray, bool]] | None = None  # the first voice and seed's, for the adapter
         for language, sentences in groups:
-            clips.append([[speaker.speak([s.text for s in sentences], self.eval_set.path_of(voice.prompt),
-                                         self.eval_set.decode_settings(seed), language)
-                           for voice in self.eval_set.voices] for seed in seeds])
+            group_clips = []
+            for seed in seeds:
+                seed_clips = []
+                for voice in self.eval_set.voices:
+                    seed_clips.append(speaker.speak([s.text for s in sentences], self.eval_set.path_of(voice.prompt),
+                                                    self.eval_set.decode_settings(seed), language))
+                    codes = getattr(speaker, "generated", None) or []
+                    first_codes = codes if first_codes is None else first_codes
+                    generated += [generation_fields(*codes[k]) if len(codes) == len(sentences) else {}
+                                  for k in range(len(sentences))]
+                group_clips.append(seed_clips)
+            clips.append(group_clips)
+        adapter = None if model == "base" else self._adapter_health(Path(checkpoint), groups[0], clips[0][0][0],
+                                                                   first_codes)
         synthesis = time.perf_counter() - synthesis
         rate = self.backend.sample_rate
         if self.settings.keep_clips:
@@ -135,15 +164,43 @@ class Evaluator:
                    "asr": round(self.scorer.seconds["asr"] - asr0, 3),
                    "speaker": round(self.scorer.seconds["speaker"] - speaker0, 3),
                    "total": round(time.perf_counter() - started, 3)}
-        return {"checkpoint": Path(checkpoint).name, "model": model, "step": int(step), "epoch": int(epoch),
+        items = [item for group in scores for item in group["items"]]
+        for item, fields in zip(items, generated):
+            item.update(fields)
+        result = {"checkpoint": Path(checkpoint).name, "model": model, "step": int(step), "epoch": int(epoch),
                 "identity": identity, "eval_set": self.eval_set.fingerprint, "device": self.settings.device,
                 "language": self.eval_set.language, "cer": main["cer"], "wer": main["wer"], "sim": main["sim"],
                 "second": ({"language": groups[1][0], **{k: scores[1][k] for k in ("cer", "wer", "sim")}}
                            if len(scores) > 1 else None),
                 "models": {"asr": getattr(self.scorer, "asr_model", None),
                            "speaker": getattr(self.scorer, "speaker_model", None) or None},
-                "seconds": seconds, "items": [item for group in scores for item in group["items"]],
-                "time": round(time.time(), 3)}
+                "seconds": seconds, "items": items, "time": round(time.time(), 3)}
+        result["health"] = health_of(result, self.real_speech, adapter)
+        return result
+
+    @property
+    def real_speech(self) -> RealSpeech | None:
+        """The prepared data's real clips of the set's speakers (health's measure of length and rate)."""
+        if self._real is None:
+            self._real = (real_speech(self.settings.real_manifests, {v.speaker for v in self.eval_set.voices},
+                                      self.eval_set.language),)
+        return self._real[0]
+
+    def _adapter_health(self, checkpoint: Path, group: tuple[str | None, list[Sentence]], spoken: list[np.ndarray],
+                        generated: Any) -> dict[str, Any] | None:
+        """Whether a LoRA checkpoint's adapter changes anything: its B matrices, then the first voice and seed's
+        first items spoken again without it (None: no adapter)."""
+        zero = adapter_weights_zero(checkpoint)
+        if zero is None or zero:
+            return adapter_of(zero, None)
+        language, sentences = group
+        count = min(ADAPTER_PROBE_ITEMS, len(sentences))
+        voice, seed = self.eval_set.voices[0], self.eval_set.all_seeds[0]
+        generated = list(generated)[:count] if generated else None
+        same = same_speech_without_adapter(self.backend, checkpoint, [s.text for s in sentences[:count]],
+                                           self.eval_set.path_of(voice.prompt), self.eval_set.decode_settings(seed),
+                                           language, spoken[:count], generated)
+        return adapter_of(False, same)
 
     @staticmethod
     def _merge_seeds(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
@@ -201,6 +258,8 @@ class Evaluator:
         base = base_result(run_dir, result["eval_set"])
         if base is not None:
             result["vs_base"] = {m: (c.to_dict() if (c := compare(result, base, m)) else None) for m in METRICS}
+        if isinstance(result.get("health"), dict):
+            with_zero_shot(result["health"], result.get("vs_base"))
         best_step = best_of(replay(run_dir, self.settings.rule)) if self.settings.best_by != "val_loss" else None
         best = results_by_step(run_dir).get(best_step) if best_step is not None else None
         if best is not None and best.get("eval_set") == result["eval_set"] and best_step != result["step"]:
@@ -230,6 +289,8 @@ class Evaluator:
         self.say(f"eval {result['model']} step {result['step']} ({result['checkpoint']}): "
                  f"{scores_line({k: result[k] for k in ('cer', 'wer', 'sim')})}{extra} | synthesis "
                  f"{seconds['synthesis']:.1f} s, ASR {seconds['asr']:.1f} s, speaker {seconds['speaker']:.1f} s")
+        if event.get("health"):
+            self.say(f"health of step {result['step']}: {event['health']}")
         if decision is not None:
             self.say(decision.reason)
         elif moved is not None:

@@ -6,6 +6,8 @@ lives in its package (``trainer.generations.<generation>.evaluation``; its regis
                                 model_dir=..., w2v_bert=...)
     speaker = backend.for_checkpoint(checkpoint_path)       # loads that checkpoint's GPT
     clips = speaker.speak(texts, prompt_path, settings, language)  # float32 waveforms at backend.sample_rate
+    speaker.generated                                       # that call's (codes, hit_stop) per text, for health
+    backend.for_checkpoint(checkpoint_path, adapter=False)  # a LoRA checkpoint without its adapter (health)
 
 A backend that speaks through a download folder (S2Mel, BigVGAN v2, w2v-BERT...) loads the folder's networks
 once and each checkpoint's GPT per call (``download_folder`` finds and checks the folder); its speaker
@@ -39,7 +41,7 @@ class CheckpointSpeaker(Protocol):
 class SynthesisBackend(Protocol):
     sample_rate: int
 
-    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker: ...
+    def for_checkpoint(self, checkpoint: Path, base: bool = False, adapter: bool = True) -> CheckpointSpeaker: ...
 
 
 def download_folder(resolve_files: Any, hint: str, model_dir: str | Path | None, config_path: str | Path | None,
@@ -70,6 +72,7 @@ class S2MelSpeaker:
     def __init__(self, synth: Any) -> None:
         self.synth = synth
         self.voices: dict[Path, Any] = {}
+        self.generated: list[tuple[np.ndarray, bool]] = []  # the last speak's (codes, hit_stop) per text
 
     def mel_settings(self, seed: int) -> Any:
         raise NotImplementedError
@@ -89,8 +92,10 @@ class S2MelSpeaker:
                 self.voices[prompt] = self.synth.prepare_voice(prompt)
             voice = self.voices[prompt]
             emotion = self.synth.emotion_vector(voice)
-            return [self.synth.synthesize(text, voice, None, settings, mel, emotion_vector=emotion).waveform
-                    for text in texts]
+            results = [self.synth.synthesize(text, voice, None, settings, mel, emotion_vector=emotion)
+                       for text in texts]
+            self.generated = [(r.codes, r.hit_stop) for r in results]
+            return [r.waveform for r in results]
         except SynthesisError as exc:
             raise EvaluationError(str(exc)) from None
 

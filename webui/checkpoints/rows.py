@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     pass
 
 
-LIST_COLUMNS = ["file", "kind", "model", "step", "epoch", "val loss", "CER", "WER", "SIM", "verdict", "size",
-                "modified"]
+LIST_COLUMNS = ["file", "kind", "model", "step", "epoch", "val loss", "CER", "WER", "SIM", "health", "verdict",
+                "size", "modified"]
 
 
 CHECKPOINT_SUFFIXES = (".pth", ".pt")
@@ -182,10 +182,13 @@ def samples_owed(folder: Path) -> list[int]:
 
 
 def _score_cells(result: dict[str, Any]) -> dict[str, str]:
-    """CER and WER in percent, SIM as a cosine, each with its 95 % interval ('' when not measured)."""
+    """CER and WER in percent, SIM as a cosine, each with its 95 % interval, and the checkpoint's health ("ok" or
+    what is wrong, ``trainer.evaluation.health``); '' when not measured."""
+    from trainer.evaluation.health import health_cell
     from trainer.evaluation.results import score_cell
 
-    return {name: score_cell(result, name.lower()) if result else "" for name in ("CER", "WER", "SIM")}
+    cells = {name: score_cell(result, name.lower()) if result else "" for name in ("CER", "WER", "SIM")}
+    return {**cells, "health": health_cell(result) if result and result.get("model") == "checkpoint" else ""}
 
 
 def base_row(folder: Path) -> dict[str, Any] | None:

@@ -49,7 +49,9 @@ class MetricsReader:
 
     TRAIN_KEYS = ("text_loss", "mel_loss", "mel_top1", "lr")
     VAL_KEYS = ("text_loss", "mel_loss", "mel_top1")
-    EVAL_KEYS = ("cer", "wer", "sim")  # checkpoint evaluation (trainer.evaluation): one point per measured save
+    # checkpoint evaluation (trainer.evaluation): one point per measured save; its health's speaking-rate ratio and
+    # share of runaway items (trainer.evaluation.health) beside the scores
+    EVAL_KEYS = ("cer", "wer", "sim", "rate", "runaway")
     # The trainer's own events that name the step it has reached (the log prints each of them): the progress
     # bar follows the newest, so after a stop at step 59 it says 59, not the last train line's 55. Eval events
     # come from another process and name older saves; samples name a save already counted.
@@ -192,9 +194,10 @@ class MetricsReader:
         return self.frame(("train lr",))
 
     def eval_frame(self) -> pd.DataFrame:
-        """CER, WER and speaker similarity of each measured save (empty without evaluation), and the
-        recogniser's floor on real speech as a flat line across the measured steps (once it is measured)."""
-        frame = self.frame(("eval cer", "eval wer", "eval sim"))
+        """CER, WER and speaker similarity of each measured save (empty without evaluation), its health's
+        speaking-rate ratio (1: the speaker's real pace) and share of runaway items, and the recogniser's floor on
+        real speech as a flat line across the measured steps (once it is measured)."""
+        frame = self.frame(("eval cer", "eval wer", "eval sim", "eval rate", "eval runaway"))
         cer = self.series.get("eval cer")
         if cer is None or not cer.steps:
             return frame

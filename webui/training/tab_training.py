@@ -326,7 +326,8 @@ def build(ctx: StudioContext) -> Any:
         loss_plot = gr.LinePlot(None, title="loss", elem_id="train-loss-plot", **plot_args)
         top1_plot = gr.LinePlot(None, title="mel top-1 accuracy", elem_id="train-top1-plot", **plot_args)
         lr_plot = gr.LinePlot(None, title="learning rate", elem_id="train-lr-plot", **plot_args)
-        eval_plot = gr.LinePlot(None, title="evaluation: CER, WER, speaker similarity", elem_id="train-eval-plot",
+        eval_plot = gr.LinePlot(None, title="evaluation: CER, WER, speaker similarity, speaking rate (x real), runaway share",
+                                elem_id="train-eval-plot",
                                 **plot_args)
     samples = samples_view.build("train-samples")  # the model speaks at every save: players by step
     io = FormIO(form, run)

@@ -16,6 +16,7 @@ from trainer.evaluation.synthesizers import CheckpointSpeaker, SynthesisBackend,
 class _Speaker:
     def __init__(self, synth: Any) -> None:
         self.synth = synth
+        self.generated: list[tuple[np.ndarray, bool]] = []  # the last speak's (codes, hit_stop) per text
 
     def speak(self, texts: Sequence[str], prompt: Path, settings: Any, language: str | None = None
               ) -> list[np.ndarray]:
@@ -25,7 +26,9 @@ class _Speaker:
         self.synth.language = language
         try:
             reference = self.synth.prepare_reference(prompt_input(prompt))
-            return [self.synth.synthesize([text], reference, settings)[0].waveform for text in texts]
+            results = [self.synth.synthesize([text], reference, settings)[0] for text in texts]
+            self.generated = [(r.codes, r.hit_stop) for r in results]
+            return [r.waveform for r in results]
         except SynthesisError as exc:
             raise EvaluationError(str(exc)) from None
 
@@ -50,9 +53,10 @@ class Backend:
             raise EvaluationError(f"vocoder {vocoder_path}: {' '.join(str(exc).split())}") from None
         self.sample_rate = int(self.vocoder.spec.sampling_rate)
 
-    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker:
+    def for_checkpoint(self, checkpoint: Path, base: bool = False, adapter: bool = True) -> CheckpointSpeaker:
         """``base``: the base model speaks through its own tokenizer (the config's dataset.bpe_model), since a
-        grown vocabulary's pieces are rows it does not have."""
+        grown vocabulary's pieces are rows it does not have. ``adapter=False``: a LoRA checkpoint without its
+        adapter (the health check's "adapter off")."""
         from trainer.model_source import base_tokenizer_for
         from trainer.synthesis.errors import SynthesisError
         from trainer.synthesis.gpt_loading import load_gpt
@@ -60,7 +64,7 @@ class Backend:
 
         tokenizer = (base_tokenizer_for(self.config, self.config_path) or self.tokenizer) if base else self.tokenizer
         try:
-            model = load_gpt(checkpoint, self.config, self.config_path, self.device)
+            model = load_gpt(checkpoint, self.config, self.config_path, self.device, adapter=adapter)
             return _Speaker(Synthesizer(model, self.vocoder, tokenizer, language=self.language))
         except SynthesisError as exc:
             raise EvaluationError(str(exc)) from None

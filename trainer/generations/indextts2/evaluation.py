@@ -54,9 +54,10 @@ class Backend:
             raise EvaluationError(f"IndexTTS2 folder {where}: {' '.join(str(exc).split())}") from None
         self.sample_rate = int(self.nets.sample_rate)
 
-    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker:
+    def for_checkpoint(self, checkpoint: Path, base: bool = False, adapter: bool = True) -> CheckpointSpeaker:
         """``base``: the base model speaks through its own tokenizer (the config's dataset.bpe_model, else the
-        folder's), since a grown vocabulary's pieces are rows it does not have."""
+        folder's), since a grown vocabulary's pieces are rows it does not have. ``adapter=False``: a LoRA
+        checkpoint without its adapter."""
         from dataclasses import replace
 
         from trainer.errors import UsageError
@@ -68,7 +69,7 @@ class Backend:
         if base:
             tokenizer = base_tokenizer_for(self.config, self.config_path) or self._folder_tokenizer() or tokenizer
         try:
-            gpt = load_gpt(checkpoint, self.config, self.config_path, self.device, version="2")
+            gpt = load_gpt(checkpoint, self.config, self.config_path, self.device, version="2", adapter=adapter)
             return _Speaker(S2MelSynthesizer(replace(self.nets, gpt=gpt), tokenizer, language=self.language))
         except (UsageError, ValueError) as exc:  # a checkpoint or GPT that does not fit the folder
             raise EvaluationError(f"{Path(checkpoint).name}: {' '.join(str(exc).split())}") from None

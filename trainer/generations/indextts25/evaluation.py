@@ -60,14 +60,16 @@ class Backend:
             raise EvaluationError(f"IndexTTS-2.5 folder {where}: {' '.join(str(exc).split())}") from None
         self.sample_rate = int(self.nets.sample_rate)
 
-    def for_checkpoint(self, checkpoint: Path, base: bool = False) -> CheckpointSpeaker:
-        """``base`` needs nothing apart: a bare gpt.pth records no scheme and speaks with upstream's bytes."""
+    def for_checkpoint(self, checkpoint: Path, base: bool = False, adapter: bool = True) -> CheckpointSpeaker:
+        """``base`` needs nothing apart: a bare gpt.pth records no scheme and speaks with upstream's bytes.
+        ``adapter=False``: a LoRA checkpoint without its adapter."""
         from trainer.generations.indextts25.synthesis import SynthesizerV25
         from trainer.synthesis.errors import SynthesisError
 
         del base
         try:
-            synth = SynthesizerV25.with_checkpoint(self.nets, checkpoint, language=self.language, device=self.device)
+            synth = SynthesizerV25.with_checkpoint(self.nets, checkpoint, language=self.language, device=self.device,
+                                                  adapter=adapter)
         except SynthesisError as exc:
             raise EvaluationError(f"{Path(checkpoint).name}: {exc}") from None
         return _Speaker(synth)
