@@ -11,10 +11,16 @@ import torch
 from networks.s2mel import S2Mel, load_s2mel
 from tests.s2mel_tiny import TINY_SECTION, model_kwargs, save_base, tiny_clips, tiny_model
 from tests.test_s2mel_training import settings
-from trainer.s2mel.export import base_record, export_adapter, export_stock_s2mel, recorded_strength
+from trainer.s2mel.export import (
+    base_record,
+    export_adapter,
+    export_stock_s2mel,
+    recorded_strength,
+    trained_s2mel_at,
+)
 from trainer.s2mel.keep import VoiceScore, choose_strength
 from trainer.s2mel.loop import S2MelTrainer
-from trainer.s2mel.strength import check_strength, trained_s2mel_at
+from trainer.s2mel.strength import check_strength
 
 
 @pytest.fixture(scope="module", params=[("2.5", "lora"), ("2", "full")])

@@ -41,12 +41,7 @@ from typing import Any
 from trainer.evaluation.errors import EvaluationError
 from trainer.evaluation.health import disqualification
 from trainer.evaluation.results import base_result_path, display_scale, read_result, results_by_step
-from trainer.evaluation.stats import PairedComparison, compare
-
-# The fewest paired items (sentence x voice x seed) over which a difference can move best.pth. With 1 item the
-# bootstrap has one resample, with 2 or 3 only 3 or 10 distinct ones, and an interval clear of zero says little;
-# 6 give 462, each item at most a sixth of the difference. The default set has 8 sentences x 1 voice x 3 seeds.
-MIN_PAIRED_ITEMS = 6
+from trainer.evaluation.stats import MIN_PAIRED_ITEMS, PairedComparison, compare
 
 BEST_BY = ("val_loss", "cer", "sim")
 PIN_LOCK = ".eval_pins.lock"

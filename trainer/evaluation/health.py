@@ -190,7 +190,8 @@ def rate_of(items: list[dict[str, Any]], real: RealSpeech | None) -> dict[str, A
 def adapter_weights_zero(checkpoint: Path) -> bool | None:
     """Whether ``checkpoint``'s LoRA adapter has only zero B matrices (it adds nothing to the weights); None when
     the file holds no adapter or cannot be read."""
-    from trainer.checkpoints import CheckpointError, load_checkpoint
+    from trainer.checkpoints.format import CheckpointError
+    from trainer.checkpoints.loading import load_checkpoint
     from trainer.lora_setup import checkpoint_adapter
 
     try:
@@ -229,7 +230,7 @@ def zero_shot_of(vs_base: dict[str, Any] | None) -> dict[str, Any] | None:
     """The paired differences against the base model speaking the same texts from the same references (zero-shot),
     and which scores are clearly worse (the interval of the difference wholly on the worse side, over at least
     ``best.MIN_PAIRED_ITEMS`` items); None without a measured base."""
-    from trainer.evaluation.best import MIN_PAIRED_ITEMS
+    from trainer.evaluation.stats import MIN_PAIRED_ITEMS
 
     if not isinstance(vs_base, dict):
         return None

@@ -21,6 +21,10 @@ METRICS = ("cer", "wer", "sim")
 BOOTSTRAP_DRAWS = 2000
 BOOTSTRAP_SEED = 20240229
 LEVEL = 0.95
+# The fewest paired items (sentence x voice x seed) over which a difference can move best.pth. With 1 item the
+# bootstrap has one resample, with 2 or 3 only 3 or 10 distinct ones, and an interval clear of zero says little;
+# 6 give 462, each item at most a sixth of the difference. The default set has 8 sentences x 1 voice x 3 seeds.
+MIN_PAIRED_ITEMS = 6
 
 
 @dataclass(frozen=True)

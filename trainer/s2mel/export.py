@@ -79,6 +79,17 @@ def build_trained_s2mel(
     return model.eval()
 
 
+def trained_s2mel_at(source: str | Path, base_path: str | Path, s2mel_section: Mapping[str, Any], strength: float,
+                     **model_kwargs: Any) -> S2Mel:
+    """The S2Mel a run checkpoint or adapter file describes, at ``strength``, as synthesis and export use it."""
+    from trainer.s2mel.strength import FULL_STRENGTH, at_strength, check_strength
+
+    strength = check_strength(strength)
+    trained = build_trained_s2mel(source, base_path, s2mel_section, **model_kwargs)
+    base = trained if strength == FULL_STRENGTH else load_s2mel(base_path, s2mel_section, **model_kwargs)
+    return at_strength(trained, base, strength)
+
+
 def recorded_strength(obj: Mapping[str, Any]) -> float:
     """The strength an adapter file was exported at (1 for run checkpoints and older files)."""
     from trainer.s2mel.strength import FULL_STRENGTH, check_strength
@@ -104,8 +115,6 @@ def export_stock_s2mel(
     **model_kwargs: Any,
 ) -> Path:
     """Write the stock ``s2mel.pth`` of a run checkpoint or adapter (adapters merged) at ``strength``."""
-    from trainer.s2mel.strength import trained_s2mel_at
-
     model = trained_s2mel_at(source, base_path, s2mel_section, strength, **model_kwargs)
     net: dict[str, Any] = dict(read_s2mel_net(base_path))  # keeps parts this model does not hold
     net.update(stock_net_state_dict(model))

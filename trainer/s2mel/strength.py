@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -54,15 +52,3 @@ def at_strength(trained: S2Mel, base: S2Mel, strength: float) -> S2Mel:
     for parameter in plain.parameters():
         parameter.requires_grad_(False)
     return plain.eval()
-
-
-def trained_s2mel_at(source: str | Path, base_path: str | Path, s2mel_section: Mapping[str, Any], strength: float,
-                     **model_kwargs: Any) -> S2Mel:
-    """The S2Mel a run checkpoint or adapter file describes, at ``strength``, as synthesis and export use it."""
-    from networks.s2mel import load_s2mel
-    from trainer.s2mel.export import build_trained_s2mel
-
-    strength = check_strength(strength)
-    trained = build_trained_s2mel(source, base_path, s2mel_section, **model_kwargs)
-    base = trained if strength == FULL_STRENGTH else load_s2mel(base_path, s2mel_section, **model_kwargs)
-    return at_strength(trained, base, strength)

@@ -11,7 +11,7 @@ TITLES: dict[str, str] = {
     "tokenizer": "Tokenizer",
     "text_scheme": "How Amharic text becomes tokens (IndexTTS-2.5)",
     "text_merges": "Ethiopic merges file (IndexTTS-2.5)",
-    "s2mel_prompt": "Prompts for S2Mel training (own clip or another of the speaker)",
+    "s2mel_prompt": "S2Mel prompts: the clip itself or another of its speaker",
     "config": "Model config",
     "base_checkpoint": "Base model weights",
     "output_dir": "Run folder",
