@@ -146,3 +146,17 @@ def noise_clips(lengths_s: list[float], seed: int = 0, sample_rate: int = SAMPLE
         smooth = np.convolve(white, np.ones(8, dtype=np.float32) / 8, mode="same")
         clips.append((0.1 * smooth / (np.abs(smooth).max() + 1e-9)).astype(np.float32))
     return clips
+
+
+def judge_models(root: Path) -> dict[str, Path]:
+    """The tiny recogniser and speaker model an evaluation scores with: {"asr": folder, "speaker": folder}."""
+    return {"asr": build_ctc_model(root / "ctc"), "speaker": build_xvector_model(root / "xvector")}
+
+
+def tone_wav(path: Path, hz: float = 140.0, seconds: float = 1.0, rate: int = 24_000) -> Path:
+    """A quiet sine tone: a reference voice for the tiny models (they speak noise through the real path anyway)."""
+    import soundfile
+
+    t = np.arange(int(rate * seconds)) / rate
+    soundfile.write(path, (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32), rate)
+    return path

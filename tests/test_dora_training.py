@@ -9,17 +9,19 @@ import shutil
 import pytest
 import torch
 
-from networks.lora import MAGNITUDE_SUFFIX, LoRAConfig, inject_lora, load_adapter_state
-from networks.unified_voice import build_model
-from tests.test_lora_training import LORA, STEPS, adapters_of
+from networks.lora import MAGNITUDE_SUFFIX
+from tests.test_lora_training import (
+    LORA,
+    STEPS,
+    adapters_of,
+    assert_resumed_as_uninterrupted,
+    export_beside_adapted,
+)
 from tests.test_train_cli import refusal
 from tests.trainer_helpers import (
-    assert_same_training_state,
-    events,
     load,
     run_cli,
     run_main,
-    step_losses,
     subset_manifest,
     tiny_args,
 )
@@ -78,32 +80,11 @@ def test_sigkill_then_resume_with_dora_is_bitwise_exact(demo_workspace, data, re
     resumed = run_cli(argv)
     assert resumed.returncode == 0, resumed.stderr
     assert "LoRA adapters (12 tensors)" in resumed.stdout
-    a, b = load(out / "latest.pth"), load(reference / "latest.pth")
-    assert_same_training_state(a, b)
-    assert adapters_of(a)["adapter"].keys() == adapters_of(b)["adapter"].keys()
-    for key, value in adapters_of(b)["adapter"].items():
-        assert torch.equal(adapters_of(a)["adapter"][key], value), key
-    assert step_losses(out) == step_losses(reference)
-    assert [e["step"] for e in events(out, "train")] == list(range(1, STEPS + 1))
+    assert_resumed_as_uninterrupted(out, reference)
 
 
 def test_merged_export_loads_strictly_and_gives_the_wrapped_logits(reference, tmp_path):
-    ckpt = load(reference / "latest.pth")
-    export_checkpoint(reference / "latest.pth", tmp_path / "bundle")
-    merged = torch.load(tmp_path / "bundle" / "gpt.pth", weights_only=True)["model"]
-    assert list(merged) == list(ckpt["model"])  # exactly the stock key layout
-    stock = build_model(ckpt["model_config"]).eval()
-    stock.load_state_dict(merged, strict=True)
-    wrapped = build_model(ckpt["model_config"])
-    wrapped.load_state_dict(ckpt["model"], strict=True)
-    saved = adapters_of(ckpt)
-    inject_lora(wrapped, LoRAConfig.from_dict(saved["config"]))
-    load_adapter_state(wrapped, saved["adapter"], "test")
-    wrapped.eval()
-    gen = torch.Generator().manual_seed(0)
-    batch = {"text_ids": torch.randint(2, 100, (2, 7), generator=gen), "text_lengths": torch.tensor([7, 4]),
-             "codes": torch.randint(0, 1000, (2, 9), generator=gen), "code_lengths": torch.tensor([6, 9]),
-             "cond_mels": torch.randn(2, 100, 30, generator=gen), "cond_mel_lengths": torch.tensor([30, 21])}
+    ckpt, merged, stock, wrapped, batch = export_beside_adapted(reference / "latest.pth", tmp_path / "bundle")
     with torch.no_grad():
         a, b = wrapped(**batch), stock(**batch)
     torch.testing.assert_close(b.mel_logits, a.mel_logits, rtol=0, atol=1e-5)

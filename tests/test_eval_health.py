@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile
 import torch
 
-from tests.speech_model_factory import build_ctc_model, build_xvector_model
+from tests.speech_model_factory import judge_models, tone_wav
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.evaluate import main as evaluate_main
 from trainer.evaluation.eval_set import EvalSet, Sentence, Voice
@@ -38,15 +37,13 @@ from trainer.evaluation.runner import EvalSettings, Evaluator
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("speech_models")
-    return {"asr": build_ctc_model(root / "ctc"), "speaker": build_xvector_model(root / "xvector")}
+    return judge_models(root)
 
 
 @pytest.fixture(scope="module")
 def data(demo_workspace, tmp_path_factory):
     root = tmp_path_factory.mktemp("health_data")
-    voice = root / "voice.wav"
-    t = np.arange(24_000) / 24_000
-    soundfile.write(voice, (0.3 * np.sin(2 * np.pi * 140 * t)).astype(np.float32), 24_000)
+    voice = tone_wav(root / "voice.wav")
     train = subset_manifest(demo_workspace.train_manifest, root / "train.jsonl", 8)
     texts = root / "texts.txt"  # sentences of the data the run learns, so its lengths are the data's
     texts.write_text("".join(json.loads(line)["text"] + "\n" for line in train.read_text("utf-8").splitlines()[:2]),
@@ -104,6 +101,21 @@ def test_real_speech_reads_the_speakers_clips_and_leaves_other_languages_out(tmp
     every = real_speech([str(manifest) + "::am"], {"nobody"}, "am")
     assert every.clips == 2 and every.chars_per_second == pytest.approx(12 / 2.0)
     assert real_speech([str(manifest) + "::en"], (), "am") is None
+
+
+def test_an_indextts2_pair_without_a_duration_is_timed_by_its_code_length(tmp_path):
+    """IndexTTS2's prepared pairs record target_code_len, not target_duration: at the generation's code rate they
+    still give the speaker's real rate (each target once, however many prompts it has)."""
+    from trainer.generations.registry import by_id
+
+    rate = by_id("2").codes_per_second
+    manifest = tmp_path / "pairs.jsonl"
+    rows = [{"target_id": "t1", "target_text": "ab cd", "target_code_len": int(rate), "speaker": "a"},
+            {"target_id": "t1", "target_text": "ab cd", "target_code_len": int(rate), "speaker": "a"}]
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert real_speech([manifest], {"a"}, "am") is None  # no duration: nothing to time it by
+    timed = real_speech([manifest], {"a"}, "am", rate)
+    assert timed.clips == 1 and timed.chars_per_second == pytest.approx(4 / (int(rate) / rate))
 
 
 # ----- rate: a synthesizer that speaks twice as fast ------------------------------------------------------

@@ -15,11 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile
 
-from tests.speech_model_factory import build_ctc_model, build_xvector_model
+from tests.speech_model_factory import judge_models, tone_wav
 from tests.trainer_helpers import (
     REPO,
     assert_same_training_state,
@@ -38,15 +36,13 @@ from trainer.evaluation.results import read_result, result_path
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("speech_models")
-    return {"asr": build_ctc_model(root / "ctc"), "speaker": build_xvector_model(root / "xvector")}
+    return judge_models(root)
 
 
 @pytest.fixture(scope="module")
 def data(demo_workspace, tmp_path_factory):
     root = tmp_path_factory.mktemp("eval_data")
-    voice = root / "voice.wav"
-    t = np.arange(24_000) / 24_000
-    soundfile.write(voice, (0.3 * np.sin(2 * np.pi * 140 * t)).astype(np.float32), 24_000)
+    voice = tone_wav(root / "voice.wav")
     return {"train": subset_manifest(demo_workspace.train_manifest, root / "train.jsonl", 8),
             "val": subset_manifest(demo_workspace.val_manifest, root / "val.jsonl", 4), "voice": voice}
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from demo.v25 import DemoV25Paths
-from tests.speech_model_factory import build_ctc_model, build_xvector_model
+from tests.speech_model_factory import judge_models
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import events, run_main
 from trainer.evaluate import main as evaluate_main
@@ -39,7 +39,7 @@ def data(ws) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("speech_models_v25")
-    return {"asr": build_ctc_model(root / "ctc"), "speaker": build_xvector_model(root / "xvector")}
+    return judge_models(root)
 
 
 def _argv(ws: DemoV25Paths, data: dict[str, Path], out: Path, models: dict[str, Path], *flags: str,

@@ -53,6 +53,38 @@ def adapters_of(ckpt):
     return ckpt["extra"]["state"][ADAPTER_COMPONENT]
 
 
+def assert_resumed_as_uninterrupted(out: Path, reference: Path) -> None:
+    """The resumed run ``out`` ends bitwise as the uninterrupted ``reference``: state, adapters, losses, steps."""
+    a, b = load(out / "latest.pth"), load(reference / "latest.pth")
+    assert_same_training_state(a, b)
+    assert adapters_of(a)["adapter"].keys() == adapters_of(b)["adapter"].keys()
+    for key, value in adapters_of(b)["adapter"].items():
+        assert torch.equal(adapters_of(a)["adapter"][key], value), key
+    assert step_losses(out) == step_losses(reference)
+    assert [e["step"] for e in events(out, "train")] == list(range(1, STEPS + 1))
+
+
+def export_beside_adapted(latest: Path, out: Path) -> tuple[dict, dict, torch.nn.Module, torch.nn.Module, dict]:
+    """Export ``latest`` to ``out``: (its checkpoint, the merged gpt.pth state, the stock model loaded strictly from
+    it, the model with the saved adapters live, a small batch for both), all in eval mode."""
+    ckpt = load(latest)
+    export_checkpoint(latest, out)
+    merged = torch.load(out / "gpt.pth", weights_only=True)["model"]
+    assert list(merged) == list(ckpt["model"])  # exactly the stock key layout
+    stock = build_model(ckpt["model_config"]).eval()
+    stock.load_state_dict(merged, strict=True)
+    adapted = build_model(ckpt["model_config"])
+    adapted.load_state_dict(ckpt["model"], strict=True)
+    saved = adapters_of(ckpt)
+    inject_lora(adapted, LoRAConfig.from_dict(saved["config"]))
+    load_adapter_state(adapted, saved["adapter"], "test")
+    gen = torch.Generator().manual_seed(0)
+    batch = {"text_ids": torch.randint(2, 100, (2, 7), generator=gen), "text_lengths": torch.tensor([7, 4]),
+             "codes": torch.randint(0, 1000, (2, 9), generator=gen), "code_lengths": torch.tensor([6, 9]),
+             "cond_mels": torch.randn(2, 100, 30, generator=gen), "cond_mel_lengths": torch.tensor([30, 21])}
+    return ckpt, merged, stock, adapted.eval(), batch
+
+
 def test_lora_run_trains_only_the_adapters(demo_workspace, reference):
     final = load(reference / "latest.pth")
     assert final["step"] == STEPS
@@ -81,31 +113,11 @@ def test_sigkill_then_resume_with_adapters_is_bitwise_exact(demo_workspace, data
     resumed = run_cli(argv)
     assert resumed.returncode == 0, resumed.stderr
     assert "LoRA adapters (8 tensors)" in resumed.stdout
-    a, b = load(out / "latest.pth"), load(reference / "latest.pth")
-    assert_same_training_state(a, b)
-    for key, value in adapters_of(b)["adapter"].items():
-        assert torch.equal(adapters_of(a)["adapter"][key], value), key
-    assert step_losses(out) == step_losses(reference)
-    assert [e["step"] for e in events(out, "train")] == list(range(1, STEPS + 1))
+    assert_resumed_as_uninterrupted(out, reference)
 
 
 def test_merged_export_loads_strictly_and_matches_the_adapted_model(reference, tmp_path):
-    ckpt = load(reference / "latest.pth")
-    export_checkpoint(reference / "latest.pth", tmp_path / "bundle")
-    merged = torch.load(tmp_path / "bundle" / "gpt.pth", weights_only=True)["model"]
-    assert list(merged) == list(ckpt["model"])  # exactly the stock key layout
-    plain = build_model(ckpt["model_config"]).eval()
-    plain.load_state_dict(merged, strict=True)
-    adapted = build_model(ckpt["model_config"])
-    adapted.load_state_dict(ckpt["model"], strict=True)
-    saved = adapters_of(ckpt)
-    inject_lora(adapted, LoRAConfig.from_dict(saved["config"]))
-    load_adapter_state(adapted, saved["adapter"], "test")
-    adapted.eval()
-    gen = torch.Generator().manual_seed(0)
-    batch = {"text_ids": torch.randint(2, 100, (2, 7), generator=gen), "text_lengths": torch.tensor([7, 4]),
-             "codes": torch.randint(0, 1000, (2, 9), generator=gen), "code_lengths": torch.tensor([6, 9]),
-             "cond_mels": torch.randn(2, 100, 30, generator=gen), "cond_mel_lengths": torch.tensor([30, 21])}
+    ckpt, _, plain, adapted, batch = export_beside_adapted(reference / "latest.pth", tmp_path / "bundle")
     with torch.no_grad():
         a, b = adapted(**batch), plain(**batch)
         base = build_model(ckpt["model_config"]).eval()

@@ -187,14 +187,14 @@ def test_the_config_decides_the_version_badge_and_the_fields(demo_workspace, tmp
     badge, *updates = version_view(str(DemoV2Paths.under(demo_workspace.root).config))
     fields = dict(zip(VERSIONED, updates))
     assert 'data-version="2"' in badge and "IndexTTS2 GPT" in badge and 'data-tone="ok"' in badge
-    assert fields["train_manifest"]["label"] == "--train-manifest * (IndexTTS2 paired manifest)"
+    assert fields["train_manifest"]["label"] == "Training data * (IndexTTS2 paired manifest)"
     assert fields["vocoder"]["interactive"] is False and "not used for IndexTTS2" in fields["vocoder"]["info"]
     assert fields["sample_model_dir"]["interactive"] and fields["sample_steps"]["interactive"]
 
     badge, *updates = version_view(str(demo_workspace.config))
     fields = dict(zip(VERSIONED, updates))
     assert 'data-version="1.5"' in badge and "IndexTTS-1.5 GPT" in badge
-    assert fields["val_manifest"]["label"] == "--val-manifest (IndexTTS-1.5 codes manifest)"
+    assert fields["val_manifest"]["label"] == "Validation data (IndexTTS-1.5 codes manifest)"
     assert fields["vocoder"]["interactive"] and not fields["sample_model_dir"]["interactive"]
 
     newer = tmp_path / "config_25.yaml"
@@ -203,7 +203,7 @@ def test_the_config_decides_the_version_badge_and_the_fields(demo_workspace, tmp
     assert "not trainable here" in badge and "IndexTTS-2.5" in badge and 'data-tone="error"' in badge
     badge, *updates = version_view(str(tmp_path / "missing.yaml"))
     assert 'data-version=""' in badge and "config file not found" in badge
-    assert dict(zip(VERSIONED, updates))["train_manifest"]["label"] == "--train-manifest *"
+    assert dict(zip(VERSIONED, updates))["train_manifest"]["label"] == "Training data *"
 
 
 # -- the page never shows a stale or false state ------------------------------------------------------------

@@ -65,11 +65,14 @@ class RealSpeech:
 
 
 def real_speech(manifests: Iterable[str | Path], speakers: Iterable[str | None] = (),
-                language: str | None = None) -> RealSpeech | None:
+                language: str | None = None, codes_per_second: float | None = None) -> RealSpeech | None:
     """The real clips of ``speakers`` (every clip when none of them is named by a line) in the manifests' ``text``
-    and ``duration`` (a paired manifest's ``target_text`` and ``target_duration``; ``path::lang`` manifests and lines of another language than ``language`` left out); None
-    without any usable clip. Unreadable files and lines are left out."""
+    and ``duration`` (a paired manifest's ``target_text`` and ``target_duration``, else its ``target_code_len`` at the
+    generation's ``codes_per_second``: IndexTTS2's prepared pairs record no duration); ``path::lang`` manifests and
+    lines of another language than ``language`` left out. None without any usable clip. Unreadable files and lines
+    are left out."""
     from data_tools.manifest import parse_manifest_spec
+    from data_tools.shape_rules import seconds_of_codes
 
     rows: list[tuple[int, float, str | None]] = []
     seen: set[Any] = set()
@@ -95,6 +98,9 @@ def real_speech(manifests: Iterable[str | Path], speakers: Iterable[str | None] 
             # a codes manifest's text and duration, a paired manifest's target_text and target_duration
             text, seconds = entry.get("text", entry.get("target_text")), entry.get("duration",
                                                                                entry.get("target_duration"))
+            codes = entry.get("target_code_len")
+            if seconds is None and codes_per_second and isinstance(codes, int) and codes > 0:
+                seconds = seconds_of_codes(codes, codes_per_second)
             chars = characters(text if isinstance(text, str) else "")
             if chars and isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
                 rows.append((chars, float(seconds), entry.get("speaker")))
