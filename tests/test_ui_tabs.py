@@ -710,6 +710,13 @@ def test_every_form_fill_and_every_project_pick_take_turns_so_a_slow_load_cannot
     assert all(dep.concurrency_limit == 1 for dep in writers)
     picks = [dep for dep in studio.fns.values() if (picker._id, "change") in {(t[0], t[1]) for t in dep.targets}]
     assert picks and all(dep.concurrency_id == writers[0].concurrency_id for dep in picks)
+    # The page's load sets the session's project in the same turn, and leaves a project picked before it answered.
+    load = next(dep for dep in studio.fns.values() if any(t[1] == "load" for t in dep.targets)
+                and ctx.project_stamp._id in {o._id for o in dep.outputs})
+    assert load.concurrency_id == writers[0].concurrency_id and load.concurrency_limit == 1
+    assert all(isinstance(value, type(gr.skip())) for value in load.fn({"project": "mine", "records": []}))
+    name, opened = load.fn(None)
+    assert opened["project"] == name and opened["cause"] == "load"
 
 
 def test_the_checkpoints_tab_has_one_stop_one_log_and_one_status_for_all_its_tools(demo_workspace):

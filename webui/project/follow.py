@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 LAST_PICKED_FILE = ".last-picked"  # in the workspace's projects/ folder: the project a new page opens on
 STEP_POLL_S = 2.0
 # Why a stamp was set: the page loaded, another project was picked, or a step of the project finished.
+PROJECT_TURN = "project-view"  # the queue slot of every event that sets the session's project or shows it
 LOAD, PICK, STEP = "load", "pick", "step"
 
 
@@ -136,11 +137,16 @@ def wire_studio(ctx: StudioContext, studio: gr.Blocks, tabs: Sequence[gr.Tab]) -
     if state is None or stamp is None:
         return
 
-    def on_load() -> tuple[str | None, dict[str, Any]]:
+    def on_load(current: Any) -> tuple[Any, Any]:
+        if isinstance(current, dict):  # a project was picked or created before the load answered: it stays
+            return gr.skip(), gr.skip()
         name = opening_name(ctx)
         return name, stamp_of(ctx, name, LOAD)
 
-    studio.load(on_load, outputs=[state, stamp], show_progress="hidden")
+    # In the Project tab's turn: a load that answers late cannot switch the session back from a project created
+    # meanwhile (seen on a busy page: the import that followed showed nothing, its project no longer the session's).
+    studio.load(on_load, inputs=stamp, outputs=[state, stamp], show_progress="hidden",
+                concurrency_id=PROJECT_TURN, concurrency_limit=1)
     for tab in tabs:
         tab.select(lambda name, current: newer_stamp(ctx, name, current), inputs=[state, stamp], outputs=stamp,
                    show_progress="hidden")

@@ -127,7 +127,7 @@ def create_action(workspace: Path | str, name: str, model_dir: str | None) -> tu
 
 # Every event that writes the picker or the project's view takes its turn in order: a slow fill from the page's
 # load must not land after a project created or picked next, set the picker back and switch the project.
-TURNS: dict[str, Any] = {"concurrency_id": "project-view", "concurrency_limit": 1}
+TURNS: dict[str, Any] = {"concurrency_id": follow.PROJECT_TURN, "concurrency_limit": 1}
 
 
 def _view_outputs(workspace: Path, name: str | None) -> tuple[str, str, Any]:
