@@ -43,7 +43,7 @@ def _element(blocks: Any, elem_id: str) -> Any:
 def _load(ctx: StudioContext, blocks: Any) -> tuple[str | None, dict[str, Any]]:
     """What the page's load sets: (the session's project, its stamp)."""
     load = next(fn for fn in _handlers(blocks, blocks, "load") if ctx.project_stamp in fn.outputs)
-    return load.fn()
+    return load.fn(None)  # a fresh page: no project picked in its session yet
 
 
 def _followed(ctx: StudioContext, blocks: Any, stamp: dict[str, Any], elem_id: str, *inputs: Any) -> Any:
