@@ -71,9 +71,15 @@ def _texts(manifests: tuple[tuple[tuple[str, int, int], str | None], ...]) -> It
 
 
 @lru_cache(maxsize=8)
+def _tokenizer(stamp: tuple[str, int, int]) -> TextTokenizer:
+    """The tokenizer file as it is now (loaded once per version: the text box asks on every keystroke)."""
+    return TextTokenizer(stamp[0])
+
+
+@lru_cache(maxsize=8)
 def _trained(tokenizer: tuple[str, int, int],
              manifests: tuple[tuple[tuple[str, int, int], str | None], ...]) -> frozenset[int]:
-    model = TextTokenizer(tokenizer[0])
+    model = _tokenizer(tokenizer)
     return trained_ids((model.normalize(raw, language) for raw, language in _texts(manifests)),
                        model.encode_normalized)
 
@@ -91,7 +97,7 @@ def untrained_marks(checkpoint: Path, tokenizer: Path | None, text: str) -> tupl
     if base_size is None or not stamps:
         return None
     try:
-        model = TextTokenizer(tokenizer_stamp[0])
+        model = _tokenizer(tokenizer_stamp)
         trained = _trained(tokenizer_stamp, stamps)
     except (TokenizerError, OSError, ValueError):
         return None
