@@ -38,6 +38,7 @@ from trainer.distributed import (
     init_distributed,
     shutdown,
 )
+from trainer.elastic import resume_after_restart
 from trainer.errors import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_cli(lambda: train_s2mel(values))
     ctx = init_distributed(values.device, values.collective_timeout)
+    values, restart_note = resume_after_restart(values)
+    if restart_note and ctx.is_main:
+        print(restart_note, flush=True)
     code = EXIT_UNEXPECTED
     try:
         code = run_cli(lambda: train(values, ctx))
