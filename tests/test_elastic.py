@@ -116,3 +116,22 @@ def test_a_lost_node_restarts_the_run_on_the_other_from_the_last_checkpoint(demo
     assert_same_training_state(load(out / "latest.pth"), load(reference / "latest.pth"))
     after = {step: loss for step, loss in step_losses(out).items() if step > KILL_AT}
     assert after == {step: loss for step, loss in step_losses(reference).items() if step > KILL_AT}
+
+
+def test_a_stopped_elastic_run_stays_stopped_when_torchrun_restarts_its_workers(demo_workspace, tmp_path):
+    """Stop SIGINTs the trainers (they save and exit 130); torchrun restarts workers whatever their exit code, and
+    the restarted ones must not train on."""
+    data = {"train": subset_manifest(demo_workspace.train_manifest, tmp_path / "train.jsonl", 8),
+            "val": subset_manifest(demo_workspace.val_manifest, tmp_path / "val.jsonl", 2)}
+    out = tmp_path / "run"
+    launch = launcher.Launch(nproc_per_node=1, nnodes=1, min_nodes=1, max_restarts=1,
+                             rdzv_endpoint=f"127.0.0.1:{free_loopback_port()}")
+    command = launcher.command(launch, tiny_args(demo_workspace, data, out, max_steps=STEPS, resume=None), str(out),
+                               rdzv_conf=f"{RDZV},is_host=true")
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=DEADLINE_S,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+                               "STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_STOP_AFTER_STEP": "2"})
+    assert done.returncode != 0  # torchrun ran out of restarts (the studio records it as stopped: its end event)
+    assert done.stdout.count("of a run stopped at step 2: not training again") == 1, done.stdout[-3000:]
+    assert "resumed from" not in done.stdout
+    assert [e["status"] for e in events(out, "end")] == ["stopped"] and load(out / "latest.pth")["step"] == 2

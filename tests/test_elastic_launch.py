@@ -10,7 +10,7 @@ import pytest
 from torch.distributed.run import get_args_parser
 
 from tests.test_training_form import _launch_values, round_trip
-from trainer.elastic import RESTART_COUNT_ENV, resume_after_restart
+from trainer.elastic import RESTART_COUNT_ENV, resume_after_restart, stopped_before_restart
 from trainer.run_options import parse_run_options
 from webui.jobs import launcher
 from webui.training import training_form as tf
@@ -82,3 +82,22 @@ def test_a_restarted_worker_resumes_auto_once_the_run_has_a_checkpoint(tmp_path,
     assert note and "restart 2" in note and "/elsewhere/base.pth" in note
     monkeypatch.setenv(RESTART_COUNT_ENV, "not a number")
     assert resume_after_restart(opts) == (opts, None)
+
+
+def test_a_run_that_was_stopped_is_not_trained_again_when_torchrun_restarts_it(tmp_path, monkeypatch, capsys) -> None:
+    from trainer.train import main
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"event": "start", "step": 0}\n{"event": "train", "step": 1}\n'
+                       '{"event": "end", "step": 6, "status": "stopped", "signal": "SIGINT"}\n'
+                       '{"event": "eval", "step": 6}\n{"event": "train", "step": 7', encoding="utf-8")  # a torn line
+    monkeypatch.setenv(RESTART_COUNT_ENV, "1")
+    assert main(["--output-dir", str(tmp_path)]) == 130
+    assert "of a run stopped at step 6: not training again" in capsys.readouterr().out
+    assert not (tmp_path / ".trainer.lock").exists()  # it left before taking the folder
+    with open(metrics, "a", encoding="utf-8") as handle:
+        handle.write('\n{"event": "resume", "step": 6}\n')  # started again by hand since: an ordinary restart
+    assert stopped_before_restart(tmp_path) is None
+    monkeypatch.setenv(RESTART_COUNT_ENV, "0")
+    metrics.write_text('{"event": "end", "step": 6, "status": "stopped"}\n', encoding="utf-8")
+    assert stopped_before_restart(tmp_path) is None  # the first attempt of a new launch trains

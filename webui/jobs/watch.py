@@ -13,22 +13,19 @@ run belongs to whatever started it.
 from __future__ import annotations
 
 import html
-import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from data_tools.paths import PathError, expand_path
 from trainer.checkpoints import lock_holder
+from trainer.elastic import last_lifecycle_event
 from webui.jobs import launcher, rank_logs
 from webui.jobs.logtail import LogTail
 from webui.jobs.run_record import CONSOLE_LOG
 from webui.training.metrics_view import METRICS_FILE, MetricsReader, progress_html
 
 QUIET_S = 300.0  # metrics.jsonl silent this long, no end event and no lock held here: "quiet", not "running"
-_TAIL_BYTES = 256 * 1024  # the end of metrics.jsonl read for the last lifecycle event
-_LIFECYCLE = ("start", "resume", "end")
 _COLORS = {"running": "#2e86de", "finished": "#1f8f4e", "stopped": "#c98a00", "failed": "#c0392b",
            "quiet": "#5b6b7b", "waiting": "#5b6b7b"}
 
@@ -73,25 +70,6 @@ def open_watch(folder_text: str) -> Watch:
         raise WatchError(f"watch: {folder} holds no run yet (no {METRICS_FILE}, train_config.yaml or ranks/); "
                          "pass the trainer's --output-dir")
     return Watch(folder=folder, metrics=MetricsReader(folder))
-
-
-def last_lifecycle_event(folder: Path) -> dict | None:
-    """The newest start, resume or end event at the end of ``folder``'s metrics.jsonl (None if there is none)."""
-    path = folder / METRICS_FILE
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - _TAIL_BYTES))
-            data = handle.read()
-    except OSError:
-        return None
-    for line in reversed(data.splitlines()):
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a torn line, or the cut first line of the window
-        if isinstance(event, dict) and event.get("event") in _LIFECYCLE:
-            return event
-    return None
 
 
 def run_state(folder: Path, now: float | None = None) -> tuple[str, str]:
