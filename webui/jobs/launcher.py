@@ -4,9 +4,9 @@ These are torchrun's options, not the trainer's, so they are declared here (as `
 form builds and reads them with the same rules as the trainer's fields) and never in ``trainer.options``.
 One process on one node is the plain ``python -m trainer.train ...``; anything else is
 
-    python -m torch.distributed.run --nproc-per-node N --nnodes M
+    python -m torch.distributed.run --nproc-per-node N --nnodes M (MIN:M for an elastic range)
         (--standalone | --rdzv-backend static --rdzv-endpoint HOST:PORT --node-rank R
-         | --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID --max-restarts K)  [elastic: --nnodes MIN:M]
+         | --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID --max-restarts K)
         --log-dir <output-dir>/ranks --tee 3 --shutdown-timeout S -m trainer.train <trainer argv>
 
 A fixed set of nodes uses the static rendezvous: torch 2.13 ignores ``--node-rank`` for c10d, and with static
