@@ -13,6 +13,10 @@ active hook is announced in the log at start:
 - ``STUDIO_TEST_KILL_AFTER_STEP=N``: after optimizer step N (and any save at that step) the trainer
   SIGKILLs itself, like a pre-empted machine.
   Under torchrun every rank does; with ``STUDIO_TEST_KILL_RANK=R`` only rank R (a dead rank).
+- ``STUDIO_TEST_HANG_AFTER_STEP=N``: after optimizer step N the trainer stops working without exiting, like a
+  machine that is gone but not yet noticed, so a test can kill a node at a known step; it SIGKILLs itself after
+  ``HANG_LIMIT_S`` in case nobody does. Set for one node's processes only, it must not wait for the step's save
+  (that is a collective): rank 0's background write still commits ``latest.pth`` while the main thread sleeps.
 - ``STUDIO_TEST_FAIL_SAVE_AT_STEP=N``: the checkpoint write at step N fails as if the disk were full.
 - ``STUDIO_TEST_KILL_DURING_SAVE_AT_STEP=N``: the background write of step N's checkpoint SIGKILLs the process
   after writing the first bytes of its temp file (a crash in the middle of a save).
@@ -37,6 +41,8 @@ STOP_AFTER_ENV = "STUDIO_TEST_STOP_AFTER_STEP"
 STOP_SIGNAL_ENV = "STUDIO_TEST_STOP_SIGNAL"
 KILL_AFTER_ENV = "STUDIO_TEST_KILL_AFTER_STEP"
 KILL_RANK_ENV = "STUDIO_TEST_KILL_RANK"
+HANG_AFTER_ENV = "STUDIO_TEST_HANG_AFTER_STEP"
+HANG_LIMIT_S = 300
 FAIL_SAVE_ENV = "STUDIO_TEST_FAIL_SAVE_AT_STEP"
 KILL_DURING_SAVE_ENV = "STUDIO_TEST_KILL_DURING_SAVE_AT_STEP"
 RECORD_SAMPLES_ENV = "STUDIO_TEST_RECORD_SAMPLES"
@@ -115,7 +121,8 @@ def _env_step(name: str) -> int | None:
 def active_test_hooks() -> list[str]:
     """One line per fault-injection hook that will act in this run (the trainer prints them at start)."""
     return [f"warning: test hook {name}={os.environ[name]} is active (fault injection, {HOOKS_GUARD_ENV}=1)"
-            for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, FAIL_SAVE_ENV, KILL_DURING_SAVE_ENV, RECORD_SAMPLES_ENV)
+            for name in (STOP_AFTER_ENV, KILL_AFTER_ENV, HANG_AFTER_ENV, FAIL_SAVE_ENV, KILL_DURING_SAVE_ENV,
+                         RECORD_SAMPLES_ENV)
             if _env_step(name) is not None]
 
 
@@ -133,6 +140,10 @@ def after_step_test_hooks(step: int) -> None:
     """Apply the STOP/KILL test hooks after optimizer step ``step`` (see the module docstring)."""
     only_rank = _env_step(KILL_RANK_ENV)
     if _env_step(KILL_AFTER_ENV) == step and only_rank in (None, int(os.environ.get("RANK", "0"))):
+        _killed()
+    if _env_step(HANG_AFTER_ENV) == step:
+        print(f"test hook: not working after step {step} (rank {os.environ.get('RANK', '0')})", flush=True)
+        time.sleep(HANG_LIMIT_S)  # the test kills this process long before; nothing waits forever
         _killed()
     if _env_step(STOP_AFTER_ENV) == step:
         signame = os.environ.get(STOP_SIGNAL_ENV, "INT").upper().removeprefix("SIG")

@@ -26,6 +26,7 @@ if __name__ == "__main__":
         signal.signal(_signum, _stopped_while_starting)
 
 import json
+import os
 from pathlib import Path
 
 from data_tools.fileio import atomic_write_text
@@ -38,6 +39,7 @@ from trainer.distributed import (
     init_distributed,
     shutdown,
 )
+from trainer.elastic import resume_after_restart, stopped_before_restart
 from trainer.errors import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -63,7 +65,15 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.s2mel.run_cli import train_s2mel
 
         return run_cli(lambda: train_s2mel(values))
+    stopped = stopped_before_restart(values.output_dir)
+    if stopped:  # every rank reads the same shared folder, so all of them leave before the process group forms
+        if os.environ.get("RANK", "0") == "0":
+            print(stopped, flush=True)
+        return EXIT_STOPPED
     ctx = init_distributed(values.device, values.collective_timeout)
+    values, restart_note = resume_after_restart(values)
+    if restart_note and ctx.is_main:
+        print(restart_note, flush=True)
     code = EXIT_UNEXPECTED
     try:
         code = run_cli(lambda: train(values, ctx))

@@ -4,12 +4,18 @@ These are torchrun's options, not the trainer's, so they are declared here (as `
 form builds and reads them with the same rules as the trainer's fields) and never in ``trainer.options``.
 One process on one node is the plain ``python -m trainer.train ...``; anything else is
 
-    python -m torch.distributed.run --nproc-per-node N --nnodes M
-        (--standalone | --rdzv-backend static --rdzv-endpoint HOST:PORT --node-rank R)
+    python -m torch.distributed.run --nproc-per-node N --nnodes M (MIN:M for an elastic range)
+        (--standalone | --rdzv-backend static --rdzv-endpoint HOST:PORT --node-rank R
+         | --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID --max-restarts K)
         --log-dir <output-dir>/ranks --tee 3 --shutdown-timeout S -m trainer.train <trainer argv>
 
-Multi-node uses the static rendezvous: torch 2.13 ignores ``--node-rank`` for c10d, and with static the
-node rank fixes the global ranks (node R runs ranks R*N .. R*N+N-1; node 0 hosts the store at HOST:PORT).
+A fixed set of nodes uses the static rendezvous: torch 2.13 ignores ``--node-rank`` for c10d, and with static
+the node rank fixes the global ranks (node R runs ranks R*N .. R*N+N-1; node 0 hosts the store at HOST:PORT).
+An elastic run (``min_nodes`` >= 1) uses c10d with ``--nnodes MIN:MAX``: the ranks follow the order the nodes
+joined in, a lost node makes torchrun restart the workers with the nodes that remain (at most K times), and the
+restarted trainers resume from the newest checkpoint (``--resume auto``, added when no resume is given;
+``trainer.elastic`` switches an explicit path to ``auto`` after a restart). Every node must then see the same
+output directory (a shared filesystem): the restarted rank 0 may be on another node.
 ``--tee 3`` keeps every rank's stdout and stderr in ``<output-dir>/ranks/<run>/attempt_<k>/<local rank>/``
 as well as in the console (prefixed ``[default<local rank>]:``). ``--shutdown-timeout`` is the studio's stop
 grace: when one worker exits, torchrun SIGTERMs the others and SIGKILLs them after this long, which must
@@ -45,8 +51,16 @@ LAUNCH_OPTIONS: tuple[Option, ...] = (
            "rendezvous address HOST:PORT of node 0, the same on every node (only used with more than 1 node)",
            GROUP_PROCESSES),
     Option("node_rank", "--node-rank", "int", 0,
-           "this machine's node rank, 0 .. nodes-1; node 0 hosts the rendezvous (only used with more than 1 node)",
-           GROUP_PROCESSES, minimum=0),
+           "this machine's node rank, 0 .. nodes-1; node 0 hosts the rendezvous (only used with more than 1 node "
+           "and no elastic range)", GROUP_PROCESSES, minimum=0),
+    Option("min_nodes", "--min-nodes", "int", 0,
+           "elastic: the fewest machines the run goes on with (0: a fixed set, every machine up at once); 1 or "
+           "more runs torchrun's c10d rendezvous with --nnodes MIN:MAX (MAX: Machines), and a lost machine "
+           "restarts the run from its last checkpoint with the machines that remain (the output folder must be "
+           "on a filesystem every machine shares)", GROUP_PROCESSES, minimum=0),
+    Option("max_restarts", "--max-restarts", "int", 3,
+           "elastic: how many times torchrun restarts the run after a lost machine or a failed process "
+           "(only used with an elastic range)", GROUP_PROCESSES, minimum=0),
 )
 LAUNCH_KEYS: tuple[str, ...] = tuple(option.name for option in LAUNCH_OPTIONS)
 _ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9_.-]*):(\d{1,5})$")
@@ -62,14 +76,25 @@ class Launch:
     nnodes: int = 1
     rdzv_endpoint: str = ""
     node_rank: int = 0
+    min_nodes: int = 0  # 0: a fixed set of nodes; else the elastic range min_nodes .. nnodes (c10d)
+    max_restarts: int = 3  # elastic only
 
     @property
     def distributed(self) -> bool:
-        return self.nproc_per_node > 1 or self.nnodes > 1
+        return self.nproc_per_node > 1 or self.nnodes > 1 or self.elastic
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_nodes > 0
+
+    @property
+    def nodes_text(self) -> str:
+        """torchrun's ``--nnodes`` value: ``M``, or ``MIN:MAX`` for an elastic range."""
+        return f"{self.min_nodes}:{self.nnodes}" if self.elastic else str(self.nnodes)
 
     def check(self) -> Launch:
         """Raise LaunchError for a combination torchrun cannot run; returns self."""
-        for name in ("nproc_per_node", "nnodes", "node_rank"):
+        for name in ("nproc_per_node", "nnodes", "node_rank", "min_nodes", "max_restarts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise LaunchError(f"{_flag(name)}: expected a whole number, got {value!r}")
@@ -77,14 +102,21 @@ class Launch:
             raise LaunchError(f"--nproc-per-node: processes per node must be at least 1, got {self.nproc_per_node}")
         if self.nnodes < 1:
             raise LaunchError(f"--nnodes: nodes must be at least 1, got {self.nnodes}")
-        if self.nnodes > 1:
+        if self.min_nodes < 0 or self.max_restarts < 0:
+            name = "min_nodes" if self.min_nodes < 0 else "max_restarts"
+            raise LaunchError(f"{_flag(name)}: expected 0 or more, got {getattr(self, name)}")
+        if self.min_nodes > self.nnodes:
+            raise LaunchError(f"--min-nodes: the elastic range {self.min_nodes}:{self.nnodes} has MIN above MAX "
+                              f"(Machines {self.nnodes})")
+        if self.nnodes > 1 or self.elastic:
             if not self.rdzv_endpoint:
-                raise LaunchError(f"--rdzv-endpoint: {self.nnodes} nodes need the rendezvous address HOST:PORT of "
-                                  "node 0")
+                who = "the machine that hosts the rendezvous" if self.elastic else "node 0"
+                raise LaunchError(f"--rdzv-endpoint: {self.nodes_text} nodes need the rendezvous address HOST:PORT "
+                                  f"of {who}")
             match = _ENDPOINT.match(self.rdzv_endpoint)
             if match is None or not 0 < int(match.group(2)) < 65536:
                 raise LaunchError(f"--rdzv-endpoint: expected HOST:PORT (port 1-65535), got {self.rdzv_endpoint!r}")
-            if not 0 <= self.node_rank < self.nnodes:
+            if not self.elastic and not 0 <= self.node_rank < self.nnodes:
                 raise LaunchError(f"--node-rank: expected 0 .. {self.nnodes - 1} for {self.nnodes} nodes, "
                                   f"got {self.node_rank}")
         return self
@@ -105,20 +137,54 @@ def launch_of(values: dict[str, Any]) -> Launch:
     if not isinstance(endpoint, str) or "\n" in endpoint:
         raise LaunchError(f"--rdzv-endpoint: expected one line HOST:PORT, got {endpoint!r}")
     return Launch(nproc_per_node=merged["nproc_per_node"], nnodes=merged["nnodes"],
-                  rdzv_endpoint=endpoint.strip(), node_rank=merged["node_rank"]).check()
+                  rdzv_endpoint=endpoint.strip(), node_rank=merged["node_rank"], min_nodes=merged["min_nodes"],
+                  max_restarts=merged["max_restarts"]).check()
 
 
 def ranks_dir(output_dir: str) -> str:
     return os.path.join(output_dir, RANKS_DIR) if output_dir else RANKS_DIR
 
 
-def command(launch: Launch, trainer_args: Sequence[str], output_dir: str, python: str = sys.executable) -> list[str]:
-    """The command Start runs: the plain trainer for one process, else torchrun around it."""
+def rdzv_id_of(output_dir: str) -> str:
+    """The elastic rendezvous id: the output folder's name, which every node of one run shares (it is the same
+    folder, on a shared filesystem), in the characters torchrun's run ids allow."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(os.path.normpath(output_dir or "run"))).strip("-.")
+    return f"studio-{name or 'run'}"
+
+
+def with_auto_resume(trainer_args: Sequence[str]) -> list[str]:
+    """``trainer_args`` with ``--resume auto`` where they resume from nothing: a restarted elastic group must
+    continue from the newest checkpoint, as a resume does (an explicit path is kept; ``trainer.elastic``
+    switches it to ``auto`` after a restart)."""
+    args = list(trainer_args)
+    for index, arg in enumerate(args):
+        if arg == "--resume" and index + 1 < len(args):
+            if not args[index + 1].strip():
+                args[index + 1] = "auto"
+            return args
+        if arg.startswith("--resume="):
+            if not arg.split("=", 1)[1].strip():
+                args[index] = "--resume=auto"
+            return args
+    return [*args, "--resume", "auto"]
+
+
+def command(launch: Launch, trainer_args: Sequence[str], output_dir: str, python: str = sys.executable,
+            rdzv_conf: str = "") -> list[str]:
+    """The command Start runs: the plain trainer for one process, else torchrun around it.
+
+    ``rdzv_conf`` (elastic only) is torchrun's ``--rdzv-conf`` (e.g. ``join_timeout=60,is_host=true``)."""
     if not launch.distributed:
         return [python, "-m", TRAINER_MODULE, *trainer_args]
     argv = [python, "-m", LAUNCH_MODULE, "--nproc-per-node", str(launch.nproc_per_node),
-            "--nnodes", str(launch.nnodes)]
-    if launch.nnodes > 1:
+            "--nnodes", launch.nodes_text]
+    if launch.elastic:
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", launch.rdzv_endpoint,
+                 "--rdzv-id", rdzv_id_of(output_dir), "--max-restarts", str(launch.max_restarts)]
+        if rdzv_conf:
+            argv += ["--rdzv-conf", rdzv_conf]
+        trainer_args = with_auto_resume(trainer_args)
+    elif launch.nnodes > 1:
         argv += ["--rdzv-backend", "static", "--rdzv-endpoint", launch.rdzv_endpoint,
                  "--node-rank", str(launch.node_rank)]
     else:
@@ -136,7 +202,7 @@ def is_launch_command(argv: Sequence[str]) -> bool:
 def _launch_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     parser.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=1)
-    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--nnodes", default="1")
     parser.add_argument("--standalone", action="store_true")
     parser.add_argument("--rdzv-backend", "--rdzv_backend", default="static")
     parser.add_argument("--rdzv-endpoint", "--rdzv_endpoint", default="")
@@ -144,7 +210,18 @@ def _launch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-dir", "--log_dir", default="")
     parser.add_argument("--tee", "-t", default="")
     parser.add_argument("--shutdown-timeout", "--shutdown_timeout", default="")
+    parser.add_argument("--rdzv-id", "--rdzv_id", default="")
+    parser.add_argument("--rdzv-conf", "--rdzv_conf", default="")
+    parser.add_argument("--max-restarts", "--max_restarts", type=int, default=0)
     return parser
+
+
+def _nodes_range(text: str) -> tuple[int, int] | None:
+    """(min nodes, max nodes) of torchrun's ``--nnodes`` (``M`` -> (0, M): a fixed set; ``MIN:MAX``), or None."""
+    low, sep, high = text.partition(":")
+    if not (low.isdigit() and (not sep or high.isdigit())):
+        return None
+    return (int(low), int(high)) if sep else (0, int(low))
 
 
 def split_command(argv: Sequence[str]) -> tuple[Launch, list[str]] | None:
@@ -161,15 +238,20 @@ def split_command(argv: Sequence[str]) -> tuple[Launch, list[str]] | None:
                 known, unknown = _launch_parser().parse_known_args(rest[:index])
             except (argparse.ArgumentError, SystemExit):
                 return None
-            if unknown:
+            nodes = _nodes_range(known.nnodes)
+            if unknown or nodes is None:
                 return None
-            launch = Launch(nproc_per_node=known.nproc_per_node, nnodes=known.nnodes,
+            elastic = known.rdzv_backend == "c10d"
+            launch = Launch(nproc_per_node=known.nproc_per_node, nnodes=nodes[1],
                             rdzv_endpoint="" if known.standalone else known.rdzv_endpoint,
-                            node_rank=known.node_rank)
+                            node_rank=0 if elastic else known.node_rank,
+                            min_nodes=(nodes[0] or nodes[1]) if elastic else 0,
+                            max_restarts=known.max_restarts if elastic else Launch.max_restarts)
             return launch, rest[index + 2:]
     return None
 
 
 def values_of(launch: Launch) -> dict[str, Any]:
     return {"nproc_per_node": launch.nproc_per_node, "nnodes": launch.nnodes,
-            "rdzv_endpoint": launch.rdzv_endpoint, "node_rank": launch.node_rank}
+            "rdzv_endpoint": launch.rdzv_endpoint, "node_rank": launch.node_rank, "min_nodes": launch.min_nodes,
+            "max_restarts": launch.max_restarts}

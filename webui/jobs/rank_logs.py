@@ -37,9 +37,7 @@ def _newest_attempt(ranks: Path, since_epoch: float | None) -> Path | None:
     launches = [d for d in launches if since_epoch is None or d.stat().st_mtime >= since_epoch - _CLOCK_SLACK_S]
     if not launches:
         return None
-    newest = max(launches, key=lambda d: d.stat().st_mtime)
-    attempts = [(int(m.group(1)), d) for d in newest.iterdir() if (m := _ATTEMPT.match(d.name)) and d.is_dir()]
-    return max(attempts)[1] if attempts else None
+    return _newest_attempt_of(max(launches, key=lambda d: d.stat().st_mtime))
 
 
 def log_sources(output_dir: Path, argv: tuple[str, ...] | list[str], since_epoch: float | None) -> list[LogSource]:
@@ -66,3 +64,32 @@ def empty_note(source: LogSource) -> str:
     """What the log box says for a rank file with nothing in it yet."""
     return (f"[{source.label}: {source.path}]\n(nothing written yet: only rank 0 prints the training log; "
             "the other ranks print warnings and errors only)")
+
+
+def newest_rank0_log(output_dir: Path) -> Path | None:
+    """The local rank 0 ``stdout.log`` written most recently under ``<output-dir>/ranks`` (any launch, its newest
+    attempt), or None. With several nodes logging into one shared folder, global rank 0 prints every step, so its
+    file is the one written last."""
+    try:
+        launches = [d for d in (Path(output_dir) / launcher.RANKS_DIR).iterdir() if d.is_dir()]
+    except OSError:
+        return None
+    logs: list[tuple[float, Path]] = []
+    for launch in launches:
+        attempt = _newest_attempt_of(launch)
+        if attempt is None:
+            continue
+        path = attempt / "0" / "stdout.log"
+        try:
+            logs.append((path.stat().st_mtime, path))
+        except OSError:
+            continue  # no such file (yet), or removed meanwhile
+    return max(logs)[1] if logs else None
+
+
+def _newest_attempt_of(launch: Path) -> Path | None:
+    try:
+        attempts = [(int(m.group(1)), d) for d in launch.iterdir() if (m := _ATTEMPT.match(d.name)) and d.is_dir()]
+    except OSError:
+        return None
+    return max(attempts)[1] if attempts else None

@@ -94,6 +94,8 @@ TITLES: dict[str, str] = {
     "nnodes": "Machines",
     "rdzv_endpoint": "Rendezvous address",
     "node_rank": "This machine's number",
+    "min_nodes": "Fewest machines (elastic)",
+    "max_restarts": "Restarts after a lost machine",
 }
 
 

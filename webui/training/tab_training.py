@@ -18,7 +18,7 @@ import gradio as gr
 
 from data_tools.paths import PathError
 from webui.context import StudioContext
-from webui.jobs import launcher, rank_logs
+from webui.jobs import launcher, rank_logs, watch_panel
 from webui.jobs.run_view import POLL_S, error_html, poll_view, status_html
 from webui.model_version import config_version, version_badge_html
 from webui.project import follow
@@ -330,6 +330,7 @@ def build(ctx: StudioContext) -> Any:
                                 elem_id="train-eval-plot",
                                 **plot_args)
     samples = samples_view.build("train-samples")  # the model speaks at every save: players by step
+    watch_panel.build()  # a run started elsewhere (Slurm, SkyPilot), followed read-only
     io = FormIO(form, run)
     output_dir = form.fields["output_dir"]
     view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
