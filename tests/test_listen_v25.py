@@ -7,6 +7,7 @@ A private workspace holds the demo's ``v25/`` (its download folder, data) and tw
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -108,6 +109,13 @@ def test_25_base_and_fine_tune_side_by_side_then_adapter_on_and_off(ctx, ws):
     assert f"--model-dir {ws.config.parent} " in commands[0] and f"--checkpoint {ws.base_checkpoint} " in commands[0]
     assert f"--checkpoint {tuned} " in commands[1]
     assert all("--duration-factor 1.5" in c and "--steps 2" in c for c in commands)
+    # the fine-tune asked for a length: its S2Mel target is int(2M x 1.72 x factor) mel frames for M codes, as
+    # upstream's 2.5 inference conditions it (the factor is 2.5's only length control: no GPT input takes one)
+    report = json.loads(view.sides["B"].wav.with_suffix(".json").read_text(encoding="utf-8"))
+    assert report["s2mel"]["duration_factor"] == 1.5
+    segments = report["items"][0]["segments"]
+    assert segments and [s["mel_frames"] for s in segments] == [int(2 * s["codes"] * 1.72 * 1.5) for s in segments]
+    assert soundfile.info(str(view.sides["B"].wav)).frames >= sum(s["mel_frames"] for s in segments) * 256
 
     lora = str(ws.root / "runs" / "lora" / "latest.pth")
     view = test_job.start_test(ctx, *_form(ctx, lora, listen.ADAPTER_OFF_PREFIX + lora))
