@@ -124,3 +124,19 @@ def test_25_base_and_fine_tune_side_by_side_then_adapter_on_and_off(ctx, ws):
     commands = view.command.split("\n# B\n")
     assert "--no-adapter" not in commands[0] and "--no-adapter" in commands[1]
     assert "LoRA adapter off" in view.sides["B"].detail and "LoRA adapter off" not in view.sides["A"].detail
+
+
+def test_the_test_tab_marks_a_letter_the_25_run_never_had(ws):
+    """Token coverage through the real model resolution: a demo 2.5 run's checkpoint, its train_config.yaml, its
+    manifests (tests/test_text_coverage_v25.py covers the rules)."""
+    from data_tools.text import script_letters
+    from webui.testing.text_coverage import coverage_html
+    from webui.testing.text_coverage_v25 import manifest_texts
+
+    tuned = str(ws.output_dir / "latest.pth")
+    texts = "".join(text for text, _ in manifest_texts(ws.train_manifest.parent / "listen_train.jsonl", "am"))
+    never = next(ch for ch in script_letters("ethiopic") if ch not in texts)
+    trained_word = texts.split()[0]
+    assert coverage_html(ws.root.parent, {"A": tuned}, None, trained_word) == ""
+    line = coverage_html(ws.root.parent, {"A": tuned}, None, f"{trained_word} ሰ{never}")
+    assert 'data-side="A"' in line and never in line and "UNTRAINED PIECES" in line
