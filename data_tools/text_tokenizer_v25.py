@@ -34,6 +34,7 @@ from data_tools.text import language_normalize
 from data_tools.tokenizer.ethiopic_merges import load_extended
 from data_tools.tokenizer.tiktoken25 import (
     BASE_RANK_COUNT,
+    BASE_TEXT_ROWS,
     BASE_VOCAB_SIZE,
     LANGUAGE_ROWS,
     TABLE_NAME,
@@ -84,6 +85,11 @@ class TextTokenizerV25:
     def number_text_tokens(self) -> int:
         """The GPT config value: 60509, plus one per added merge (the text table has one row more)."""
         return self.tokenizer.number_text_tokens
+
+    @property
+    def spare_text_rows(self) -> int:
+        """Rows of the base text table after its ids that no piece has (added merges come after them)."""
+        return BASE_TEXT_ROWS - BASE_VOCAB_SIZE
 
     @property
     def added_tokens(self) -> int:

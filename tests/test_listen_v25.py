@@ -7,6 +7,7 @@ A private workspace holds the demo's ``v25/`` (its download folder, data) and tw
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -108,6 +109,13 @@ def test_25_base_and_fine_tune_side_by_side_then_adapter_on_and_off(ctx, ws):
     assert f"--model-dir {ws.config.parent} " in commands[0] and f"--checkpoint {ws.base_checkpoint} " in commands[0]
     assert f"--checkpoint {tuned} " in commands[1]
     assert all("--duration-factor 1.5" in c and "--steps 2" in c for c in commands)
+    # the fine-tune asked for a length: its S2Mel target is int(2M x 1.72 x factor) mel frames for M codes, as
+    # upstream's 2.5 inference conditions it (the factor is 2.5's only length control: no GPT input takes one)
+    report = json.loads(view.sides["B"].wav.with_suffix(".json").read_text(encoding="utf-8"))
+    assert report["s2mel"]["duration_factor"] == 1.5
+    segments = report["items"][0]["segments"]
+    assert segments and [s["mel_frames"] for s in segments] == [int(2 * s["codes"] * 1.72 * 1.5) for s in segments]
+    assert soundfile.info(str(view.sides["B"].wav)).frames >= sum(s["mel_frames"] for s in segments) * 256
 
     lora = str(ws.root / "runs" / "lora" / "latest.pth")
     view = test_job.start_test(ctx, *_form(ctx, lora, listen.ADAPTER_OFF_PREFIX + lora))
@@ -116,3 +124,19 @@ def test_25_base_and_fine_tune_side_by_side_then_adapter_on_and_off(ctx, ws):
     commands = view.command.split("\n# B\n")
     assert "--no-adapter" not in commands[0] and "--no-adapter" in commands[1]
     assert "LoRA adapter off" in view.sides["B"].detail and "LoRA adapter off" not in view.sides["A"].detail
+
+
+def test_the_test_tab_marks_a_letter_the_25_run_never_had(ws):
+    """Token coverage through the real model resolution: a demo 2.5 run's checkpoint, its train_config.yaml, its
+    manifests (tests/test_text_coverage_v25.py covers the rules)."""
+    from data_tools.text import script_letters
+    from webui.testing.text_coverage import coverage_html
+    from webui.testing.text_coverage_v25 import manifest_texts
+
+    tuned = str(ws.output_dir / "latest.pth")
+    texts = "".join(text for text, _ in manifest_texts(ws.train_manifest.parent / "listen_train.jsonl", "am"))
+    never = next(ch for ch in script_letters("ethiopic") if ch not in texts)
+    trained_word = texts.split()[0]
+    assert coverage_html(ws.root.parent, {"A": tuned}, None, trained_word) == ""
+    line = coverage_html(ws.root.parent, {"A": tuned}, None, f"{trained_word} ሰ{never}")
+    assert 'data-side="A"' in line and never in line and "UNTRAINED PIECES" in line

@@ -15,12 +15,13 @@ from typing import Any
 CHECK = "token coverage"
 
 
-def appended_rows_trained(items: Iterable[Any], base_size: int, total: int) -> tuple[int, int]:
-    """(appended rows some item's text ids hold, appended rows) for rows ``base_size`` .. ``total - 1``."""
-    seen: set[int] = set()
-    for item in items:
-        seen.update(int(i) for i in item.text_ids.tolist() if base_size <= int(i) < total)
-    return len(seen), total - base_size
+def appended_rows_trained(items: Iterable[Any], base_size: int, total: int, spare_rows: int = 0) -> tuple[int, int]:
+    """(appended rows some item's text ids hold, appended rows) of a vocabulary grown from ``base_size`` to
+    ``total`` ids (``data_tools.tokenizer.coverage``, as the Test tab counts them)."""
+    from data_tools.tokenizer.coverage import appended_ids, trained_appended
+
+    appended = appended_ids(base_size, total, spare_rows)
+    return len(trained_appended((item.text_ids.tolist() for item in items), appended)), len(appended)
 
 
 def add_token_coverage(plan: Any) -> None:
@@ -32,7 +33,8 @@ def add_token_coverage(plan: Any) -> None:
     base_size, total = int(start.base_vocab_size), int(start.gpt_config["number_text_tokens"])
     if total <= base_size:
         return
-    trained, appended = appended_rows_trained(train.items, base_size, total)
+    spare_rows = int(getattr(plan.tokenizer, "spare_text_rows", 0))  # IndexTTS-2.5: merges follow a spare row
+    trained, appended = appended_rows_trained(train.items, base_size, total, spare_rows)
     message = f"{trained:,} of {appended:,} appended pieces occur in the {len(train.items):,} training items"
     if trained < appended:
         message += (f"; {appended - trained:,} never do: their rows will not train (the Tokenizer tab's verify with "

@@ -11,8 +11,9 @@ whether a stop code ended it, whether a span of codes repeats) and, per checkpoi
 - **rate**: characters per second of the synthesized speech over the speaker's real clips', as a ratio with the
   bootstrap interval of ``trainer.evaluation.stats``; flagged when the whole interval lies outside
   [1 / ``RATE_TOLERANCE``, ``RATE_TOLERANCE``] (speech clearly faster or slower than the speaker's).
-- **adapter** (LoRA checkpoints): whether the adapter changes anything: its B matrices all zero, or the same items
-  spoken with the same seed with and without it give the very same codes and audio, flag "adapter changes nothing".
+- **adapter** (LoRA checkpoints; S2Mel adapters in :mod:`trainer.s2mel.adapter_health`): whether the adapter
+  changes anything: its B matrices all zero, or the same items spoken with the same seed with and without it give
+  the very same codes and audio, flag "adapter changes nothing".
 - **zero-shot** (when the base model is measured): each score's paired difference against the base model speaking
   the same texts from the same references; flagged "worse than zero-shot" when an interval lies wholly on the worse
   side over enough items (shown; the SIM limit of ``best`` already keeps such a voice from best.pth).
@@ -211,12 +212,17 @@ def adapter_weights_zero(checkpoint: Path) -> bool | None:
     return bool(b_matrices) and all(not bool(t.any()) for t in b_matrices)
 
 
-def adapter_of(weights_zero: bool | None, same_speech: bool | None) -> dict[str, Any] | None:
-    """The adapter block: None for a checkpoint without an adapter."""
+ZERO_B_REASON = "its B matrices are all zero"
+
+
+def adapter_of(weights_zero: bool | None, same_speech: bool | None,
+               zero_reason: str = ZERO_B_REASON) -> dict[str, Any] | None:
+    """The adapter block: None for a checkpoint without an adapter; ``zero_reason`` says how the weights showed
+    that it adds nothing."""
     if weights_zero is None:
         return None
     if weights_zero:
-        return {"applied": False, "reason": "its B matrices are all zero", "flagged": True}
+        return {"applied": False, "reason": zero_reason, "flagged": True}
     if same_speech:
         return {"applied": False, "reason": "the same seed speaks the same codes and audio without it",
                 "flagged": True}

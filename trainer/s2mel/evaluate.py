@@ -12,6 +12,8 @@ is spoken at each adapter strength and :func:`trainer.s2mel.keep.choose_strength
 the file record, and the export applies); it is written with them to
 ``<run>/s2mel_scores.json`` (``--out`` elsewhere), which ``python -m trainer.checkpoints export-s2mel`` reads by
 default, and appended to the run's ``metrics.jsonl`` (``"event": "keep"``) with its reason, which is also printed.
+The file's ``health`` block says whether an adapter changes anything at all (:mod:`trainer.s2mel.adapter_health`);
+one that changes nothing is left out whatever it scores.
 """
 
 from __future__ import annotations
@@ -85,6 +87,15 @@ def with_each_decoder(synth: Any, decoders: dict[float, Any], voices: Sequence[P
                       scorer: Any, *, language: str | None, settings: Any, mel: Any
                       ) -> tuple[list[VoiceScore], dict[float, list[VoiceScore]]]:
     """(GPT only, {strength: GPT + S2Mel at it}) scores of every voice; the synthesizer's S2Mel is back after."""
+    stock_clips, spoken, rate = speak_each_decoder(synth, decoders, voices, texts, language=language,
+                                                   settings=settings, mel=mel)
+    return scored(voices, texts, stock_clips, spoken, rate, scorer, language)
+
+
+def speak_each_decoder(synth: Any, decoders: dict[float, Any], voices: Sequence[Path], texts: Sequence[str], *,
+                       language: str | None, settings: Any, mel: Any
+                       ) -> tuple[list[list[np.ndarray]], dict[float, list[list[np.ndarray]]], int]:
+    """(GPT only clips, {strength: GPT + S2Mel clips}, sample rate); the synthesizer's S2Mel is back after."""
     original = synth.nets.s2mel
     synth.language = language
     stock_clips, rate = speak_all(synth, voices, texts, settings, mel)
@@ -95,6 +106,12 @@ def with_each_decoder(synth: Any, decoders: dict[float, Any], voices: Sequence[P
             spoken[strength], _ = speak_all(synth, voices, texts, settings, mel)
     finally:
         synth.nets.s2mel = original
+    return stock_clips, spoken, rate
+
+
+def scored(voices: Sequence[Path], texts: Sequence[str], stock_clips: list[list[np.ndarray]],
+           spoken: dict[float, list[list[np.ndarray]]], rate: int, scorer: Any, language: str | None
+           ) -> tuple[list[VoiceScore], dict[float, list[VoiceScore]]]:
     return (score_voices(voices, texts, stock_clips, rate, scorer, language),
             {strength: score_voices(voices, texts, clips, rate, scorer, language) for strength, clips in spoken.items()})
 
@@ -177,6 +194,7 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.evaluation.scorers import ModelScorer
     from trainer.generations.registry import generation_of_folder
     from trainer.generations.spec import Capability
+    from trainer.s2mel.adapter_health import s2mel_adapter_block, s2mel_health, unchanged_reason
     from trainer.s2mel.export import S2MelExportError, build_trained_s2mel
     from trainer.s2mel.lora import S2MelLoRAError
     from trainer.s2mel.strength import at_strength
@@ -196,7 +214,8 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     opts = {"w2v_bert": args.w2v_bert, "base_checkpoint": str(args.checkpoint or ""),
             "tokenizer": str(args.tokenizer or "")}
     try:
-        step = load_checkpoint(args.s2mel, mmap=True).get("step")
+        stored = load_checkpoint(args.s2mel, mmap=True)
+        step = stored.get("step")
         sources = generation.s2mel_sources(opts, args.model_dir, device)
         synth = sources.synthesizer
         trained = build_trained_s2mel(args.s2mel, args.model_dir / "s2mel.pth", sources.config["s2mel"],
@@ -207,17 +226,22 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
         settings = DecodeSettings(mode="greedy", max_codes=args.max_codes)
         judges = scorer or ModelScorer(args.asr, args.speaker_model, str(device), asr_lang=args.asr_lang,
                                        main_language=args.language)
-        without, by_strength = with_each_decoder(synth, decoders, args.voices, texts, judges,
-                                                 language=args.language, settings=settings, mel=mel)
+        stock_clips, spoken, rate = speak_each_decoder(synth, decoders, args.voices, texts, language=args.language,
+                                                       settings=settings, mel=mel)
+        strongest = max(decoders)  # merges to the base exactly when every strength does
+        health = s2mel_health(s2mel_adapter_block(stored, decoders[strongest], synth.nets.s2mel, stock_clips,
+                                                  spoken[strongest]))
+        without, by_strength = scored(args.voices, texts, stock_clips, spoken, rate, judges, args.language)
     except (CheckpointError, S2MelExportError, S2MelLoRAError, SynthesisError, EvaluationError) as exc:
         raise UsageError(" ".join(str(exc).split())) from None
-    gate = {"min_similarity_gain": args.min_similarity_gain, "max_cer_increase": args.max_cer_increase}
+    gate = {"min_similarity_gain": args.min_similarity_gain, "max_cer_increase": args.max_cer_increase,
+            "unchanged": unchanged_reason(health)}
     decision = (decide_adapter(without, by_strength[1.0], **gate) if list(by_strength) == [1.0]
                 else choose_strength(without, by_strength, **gate))
     tried = {f"{strength:g}": [asdict(s) for s in scores] for strength, scores in by_strength.items()}
     record = scores_record(args.s2mel, step, without, by_strength[decision.strength], decision, by_strength=tried, texts=texts, language=args.language,
                            speaker_model=args.speaker_model, asr=args.asr, steps=args.steps, seed=args.seed,
-                           gpt=str(args.checkpoint or "the folder's"))
+                           gpt=str(args.checkpoint or "the folder's"), health=health)
     from data_tools.fileio import atomic_write_text
 
     out = args.out or args.s2mel.parent / SCORES_FILE
@@ -236,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             for score in record[side]:
                 print(f"{'GPT + S2Mel' if side == 'with' else 'GPT only   '}  {score['voice']}: similarity "
                       f"{score['similarity']:.4f}, CER {metric_text('cer', score['cer'])}", flush=True)
+        print(f"health: {record['health']['summary']}", flush=True)
         print(record["reason"], flush=True)
         print(f"wrote {record['written']}", flush=True)
         return EXIT_OK

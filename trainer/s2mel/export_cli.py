@@ -4,7 +4,8 @@ Writes ``<out>/s2mel.pth`` in the stock layout (adapters merged; loads strictly 
 ``--adapter-only`` the adapter alone (``<out>/s2mel_adapter.pth``). With scores (JSON: ``{"without":
 [{"voice", "similarity", "cer"}, ...], "with": [...]}``, the held-out voices scored GPT-only and GPT + S2Mel:
 ``--scores``, else the ``s2mel_scores.json`` that ``python -m trainer.s2mel.evaluate`` wrote beside the checkpoint)
-the export is gated by :func:`trainer.s2mel.keep.decide_adapter`, whose reason is printed and appended to the
+the export is gated by :func:`trainer.s2mel.keep.decide_adapter` (an adapter the scores' health found to change
+nothing is left out), whose reason is printed and appended to the
 run's ``metrics.jsonl``; ``--keep keep|drop`` overrides it. Scores of another step than the checkpoint's are
 refused (measure this checkpoint, or override). ``--strength S`` (0..1, :mod:`trainer.s2mel.strength`) writes the
 decoder at that adapter strength (an adapter file records it); without it, the strength the scores' gate chose,
@@ -44,9 +45,10 @@ def s2mel_model_kwargs(generation: Any, config: dict[str, Any]) -> dict[str, Any
     return {"gpt_dim": config["gpt"]["model_dim"]} if generation.s2mel_gpt_latent else {"with_gpt_layer": False}
 
 
-def _scores(path: Path) -> tuple[list[Any], list[Any], Any, float | None]:
+def _scores(path: Path) -> tuple[list[Any], list[Any], Any, float | None, str | None]:
     """(without, with, the step they measured (None when not recorded), the strength the gate chose (None: not
-    recorded))."""
+    recorded), health's "adapter changes nothing (...)" (None: it applies, or was not checked))."""
+    from trainer.s2mel.adapter_health import unchanged_reason
     from trainer.s2mel.keep import VoiceScore
 
     try:
@@ -54,7 +56,8 @@ def _scores(path: Path) -> tuple[list[Any], list[Any], Any, float | None]:
         without, with_adapter = ([VoiceScore(str(s["voice"]), float(s["similarity"]), float(s["cer"]))
                                   for s in raw[side]] for side in ("without", "with"))
         strength = raw.get("strength")
-        return without, with_adapter, raw.get("step"), None if strength is None else float(strength)
+        return (without, with_adapter, raw.get("step"), None if strength is None else float(strength),
+                unchanged_reason(raw.get("health")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise S2MelExportRefused(f"--scores {path}: not a scores file ({' '.join(str(exc).split())})") from None
 
@@ -105,12 +108,12 @@ def export_s2mel(path: Path, out: Path, model_dir: Path, *, adapter_only: bool =
             chosen = keep == "keep"
             decision = f"S2Mel {'kept' if chosen else 'left out'} by the user's override (no scores given)"
         else:
-            without, with_adapter, measured, chosen_strength = _scores(scores)
+            without, with_adapter, measured, chosen_strength, unchanged = _scores(scores)
             if measured is not None and measured != step and keep == "auto":
                 raise S2MelExportRefused(f"{scores} measured step {measured}, {path.name} is step {step}: run python "
                                          "-m trainer.s2mel.evaluate on it (or --keep keep|drop)")
             try:
-                verdict = decide_adapter(without, with_adapter, override=keep)
+                verdict = decide_adapter(without, with_adapter, override=keep, unchanged=unchanged)
             except ValueError as exc:
                 raise S2MelExportRefused(f"--scores {scores}: {exc}") from None
             chosen, decision = verdict.keep, verdict.reason

@@ -3,7 +3,8 @@
 Evaluation synthesises every held-out voice twice with the same seeds, GPT only and GPT + S2Mel, and scores
 speaker similarity (higher is better) and CER (lower is better). The adapter is kept when, averaged over the
 voices, similarity improves by at least ``min_similarity_gain`` and CER gets worse by at most
-``max_cer_increase``. A user's override ("keep" / "drop") wins, and the reason still states the measurement.
+``max_cer_increase``, and health does not find that it changes nothing (``unchanged``). A user's override ("keep"
+/ "drop") wins, and the reason still states the measurement.
 CER is stored as a fraction (``cer``, ``max_cer_increase``: 0.01 is one percentage point) and shown in percent.
 
 Strength (:mod:`trainer.s2mel.strength`): where the voices were also scored with the adapter at other strengths,
@@ -47,8 +48,10 @@ def decide_adapter(
     min_similarity_gain: float = 0.0,
     max_cer_increase: float = 0.0,
     override: str = "auto",
+    unchanged: str | None = None,
 ) -> KeepDecision:
-    """Whether the export takes the S2Mel adapter; ``reason`` is the run log's line."""
+    """Whether the export takes the S2Mel adapter; ``reason`` is the run log's line. ``unchanged``: health's
+    "adapter changes nothing (...)" (:mod:`trainer.s2mel.adapter_health`), which leaves it out whatever it scores."""
     if override not in OVERRIDES:
         raise ValueError(f"S2Mel adapter override must be one of {OVERRIDES}, got {override!r}")
     voices = [s.voice for s in without]
@@ -60,7 +63,7 @@ def decide_adapter(
         f"speaker similarity {sim0:.4f} -> {sim1:.4f}, CER {metric_text('cer', cer0)} -> {metric_text('cer', cer1)} "
         f"over {len(voices)} held-out voice(s)"
     )
-    problems = []
+    problems = [unchanged] if unchanged else []
     if sim1 - sim0 < min_similarity_gain:
         problems.append(
             f"similarity {'fell' if sim1 < sim0 else 'rose by less than the required'} "
@@ -90,6 +93,7 @@ def choose_strength(
     min_similarity_gain: float = 0.0,
     max_cer_increase: float = 0.0,
     override: str = "auto",
+    unchanged: str | None = None,
 ) -> KeepDecision:
     """The decision at the best strength: of the strengths whose scores pass, the one with the highest mean
     similarity (the higher strength on a tie); where none passes, the highest similarity all the same (the
@@ -101,7 +105,7 @@ def choose_strength(
     passing = [strength for strength, decision in decide.items() if decision.keep] or list(decide)
     best = max(passing, key=lambda strength: (decide[strength].similarity_with, strength))
     chosen = decide_adapter(without, by_strength[best], min_similarity_gain=min_similarity_gain,
-                            max_cer_increase=max_cer_increase, override=override)
+                            max_cer_increase=max_cer_increase, override=override, unchanged=unchanged)
     head, _, measured = chosen.reason.partition("; ")
     tried = ", ".join(f"{strength:g}" for strength in sorted(by_strength))
     return replace(chosen, strength=best, reason=f"{head} at strength {best:g} (of {tried}); {measured}")

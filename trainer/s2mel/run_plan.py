@@ -226,6 +226,47 @@ def _settings(plan: S2MelPlan) -> bool:
                                            f"{s.class_dropout_prob:g} (config s2mel); {prompts}")
 
 
+def longest_clip_frames(folder: Path, stems: list[str]) -> int | None:
+    """The mel frames of the longest prepared clip (the .npy headers only); None when none can be read."""
+    import numpy as np
+
+    longest = None
+    for stem in stems:
+        try:
+            frames = int(np.load(folder / s2mel_paths(stem)[0], mmap_mode="r").shape[-1])
+        except (OSError, ValueError, IndexError):
+            continue
+        longest = frames if longest is None else max(longest, frames)
+    return longest
+
+
+def _memory(plan: S2MelPlan) -> bool:
+    """A note of the step's memory (it refuses nothing: the estimate is approximate)."""
+    from networks.download_folder import read_config
+    from trainer.s2mel.memory_estimate import S2MelShape, estimate_s2mel_memory, memory_line, s2mel_facts
+
+    settings, folder, generation = plan.settings, plan.model_dir, plan.generation
+    if settings is None or folder is None or generation is None or plan.data_dir is None:
+        return True
+    frames = longest_clip_frames(plan.data_dir, plan.stems)
+    if frames is None:
+        return True
+    try:
+        _path, config = read_config(folder)
+        kwargs = ({"gpt_dim": int(config["gpt"]["model_dim"])} if generation.s2mel_gpt_latent
+                  else {"with_gpt_layer": False})
+        facts = s2mel_facts(config["s2mel"], kwargs, settings.lora if settings.mode == "lora" else None)
+    except (ValueError, KeyError, TypeError) as exc:
+        return plan.plan.add("memory", True, f"not estimated ({one_line(exc)})")
+    import torch
+
+    device = str(plan.plan.opts.device or "auto")
+    on_cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+    shape = S2MelShape(settings.batch_size, frames, resolve_prompt_mode(settings.prompt, plan.speakers),
+                       settings.prompt_fraction[1], "cpu" if on_cpu else "cuda")
+    return plan.plan.add("memory", True, memory_line(estimate_s2mel_memory(facts, shape), shape))
+
+
 def _resume(plan: S2MelPlan) -> bool:
     from trainer.checkpoints.format import CheckpointError
     from trainer.s2mel.checkpoint import select_s2mel_resume
@@ -256,7 +297,7 @@ def make_s2mel_plan(opts: RunOptions | Mapping[str, Any], *, own_lock: bool = Fa
     check_model_folders(plan.plan)  # first: a damaged download is named before any of its files is read
     generation_ok = _generation(plan)
     data_ok = generation_ok and _data(plan)
-    settings_ok = data_ok and _settings(plan) and _forgetting(plan) and _text_rows(plan)
+    settings_ok = data_ok and _settings(plan) and _forgetting(plan) and _text_rows(plan) and _memory(plan)
     if _output_dir(plan.plan, own_lock) and settings_ok:
         _resume(plan)
     plan.plan.generation = plan.generation

@@ -2,8 +2,8 @@
 
 ``python -m trainer.s2mel.evaluate`` writes ``s2mel_scores.json`` beside the run's checkpoints; :func:`scores_of`
 reads it for a checkpoint (None when the run was not measured), :func:`scores_html` lays it out: one row per voice
-(similarity and CER without and with the trained S2Mel), the means, and the decision with its reason (the line the
-export prints). The Test tab shows it under a picked S2Mel; any tab can (``gr.HTML(scores_html(path))``).
+(similarity and CER without and with the trained S2Mel), the means, health (whether an adapter changes anything), and
+the decision with its reason (the line the export prints). The Test tab shows it under a picked S2Mel; any tab can (``gr.HTML(scores_html(path))``).
 """
 
 from __future__ import annotations
@@ -58,6 +58,16 @@ def scores_html(checkpoint: Path | None) -> str:
     verdict = "kept" if keep else "left out"
     return ('<div class="s2mel-scores" data-keep="{keep}"><div>S2Mel measured at step {step} on held-out voices: '
             '<b>{verdict}</b></div><table><tr><th>voice</th><th>similarity GPT only</th><th>similarity GPT + '
-            'S2Mel</th><th>CER GPT only</th><th>CER GPT + S2Mel</th></tr>{rows}</table><div>{reason}</div></div>'
+            'S2Mel</th><th>CER GPT only</th><th>CER GPT + S2Mel</th></tr>{rows}</table>{health}<div>{reason}</div></div>'
             .format(keep=str(keep).lower(), step=html.escape(str(data.get("step"))), verdict=verdict,
-                    rows="".join(rows), reason=html.escape(str(data.get("reason") or ""))))
+                    rows="".join(rows), reason=html.escape(str(data.get("reason") or "")), health=_health_html(data)))
+
+
+def _health_html(data: dict[str, Any]) -> str:
+    """The health line of the scores file ("" when the evaluation recorded none)."""
+    health = data.get("health")
+    summary = health.get("summary") if isinstance(health, dict) else None
+    if not isinstance(summary, str):
+        return ""
+    return f'<div class="s2mel-health" data-ok="{str(summary == "ok").lower()}">health: {html.escape(summary)}</div>'
+

@@ -4,7 +4,9 @@ An extended tokenizer's appended pieces are new rows of the GPT's text embedding
 encodes to keeps its initial value, and the model speaks noise where a text needs it. For a checkpoint of a run
 (its folder holds ``train_config.yaml``), the run's manifests say which rows trained and the checkpoint's
 ``base_vocab_size`` which rows are appended (``data_tools.tokenizer.coverage``, as the Tokenizer tab's verify).
-A base model, an export or a tokenizer other than SentencePiece are not marked: nothing says what they trained on.
+IndexTTS-2.5 runs (a byte-level ``.tiktoken`` table) are marked by ``text_coverage_v25``: the merges they appended
+that never trained, and the letters their data never had. The rules are ``data_tools.tokenizer.coverage``'s, as the
+pre-flight's count. A base model or an export is not marked: nothing says what it trained on.
 """
 
 from __future__ import annotations
@@ -16,15 +18,22 @@ from pathlib import Path
 
 from data_tools.manifest import parse_manifest_spec
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
-from data_tools.tokenizer.coverage import trained_ids, untrained_pieces
+from data_tools.tokenizer.coverage import appended_ids, marked_chunks, trained_appended
 from webui.plots import badge_html
 from webui.testing.listen import ListenError, resolve_model
 from webui.testing.listen_models import BASE_PREFIX, TRAIN_CONFIG, read_yaml
+from webui.testing.text_coverage_v25 import Stamp, untrained_marks_v25
+
+V25_TABLE_SUFFIX = ".tiktoken"  # an IndexTTS-2.5 run's --tokenizer
 
 SHOWN = 12  # marked pieces listed by name
 
 
-def _stamp(path: Path) -> tuple[str, int, int] | None:
+def is_v25_table(path: str) -> bool:
+    return path.endswith(V25_TABLE_SUFFIX)
+
+
+def _stamp(path: Path) -> Stamp | None:
     try:
         info = path.stat()
     except OSError:
@@ -33,7 +42,7 @@ def _stamp(path: Path) -> tuple[str, int, int] | None:
 
 
 @lru_cache(maxsize=16)
-def _base_size(stamp: tuple[str, int, int]) -> int | None:
+def _base_size(stamp: Stamp) -> int | None:
     """The checkpoint's ``base_vocab_size`` (None: it records none, or it cannot be read)."""
     import pickle
 
@@ -59,7 +68,7 @@ def _manifests(run: Path) -> list[tuple[Path, str | None]] | None:
     return found
 
 
-def _texts(manifests: tuple[tuple[tuple[str, int, int], str | None], ...]) -> Iterator[tuple[str, str | None]]:
+def _texts(manifests: tuple[tuple[Stamp, str | None], ...]) -> Iterator[tuple[str, str | None]]:
     from data_tools.tokenizer.train import TokenizerToolError, iter_corpus_lines
 
     for (path, _, _), language in manifests:
@@ -71,24 +80,25 @@ def _texts(manifests: tuple[tuple[tuple[str, int, int], str | None], ...]) -> It
 
 
 @lru_cache(maxsize=8)
-def _tokenizer(stamp: tuple[str, int, int]) -> TextTokenizer:
+def _tokenizer(stamp: Stamp) -> TextTokenizer:
     """The tokenizer file as it is now (loaded once per version: the text box asks on every keystroke)."""
     return TextTokenizer(stamp[0])
 
 
 @lru_cache(maxsize=8)
-def _trained(tokenizer: tuple[str, int, int],
-             manifests: tuple[tuple[tuple[str, int, int], str | None], ...]) -> frozenset[int]:
+def _trained(tokenizer: Stamp, manifests: tuple[tuple[Stamp, str | None], ...]) -> frozenset[int]:
     model = _tokenizer(tokenizer)
-    return trained_ids((model.normalize(raw, language) for raw, language in _texts(manifests)),
-                       model.encode_normalized)
+    return trained_appended((model.encode_normalized(model.normalize(raw, language))
+                             for raw, language in _texts(manifests)), range(model.vocab_size))
 
 
 def untrained_marks(checkpoint: Path, tokenizer: Path | None, text: str) -> tuple[str, list[str]] | None:
-    """(the text as the model reads it, with the untrained pieces in <mark>; their names), or None when the model's
-    run says nothing (not a run's checkpoint, no base size, not a SentencePiece tokenizer) or nothing is untrained."""
+    """(the text as the model reads it, with the untrained pieces (and, for IndexTTS-2.5, the letters its data never
+    had) in <mark>; their names), or None when the model's run says nothing (not a run's checkpoint, no base size)
+    or nothing is marked."""
     run = checkpoint.parent
-    manifests = _manifests(run) if (run / TRAIN_CONFIG).is_file() else None
+    options = read_yaml(run / TRAIN_CONFIG) if (run / TRAIN_CONFIG).is_file() else None
+    manifests = _manifests(run) if options is not None else None
     checkpoint_stamp, tokenizer_stamp = _stamp(checkpoint), _stamp(tokenizer) if tokenizer else None
     if not manifests or checkpoint_stamp is None or tokenizer_stamp is None or not text.strip():
         return None
@@ -96,20 +106,38 @@ def untrained_marks(checkpoint: Path, tokenizer: Path | None, text: str) -> tupl
     stamps = tuple((stamp, language) for stamp, language in ((_stamp(p), lang) for p, lang in manifests) if stamp)
     if base_size is None or not stamps:
         return None
+    found = (_marks_v25(options or {}, tokenizer_stamp, base_size, stamps, text) if is_v25_table(tokenizer_stamp[0])
+             else _marks_sentencepiece(tokenizer_stamp, base_size, stamps, text))
+    if found is None:
+        return None
+    chunks, marked, names = found
+    shown = "".join(f"<mark>{html.escape(chunk)}</mark>" if index in marked else html.escape(chunk)
+                    for index, chunk in enumerate(chunks)).replace("\u2581", " ")
+    return shown.strip(), names
+
+
+def _marks_sentencepiece(tokenizer: Stamp, base_size: int, manifests: tuple[tuple[Stamp, str | None], ...],
+                         text: str) -> tuple[list[str], list[int], list[str]] | None:
     try:
-        model = _tokenizer(tokenizer_stamp)
-        trained = _trained(tokenizer_stamp, stamps)
+        model = _tokenizer(tokenizer)
+        trained = _trained(tokenizer, manifests)
     except (TokenizerError, OSError, ValueError):
         return None
     ids, pieces = model.encode(text), model.pieces(text)
     if len(ids) != len(pieces):
         return None
-    marked = set(untrained_pieces(ids, pieces, trained, base_size))
-    if not marked:
+    marked = marked_chunks([(piece, [i]) for piece, i in zip(pieces, ids)], appended_ids(base_size, model.vocab_size),
+                           trained)
+    return (pieces, marked, [pieces[index].replace("\u2581", "") for index in marked]) if marked else None
+
+
+def _marks_v25(options: dict, table: Stamp, base_size: int, manifests: tuple[tuple[Stamp, str | None], ...],
+               text: str) -> tuple[list[str], list[int], list[str]] | None:
+    merges_path = str(options.get("text_merges") or "").strip()
+    merges = _stamp(Path(merges_path)) if merges_path else None
+    if merges_path and merges is None:
         return None
-    shown = "".join(f"<mark>{html.escape(piece)}</mark>" if index in marked else html.escape(piece)
-                    for index, piece in enumerate(pieces)).replace("\u2581", " ")
-    return shown.strip(), [pieces[index].replace("\u2581", "") for index in sorted(marked)]
+    return untrained_marks_v25(options, {"table": table, "merges": merges}, base_size, manifests, text)
 
 
 def coverage_html(workspace: Path, picks: dict[str, str | None], vocoder: str | None, text: str) -> str:
