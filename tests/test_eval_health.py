@@ -195,6 +195,9 @@ def test_a_synthesizer_twice_as_fast_is_flagged_on_rate_and_a_true_one_is_not(tm
     true = read_result(result_path(tmp_path / "model_step4.pth"))["health"]
     assert true["rate"]["low"] <= 1.0 <= true["rate"]["high"] and not true["rate"]["flagged"]
     assert true["summary"] == "ok"
+    # scored first, the fast one would have been best.pth; its rate keeps it out, and the true one takes it
+    assert "speech is x2.0" in disqualification(read_result(result_path(tmp_path / "model_step2.pth")))
+    assert _best_step(tmp_path) == 4
 
 
 # ----- runaway and adapter on the demo --------------------------------------------------------------------
@@ -249,7 +252,7 @@ def test_a_gpt_whose_stop_code_never_wins_is_flagged_runaway_and_never_best(demo
     rows = {row["file"]: row for row in list_view(str(run), tmp_path).table.to_dict("records")}
     assert rows["model_step100.pth"]["health"].startswith("runaway 6/6 (no stop code")
     reasons = [e["best_reason"] for e in _events(run) if e.get("event") == "eval" and e["step"] == 100]
-    assert reasons and "is never best: it runs away on 6 of 6 items (health)" in reasons[-1]
+    assert reasons and "is never best: it runs away on 6 of 6 items" in reasons[-1]
     from trainer.evaluation.best import pinned_names
 
     assert "model_step100.pth" not in pinned_names(run, "cer", 5)
