@@ -31,7 +31,7 @@ from data_tools.batch_prep import SkipCounts, Skipped, iter_in_input_order, run_
 from data_tools.fileio import atomic_write_text
 from data_tools.paired_lines import write_pairs_manifest
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
-from data_tools.ranks import Ranks, barrier, join, leave, ranks_from_env
+from data_tools.ranks import Ranks, barrier, join, leave, own_device
 
 SILENCE_DBFS = -60.0
 DEFAULT_PAIRS_PER_TARGET = 2  # the community pair builder's defaults
@@ -54,19 +54,16 @@ def refuse(what: str, exc: Exception) -> PrepareError:
 def resolve_device(name: str) -> Any:
     import torch
 
+    chosen = own_device(name)  # under torchrun: this process's own GPU
     try:
-        device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
+        device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if chosen == "auto" else chosen)
     except RuntimeError as exc:
         raise PrepareError(f"--device {name}: {exc}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise PrepareError(f"--device {name}: no CUDA GPU is available here (use cpu or auto)")
-    ranks = ranks_from_env()
-    if device.type == "cuda" and device.index is None and ranks.enabled:  # under torchrun: one GPU per process
-        if ranks.local_rank >= torch.cuda.device_count():
-            raise PrepareError(f"--device {name}: process {ranks.local_rank} of this machine has no GPU of its own "
-                               f"({torch.cuda.device_count()} here); start at most that many processes per machine")
-        device = torch.device("cuda", ranks.local_rank)
-        torch.cuda.set_device(device)
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise PrepareError(f"--device {name}: there is no GPU {device.index or 0} here ({torch.cuda.device_count()} "
+                           "GPU(s)); under torchrun start at most one process per GPU")
     return device
 
 

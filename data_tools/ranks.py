@@ -60,6 +60,19 @@ def ranks_from_env() -> Ranks:
     return Ranks(rank=rank, world_size=world_size, local_rank=local_rank)
 
 
+def own_device(name: str) -> str:
+    """The device option for this process: under torchrun, ``auto`` and ``cuda`` (no index) mean this process's
+    own GPU, ``cuda:<LOCAL_RANK>`` (when there is a GPU); anything else, and one process, is ``name`` as given."""
+    ranks = ranks_from_env()
+    if not ranks.enabled or name not in ("auto", "cuda"):
+        return name
+    import torch
+
+    if not torch.cuda.is_available():
+        return name
+    return f"cuda:{ranks.local_rank}"
+
+
 def join(timeout_s: float = COLLECTIVE_TIMEOUT_S) -> Ranks:
     """This process's ranks, with the process group made when torchrun started several (idempotent)."""
     ranks = ranks_from_env()

@@ -27,9 +27,13 @@ BATCH_SECONDS = ("--batch-seconds", "4")  # the 12 demo clips in several batches
 
 
 def torchrun_prepare(argv: list[str], nproc: int = 2, **env: str) -> subprocess.CompletedProcess:
-    """``python -m torch.distributed.run --standalone --nproc-per-node N -m data_tools.prepare_v2 ARGV``."""
+    return torchrun_module("data_tools.prepare_v2", argv, nproc, **env)
+
+
+def torchrun_module(module: str, argv: list[str], nproc: int = 2, **env: str) -> subprocess.CompletedProcess:
+    """``python -m torch.distributed.run --standalone --nproc-per-node N -m MODULE ARGV`` to its end."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               "-m", "data_tools.prepare_v2", *argv]
+               "-m", module, *argv]
     # Its own session, so a hang can be ended as a whole (the ranks included) at the deadline.
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
