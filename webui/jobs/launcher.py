@@ -173,3 +173,15 @@ def split_command(argv: Sequence[str]) -> tuple[Launch, list[str]] | None:
 def values_of(launch: Launch) -> dict[str, Any]:
     return {"nproc_per_node": launch.nproc_per_node, "nnodes": launch.nnodes,
             "rdzv_endpoint": launch.rdzv_endpoint, "node_rank": launch.node_rank}
+
+
+def module_command(processes: int, module: str, module_args: Sequence[str], python: str = sys.executable) -> list[str]:
+    """A data job's command on this machine (the Data tab's preparation): ``python -m MODULE ARGS`` for one
+    process, else torchrun starting ``processes`` of it, one per GPU (``data_tools.ranks`` shares the work).
+    Its ranks' output is the console's (only rank 0 reports), so it keeps no per-rank log folder."""
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise LaunchError(f"processes: expected a whole number of at least 1, got {processes!r}")
+    if processes == 1:
+        return [python, "-m", module, *module_args]
+    return [python, "-m", LAUNCH_MODULE, "--standalone", "--nproc-per-node", str(processes),
+            "--shutdown-timeout", str(STOP_GRACE_S), "-m", module, *module_args]
