@@ -356,5 +356,5 @@ def _run_and_write(items: Sequence[SourceItem], skipped: list[Skipped], preparer
 
 
 def _devices(device: Any, ranks: Ranks) -> str:
-    """``cpu``, or ``2 processes on cuda`` under torchrun (each its own GPU)."""
-    return f"{ranks.world_size} processes on {getattr(device, 'type', device)}" if ranks.enabled else str(device)
+    """``cpu``, or ``cuda (2 processes)`` under torchrun (each on its own GPU)."""
+    return f"{getattr(device, 'type', device)} ({ranks.world_size} processes)" if ranks.enabled else str(device)

@@ -61,7 +61,7 @@ def test_two_processes_write_the_files_of_one_byte_for_byte(v2_ws, one_process, 
     done = torchrun_prepare(prepare_argv(v2_ws, v2_ws.audio, out, *BATCH_SECONDS))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("utterances:") == 1  # one report, from the first process
-    assert "on 2 processes on cpu" in done.stdout
+    assert "batches on cpu (2 processes)" in done.stdout
     expected = tree_bytes(one_process)
     assert {"utterances.jsonl", "pairs.jsonl"} <= set(expected) and len(expected) > 40
     assert tree_bytes(out) == expected
