@@ -113,7 +113,8 @@ def _ingest(settings: IngestSettings, transcriber: Any, progress: Progress | Non
         transcriber = load_transcriber(settings)  # nothing behind, and is refused before hours of slicing
     if not ranks.is_main:  # the first process slices; this one transcribes its share of the sources after it
         barrier(ranks)
-        transcribed = transcribe_clips(out, settings, transcriber, asr_progress, ranks) if transcriber else 0
+        transcribed = (transcribe_clips(out, settings, transcriber, asr_progress, ranks) if transcriber is not None
+                       else 0)
         return IngestSummary(str(out), transcribed=transcribed)
     separator = load_separation(settings) if settings.separate else None
     try:
