@@ -17,6 +17,11 @@ per item); this module owns everything else, the same for every generation:
   whose files exist; a killed run loses at most the batch in flight. A rerun first removes the temp files
   (``.<name>.npy|jsonl|json.<tag>.tmp``) a killed run left in the output folder (a preparation owns its output
   folder; a temp file of another live process, named by its pid, is left alone).
+- **Several processes** (torchrun, ``data_tools.ranks``): every process plans the same batches from the same done
+  log and computes every N-th batch that has an unfinished item, logging to its own done file
+  (``data_tools.done_log``); when all are done, each returns what one process would have, and the first one
+  writes the manifests. The batches, hence the files, are those of one process; a killed process's batches are
+  redone by a rerun with any number of processes.
 - **Bad items never stop the rest**: a missing, unreadable, silent, too short or too long item is reported
   (``where: reason``, where = input file:line or the audio file) and skipped.
 """
@@ -25,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -38,9 +42,12 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from data_tools.audio import AudioError, audio_info
+from data_tools.done_log import DoneLog
 from data_tools.fileio import fsync_dir
 from data_tools.preprocess_inputs import SourceItem
-from data_tools.test_hooks import PREP_KILL_IN_BATCH_ENV, hook_number, kill_now
+from data_tools.ranks import ONE_PROCESS, Ranks, barrier, gather
+from data_tools.stale_temps import remove_stale_temp_files
+from data_tools.test_hooks import PREP_KILL_IN_BATCH_ENV, PREP_KILL_RANK_ENV, hook_number, kill_now
 
 Loaded = TypeVar("Loaded")
 Result = TypeVar("Result")
@@ -134,36 +141,6 @@ def write_npy(out_dir: Path, relative: Path, array: np.ndarray) -> None:
         raise
 
 
-PID_MAX = 1 << 22  # Linux's largest pid_max: a longer all-digit tag is a random temp name, not a pid
-_TEMP_NAME = re.compile(r"^\..+\.(?:npy|jsonl|json)\.(?P<tag>[^.]+)\.tmp$")
-
-
-def remove_stale_temp_files(out_dir: Path) -> list[Path]:
-    """Remove the temp files of writes a kill interrupted under ``out_dir``; returns those removed."""
-    removed: list[Path] = []
-    if not out_dir.is_dir():
-        return removed
-    for path in out_dir.rglob(".*.tmp"):
-        found = _TEMP_NAME.match(path.name)
-        if found is None or not path.is_file() or _is_live_other_process(found["tag"]):
-            continue
-        path.unlink(missing_ok=True)
-        removed.append(path)
-    return removed
-
-
-def _is_live_other_process(tag: str) -> bool:
-    if not tag.isdigit() or int(tag) == os.getpid() or int(tag) > PID_MAX:
-        return False
-    try:
-        os.kill(int(tag), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, OSError):
-        return True
-    return True
-
-
 def audio_signature(path: Path) -> list[int]:
     try:
         stat = path.stat()
@@ -186,28 +163,6 @@ def plan_batches(planned: Sequence[Planned], batch_seconds: float, max_batch_ite
     if current:
         batches.append(current)
     return batches
-
-
-class DoneLog:
-    """``<out>/<state_dir>/done.jsonl``: one line per finished item, appended and synced per batch."""
-
-    def __init__(self, out_dir: Path, state_dir: str) -> None:
-        self.path = out_dir / state_dir / "done.jsonl"
-
-    def read(self) -> dict[str, dict[str, Any]]:
-        """Finished items by stem (a torn last line is ignored; a later line wins)."""
-        records: dict[str, dict[str, Any]] = {}
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            return records
-        for raw in lines:
-            try:
-                record = json.loads(raw)
-                records[str(record["stem"])] = record
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-        return records
 
 
 def _is_finished(item: SourceItem, record: dict[str, Any] | None, preparer: Preparer, out_dir: Path) -> bool:
@@ -296,20 +251,29 @@ def run_batches(
     load_timeout_s: float = 600.0,
     progress: Callable[[int, int], None] | None = None,
     on_skip: Callable[[Skipped], None] | None = None,
+    ranks: Ranks = ONE_PROCESS,
 ) -> BatchRun:
-    """Prepare ``items`` into ``out_dir`` with ``preparer`` (see the module docstring)."""
+    """Prepare ``items`` into ``out_dir`` with ``preparer`` (see the module docstring). Under torchrun
+    (``ranks``: ``data_tools.ranks.join()``) this process computes its share of the batches and returns the
+    outcome of every process's share (see ``_merge_ranks``)."""
     started = time.perf_counter()
     if batch_seconds <= 0 or max_batch_items < 1:
         raise ValueError("need batch seconds > 0 and at least 1 item per batch")
     run = BatchRun(finished={})
-    remove_stale_temp_files(out_dir)
+    in_batches: list[tuple[int, Skipped]] = []  # (plan index, item) skipped while computing, for the merge
 
-    def skip(entry: Skipped) -> None:
+    def skip(entry: Skipped, plan_index: int | None = None) -> None:
         run.skipped.append(entry)
-        if on_skip is not None:
+        if plan_index is not None:
+            in_batches.append((plan_index, entry))
+        if on_skip is not None and (plan_index is not None or ranks.is_main):  # every process measures alike
             on_skip(entry)
 
-    log = DoneLog(out_dir, preparer.state_dir)
+    log = DoneLog(out_dir, preparer.state_dir, ranks.rank if ranks.enabled else None)
+    if ranks.is_main:
+        remove_stale_temp_files(out_dir)  # another live process's temp files (named by its pid) are left alone
+        log.merge()
+    barrier(ranks)
     done = log.read()
     planned = _measure(items, preparer, skip)
     for entry in planned:
@@ -319,10 +283,15 @@ def run_batches(
         elif record is not None and record.get("fingerprint") != preparer.fingerprint:
             run.redone += 1
     run.resumed = len(run.finished)
-    batches = [batch for batch in plan_batches(planned, batch_seconds, max_batch_items)
-               if any(p.item.stem not in run.finished for p in batch)]
+    # The share: every process plans alike from the same done log, and takes every world_size-th batch to do
+    plan = [batch for batch in plan_batches(planned, batch_seconds, max_batch_items)
+            if any(p.item.stem not in run.finished for p in batch)]
+    mine = ranks.share(list(enumerate(plan)))
+    batches = [batch for _, batch in mine]
     total = sum(1 for batch in batches for p in batch if p.item.stem not in run.finished)
     kill_in_batch = hook_number(PREP_KILL_IN_BATCH_ENV)
+    if hook_number(PREP_KILL_RANK_ENV) not in (None, ranks.rank):
+        kill_in_batch = None
     count = 0
     if progress is not None:
         progress(0, total)
@@ -330,13 +299,13 @@ def run_batches(
     prefetcher: _Prefetcher = _Prefetcher(preparer, batches, load_threads)
     try:
         with open(log.path, "a", encoding="utf-8") as handle:
-            for index, batch in enumerate(batches):
+            for index, (plan_index, batch) in enumerate(mine):
                 loaded = prefetcher.get(index, load_timeout_s)
                 ready: list[tuple[Planned, Any]] = []
                 for entry, value in zip(batch, loaded, strict=True):
                     if isinstance(value, ItemProblem):
                         if entry.item.stem not in run.finished:
-                            skip(Skipped(entry.item.id, str(entry.item.audio), value.reason))
+                            skip(Skipped(entry.item.id, str(entry.item.audio), value.reason), plan_index)
                             count += 1
                     else:
                         ready.append((entry, value))
@@ -351,7 +320,7 @@ def run_batches(
                         continue  # recomputed only as a neighbour of unfinished items
                     count += 1
                     if isinstance(result, ItemProblem):
-                        skip(Skipped(item.id, str(item.audio), result.reason))
+                        skip(Skipped(item.id, str(item.audio), result.reason), plan_index)
                         continue
                     record = {"id": item.id, "stem": item.stem, "audio": str(item.audio),
                               "signature": audio_signature(item.audio), "text": item.text,
@@ -370,8 +339,35 @@ def run_batches(
                     progress(count, total)
     finally:
         prefetcher.close()
+    if ranks.enabled:
+        _merge_ranks(run, ranks, log, [p.item for batch in plan for p in batch], in_batches, preparer, out_dir)
     run.elapsed_s = time.perf_counter() - started
     return run
+
+
+def _merge_ranks(run: BatchRun, ranks: Ranks, log: DoneLog, planned: list[SourceItem],
+                 in_batches: list[tuple[int, Skipped]], preparer: Preparer, out_dir: Path) -> None:
+    """When every process has done its share: ``run`` becomes what one process doing all of them returns
+    (the finished items from every process's done log, the counts summed, the skipped items in plan order),
+    and the first process merges the done logs."""
+    barrier(ranks)
+    done = log.read()
+    for item in planned:
+        if item.stem not in run.finished and _is_finished(item, done.get(item.stem), preparer, out_dir):
+            run.finished[item.stem] = done[item.stem]
+    mine = {"new": run.new, "batches": run.batches, "seconds": run.seconds_prepared, "compute_s": run.compute_s,
+            "skipped": [(index, order, asdict(entry)) for order, (index, entry) in enumerate(in_batches)]}
+    every = gather(ranks, mine)  # also: every process has read the logs before the first one merges them
+    run.new = sum(int(part["new"]) for part in every)
+    run.batches = sum(int(part["batches"]) for part in every)
+    run.seconds_prepared = sum(float(part["seconds"]) for part in every)
+    run.compute_s = sum(float(part["compute_s"]) for part in every)
+    own = {id(entry) for _, entry in in_batches}
+    measured = [entry for entry in run.skipped if id(entry) not in own]
+    run.skipped = measured + [Skipped(**entry) for _, _, entry in
+                              sorted(row for part in every for row in part["skipped"])]
+    if ranks.is_main:
+        log.merge()
 
 
 def _commit(out_dir: Path, preparer: Preparer, stems: list[str], batch: list[Planned],

@@ -10,7 +10,8 @@ differ only in their networks and in the arrays an utterance gets. This module o
 - the report (``PrepareReport``); the manifests' lines (the pairing, ``draw_pairs``, and ``pair_lines``) are
   ``data_tools.paired_lines``;
 - the run (``run_paired``): read the inputs, run the batches, write ``utterances.jsonl``, ``pairs.jsonl`` and
-  ``prepare_report.json``.
+  ``prepare_report.json``; under torchrun every process computes its share (``data_tools.batch_prep``) and its
+  share of the S2Mel files, and the first one writes the manifests, byte for byte those of one process.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from data_tools.batch_prep import SkipCounts, Skipped, iter_in_input_order, run_
 from data_tools.fileio import atomic_write_text
 from data_tools.paired_lines import write_pairs_manifest
 from data_tools.preprocess_inputs import InputError, SourceItem, read_inputs
+from data_tools.ranks import Ranks, barrier, join, leave, own_device
 
 SILENCE_DBFS = -60.0
 DEFAULT_PAIRS_PER_TARGET = 2  # the community pair builder's defaults
@@ -52,14 +54,16 @@ def refuse(what: str, exc: Exception) -> PrepareError:
 def resolve_device(name: str) -> Any:
     import torch
 
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    chosen = own_device(name)  # under torchrun: this process's own GPU
     try:
-        device = torch.device(name)
+        device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if chosen == "auto" else chosen)
     except RuntimeError as exc:
         raise PrepareError(f"--device {name}: {exc}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise PrepareError(f"--device {name}: no CUDA GPU is available here (use cpu or auto)")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise PrepareError(f"--device {name}: there is no GPU {device.index or 0} here ({torch.cuda.device_count()} "
+                           "GPU(s)); under torchrun start at most one process per GPU")
     return device
 
 
@@ -310,24 +314,47 @@ def run_paired(items: Sequence[SourceItem], skipped: list[Skipped], preparer: An
                opts: RunOptions, *, device: Any, started: float) -> PrepareReport:
     """Run the batches and write the manifests and ``prepare_report.json`` (``started``: ``time.perf_counter``
     when the preparation began, so the report's time includes the model loading)."""
-    if opts.on_skip is not None:
+    ranks = join()
+    ended_together = False
+    try:
+        report = _run_and_write(items, skipped, preparer, out, manifests, opts, device, started, ranks)
+        ended_together = True
+    finally:
+        leave(ranks, together=ended_together)  # the first process has written the manifests when the others leave
+    return report
+
+
+def _run_and_write(items: Sequence[SourceItem], skipped: list[Skipped], preparer: Any, out: Path,
+                   manifests: Manifests, opts: RunOptions, device: Any, started: float, ranks: Ranks) -> PrepareReport:
+    if opts.on_skip is not None and ranks.is_main:
         for entry in skipped:
             opts.on_skip(entry)
     run = run_batches(items, preparer, out, batch_seconds=opts.batch_seconds, max_batch_items=opts.max_batch_items,
-                      load_threads=opts.loaders, progress=opts.progress, on_skip=opts.on_skip)
+                      load_threads=opts.loaders, progress=opts.progress, on_skip=opts.on_skip, ranks=ranks)
     finished = list(iter_in_input_order(items, run.finished))
-    manifests.add_s2mel_files(out, {item.stem: item.audio for item, _ in finished})
+    manifests.add_s2mel_files(out, {item.stem: item.audio for item, _ in ranks.share(finished)})
+    barrier(ranks)
     utterances = [manifests.utterance_entry(item, record) for item, record in finished]
     pairs, lonely = manifests.build_pairs(utterances, opts.pairs_per_target, opts.seed)
     utterances_path, pairs_path = out / "utterances.jsonl", out / "pairs.jsonl"
-    atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
+    if ranks.is_main:
+        atomic_write_text(utterances_path, "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in utterances))
+    pairs_manifest = (write_pairs_manifest(pairs_path, pairs) if ranks.is_main else
+                      str(pairs_path) if pairs else "")
     report = PrepareReport(
-        utterances_manifest=str(utterances_path), pairs_manifest=write_pairs_manifest(pairs_path, pairs),
+        utterances_manifest=str(utterances_path), pairs_manifest=pairs_manifest,
         utterances=len(utterances), pairs=len(pairs), new=run.new, resumed=run.resumed, redone=run.redone,
-        batches=run.batches, device=str(device), skipped=skipped + run.skipped, lonely_speakers=lonely,
+        batches=run.batches, device=_devices(device, ranks), skipped=skipped + run.skipped, lonely_speakers=lonely,
         hours=round(sum(u["duration"] for u in utterances) / 3600, 4),
         elapsed_s=round(time.perf_counter() - started, 2),
         utterances_per_s=round(run.new / run.elapsed_s, 3) if run.new and run.elapsed_s > 0 else 0.0,
         model_s=round(run.compute_s, 3))
-    atomic_write_text(out / "prepare_report.json", json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n")
+    if ranks.is_main:
+        atomic_write_text(out / "prepare_report.json",
+                          json.dumps(report.to_json(), ensure_ascii=False, indent=1) + "\n")
     return report
+
+
+def _devices(device: Any, ranks: Ranks) -> str:
+    """``cpu``, or ``cuda (2 processes)`` under torchrun (each on its own GPU)."""
+    return f"{getattr(device, 'type', device)} ({ranks.world_size} processes)" if ranks.enabled else str(device)

@@ -13,6 +13,7 @@ from data_tools.batch_prep import Skipped
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
 from data_tools.job_summary import summary_line
 from data_tools.paired_prep import DEFAULT_PAIRS_PER_TARGET, DEFAULT_SEED, DEFAULT_W2V_BERT, PrepareError
+from data_tools.ranks import ranks_from_env
 from data_tools.test_hooks import announce_active_hooks
 
 # The options every preparation CLI has, passed to its prepare function by name.
@@ -72,27 +73,29 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type[BaseException], ...]) -> int:
     """Run ``prepare`` for parsed ``args``: 0 done, 1 nothing prepared or no pair drawn, 2 refused (one line), 130
-    interrupted. The report ends with the job's summary line (``data_tools.job_summary``: what the badge shows)."""
+    interrupted. The report ends with the job's summary line (``data_tools.job_summary``: what the badge shows).
+    Under torchrun every process exits alike and only the first one shows progress and the report."""
     announce_active_hooks()
+    main_process = ranks_from_env().is_main
 
     def run() -> int:
         if args.batch_seconds <= 0 or args.max_batch_items < 1 or args.loaders < 1:
             raise refused[0]("--batch-seconds must be > 0, --max-batch-items and --loaders >= 1")
-        with progress_bar(args.quiet, "preparing", unit="item") as progress:
+        with progress_bar(args.quiet or not main_process, "preparing", unit="item") as progress:
             def on_skip(entry: Skipped) -> None:
                 print(f"skipped {entry.where}: {entry.reason}", file=sys.stderr, flush=True)
 
             report = prepare(progress, on_skip)
-        print(report.summary())
-        print(summary_line(report.utterances, report.skipped_by_reason), flush=True)
-        if report.utterances == 0:
-            print("error: no item could be prepared (see the reasons above)", file=sys.stderr)
-            return 1
-        if report.pairs == 0:
-            print(f"error: no pair could be drawn: every speaker has a single utterance; {report.utterances} "
-                  "prepared utterance(s) are kept, add a second clip per speaker and rerun to resume", file=sys.stderr)
-            return 1
-        return 0
+        error = ("no item could be prepared (see the reasons above)" if report.utterances == 0 else
+                 f"no pair could be drawn: every speaker has a single utterance; {report.utterances} prepared "
+                 "utterance(s) are kept, add a second clip per speaker and rerun to resume" if report.pairs == 0
+                 else "")
+        if main_process:
+            print(report.summary())
+            print(summary_line(report.utterances, report.skipped_by_reason), flush=True)
+            if error:
+                print(f"error: {error}", file=sys.stderr)
+        return 1 if error else 0
 
     try:
         return run_refusing(run, refused, writing=args.out_dir)

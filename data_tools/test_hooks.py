@@ -7,6 +7,8 @@ the few lines of the convention live here too.)
 - ``STUDIO_TEST_PREP_KILL_IN_BATCH=N``: batched preparation (``data_tools.batch_prep``) SIGKILLs itself in
   the N-th batch it computes in this run, after writing that batch's first item and before the batch is
   recorded as done: a deterministic "killed mid-way".
+- ``STUDIO_TEST_PREP_KILL_RANK=R``: under torchrun, only the process of rank R obeys the hook above (the others
+  are then ended by torchrun, as when one GPU's process dies).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import sys
 
 HOOKS_GUARD_ENV = "STUDIO_TEST_HOOKS"
 PREP_KILL_IN_BATCH_ENV = "STUDIO_TEST_PREP_KILL_IN_BATCH"
-HOOKS = (PREP_KILL_IN_BATCH_ENV,)
+PREP_KILL_RANK_ENV = "STUDIO_TEST_PREP_KILL_RANK"
+HOOKS = (PREP_KILL_IN_BATCH_ENV, PREP_KILL_RANK_ENV)
 
 
 def hook_number(name: str) -> int | None:

@@ -104,6 +104,24 @@ def test_resume_trusts_only_whole_records_with_their_files_and_settings(audio: P
     assert run.redone == 5 and run.new == 5
 
 
+def test_a_killed_parallel_runs_logs_are_resumed_by_one_process_and_merged(audio: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    items, _ = read_inputs(audio)
+    run_batches(items, SumPreparer(), out, batch_seconds=4.0, max_batch_items=8)
+    state = out / ".fake"
+    lines = (state / "done.jsonl").read_text(encoding="utf-8").splitlines()  # e a b | c | d
+    # what two torchrun processes leave when the second is killed while appending its second batch
+    (state / "done.jsonl").unlink()
+    (state / "done.rank0.jsonl").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    (state / "done.rank1.jsonl").write_text(lines[3] + "\n" + lines[4][:20], encoding="utf-8")
+    preparer = SumPreparer()
+    run = run_batches(items, preparer, out, batch_seconds=4.0, max_batch_items=8)
+    assert preparer.computed == [["d"]] and run.resumed == 4 and run.new == 1
+    assert sorted(p.name for p in state.iterdir()) == ["done.jsonl"]  # the processes' logs merged into one
+    merged = [json.loads(line)["id"] for line in (state / "done.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert merged == ["e", "a", "b", "c", "d"]
+
+
 def test_bad_items_are_reported_by_file_and_the_rest_go_on(audio: Path, tmp_path: Path) -> None:
     make_audio(audio, {"quiet": 1.0, "long": 5.0})
     (audio / "broken.wav").write_bytes(b"RIFF....WAVE")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.pairs_factory import PairsBuilder
 
@@ -94,3 +95,21 @@ def test_prepare_v2_bad_form_starts_nothing(demo_workspace, tmp_path: Path) -> N
     assert not (tmp_path / "jobs" / "prepare_v2" / "run.json").exists()
     argv = replace(form, w2v_bert="facebook/w2v-bert-2.0").argv("python", tmp_path)
     assert argv[argv.index("--w2v-bert") + 1] == "facebook/w2v-bert-2.0"
+
+
+def test_prepare_v2_on_several_processes_runs_under_torchrun(demo_workspace, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from webui.data import prepare_v2_section as section
+    from webui.form_inputs import InputProblem
+
+    form = replace(section.default_form(demo_workspace.root), out_dir=str(tmp_path / "out"))
+    one = form.argv("python", tmp_path)
+    assert one[:3] == ["python", "-m", "data_tools.prepare_v2"]
+    four = replace(form, processes=4).argv("python", tmp_path)
+    assert four[:7] == ["python", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+                        "--shutdown-timeout"]
+    assert four[four.index("-m", 3):] == ["-m", *one[2:]]  # the same preparation command inside
+    for bad in (0, 1.5):
+        with pytest.raises(InputProblem, match="processes / GPUs must be a whole number"):
+            replace(form, processes=bad).argv("python", tmp_path)

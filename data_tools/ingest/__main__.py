@@ -26,6 +26,7 @@ from data_tools.ingest.gates import GateSettings
 from data_tools.ingest.pipeline import IngestError, IngestSettings, run_ingest
 from data_tools.ingest.slicing import SliceSettings
 from data_tools.ingest.store import STATUSES, IngestStore, StoreError
+from data_tools.ranks import ranks_from_env
 
 _SLICING_FLAGS = {"min_seconds": "accepted clip length, shortest (s)", "max_seconds": "accepted clip length, longest (s)",
                   "aim_min": "cutting aims for clips at least this long (s)", "aim_max": "... and at most this long (s)",
@@ -201,9 +202,13 @@ def _run(args: argparse.Namespace) -> int:
         speaker_threshold=args.speaker_threshold, loudness_scope=args.loudness_scope, separate=args.separate)
     if args.input is None and not args.url:
         raise IngestError("give --input (a folder or metadata.csv) or --url (links to fetch), or both")
-    with progress_bar(args.quiet, "slicing", unit="file") as progress, \
-            progress_bar(args.quiet or not args.asr_model, "transcribing", unit="clip") as asr_progress:
+    main_process = ranks_from_env().is_main  # under torchrun the first process alone reports
+    with progress_bar(args.quiet or not main_process, "slicing", unit="file") as progress, \
+            progress_bar(args.quiet or not args.asr_model or not main_process, "transcribing",
+                         unit="clip") as asr_progress:
         summary = run_ingest(settings, progress=progress, asr_progress=asr_progress)
+    if not main_process:
+        return 0
     for problem in summary.problems:
         print(f"problem: {problem}", file=sys.stderr)
     if args.json:

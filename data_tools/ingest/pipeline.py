@@ -45,7 +45,11 @@ from data_tools.ingest.sources import (
 )
 from data_tools.ingest.subtitles import SubtitleError, check_within, read_cues, refine
 from data_tools.model_limits import ClipLimits, LimitsError, clip_limits
+from data_tools.ranks import Ranks, barrier, join, leave, own_device
 
+# Under torchrun the other processes wait while the first one slices every recording (hours of audio may take
+# hours), and the first waits for the others' share of the transcription.
+INGEST_WAIT_S = 12 * 3600.0
 DOWNLOADS = "downloads"  # what links fetched: media, subtitles, <name>.source.json, fetched/ (links.py)
 SEPARATED = "separated"  # voice and rest stems of each recording, when separation is on (kept)
 DECODED = "decoded"  # containers' audio as FLAC while their clips are cut (deleted once a source is done)
@@ -74,7 +78,23 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
     ``transcriber`` and ``vad_model`` replace the real models (tests): the first has ``transcribe(waves,
     sample_rate, batch_size)``, the second silero's call ``model(frame, 16000) -> probability`` and
     ``reset_states()``.
+
+    Under torchrun (``data_tools.ranks``) the first process slices while the others wait; then every process
+    transcribes its share of the sources (each on its own GPU), and the first one does the passes after it.
+    The records are those of one process, byte for byte. Only the first process's summary is complete.
     """
+    ranks = join(INGEST_WAIT_S)
+    ended_together = False
+    try:
+        summary = _ingest(settings, transcriber, progress, asr_progress, vad_model, ranks)
+        ended_together = True
+    finally:
+        leave(ranks, together=ended_together)
+    return summary
+
+
+def _ingest(settings: IngestSettings, transcriber: Any, progress: Progress | None, asr_progress: Progress | None,
+            vad_model: Any, ranks: Ranks) -> IngestSummary:
     model = base_model(settings)
     if model is not None:  # the model's longest clip bounds the slicer before anything is cut
         settings = replace(settings, slicing=settings.slicing.fit_to(model.slicing_seconds))
@@ -91,6 +111,11 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         raise IngestError(str(exc)) from None
     if transcriber is None and settings.asr_model:  # models before the folder is marked: a refused one leaves
         transcriber = load_transcriber(settings)  # nothing behind, and is refused before hours of slicing
+    if not ranks.is_main:  # the first process slices; this one transcribes its share of the sources after it
+        barrier(ranks)
+        transcribed = (transcribe_clips(out, settings, transcriber, asr_progress, ranks) if transcriber is not None
+                       else 0)
+        return IngestSummary(str(out), transcribed=transcribed)
     separator = load_separation(settings) if settings.separate else None
     try:
         mark_folder(out, settings.fixed(), claimed)
@@ -131,8 +156,9 @@ def run_ingest(settings: IngestSettings, transcriber: Any = None, progress: Prog
         _drop_decoded(out, source)
     if progress:
         progress(len(sources), len(sources))
-    if settings.asr_model or transcriber is not None:
-        summary.transcribed = transcribe_clips(out, settings, transcriber, asr_progress)
+    barrier(ranks)
+    if transcriber is not None:
+        summary.transcribed = transcribe_clips(out, settings, transcriber, asr_progress, ranks)
     if settings.speaker_model:
         embed_clip_speakers(out, settings)
     if settings.loudness_scope == "dataset" and settings.target_lufs is not None:
@@ -296,7 +322,7 @@ def load_transcriber(settings: IngestSettings) -> Any:
         raise IngestError(f"--asr-model: the speech recogniser cannot be loaded ({exc})") from None
 
     try:
-        return load_ctc_asr(settings.asr_model, target_lang=settings.asr_language, device=settings.device)
+        return load_ctc_asr(settings.asr_model, target_lang=settings.asr_language, device=own_device(settings.device))
     except AsrError as exc:
         raise IngestError(str(exc)) from None
 

@@ -15,6 +15,7 @@ from data_tools.ingest.loudness import dataset_gain
 from data_tools.ingest.settings import IngestError, IngestSettings, IngestSummary, Progress
 from data_tools.ingest.sources import Problem, Source
 from data_tools.model_limits import ClipLimits, LimitsError, load_text_tokenizer
+from data_tools.ranks import ONE_PROCESS, Ranks, gather
 
 
 def write_error(exc: OSError, out: Path) -> IngestError:
@@ -42,12 +43,15 @@ def source_records(out: Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def transcribe_clips(out: Path, settings: IngestSettings, transcriber: Any, progress: Progress | None) -> int:
-    """ASR text and confidence for every clip that has none yet, record by record; the number transcribed."""
+def transcribe_clips(out: Path, settings: IngestSettings, transcriber: Any, progress: Progress | None,
+                     ranks: Ranks = ONE_PROCESS) -> int:
+    """ASR text and confidence for every clip that has none yet, record by record; the number transcribed (by
+    every process). Under torchrun each process takes every N-th pending record (the batches of a record are
+    those of one process) and all return when all are done."""
     import soundfile as sf
 
-    pending = [(path, record) for path, record in source_records(out)
-               if any(clip.get("asr_text") is None for clip in record["clips"])]
+    pending = ranks.share([(path, record) for path, record in source_records(out)
+                           if any(clip.get("asr_text") is None for clip in record["clips"])])
     total = sum(1 for _, record in pending for clip in record["clips"] if clip.get("asr_text") is None)
     done = 0
     for path, record in pending:
@@ -68,7 +72,7 @@ def transcribe_clips(out: Path, settings: IngestSettings, transcriber: Any, prog
                 progress(done, total)
         record["asr_model"] = settings.asr_model or type(transcriber).__name__
         write_record(path, record, out)
-    return done
+    return sum(gather(ranks, done))  # also: the first process reads the records once every process wrote its own
 
 
 def embed_clip_speakers(out: Path, settings: IngestSettings) -> None:

@@ -21,6 +21,7 @@ import gradio as gr
 
 from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.jobs.job_view import JobView, job_view
+from webui.jobs.launcher import module_command
 from webui.plots import badge_html, message_html
 
 if TYPE_CHECKING:
@@ -75,9 +76,11 @@ class PairedPrepareForm:
     seed: float | None
     device: str
     batch_seconds: float | None
+    processes: float | None = dataclasses.field(default=1, kw_only=True)  # >1: under torchrun, one per GPU
 
     def argv(self, python: str, workspace: Path) -> list[str]:
-        """``python -m <MODULE> ...``; raises InputProblem (one line) for a bad field."""
+        """``python -m <MODULE> ...`` (with more than one process: torchrun around it, ``module_command``);
+        raises InputProblem (one line) for a bad field."""
         source = resolve_path(self.input, workspace, "input")
         if source is None:
             raise InputProblem("give the input: a JSONL list, a metadata.csv or a folder of audio + .txt")
@@ -104,8 +107,12 @@ class PairedPrepareForm:
             raise InputProblem(f"device must be one of {', '.join(DEVICES)}")
         if not self.batch_seconds or self.batch_seconds <= 0:
             raise InputProblem("batch seconds must be above 0")
-        return [*argv, "--pairs-per-target", str(pairs), "--seed", str(int(self.seed or 0)), "--device",
-                self.device, "--batch-seconds", f"{float(self.batch_seconds):g}"]
+        processes = self.processes if self.processes is not None else 1
+        if processes != int(processes) or processes < 1:
+            raise InputProblem(f"processes / GPUs must be a whole number of at least 1, got {processes:g}")
+        argv += ["--pairs-per-target", str(pairs), "--seed", str(int(self.seed or 0)), "--device", self.device,
+                 "--batch-seconds", f"{float(self.batch_seconds):g}"]
+        return module_command(int(processes), self.MODULE, argv[3:], python)
 
     def generation_args(self) -> list[str]:
         """The generation's own flags (default: the language when one is picked)."""
@@ -277,10 +284,11 @@ OPTIONS_ROW = (
     Field("seed", "seed", "seed", "whole"),
     Field("device", "device", "device", "choice", DEVICES),
     Field("batch_seconds", "batch seconds (items x longest)", "batch-seconds", "amount"),
+    Field("processes", "processes / GPUs (more than 1: torchrun, one per GPU)", "processes", "count"),
 )
 # The options' values a form opens with, every generation alike.
 DEFAULT_OPTIONS = {"language": "am", "speaker": "", "pairs_per_target": 2, "seed": 2025, "device": "auto",
-                   "batch_seconds": 240}
+                   "batch_seconds": 240, "processes": 1}
 # The model fields every paired generation shows (its config, its base GPT and the w2v-BERT features).
 CONFIG_FIELD = Field("config", "config.yaml", "config")
 GPT_FIELD = Field("gpt", "base gpt.pth (empty: the config's gpt_checkpoint)", "gpt")

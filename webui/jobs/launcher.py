@@ -255,3 +255,15 @@ def values_of(launch: Launch) -> dict[str, Any]:
     return {"nproc_per_node": launch.nproc_per_node, "nnodes": launch.nnodes,
             "rdzv_endpoint": launch.rdzv_endpoint, "node_rank": launch.node_rank, "min_nodes": launch.min_nodes,
             "max_restarts": launch.max_restarts}
+
+
+def module_command(processes: int, module: str, module_args: Sequence[str], python: str = sys.executable) -> list[str]:
+    """A data job's command on this machine (the Data tab's preparation): ``python -m MODULE ARGS`` for one
+    process, else torchrun starting ``processes`` of it, one per GPU (``data_tools.ranks`` shares the work).
+    Its ranks' output is the console's (only rank 0 reports), so it keeps no per-rank log folder."""
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise LaunchError(f"processes: expected a whole number of at least 1, got {processes!r}")
+    if processes == 1:
+        return [python, "-m", module, *module_args]
+    return [python, "-m", LAUNCH_MODULE, "--standalone", "--nproc-per-node", str(processes),
+            "--shutdown-timeout", str(STOP_GRACE_S), "-m", module, *module_args]
