@@ -4,11 +4,13 @@ anything is allocated, only plain numeric arrays are accepted (never pickles), o
 Why not ``np.load``: a header that claims a huge shape makes it allocate (or mmap) that much, its header
 parser (``ast.literal_eval``) is slow and can be made to recurse, and it opens FIFOs and devices (blocking
 or reading forever). The data checker and the trainer both read through this module, so a file one of them
-accepts the other accepts too.
+accepts the other accepts too. A file packed into its folder's shards (``data_tools.shard_reader``) is read
+from there, through the same checks.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -19,6 +21,7 @@ from typing import IO
 import numpy as np
 
 from data_tools.fileio import UnusableFile, open_regular
+from data_tools.shard_reader import packed_bytes
 
 MAGIC = b"\x93NUMPY"
 MAX_HEADER_BYTES = 64 * 1024
@@ -116,6 +119,9 @@ def _read_header(handle: IO[bytes], path: Path, file_size: int) -> NpyHeader:
 def read_npy_header(path: str | Path) -> NpyHeader:
     """Shape and dtype from the header, checked against the file size; nothing of the data is read."""
     path = Path(path)
+    packed = packed_bytes(path)
+    if packed is not None:
+        return _read_header(io.BytesIO(packed.data), Path(packed.where), len(packed.data))
     try:
         with open_regular(path) as handle:
             return _read_header(handle, path, os.fstat(handle.fileno()).st_size)
@@ -128,9 +134,13 @@ def read_npy_header(path: str | Path) -> NpyHeader:
 def read_npy(path: str | Path) -> np.ndarray:
     """The array of a plain numeric ``.npy`` (writable, C or Fortran order as stored); NpyError/UnusableFile."""
     path = Path(path)
+    packed = packed_bytes(path)
     try:
-        with open_regular(path) as handle:
-            header = _read_header(handle, path, os.fstat(handle.fileno()).st_size)
+        with io.BytesIO(packed.data) if packed is not None else open_regular(path) as handle:
+            if packed is not None:
+                path = Path(packed.where)
+            size = len(packed.data) if packed is not None else os.fstat(handle.fileno()).st_size
+            header = _read_header(handle, path, size)
             data = bytearray(header.nbytes)  # the size was checked against the file: no surprise allocation
             got = handle.readinto(data) if header.nbytes else 0
     except UnusableFile:

@@ -1,0 +1,131 @@
+"""Feature files read out of shards: the one resolver the trainer, the checker and split read through.
+
+``packed_bytes(path)`` answers for a path a manifest names (``<prepared>/codes/<id>.npy``): when a shard
+index (``<prepared>/shards/index.json``) lists it, its bytes come from the shard by random access, so the
+trainer's global sample order (``trainer.sampler``) decides what is read and shards never do: no sample is
+duplicated or dropped with any number of ranks and workers, and resume stays exact. Otherwise ``None``: the
+file is read as it is (today's per-file layout).
+
+- Local shards: one handle per shard per process, read with ``os.pread`` (no shared offset after a fork),
+  so the files opened are the shards, not the clips.
+- Object storage: with ``STUDIO_SHARD_URL`` set (the trainer's ``--shard-url``), shards are read from
+  ``<url>/<shard name>`` by HTTP Range requests with a timeout; the index stays in the local folder.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_tools.shard_index import SHARDS_DIR, ShardError, ShardIndex, index_path, read_index
+
+SHARD_URL_ENV = "STUDIO_SHARD_URL"
+URL_TIMEOUT_S = 60.0
+ANCESTORS = 3  # <prepared>/<kind>/<id>.npy, and one folder deeper
+
+_indexes: dict[Path, tuple[tuple[int, int], ShardIndex]] = {}
+_handles: dict[Path, int] = {}
+_opened = {"count": 0, "pid": os.getpid()}
+
+
+@dataclass(frozen=True)
+class Packed:
+    data: bytes
+    where: str  # "shards/shard-000001.tar:codes/a.npy under <prepared>", for one-line errors
+
+
+def set_shard_url(url: str) -> None:
+    """Read every shard from ``url`` (``http(s)://.../folder``) in this process and the ones it starts."""
+    if url:
+        os.environ[SHARD_URL_ENV] = url
+    else:
+        os.environ.pop(SHARD_URL_ENV, None)
+
+
+def files_opened() -> int:
+    """Shard files this process opened (the bench's measure)."""
+    return _opened["count"] if _opened["pid"] == os.getpid() else 0
+
+
+def _index_near(path: Path) -> ShardIndex | None:
+    folder = path.parent
+    for _ in range(ANCESTORS):
+        candidate = index_path(folder)
+        try:
+            info = os.stat(candidate)
+        except (OSError, ValueError):  # no index here (or a path no file can have)
+            folder = folder.parent
+            continue
+        stamp = (info.st_mtime_ns, info.st_size)
+        cached = _indexes.get(candidate)
+        if cached is None or cached[0] != stamp:
+            _indexes[candidate] = cached = (stamp, read_index(candidate))
+        return cached[1]
+    return None
+
+
+def packed_bytes(path: str | Path) -> Packed | None:
+    """The bytes of ``path`` from its folder's shards, or None when no shard index lists it."""
+    path = Path(os.path.abspath(path))
+    index = _index_near(path)
+    if index is None:
+        return None
+    try:
+        rel = path.relative_to(index.folder).as_posix()
+    except ValueError:
+        return None
+    member = index.members.get(rel)
+    if member is None:
+        return None
+    name = index.shards[member.shard]
+    where = f"{SHARDS_DIR}/{name}:{rel} under {index.folder}"
+    url = os.environ.get(SHARD_URL_ENV, "")
+    data = _read_url(url, name, member.offset, member.size, where) if url else \
+        _read_local(index.shard_path(member.shard), member.offset, member.size, where)
+    return Packed(data, where)
+
+
+def _read_local(shard: Path, offset: int, size: int, where: str) -> bytes:
+    if _opened["pid"] != os.getpid():  # a forked worker: its own handles (pread needs no shared offset anyway)
+        _handles.clear()
+        _opened.update(count=0, pid=os.getpid())
+    fd = _handles.get(shard)
+    if fd is None:
+        try:
+            fd = os.open(shard, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise ShardError(f"shard missing or unreadable: {where} ({exc.strerror or exc})") from None
+        _handles[shard] = fd
+        _opened["count"] += 1
+    try:
+        data = os.pread(fd, size, offset)
+    except OSError as exc:
+        raise ShardError(f"shard unreadable: {where} ({exc.strerror or exc})") from None
+    if len(data) != size:
+        raise ShardError(f"shard is truncated: {where} needs bytes {offset}-{offset + size} but the shard ends "
+                         f"at {offset + len(data)}")
+    return data
+
+
+def _read_url(base: str, name: str, offset: int, size: int, where: str) -> bytes:
+    if not base.startswith(("http://", "https://")):
+        raise ShardError(f"{SHARD_URL_ENV} must be an http(s) URL, not {base[:80]!r}")
+    if size == 0:
+        return b""
+    url = f"{base.rstrip('/')}/{name}"
+    request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-{offset + size - 1}"})
+    try:
+        with urllib.request.urlopen(request, timeout=URL_TIMEOUT_S) as response:
+            if response.status != 206:
+                raise ShardError(f"{url} ignored the byte range (HTTP {response.status}): {where}")
+            data = response.read(size + 1)
+    except urllib.error.HTTPError as exc:
+        raise ShardError(f"{url}: HTTP {exc.code} reading {where}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ShardError(f"{url}: {getattr(exc, 'reason', exc)} reading {where}") from None
+    if len(data) != size:
+        raise ShardError(f"shard is truncated: {where} needs {size} bytes, {url} gave {len(data)}")
+    return data
