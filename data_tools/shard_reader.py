@@ -119,9 +119,10 @@ def _read_url(base: str, name: str, offset: int, size: int, where: str) -> bytes
     request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-{offset + size - 1}"})
     try:
         with urllib.request.urlopen(request, timeout=URL_TIMEOUT_S) as response:
-            if response.status != 206:
-                raise ShardError(f"{url} ignored the byte range (HTTP {response.status}): {where}")
-            data = response.read(size + 1)
+            start = (response.headers.get("Content-Range") or "").removeprefix("bytes ").split("-")[0]
+            if response.status != 206 or start != str(offset):
+                raise ShardError(f"{url} did not answer the byte range {offset}- (HTTP {response.status}): {where}")
+            data = response.read(size)
     except urllib.error.HTTPError as exc:
         raise ShardError(f"{url}: HTTP {exc.code} reading {where}") from None
     except (urllib.error.URLError, OSError) as exc:

@@ -27,6 +27,7 @@ import torch
 from data_tools.config import ConfigError, load_config
 from data_tools.manifest import FORMAT_NAMES, ManifestError, parse_manifest_spec
 from data_tools.shape_rules import seconds_of_codes
+from data_tools.shard_reader import set_shard_url
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from data_tools.tokenizer.tiktoken25 import TableError
 from networks.gpt_build import build_any_gpt
@@ -542,6 +543,7 @@ def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank:
     """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``). A plain dict of
     options is taken as ``RunOptions.from_dict`` takes it (an undeclared name raises ``UnknownOption``)."""
     plan = RunPlan(opts=as_run_options(opts))
+    set_shard_url(plan.opts.shard_url)  # before any feature file is read (the loader's workers inherit it)
     check_model_folders(plan)  # first: a damaged download is named before any of its files is read
     manifests_ok = _manifests(plan)
     _tokenizer(plan)
