@@ -57,7 +57,7 @@ class NpyHeader:
         return self.count * self.dtype.itemsize
 
 
-def _parse_header(text: str, path: Path) -> tuple[tuple[int, ...], np.dtype, bool]:
+def _parse_header(text: str, path: Path | str) -> tuple[tuple[int, ...], np.dtype, bool]:
     body = text.strip()
     if not (body.startswith("{") and body.endswith("}")):
         raise NpyError(f"{path}: .npy header is not a dictionary")
@@ -86,7 +86,7 @@ def _parse_header(text: str, path: Path) -> tuple[tuple[int, ...], np.dtype, boo
     return tuple(int(p) for p in parts), dtype, found["fortran_order"] == "True"
 
 
-def _read_header(handle: IO[bytes], path: Path, file_size: int) -> NpyHeader:
+def _read_header(handle: IO[bytes], path: Path | str, file_size: int) -> NpyHeader:
     lead = handle.read(8)
     if len(lead) < 8 or lead[:6] != MAGIC:
         raise NpyError(f"{path}: not a .npy file (no NUMPY magic)")
@@ -118,10 +118,10 @@ def _read_header(handle: IO[bytes], path: Path, file_size: int) -> NpyHeader:
 
 def read_npy_header(path: str | Path) -> NpyHeader:
     """Shape and dtype from the header, checked against the file size; nothing of the data is read."""
-    path = Path(path)
     packed = packed_bytes(path)
     if packed is not None:
-        return _read_header(io.BytesIO(packed.data), Path(packed.where), len(packed.data))
+        return _read_header(io.BytesIO(packed.data), packed.where, len(packed.data))
+    path = Path(path)
     try:
         with open_regular(path) as handle:
             return _read_header(handle, path, os.fstat(handle.fileno()).st_size)
@@ -133,12 +133,10 @@ def read_npy_header(path: str | Path) -> NpyHeader:
 
 def read_npy(path: str | Path) -> np.ndarray:
     """The array of a plain numeric ``.npy`` (writable, C or Fortran order as stored); NpyError/UnusableFile."""
-    path = Path(path)
     packed = packed_bytes(path)
+    path = Path(path) if packed is None else packed.where
     try:
         with io.BytesIO(packed.data) if packed is not None else open_regular(path) as handle:
-            if packed is not None:
-                path = Path(packed.where)
             size = len(packed.data) if packed is not None else os.fstat(handle.fileno()).st_size
             header = _read_header(handle, path, size)
             data = bytearray(header.nbytes)  # the size was checked against the file: no surprise allocation

@@ -15,19 +15,22 @@ file is read as it is (today's per-file layout).
 from __future__ import annotations
 
 import os
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_tools.shard_index import SHARDS_DIR, ShardError, ShardIndex, index_path, read_index
+from data_tools.shard_index import INDEX_NAME, SHARDS_DIR, ShardError, ShardIndex, read_index
 
 SHARD_URL_ENV = "STUDIO_SHARD_URL"
 URL_TIMEOUT_S = 60.0
 ANCESTORS = 3  # <prepared>/<kind>/<id>.npy, and one folder deeper
 
+RECHECK_S = 2.0
 _indexes: dict[Path, tuple[tuple[int, int], ShardIndex]] = {}
-_handles: dict[Path, int] = {}
+_folders: dict[str, tuple[float, ShardIndex | None]] = {}
+_handles: dict[str, int] = {}
 _opened = {"count": 0, "pid": os.getpid()}
 
 
@@ -50,45 +53,53 @@ def files_opened() -> int:
     return _opened["count"] if _opened["pid"] == os.getpid() else 0
 
 
-def _index_near(path: Path) -> ShardIndex | None:
-    folder = path.parent
+def _index_of_folder(folder: str) -> ShardIndex | None:
+    """The index in ``folder`` or up to ``ANCESTORS - 1`` folders above it; looked up again after
+    ``RECHECK_S`` (a folder packed while a process runs is seen; a packed one costs no stat per read)."""
+    now = time.monotonic()
+    known = _folders.get(folder)
+    if known is not None and now - known[0] < RECHECK_S:
+        return known[1]
+    found, here = None, folder
     for _ in range(ANCESTORS):
-        candidate = index_path(folder)
+        candidate = Path(here) / SHARDS_DIR / INDEX_NAME
         try:
             info = os.stat(candidate)
         except (OSError, ValueError):  # no index here (or a path no file can have)
-            folder = folder.parent
+            here = os.path.dirname(here)
             continue
         stamp = (info.st_mtime_ns, info.st_size)
         cached = _indexes.get(candidate)
         if cached is None or cached[0] != stamp:
             _indexes[candidate] = cached = (stamp, read_index(candidate))
-        return cached[1]
-    return None
+        found = cached[1]
+        break
+    _folders[folder] = (now, found)
+    return found
 
 
 def packed_bytes(path: str | Path) -> Packed | None:
     """The bytes of ``path`` from its folder's shards, or None when no shard index lists it."""
-    path = Path(os.path.abspath(path))
-    index = _index_near(path)
+    full = os.path.abspath(path)
+    index = _index_of_folder(os.path.dirname(full))
     if index is None:
         return None
-    try:
-        rel = path.relative_to(index.folder).as_posix()
-    except ValueError:
+    root = str(index.folder)
+    if not full.startswith(root + os.sep):
         return None
+    rel = full[len(root) + 1:].replace(os.sep, "/")
     member = index.members.get(rel)
     if member is None:
         return None
     name = index.shards[member.shard]
-    where = f"{SHARDS_DIR}/{name}:{rel} under {index.folder}"
+    where = f"{SHARDS_DIR}/{name}:{rel} under {root}"
     url = os.environ.get(SHARD_URL_ENV, "")
     data = _read_url(url, name, member.offset, member.size, where) if url else \
-        _read_local(index.shard_path(member.shard), member.offset, member.size, where)
+        _read_local(f"{root}{os.sep}{SHARDS_DIR}{os.sep}{name}", member.offset, member.size, where)
     return Packed(data, where)
 
 
-def _read_local(shard: Path, offset: int, size: int, where: str) -> bytes:
+def _read_local(shard: str, offset: int, size: int, where: str) -> bytes:
     if _opened["pid"] != os.getpid():  # a forked worker: its own handles (pread needs no shared offset anyway)
         _handles.clear()
         _opened.update(count=0, pid=os.getpid())

@@ -46,6 +46,7 @@ from trainer.checkpoints import (
     select_resume,
 )
 from trainer.data import load_items, split_format, train_sampler
+from trainer.epoch_estimate import add_epoch_estimate
 from trainer.errors import UsageError
 from trainer.evaluation.cost import slowdown_note
 from trainer.evaluation.planning import evaluation_plan
@@ -556,6 +557,7 @@ def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank:
         _data(plan, rank, world_size)
     if plan.gpt is not None and plan.train is not None:
         _memory(plan, world_size)
+        add_epoch_estimate(plan)
     dir_ok = _output_dir(plan, own_lock)
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
     if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):
