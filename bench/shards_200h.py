@@ -17,6 +17,7 @@ right after they are written, so both are page-cached: the ratio is the reader's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +86,9 @@ def _reset_opens(_worker: int) -> None:
     _OPENS["count"] = 0  # a forked worker counts its own opens
 
 
-def _count_opens() -> None:
+@contextlib.contextmanager
+def _counting_opens() -> Iterator[None]:
+    """Count the files the trainer's reader opens (per-file reads) while the body runs."""
     from data_tools import npy
 
     opener = npy.open_regular
@@ -93,17 +97,26 @@ def _count_opens() -> None:
         _OPENS["count"] += 1
         return opener(path)
 
+    _OPENS["count"] = 0
     npy.open_regular = counted
+    try:
+        yield
+    finally:
+        npy.open_regular = opener
 
 
 def read_child(folder: Path, clips: int, workers: int, started: float) -> dict[str, float]:
+    with _counting_opens():
+        return _read_epoch(folder, clips, workers, started)
+
+
+def _read_epoch(folder: Path, clips: int, workers: int, started: float) -> dict[str, float]:
     import torch
     from torch.utils.data import DataLoader
 
     from data_tools import item_files
     from trainer.sampler import BucketBatchSampler
 
-    _count_opens()
     # Resume: every item's header (the trainer's plan reads them), then the batches from mid-epoch on.
     lengths = [item_files.codes_count(folder / "codes" / f"c{k:07d}.npy") for k in range(clips)]
     from data_tools import shard_reader
@@ -129,7 +142,7 @@ def read_child(folder: Path, clips: int, workers: int, started: float) -> dict[s
     assert seen == clips, (seen, clips)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"clips_per_s": (clips - BATCH) / max(seconds, 1e-9), "files_opened": sum(opens.values()),
+    return {"clips_per_s": (clips - BATCH) / max(seconds, 1e-9), "files_opened": sum(count - (header_opens if pid == os.getpid() else 0) for pid, count in opens.items()),
             "header_opens": header_opens, "first_batch_s": first, "peak_rss_mb": max(rss_mb, workers_mb)}
 
 
@@ -143,7 +156,8 @@ def run_child(folder: Path, clips: int, workers: int) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, reader: Callable[[Path, int, int], dict[str, float]] = run_child) -> int:
+    """``reader`` reads one layout's epoch (tests pass one that stays in their process)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of 200 hours (150,000 clips)")
     parser.add_argument("--workers", type=int, default=2, help="loader workers reading")
@@ -153,7 +167,7 @@ def main() -> int:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--clips", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child is not None:
         print(json.dumps(read_child(args.child, args.clips, args.workers, args.started)))
         return 0
@@ -170,8 +184,8 @@ def main() -> int:
         started = time.perf_counter()
         index = pack(sharded)
         pack_s = time.perf_counter() - started
-        per_file = run_child(files, clips, args.workers)
-        shards = run_child(sharded, clips, args.workers)
+        per_file = reader(files, clips, args.workers)
+        shards = reader(sharded, clips, args.workers)
     gb = clips * sum(np.dtype(d).itemsize * int(np.prod(s)) for d, s in FILES.values()) / 1e9
     print(f"{clips:,} clips ({clips / CLIPS_200H:.3g} x 200 h), {gb:.2f} GB of features, {len(FILES)} files a clip; "
           f"{args.workers} loader worker(s)")
