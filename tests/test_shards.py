@@ -170,3 +170,24 @@ def test_the_pack_cli_says_what_it_packed(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         shards_main(["pack", "--prepared", str(prep), "--items", "0"])
     assert exc.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_preparation_with_shards_packs_its_output_and_refuses_to_prepare_into_it_again(tmp_path: Path,
+                                                                                        capsys) -> None:
+    from argparse import Namespace
+    from types import SimpleNamespace
+
+    from data_tools.prepare_cli import prepare_main
+
+    def prepare(_progress, _on_skip):  # what a preparation leaves: per-file features
+        prepared_folder(tmp_path, count=3)
+        return SimpleNamespace(utterances=3, pairs=3, skipped_by_reason={}, summary=lambda: "3 prepared")
+
+    args = Namespace(batch_seconds=1.0, max_batch_items=1, loaders=1, quiet=True, out_dir=tmp_path / "prep",
+                     shards=1 << 20)
+    assert prepare_main(args, prepare, (ValueError,)) == 0
+    assert "packed 6 files into 1 shard(s)" in capsys.readouterr().out
+    assert not list((tmp_path / "prep").rglob("*.npy"))
+    assert item_files.codes_count(tmp_path / "prep" / "codes" / "utt002.npy") == 6
+    assert prepare_main(args, prepare, (ValueError,)) == 2
+    assert "packed already" in capsys.readouterr().err
