@@ -18,7 +18,7 @@ LARGE_DATA_HOURS = 20.0  # from this much training audio on, the pre-flight show
 # 0.9 B-parameter GPT, a 5 s clip being about 320 tokens (text, codes, prompt): 6 x 0.9e9 x 320 FLOPs a clip.
 ASSUMED_GPU_CLIPS_PER_S = 60.0
 # One loader worker reading shards (python bench/shards_200h.py on the 2-core CI machine, page-cached).
-MEASURED_READ_CLIPS_PER_S = 400.0
+MEASURED_READ_CLIPS_PER_S = 700.0
 GPU_COUNTS = (1, 8, 64)
 
 
