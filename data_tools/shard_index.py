@@ -30,7 +30,7 @@ class ShardError(UnusableFile):
         super().__init__("unreadable", message)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Member:
     shard: int  # position in ShardIndex.shards
     offset: int  # first data byte in the tar

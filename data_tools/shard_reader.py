@@ -20,7 +20,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from data_tools.fileio import UnusableFile, open_regular
 from data_tools.shard_index import INDEX_NAME, SHARDS_DIR, ShardError, ShardIndex, read_index
 
 SHARD_URL_ENV = "STUDIO_SHARD_URL"
@@ -30,7 +32,7 @@ ANCESTORS = 3  # <prepared>/<kind>/<id>.npy, and one folder deeper
 RECHECK_S = 2.0
 _indexes: dict[Path, tuple[tuple[int, int], ShardIndex]] = {}
 _folders: dict[str, tuple[float, ShardIndex | None]] = {}
-_handles: dict[str, int] = {}
+_handles: dict[str, IO[bytes]] = {}
 _opened = {"count": 0, "pid": os.getpid()}
 
 
@@ -100,19 +102,19 @@ def packed_bytes(path: str | Path) -> Packed | None:
 
 
 def _read_local(shard: str, offset: int, size: int, where: str) -> bytes:
-    if _opened["pid"] != os.getpid():  # a forked worker: its own handles (pread needs no shared offset anyway)
+    if _opened["pid"] != os.getpid():  # a forked worker opens its own (the parent's stay the parent's)
         _handles.clear()
         _opened.update(count=0, pid=os.getpid())
-    fd = _handles.get(shard)
-    if fd is None:
+    handle = _handles.get(shard)
+    if handle is None:
         try:
-            fd = os.open(shard, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            raise ShardError(f"shard missing or unreadable: {where} ({exc.strerror or exc})") from None
-        _handles[shard] = fd
+            handle = open_regular(shard)  # never a FIFO or a device: a read cannot block forever
+        except UnusableFile as exc:
+            raise ShardError(f"shard unusable: {where} ({exc})") from None
+        _handles[shard] = handle
         _opened["count"] += 1
     try:
-        data = os.pread(fd, size, offset)
+        data = os.pread(handle.fileno(), size, offset)
     except OSError as exc:
         raise ShardError(f"shard unreadable: {where} ({exc.strerror or exc})") from None
     if len(data) != size:
@@ -123,7 +125,7 @@ def _read_local(shard: str, offset: int, size: int, where: str) -> bytes:
 
 def _read_url(base: str, name: str, offset: int, size: int, where: str) -> bytes:
     if not base.startswith(("http://", "https://")):
-        raise ShardError(f"{SHARD_URL_ENV} must be an http(s) URL, not {base[:80]!r}")
+        raise ShardError(f"--shard-url ({SHARD_URL_ENV}) must be an http(s) URL, not {base[:80]!r}")
     if size == 0:
         return b""
     url = f"{base.rstrip('/')}/{name}"

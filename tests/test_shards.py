@@ -191,3 +191,14 @@ def test_preparation_with_shards_packs_its_output_and_refuses_to_prepare_into_it
     assert item_files.codes_count(tmp_path / "prep" / "codes" / "utt002.npy") == 6
     assert prepare_main(args, prepare, (ValueError,)) == 2
     assert "packed already" in capsys.readouterr().err
+
+
+def test_a_shard_swapped_for_a_fifo_is_refused_without_waiting(packed: Path) -> None:
+    import os
+
+    first = sorted((packed / "shards").glob("*.tar"))[0]
+    first.unlink()
+    os.mkfifo(first)
+    with pytest.raises(RuleError) as exc:
+        item_files.codes_count(packed / "codes" / "utt000.npy")
+    assert first.name in str(exc.value) and "FIFO" in str(exc.value) and "\n" not in str(exc.value)
