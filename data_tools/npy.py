@@ -25,6 +25,7 @@ from data_tools.shard_reader import packed_bytes
 
 MAGIC = b"\x93NUMPY"
 MAX_HEADER_BYTES = 64 * 1024
+HEAD_BYTES = 4096  # what a header read takes of a packed member (numpy's headers are 128 bytes or a few more)
 MAX_DIMS = 32
 NUMERIC_KINDS = "biuf"  # bool, signed, unsigned, float: everything a feature or id file may hold
 
@@ -118,9 +119,14 @@ def _read_header(handle: IO[bytes], path: Path | str, file_size: int) -> NpyHead
 
 def read_npy_header(path: str | Path) -> NpyHeader:
     """Shape and dtype from the header, checked against the file size; nothing of the data is read."""
-    packed = packed_bytes(path)
+    packed = packed_bytes(path, head=HEAD_BYTES)
+    if packed is not None and len(packed.data) < packed.size:
+        try:
+            return _read_header(io.BytesIO(packed.data), packed.where, packed.size)
+        except NpyError:  # a header longer than HEAD_BYTES (or a bad one): judged on the whole member
+            packed = packed_bytes(path)
     if packed is not None:
-        return _read_header(io.BytesIO(packed.data), packed.where, len(packed.data))
+        return _read_header(io.BytesIO(packed.data), packed.where, packed.size)
     path = Path(path)
     try:
         with open_regular(path) as handle:

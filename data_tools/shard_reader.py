@@ -38,8 +38,9 @@ _opened = {"count": 0, "pid": os.getpid()}
 
 @dataclass(frozen=True)
 class Packed:
-    data: bytes
+    data: bytes  # the member's bytes, or its first ``head`` bytes when asked for fewer
     where: str  # "shards/shard-000001.tar:codes/a.npy under <prepared>", for one-line errors
+    size: int  # the member's whole size
 
 
 def set_shard_url(url: str) -> None:
@@ -80,8 +81,9 @@ def _index_of_folder(folder: str) -> ShardIndex | None:
     return found
 
 
-def packed_bytes(path: str | Path) -> Packed | None:
-    """The bytes of ``path`` from its folder's shards, or None when no shard index lists it."""
+def packed_bytes(path: str | Path, head: int | None = None) -> Packed | None:
+    """The bytes of ``path`` from its folder's shards (its first ``head`` bytes at most: a header read over a URL
+    fetches no array), or None when no shard index lists it."""
     full = os.path.abspath(path)
     index = _index_of_folder(os.path.dirname(full))
     if index is None:
@@ -96,9 +98,10 @@ def packed_bytes(path: str | Path) -> Packed | None:
     name = index.shards[member.shard]
     where = f"{SHARDS_DIR}/{name}:{rel} under {root}"
     url = os.environ.get(SHARD_URL_ENV, "")
-    data = _read_url(url, name, member.offset, member.size, where) if url else \
-        _read_local(f"{root}{os.sep}{SHARDS_DIR}{os.sep}{name}", member.offset, member.size, where)
-    return Packed(data, where)
+    size = member.size if head is None else min(head, member.size)
+    data = _read_url(url, name, member.offset, size, where) if url else \
+        _read_local(f"{root}{os.sep}{SHARDS_DIR}{os.sep}{name}", member.offset, size, where)
+    return Packed(data, where, member.size)
 
 
 def _read_local(shard: str, offset: int, size: int, where: str) -> bytes:

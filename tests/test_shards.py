@@ -29,7 +29,7 @@ def prepared_folder(root: Path, count: int = ITEMS) -> Path:
     for k in range(count):
         utt = f"utt{k:03d}"
         np.save(prep / "codes" / f"{utt}.npy", (np.arange(4 + k) + k).astype(np.int16))
-        np.save(prep / "cond_mels" / f"{utt}.npy", np.full((100, 6 + k % 3), float(k), dtype=np.float32))
+        np.save(prep / "cond_mels" / f"{utt}.npy", np.full((100, 12 + k % 3), float(k), dtype=np.float32))
         lines.append(json.dumps({"id": utt, "text": f"ሰላም {k}", "codes": f"codes/{utt}.npy",
                                  "cond_mel": f"cond_mels/{utt}.npy", "speaker": f"s{k % 3}"}))
     (prep / "train.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -97,6 +97,9 @@ def test_shards_are_read_by_byte_ranges_from_a_url(packed: Path, monkeypatch: py
         shard_reader.set_shard_url(server.url)
         try:
             codes = item_files.load_codes(packed / "codes" / "utt004.npy", DataLimits())
+            assert item_files.cond_mel_header_frames(packed / "cond_mels" / "utt004.npy") == 13
+            first, last = (int(n) for n in server.ranges[-1].removeprefix("bytes=").split("-"))
+            assert last - first + 1 == 4096  # a header read fetches the member's head, not its 5 KB array
         finally:
             shard_reader.set_shard_url("")
     assert list(codes) == list(np.arange(8) + 4)
