@@ -74,11 +74,17 @@ def _index_of_folder(folder: str) -> ShardIndex | None:
         stamp = (info.st_mtime_ns, info.st_size)
         cached = _indexes.get(candidate)
         if cached is None or cached[0] != stamp:
+            _forget_handles(os.path.dirname(candidate))  # a repacked folder: its old tars' handles are stale
             _indexes[candidate] = cached = (stamp, read_index(candidate))
         found = cached[1]
         break
     _folders[folder] = (now, found)
     return found
+
+
+def _forget_handles(shards_dir: str) -> None:
+    for shard in [key for key in _handles if os.path.dirname(key) == shards_dir]:
+        _handles.pop(shard).close()
 
 
 def packed_bytes(path: str | Path, head: int | None = None) -> Packed | None:

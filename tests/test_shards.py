@@ -205,3 +205,13 @@ def test_a_shard_swapped_for_a_fifo_is_refused_without_waiting(packed: Path) -> 
     with pytest.raises(RuleError) as exc:
         item_files.codes_count(packed / "codes" / "utt000.npy")
     assert first.name in str(exc.value) and "FIFO" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_folder_packed_again_is_read_from_its_new_shards(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert item_files.codes_count(packed / "codes" / "utt000.npy") == 4  # a handle on shard-000000.tar is open
+    monkeypatch.setattr(shard_reader, "RECHECK_S", 0.0)
+    for tar in (packed / "shards").iterdir():
+        tar.unlink()
+    np.save(packed / "codes" / "utt012.npy", np.arange(3, dtype=np.int16))
+    pack(packed)  # one shard now, under the first one's name, the item at another offset
+    assert item_files.codes_count(packed / "codes" / "utt012.npy") == 3
