@@ -1,5 +1,6 @@
 """Sharded training under torchrun (CPU, Gloo): 2 ranks x 2 workers read 3 shards, are SIGKILLed mid-epoch, and
-the run resumed on 1 process (the same global batch) ends equal, within float tolerance, to an uninterrupted run.
+the run resumed on 1 process (the same global batch) ends equal, within float tolerance, to an uninterrupted run
+(which reads the same shards by URL, ``--shard-url``, from 127.0.0.1).
 
 The data is ``test_torchrun``'s uniform slice (one text, 40 prompt frames, 24 codes but one with 16, no dropout),
 so 2 processes x batch 2 train as 1 process x batch 4 does; 8 items give 2 steps per epoch.
@@ -16,7 +17,9 @@ import pytest
 import torch
 import yaml
 
+from data_tools.shard_reader import SHARD_URL_ENV
 from data_tools.shards import pack
+from tests.media_server import serving
 from tests.test_torchrun import HOOKS, torchrun
 from tests.trainer_helpers import events, load, run_main, step_losses, tiny_args
 
@@ -62,8 +65,11 @@ def test_killed_on_2_ranks_resumed_on_1_equals_an_uninterrupted_run(demo_workspa
     for name, value in HOOKS.items():  # the resumed process records its samples too
         monkeypatch.setenv(name, value)
     assert run_main(argv(demo_workspace, sharded, killed, batch_size=4)) == 0  # 1 process, the same global batch
-    whole = tmp_path / "whole"
-    assert run_main(argv(demo_workspace, sharded, whole, batch_size=4)) == 0
+    whole = tmp_path / "whole"  # read from object storage: the same tars served by byte ranges on 127.0.0.1
+    monkeypatch.setenv(SHARD_URL_ENV, "")  # restored after the test (the run sets it from --shard-url)
+    with serving(sharded / "prep" / "shards") as server:
+        assert run_main(argv(demo_workspace, sharded, whole, batch_size=4, shard_url=server.url)) == 0
+    assert len(server.ranges) >= 2 * 8
 
     resumed, uninterrupted = step_losses(killed), step_losses(whole)
     assert sorted(resumed) == sorted(uninterrupted) == list(range(1, STEPS + 1))
