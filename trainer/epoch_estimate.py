@@ -17,7 +17,8 @@ LARGE_DATA_HOURS = 20.0  # from this much training audio on, the pre-flight show
 # The model's rate when nothing measured is given: an A100-class GPU at about 30 % of its 312 bf16 TFLOP/s on a
 # 0.9 B-parameter GPT, a 5 s clip being about 320 tokens (text, codes, prompt): 6 x 0.9e9 x 320 FLOPs a clip.
 ASSUMED_GPU_CLIPS_PER_S = 60.0
-# One loader worker reading shards (python bench/shards_200h.py on the 2-core CI machine, page-cached).
+# One loader worker reading shards, page-cached, on the 2-core CI machine shared with other jobs
+# (python bench/shards_200h.py: 717 a worker at --scale 0.02 under load, 1,894 at --scale 0.1): the lower one.
 MEASURED_READ_CLIPS_PER_S = 700.0
 GPU_COUNTS = (1, 8, 64)
 
