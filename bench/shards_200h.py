@@ -114,14 +114,13 @@ def _read_epoch(folder: Path, clips: int, workers: int, started: float) -> dict[
     import torch
     from torch.utils.data import DataLoader
 
-    from data_tools import item_files
+    from data_tools import item_files, shard_reader
     from trainer.sampler import BucketBatchSampler
 
+    shards_before = shard_reader.files_opened()  # an earlier epoch in this process (a test) opened some
     # Resume: every item's header (the trainer's plan reads them), then the batches from mid-epoch on.
     lengths = [item_files.codes_count(folder / "codes" / f"c{k:07d}.npy") for k in range(clips)]
-    from data_tools import shard_reader
-
-    header_opens = _OPENS["count"] + shard_reader.files_opened()
+    header_opens = _OPENS["count"] + shard_reader.files_opened() - shards_before
     sampler = BucketBatchSampler(lengths, BATCH, seed=0)
     batches = sampler.batches(0)
     middle = len(batches) // 2
@@ -142,7 +141,9 @@ def _read_epoch(folder: Path, clips: int, workers: int, started: float) -> dict[
     assert seen == clips, (seen, clips)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"clips_per_s": (clips - BATCH) / max(seconds, 1e-9), "files_opened": sum(count - (header_opens if pid == os.getpid() else 0) for pid, count in opens.items()),
+    before_reading = {os.getpid(): header_opens + shards_before}  # this process's opens before the epoch
+    reading_opens = sum(count - before_reading.get(pid, 0) for pid, count in opens.items())
+    return {"clips_per_s": (clips - BATCH) / max(seconds, 1e-9), "files_opened": reading_opens,
             "header_opens": header_opens, "first_batch_s": first, "peak_rss_mb": max(rss_mb, workers_mb)}
 
 
