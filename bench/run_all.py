@@ -42,6 +42,7 @@ BENCHES = [
     Bench("checkpoint_stall", ["--dim", "256", "--layers", "4", "--steps", "3", "--repeats", "2"]),
     Bench("resume_overhead", ["--repeats", "2", "--steps", "10"]),
     Bench("check_data_speed", ["--lines", "50000"]),
+    Bench("shards_200h", ["--scale", "0.02"]),  # 3,000 clips, 0.5 GB a layout; about 40 s on 2 busy cores
     Bench("log_latency", ["--seconds", "6"], needs="chromium"),
     Bench("synthesis_speed", ["--lengths", "32", "128", "256", "--repeats", "3"]),  # 40-80 s on 2 busy cores
     Bench("synthesis_speed_v2", ["--lengths", "32", "128", "256", "--repeats", "3"]),  # about 1 minute on 2 busy cores

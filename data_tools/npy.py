@@ -4,11 +4,13 @@ anything is allocated, only plain numeric arrays are accepted (never pickles), o
 Why not ``np.load``: a header that claims a huge shape makes it allocate (or mmap) that much, its header
 parser (``ast.literal_eval``) is slow and can be made to recurse, and it opens FIFOs and devices (blocking
 or reading forever). The data checker and the trainer both read through this module, so a file one of them
-accepts the other accepts too.
+accepts the other accepts too. A file packed into its folder's shards (``data_tools.shard_reader``) is read
+from there, through the same checks.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -19,9 +21,11 @@ from typing import IO
 import numpy as np
 
 from data_tools.fileio import UnusableFile, open_regular
+from data_tools.shard_reader import packed_bytes
 
 MAGIC = b"\x93NUMPY"
 MAX_HEADER_BYTES = 64 * 1024
+HEAD_BYTES = 4096  # what a header read takes of a packed member (numpy's headers are 128 bytes or a few more)
 MAX_DIMS = 32
 NUMERIC_KINDS = "biuf"  # bool, signed, unsigned, float: everything a feature or id file may hold
 
@@ -54,7 +58,7 @@ class NpyHeader:
         return self.count * self.dtype.itemsize
 
 
-def _parse_header(text: str, path: Path) -> tuple[tuple[int, ...], np.dtype, bool]:
+def _parse_header(text: str, path: Path | str) -> tuple[tuple[int, ...], np.dtype, bool]:
     body = text.strip()
     if not (body.startswith("{") and body.endswith("}")):
         raise NpyError(f"{path}: .npy header is not a dictionary")
@@ -83,7 +87,7 @@ def _parse_header(text: str, path: Path) -> tuple[tuple[int, ...], np.dtype, boo
     return tuple(int(p) for p in parts), dtype, found["fortran_order"] == "True"
 
 
-def _read_header(handle: IO[bytes], path: Path, file_size: int) -> NpyHeader:
+def _read_header(handle: IO[bytes], path: Path | str, file_size: int) -> NpyHeader:
     lead = handle.read(8)
     if len(lead) < 8 or lead[:6] != MAGIC:
         raise NpyError(f"{path}: not a .npy file (no NUMPY magic)")
@@ -115,6 +119,14 @@ def _read_header(handle: IO[bytes], path: Path, file_size: int) -> NpyHeader:
 
 def read_npy_header(path: str | Path) -> NpyHeader:
     """Shape and dtype from the header, checked against the file size; nothing of the data is read."""
+    packed = packed_bytes(path, head=HEAD_BYTES)
+    if packed is not None and len(packed.data) < packed.size:
+        try:
+            return _read_header(io.BytesIO(packed.data), packed.where, packed.size)
+        except NpyError:  # a header longer than HEAD_BYTES (or a bad one): judged on the whole member
+            packed = packed_bytes(path)
+    if packed is not None:
+        return _read_header(io.BytesIO(packed.data), packed.where, packed.size)
     path = Path(path)
     try:
         with open_regular(path) as handle:
@@ -127,10 +139,12 @@ def read_npy_header(path: str | Path) -> NpyHeader:
 
 def read_npy(path: str | Path) -> np.ndarray:
     """The array of a plain numeric ``.npy`` (writable, C or Fortran order as stored); NpyError/UnusableFile."""
-    path = Path(path)
+    packed = packed_bytes(path)
+    path = Path(path) if packed is None else packed.where
     try:
-        with open_regular(path) as handle:
-            header = _read_header(handle, path, os.fstat(handle.fileno()).st_size)
+        with io.BytesIO(packed.data) if packed is not None else open_regular(path) as handle:
+            size = len(packed.data) if packed is not None else os.fstat(handle.fileno()).st_size
+            header = _read_header(handle, path, size)
             data = bytearray(header.nbytes)  # the size was checked against the file: no surprise allocation
             got = handle.readinto(data) if header.nbytes else 0
     except UnusableFile:

@@ -14,6 +14,8 @@ from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing
 from data_tools.job_summary import summary_line
 from data_tools.paired_prep import DEFAULT_PAIRS_PER_TARGET, DEFAULT_SEED, DEFAULT_W2V_BERT, PrepareError
 from data_tools.ranks import ranks_from_env
+from data_tools.shard_index import SHARDS_DIR, ShardError, index_path
+from data_tools.shards import pack, parse_size
 from data_tools.test_hooks import announce_active_hooks
 
 # The options every preparation CLI has, passed to its prepare function by name.
@@ -69,6 +71,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-duration", type=float, default=None,
                         help="skip longer audio (seconds; default and upper bound: what gpt.max_mel_tokens fits)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--shards", type=parse_size, metavar="SIZE",
+                        help="then pack the features into WebDataset shards of SIZE (e.g. 1GB): for large data sets")
 
 
 def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type[BaseException], ...]) -> int:
@@ -81,6 +85,9 @@ def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type
     def run() -> int:
         if args.batch_seconds <= 0 or args.max_batch_items < 1 or args.loaders < 1:
             raise refused[0]("--batch-seconds must be > 0, --max-batch-items and --loaders >= 1")
+        if getattr(args, "shards", None) and index_path(args.out_dir).exists():  # its files are in the shards
+            raise refused[0](f"--shards: {args.out_dir} is packed already ({index_path(args.out_dir)}); prepare "
+                             "into a new folder")
         with progress_bar(args.quiet or not main_process, "preparing", unit="item") as progress:
             def on_skip(entry: Skipped) -> None:
                 print(f"skipped {entry.where}: {entry.reason}", file=sys.stderr, flush=True)
@@ -95,10 +102,14 @@ def prepare_main(args: argparse.Namespace, prepare: Prepare, refused: tuple[type
             print(summary_line(report.utterances, report.skipped_by_reason), flush=True)
             if error:
                 print(f"error: {error}", file=sys.stderr)
+            elif getattr(args, "shards", None):  # the first process packs, once every process has written
+                index = pack(args.out_dir, shard_bytes=args.shards)
+                print(f"packed {len(index.members):,} files into {len(index.shards)} shard(s) under "
+                      f"{index.folder / SHARDS_DIR}", flush=True)
         return 1 if error else 0
 
     try:
-        return run_refusing(run, refused, writing=args.out_dir)
+        return run_refusing(run, (*refused, ShardError), writing=args.out_dir)
     except KeyboardInterrupt:
         print("interrupted: finished batches are kept; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -114,6 +114,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("grad_accumulation", "int", 1, "micro-batches per optimizer step", GROUP_SCHEDULE, minimum=1),
     _opt("num_workers", "int", 2, "DataLoader worker processes (0: load in the training process)",
          GROUP_SCHEDULE, minimum=0),
+    _opt("shard_url", "str", "", "read the prepared folders' shards (python -m data_tools.shards pack) from this "
+         "http(s) URL of the folder they were uploaded to, by byte ranges; the index stays local (empty: local "
+         "shards)", GROUP_SCHEDULE, form=False),
     # --- optimisation
     _opt("learning_rate", "float", 2e-5, "peak learning rate (AdamW)", GROUP_OPTIM, minimum=0.0),
     _opt("weight_decay", "float", 0.01, "AdamW weight decay on weight matrices (not biases/norms/embeddings)",

@@ -27,6 +27,7 @@ import torch
 from data_tools.config import ConfigError, load_config
 from data_tools.manifest import FORMAT_NAMES, ManifestError, parse_manifest_spec
 from data_tools.shape_rules import seconds_of_codes
+from data_tools.shard_reader import set_shard_url
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from data_tools.tokenizer.tiktoken25 import TableError
 from networks.gpt_build import build_any_gpt
@@ -45,6 +46,7 @@ from trainer.checkpoints import (
     select_resume,
 )
 from trainer.data import load_items, split_format, train_sampler
+from trainer.epoch_estimate import add_epoch_estimate
 from trainer.errors import UsageError
 from trainer.evaluation.cost import slowdown_note
 from trainer.evaluation.planning import evaluation_plan
@@ -542,6 +544,7 @@ def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank:
     """Every pre-start check, in order; never raises for bad input (see ``RunPlan.refusal``). A plain dict of
     options is taken as ``RunOptions.from_dict`` takes it (an undeclared name raises ``UnknownOption``)."""
     plan = RunPlan(opts=as_run_options(opts))
+    set_shard_url(plan.opts.shard_url)  # before any feature file is read (the loader's workers inherit it)
     check_model_folders(plan)  # first: a damaged download is named before any of its files is read
     manifests_ok = _manifests(plan)
     _tokenizer(plan)
@@ -554,6 +557,7 @@ def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank:
         _data(plan, rank, world_size)
     if plan.gpt is not None and plan.train is not None:
         _memory(plan, world_size)
+        add_epoch_estimate(plan)
     dir_ok = _output_dir(plan, own_lock)
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
     if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):
