@@ -27,13 +27,14 @@ from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
 from networks.unified_voice import load_gpt_state_dict
 from trainer import parallel, steps
+from trainer.batch_loader import make_loader
 from trainer.checkpoints import (
     CheckpointManager,
     CheckpointSaveError,
     build_checkpoint,
 )
 from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
-from trainer.data import make_dataset, make_loader
+from trainer.data import make_dataset
 from trainer.distributed import DistContext, any_rank, gather_objects, sum_over_ranks, sum_tensor
 from trainer.errors import UsageError
 from trainer.evaluation.best import rotation_guard

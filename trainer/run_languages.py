@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainer import steps
-from trainer.data import make_dataset, make_loader
+from trainer.batch_loader import make_loader
+from trainer.data import make_dataset
 from trainer.distributed import sum_over_ranks
 from trainer.forgetting import ForgettingGuard, ForgettingStop, checkpoint_before, watched_languages
 from trainer.language_row import (
