@@ -125,7 +125,7 @@ class LanguageParts:
         state = run.state
         alarms = self.guard.observe(state.step, {k: v["loss"] for k, v in per_language.items()})
         if alarms:  # every rank sees the same (all-reduced) losses, so every rank joins this wait
-            run.drain_saves()  # the checkpoint to name may still be in the background writer's hands
+            run.saves.drain()  # the checkpoint to name may still be in the background writer's hands
         for alarm in alarms:
             where = checkpoint_before(run.out_dir, alarm.last_good_step)
             run.say("warning: " + alarm.describe(where))
