@@ -26,7 +26,8 @@ from tests.conftest import shared_file
 from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
-from trainer.options import options_to_argv, parse_argv
+from trainer.options import options_to_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 
 REPO = Path(__file__).resolve().parents[1]
