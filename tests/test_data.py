@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+import trainer.batch_loader
 import trainer.data
 from data_tools.manifest import ManifestError
 from data_tools.text_tokenizer import TextTokenizer
-from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, make_loader, read_npy
+from trainer.batch_loader import make_loader
+from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, read_npy
 from trainer.sampler import resume_position
 
 
@@ -316,9 +318,9 @@ def test_read_npy_refuses_a_truncated_file(tmp_path):
         read_npy(tmp_path / "a.npy")
 
 
-@pytest.mark.parametrize("by_value_max_bytes", [trainer.data.BY_VALUE_MAX_BYTES, 0])  # 0: all via shared memory
+@pytest.mark.parametrize("by_value_max_bytes", [trainer.batch_loader.BY_VALUE_MAX_BYTES, 0])  # 0: all via shared memory
 def test_worker_batches_equal_in_process_batches(tmp_path, tokenizer, monkeypatch, by_value_max_bytes):
-    monkeypatch.setattr(trainer.data, "BY_VALUE_MAX_BYTES", by_value_max_bytes)  # before the workers fork
+    monkeypatch.setattr(trainer.batch_loader, "BY_VALUE_MAX_BYTES", by_value_max_bytes)  # before the workers fork
     manifest = write_manifest(tmp_path, [(f"u{i}", "ሰላም " * (1 + i % 3), 5 + i, 20 + i) for i in range(6)])
     items, _ = load_items([manifest], tokenizer, 64, 128)
     dataset, batches = CodesDataset(items, 8192), [[0, 3], [5, 1, 2], [4]]

@@ -207,7 +207,7 @@ def test_the_preflight_says_how_much_slower_training_runs_without_a_spare_core()
 
 def test_the_preflight_warns_when_evaluation_at_saves_has_no_spare_core(demo_workspace, tmp_path, monkeypatch):
     import trainer.plan as plan_module
-    from trainer.options import parse_argv
+    from trainer.options_parser import parse_argv
     from trainer.preflight import run_preflight
 
     values = {**parse_argv(demo_workspace.train_argv(max_steps=1)), "output_dir": str(tmp_path / "run"),

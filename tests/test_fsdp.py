@@ -197,7 +197,8 @@ def test_fsdp_refuses_lora_and_fp16():
 
 def test_the_preflight_and_the_trainer_refuse_fsdp_with_lora_alike(demo_workspace, tmp_path, capsys):
     from tests.trainer_helpers import run_main
-    from trainer.options import options_to_argv, parse_argv
+    from trainer.options import options_to_argv
+    from trainer.options_parser import parse_argv
     from trainer.preflight import run_preflight
 
     values = {**parse_argv(demo_workspace.train_argv(max_steps=1)), "output_dir": str(tmp_path / "run"),

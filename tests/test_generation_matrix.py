@@ -34,7 +34,7 @@ from trainer.generations.registry import (
     unregister,
 )
 from trainer.generations.spec import Capability, Generation
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.plan import RunPlan, make_plan
 
 SHIPPED = ("1.5", "2", "2.5")

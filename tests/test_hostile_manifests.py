@@ -17,7 +17,8 @@ from data_tools.check_data import EXIT_PROBLEMS
 from data_tools.check_data import main as check_main
 from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main
-from trainer.options import options_to_argv, parse_argv
+from trainer.options import options_to_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 
 TABLE_25 = Path(__file__).resolve().parents[2] / "shared/reference/indextts25/fixtures_audio/" \

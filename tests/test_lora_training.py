@@ -223,7 +223,8 @@ def test_synthesis_speaks_with_the_adapters_and_the_test_tab_can_switch_them_off
 ])
 def test_preflight_and_trainer_refuse_bad_lora_and_language_options_alike(demo_workspace, tmp_path, capsys, change,
                                                                           expected):
-    from trainer.options import options_to_argv, parse_argv
+    from trainer.options import options_to_argv
+    from trainer.options_parser import parse_argv
     from trainer.preflight import run_preflight
 
     values = parse_argv(demo_workspace.train_argv(max_steps=2))
@@ -237,7 +238,7 @@ def test_preflight_and_trainer_refuse_bad_lora_and_language_options_alike(demo_w
 
 
 def test_preflight_says_what_lora_will_do(demo_workspace, tmp_path):
-    from trainer.options import parse_argv
+    from trainer.options_parser import parse_argv
     from trainer.preflight import run_preflight
 
     values = parse_argv(demo_workspace.train_argv(max_steps=2))

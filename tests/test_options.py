@@ -10,13 +10,12 @@ import yaml
 
 from trainer.options import (
     OPTIONS,
-    build_parser,
     default_values,
     option_by_name,
     options_to_argv,
-    parse_argv,
     write_train_config,
 )
+from trainer.options_parser import build_parser, parse_argv
 
 CONTRACT_FLAGS = (
     '--train-manifest', '--val-manifest', '--tokenizer', '--config', '--base-checkpoint', '--output-dir',

@@ -26,7 +26,8 @@ from tests.conftest import shared_file
 from tests.test_train_cli import refusal
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints import CheckpointManager, OutputDirLock, tokenizer_record
-from trainer.options import options_to_argv, parse_argv
+from trainer.options import options_to_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 
 REPO = Path(__file__).resolve().parents[1]
@@ -475,10 +476,10 @@ def test_preflight_names_the_pid_holding_the_output_dir(demo):
 
 
 def test_preflight_warns_when_three_checkpoints_do_not_fit(demo, monkeypatch):
-    from trainer import plan
+    from trainer import plan_files
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(plan.shutil, "disk_usage", lambda _path: usage(10 << 20, 9 << 20, 1 << 20))
+    monkeypatch.setattr(plan_files.shutil, "disk_usage", lambda _path: usage(10 << 20, 9 << 20, 1 << 20))
     report = run_preflight(demo)
     assert report.ok, report.lines()  # a warning: the trainer would start too
     disk = _check(report, "disk space")

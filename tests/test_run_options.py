@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_options import REQUIRED, non_default_value
-from trainer.options import OPTIONS, options_to_argv, parse_argv, write_train_config
+from trainer.options import OPTIONS, options_to_argv, write_train_config
+from trainer.options_parser import parse_argv
 from trainer.plan import make_plan
 from trainer.run_options import (
     OptionTypeError,

@@ -31,7 +31,7 @@ from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
 from trainer.checkpoints.verify import verify_checkpoint
 from trainer.generations.registry import by_id
 from trainer.generations.spec import Capability
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 from trainer.s2mel.sources import audio_loader
 from trainer.synthesize import main as synthesize_main

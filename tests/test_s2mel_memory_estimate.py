@@ -13,7 +13,7 @@ import pytest
 from data_tools.config import load_config
 from demo.v25 import DemoV25Paths
 from networks.s2mel import load_s2mel
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 from trainer.s2mel.lora import S2MelLoRASettings, attach_lora
 from trainer.s2mel.memory_estimate import S2MelShape, estimate_s2mel_memory, item_frames, s2mel_facts

@@ -21,7 +21,7 @@ from tests.test_s2mel_cli import (  # noqa: F401
     run_argv,
     trainer_cli,
 )
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 from trainer.s2mel.run_plan import make_s2mel_plan
 from trainer.s2mel.text_rows import gpt_source, text_ids_refusal

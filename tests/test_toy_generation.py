@@ -21,7 +21,8 @@ from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints.metadata import read_metadata
 from trainer.generations.registry import GENERATIONS, by_id, generation_ids, register, unregister
 from trainer.generations.spec import Capability, Generation
-from trainer.options import option_by_name, parse_argv
+from trainer.options import option_by_name
+from trainer.options_parser import parse_argv
 from trainer.plan import make_plan
 from webui.model_version import config_version
 from webui.training import training_form as tf

@@ -27,7 +27,7 @@ from networks.gpt_v25 import load_gpt_v25_file
 from tests.conftest import shared_file
 from tests.trainer_helpers import assert_same_training_state, events, load, run_cli, run_main, step_losses
 from trainer.checkpoints import COMPLETE, export_checkpoint, verify_checkpoint
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.plan import make_plan
 from trainer.vocab import TEXT_TENSORS
 

@@ -10,7 +10,7 @@ import pytest
 
 from trainer import options as trainer_options
 from trainer.generations.registry import by_id
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from webui.jobs import launcher
 from webui.training import training_form as tf
 
@@ -45,7 +45,7 @@ def round_trip(values: dict[str, Any]) -> dict[str, Any]:
     launch, trainer_args = split
     assert argv[:3] == (["python", "-m", "trainer.train"] if not launch.distributed
                         else ["python", "-m", "torch.distributed.run"])
-    return {**trainer_options.parse_argv(trainer_args), **launcher.values_of(launch)}
+    return {**parse_argv(trainer_args), **launcher.values_of(launch)}
 
 
 def test_every_form_option_survives_the_round_trip() -> None:
@@ -131,7 +131,7 @@ def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
         base_checkpoint=demo_workspace.base_checkpoint, output_dir=demo_workspace.output_dir,
         vocoder=demo_workspace.vocoder)
     values = tf.apply_preset(tf.DEMO_PRESET, {}, files)
-    demo = trainer_options.parse_argv(demo_workspace.train_argv())
+    demo = parse_argv(demo_workspace.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "learning_rate", "batch_size", "device", "vocoder"):
         assert values[name] == demo[name], name
@@ -143,7 +143,7 @@ def test_indextts2_demo_preset_matches_the_v2_demo_workspace(demo_workspace) -> 
     assert tf.PRESETS[:2] == (tf.DEMO_PRESET, tf.DEMO_V2_PRESET)  # offered next to the IndexTTS-1.5 demo
     v2 = DemoV2Paths.under(demo_workspace.root)
     values = tf.apply_preset(tf.DEMO_V2_PRESET, {"resume": "auto"}, tf.demo_v2_files(demo_workspace.root))
-    demo = trainer_options.parse_argv(v2.train_argv())
+    demo = parse_argv(v2.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "max_steps", "learning_rate", "batch_size", "warmup_steps", "log_interval", "val_interval",
                  "save_interval", "device", "amp", "sample_model_dir"):
@@ -212,7 +212,7 @@ def test_tilde_means_the_same_folder_for_form_trainer_and_supervisor(tmp_path: P
     assert values["train_manifest"] == [str(tmp_path / "data/t.jsonl")]
     argv = tf.trainer_argv(values, python="python")
     assert "~" not in " ".join(argv)  # the command shown is the folder the trainer writes to
-    parsed = trainer_options.parse_argv(["--train-manifest", "~/data/t.jsonl", "--tokenizer", "t", "--config", "c",
+    parsed = parse_argv(["--train-manifest", "~/data/t.jsonl", "--tokenizer", "t", "--config", "c",
                                          "--output-dir", "~/runs/a"])
     assert parsed["output_dir"] == values["output_dir"] and parsed["train_manifest"] == values["train_manifest"]
     assert RunSupervisor("~/runs/a").output_dir == (tmp_path / "runs/a").resolve()
@@ -229,12 +229,12 @@ def test_unknown_user_and_line_breaks_are_refused_in_one_line(capsys) -> None:
     with pytest.raises(tf.FormError, match=r"^--device: one line only"):
         tf.from_field(trainer_options.option_by_name("device"), "cpu\ncuda")
     with pytest.raises(SystemExit):
-        trainer_options.parse_argv(["--train-manifest", "a", "--tokenizer", "t", "--config", "c",
+        parse_argv(["--train-manifest", "a", "--tokenizer", "t", "--config", "c",
                                     "--output-dir", "~nosuchuser_x/r"])
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "--output-dir" in lines[0] and "nosuchuser_x" in lines[0]
     with pytest.raises(SystemExit):
-        trainer_options.parse_argv(["--train-manifest", "a\nb", "--tokenizer", "t", "--config", "c",
+        parse_argv(["--train-manifest", "a\nb", "--tokenizer", "t", "--config", "c",
                                     "--output-dir", "o"])
     assert "--train-manifest: one path only" in capsys.readouterr().err.replace("argument ", "")
 
@@ -336,7 +336,7 @@ def test_preflight_plans_for_every_process_start_would_launch(tmp_path: Path) ->
     several = tf.preflight_argv(_launch_values(nproc_per_node=4, nnodes=2, rdzv_endpoint="node0:29500",
                                                node_rank=0), report, python="py")
     assert several[-2:] == ["--preflight-processes", "8"]
-    assert trainer_options.parse_argv(several[3:])["preflight_processes"] == 8
+    assert parse_argv(several[3:])["preflight_processes"] == 8
 
 
 def test_indextts25_presets_and_fields(demo_workspace) -> None:
@@ -346,7 +346,7 @@ def test_indextts25_presets_and_fields(demo_workspace) -> None:
     assert {tf.DEMO_V25_PRESET, tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET} <= set(tf.PRESETS)
     ws = DemoV25Paths.under(demo_workspace.root)
     values = tf.apply_preset(tf.DEMO_V25_PRESET, {"resume": "auto"}, tf.demo_v25_files(demo_workspace.root))
-    demo = trainer_options.parse_argv(ws.train_argv())
+    demo = parse_argv(ws.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "max_steps", "learning_rate", "batch_size", "device", "amp", "text_scheme"):
         assert values[name] == demo[name], name

@@ -14,7 +14,7 @@ from tests.trainer_helpers import (
     subset_manifest,
     tiny_args,
 )
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 
 

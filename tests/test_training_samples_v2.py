@@ -14,7 +14,7 @@ import soundfile
 from demo.v2 import DemoV2Paths
 from tests.test_train_v2 import pair_subset, v2_args
 from tests.trainer_helpers import assert_same_training_state, events, load, run_main
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 
 

@@ -16,7 +16,7 @@ import torch
 from demo.v25 import DemoV25Paths
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import assert_same_training_state, events, load, run_main
-from trainer.options import parse_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 
 FAST = {"sample_steps": 2}

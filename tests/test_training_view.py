@@ -95,7 +95,7 @@ def test_preflight_report_rendering() -> None:
 
 @pytest.mark.slow
 def test_preflight_of_the_demo_workspace_in_a_subprocess(demo_workspace) -> None:
-    from trainer.options import parse_argv
+    from trainer.options_parser import parse_argv
     from webui.training.preflight_view import run_preflight
 
     values = parse_argv(demo_workspace.train_argv())

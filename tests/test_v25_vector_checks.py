@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from demo.v25 import DemoV25Paths
-from trainer.options import options_to_argv, parse_argv
+from trainer.options import options_to_argv
+from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 from trainer.train import main as train_main
 

@@ -32,6 +32,11 @@ def one_line(message: object) -> str:
     return " ".join(str(message).split()) or "unknown error"
 
 
+def exception_line(exc: BaseException) -> str:
+    """``exc``'s message on one line; its type's name when it has none (a check's sentence is never empty)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def refuse(message: object) -> int:
     """Print the refusal line and return the exit code (the caller returns it from main)."""
     sys.stdout.flush()

@@ -46,7 +46,7 @@ def optimizer_state_by_index(by_name: dict[str, Any], names: list[list[str]]) ->
 
 def optimizer_state_by_name(by_index: dict[str, Any], names: list[list[str]]) -> dict[str, Any]:
     """The inverse: a saved ``Optimizer.state_dict`` keyed by this optimizer's parameter names (the plan checked
-    that the saved names are these, ``trainer.plan.optimizer_state_refusal``)."""
+    that the saved names are these, ``trainer.plan_start.optimizer_state_refusal``)."""
     flat = [n for group in names for n in group]
     groups = []
     for group, group_names in zip(by_index["param_groups"], names, strict=True):

@@ -1,7 +1,7 @@
 """Every trainer option, declared once.
 
-From ``OPTIONS`` come the CLI parser (``build_parser``), the resolved ``train_config.yaml`` written at
-start (``write_train_config``), the UI's training form (``Option.group`` / ``Option.form``) and the argv the
+From ``OPTIONS`` come the CLI parser (``trainer.options_parser``), the resolved ``train_config.yaml`` written
+at start (``write_train_config``), the UI's training form (``Option.group`` / ``Option.form``) and the argv the
 UI runs (``options_to_argv``). ``parse_argv(options_to_argv(values)) == values`` for every option.
 
 Value types: ``str``/``path``/``choice`` -> str (``""`` means "not given"), ``int`` -> int, ``float`` ->
@@ -13,21 +13,15 @@ not given is refused by the run plan (``trainer.plan``), so the pre-flight and t
 
 from __future__ import annotations
 
-import argparse
-import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
-from data_tools.paths import PathError, expand_text
 
 KINDS = ("str", "path", "int", "float", "bool", "choice")
-DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
 GROUP_DATA = "Data and model"
 GROUP_SCHEDULE = "Length and batches"
@@ -264,87 +258,6 @@ def option_by_name(name: str) -> Option:
 
 def default_values() -> dict[str, Any]:
     return {option.name: list(option.default) if option.repeatable else option.default for option in OPTIONS}
-
-
-def _number_type(option: Option) -> Callable[[str], Any]:
-    convert = int if option.kind == "int" else float
-    what = "an integer" if option.kind == "int" else "a number"
-
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if option.kind == "float" and value != value:  # NaN
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        if option.minimum is not None and value < option.minimum:
-            bound = int(option.minimum) if option.kind == "int" else option.minimum
-            raise argparse.ArgumentTypeError(f"must be >= {bound}, got {text}")
-        return value
-
-    return parse
-
-
-def _path_type(option: Option) -> Callable[[str], str]:
-    """``~`` expanded and line breaks refused, by the one rule the studio's form uses too."""
-
-    def parse(text: str) -> str:
-        try:
-            return expand_text(text, option.flag)
-        except PathError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option.flag}: ")) from None
-
-    return parse
-
-
-def _device_type(text: str) -> str:
-    if not DEVICE_PATTERN.match(text):
-        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
-    return text
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(
-        prog="python -m trainer.train",
-        description="Fine-tune the IndexTTS GPT on a codes manifest.",
-        allow_abbrev=False,
-    )
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for option in OPTIONS:
-        if option.group not in groups:
-            groups[option.group] = parser.add_argument_group(option.group)
-        group = groups[option.group]
-        kwargs: dict[str, Any] = {"dest": option.name, "help": option.help.replace("%", "%%")}
-        if option.kind == "bool":
-            kwargs.update(action=argparse.BooleanOptionalAction, default=option.default)
-        elif option.repeatable:
-            kwargs.update(action="append", default=None, metavar=option.kind.upper())
-            if option.kind == "path":
-                kwargs["type"] = _path_type(option)
-        else:
-            kwargs.update(default=option.default)
-            if option.kind in ("int", "float"):
-                kwargs["type"] = _number_type(option)
-            elif option.kind == "choice":
-                kwargs["choices"] = option.choices
-            elif option.name in ("device", "eval_device"):
-                kwargs["type"] = _device_type
-            elif option.kind == "path":
-                kwargs["type"] = _path_type(option)
-            if option.kind in ("path", "str"):
-                kwargs["metavar"] = "PATH" if option.kind == "path" else option.name.upper()
-        group.add_argument(option.flag, **kwargs)
-    return parser
-
-
-def parse_argv(argv: Sequence[str]) -> dict[str, Any]:
-    """Parse trainer argv into ``{name: value}`` with defaults filled (bad input: exit 2, one line)."""
-    namespace = build_parser().parse_args(list(argv))
-    values = vars(namespace)
-    for option in OPTIONS:
-        if option.repeatable and values[option.name] is None:
-            values[option.name] = list(option.default)
-    return {option.name: values[option.name] for option in OPTIONS}
 
 
 def _format_value(option: Option, value: Any) -> str:

@@ -6,17 +6,16 @@ checks (``trainer.preflight``); the trainer executes the plan, and when a check 
 exactly that check's sentence (exit 2). So nothing is checked twice in two ways: whatever the pre-flight
 passes, the trainer starts, and whatever the trainer refuses, the pre-flight shows red with the same words.
 
-A check whose inputs failed is left out rather than reported as another failure. Building a plan writes
-nothing and takes no lock; ``mmap=True`` (the pre-flight) maps checkpoint tensors instead of reading them.
+The checks of where the run starts (resume, weights) are ``trainer.plan_start``'s, those of the files around
+it (output directory, disk, model folders) ``trainer.plan_files``'s; this module holds the plan, the checks of
+the inputs and their order. A check whose inputs failed is left out rather than reported as another failure.
+Building a plan writes nothing and takes no lock; ``mmap=True`` (the pre-flight) maps checkpoint tensors instead
+of reading them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import math
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,52 +25,34 @@ import torch
 
 from data_tools.config import ConfigError, load_config
 from data_tools.manifest import FORMAT_NAMES, ManifestError, parse_manifest_spec
-from data_tools.shape_rules import seconds_of_codes
 from data_tools.shard_reader import set_shard_url
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from data_tools.tokenizer.tiktoken25 import TableError
-from networks.gpt_build import build_any_gpt
-from networks.loading import state_dict_mismatches
-from networks.lora import LoRAError
-from networks.unified_voice import INFERENCE_ONLY_PREFIXES
-from trainer.checkpoints import (
-    CheckpointError,
-    Expectation,
-    LockHeld,
-    ResumeChoice,
-    checkpoint_files_exist,
-    expected_state_shapes,
-    lock_holder,
-    manifests_record,
-    select_resume,
-)
+from trainer.checkpoints import Expectation, ResumeChoice, expected_state_shapes
 from trainer.data import load_items, split_format, train_sampler
 from trainer.epoch_estimate import add_epoch_estimate
-from trainer.errors import UsageError
+from trainer.errors import UsageError, exception_line
 from trainer.evaluation.cost import slowdown_note
 from trainer.evaluation.planning import evaluation_plan
 from trainer.generations.registry import GENERATIONS, config_refusal, generation_of_config
 from trainer.generations.spec import Capability, Generation
-from trainer.language_row import lang_lr_mults, language_row_refusal, run_language
-from trainer.lora_setup import adapt_model, lora_config_of, lora_refusal, lora_resume_refusal
+from trainer.language_row import language_row_refusal, run_language
+from trainer.lora_setup import lora_config_of, lora_refusal
 from trainer.memory_estimate import gpu_bytes_of, memory_check
-from trainer.model_source import ModelStart, from_resumed
-from trainer.models.integrity import model_folders_damage
-from trainer.options import resolved_config
+from trainer.model_source import ModelStart
 from trainer.plan_coverage import add_token_coverage
+from trainer.plan_files import check_disk, check_model_folders, check_output_dir
+from trainer.plan_start import check_resume, check_weights
 from trainer.replay import sampling_groups, weight_refusal
 from trainer.run_options import RunOptions, as_run_options
-from trainer.sampler import BucketBatchSampler, PositionError, ResumePoint, resume_position
+from trainer.sampler import BucketBatchSampler, ResumePoint
 from trainer.samples import SamplePlan, sample_plan
 from trainer.sharding import fsdp_refusal
-from trainer.steps import check_amp, parameter_groups, resolve_amp, resolve_device
+from trainer.steps import check_amp, resolve_amp, resolve_device
 
-CHECKPOINTS_OF_HEADROOM = 3
 # What the data check does not read: the arrays' values (only their headers: shape, dtype, size).
 ARRAY_CONTENTS_NOTE = ("array headers checked; their values (NaN, code range) are checked as each batch is read, "
                        "or beforehand by the data checker")
-OPTIMIZER_OF_OTHER_PARAMETERS = ("the checkpoint's optimizer state belongs to different parameters than this "
-                                 "model's; continue from its weights with --init-from instead")
 
 
 @dataclass
@@ -145,14 +126,6 @@ class RunPlan:
         }
 
 
-def one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _gib(count: float) -> str:
-    return f"{count / (1 << 30):.2f} GiB" if count >= (1 << 27) else f"{count / (1 << 20):.1f} MiB"
-
-
 def manifest_file(text: str) -> Path:
     """A manifest argument without its optional ``::lang`` suffix."""
     return parse_manifest_spec(text).path
@@ -188,7 +161,7 @@ def _tokenizer(plan: RunPlan) -> bool:
         plan.tokenizer = owner.open_tokenizer(plan.opts)
     except (UsageError, TokenizerError, TableError, OSError, RuntimeError) as exc:
         plan.tokenizer = None
-        return plan.add("tokenizer", False, one_line(exc))
+        return plan.add("tokenizer", False, exception_line(exc))
     return plan.add("tokenizer", True, owner.describe_tokenizer(path, plan.tokenizer))
 
 
@@ -199,7 +172,7 @@ def _config(plan: RunPlan) -> bool:
     try:
         config = load_config(path)
     except ConfigError as exc:
-        return plan.add("config", False, one_line(exc))
+        return plan.add("config", False, exception_line(exc))
     generation = generation_of_config(config)
     refusal = config_refusal(config, generation, f"--config {path}") or generation.refusal(Capability.TRAIN)
     if refusal:
@@ -210,7 +183,7 @@ def _config(plan: RunPlan) -> bool:
     try:
         expected_state_shapes(config["gpt"])  # the model constructor accepts it
     except (KeyError, TypeError, ValueError) as exc:
-        return plan.add("config", False, f"--config {path}: the gpt section does not build a model ({one_line(exc)})")
+        return plan.add("config", False, f"--config {path}: the gpt section does not build a model ({exception_line(exc)})")
     plan.config, plan.generation = config, generation
     gpt = config["gpt"]
     return plan.add("config", True, f"{path}: {generation.name} GPT, {gpt['layers']} layers, dim {gpt['model_dim']}, "
@@ -234,7 +207,7 @@ def _device(plan: RunPlan, local_rank: int, distributed: bool) -> bool:
         check_amp(plan.opts.amp, plan.device)
     except UsageError as exc:
         plan.device = None
-        return plan.add("device", False, one_line(exc))
+        return plan.add("device", False, exception_line(exc))
     if (sharding_refusal := fsdp_refusal(plan.opts)) is not None:  # --sharding fsdp (trainer.fsdp)
         return plan.add("device", False, sharding_refusal)
     return plan.add("device", True, f"{plan.device}, amp {plan.opts.amp or 'off'}")
@@ -262,7 +235,7 @@ def _data(plan: RunPlan, rank: int, world_size: int) -> bool:
             extra = f" ({report.dropped:,} dropped: beyond the model's limits or empty)" if report.dropped else ""
             parts.append(f"{split} {len(items):,} items usable{extra}")
     except (ManifestError, OSError, ValueError) as exc:
-        return plan.add("data", False, one_line(exc))
+        return plan.add("data", False, exception_line(exc))
     assert plan.train is not None
     plan.sampler = train_sampler(plan.train.items, int(plan.opts.batch_size), int(plan.opts.seed),
                                  rank=rank, world_size=world_size,
@@ -294,126 +267,6 @@ def _format_mismatch(plan: RunPlan) -> str | None:
             f"--train-manifest is {FORMAT_NAMES[train]}")
 
 
-def expectation_for_run(opts: RunOptions, config: dict[str, Any], tokenizer: Any,
-                        generation: Generation | None = None) -> Expectation:
-    """What a resumed checkpoint must match."""
-    generation = generation or generation_of_config(config)
-    return Expectation(
-        gpt_config=generation.target_gpt_config(config["gpt"], tokenizer),
-        tokenizer=generation.tokenizer_record(opts, tokenizer),
-        base_vocab_size=int(config["gpt"]["number_text_tokens"]) if opts.base_checkpoint else None,
-        manifests=manifests_record([manifest_file(p) for p in opts.train_manifest or []],
-                                   [manifest_file(p) for p in opts.val_manifest or []]),
-        hparams=resolved_config(opts))
-
-
-def _record_hours(plan: RunPlan) -> None:
-    """Each manifest record gets the hours of its items this run trains on (from their code counts)."""
-    if plan.expectation is None or plan.generation is None:
-        return
-    manifests = plan.expectation.manifests or {}
-    for split in ("train", "val"):
-        data: DataPlan | None = getattr(plan, split)
-        if data is None:
-            continue
-        seconds: dict[str, float] = {}
-        for item in data.items:
-            path = str(Path(item.where.rsplit(":", 1)[0]).resolve())
-            seconds[path] = seconds.get(path, 0.0) + seconds_of_codes(item.num_codes, plan.generation.codes_per_second)
-        for record in manifests.get(split) or []:
-            record["hours"] = round(seconds.get(str(record["path"]), 0.0) / 3600, 4)
-
-
-def _output_dir(plan: RunPlan, own_lock: bool) -> bool:
-    if not plan.opts.output_dir:
-        return plan.add("output directory", False, "no --output-dir given")
-    out_dir = Path(plan.opts.output_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        return plan.add("output directory", False, f"--output-dir {out_dir} exists and is not a directory")
-    probe_dir = out_dir if out_dir.is_dir() else _nearest_existing(out_dir)
-    if not probe_dir.is_dir():
-        return plan.add("output directory", False, f"--output-dir {out_dir}: {probe_dir} is not a directory")
-    try:
-        with tempfile.NamedTemporaryFile(dir=probe_dir, prefix=".preflight-", delete=True):
-            pass
-    except OSError as exc:
-        return plan.add("output directory", False, f"--output-dir {out_dir} is not writable "
-                                                   f"({exc.strerror or exc} in {probe_dir})")
-    holder = None if own_lock else lock_holder(out_dir)
-    if holder is not None:
-        return plan.add("output directory", False, str(LockHeld(out_dir, holder or None)))
-    state = "exists" if out_dir.is_dir() else f"will be created under {probe_dir}"
-    return plan.add("output directory", True, f"{out_dir} {state}, writable, not in use")
-
-
-def _nearest_existing(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def _resume(plan: RunPlan, mmap: bool) -> bool:
-    assert plan.config is not None and plan.tokenizer is not None
-    out_dir = Path(plan.opts.output_dir)
-    resume = str(plan.opts.resume or "").strip()
-    plan.expectation = expectation_for_run(plan.opts, plan.config, plan.tokenizer, plan.generation)
-    _record_hours(plan)
-    if not resume:
-        if checkpoint_files_exist(out_dir):
-            return plan.add("resume", False, f"output dir {out_dir} already holds checkpoints of a run: continue it "
-                                             "with --resume auto, or start a new run in a new --output-dir")
-        return plan.add("resume", True, "fresh start at step 0 (no --resume)")
-    refusal = plan.generation.refusal(Capability.RESUME) if plan.generation is not None else None
-    if refusal:
-        return plan.add("resume", False, refusal)
-    try:
-        choice = select_resume(out_dir, resume, plan.expectation, mmap=mmap)
-    except CheckpointError as exc:
-        return plan.add("resume", False, one_line(exc))
-    if choice is None:
-        return plan.add("resume", True, f"--resume auto: no checkpoint in {out_dir} yet: fresh start at step 0")
-    ckpt = choice.checkpoint
-    try:
-        point = resume_position(plan.sampler, int(ckpt["epoch"]), int(ckpt["position"]), int(ckpt["step"]),
-                                ckpt.get("sampler"), str(choice.path)) if plan.sampler is not None else None
-    except PositionError as exc:
-        return plan.add("resume", False, f"cannot resume from {one_line(exc)}")
-    gpt = from_resumed(ckpt, choice.path).gpt_config
-    refusal = (lora_resume_refusal(ckpt, plan.opts, str(choice.path))
-               or optimizer_state_refusal(ckpt, _trained_optimizer_names(gpt, plan.opts), str(choice.path)))
-    if refusal:
-        return plan.add("resume", False, refusal)
-    plan.resume, plan.resume_point = choice, point
-    where = (f"epoch {point.epoch}, position {point.position}" if point
-             else f"epoch {ckpt['epoch']}, position {ckpt['position']}")
-    message = f"will resume from step {int(ckpt['step'])}, {where} ({choice.path})"
-    notes = [*choice.notes, *([point.change] if point and point.change else [])]
-    if notes:
-        message += "; " + "; ".join(f"warning: {note}" for note in notes)
-    return plan.add("resume", True, message, warning=bool(notes))
-
-
-def _meta_model(gpt_config: dict[str, Any]) -> torch.nn.Module:
-    """The model of ``gpt_config`` without memory (shapes and names only)."""
-    with torch.device("meta"):
-        return build_any_gpt(gpt_config)
-
-
-def model_optimizer_names(model: torch.nn.Module, lr_mults: dict[str, float] | None = None) -> list[list[str]]:
-    """Parameter names of each param group of the optimizer the trainer builds for ``model`` (trainer.steps)."""
-    names = {id(param): name for name, param in model.named_parameters()}
-    return [[names[id(param)] for param in group["params"]] for group in parameter_groups(model, 0.0, lr_mults)]
-
-
-def _trained_optimizer_names(gpt: dict[str, Any], opts: RunOptions) -> list[list[str]]:
-    """The optimizer's parameter names of the run ``opts`` describe: LoRA adapters and frozen parts included."""
-    model = _meta_model(gpt)
-    with contextlib.suppress(LoRAError):  # refused by the "LoRA and languages" check
-        adapt_model(model, opts)
-    return model_optimizer_names(model, lang_lr_mults(model, opts))
-
-
 def _lora_and_languages(plan: RunPlan) -> bool | None:
     """LoRA settings, the 2.5 language row options and replay weights (a check only when any is used)."""
     opts = plan.opts
@@ -441,50 +294,6 @@ def _lora_and_languages(plan: RunPlan) -> bool | None:
     return plan.add("LoRA and languages", True, "; ".join(parts))
 
 
-def optimizer_state_refusal(ckpt: dict[str, Any], names: list[list[str]], where: str) -> str | None:
-    """Why ``ckpt``'s optimizer state cannot be restored into an optimizer over ``names`` (None: it can).
-
-    The one rule for the plan (names from a meta model) and the restore (trainer.state.Optimisation, names
-    from the real optimizer). Checkpoints without recorded names (older or repaired) are not judged here.
-    """
-    saved = ckpt.get("optimizer_param_names")
-    if ckpt.get("optimizer") is None or saved is None or saved == names:
-        return None
-    return f"{where}: {OPTIMIZER_OF_OTHER_PARAMETERS}"
-
-
-def _weights(plan: RunPlan, mmap: bool) -> bool:
-    """Where the weights come from, and that they fit the model this run builds."""
-    assert plan.config is not None and plan.tokenizer is not None and plan.generation is not None
-    opts, config, tokenizer, generation = plan.opts, plan.config, plan.tokenizer, plan.generation
-    config_path = Path(opts.config)
-    try:
-        if plan.resume is not None:
-            plan.start = from_resumed(plan.resume.checkpoint, plan.resume.path)
-        else:
-            plan.start = generation.start(opts, config, config_path, tokenizer, mmap)
-    except (UsageError, CheckpointError) as exc:
-        plan.start = None
-        return plan.add("weights", False, one_line(exc))
-    start = plan.start
-    held = generation_of_config(start.gpt_config)
-    if config_refusal(start.gpt_config, held, f"the model of {start.source}") or held is not generation:
-        return plan.add("weights", False, f"{start.source} holds an {held.name} GPT but --config {config_path} "
-                                          f"describes an {generation.name} GPT")
-    if start.state_dict is not None:
-        model = _meta_model(start.gpt_config)
-        kept = {k: v for k, v in start.state_dict.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}
-        problems = state_dict_mismatches(model, kept)
-        if problems:
-            return plan.add("weights", False, f"{start.source} does not fit the model of --config {config_path}: "
-                                              "state dict does not fit the model: " + "; ".join(problems))
-    rows = generation.rows_refusal(int(start.gpt_config["number_text_tokens"]), tokenizer, start.source)
-    if rows:
-        return plan.add("weights", False, rows)
-    note = f"; {len(start.lines)} growth note(s)" if start.lines else ""
-    return plan.add("weights", True, f"{start.source}{note}")
-
-
 def _samples(plan: RunPlan) -> bool:
     assert plan.config is not None and plan.generation is not None
     val_items = plan.val.items if plan.val is not None else []
@@ -492,26 +301,6 @@ def _samples(plan: RunPlan) -> bool:
     if plan.samples.refusal:
         return plan.add("samples", False, plan.samples.refusal)
     return plan.add("samples", True, plan.samples.message)
-
-
-def checkpoint_size_estimate(parameters: int) -> int:
-    """Bytes of one training checkpoint: fp32 weights + AdamW's two fp32 moments, plus a little metadata."""
-    return parameters * 4 * 3 + (1 << 20)
-
-
-def _disk(plan: RunPlan) -> None:
-    assert plan.gpt is not None
-    parameters = sum(math.prod(shape) for shape in expected_state_shapes(plan.gpt).values())
-    per_checkpoint = checkpoint_size_estimate(parameters)
-    needed = per_checkpoint * CHECKPOINTS_OF_HEADROOM
-    where = _nearest_existing(Path(plan.opts.output_dir))
-    free = shutil.disk_usage(where).free
-    message = (f"{_gib(free)} free at {where}; {CHECKPOINTS_OF_HEADROOM} checkpoints need ~{_gib(needed)} "
-               f"(~{_gib(per_checkpoint)} each: {parameters:,} parameters, weights + 2 AdamW moments)")
-    if free >= needed:
-        plan.add("disk space", True, message)
-    else:
-        plan.add("disk space", True, "warning: little disk left, saves may fail: " + message, warning=True)
 
 
 def _memory(plan: RunPlan, world_size: int) -> None:
@@ -522,21 +311,6 @@ def _memory(plan: RunPlan, world_size: int) -> None:
     ok, message, warning = memory_check(plan.opts, plan.gpt, plan.device, world_size, plan.train.items,
                                         strategy=str(plan.opts.sharding))
     plan.add("memory", ok, message, warning=warning)
-
-
-MODEL_FOLDER_OPTIONS = ("model_dir", "sample_model_dir", "base_checkpoint", "config", "tokenizer", "vocoder")
-
-
-def check_model_folders(plan: RunPlan) -> None:
-    """Downloaded model folders (``python -m trainer.models``) behind the path options still match their record
-    (``trainer.models.integrity``: size and time, re-hashing only a file whose time changed). No line when no
-    option points into one."""
-    paths = [str(plan.opts.get(name) or "") for name in MODEL_FOLDER_OPTIONS]
-    folders, damage = model_folders_damage(paths)
-    if damage is not None:
-        plan.add("model files", False, damage)
-    elif folders:
-        plan.add("model files", True, "recorded files match: " + ", ".join(str(folder) for folder in folders))
 
 
 def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank: int = 0, world_size: int = 1,
@@ -558,10 +332,10 @@ def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank:
     if plan.gpt is not None and plan.train is not None:
         _memory(plan, world_size)
         add_epoch_estimate(plan)
-    dir_ok = _output_dir(plan, own_lock)
+    dir_ok = check_output_dir(plan, own_lock)
     # The resume target cannot be judged without a usable output directory, nor the weights without it.
-    if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and _resume(plan, mmap):
-        _weights(plan, mmap)
+    if plan.config is not None and plan.tokenizer is not None and manifests_ok and dir_ok and check_resume(plan, mmap):
+        check_weights(plan, mmap)
         add_token_coverage(plan)
     if plan.generation is not None and plan.train is not None:
         _samples(plan)
@@ -570,5 +344,5 @@ def make_plan(opts: RunOptions | Mapping[str, Any], *, mmap: bool = False, rank:
             if slower is not None:
                 plan.add("evaluation cost", True, slower, warning=True)
     if plan.gpt is not None and dir_ok:
-        _disk(plan)
+        check_disk(plan)
     return plan

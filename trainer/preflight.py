@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainer.plan import CHECKPOINTS_OF_HEADROOM, Check, RunPlan, checkpoint_size_estimate, make_plan
+from trainer.plan import Check, RunPlan, make_plan
+from trainer.plan_files import CHECKPOINTS_OF_HEADROOM, checkpoint_size_estimate
 from trainer.run_options import RunOptions, as_run_options
 
 PreflightReport = RunPlan

@@ -6,8 +6,9 @@ nothing here re-checks the inputs: it builds what the plan describes and runs it
     build_model -> build_data -> build_optimisation -> restore -> open_outputs -> loop -> finish
 
 The loop: micro-batches with gradient accumulation, one optimizer step (a non-finite loss or gradient
-skips the update on the device, without a host sync), frozen base rows, log, validate, save, stop. Only
-rank 0 writes files; every rank learns whether a save worked.
+skips the update on the device, without a host sync), frozen base rows, log, validate, save, stop.
+Saving (checkpoints written in the background, samples after each) is ``trainer.run_saves``'s, a validation
+pass ``trainer.run_validation``'s and the language parts are ``trainer.run_languages``'s.
 """
 
 from __future__ import annotations
@@ -27,14 +28,10 @@ from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
 from networks.unified_voice import load_gpt_state_dict
 from trainer import parallel, steps
-from trainer.checkpoints import (
-    CheckpointManager,
-    CheckpointSaveError,
-    build_checkpoint,
-)
-from trainer.checkpoints.writer import BackgroundWriter, WriteResult, snapshot
-from trainer.data import make_dataset, make_loader
-from trainer.distributed import DistContext, any_rank, gather_objects, sum_over_ranks, sum_tensor
+from trainer.batch_loader import make_loader
+from trainer.checkpoints import CheckpointManager
+from trainer.data import make_dataset
+from trainer.distributed import DistContext, any_rank, gather_objects, sum_tensor
 from trainer.errors import UsageError
 from trainer.evaluation.best import rotation_guard
 from trainer.evaluation.process import EvalProcess
@@ -44,25 +41,20 @@ from trainer.options import write_train_config
 from trainer.plan import RunPlan
 from trainer.run_languages import LanguageParts
 from trainer.run_options import RunOptions
+from trainer.run_saves import RunSaves
+from trainer.run_validation import validate, validation_loader
 from trainer.sampler import BucketBatchSampler
-from trainer.samples import make_samples
 from trainer.schedule import build_scheduler
 from trainer.signals import (
     GracefulStop,
     after_step_test_hooks,
-    killed_during_save,
     record_samples_hook,
-    simulated_disk_full,
     test_hook_due,
 )
-from trainer.state import checkpoint_fields, components_of, gather_components, restore_components
+from trainer.state import components_of, restore_components
 from trainer.vocab import BaseRowFreezer, frozen_text_rows
 
 STOP_POLL_STEPS = 10
-
-
-class SaveFailed(Exception):
-    """A checkpoint could not be committed (disk full, ...): exit 2 with earlier checkpoints intact."""
 
 
 class NonFiniteLoss(Exception):
@@ -95,14 +87,10 @@ class TrainingRun:
         self.freezer: BaseRowFreezer | None = None
         self.val_loader: Any = None
         self.saved_step = -1  # the step whose state latest.pth holds (-1: none yet)
-        self.writer: BackgroundWriter | None = None  # checkpoint writes in the background (open_outputs)
-        self._pending: dict[int, tuple[int, int]] = {}  # step -> (epoch, samples) of writes not yet reported
-        self._write_failure: str | None = None
-        self._submitted_step: int | None = None  # the newest step handed to the writer
+        self.saves = RunSaves(self)  # checkpoint writes in the background, samples after each (trainer.run_saves)
         self.components = components_of(self)  # what a checkpoint holds, piece by piece (trainer.state)
         self.sample_ids: list[str] | None = [] if record_samples_hook() else None  # test hook only
         self.evaluation: EvalProcess | None = None  # --eval-at-saves: the child that measures each save
-        self.samples_owed: list[int] = []  # saves whose samples a stop left for later (the end event lists them)
 
     def say(self, message: str) -> None:
         if self.ctx.is_main:
@@ -177,21 +165,7 @@ class TrainingRun:
         if opts.max_steps:
             self.total_steps = min(self.total_steps, opts.max_steps)
         self.languages.prepare_data(gpt, text_vocab)
-        if self.languages.val_loaders:  # validated language by language (trainer.run_languages), nothing twice
-            self.val_loader = self.languages.val_loaders
-        elif plan.val is not None and plan.val.items:
-            val_set = make_dataset(plan.val.items, gpt, text_vocab)
-            val_batches = BucketBatchSampler(val_set.lengths(), opts.batch_size, opts.seed,
-                                             rank=ctx.rank, world_size=ctx.world_size).batches(0)
-            if opts.max_val_batches:
-                val_batches = val_batches[: opts.max_val_batches]
-            if val_batches:
-                self.val_loader = self.loaders.enter_context(make_loader(
-                    val_set, val_batches, self.collate, opts.num_workers, self.device.type == "cuda", opts.seed,
-                    persistent=True))
-            else:
-                self.say(f"warning: the validation set gives no batch for each of {ctx.world_size} processes: "
-                         "no validation (and no best.pth) in this run")
+        self.val_loader = validation_loader(self, gpt, text_vocab)
         self.global_batch = opts.batch_size * ctx.world_size * opts.grad_accumulation
         composition = (f"{opts.batch_size} per device x {ctx.world_size} processes x "
                        f"{opts.grad_accumulation} accumulated" if ctx.enabled
@@ -242,7 +216,7 @@ class TrainingRun:
         best_by = self.opts.best_by
         protect = rotation_guard(self.out_dir, best_by, self.opts.keep_best) if best_by != "val_loss" else None
         self.manager = CheckpointManager(self.out_dir, keep=self.opts.keep_checkpoints, protect=protect)
-        self.writer = BackgroundWriter(self.manager, write_context=self._write_context)
+        self.saves.open(self.manager)
         self.metrics = MetricsLog(self.out_dir, enabled=self.ctx.is_main)
         assert self.plan.generation is not None
         self.metrics.event("resume" if choice else "start", state.step, state.epoch, position=state.position,
@@ -325,14 +299,14 @@ class TrainingRun:
         paused_at = time.perf_counter()  # validation and saving do not count toward tokens/s
         is_best = False
         if self.val_loader is not None and (state.step % opts.val_interval == 0 or finished):
-            is_best = self._validate()
+            is_best = validate(self)
         # A new best validation loss saves at once only when best.pth follows it (--best-by val_loss).
         if state.step % opts.save_interval == 0 or finished or (is_best and opts.best_by == "val_loss"):
-            self.save_if_finite(is_best)
-        self.poll_saves()
+            self.saves.save_if_finite(is_best)
+        self.saves.poll()
         self.window.started += time.perf_counter() - paused_at
         if test_hook_due(state.step):  # a hook that kills or stops here sees this step's save committed
-            self.drain_saves()
+            self.saves.drain()
         after_step_test_hooks(state.step)
         # Under torchrun the ranks agree on stopping through one all-reduce every STOP_POLL_STEPS steps (and at the
         # end), not every step; a single process looks at its own flag every step, which costs nothing.
@@ -344,7 +318,7 @@ class TrainingRun:
         state, ctx = self.state, self.ctx
         # Under DDP every step's values are the global batch's (all ranks' shares summed), not rank 0's alone.
         summary = self.window.summary(ctx.world_size, (lambda t: sum_tensor(ctx, t)) if ctx.enabled else None)
-        self._check_nonfinite_summary(summary)
+        self.check_nonfinite_summary(summary)
         eta = summary["seconds_per_step"] * (self.total_steps - state.step)
         lr = summary.pop("lr")
         state.last_losses = {k: summary[k] for k in ("loss", "text_loss", "mel_loss", "mel_top1")}
@@ -357,20 +331,7 @@ class TrainingRun:
                                  self.opts.epochs, summary, lr, eta))
         self.window = steps.Window(streak_before=int(summary["nonfinite_trailing"]))
 
-    def save_if_finite(self, is_best: bool) -> bool:
-        """Save, unless the latest step's loss or gradient was not finite (a good latest.pth is never replaced by it).
-
-        Returns whether a save was made."""
-        longest, trailing, _count = self.window.nonfinite_streaks()
-        self._check_nonfinite_summary({"nonfinite_streak": longest})
-        if trailing:
-            kept = f"latest.pth keeps step {self.saved_step}" if self.saved_step >= 0 else "nothing saved yet"
-            self.say(f"warning: not saving step {self.state.step}: its loss or gradient was not finite ({kept})")
-            return False
-        self.save(is_best)
-        return True
-
-    def _check_nonfinite_summary(self, summary: dict[str, Any]) -> None:
+    def check_nonfinite_summary(self, summary: dict[str, Any]) -> None:
         streak = int(summary.get("nonfinite_streak") or 0)
         limit = int(self.opts.max_nonfinite_steps)
         if streak >= limit:
@@ -378,126 +339,6 @@ class TrainingRun:
                                 f"step {self.state.step}; --max-nonfinite-steps {limit}): those steps did not change "
                                 "the weights; lower --learning-rate, use --amp off or check the data with the Data "
                                 "tab's checker")
-
-    def _validate(self) -> bool:
-        state = self.state
-        sums, per_language = self.languages.validate()  # per language when the val manifests name languages
-        if sums is None:
-            sums = sum_over_ranks(self.ctx, steps.evaluate(self.model, self.val_loader, self.device, self.opts.amp,
-                                                          self.opts.loss_mode), self.device)
-        val = steps.val_metrics(sums, self.weights)
-        state.last_val_loss = val["loss"]
-        is_best = math.isfinite(val["loss"]) and (state.best_val_loss is None or val["loss"] < state.best_val_loss)
-        if is_best:
-            state.best_val_loss = val["loss"]
-        best = f"{state.best_val_loss:.4f}" if state.best_val_loss is not None else "-"
-        self.say(f"val step {state.step} | loss {val['loss']:.4f} (text {val['text_loss']:.4f}, "
-                 f"mel {val['mel_loss']:.4f}) | mel_top1 {val['mel_top1']:.3f} | best {best}")
-        assert self.metrics is not None
-        self.metrics.event("val", state.step, state.epoch, best=is_best, **val,
-                           **({"languages": per_language} if per_language else {}))
-        self.languages.judge_forgetting(per_language)
-        return is_best
-
-    def save(self, is_best: bool) -> None:
-        """Snapshot the state and hand it to the background writer (rank 0); every rank learns of a failed write.
-
-        Training goes on while the file is written; the ``save`` event and ``saved_step`` follow the commit
-        (``_report``). A save waits for the one before it, so a failure is known here at the latest.
-        """
-        state, failure = self.state, None
-        # Every rank's part (its RNG streams) reaches rank 0: a collective, so no rank is still in the step
-        # when rank 0 takes the snapshot, and the any_rank below is the next one.
-        gather_components(self.components)
-        if self.ctx.is_main:
-            failure = self._settle_writes()
-            if failure is None:
-                ckpt = snapshot(build_checkpoint(**checkpoint_fields(self.components)))
-                self._pending[state.step] = (state.epoch, state.samples_seen)
-                # With --best-by cer|sim best.pth follows the evaluation's results instead (trainer.evaluation.best).
-                self.writer.submit(ckpt, state.step, is_best and self.opts.best_by == "val_loss")
-        if any_rank(self.ctx, failure is not None, self.device):
-            raise SaveFailed(failure or "checkpoint save failed on rank 0")
-        self._submitted_step = state.step
-        # Rank 0 alone speaks samples, after this checkpoint committed (no collective here: a failed write
-        # reaches the other ranks at the next save or at the end). Once a stop is asked for, the stopping save
-        # is committed and the run ends: its samples are owed, never spoken in the stopping process.
-        if self._samples_due() and self._settle_writes() is None:
-            if self.stop.requested is None:
-                self._speak_samples()
-            else:
-                self._owe_samples(state.step)
-
-    def _write_context(self, step: int) -> contextlib.ExitStack:
-        stack = contextlib.ExitStack()
-        stack.enter_context(self.stop.saving_checkpoint())
-        stack.enter_context(simulated_disk_full(step))
-        stack.enter_context(killed_during_save(step))
-        return stack
-
-    def _report(self, result: WriteResult | None) -> None:
-        """Record a finished background write (rank 0): the line, the ``save`` event, ``saved_step``."""
-        if result is None:
-            return
-        epoch, samples = self._pending.pop(result.step, (self.state.epoch, self.state.samples_seen))
-        if result.error is not None:
-            self._write_failure = self._write_failure or result.error
-            self.say(f"error: {result.error}")
-            return
-        self.saved_step = result.step
-        self.say(f"saved checkpoint step {result.step} -> {result.path}" + (" (new best)" if result.is_best else ""))
-        assert self.metrics is not None
-        self.metrics.event("save", result.step, epoch, path=str(result.path), best=result.is_best, samples=samples,
-                           write_s=round(result.seconds, 3))
-        if self.evaluation is not None:
-            self.evaluation.announce(result.step)
-
-    def _settle_writes(self) -> str | None:
-        """Wait for the write in flight (rank 0) and report it; the first failure so far, if any."""
-        try:
-            self._report(self.writer.wait())
-        except CheckpointSaveError as exc:
-            self._write_failure = self._write_failure or str(exc)
-        return self._write_failure
-
-    def drain_saves(self) -> None:
-        """Every rank: wait for the last background write; SaveFailed (on every rank) when a write failed."""
-        failure = self._settle_writes() if self.ctx.is_main else None
-        if any_rank(self.ctx, failure is not None, self.device):
-            raise SaveFailed(failure or "checkpoint save failed on rank 0")
-        if not self.ctx.is_main and self._submitted_step is not None:
-            self.saved_step = self._submitted_step  # rank 0 committed it (it said no failure): every rank agrees
-
-    def poll_saves(self) -> None:
-        """Report a write that finished meanwhile; a single process stops at once on a failed one (under
-        torchrun the ranks learn it at the next save, which waits for this one)."""
-        if not self.ctx.is_main:
-            return
-        self._report(self.writer.poll())
-        if self._write_failure is not None and not self.ctx.enabled:
-            raise SaveFailed(self._write_failure)
-
-    def _samples_due(self) -> bool:
-        plan, every = self.plan.samples, int(self.opts.sample_every)
-        return bool(self.ctx.is_main and plan is not None and plan.enabled
-                    and not (every and self.state.step % every))
-
-    def _speak_samples(self) -> None:
-        """Rank 0, after a committed save: hear the model (see trainer.samples; never stops training). A stop
-        asked for meanwhile leaves the rest of them for later."""
-        assert self.metrics is not None and self.plan.samples is not None
-        made = make_samples(self.plan.samples, self.model, self.plan.tokenizer, self.state.step, self.state.epoch,
-                            self.out_dir, self.metrics, self.say,
-                            stop_requested=lambda: self.stop.requested is not None,
-                            interruptible=self.stop.interruptible())
-        if not made:
-            self._owe_samples(self.state.step)
-
-    def _owe_samples(self, step: int) -> None:
-        if step not in self.samples_owed:
-            self.samples_owed.append(step)
-        self.say(f"samples of step {step} left for later: a stop was asked for (the checkpoint is committed; its "
-                 "samples and scores can be made from the Checkpoints tab)")
 
     # ----- the end ---------------------------------------------------------------------------------
 
@@ -508,25 +349,25 @@ class TrainingRun:
         if stopped:  # the order a stop keeps: this event, the stopping save committed, the end event, exit
             self.metrics.event("stop", state.step, state.epoch, signal=self.stop.requested,
                                requested_at=self.stop.requested_at)
-        self.drain_saves()
+        self.saves.drain()
         if stopped:
             if state.step != self.saved_step and state.step > 0:
-                self.save_if_finite(False)
-                self.drain_saves()
+                self.saves.save_if_finite(False)
+                self.saves.drain()
             where = self.manager.latest_path if self.saved_step >= 0 else None
             self.say(f"stopped by signal at step {state.step}; "
                      + (f"saved {where} (step {self.saved_step})" if where else "nothing saved"))
             self.metrics.event("end", state.step, state.epoch, status="stopped", signal=self.stop.requested,
                                saved_step=self.saved_step if self.saved_step >= 0 else None,
-                               samples_owed=list(self.samples_owed))
+                               samples_owed=list(self.saves.owed))
             self._end_evaluation()
             return True
         if self.saved_step != state.step:  # e.g. resumed at or beyond the end: latest.pth holds the final state
-            if not self.save_if_finite(False):  # never report a checkpoint of a step that was not written
+            if not self.saves.save_if_finite(False):  # never report a checkpoint of a step that was not written
                 raise NonFiniteLoss(f"the loss or gradient of the last step ({state.step}) was not finite, so it "
                                     "was not saved; lower --learning-rate, use --amp off or check the data with "
                                     "the Data tab's checker")
-            self.drain_saves()
+            self.saves.drain()
         self.say(f"training finished at step {state.step}; latest checkpoint {self.manager.latest_path}")
         if self.evaluation is not None:
             self.evaluation.finish()
@@ -540,19 +381,13 @@ class TrainingRun:
             self.metrics.event("end", self.state.step, self.state.epoch, status=status, error=error,
                                error_type=error_type, saved_step=self.saved_step if self.saved_step >= 0 else None)
 
-    def settle_quietly(self) -> None:
-        """On the way out after an error: let the write in flight finish, so ``saved_step`` is the truth."""
-        if self.ctx.is_main and self.writer is not None:
-            with contextlib.suppress(CheckpointSaveError):
-                self._report(self.writer.wait())
-
     def _end_evaluation(self) -> None:
         if self.evaluation is not None:
             self.evaluation.end()
             self.evaluation = None
 
     def close(self) -> None:
-        self.settle_quietly()
+        self.saves.settle_quietly()
         self._end_evaluation()
         self.loaders.close()
         if self.metrics is not None:

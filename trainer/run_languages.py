@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainer import steps
-from trainer.data import make_dataset, make_loader
+from trainer.batch_loader import make_loader
+from trainer.data import make_dataset
 from trainer.distributed import sum_over_ranks
 from trainer.forgetting import ForgettingGuard, ForgettingStop, checkpoint_before, watched_languages
 from trainer.language_row import (
@@ -124,7 +125,7 @@ class LanguageParts:
         state = run.state
         alarms = self.guard.observe(state.step, {k: v["loss"] for k, v in per_language.items()})
         if alarms:  # every rank sees the same (all-reduced) losses, so every rank joins this wait
-            run.drain_saves()  # the checkpoint to name may still be in the background writer's hands
+            run.saves.drain()  # the checkpoint to name may still be in the background writer's hands
         for alarm in alarms:
             where = checkpoint_before(run.out_dir, alarm.last_good_step)
             run.say("warning: " + alarm.describe(where))

@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.options import OPTIONS, Option, parse_argv
+from trainer.options import OPTIONS, Option
+from trainer.options_parser import parse_argv
 
 _BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
 _SCALAR_TYPES: dict[str, type] = {"str": str, "path": str, "choice": str, "int": int, "float": float, "bool": bool}

@@ -22,7 +22,7 @@ from networks.lora import base_state_dict
 from trainer.checkpoints import capture_rng_state, optimizer_param_names, restore_rng_state
 from trainer.errors import UsageError
 from trainer.generations.indextts25.model import saved_model_config
-from trainer.plan import optimizer_state_refusal
+from trainer.plan_start import optimizer_state_refusal
 from trainer.schedule import set_peak_lr
 
 TrainingRun = Any  # trainer.run.TrainingRun (not imported: it imports this module)
@@ -97,7 +97,8 @@ class Optimisation:
         if ckpt.get("optimizer") is None:
             notes.append("no optimizer state in the checkpoint: optimizer, scheduler and grad scaler start fresh")
             return
-        # The plan refused this already (trainer.plan._resume, on a meta model); the same rule guards the real one.
+        # The plan refused this already (trainer.plan_start.check_resume, on a meta model); the same rule guards
+        # the real one.
         where = str(run.plan.resume.path) if run.plan.resume is not None else "the checkpoint"
         refusal = optimizer_state_refusal(ckpt, optimizer_param_names(run.model, run.optimizer), where)
         if refusal:

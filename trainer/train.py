@@ -52,8 +52,9 @@ from trainer.errors import (
 )
 from trainer.forgetting import ForgettingStop
 from trainer.plan import make_plan
-from trainer.run import NonFiniteLoss, SaveFailed, TrainingRun
+from trainer.run import NonFiniteLoss, TrainingRun
 from trainer.run_options import RunOptions, parse_run_options
+from trainer.run_saves import SaveFailed
 from trainer.signals import GracefulStop, active_test_hooks
 
 
@@ -118,19 +119,19 @@ def train(opts: RunOptions, ctx: DistContext) -> int:
         return EXIT_STOPPED if run.finish(stopped) else EXIT_OK
     except SaveFailed as exc:
         if run is not None:
-            run.settle_quietly()
+            run.saves.settle_quietly()
             run.end_event("save_failed", str(exc), "SaveFailed")
         return refuse(f"{exc}; training stopped rather than going on without a safety net")
     except NonFiniteLoss as exc:
         if run is not None:
-            run.settle_quietly()
+            run.saves.settle_quietly()
         last = f"step {run.saved_step}" if run is not None and run.saved_step >= 0 else "none yet"
         if run is not None:
             run.end_event("nonfinite", str(exc), "NonFiniteLoss")
         return refuse(f"{exc}; nothing was saved after them (last good checkpoint: {last})")
     except ForgettingStop as exc:  # --stop-on-forgetting: exit 2, the line names the checkpoint to go back to
         if run is not None:
-            run.settle_quietly()
+            run.saves.settle_quietly()
             run.end_event("forgetting", str(exc), "ForgettingStop")
         return refuse(f"{exc}; stopped by --stop-on-forgetting")
     except Exception as exc:  # recorded for the UI's charts, then reported by run_cli (exit 2) or Python (exit 1)

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
+from trainer.errors import exception_line
 from trainer.generations.spec import Capability, Generation
 from trainer.lora_setup import dora_refusal
-from trainer.plan import RunPlan, manifest_file, one_line
+from trainer.plan import RunPlan, manifest_file
 from trainer.run_options import RunOptions, as_run_options
 from trainer.s2mel.cross_prompt import describe_prompt_mode, resolve_prompt_mode, resume_refusal
 from trainer.s2mel.dataset import manifest_speakers, manifest_stems
@@ -64,7 +65,7 @@ def _generation(plan: S2MelPlan) -> bool:
         elif folder is not None and folder.is_dir():
             generation = generation_of_folder(folder)
     except Exception as exc:  # a config that does not load: one line
-        return plan.plan.add("model", False, f"--config {opts.config}: {one_line(exc)}")
+        return plan.plan.add("model", False, f"--config {opts.config}: {exception_line(exc)}")
     if generation is None:
         return plan.plan.add("model", False, "no IndexTTS2 / 2.5 download folder: give --model-dir (config.yaml, "
                                              "s2mel.pth, ...)")
@@ -91,7 +92,7 @@ def _data(plan: S2MelPlan) -> bool:
         folder, stems = manifest_stems(path)
         by_stem = manifest_speakers(path)
     except (OSError, ValueError) as exc:
-        return plan.plan.add("data", False, one_line(exc))
+        return plan.plan.add("data", False, exception_line(exc))
     missing = missing_files(folder, stems, plan.generation)
     if missing:
         stem, file = missing[0]
@@ -127,7 +128,7 @@ def _text_rows(plan: S2MelPlan) -> bool:
     try:
         rows = planned_text_rows(opts, plan.model_dir)
     except (ValueError, UsageError) as exc:
-        return plan.plan.add("text ids", False, one_line(exc))
+        return plan.plan.add("text ids", False, exception_line(exc))
     for folder, stems in [(plan.data_dir, plan.stems), *((w.folder, w.stems) for w in plan.watched)]:
         refusal = text_ids_refusal(folder, stems, rows, source)
         if refusal:
@@ -146,7 +147,7 @@ def _forgetting(plan: S2MelPlan) -> bool:
     try:
         sets = watched_sets(opts)
     except (OSError, ValueError) as exc:
-        return plan.plan.add("forgetting guard", False, one_line(exc))
+        return plan.plan.add("forgetting guard", False, exception_line(exc))
     if not sets:
         return plan.plan.add("forgetting guard", False, "--forget-margin watches other languages' voices: give "
                                                         "their validation manifests as --val-manifest PATH::lang")
@@ -217,7 +218,7 @@ def _settings(plan: S2MelPlan) -> bool:
         plan.settings = train_settings(opts, len(plan.stems), s2mel_section(plan.model_dir))
         prompts = describe_prompt_mode(plan.settings.prompt, plan.speakers)
     except ValueError as exc:
-        return plan.plan.add("settings", False, one_line(exc))
+        return plan.plan.add("settings", False, exception_line(exc))
     s = plan.settings
     kind = "DoRA" if s.lora.dora else "LoRA"
     what = f"{kind} rank {s.lora.rank} on {', '.join(s.lora.targets)}" if s.mode == "lora" else "full fine-tune"
@@ -257,7 +258,7 @@ def _memory(plan: S2MelPlan) -> bool:
                   else {"with_gpt_layer": False})
         facts = s2mel_facts(config["s2mel"], kwargs, settings.lora if settings.mode == "lora" else None)
     except (ValueError, KeyError, TypeError) as exc:
-        return plan.plan.add("memory", True, f"not estimated ({one_line(exc)})")
+        return plan.plan.add("memory", True, f"not estimated ({exception_line(exc)})")
     import torch
 
     device = str(plan.plan.opts.device or "auto")
@@ -274,7 +275,7 @@ def _resume(plan: S2MelPlan) -> bool:
     try:
         choice = select_s2mel_resume(plan.plan.opts.output_dir)
     except CheckpointError as exc:
-        return plan.plan.add("resume", False, one_line(exc))
+        return plan.plan.add("resume", False, exception_line(exc))
     if choice is None:
         return plan.plan.add("resume", True, "fresh start at step 0")
     path, ckpt, _ = choice
@@ -291,14 +292,14 @@ def _resume(plan: S2MelPlan) -> bool:
 def make_s2mel_plan(opts: RunOptions | Mapping[str, Any], *, own_lock: bool = False) -> S2MelPlan:
     """Every pre-start check of an S2Mel run, in order; never raises for bad input (a plain dict of options
     is taken strictly, as ``RunOptions.from_dict``)."""
-    from trainer.plan import _output_dir, check_model_folders
+    from trainer.plan_files import check_model_folders, check_output_dir
 
     plan = S2MelPlan(RunPlan(opts=as_run_options(opts)))
     check_model_folders(plan.plan)  # first: a damaged download is named before any of its files is read
     generation_ok = _generation(plan)
     data_ok = generation_ok and _data(plan)
     settings_ok = data_ok and _settings(plan) and _forgetting(plan) and _text_rows(plan) and _memory(plan)
-    if _output_dir(plan.plan, own_lock) and settings_ok:
+    if check_output_dir(plan.plan, own_lock) and settings_ok:
         _resume(plan)
     plan.plan.generation = plan.generation
     return plan
