@@ -18,7 +18,7 @@ whether a stop code ended it, whether a span of codes repeats) and, per checkpoi
   the same texts from the same references; flagged "worse than zero-shot" when an interval lies wholly on the worse
   side over enough items (shown; the SIM limit of ``best`` already keeps such a voice from best.pth).
 
-A checkpoint flagged on runaway, rate or adapter is never ``best.pth`` (:func:`disqualification`, used by
+A checkpoint flagged on runaway or adapter is never ``best.pth`` (:func:`disqualification`, used by
 ``trainer.evaluation.best``). Characters are counted without whitespace, on both sides alike.
 """
 
@@ -286,8 +286,9 @@ def summary_of(health: dict[str, Any]) -> str:
 
 
 def disqualification(result: dict[str, Any] | None) -> str | None:
-    """Why ``result``'s checkpoint can never be best.pth (runaway generation, a speaking rate clearly off the
-    speaker's, an adapter that changes nothing); None when its health allows it or it has none recorded."""
+    """Why ``result``'s checkpoint can never be best.pth (runaway generation, an adapter that changes nothing);
+    None when its health allows it or it has none recorded. A rate off the speaker's is shown, not disqualifying:
+    an early checkpoint of a run still learning its pace is often the best one so far."""
     health = (result or {}).get("health")
     if not isinstance(health, dict):
         return None
@@ -297,10 +298,6 @@ def disqualification(result: dict[str, Any] | None) -> str | None:
     runaway = health.get("runaway") or {}
     if runaway.get("flagged"):
         reasons.append(f"it runs away on {runaway.get('items')} of {runaway.get('of')} items")
-    rate = health.get("rate") or {}
-    if rate.get("flagged"):
-        reasons.append(f"its speech is x{float(rate.get('ratio', 0)):.2f} the speaker's rate "
-                       f"(interval {float(rate.get('low', 0)):.2f}-{float(rate.get('high', 0)):.2f})")
     return " and ".join(reasons) or None
 
 
