@@ -22,11 +22,12 @@ from webui.jobs import launcher, rank_logs
 from webui.jobs.run_view import POLL_S, error_html, poll_view, status_html
 from webui.model_version import config_version, version_badge_html
 from webui.project import follow
-from webui.training import samples_view
+from webui.training import field_marks as fm
+from webui.training import mark_view, samples_view
 from webui.training import training_form as tf
 from webui.training.checkpoint_labels import checkpoint_choices
 from webui.training.first_view import SUMMARY_ROWS, data_summary_html
-from webui.training.form_values import initial_values, preset_values, project_refill
+from webui.training.form_values import initial_form, preset_values, project_refill
 from webui.training.preflight_view import preflight_html, run_preflight
 from webui.training.run_start import Started, command_preview, form_changed, start_run
 from webui.training.tensorboard import page_host, start_tensorboard
@@ -50,11 +51,13 @@ FOLLOW_LOG_JS = """() => {
 # Fields whose label and presence follow the model: an option that does nothing for the model's generation is
 # hidden, not shown greyed out (the form shows only what applies; the registry entry says what that is).
 VERSIONED = ("train_manifest", "val_manifest", *tf.SAMPLE_OPTIONS, *tf.GENERATION_OPTIONS)
+MARKS_TURN = "train-field-marks"  # the events that write the fields' small text, one at a time
 
 
-def _component(option: tf.Option, value: Any, version: str | None) -> gr.components.Component:
+def _component(option: tf.Option, value: Any, version: str | None,
+               mark: str | None = None) -> gr.components.Component:
     applies = tf.applies(option, version)
-    common = {"label": tf.field_label(option, version), "info": tf.field_info(option, version),
+    common = {"label": tf.field_label(option, version), "info": mark_view.marked_info(option, version, mark),
               "elem_id": tf.elem_id(option), "interactive": applies, "visible": applies}
     if option.repeatable:
         return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
@@ -69,15 +72,17 @@ def _component(option: tf.Option, value: Any, version: str | None) -> gr.compone
     return gr.Textbox(value=value, **common)
 
 
-def version_view(config: str) -> list[Any]:
-    """The model badge and the version-dependent fields' updates (VERSIONED order) for the typed config."""
+def version_view(config: str, shown: dict[str, Any] | None = None) -> list[Any]:
+    """The model badge and the version-dependent fields' updates (VERSIONED order) for the typed config; ``shown``:
+    the marks on the page (``mark_view``), kept in the fields' small text."""
     found = config_version(config)
+    marks = (shown or {}).get(mark_view.SHOWN_KEY, {})
     updates = []
     for name in VERSIONED:
         option = tf.trainer_options.option_by_name(name)
         applies = tf.applies(option, found.version)
-        updates.append(gr.update(label=tf.field_label(option, found.version),
-                                 info=tf.field_info(option, found.version), interactive=applies, visible=applies))
+        updates.append(gr.update(label=tf.field_label(option, found.version), interactive=applies, visible=applies,
+                                 info=mark_view.marked_info(option, found.version, marks.get(name))))
     return [version_badge_html(found), *updates]
 
 
@@ -102,7 +107,9 @@ class FormColumn:
     fields: dict[str, Any]  # option name -> component
     data_summary: gr.HTML  # the first view's read-only data and model
     change_data: gr.Button  # opens the data and model section
-    data_section: gr.Accordion
+    sections: dict[str, gr.Accordion]  # field_marks.SECTIONS -> its accordion
+    marks: gr.State  # the changed fields' marks the page shows (mark_view)
+    baseline: gr.State  # the preset the form was last filled from: what the marks compare with
 
 
 @dataclass
@@ -125,11 +132,13 @@ class RunColumn:
     log_source: gr.Dropdown
 
 
-def _form_column(values: dict[str, Any]) -> FormColumn:
+def _form_column(values: dict[str, Any], preset_name: str) -> FormColumn:
     fields_init, _, _ = tf.form_from_values(values)
     version = config_version(str(values.get("config") or ""))
+    shown = mark_view.initial_view(values, preset_name)
+    marks, counts = shown[mark_view.SHOWN_KEY], shown[mark_view.COUNTS_KEY]
     with gr.Row(equal_height=True):
-        preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset", elem_id="train-preset", scale=3)
+        preset = gr.Dropdown(list(tf.PRESETS), value=preset_name, label="Preset", elem_id="train-preset", scale=3)
         apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
     with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"):
         save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml")
@@ -146,19 +155,16 @@ def _form_column(values: dict[str, Any]) -> FormColumn:
         change = gr.Button("Change the data and model", size="sm", elem_id="train-change-data")
         for name in tf.FIRST_VIEW:
             option = tf.trainer_options.option_by_name(name)
-            fields[name] = _component(option, initial[name], version.version)
+            fields[name] = _component(option, initial[name], version.version, marks.get(name))
     sections = {}
-    for group in tf.GROUPS:
-        with gr.Accordion(group, open=False, elem_id=f"train-group-{group.split()[0].lower()}") as section:
-            for option, value in zip(tf.FORM_OPTIONS, fields_init):
-                if option.group == group and option.name not in tf.FIRST_VIEW:
-                    fields[option.name] = _component(option, value, version.version)
-        sections[group] = section
-    with gr.Accordion("Processes and nodes (torchrun)", open=False, elem_id="train-group-processes"):
-        for option, value in zip(tf.LAUNCH_OPTIONS, fields_init[len(tf.FORM_OPTIONS):]):
-            fields[option.name] = _component(option, value, None)
+    for section in fm.SECTIONS:  # a section holding a changed field opens, its title counts them
+        with gr.Accordion(fm.section_title(section, counts[section]), open=counts[section] > 0,
+                          elem_id=f"train-group-{section.split()[0].lower()}") as sections[section]:
+            for option, value in zip(tf.FIELD_OPTIONS, fields_init):
+                if fm.section_of(option.name) == section:
+                    fields[option.name] = _component(option, value, version.version, marks.get(option.name))
     return FormColumn(preset, apply_preset, save_yaml, yaml_file, load_yaml, message, badge, fields, summary, change,
-                      sections[tf.trainer_options.GROUP_DATA])
+                      sections, gr.State(shown), gr.State(preset_name))
 
 
 def _run_column(values: dict[str, Any]) -> RunColumn:
@@ -255,9 +261,12 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     shown = [form.fields[name] for name, _ in SUMMARY_ROWS]
     gr.on([field.change for field in shown], lambda *raw: data_summary_html(raw), inputs=shown,
           outputs=form.data_summary, show_progress="hidden", trigger_mode="always_last", concurrency_limit=1)
-    form.change_data.click(lambda: gr.Accordion(open=True), outputs=form.data_section, show_progress="hidden")
+    data_section = form.sections[tf.trainer_options.GROUP_DATA]
+    form.change_data.click(lambda: gr.Accordion(open=True), outputs=data_section, show_progress="hidden")
     # The config decides the model version: its badge, the manifests' labels, the options that apply.
-    config.change(version_view, inputs=config, outputs=[form.version, *io.versioned], show_progress="hidden")
+    config.change(version_view, inputs=[config, form.marks], outputs=[form.version, *io.versioned],
+                  show_progress="hidden", concurrency_limit=1, concurrency_id=MARKS_TURN)
+    mark_view.wire(form.baseline, io.fields, io.inputs, list(form.sections.values()), form.marks, io.read, MARKS_TURN)
 
     def resume_choices(out: str) -> Any:
         return gr.update(choices=checkpoint_choices(out or ""))
@@ -268,11 +277,11 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     def on_apply_preset(name: str, project_name: str | None, *raw: Any) -> list[Any]:
         current, _ = io.read(*raw)
         values, message = preset_values(ctx, name, project_name, current or {})
-        return [*_form_updates(values), message]
+        return [*_form_updates(values), message, name]
 
     project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
     form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs],
-                            outputs=[*io.outputs, form.message])
+                            outputs=[*io.outputs, form.message, form.baseline])
     _wire_yaml(form, io)
 
 
@@ -315,10 +324,10 @@ def _wire_actions(ctx: StudioContext, run: RunColumn, io: FormIO, output_dir: An
 
 
 def build(ctx: StudioContext) -> Any:
-    values = initial_values(ctx, ctx.project_state.value if ctx.project_state is not None else None)
+    values, preset = initial_form(ctx, ctx.project_state.value if ctx.project_state is not None else None)
     with gr.Row():
         with gr.Column(scale=2, min_width=380):
-            form = _form_column(values)
+            form = _form_column(values, preset or tf.DEMO_PRESET)
         with gr.Column(scale=3, min_width=480):
             run = _run_column(values)
     with gr.Row():
@@ -346,12 +355,17 @@ def build(ctx: StudioContext) -> Any:
                outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
 
+    def filled(values: dict[str, Any], preset: str | None) -> list[Any]:
+        """The form's updates, then the preset picker's and the marks' baseline: the preset the values come from
+        (a run's options leave both as they are)."""
+        return [*_form_updates(values), preset or gr.skip(), preset or gr.skip()]
+
     def on_load(project_name: str | None = None) -> list[Any]:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.
-        return [*_form_updates(initial_values(ctx, project_name)), None]
+        return [*filled(*initial_form(ctx, project_name)), None]
 
     if ctx.project_state is None or ctx.project_stamp is None:
-        gr.on(triggers=None, fn=on_load, outputs=[*io.outputs, view], show_progress="hidden")
+        gr.on(triggers=None, fn=on_load, outputs=[*io.outputs, form.preset, form.baseline, view], show_progress="hidden")
         return None
 
     def on_open(project_name: str | None, *raw: Any) -> list[Any]:
@@ -364,13 +378,14 @@ def build(ctx: StudioContext) -> Any:
         generation's preset), or a step finished (its newly prepared data, when the form trains on other)."""
         name, cause = follow.stamp_name(stamp), follow.stamp_cause(stamp)
         if cause == follow.STEP:
-            return [*on_open(name, *raw), gr.skip()]
+            opened = on_open(name, *raw)
+            return [*opened[:-1], gr.skip(), gr.skip(), opened[-1], gr.skip()]
         if cause == follow.LOAD:
             return [*on_load(name)[:-1], gr.skip(), None]
-        return [*_form_updates(initial_values(ctx, name, picked=True)),
+        return [*filled(*initial_form(ctx, name, picked=True)),
                 f"filled from project **{name}**" if name else gr.skip(), gr.skip()]
 
-    follow.follow(ctx, on_project, [*io.outputs, form.message, view], io.inputs)
+    follow.follow(ctx, on_project, [*io.outputs, form.preset, form.baseline, form.message, view], io.inputs)
 
     def on_select(tab: gr.Tab) -> None:  # the project's data prepared meanwhile: the form takes it
         tab.select(on_open, inputs=[ctx.project_state, *io.inputs], outputs=[*io.outputs, form.message],
