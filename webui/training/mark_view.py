@@ -70,9 +70,9 @@ def mark_updates(values: dict[str, Any] | None, preset: str | None, shown: Any) 
         if count == old:
             sections.append(gr.skip())
         elif count > old:
-            sections.append(gr.Accordion(label=fm.section_title(section, count), open=True))
-        else:
-            sections.append(gr.Accordion(label=fm.section_title(section, count)))
+            sections.append(gr.update(label=fm.section_title(section, count), open=True))
+        else:  # fewer changed: the title follows, the section stays as the reader left it
+            sections.append(gr.update(label=fm.section_title(section, count)))
     return [*fields, *sections, state]
 
 
