@@ -104,48 +104,66 @@ def _update(value: Any) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k != "__type__"} if isinstance(value, dict) else {}
 
 
-def test_an_edited_field_is_marked_and_its_closed_section_opens_with_its_count(tmp_path: Path) -> None:
+def _handler(blocks: Any, elem_id: str, event: str) -> Any:
+    target = _by_id(blocks, elem_id)
+    return next(fn for fn in blocks.fns.values() if any(tuple(t)[:2] == (target._id, event) for t in fn.targets)
+                and any(getattr(block, "elem_id", None) == "train-group-optimisation" for block in fn.outputs))
+
+
+def _as_built(blocks: Any, inputs: list[Any]) -> list[Any]:
+    return [blocks.blocks[block._id].value for block in inputs]
+
+
+def test_an_edited_field_is_marked_and_its_section_counts_it(tmp_path: Path) -> None:
     blocks = _training_tab(tmp_path)
     optim = _by_id(blocks, "train-group-optimisation")
     assert optim.open is False and optim.label == "Optimisation"  # the demo form: nothing changed
-    refresh = _refresh(blocks)
-    raw = [blocks.blocks[block._id].value for block in refresh.inputs[1:-1]]  # the fields as built
+    refresh = _handler(blocks, "opt-weight-decay", "change")  # what every edit and fill of a field triggers
+    baseline, *raw, state = _as_built(blocks, refresh.inputs)
     names = [o.name for o in tf.FIELD_OPTIONS]
     raw[names.index("weight_decay")] = float(raw[names.index("weight_decay")]) + 0.5
-    baseline, state = refresh.inputs[0].value, refresh.inputs[-1].value
     outputs = refresh.fn(baseline, *raw, state)
 
     by_block = dict(zip(refresh.outputs, outputs))
     assert "changed from default" in _update(by_block[_by_id(blocks, "opt-weight-decay")])["info"]
-    section = _update(by_block[optim])
-    assert section["open"] is True and section["label"] == "Optimisation · 1 changed"
+    # the edited field's section is open (it was edited there): the title counts it, and nothing is opened or closed
+    assert _update(by_block[optim]) == {"label": "Optimisation · 1 changed"}
     assert not any(_update(by_block[b]) for b in refresh.outputs[:len(tf.FIELD_OPTIONS)]
                    if b.elem_id != "opt-weight-decay"), "only the changed field is updated"
     assert all(set(_update(value)) <= {"info"} for value in outputs[:len(tf.FIELD_OPTIONS)]), \
         "a mark changes no field's value or visibility: the first view keeps its fields"
 
-    # the same form again: nothing changes (a section the reader closed is not opened again)
-    again = refresh.fn(baseline, *raw, outputs[-1])
+    again = refresh.fn(baseline, *raw, outputs[-1])  # the same form again: nothing to send
     assert not any(_update(value) for value in again[:-1])
-    # the field set back: the mark goes, the title follows, and the section is not closed
-    raw[names.index("weight_decay")] = tf.default_values()["weight_decay"]
+    raw[names.index("weight_decay")] = tf.default_values()["weight_decay"]  # set back: the mark goes
     back = dict(zip(refresh.outputs, refresh.fn(baseline, *raw, outputs[-1])))
     assert "changed" not in _update(back[_by_id(blocks, "opt-weight-decay")])["info"]
     assert _update(back[optim]) == {"label": "Optimisation"}
 
 
-def test_a_preset_applied_over_a_changed_form_marks_what_it_keeps(tmp_path: Path) -> None:
-    from webui.training.mark_view import initial_view, mark_updates
-
+def test_a_preset_applied_over_a_changed_form_opens_the_section_of_what_it_keeps(tmp_path: Path) -> None:
+    blocks = _training_tab(tmp_path)
     demo, s2mel, defaults = preset_settings(DEMO), preset_settings(S2MEL), tf.default_values()
     # a field the demo sets away from its default and the S2Mel preset does not set: the demo's value stays
     kept = next(name for name, value in demo.items() if name not in s2mel and value != defaults[name])
-    demo = {**defaults, **demo}
-    applied = tf.apply_preset(S2MEL, demo, tf.WorkspaceFiles(*(tmp_path / n for n in "abcdef")))
-    *fields, state = mark_updates(applied, S2MEL, initial_view(demo, DEMO))
-    sections = fields[len(tf.FIELD_OPTIONS):]
     section = fm.section_of(kept)
-    opened = _update(sections[fm.SECTIONS.index(section)])
+    accordion = next(b for b in blocks.blocks.values() if getattr(b, "label", None) == section)
+    assert accordion.open is False
+
+    apply = _handler(blocks, "train-apply-preset", "click")
+    _, project, *rest = _as_built(blocks, apply.inputs)
+    by_block = dict(zip(apply.outputs, apply.fn(S2MEL, project, *rest)))
+    opened = _update(by_block[accordion])
     assert opened["open"] is True and opened["label"].startswith(f"{section} · ")
-    assert "changed from default" in _update(fields[[o.name for o in tf.FIELD_OPTIONS].index(kept)])["info"]
-    assert kept in state["marks"]
+    first_view = [_by_id(blocks, tf.elem_id(tf.trainer_options.option_by_name(n))) for n in tf.FIRST_VIEW]
+    assert not any(isinstance(by_block[field], dict) for field in first_view), \
+        "the first view's fields get their values only (none shown or hidden)"
+    baseline_state, marks_state = apply.inputs[-2:]
+    assert by_block[baseline_state] == S2MEL  # what the marks compare with from now on
+    assert kept in by_block[marks_state]["marks"]
+
+    refresh = _handler(blocks, "opt-weight-decay", "change")  # the fields' change then writes the mark
+    raw = [by_block.get(block, blocks.blocks[block._id].value) for block in refresh.inputs[1:-1]]
+    updates = dict(zip(refresh.outputs, refresh.fn(S2MEL, *raw, {})))
+    field = _by_id(blocks, tf.elem_id(tf.trainer_options.option_by_name(kept)))
+    assert "changed from default" in _update(updates[field])["info"]

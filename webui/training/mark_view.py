@@ -46,10 +46,12 @@ def initial_view(values: dict[str, Any], preset: str | None) -> dict[str, Any]:
     return mark_state(marks_of(values, preset, config_version(str(values.get("config") or "")).version))
 
 
-def mark_updates(values: dict[str, Any] | None, preset: str | None, shown: Any) -> list[Any]:
+def mark_updates(values: dict[str, Any] | None, preset: str | None, shown: Any,
+                 opens: Callable[[str], bool] = lambda name: True) -> list[Any]:
     """[a field update per FIELD_OPTIONS, a section update per ``field_marks.SECTIONS``, the new mark state]: the
-    fields whose mark changed get their small text, and a section that gains a changed field opens with its count
-    in its title. ``values`` None (a field holds something the form cannot read): nothing changes."""
+    fields whose mark changed get their small text, a section's title counts its changed fields, and a section that
+    gains a changed field opens when ``opens`` says so for one of its newly marked fields. ``values`` None (a field
+    holds something the form cannot read): nothing changes."""
     if values is None:
         return [gr.skip()] * (len(FIELD_NAMES) + len(fm.SECTIONS) + 1)
     version = config_version(str(values.get("config") or "")).version
@@ -64,29 +66,39 @@ def mark_updates(values: dict[str, Any] | None, preset: str | None, shown: Any) 
         else:
             fields.append(gr.update(info=marked_info(option, version, marks.get(name))))
     state = mark_state(marks)
+    opening = {fm.section_of(name) for name in marks if name not in old_marks and opens(name)}
     sections = []
     for section in fm.SECTIONS:
         count, old = state[COUNTS_KEY][section], old_counts.get(section, 0)
         if count == old:
             sections.append(gr.skip())
-        elif count > old:
+        elif count > old and section in opening:
             sections.append(gr.update(label=fm.section_title(section, count), open=True))
-        else:  # fewer changed: the title follows, the section stays as the reader left it
+        else:  # the title follows; the section stays as the reader left it
             sections.append(gr.update(label=fm.section_title(section, count)))
     return [*fields, *sections, state]
 
 
+def fill_updates(values: dict[str, Any], preset: str | None, shown: Any) -> list[Any]:
+    """[a section update per ``field_marks.SECTIONS``, the new mark state] for a fill of the form (the page's load,
+    a project's, a preset's, a YAML file's): computed from the values the fill writes, so a section that gains a
+    changed field opens. The fields' small text follows from the refresh their change triggers (``wire``)."""
+    return mark_updates(values, preset, shown)[len(FIELD_NAMES):]
+
+
 def wire(baseline: gr.State, fields: list[Any], inputs: list[Any], sections: list[gr.Accordion], state: gr.State,
          read: Callable[..., tuple[dict[str, Any] | None, str]], turn: str) -> None:
-    """Every fill of the form (the page's load, a project's, a preset's, a YAML file's, a paste) and every edit
-    changes a field's value, and applying a preset changes ``baseline`` (the preset's name): each refreshes the
-    marks. ``fields``:
-    FIELD_OPTIONS order; ``inputs``: what ``read`` takes; ``sections``: ``field_marks.SECTIONS`` order; ``turn``:
-    the concurrency id shared with the model badge's refresh (both write the fields' small text)."""
+    """Every edit and every fill changes a field's value, and applying a preset changes ``baseline`` (its name):
+    each refreshes the fields' small text and the sections' titles. It opens no section: an edited field's section
+    is open already (the reader edits it there), and a fill's change events reach the server one field at a time,
+    so one of them can see fields the fill has not reached yet and a section opened on that would stay open; a fill
+    opens its sections itself (``fill_updates``). ``fields``: FIELD_OPTIONS order; ``inputs``: what ``read`` takes;
+    ``sections``: ``field_marks.SECTIONS`` order; ``turn``: the concurrency id shared with the model badge's refresh
+    (both write the fields' small text)."""
 
     def refresh(name: str | None, *raw: Any) -> list[Any]:
         values, _ = read(*raw[:-1])
-        return mark_updates(values, name, raw[-1])
+        return mark_updates(values, name, raw[-1], opens=lambda field: False)
 
     gr.on([baseline.change, *(field.change for field in fields)], refresh, inputs=[baseline, *inputs, state],
           outputs=[*fields, *sections, state], show_progress="hidden", trigger_mode="always_last",

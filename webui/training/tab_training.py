@@ -27,6 +27,7 @@ from webui.training import mark_view, samples_view
 from webui.training import training_form as tf
 from webui.training.checkpoint_labels import checkpoint_choices
 from webui.training.first_view import SUMMARY_ROWS, data_summary_html
+from webui.training.form_io import FormIO, form_updates
 from webui.training.form_values import initial_form, preset_values, project_refill
 from webui.training.preflight_view import preflight_html, run_preflight
 from webui.training.run_start import Started, command_preview, form_changed, start_run
@@ -84,15 +85,6 @@ def version_view(config: str, shown: dict[str, Any] | None = None) -> list[Any]:
         updates.append(gr.update(label=tf.field_label(option, found.version), interactive=applies, visible=applies,
                                  info=mark_view.marked_info(option, found.version, marks.get(name))))
     return [version_badge_html(found), *updates]
-
-
-def _form_updates(values: dict[str, Any]) -> list[Any]:
-    fields, resume_ticked, resume_from = tf.form_from_values(values)
-    choices = checkpoint_choices(str(values.get("output_dir") or ""))
-    if resume_from not in [value for _, value in choices]:
-        choices.append((resume_from, resume_from))
-    return [*fields, resume_ticked, gr.update(choices=choices, value=resume_from),
-            command_preview(values)]
 
 
 @dataclass
@@ -199,25 +191,6 @@ def _run_column(values: dict[str, Any]) -> RunColumn:
                      preflight_report, status, progress, log, tensorboard, tensorboard_link, log_source)
 
 
-class FormIO:
-    """The form's components as one list of inputs/outputs, and reading values from what they hold."""
-
-    def __init__(self, form: FormColumn, run: RunColumn) -> None:
-        self.fields = [form.fields[option.name] for option in tf.FIELD_OPTIONS]
-        self.inputs = [*self.fields, run.resume, run.resume_from]
-        self.outputs = [*self.fields, run.resume, run.resume_from, run.command]
-        self.versioned = [form.fields[name] for name in VERSIONED]
-
-    def values(self, *raw: Any) -> dict[str, Any]:
-        return tf.values_from_form(list(raw[: len(self.fields)]), bool(raw[-2]), raw[-1])
-
-    def read(self, *raw: Any) -> tuple[dict[str, Any] | None, str]:
-        try:
-            return self.values(*raw), ""
-        except tf.FormError as exc:
-            return None, str(exc)
-
-
 def _wire_yaml(form: FormColumn, io: FormIO) -> None:
     def on_save_yaml(*raw: Any) -> tuple[Any, str]:
         try:
@@ -228,18 +201,20 @@ def _wire_yaml(form: FormColumn, io: FormIO) -> None:
         path.write_text(text, encoding="utf-8")
         return str(path), "form saved: download it above"
 
-    def on_load_yaml(path: str | None, *raw: Any) -> list[Any]:
+    def on_load_yaml(path: str | None, *marked: Any) -> list[Any]:
         if not path:
             return [gr.skip()] * len(io.outputs) + [""]
+        raw, baseline, shown = io.split(marked)
         current, _ = io.read(*raw)
         try:
             loaded, notes = tf.values_from_yaml(Path(path).read_text(encoding="utf-8"), base=current)
         except (OSError, UnicodeDecodeError, tf.FormError) as exc:
             return [gr.skip()] * len(io.outputs) + [f"error: cannot load the form: {exc}"]
-        return [*_form_updates(loaded), "form loaded" + (f" ({'; '.join(notes)})" if notes else "")]
+        return [*form_updates(loaded, baseline, shown), "form loaded" + (f" ({'; '.join(notes)})" if notes else "")]
 
     form.save_yaml.click(on_save_yaml, inputs=io.inputs, outputs=[form.yaml_file, form.message])
-    form.load_yaml.upload(on_load_yaml, inputs=[form.load_yaml, *io.inputs], outputs=[*io.outputs, form.message])
+    form.load_yaml.upload(on_load_yaml, inputs=[form.load_yaml, *io.inputs, *io.marks_in],
+                          outputs=[*io.outputs, form.message])
 
 
 def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO, preflight_for: gr.State) -> None:
@@ -274,14 +249,15 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     run.resume.input(resume_choices, inputs=output_dir, outputs=run.resume_from, show_progress="hidden")
     run.refresh.click(resume_choices, inputs=output_dir, outputs=run.resume_from)
 
-    def on_apply_preset(name: str, project_name: str | None, *raw: Any) -> list[Any]:
+    def on_apply_preset(name: str, project_name: str | None, *marked: Any) -> list[Any]:
+        raw, baseline, shown = io.split(marked)
         current, _ = io.read(*raw)
         values, message = preset_values(ctx, name, project_name, current or {})
-        return [*_form_updates(values), message, name]
+        return [*form_updates(values, baseline, shown, name), message]
 
     project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
-    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs],
-                            outputs=[*io.outputs, form.message, form.baseline])
+    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs, *io.marks_in],
+                            outputs=[*io.outputs, form.message])
     _wire_yaml(form, io)
 
 
@@ -339,7 +315,7 @@ def build(ctx: StudioContext) -> Any:
                                 elem_id="train-eval-plot",
                                 **plot_args)
     samples = samples_view.build("train-samples")  # the model speaks at every save: players by step
-    io = FormIO(form, run)
+    io = FormIO(form, run, VERSIONED)
     output_dir = form.fields["output_dir"]
     view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
     preflight_for = gr.State(None)  # the command the pre-flight report on the page was made for
@@ -355,40 +331,39 @@ def build(ctx: StudioContext) -> Any:
                outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
 
-    def filled(values: dict[str, Any], preset: str | None) -> list[Any]:
-        """The form's updates, then the preset picker's and the marks' baseline: the preset the values come from
-        (a run's options leave both as they are)."""
-        return [*_form_updates(values), preset or gr.skip(), preset or gr.skip()]
-
-    def on_load(project_name: str | None = None) -> list[Any]:
+    def on_load(baseline: str | None, shown: Any, project_name: str | None = None) -> list[Any]:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.
-        return [*filled(*initial_form(ctx, project_name)), None]
+        values, preset = initial_form(ctx, project_name)
+        return [*form_updates(values, baseline, shown, preset), None]
 
     if ctx.project_state is None or ctx.project_stamp is None:
-        gr.on(triggers=None, fn=on_load, outputs=[*io.outputs, form.preset, form.baseline, view], show_progress="hidden")
+        gr.on(triggers=None, fn=on_load, inputs=io.marks_in, outputs=[*io.outputs, view], show_progress="hidden")
         return None
 
-    def on_open(project_name: str | None, *raw: Any) -> list[Any]:
+    def on_open(project_name: str | None, *marked: Any) -> list[Any]:
+        raw, baseline, shown = io.split(marked)
         current, _ = io.read(*raw)
         values, message = project_refill(ctx, project_name, current)
-        return [*(_form_updates(values) if values is not None else [gr.skip()] * len(io.outputs)), message]
+        updates = form_updates(values, baseline, shown) if values is not None else [gr.skip()] * len(io.outputs)
+        return [*updates, message]
 
-    def on_project(stamp: Any, *raw: Any) -> list[Any]:
+    def on_project(stamp: Any, *marked: Any) -> list[Any]:
         """The page loaded (the project's run, else its data), a project was picked (its data under its
         generation's preset), or a step finished (its newly prepared data, when the form trains on other)."""
         name, cause = follow.stamp_name(stamp), follow.stamp_cause(stamp)
         if cause == follow.STEP:
-            opened = on_open(name, *raw)
-            return [*opened[:-1], gr.skip(), gr.skip(), opened[-1], gr.skip()]
+            return [*on_open(name, *marked), gr.skip()]
+        _, baseline, shown = io.split(marked)
         if cause == follow.LOAD:
-            return [*on_load(name)[:-1], gr.skip(), None]
-        return [*filled(*initial_form(ctx, name, picked=True)),
+            return [*on_load(baseline, shown, name)[:-1], gr.skip(), None]
+        values, preset = initial_form(ctx, name, picked=True)
+        return [*form_updates(values, baseline, shown, preset),
                 f"filled from project **{name}**" if name else gr.skip(), gr.skip()]
 
-    follow.follow(ctx, on_project, [*io.outputs, form.preset, form.baseline, form.message, view], io.inputs)
+    follow.follow(ctx, on_project, [*io.outputs, form.message, view], [*io.inputs, *io.marks_in])
 
     def on_select(tab: gr.Tab) -> None:  # the project's data prepared meanwhile: the form takes it
-        tab.select(on_open, inputs=[ctx.project_state, *io.inputs], outputs=[*io.outputs, form.message],
+        tab.select(on_open, inputs=[ctx.project_state, *io.inputs, *io.marks_in], outputs=[*io.outputs, form.message],
                    show_progress="hidden")
 
     return on_select
