@@ -187,7 +187,9 @@ def exercise_presets_and_yaml(page, scratch: Path) -> None:
         "() => document.querySelector('#train-group-optimisation button.label-wrap').classList.contains('open')",
         timeout=UI_TIMEOUT_MS)
     assert re.search(r"Optimisation · \d+ changed", page.locator("#train-group-optimisation").inner_text())
-    assert "changed from default" in page.locator("#opt-warmup-steps").inner_text()
+    page.wait_for_function(  # the mark follows the fields' change (one refresh after the fill)
+        "() => /changed from default/.test(document.getElementById('opt-warmup-steps').innerText)",
+        timeout=UI_TIMEOUT_MS)
     assert page.locator("#opt-warmup-steps").is_visible()
     choose_preset(page, "Demo (CPU, tiny)")
     wait_command(page, "--train s2mel", present=False)

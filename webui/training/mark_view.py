@@ -47,32 +47,24 @@ def initial_view(values: dict[str, Any], preset: str | None) -> dict[str, Any]:
 
 
 def mark_updates(values: dict[str, Any] | None, preset: str | None, shown: Any,
-                 opens: Callable[[str], bool] = lambda name: True) -> list[Any]:
-    """[a field update per FIELD_OPTIONS, a section update per ``field_marks.SECTIONS``, the new mark state]: the
-    fields whose mark changed get their small text, a section's title counts its changed fields, and a section that
-    gains a changed field opens when ``opens`` says so for one of its newly marked fields. ``values`` None (a field
-    holds something the form cannot read): nothing changes."""
+                 opens: bool = True) -> list[Any]:
+    """[a field update per FIELD_OPTIONS, a section update per ``field_marks.SECTIONS``, the new mark state]: every
+    marked field's small text and every section's title, written whole each time (the page may not hold what an
+    earlier refresh sent: see ``wire``); with ``opens``, a section that gains a changed field (by ``shown``, the
+    state before) opens. ``values`` None (a field holds something the form cannot read): nothing changes."""
     if values is None:
         return [gr.skip()] * (len(FIELD_NAMES) + len(fm.SECTIONS) + 1)
     version = config_version(str(values.get("config") or "")).version
     marks = marks_of(values, preset, version)
     before = shown if isinstance(shown, dict) else mark_state({})
-    old_marks, old_counts = before.get(SHOWN_KEY, {}), before.get(COUNTS_KEY, {})
-    fields = []
-    for option in tf.FIELD_OPTIONS:
-        name = option.name
-        if name not in _MARKED or marks.get(name) == old_marks.get(name):
-            fields.append(gr.skip())
-        else:
-            fields.append(gr.update(info=marked_info(option, version, marks.get(name))))
+    old_counts = before.get(COUNTS_KEY, {})
+    fields = [gr.update(info=marked_info(option, version, marks.get(option.name)))
+              if option.name in _MARKED else gr.skip() for option in tf.FIELD_OPTIONS]
     state = mark_state(marks)
-    opening = {fm.section_of(name) for name in marks if name not in old_marks and opens(name)}
     sections = []
     for section in fm.SECTIONS:
-        count, old = state[COUNTS_KEY][section], old_counts.get(section, 0)
-        if count == old:
-            sections.append(gr.skip())
-        elif count > old and section in opening:
+        count = state[COUNTS_KEY][section]
+        if opens and count > old_counts.get(section, 0):
             sections.append(gr.update(label=fm.section_title(section, count), open=True))
         else:  # the title follows; the section stays as the reader left it
             sections.append(gr.update(label=fm.section_title(section, count)))
@@ -89,16 +81,16 @@ def fill_updates(values: dict[str, Any], preset: str | None, shown: Any) -> list
 def wire(baseline: gr.State, fields: list[Any], inputs: list[Any], sections: list[gr.Accordion], state: gr.State,
          read: Callable[..., tuple[dict[str, Any] | None, str]], turn: str) -> None:
     """Every edit and every fill changes a field's value, and applying a preset changes ``baseline`` (its name):
-    each refreshes the fields' small text and the sections' titles. It opens no section: an edited field's section
-    is open already (the reader edits it there), and a fill's change events reach the server one field at a time,
-    so one of them can see fields the fill has not reached yet and a section opened on that would stay open; a fill
-    opens its sections itself (``fill_updates``). ``fields``: FIELD_OPTIONS order; ``inputs``: what ``read`` takes;
-    ``sections``: ``field_marks.SECTIONS`` order; ``turn``: the concurrency id shared with the model badge's refresh
-    (both write the fields' small text)."""
+    each refreshes the fields' small text and the sections' titles. A fill's change events reach the server one field
+    at a time (one of them sees fields the fill has not reached yet) and the page keeps only the newest answer of
+    such a burst, so each refresh writes every mark whole, and none opens a section: a fill opens its sections from
+    the values it writes (``fill_updates``), and an edited field's section is open already (it was edited there).
+    ``fields``: FIELD_OPTIONS order; ``inputs``: what ``read`` takes; ``sections``: ``field_marks.SECTIONS`` order;
+    ``turn``: the concurrency id shared with the model badge's refresh (both write the fields' small text)."""
 
     def refresh(name: str | None, *raw: Any) -> list[Any]:
         values, _ = read(*raw[:-1])
-        return mark_updates(values, name, raw[-1], opens=lambda field: False)
+        return mark_updates(values, name, raw[-1], opens=False)
 
     gr.on([baseline.change, *(field.change for field in fields)], refresh, inputs=[baseline, *inputs, state],
           outputs=[*fields, *sections, state], show_progress="hidden", trigger_mode="always_last",
