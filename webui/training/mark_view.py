@@ -37,7 +37,8 @@ def marks_of(values: dict[str, Any], preset: str | None, version: str | None) ->
 
 
 def mark_state(marks: dict[str, str]) -> dict[str, Any]:
-    """What the page shows now, kept per session so a refresh sends only what changed."""
+    """The marks and each section's count, kept per session: a fill opens a section whose count grew, and the model
+    badge's refresh keeps the marks in the small text it rewrites."""
     return {SHOWN_KEY: dict(marks), COUNTS_KEY: fm.section_counts(marks)}
 
 
