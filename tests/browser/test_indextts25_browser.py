@@ -19,6 +19,7 @@ from tests.browser.test_studio_browser import (
     command_text,
     fill_number,
     log_text,
+    open_section,
     open_tab,
     phase,
     wait_command,
@@ -50,9 +51,9 @@ def test_indextts25_demo_preflights_trains_stops_and_resumes(page, studio_worksp
         page.locator("#train-change-data").click()  # the data and model section opens on "change"
         assert "IndexTTS-2.5 paired manifest" in page.locator("#opt-train-manifest").inner_text()
         assert ".tiktoken" in command_text(page)  # the 2.5 table (the merges scheme is the default: not shown)
-        page.get_by_text("Logging and checkpoints").click()
+        open_section(page, "train-group-logging")
         assert not page.locator("#opt-vocoder").is_visible()  # options of another generation are hidden
-        page.get_by_text("Length and batches").click()
+        open_section(page, "train-group-length")
         fill_number(page, "opt-max-steps", 60)
         fill_number(page, "opt-log-interval", 1)
         fill_number(page, "opt-val-interval", 1000)

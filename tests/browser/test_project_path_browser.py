@@ -29,7 +29,7 @@ import yaml
 
 from tests.browser.test_evaluation_browser import _column
 from tests.browser.test_ingest_browser import click_row, table_rows, wait_message, wait_rows
-from tests.browser.test_studio_browser import fill_number
+from tests.browser.test_studio_browser import fill_number, open_section
 from tests.studio_process import StudioProcess
 from webui.jobs.supervisor_registry import SupervisorRegistry
 
@@ -167,12 +167,12 @@ def _train_one_save(page, project: Path, out_dir: Path, clock: Clock) -> Path:
     run = project / "runs" / "run1"
     assert f"--output-dir {run}" in page.locator("#train-command textarea").input_value()
     clock.lap("training form from the project")
-    page.locator("#train-group-length").get_by_text("Length and batches").first.click()
+    open_section(page, "train-group-length")
     fill_number(page, "opt-max-steps", 2)
-    page.locator("#train-group-logging").get_by_text("Logging and checkpoints").first.click()
+    open_section(page, "train-group-logging")
     for elem_id, value in (("opt-save-interval", 2), ("opt-sample-every", 1000)):  # one save, no samples at it
         fill_number(page, elem_id, value)
-    page.locator("#train-group-evaluation").get_by_text("Evaluation").first.click()
+    open_section(page, "train-group-evaluation")
     # Evaluate speaks one validation sentence once (not 8 x 3): a score of one item, which the table must show
     # as such, with no interval (issue 40)
     for elem_id, value in (("opt-eval-seeds", 1), ("opt-eval-sentences", 1)):

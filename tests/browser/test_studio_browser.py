@@ -37,6 +37,22 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click(timeout=UI_TIMEOUT_MS)
 
 
+def section_open(page, elem_id: str) -> bool:
+    """Whether the accordion ``#elem_id`` shows its fields (Gradio marks its toggle with the class "open")."""
+    toggle = page.locator(f"#{elem_id} button.label-wrap").first
+    return "open" in (toggle.get_attribute("class") or "").split()
+
+
+def open_section(page, elem_id: str) -> None:
+    """Open the Training form's section ``#elem_id`` unless it is open already: a fill opens a section that holds a
+    changed field (issue 40), and a click on an open one would close it."""
+    if not section_open(page, elem_id):
+        page.locator(f"#{elem_id} button.label-wrap").first.click()
+    page.wait_for_function(
+        "(id) => document.querySelector(`#${id} button.label-wrap`).classList.contains('open')", arg=elem_id,
+        timeout=UI_TIMEOUT_MS)
+
+
 TABS = ("Data", "Tokenizer", "Training", "Checkpoints", "Test", "Listen", "Models", "System")
 
 
@@ -163,6 +179,21 @@ def exercise_presets_and_yaml(page, scratch: Path) -> None:
     wait_command(page, "--device cuda", present=False)
     assert "--device cpu" in command_text(page)
 
+    # Issue 40: the S2Mel preset leaves the demo's warm-up as it is, so that field differs from its default: its
+    # closed section opens, counts it in its title, and its small text says what it was changed from.
+    assert not section_open(page, "train-group-optimisation")
+    choose_preset(page, "S2Mel LoRA (12 GB GPU)")
+    page.wait_for_function(
+        "() => document.querySelector('#train-group-optimisation button.label-wrap').classList.contains('open')",
+        timeout=UI_TIMEOUT_MS)
+    assert re.search(r"Optimisation · \d+ changed", page.locator("#train-group-optimisation").inner_text())
+    page.wait_for_function(  # the mark follows the fields' change (one refresh after the fill)
+        "() => /changed from default/.test(document.getElementById('opt-warmup-steps').innerText)",
+        timeout=UI_TIMEOUT_MS)
+    assert page.locator("#opt-warmup-steps").is_visible()
+    choose_preset(page, "Demo (CPU, tiny)")
+    wait_command(page, "--train s2mel", present=False)
+
 
 @pytest.mark.slow
 def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, artifacts: Path,
@@ -185,8 +216,8 @@ def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, arti
         open_tab(page, "Training")
         exercise_presets_and_yaml(page, tmp_path)
         phase("presets and YAML")
-        page.get_by_text("Length and batches").click()
-        page.get_by_text("Logging and checkpoints").click()
+        open_section(page, "train-group-length")
+        open_section(page, "train-group-logging")
         fill_number(page, "opt-log-interval", 1)
         fill_number(page, "opt-val-interval", 1000)
         paste_number(page, "opt-save-interval", 2)

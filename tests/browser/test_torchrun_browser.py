@@ -21,6 +21,7 @@ from tests.browser.test_studio_browser import (
     command_text,
     fill_number,
     log_text,
+    open_section,
     open_tab,
     phase,
     wait_command,
@@ -59,14 +60,14 @@ def test_studio_runs_and_stops_a_two_process_torchrun(page, studio_workspace: Pa
         wait_command(page, " -m trainer.train ")  # one process: the plain trainer
         assert "torch.distributed.run" not in command_text(page)
 
-        page.get_by_text("Processes and nodes (torchrun)").click()
+        open_section(page, "train-group-processes")
         fill_number(page, "opt-nnodes", 2)  # two nodes and no rendezvous address: refused in one line
         wait_command(page, "error: --rdzv-endpoint: 2 nodes need the rendezvous address")
         fill_number(page, "opt-nnodes", 1)
         fill_number(page, "opt-nproc-per-node", 2)
         wait_command(page, " -m torch.distributed.run --nproc-per-node 2 --nnodes 1 --standalone ")
-        page.get_by_text("Length and batches").click()
-        page.get_by_text("Logging and checkpoints").click()
+        open_section(page, "train-group-length")
+        open_section(page, "train-group-logging")
         fill_number(page, "opt-max-steps", 400)
         fill_number(page, "opt-batch-size", 2)
         fill_number(page, "opt-log-interval", 1)

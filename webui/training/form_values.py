@@ -83,21 +83,28 @@ def _run_of_project(values: dict[str, Any], data: dict[str, Any]) -> bool:
 
 
 def initial_values(ctx: StudioContext, project_name: str | None = None, picked: bool = False) -> dict[str, Any]:
-    """The last training run's options (so a reload or restart shows it again) when it trains on the project's data,
-    else the project's data and model under the demo preset of its generation. A demo project (or none) opens on
-    the last run or the tiny demo; ``picked`` (the project was just chosen) switches to its generation's demo."""
+    """The form's first values (``initial_form``)."""
+    return initial_form(ctx, project_name, picked)[0]
+
+
+def initial_form(ctx: StudioContext, project_name: str | None = None,
+                 picked: bool = False) -> tuple[dict[str, Any], str | None]:
+    """(the form's first values, the preset they come from): the last training run's options (so a reload or restart
+    shows it again; no preset) when it trains on the project's data, else the project's data and model under the
+    demo preset of its generation. A demo project (or none) opens on the last run or the tiny demo; ``picked`` (the
+    project was just chosen) switches to its generation's demo."""
     data, generation = project_values(ctx, project_name)
     run = latest_training_run(ctx)
     if run is not None and not (picked and not data):
         values = tf.values_from_trainer_argv(run.argv)
         if values is not None and _run_of_project(values, data):
-            return values
+            return values, None
     preset = tf.DEMO_PRESET
     if generation is not None and (data or picked):  # its generation's preset (the registry entry names it)
         from trainer.generations.registry import by_id
 
         preset = by_id(generation).form.demo_preset or tf.DEMO_PRESET
-    return {**tf.apply_preset(preset, {}, preset_files(ctx, preset)), **data}
+    return {**tf.apply_preset(preset, {}, preset_files(ctx, preset)), **data}, preset
 
 
 def preset_files(ctx: StudioContext, name: str) -> tf.WorkspaceFiles:

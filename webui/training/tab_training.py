@@ -22,11 +22,13 @@ from webui.jobs import launcher, rank_logs, watch_panel
 from webui.jobs.run_view import POLL_S, error_html, poll_view, status_html
 from webui.model_version import config_version, version_badge_html
 from webui.project import follow
-from webui.training import samples_view
+from webui.training import field_marks as fm
+from webui.training import mark_view, samples_view
 from webui.training import training_form as tf
 from webui.training.checkpoint_labels import checkpoint_choices
 from webui.training.first_view import SUMMARY_ROWS, data_summary_html
-from webui.training.form_values import initial_values, preset_values, project_refill
+from webui.training.form_io import FormIO, form_updates
+from webui.training.form_values import initial_form, preset_values, project_refill
 from webui.training.preflight_view import preflight_html, run_preflight
 from webui.training.run_start import Started, command_preview, form_changed, start_run
 from webui.training.tensorboard import page_host, start_tensorboard
@@ -50,11 +52,13 @@ FOLLOW_LOG_JS = """() => {
 # Fields whose label and presence follow the model: an option that does nothing for the model's generation is
 # hidden, not shown greyed out (the form shows only what applies; the registry entry says what that is).
 VERSIONED = ("train_manifest", "val_manifest", *tf.SAMPLE_OPTIONS, *tf.GENERATION_OPTIONS)
+MARKS_TURN = "train-field-marks"  # the events that write the fields' small text, one at a time
 
 
-def _component(option: tf.Option, value: Any, version: str | None) -> gr.components.Component:
+def _component(option: tf.Option, value: Any, version: str | None,
+               mark: str | None = None) -> gr.components.Component:
     applies = tf.applies(option, version)
-    common = {"label": tf.field_label(option, version), "info": tf.field_info(option, version),
+    common = {"label": tf.field_label(option, version), "info": mark_view.marked_info(option, version, mark),
               "elem_id": tf.elem_id(option), "interactive": applies, "visible": applies}
     if option.repeatable:
         return gr.Textbox(value=value, lines=2, placeholder="one path per line", **common)
@@ -69,25 +73,18 @@ def _component(option: tf.Option, value: Any, version: str | None) -> gr.compone
     return gr.Textbox(value=value, **common)
 
 
-def version_view(config: str) -> list[Any]:
-    """The model badge and the version-dependent fields' updates (VERSIONED order) for the typed config."""
+def version_view(config: str, shown: dict[str, Any] | None = None) -> list[Any]:
+    """The model badge and the version-dependent fields' updates (VERSIONED order) for the typed config; ``shown``:
+    the marks on the page (``mark_view``), kept in the fields' small text."""
     found = config_version(config)
+    marks = (shown or {}).get(mark_view.SHOWN_KEY, {})
     updates = []
     for name in VERSIONED:
         option = tf.trainer_options.option_by_name(name)
         applies = tf.applies(option, found.version)
-        updates.append(gr.update(label=tf.field_label(option, found.version),
-                                 info=tf.field_info(option, found.version), interactive=applies, visible=applies))
+        updates.append(gr.update(label=tf.field_label(option, found.version), interactive=applies, visible=applies,
+                                 info=mark_view.marked_info(option, found.version, marks.get(name))))
     return [version_badge_html(found), *updates]
-
-
-def _form_updates(values: dict[str, Any]) -> list[Any]:
-    fields, resume_ticked, resume_from = tf.form_from_values(values)
-    choices = checkpoint_choices(str(values.get("output_dir") or ""))
-    if resume_from not in [value for _, value in choices]:
-        choices.append((resume_from, resume_from))
-    return [*fields, resume_ticked, gr.update(choices=choices, value=resume_from),
-            command_preview(values)]
 
 
 @dataclass
@@ -102,7 +99,9 @@ class FormColumn:
     fields: dict[str, Any]  # option name -> component
     data_summary: gr.HTML  # the first view's read-only data and model
     change_data: gr.Button  # opens the data and model section
-    data_section: gr.Accordion
+    sections: dict[str, gr.Accordion]  # field_marks.SECTIONS -> its accordion
+    marks: gr.State  # the changed fields' marks the page shows (mark_view)
+    baseline: gr.State  # the preset the form was last filled from: what the marks compare with
 
 
 @dataclass
@@ -125,11 +124,13 @@ class RunColumn:
     log_source: gr.Dropdown
 
 
-def _form_column(values: dict[str, Any]) -> FormColumn:
+def _form_column(values: dict[str, Any], preset_name: str) -> FormColumn:
     fields_init, _, _ = tf.form_from_values(values)
     version = config_version(str(values.get("config") or ""))
+    shown = mark_view.initial_view(values, preset_name)
+    marks, counts = shown[mark_view.SHOWN_KEY], shown[mark_view.COUNTS_KEY]
     with gr.Row(equal_height=True):
-        preset = gr.Dropdown(list(tf.PRESETS), value=tf.DEMO_PRESET, label="Preset", elem_id="train-preset", scale=3)
+        preset = gr.Dropdown(list(tf.PRESETS), value=preset_name, label="Preset", elem_id="train-preset", scale=3)
         apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
     with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"):
         save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml")
@@ -146,19 +147,16 @@ def _form_column(values: dict[str, Any]) -> FormColumn:
         change = gr.Button("Change the data and model", size="sm", elem_id="train-change-data")
         for name in tf.FIRST_VIEW:
             option = tf.trainer_options.option_by_name(name)
-            fields[name] = _component(option, initial[name], version.version)
+            fields[name] = _component(option, initial[name], version.version, marks.get(name))
     sections = {}
-    for group in tf.GROUPS:
-        with gr.Accordion(group, open=False, elem_id=f"train-group-{group.split()[0].lower()}") as section:
-            for option, value in zip(tf.FORM_OPTIONS, fields_init):
-                if option.group == group and option.name not in tf.FIRST_VIEW:
-                    fields[option.name] = _component(option, value, version.version)
-        sections[group] = section
-    with gr.Accordion("Processes and nodes (torchrun)", open=False, elem_id="train-group-processes"):
-        for option, value in zip(tf.LAUNCH_OPTIONS, fields_init[len(tf.FORM_OPTIONS):]):
-            fields[option.name] = _component(option, value, None)
+    for section in fm.SECTIONS:  # a section holding a changed field opens, its title counts them
+        with gr.Accordion(fm.section_title(section, counts[section]), open=counts[section] > 0,
+                          elem_id=f"train-group-{section.split()[0].lower()}") as sections[section]:
+            for option, value in zip(tf.FIELD_OPTIONS, fields_init):
+                if fm.section_of(option.name) == section:
+                    fields[option.name] = _component(option, value, version.version, marks.get(option.name))
     return FormColumn(preset, apply_preset, save_yaml, yaml_file, load_yaml, message, badge, fields, summary, change,
-                      sections[tf.trainer_options.GROUP_DATA])
+                      sections, gr.State(shown), gr.State(preset_name))
 
 
 def _run_column(values: dict[str, Any]) -> RunColumn:
@@ -193,25 +191,6 @@ def _run_column(values: dict[str, Any]) -> RunColumn:
                      preflight_report, status, progress, log, tensorboard, tensorboard_link, log_source)
 
 
-class FormIO:
-    """The form's components as one list of inputs/outputs, and reading values from what they hold."""
-
-    def __init__(self, form: FormColumn, run: RunColumn) -> None:
-        self.fields = [form.fields[option.name] for option in tf.FIELD_OPTIONS]
-        self.inputs = [*self.fields, run.resume, run.resume_from]
-        self.outputs = [*self.fields, run.resume, run.resume_from, run.command]
-        self.versioned = [form.fields[name] for name in VERSIONED]
-
-    def values(self, *raw: Any) -> dict[str, Any]:
-        return tf.values_from_form(list(raw[: len(self.fields)]), bool(raw[-2]), raw[-1])
-
-    def read(self, *raw: Any) -> tuple[dict[str, Any] | None, str]:
-        try:
-            return self.values(*raw), ""
-        except tf.FormError as exc:
-            return None, str(exc)
-
-
 def _wire_yaml(form: FormColumn, io: FormIO) -> None:
     def on_save_yaml(*raw: Any) -> tuple[Any, str]:
         try:
@@ -222,18 +201,20 @@ def _wire_yaml(form: FormColumn, io: FormIO) -> None:
         path.write_text(text, encoding="utf-8")
         return str(path), "form saved: download it above"
 
-    def on_load_yaml(path: str | None, *raw: Any) -> list[Any]:
+    def on_load_yaml(path: str | None, *marked: Any) -> list[Any]:
         if not path:
             return [gr.skip()] * len(io.outputs) + [""]
+        raw, baseline, shown = io.split(marked)
         current, _ = io.read(*raw)
         try:
             loaded, notes = tf.values_from_yaml(Path(path).read_text(encoding="utf-8"), base=current)
         except (OSError, UnicodeDecodeError, tf.FormError) as exc:
             return [gr.skip()] * len(io.outputs) + [f"error: cannot load the form: {exc}"]
-        return [*_form_updates(loaded), "form loaded" + (f" ({'; '.join(notes)})" if notes else "")]
+        return [*form_updates(loaded, baseline, shown), "form loaded" + (f" ({'; '.join(notes)})" if notes else "")]
 
     form.save_yaml.click(on_save_yaml, inputs=io.inputs, outputs=[form.yaml_file, form.message])
-    form.load_yaml.upload(on_load_yaml, inputs=[form.load_yaml, *io.inputs], outputs=[*io.outputs, form.message])
+    form.load_yaml.upload(on_load_yaml, inputs=[form.load_yaml, *io.inputs, *io.marks_in],
+                          outputs=[*io.outputs, form.message])
 
 
 def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO, preflight_for: gr.State) -> None:
@@ -255,9 +236,12 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     shown = [form.fields[name] for name, _ in SUMMARY_ROWS]
     gr.on([field.change for field in shown], lambda *raw: data_summary_html(raw), inputs=shown,
           outputs=form.data_summary, show_progress="hidden", trigger_mode="always_last", concurrency_limit=1)
-    form.change_data.click(lambda: gr.Accordion(open=True), outputs=form.data_section, show_progress="hidden")
+    data_section = form.sections[tf.trainer_options.GROUP_DATA]
+    form.change_data.click(lambda: gr.Accordion(open=True), outputs=data_section, show_progress="hidden")
     # The config decides the model version: its badge, the manifests' labels, the options that apply.
-    config.change(version_view, inputs=config, outputs=[form.version, *io.versioned], show_progress="hidden")
+    config.change(version_view, inputs=[config, form.marks], outputs=[form.version, *io.versioned],
+                  show_progress="hidden", concurrency_limit=1, concurrency_id=MARKS_TURN)
+    mark_view.wire(form.baseline, io.fields, io.inputs, list(form.sections.values()), form.marks, io.read, MARKS_TURN)
 
     def resume_choices(out: str) -> Any:
         return gr.update(choices=checkpoint_choices(out or ""))
@@ -265,13 +249,14 @@ def _wire_form(ctx: StudioContext, form: FormColumn, run: RunColumn, io: FormIO,
     run.resume.input(resume_choices, inputs=output_dir, outputs=run.resume_from, show_progress="hidden")
     run.refresh.click(resume_choices, inputs=output_dir, outputs=run.resume_from)
 
-    def on_apply_preset(name: str, project_name: str | None, *raw: Any) -> list[Any]:
+    def on_apply_preset(name: str, project_name: str | None, *marked: Any) -> list[Any]:
+        raw, baseline, shown = io.split(marked)
         current, _ = io.read(*raw)
         values, message = preset_values(ctx, name, project_name, current or {})
-        return [*_form_updates(values), message]
+        return [*form_updates(values, baseline, shown, name), message]
 
     project = [ctx.project_state] if ctx.project_state is not None else [gr.State(None)]
-    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs],
+    form.apply_preset.click(on_apply_preset, inputs=[form.preset, *project, *io.inputs, *io.marks_in],
                             outputs=[*io.outputs, form.message])
     _wire_yaml(form, io)
 
@@ -315,10 +300,10 @@ def _wire_actions(ctx: StudioContext, run: RunColumn, io: FormIO, output_dir: An
 
 
 def build(ctx: StudioContext) -> Any:
-    values = initial_values(ctx, ctx.project_state.value if ctx.project_state is not None else None)
+    values, preset = initial_form(ctx, ctx.project_state.value if ctx.project_state is not None else None)
     with gr.Row():
         with gr.Column(scale=2, min_width=380):
-            form = _form_column(values)
+            form = _form_column(values, preset or tf.DEMO_PRESET)
         with gr.Column(scale=3, min_width=480):
             run = _run_column(values)
     with gr.Row():
@@ -331,7 +316,7 @@ def build(ctx: StudioContext) -> Any:
                                 **plot_args)
     samples = samples_view.build("train-samples")  # the model speaks at every save: players by step
     watch_panel.build()  # a run started elsewhere (Slurm, SkyPilot), followed read-only
-    io = FormIO(form, run)
+    io = FormIO(form, run, VERSIONED)
     output_dir = form.fields["output_dir"]
     view = gr.State(None, time_to_live=600)  # refreshed by every tick; a closed page frees it in 10 min
     preflight_for = gr.State(None)  # the command the pre-flight report on the page was made for
@@ -347,34 +332,39 @@ def build(ctx: StudioContext) -> Any:
                outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
         None, js=FOLLOW_LOG_JS)
 
-    def on_load(project_name: str | None = None) -> list[Any]:
+    def on_load(baseline: str | None, shown: Any, project_name: str | None = None) -> list[Any]:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.
-        return [*_form_updates(initial_values(ctx, project_name)), None]
+        values, preset = initial_form(ctx, project_name)
+        return [*form_updates(values, baseline, shown, preset), None]
 
     if ctx.project_state is None or ctx.project_stamp is None:
-        gr.on(triggers=None, fn=on_load, outputs=[*io.outputs, view], show_progress="hidden")
+        gr.on(triggers=None, fn=on_load, inputs=io.marks_in, outputs=[*io.outputs, view], show_progress="hidden")
         return None
 
-    def on_open(project_name: str | None, *raw: Any) -> list[Any]:
+    def on_open(project_name: str | None, *marked: Any) -> list[Any]:
+        raw, baseline, shown = io.split(marked)
         current, _ = io.read(*raw)
         values, message = project_refill(ctx, project_name, current)
-        return [*(_form_updates(values) if values is not None else [gr.skip()] * len(io.outputs)), message]
+        updates = form_updates(values, baseline, shown) if values is not None else [gr.skip()] * len(io.outputs)
+        return [*updates, message]
 
-    def on_project(stamp: Any, *raw: Any) -> list[Any]:
+    def on_project(stamp: Any, *marked: Any) -> list[Any]:
         """The page loaded (the project's run, else its data), a project was picked (its data under its
         generation's preset), or a step finished (its newly prepared data, when the form trains on other)."""
         name, cause = follow.stamp_name(stamp), follow.stamp_cause(stamp)
         if cause == follow.STEP:
-            return [*on_open(name, *raw), gr.skip()]
+            return [*on_open(name, *marked), gr.skip()]
+        _, baseline, shown = io.split(marked)
         if cause == follow.LOAD:
-            return [*on_load(name)[:-1], gr.skip(), None]
-        return [*_form_updates(initial_values(ctx, name, picked=True)),
+            return [*on_load(baseline, shown, name)[:-1], gr.skip(), None]
+        values, preset = initial_form(ctx, name, picked=True)
+        return [*form_updates(values, baseline, shown, preset),
                 f"filled from project **{name}**" if name else gr.skip(), gr.skip()]
 
-    follow.follow(ctx, on_project, [*io.outputs, form.message, view], io.inputs)
+    follow.follow(ctx, on_project, [*io.outputs, form.message, view], [*io.inputs, *io.marks_in])
 
     def on_select(tab: gr.Tab) -> None:  # the project's data prepared meanwhile: the form takes it
-        tab.select(on_open, inputs=[ctx.project_state, *io.inputs], outputs=[*io.outputs, form.message],
+        tab.select(on_open, inputs=[ctx.project_state, *io.inputs, *io.marks_in], outputs=[*io.outputs, form.message],
                    show_progress="hidden")
 
     return on_select
