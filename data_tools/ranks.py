@@ -6,7 +6,7 @@ N-th batch of the shared batch plan. The processes exchange only small Python ob
 skipped items of each), so the group always uses Gloo, also on GPUs: that needs no per-device NCCL setup, and
 Gloo's monitored barrier names a rank that never arrives. Every wait is bounded by ``COLLECTIVE_TIMEOUT_S``.
 
-(data_tools never imports trainer/: ``trainer.distributed`` is the trainer's own, larger, side of torchrun.)
+(``trainer.distributed``, the trainer's larger side of torchrun, reads its place from here too: one reading of torchrun's variables.)
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from data_tools.ranks import Ranks, ranks_from_env
 
 DEFAULT_TIMEOUT_S = 600
 # What the Gloo and NCCL backends say when a peer is gone or a collective timed out (they raise a plain
@@ -27,33 +27,20 @@ DEFAULT_TIMEOUT_S = 600
 _BACKEND_FAILURE_WORDS = ("gloo", "nccl", "processgroup", "by peer", "timed out", "pair closure", "watchdog")
 
 
-@dataclass(frozen=True)
-class DistContext:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
+# This process's place under torchrun: the same reading of RANK, WORLD_SIZE and LOCAL_RANK as preparation's.
+DistContext = Ranks
 
 
 def init_distributed(device_option: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> DistContext:
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return DistContext()
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    place = ranks_from_env()
+    if not place.enabled:
+        return place
     use_cuda = device_option != "cpu" and torch.cuda.is_available()
     if use_cuda:
-        torch.cuda.set_device(local_rank)
+        torch.cuda.set_device(place.local_rank)
     dist.init_process_group(backend="nccl" if use_cuda else "gloo",
                             timeout=datetime.timedelta(seconds=timeout_s))
-    return DistContext(rank=rank, world_size=world_size, local_rank=local_rank)
+    return place
 
 
 def shutdown(ctx: DistContext, together: bool = True) -> None:
