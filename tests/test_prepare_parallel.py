@@ -7,18 +7,14 @@ mid-way (the test hook, in its second batch), then a rerun, gives the same files
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.test_prepare_v2 import cli, prepare_argv, tree_bytes, v2_ws  # noqa: F401  (v2_ws: the fixture)
-from tests.trainer_helpers import REPO
+from tests.test_torchrun import torchrun_module as torchrun_run
 
 pytestmark = pytest.mark.slow
 
@@ -32,20 +28,7 @@ def torchrun_prepare(argv: list[str], nproc: int = 2, **env: str) -> subprocess.
 
 def torchrun_module(module: str, argv: list[str], nproc: int = 2, **env: str) -> subprocess.CompletedProcess:
     """``python -m torch.distributed.run --standalone --nproc-per-node N -m MODULE ARGV`` to its end."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               "-m", module, *argv]
-    # Its own session, so a hang can be ended as a whole (the ranks included) at the deadline.
-    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
-    try:
-        stdout, stderr = proc.communicate(timeout=TORCHRUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
-        pytest.fail(f"torchrun did not finish within {TORCHRUN_TIMEOUT_S} s")
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # whatever a killed rank's peers left behind
-    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+    return torchrun_run(module, argv, nproc, TORCHRUN_TIMEOUT_S, **env)
 
 
 @pytest.fixture(scope="module")

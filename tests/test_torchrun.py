@@ -48,17 +48,24 @@ HOOKS = {"STUDIO_TEST_HOOKS": "1", "STUDIO_TEST_RECORD_SAMPLES": "1"}
 
 def torchrun(argv: list[str], env: dict[str, str] | None = None, nproc: int = 2) -> subprocess.CompletedProcess:
     """``python -m torch.distributed.run --standalone --nproc_per_node N -m trainer.train ARGV`` to its end."""
+    return torchrun_module("trainer.train", argv, nproc, TORCHRUN_TIMEOUT_S, **(env or {}))
+
+
+def torchrun_module(module: str, argv: list[str], nproc: int, timeout_s: float, **env: str
+                    ) -> subprocess.CompletedProcess:
+    """``python -m torch.distributed.run --standalone --nproc_per_node N -m MODULE ARGV`` to its end (at most
+    ``timeout_s``); whatever a killed rank's peers left behind is ended with it."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-               "-m", "trainer.train", *argv]
+               "-m", module, *argv]
     # Its own session, so a hang can be ended as a whole (the ranks included) at the deadline.
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
     try:
-        stdout, stderr = proc.communicate(timeout=TORCHRUN_TIMEOUT_S)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
-        pytest.fail(f"torchrun did not finish within {TORCHRUN_TIMEOUT_S} s")
+        pytest.fail(f"torchrun did not finish within {timeout_s} s")
     end_group(proc.pid)
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
