@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(app.url)
                 page.get_by_role("tab", name="Training", exact=True).click()
+                page.locator("#train-change-data").click()  # the run folder sits in the closed data section
                 field = page.locator("#opt-output-dir textarea, #opt-output-dir input").first
                 field.fill(str(output_dir))
                 field.press("Tab")
