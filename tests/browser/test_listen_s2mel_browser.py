@@ -16,6 +16,7 @@ import pytest
 import soundfile
 
 from demo.v25 import DemoV25Paths
+from tests.browser.sections import check_kept, fill_kept, open_settled
 from tests.browser.served_audio import served_audio
 from tests.s2mel_demo_run import make_s2mel_run
 from tests.studio_process import StudioProcess
@@ -68,11 +69,10 @@ def test_gpt_only_and_gpt_with_trained_s2mel_side_by_side_in_the_browser(page, s
         for side in ("a", "b"):
             page.locator(f"#test-files-{side} .studio-badge[data-tone='ok']").wait_for(timeout=UI_TIMEOUT_MS)
 
-        page.get_by_text("Decoding and files").click()
-        page.locator("#test-decode").get_by_label("greedy").check()
-        page.get_by_text("IndexTTS2: S2Mel steps and emotion").click()
-        page.locator("#test-v2-steps input").fill("2")
-        page.locator("#test-v2-steps input").press("Tab")  # the number commits on leaving the field
+        open_settled(page, "Decoding and files", "#test-decode", "#test-device")
+        check_kept(page, page.locator("#test-decode").get_by_label("greedy"))
+        open_settled(page, "IndexTTS2: S2Mel steps and emotion", "#test-v2-steps input", "#test-emotion-reference")
+        fill_kept(page, "#test-v2-steps input", "2")
         page.locator("#test-run").click()
         page.wait_for_function(ALL_DONE, timeout=SYNTH_TIMEOUT_MS)
         for side in ("a", "b"):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from demo.v25 import DemoV25Paths
+from tests.browser.sections import check_kept, fill_kept, open_settled
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from tests.test_train_v25 import pair_subset, v25_args
@@ -80,12 +81,11 @@ def test_v25_base_and_fine_tune_then_adapter_on_and_off_in_the_browser(page, tra
             page.locator(f"#test-files-{side} .studio-badge[data-tone='ok']").wait_for(timeout=UI_TIMEOUT_MS)
             assert "IndexTTS-2.5 folder v25/checkpoints" in page.locator(f"#test-files-{side}").inner_text()
 
-        page.get_by_text("Decoding and files").click()
-        page.locator("#test-decode").get_by_label("greedy").check()
-        page.get_by_text("IndexTTS-2.5: duration").click()
-        page.locator("#test-v2-steps input").fill("2")
-        page.locator("#test-v2-steps input").press("Tab")  # the number commits on leaving the field
-        page.locator("#test-duration-factor input").fill("1.2")
+        open_settled(page, "Decoding and files", "#test-decode", "#test-device")
+        check_kept(page, page.locator("#test-decode").get_by_label("greedy"))
+        open_settled(page, "IndexTTS-2.5: duration", "#test-v2-steps input", "#test-emotion-reference")
+        fill_kept(page, "#test-v2-steps input", "2")
+        fill_kept(page, "#test-duration-factor input", "1.2")
         page.get_by_text("Commands and logs").click()
         command = _synthesize_and_check(page, artifacts, "tab-test-v25.png")
         assert command.count("--model-dir") == 2 and command.count("--duration-factor 1.2") == 2, command

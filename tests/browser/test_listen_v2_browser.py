@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from demo.v2 import DemoV2Paths
+from tests.browser.sections import check_kept, fill_kept, open_settled
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from tests.test_train_v2 import pair_subset, v2_args
@@ -53,11 +54,10 @@ def test_v2_base_and_fine_tuned_side_by_side_in_the_browser(page, trained_worksp
             assert "IndexTTS2 folder v2/checkpoints" in page.locator(f"#test-files-{side}").inner_text()
         assert "amharic_extended.model" in page.locator("#test-files-b").inner_text()  # B's own tokenizer
 
-        page.get_by_text("Decoding and files").click()
-        page.locator("#test-decode").get_by_label("greedy").check()
-        page.get_by_text("IndexTTS2: S2Mel steps and emotion").click()
-        page.locator("#test-v2-steps input").fill("4")
-        page.locator("#test-v2-steps input").press("Tab")  # the number commits on leaving the field
+        open_settled(page, "Decoding and files", "#test-decode", "#test-device")
+        check_kept(page, page.locator("#test-decode").get_by_label("greedy"))
+        open_settled(page, "IndexTTS2: S2Mel steps and emotion", "#test-v2-steps input", "#test-emotion-reference")
+        fill_kept(page, "#test-v2-steps input", "4")
         page.locator("#test-run").click()
         page.wait_for_function(
             "() => ['a', 'b'].every(side => document.querySelector(`#test-status-${side} .studio-badge`)"

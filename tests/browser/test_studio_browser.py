@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.sections import fill_kept
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from webui.jobs.process_tools import is_process_alive
@@ -108,9 +109,7 @@ def count_visible_fields(page, scope: str) -> int:
 
 
 def fill_number(page, elem_id: str, value: int) -> None:
-    field = page.locator(f"#{elem_id} input")
-    field.fill(str(value))
-    field.press("Tab")
+    fill_kept(page, f"#{elem_id} input", str(value))  # a field just shown can take a late first-render value
 
 
 def paste_number(page, elem_id: str, value: int) -> None:
