@@ -88,8 +88,8 @@ def _s2mel_generation(generation: str, codes: int, steps: int, device: torch.dev
         synth: Any = S2MelSynthesizer(IndexTTS2Networks(**parts))
         mel: Any = MelSettings(steps=steps)
     else:
+        from generations.indextts25.synthesis import MelSettings25, SynthesizerV25
         from networks.indextts25 import IndexTTS25Networks
-        from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
 
         synth = SynthesizerV25(IndexTTS25Networks(**parts), language="en")
         mel = MelSettings25(steps=steps)

@@ -90,8 +90,8 @@ def never_stop(model: torch.nn.Module) -> None:
 
 
 def build_v25(folder: Path, device: torch.device) -> Any:
+    from generations.indextts25.synthesis import SynthesizerV25
     from networks.indextts25 import load_indextts25
-    from trainer.generations.indextts25.synthesis import SynthesizerV25
 
     nets = load_indextts25(folder, local_files_only=True, device=device)
     never_stop(nets.gpt)
@@ -131,7 +131,7 @@ def build_v2(nets25: Any, seed: int, device: torch.device) -> Any:
 
 def instrument(synth: Any, timer: PartTimer) -> None:
     """Wrap this synthesizer's parts (module globals of its pipeline, and its own networks)."""
-    import trainer.generations.indextts25.synthesis as v25
+    import generations.indextts25.synthesis as v25
     import trainer.synthesis.s2mel_pipeline as v2
 
     for module in (v2, v25):
@@ -148,7 +148,7 @@ def instrument(synth: Any, timer: PartTimer) -> None:
 
 
 def run(synth: Any, voice: Any, timer: PartTimer, codes: int, steps: int, v25: bool) -> tuple[dict[str, float], float]:
-    from trainer.generations.indextts25.synthesis import MelSettings25
+    from generations.indextts25.synthesis import MelSettings25
     from trainer.synthesis.generation import DecodeSettings
 
     settings = DecodeSettings(mode="greedy", max_codes=codes)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from data_tools.text import normalize_text
-from trainer.generations.spec import Generation
+from generations.spec import Generation
 
 SPEAKERS = ("spk_abebe", "spk_selam", "spk_tigist")
 DEMO_CODE_RANGE = 256  # the demo's "speech" only uses the first 256 codes, which keeps it learnable

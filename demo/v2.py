@@ -44,7 +44,7 @@ from demo.v2_audio import (
     write_prep_kit,
 )
 from demo.v2_synthesis import synthesis_sections, write_synthesis_kit
-from trainer.generations.indextts2 import INDEXTTS2
+from generations.indextts2 import INDEXTTS2
 
 V2_MODEL_DIM = 64
 V2_LATENTS = 32

@@ -41,7 +41,7 @@ from demo.v25_synthesis import (
     synthesis_sections_v25,
     write_synthesis_kit_v25,
 )
-from trainer.generations.indextts25 import INDEXTTS25
+from generations.indextts25 import INDEXTTS25
 
 FOLDER = demo_folder_of(INDEXTTS25)  # <workspace>/FOLDER/: its registry entry's demo folder
 V25_MODEL_DIM = 32

@@ -48,9 +48,9 @@ from demo.v2 import FOLDER as V2_FOLDER
 from demo.v2 import DemoV2Paths, build_demo_v2
 from demo.v25 import FOLDER as V25_FOLDER
 from demo.v25 import DemoV25Paths, ensure_demo_v25
-from trainer.generations.indextts15 import INDEXTTS15
-from trainer.generations.registry import by_id, generation_ids
-from trainer.generations.spec import Capability, Generation
+from generations.indextts15 import INDEXTTS15
+from generations.registry import by_id, generation_ids
+from generations.spec import Capability, Generation
 from trainer.synthesis.demo_vocoder import DEMO_VOCODER_FILE, demo_bigvgan_config, write_demo_vocoder
 
 ASSETS = Path(__file__).resolve().parent / "assets"

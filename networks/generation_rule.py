@@ -1,6 +1,6 @@
 """Which IndexTTS generation a config or a checkpoint's weights describe: the shipped generations' facts.
 
-The one recognition rule of the studio. ``trainer.generations`` (the registry) asks it through each entry's
+The one recognition rule of the studio. ``generations`` (the registry) asks it through each entry's
 ``recognises``; data tools that must know a generation (code rates for the ingest gates, seconds of codes)
 ask it here, because they sit below the trainer. Each generation is told by what its network has:
 

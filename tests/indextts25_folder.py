@@ -114,7 +114,7 @@ def tiled_features() -> Iterator[None]:
 
 def load_synthesizer(folder: Path, **kwargs):
     """A SynthesizerV25 of the tiny download folder (never downloads)."""
-    from trainer.generations.indextts25.synthesis import SynthesizerV25
+    from generations.indextts25.synthesis import SynthesizerV25
 
     with tiled_features():
         return SynthesizerV25.load(folder, local_files_only=True, **kwargs)

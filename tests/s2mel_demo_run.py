@@ -15,8 +15,8 @@ import torch
 import yaml
 
 from data_tools.config import load_config
+from generations.registry import generation_of_folder
 from networks.s2mel import load_s2mel
-from trainer.generations.registry import generation_of_folder
 from trainer.s2mel.batches import S2MelClip
 from trainer.s2mel.export import base_record
 from trainer.s2mel.loop import S2MelTrainer

@@ -92,8 +92,8 @@ def test_best_pth_follows_the_number_chosen_on_the_page(stopped_run, tmp_path):
 
 
 def test_an_indextts25_checkpoint_is_listed_as_indextts25(tmp_path):
+    from generations.indextts25.model import SPK_COND_MODE
     from tests.checkpoint_factory import make_checkpoint, tiny_gpt_config, trained_state
-    from trainer.generations.indextts25.model import SPK_COND_MODE
 
     run = tmp_path / "runs" / "am25"
     run.mkdir(parents=True)

@@ -106,7 +106,7 @@ def test_real_speech_reads_the_speakers_clips_and_leaves_other_languages_out(tmp
 def test_an_indextts2_pair_without_a_duration_is_timed_by_its_code_length(tmp_path):
     """IndexTTS2's prepared pairs record target_code_len, not target_duration: at the generation's code rate they
     still give the speaker's real rate (each target once, however many prompts it has)."""
-    from trainer.generations.registry import by_id
+    from generations.registry import by_id
 
     rate = by_id("2").codes_per_second
     manifest = tmp_path / "pairs.jsonl"

@@ -172,9 +172,9 @@ def test_preflight_accepts_v2_evaluation_with_the_folder_and_refuses_in_one_line
 
 
 def test_a_wrong_w2v_bert_or_a_mel_prompt_is_one_line(folder, tokenizer, tmp_path):
+    from generations.indextts2.evaluation import folder as indextts2_folder
     from trainer.evaluation import EvaluationError
     from trainer.evaluation.backend_choice import synthesis_backend
-    from trainer.generations.indextts2.evaluation import folder as indextts2_folder
     from trainer.synthesis.generation import DecodeSettings
 
     with pytest.raises(EvaluationError, match=r"^--model-dir .*no_w2v \(w2v-BERT folder\)$"):

@@ -95,7 +95,7 @@ def test_a_lora_run_is_scored_with_its_live_adapters(ws, data, models, measured_
     # The speaker the evaluation builds carries them: its GPT differs from the same checkpoint's base weights.
     backend = synthesis_backend("2.5", ws.config, ws.tokenizer, None, language="am")
     merged = backend.for_checkpoint(run / "model_step4.pth").synth.model.state_dict()
-    from trainer.generations.indextts25.synthesis import load_gpt25_checkpoint
+    from generations.indextts25.synthesis import load_gpt25_checkpoint
 
     bare = load_gpt25_checkpoint(run / "model_step4.pth", backend.nets.config, adapter=False).model.state_dict()
     assert any(not torch.equal(merged[key], bare[key]) for key in bare)

@@ -127,8 +127,8 @@ def test_an_earlier_export_is_kept_unless_forced(english_tokenizer, tmp_path):
 # -- IndexTTS-2.5 ---------------------------------------------------------------------------------------------
 def v25_run(tmp_path: Path) -> tuple[Path, Path]:
     """(a tiny IndexTTS-2.5 download folder, a checkpoint of ours whose weights moved from it), no training."""
+    from generations.indextts25 import TABLE_NAME
     from tests.indextts25_folder import build_download_folder, download_config
-    from trainer.generations.indextts25 import TABLE_NAME
 
     base = build_download_folder(tmp_path / "base" / "IndexTTS-2.5")
     state = torch.load(base / "gpt.pth", weights_only=True)

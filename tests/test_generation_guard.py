@@ -2,14 +2,18 @@
 generation packages compares against a generation's version string or name, keeps a table keyed by them, or
 tells generations apart by the tokenizer's type, nor spells a generation's demo folder as a path (``"v2/runs"``,
 ``workspace / "v25"``: ask ``registry.demo_folders``). As tests/test_import_cycles.py guards the layers, this reads
-every module of networks/, data_tools/, trainer/, webui/ and app.py (AST) and names each offence by path:line.
+every module of networks/, data_tools/, trainer/, webui/, generations/ and app.py (AST) and names each offence by
+path:line; generations/ itself may name its generations.
 
-A generation is one folder (issue 37): under trainer/, no file outside trainer/generations/ is named for a
-generation (``v25.py``, ``data_v25.py``, ``pipeline_v2.py``...) and no function or class defined there is
-(``sample_plan_v15``, ``V2Backend``, ``SynthesizerV25``, ``indextts2_folder``...): a generation's code lives in
-its package, trainer/generations/<name>/, under plain names; shared engines keep neutral ones. This naming rule
-covers trainer/ only for now: data_tools/, webui/ and demo/ still carry generation-named modules (later steps of
-issue 37), and networks/ keeps its network modules by design.
+A generation is one folder (issue 37): generations/<name>/ holds its entry (``__init__.py``) and all of its code,
+whatever the layer (tests/layers.py: ``data/`` the data tools' layer, ``demo/`` the demo's, ``ui/`` the web UI's,
+the rest the trainer's), as torchtitan keeps ``models/<name>/``. In the trainer layer outside generations/ (that
+is, trainer/), no file is named for a generation (``v25.py``, ``data_v25.py``, ``pipeline_v2.py``...) and no
+function or class defined there is (``sample_plan_v15``, ``V2Backend``, ``SynthesizerV25``,
+``indextts2_folder``...): a generation's code lives in its folder under plain names; shared engines keep neutral
+ones. This naming rule covers trainer/ only for now: data_tools/, demo/ and webui/ still carry generation-named
+modules (later steps of issue 37 move them into generations/<name>/data|demo|ui/), and networks/ keeps its
+network modules by design.
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ import ast
 import re
 from pathlib import Path
 
-from trainer.generations.registry import GENERATIONS
+from generations.registry import GENERATIONS
+from tests.layers import REPO, path_layer
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("networks", "data_tools", "trainer", "webui")
+PACKAGES = ("networks", "data_tools", "trainer", "webui", "generations")
 # The registry and the one recognition rule: the only places that may name a generation's version.
-ALLOWED = ("trainer/generations/", "networks/generation_rule.py")
+ALLOWED = ("generations/", "networks/generation_rule.py")
 VERSION_STRINGS = {"1.5", "2", "2.5", "2.0", "v1.5", "v2", "v2.5"}
 NAME_PREFIXES = ("IndexTTS-1.5", "IndexTTS2", "IndexTTS-2.5", "IndexTTS 1.5", "IndexTTS 2")
 # The demos' own folders in a workspace (the one at the workspace's root has no name to spell).
@@ -41,8 +45,8 @@ def _spells_demo_folder(node: ast.AST) -> bool:
 # word (``MelSettings25``, ``gpt25``), or the generation's name (``indextts2``, ``IndexTTS25``).
 GENERATION_MARKER = re.compile(r"(?:^|_)[vV](?:15|2|25)(?:_|$)|V(?:15|2|25)(?=[A-Z_]|$)|(?<=[a-z])(?:15|25)(?=[A-Z_]|$)"
                                r"|(?i:indextts_?(?:15|2|25))")
-NAMING_SCOPE = "trainer/"
-GENERATION_PACKAGES = "trainer/generations/"
+NAMING_SCOPE = "trainer"  # the layer the naming rule covers (outside generations/), for now
+GENERATION_PACKAGES = "generations/"
 
 
 def _names_generation(node: ast.AST) -> bool:
@@ -70,7 +74,7 @@ def offences(source: str, where: str) -> list[str]:
               and len(node.args) == 2 and "Tokenizer" in ast.unparse(node.args[1])):
             what = "tells generations apart by the tokenizer's type"
         elif _spells_demo_folder(node):
-            what = "spells a generation's demo folder (ask trainer.generations.registry.demo_folders)"
+            what = "spells a generation's demo folder (ask generations.registry.demo_folders)"
         if what:
             found.append((node.lineno, f"{where}:{node.lineno}: {what}"))
     return [text for _line, text in sorted(found)]
@@ -93,7 +97,7 @@ def test_hubs_never_branch_on_a_generation():
         found += offences(path.read_text(encoding="utf-8"), where)
     assert checked > 200  # every product module was read
     assert all((REPO / place).exists() for place in ALLOWED)  # the allowance names real places
-    assert found == [], "ask the generation's registry entry (trainer.generations) instead:\n" + "\n".join(found)
+    assert found == [], "ask the generation's registry entry (generations.registry) instead:\n" + "\n".join(found)
 
 
 def test_the_guard_finds_a_planted_branch_of_each_kind():
@@ -116,11 +120,11 @@ also_fine = ("v2", workspace / "runs", "v2.5/x")
 
 
 def generation_named(files: dict[str, str]) -> list[str]:
-    """Each file under trainer/ outside trainer/generations/ named for a generation ('path'), and each function
-    or class defined in one whose name is ('path:line: name'); ``files``: repository path -> source."""
+    """Each file of the trainer layer outside generations/ (trainer/) named for a generation ('path'), and each
+    function or class defined in one whose name is ('path:line: name'); ``files``: repository path -> source."""
     found: list[str] = []
     for where, source in sorted(files.items()):
-        if not where.startswith(NAMING_SCOPE) or where.startswith(GENERATION_PACKAGES):
+        if path_layer(where) != NAMING_SCOPE or where.startswith(GENERATION_PACKAGES):
             continue
         if GENERATION_MARKER.search(Path(where).stem):
             found.append(f"{where}: a file named for a generation")
@@ -136,7 +140,7 @@ def test_no_trainer_file_or_definition_outside_the_generation_packages_is_named_
              for path in sorted((REPO / "trainer").rglob("*.py"))}
     assert len(files) > 100 and (REPO / GENERATION_PACKAGES).is_dir()  # trainer/ was read
     found = generation_named(files)
-    assert found == [], ("move it into its generation's package (trainer/generations/<name>/) under a plain name, "
+    assert found == [], ("move it into its generation's folder (generations/<name>/) under a plain name, "
                          "or give a shared engine a neutral one:\n" + "\n".join(found))
 
 
@@ -165,7 +169,8 @@ def sha256_file(): pass
 def top_k_of(): pass
 """,
         "trainer/synthesis/s2mel_pipeline.py": "class Fine: pass",
-        "trainer/generations/indextts25/model.py": "def is_v25_table(): pass",  # inside its package: allowed
+        "generations/indextts25/model.py": "def is_v25_table(): pass",  # inside its package: allowed
+        "generations/indextts25/ui/section_v25.py": "def build_v25(): pass",  # its web UI, in its folder: allowed
         "webui/data/prepare_v25_section.py": "def build_v25(): pass",  # outside the rule's scope for now
     }
     found = generation_named(planted)

@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 from demo.workspace import demo_of
-from networks.generation_rule import gpt_section
-from trainer.generations.registry import (
+from generations.registry import (
     CAPABILITIES,
     DEMO_CHECKPOINTS,
     DEMO_RUNS,
@@ -33,7 +32,8 @@ from trainer.generations.registry import (
     register,
     unregister,
 )
-from trainer.generations.spec import Capability, Generation
+from generations.spec import Capability, Generation
+from networks.generation_rule import gpt_section
 from trainer.options_parser import parse_argv
 from trainer.plan import RunPlan, make_plan
 

@@ -2,14 +2,16 @@
 
 Python resolves a cycle at run time only when the import order happens to be right, and a function-level import
 hides one until that function runs. This reads every ``import`` statement (module level and inside functions) of
-app.py, demo/, trainer/, data_tools/, webui/ and networks/ and fails on any strongly connected group of modules, naming
-it. A ``from package import name`` inside the package counts as an edge to the package's ``__init__``.
+app.py, demo/, trainer/, data_tools/, webui/, networks/ and generations/ and fails on any strongly connected group
+of modules, naming it. A ``from package import name`` inside the package counts as an edge to the package's
+``__init__``.
 
-It also holds the layers to their order (app.py -> webui/ -> demo/ -> trainer/ -> data_tools/ -> networks/):
-networks/ imports nothing of the layers above it, data_tools/ nothing of trainer/ or webui/, trainer/ nothing of
-demo/ or webui/; a failure names module:line. The generation registry names its code by module-name strings
-(``lazy(module, name)``, ``prepare``) that no import statement shows: each entry's targets must import, have the name,
-and sit in the registry's layer or below.
+It also holds the layers to their order (app.py -> webui/ -> demo/ -> trainer/ -> data_tools/ -> networks/): no
+module imports a layer above its own; a failure names module:line. A module of generations/ takes its layer from
+its path (tests/layers.py: the registry and each entry sit in the data_tools layer, a generation's data/, demo/
+and ui/ folders in theirs, the rest in the trainer layer). The generation registry names its code by module-name
+strings (``lazy(module, name)``, ``prepare``) that no import statement shows: each entry's targets must import,
+have the name, and sit in a layer the field naming them may reach (tests/layers.py's ``field_layer``).
 """
 
 from __future__ import annotations
@@ -22,17 +24,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainer.generations.registry import GENERATIONS
-from trainer.generations.spec import Generation, LazyFunction, lazy
+from generations.registry import GENERATIONS
+from generations.spec import Generation, LazyFunction, lazy
+from tests.layers import LAYERS, PACKAGES, REPO, field_layer, layers_above, module_layer, path_layer
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("trainer", "data_tools", "webui", "networks", "demo")
-# Each layer and the packages above it, which it must never import (a function-level import counts too).
-FORBIDDEN_ABOVE = {
-    "networks": ("trainer", "data_tools", "webui", "app", "demo"),
-    "data_tools": ("trainer", "webui", "app", "demo"),
-    "trainer": ("demo", "webui", "app"),  # the demo builders sit above the trainer (webui/ and app.py may import them)
-}
+# Each layer and the layers above it, which it must never import (a function-level import counts too).
+FORBIDDEN_ABOVE = {layer: layers_above(layer) for layer in LAYERS}
 
 
 def _modules() -> dict[str, Path]:
@@ -84,9 +81,8 @@ def import_graph() -> dict[str, set[str]]:
 def layer_violations(edges: list[tuple[str, str, str]]) -> list[str]:
     """``path:line imports target`` for each import of a layer above the importer's (FORBIDDEN_ABOVE)."""
     found = []
-    for name, where, target in edges:
-        above = FORBIDDEN_ABOVE.get(name.split(".")[0], ())
-        if target.split(".")[0] in above:
+    for _name, where, target in edges:
+        if module_layer(target) in FORBIDDEN_ABOVE[path_layer(where.rpartition(":")[0])]:
             found.append(f"{where} imports {target}")
     return found
 
@@ -149,13 +145,17 @@ def test_the_checker_finds_a_cycle():
     assert any("data_tools.config" in group and "trainer.train" in group for group in strongly_connected(graph))
 
 
+def _violations_in(folder: str) -> list[str]:
+    return [v for v in layer_violations(import_edges()) if v.startswith(folder)]
+
+
 def test_networks_import_no_layer_above():
-    violations = [v for v in layer_violations(import_edges()) if v.startswith("networks/")]
+    violations = _violations_in("networks/")
     assert violations == [], "networks/ must import nothing of trainer/, data_tools/, webui/: " + "; ".join(violations)
 
 
 def test_data_tools_import_neither_trainer_nor_webui():
-    violations = [v for v in layer_violations(import_edges()) if v.startswith("data_tools/")]
+    violations = _violations_in("data_tools/")
     assert violations == [], "data_tools/ must import nothing of trainer/ or webui/: " + "; ".join(violations)
 
 
@@ -172,15 +172,49 @@ def test_the_layer_check_names_module_and_line():
 
 
 def test_trainer_imports_no_demo_builder():
-    violations = [v for v in layer_violations(import_edges()) if v.startswith("trainer/")]
+    violations = _violations_in("trainer/")
     assert violations == [], "trainer/ must import nothing of demo/ or webui/: " + "; ".join(violations)
     assert layer_violations([("trainer.run", "trainer/run.py:5", "demo.v2")]) == ["trainer/run.py:5 imports demo.v2"]
 
 
+def test_demo_and_webui_import_no_layer_above():
+    violations = _violations_in("demo/") + _violations_in("webui/")
+    assert violations == [], "demo/ must import nothing of webui/ or app.py, webui/ nothing of app.py: " + "; ".join(
+        violations)
+
+
+def test_each_generations_module_imports_no_layer_above_its_own():
+    violations = _violations_in("generations/")
+    assert violations == [], ("a module of generations/ imports above its layer (tests/layers.py): "
+                              + "; ".join(violations))
+
+
+def test_a_generations_module_has_the_layer_of_its_place():
+    assert [path_layer(path) for path in (
+        "generations/__init__.py", "generations/spec.py", "generations/registry.py",
+        "generations/sentencepiece_fields.py", "generations/indextts25/__init__.py",
+        "generations/indextts25/data/pairs.py", "generations/indextts25/demo/build.py",
+        "generations/indextts25/ui/section.py", "generations/indextts25/data.py", "generations/indextts25/model.py",
+        "generations/folders.py", "generations/sentencepiece_kit.py", "trainer/run.py", "app.py",
+    )] == ["data_tools"] * 6 + ["demo", "webui", "trainer", "trainer", "trainer", "trainer", "trainer", "app"]
+    assert module_layer("generations.indextts2") == "data_tools"  # a package: its __init__.py, the entry
+    assert module_layer("generations.indextts2.samples") == "trainer"
+    # the registry's layer: data tools may ask it, a registry module may not import the trainer
+    assert layer_violations([("data_tools.check", "data_tools/check.py:3", "generations.registry"),
+                             ("generations.registry", "generations/registry.py:7", "trainer.samples"),
+                             ("generations.indextts2", "generations/indextts2/__init__.py:9", "trainer.samples"),
+                             ("generations.indextts2.samples", "generations/indextts2/samples.py:4", "trainer.samples"),
+                             ("generations.x.data.rows", "generations/x/data/rows.py:2", "generations.x.model"),
+                             ("generations.x.demo.build", "generations/x/demo/build.py:2", "generations.x.ui.tab"),
+                             ]) == [
+        "generations/registry.py:7 imports trainer.samples",
+        "generations/indextts2/__init__.py:9 imports trainer.samples",
+        "generations/x/data/rows.py:2 imports generations.x.model",
+        "generations/x/demo/build.py:2 imports generations.x.ui.tab",
+    ]
+
+
 # ----- the registry's lazy targets ----------------------------------------------------------------------------
-REGISTRY_LAYER = "trainer"
-
-
 def lazy_targets(value: Any) -> Iterator[LazyFunction]:
     """Every ``lazy`` reference inside an entry's value: itself, a partial's function and arguments, a nested
     facts object's fields, a mapping's values, a collection's items."""
@@ -202,16 +236,18 @@ def lazy_targets(value: Any) -> Iterator[LazyFunction]:
 
 def registry_target_problems(entries: Iterable[Generation]) -> list[str]:
     """'<entry>: <module>.<name> <what is wrong>' for each lazy target (and ``prepare`` module) of ``entries`` that
-    points above the registry's layer, does not import, or lacks the name."""
-    above = FORBIDDEN_ABOVE[REGISTRY_LAYER]
+    sits above the layer its field may reach (``field_layer``), does not import, or lacks the name."""
     found: list[str] = []
     for entry in entries:
-        targets = [(target.module, target.name) for target in lazy_targets(entry)]
-        targets += [(entry.prepare, "main")] if entry.prepare else []
-        for module_name, name in dict.fromkeys(targets):
+        targets = [(item.name, target.module, target.name) for item in dataclasses.fields(entry)
+                   for target in lazy_targets(getattr(entry, item.name))]
+        targets += [("prepare", entry.prepare, "main")] if entry.prepare else []
+        for field_name, module_name, name in dict.fromkeys(targets):
             where = f"{entry.name}: {module_name}.{name}"
-            if module_name.split(".")[0] in above:
-                found.append(f"{where} is in a layer above the registry's ({module_name.split('.')[0]}/)")
+            reach = field_layer(field_name)
+            if module_layer(module_name) in FORBIDDEN_ABOVE[reach]:
+                found.append(f"{where} is in the {module_layer(module_name)} layer, above what {field_name} may "
+                             f"name (the {reach} layer and below)")
                 continue
             try:
                 module = importlib.import_module(module_name)
@@ -223,21 +259,34 @@ def registry_target_problems(entries: Iterable[Generation]) -> list[str]:
     return found
 
 
-def test_every_registry_target_imports_and_sits_below_the_registry():
+def test_every_registry_target_imports_and_sits_where_its_field_may_reach():
     assert sum(1 for entry in GENERATIONS for _ in lazy_targets(entry)) > 30  # the walk reaches the entries' code
     problems = registry_target_problems(GENERATIONS)
     assert problems == [], "the registry names code it must not:\n" + "\n".join(problems)
+
+
+def test_each_field_reaches_its_layer():
+    assert [field_layer(name) for name in ("form", "test", "ui", "demo", "demo_builder", "build_demo", "sample_plan",
+                                           "prepare", "synthesize")] == (
+        ["webui"] * 3 + ["demo"] * 3 + ["trainer"] * 3)
 
 
 def test_the_target_check_finds_each_kind_of_problem():
     shipped = GENERATIONS[-1]
     planted = shipped.renamed(name="planted", sample_plan=lazy("demo.v2", "DemoV2Paths"),
                               synthesize=functools.partial(lazy("trainer.no_such_module", "run"), 1),
-                              test=dataclasses.replace(shipped.test, folder_problem=lazy("trainer.options", "nothing")),
+                              test=dataclasses.replace(shipped.test, folder_problem=lazy("trainer.options", "nothing"),
+                                                       w2v_bert_places=(lazy("webui.dataclass_json", "from_json"),
+                                                                        lazy("app", "main"))),
+                              export=lazy("generations.indextts25.ui.no_such_panel", "build"),
                               prepare="webui.app")
     assert sorted(registry_target_problems([planted])) == sorted([
-        "planted: demo.v2.DemoV2Paths is in a layer above the registry's (demo/)",
+        "planted: demo.v2.DemoV2Paths is in the demo layer, above what sample_plan may name (the trainer layer and "
+        "below)",
         "planted: trainer.no_such_module.run does not import (No module named 'trainer.no_such_module')",
         "planted: trainer.options.nothing is not there",
-        "planted: webui.app.main is in a layer above the registry's (webui/)",
-    ])
+        "planted: app.main is in the app layer, above what test may name (the webui layer and below)",
+        "planted: generations.indextts25.ui.no_such_panel.build is in the webui layer, above what export may name "
+        "(the trainer layer and below)",
+        "planted: webui.app.main is in the webui layer, above what prepare may name (the trainer layer and below)",
+    ])  # the test facet may name the web UI: webui.dataclass_json.from_json is no problem

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from data_tools.tokenizer.tiktoken25 import language_index
+from generations.registry import by_id
 from networks.gpt_v25 import build_gpt_v25
 from tests.test_gpt_v25 import tiny_batch, tiny_gpt
-from trainer.generations.registry import by_id
 from trainer.language_row import (
     LANG_TABLE,
     freeze_other_language_rows,

@@ -19,8 +19,8 @@ import soundfile
 from demo.v2 import DemoV2Paths
 from demo.v25 import DemoV25Paths
 from demo.workspace import DemoPaths
+from generations.registry import demo_folders
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
-from trainer.generations.registry import demo_folders
 from webui.context import StudioContext
 from webui.jobs.process_tools import wait_until
 from webui.testing import listen, reference_voices, tab_testing, tab_testing_layout, test_job

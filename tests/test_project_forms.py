@@ -144,8 +144,8 @@ def test_listen_and_pick_is_done_once_the_run_is_evaluated(workspace):
 
 def test_the_saved_manifest_message_names_the_projects_generation(workspace):
     from data_tools.ingest.pipeline import IngestSettings, run_ingest
+    from generations.registry import by_id
     from tests.ingest_factory import EnergyVad, FakeAsr, tone_recording
-    from trainer.generations.registry import by_id
     from webui.data import proofread_panel
 
     project = create_project(workspace, "voice-25", workspace / "v25" / "checkpoints")

@@ -81,7 +81,7 @@ def test_run_lists_include_the_projects_runs(voice, tmp_path):
 
 
 def test_each_generation_names_a_preset_the_form_has():
-    from trainer.generations.registry import GENERATIONS
+    from generations.registry import GENERATIONS
 
     assert {generation.form.demo_preset for generation in GENERATIONS} <= set(tf.PRESETS)
 

@@ -87,7 +87,7 @@ def test_a_stored_config_leaves_out_names_the_table_no_longer_declares():
 
 
 # --- the product code reads only declared options -------------------------------------------------------------
-PRODUCT = ("trainer", "webui", "data_tools")
+PRODUCT = ("trainer", "webui", "data_tools", "generations")
 # Names under which code holds trainer options (a RunOptions or a plain dict of them).
 OPTION_HOLDERS = {"opts", "options", "values", "run_options"}
 # Keys read on such names that are not trainer options, because the dict mixes them in or is another thing:
@@ -191,7 +191,7 @@ def test_product_code_reads_only_declared_options():
         where = path.relative_to(REPO)
         undeclared += [f"{where}:{line}: [{key!r}]" for line, key in _string_key_reads(tree)
                        if key not in OPTION_NAMES | NOT_OPTIONS]
-        attributes = _attribute_reads(tree, trainer_file=where.parts[0] == "trainer",
+        attributes = _attribute_reads(tree, trainer_file=where.parts[0] in ("trainer", "generations"),
                                       annotations=_imports_run_options(tree))
         attribute_reads += len(attributes)
         undeclared += [f"{where}:{line}: .{name}" for line, name in attributes

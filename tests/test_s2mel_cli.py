@@ -20,6 +20,8 @@ from data_tools.s2mel_clip import add_missing_s2mel_files
 from demo.v2 import DemoV2Paths
 from demo.v25 import DemoV25Paths
 from demo.workspace import demo_of
+from generations.registry import by_id
+from generations.spec import Capability
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import load_indextts2
 from networks.indextts25 import load_indextts25
@@ -29,8 +31,6 @@ from trainer.checkpoints.__main__ import main as checkpoints_main
 from trainer.checkpoints.format import checkpoint_kind
 from trainer.checkpoints.inspect import inspect_checkpoint, inspect_lines
 from trainer.checkpoints.verify import verify_checkpoint
-from trainer.generations.registry import by_id
-from trainer.generations.spec import Capability
 from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 from trainer.s2mel.sources import audio_loader

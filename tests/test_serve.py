@@ -252,7 +252,7 @@ def test_the_cli_refuses_a_folder_without_a_model_and_a_missing_voice_in_one_lin
 def test_a_projects_speakers_become_voices_by_name(demo_workspace):
     """``--voices-from`` a validation manifest of any generation's format: one voice per speaker with audio
     prompts (its first), named after the speaker; a manifest whose prompts are no audio gives none, not an error."""
-    from trainer.generations.registry import demo_paths
+    from generations.registry import demo_paths
     from trainer.serving.voices import VoiceError, speaker_voices
 
     manifests = sorted(m for folder in demo_paths(demo_workspace.root, "data") for m in folder.glob("val*.jsonl"))

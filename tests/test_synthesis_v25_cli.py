@@ -109,7 +109,7 @@ def write_adapter(path, rank: int = 2, width: int = 64) -> dict:
 
 
 def test_an_adapter_file_is_merged_into_the_folders_gpt(folder, prompt, tmp_path, capsys):
-    from trainer.generations.indextts25.synthesis import SynthesizerV25
+    from generations.indextts25.synthesis import SynthesizerV25
 
     written = write_adapter(tmp_path / "adapter.pth")
     with tiled_features():
@@ -137,7 +137,7 @@ def test_bad_adapter_files_are_refused_in_one_line(folder, prompt, tmp_path, cap
 
 
 def test_a_lora_training_checkpoint_speaks_merged_unless_told_otherwise(folder, tmp_path):
-    from trainer.generations.indextts25.synthesis import load_gpt25_checkpoint
+    from generations.indextts25.synthesis import load_gpt25_checkpoint
     from trainer.lora_setup import ADAPTER_COMPONENT
 
     written = write_adapter(tmp_path / "adapter.pth")

@@ -13,6 +13,7 @@ import soundfile as sf
 import torch
 import yaml
 
+from generations.indextts25.synthesis import MelSettings25
 from networks.indextts25 import IndexTTS25FilesError, load_indextts25
 from tests.indextts25_folder import (
     download_config,
@@ -23,7 +24,6 @@ from tests.indextts25_folder import (
 from tests.indextts25_folder import (
     expected as load_expected,
 )
-from trainer.generations.indextts25.synthesis import MelSettings25
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.generation import DecodeSettings, generate_codes, prefix_embeddings
 from trainer.synthesis.s2mel_types import EmotionControl, VoicePrompt
@@ -234,7 +234,7 @@ def test_config_sizes_that_do_not_fit_the_weights_are_refused(folder, tmp_path, 
 
 
 def test_a_v2_gpt_checkpoint_is_refused_by_name(folder, tmp_path):
-    from trainer.generations.indextts25.synthesis import load_gpt25_checkpoint
+    from generations.indextts25.synthesis import load_gpt25_checkpoint
 
     state = torch.load(folder / "gpt.pth", weights_only=True)
     state = state.get("model", state)
@@ -265,7 +265,7 @@ def test_a_merges_export_is_read_back_in_the_studio_row_order(folder, tmp_path):
     ours = {"model": state, "model_config": gpt, "tokenizer": {"text_scheme": {"scheme": "merges"}}}
     torch.save(ours, tmp_path / "ours.pth")
     with tiled_features():
-        from trainer.generations.indextts25.synthesis import SynthesizerV25
+        from generations.indextts25.synthesis import SynthesizerV25
 
         spoken = [SynthesizerV25.load(folder, checkpoint=tmp_path / name, local_files_only=True, **kwargs)
                   for name, kwargs in (("export_gpt.pth", {"scheme": "merges"}), ("ours.pth", {}))]

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from generations.registry import GENERATIONS, by_id, generation_ids, register, unregister
+from generations.spec import Capability, Generation
 from networks.generation_rule import gpt_section
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args
 from trainer.checkpoints.metadata import read_metadata
-from trainer.generations.registry import GENERATIONS, by_id, generation_ids, register, unregister
-from trainer.generations.spec import Capability, Generation
 from trainer.options import option_by_name
 from trainer.options_parser import parse_argv
 from trainer.plan import make_plan

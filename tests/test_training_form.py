@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from generations.registry import by_id
 from trainer import options as trainer_options
-from trainer.generations.registry import by_id
 from trainer.options_parser import parse_argv
 from webui.jobs import launcher
 from webui.training import training_form as tf

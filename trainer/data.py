@@ -5,7 +5,7 @@ Three formats, told apart by their fields (``data_tools.manifest.manifest_format
 - the v1.5 codes manifest (text tokenized here with the run's tokenizer, DVAE codes, a prompt mel or audio);
 - the IndexTTS2 community paired manifest (precomputed text ids, semantic codes, condition and emo vec),
   read as it is: lengths from its ``*_len`` fields, paths relative to its folder;
-- the IndexTTS-2.5 paired manifest (``trainer.generations.indextts25.data``: text tokenised with the run's text scheme, 25 Hz
+- the IndexTTS-2.5 paired manifest (``generations.indextts25.data``: text tokenised with the run's text scheme, 25 Hz
   codes, the prompt's CAM++ and emotion vectors, the language row).
 
 - ``load_items`` reads the manifests (``file:line`` errors; a ``path::lang`` argument sets that manifest's
@@ -57,9 +57,9 @@ from data_tools.shape_rules import (
     drop_reason,
 )
 from data_tools.text_tokenizer import TextTokenizer
+from generations.indextts25.data import PairCollatorV25, PairDatasetV25, PairItemV25, load_pair_v25
 from trainer.batching import lengths as _lengths
 from trainer.batching import padded_sequences as _sequences
-from trainer.generations.indextts25.data import PairCollatorV25, PairDatasetV25, PairItemV25, load_pair_v25
 from trainer.replay import SamplingGroup
 from trainer.sampler import BucketBatchSampler
 

@@ -115,10 +115,10 @@ def run_options(run_dir: Path) -> RunOptions:
 def evaluator_for(args: argparse.Namespace, say: Any = print) -> Any:
     """The Evaluator of ``args`` over the run's options (also used by tests and the bench)."""
     from data_tools.config import load_config
+    from generations.registry import generation_of_config
     from trainer.evaluation.eval_set import EvalSetSpec, ensure_eval_set
     from trainer.evaluation.runner import EvalSettings, Evaluator
     from trainer.evaluation.scorers import ModelScorer
-    from trainer.generations.registry import generation_of_config
 
     run_dir: Path = args.run_dir
     if not run_dir.is_dir():

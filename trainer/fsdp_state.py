@@ -23,8 +23,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from generations.indextts25.model import saved_model_config
 from trainer.checkpoints import optimizer_param_names
-from trainer.generations.indextts25.model import saved_model_config
 from trainer.state import Optimisation, Weights
 
 TrainingRun = Any

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
+from generations.registry import generation_of_config
 from networks.gpt_build import build_any_gpt
 from networks.gpt_config import effective_gpt_config, text_rows
 from networks.lora import LoRAError
-from trainer.generations.registry import generation_of_config
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,14 @@ from data_tools.manifest import FORMAT_NAMES, ManifestError, parse_manifest_spec
 from data_tools.shard_reader import set_shard_url
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from data_tools.tokenizer.tiktoken25 import TableError
+from generations.registry import GENERATIONS, config_refusal, generation_of_config
+from generations.spec import Capability, Generation
 from trainer.checkpoints import Expectation, ResumeChoice, expected_state_shapes
 from trainer.data import load_items, split_format, train_sampler
 from trainer.epoch_estimate import add_epoch_estimate
 from trainer.errors import UsageError, exception_line
 from trainer.evaluation.cost import slowdown_note
 from trainer.evaluation.planning import evaluation_plan
-from trainer.generations.registry import GENERATIONS, config_refusal, generation_of_config
-from trainer.generations.spec import Capability, Generation
 from trainer.language_row import language_row_refusal, run_language
 from trainer.lora_setup import lora_config_of, lora_refusal
 from trainer.memory_estimate import gpu_bytes_of, memory_check

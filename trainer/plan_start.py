@@ -18,6 +18,8 @@ import torch
 
 from data_tools.manifest import parse_manifest_spec
 from data_tools.shape_rules import seconds_of_codes
+from generations.registry import config_refusal, generation_of_config
+from generations.spec import Capability, Generation
 from networks.gpt_build import build_any_gpt
 from networks.loading import state_dict_mismatches
 from networks.lora import LoRAError
@@ -30,8 +32,6 @@ from trainer.checkpoints import (
     select_resume,
 )
 from trainer.errors import UsageError, exception_line
-from trainer.generations.registry import config_refusal, generation_of_config
-from trainer.generations.spec import Capability, Generation
 from trainer.language_row import lang_lr_mults
 from trainer.lora_setup import adapt_model, lora_resume_refusal
 from trainer.model_source import from_resumed

@@ -1,5 +1,5 @@
 """What a run's samples at saves are (``trainer.samples`` decides and speaks them; its per-version parts, such
-as ``trainer.generations.indextts25.samples``, build on this without importing it back)."""
+as ``generations.indextts25.samples``, build on this without importing it back)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class SamplePlan:
     texts: list[tuple[str, list[int] | str]] = field(default_factory=list)  # (name, text ids or raw text)
     reference: Path | None = None  # a prompt mel .npy or audio file from the validation set
     vocoder: Any = None  # the loaded BigVGAN (cpu)
-    version: str = ""  # the generation id (trainer.generations) whose entry speaks the samples
+    version: str = ""  # the generation id (generations) whose entry speaks the samples
     model_dir: Path | None = None  # IndexTTS2 / 2.5: the download folder
     w2v_bert: str | None = None  # IndexTTS2 / 2.5: None (the folder's w2v-bert-2.0/) or the hub model id
     steps: int = 10  # IndexTTS2 / 2.5: S2Mel flow-matching steps

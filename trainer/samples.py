@@ -5,7 +5,7 @@ validation transcripts (in the training language); with whose voice: the first v
 Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves differ only by the weights.
 
 Each generation plans and speaks its own samples (its registry entry's ``sample_plan`` and ``sample_speaker``,
-in ``trainer.generations.<name>.samples``); this module decides through the entry and writes what they speak.
+in ``generations.<name>.samples``); this module decides through the entry and writes what they speak.
 
 - IndexTTS-1.5 (``--vocoder bigvgan_generator.pth``): GPT + BigVGAN, 24 kHz; the voice is the first
   validation prompt (its cond_mel or cond_audio).
@@ -52,7 +52,7 @@ __all__ = ["DEFAULT_SAMPLE_COUNT", "SAMPLE_SEED", "W2V_BERT_HUB_ID", "SamplePlan
 def sample_plan(opts: dict[str, Any], config: dict[str, Any], generation: Any, val_items: list[Any]) -> SamplePlan:
     """Whether this run makes samples at its saves, what it speaks, and with which voice (``generation``: the
     run's registry entry, which plans them; one that cannot make samples says why)."""
-    from trainer.generations.spec import Capability
+    from generations.spec import Capability
 
     refusal = generation.refusal(Capability.SAMPLES)
     if refusal is not None or generation.sample_plan is None:
@@ -120,7 +120,7 @@ def _abandon(folder: Path) -> None:
 
 def _speaker(plan: SamplePlan) -> Any:
     """The function that makes ``speak(text)`` for the plan's generation (its registry entry's)."""
-    from trainer.generations.registry import by_id
+    from generations.registry import by_id
 
     speaker = by_id(plan.version).sample_speaker
     assert speaker is not None, "a generation without a sample speaker never plans samples"

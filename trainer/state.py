@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from generations.indextts25.model import saved_model_config
 from networks.lora import base_state_dict
 from trainer.checkpoints import capture_rng_state, optimizer_param_names, restore_rng_state
 from trainer.errors import UsageError
-from trainer.generations.indextts25.model import saved_model_config
 from trainer.plan_start import optimizer_state_refusal
 from trainer.schedule import set_peak_lr
 

@@ -37,7 +37,7 @@ records, else ``bytes`` (upstream's own table); ``--tokenizer`` is the .tiktoken
 ``--adapter ADAPTER.pth`` merges a LoRA adapter file (export --adapter-only) into the GPT; a LoRA training
 checkpoint speaks with its own adapters merged unless ``--no-adapter``.
 
-Each generation's part (its options, its synthesizer) is ``trainer.generations.<name>.synthesize``, named by
+Each generation's part (its options, its synthesizer) is ``generations.<name>.synthesize``, named by
 its registry entry; this module holds the flags, the texts, the report and what they share.
 
 Exit codes: 0 done; 2 refused (one line ``error: ...`` on stderr: a missing reference, an empty or too long
@@ -151,12 +151,12 @@ def check_flags(args: argparse.Namespace) -> None:
     given = [name for name, default in GENERATION_OPTIONS.items() if getattr(args, name) != default]
     generation = None
     if given and args.model_dir is not None:
-        from trainer.generations.registry import generation_of_folder
+        from generations.registry import generation_of_folder
 
         generation = generation_of_folder(args.model_dir)
     foreign = [flag(name) for name in given if generation is None or name not in generation.synthesis_options]
     if foreign:
-        from trainer.generations.registry import GENERATIONS
+        from generations.registry import GENERATIONS
 
         takers = " or ".join(entry.name for entry in GENERATIONS
                              if all(name in entry.synthesis_options for name in given))
@@ -234,7 +234,7 @@ def synthesize(args: argparse.Namespace) -> int:
         raise SynthesisError(f"--reference {args.reference}: file not found")
     texts = read_texts(args)
     settings = decode_settings(args)
-    from trainer.generations.spec import Capability
+    from generations.spec import Capability
 
     generation = generation_of(args)
     refusal = generation.refusal(Capability.SYNTHESIZE)
@@ -246,7 +246,7 @@ def synthesize(args: argparse.Namespace) -> int:
 def generation_of(args: argparse.Namespace) -> Any:
     """The registry entry that speaks: the --model-dir folder's generation, else the --config's."""
     from data_tools.config import load_config
-    from trainer.generations.registry import GENERATIONS, generation_of_config, generation_of_folder
+    from generations.registry import GENERATIONS, generation_of_config, generation_of_folder
     from trainer.synthesis import SynthesisError
 
     if args.model_dir is not None:

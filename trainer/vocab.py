@@ -227,7 +227,7 @@ def frozen_text_rows(gpt_config: Mapping[str, Any], base_vocab_size: int) -> tup
     """(rows ``0..n-1``, extra row) a ``BaseRowFreezer`` keeps for a model grown from ``base_vocab_size``.
 
     IndexTTS-1.5/IndexTTS2 (``grow_text_vocab``): the base pieces' rows and the extra row, moved to the new
-    ``number_text_tokens``. IndexTTS-2.5 (``trainer.generations.indextts25.model``): added rows come after the base table's spare row,
+    ``number_text_tokens``. IndexTTS-2.5 (``generations.indextts25.model``): added rows come after the base table's spare row,
     so the base rows are ``0..base_vocab_size`` with the spare one included, and nothing moved.
     """
     if gpt_config.get("spk_cond_mode") == "campplus":

@@ -1,6 +1,6 @@
 """Which IndexTTS GPT the training form's config describes, as the studio shows it beside the config field.
 
-The rule is the generation registry's (``trainer.generations.registry``, the same call the pre-flight and the
+The rule is the generation registry's (``generations.registry``, the same call the pre-flight and the
 trainer make); this
 module only reads the typed config file (a few KB of YAML) and turns the answer into a badge.
 """
@@ -15,14 +15,14 @@ from webui.plots import badge_html
 
 def model_name(version: str | None, unknown: str = "model ?") -> str:
     """The studio name of generation ``version`` (an id a file's metadata records), ``unknown`` where none."""
-    from trainer.generations.registry import name_of
+    from generations.registry import name_of
 
     return name_of(version, unknown)
 
 
 @dataclass(frozen=True)
 class ConfigVersion:
-    version: str | None  # the generation id (trainer.generations); None when the config cannot be read
+    version: str | None  # the generation id (generations); None when the config cannot be read
     name: str = ""  # e.g. "IndexTTS2"
     detail: str = ""  # what the prompt is, why it is refused, or why the config cannot be read
     trainable: bool = False
@@ -32,7 +32,7 @@ def config_version(config: str | None) -> ConfigVersion:
     """The model version of the config file at the typed path (never raises: problems become the detail)."""
     from data_tools.config import ConfigError, load_config
     from data_tools.paths import PathError, expand_path
-    from trainer.generations.registry import config_refusal, generation_of_config
+    from generations.registry import config_refusal, generation_of_config
 
     text = (config or "").strip()
     if not text:

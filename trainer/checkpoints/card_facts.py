@@ -1,7 +1,7 @@
 """What an export's model card and licence notice say about a checkpoint: its base model, data and losses.
 
 Shared by the IndexTTS-1.5/IndexTTS2 export (``trainer.checkpoints.export``) and the IndexTTS-2.5 one
-(``trainer.generations.indextts25.export``).
+(``generations.indextts25.export``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``export``: an inference folder IndexTTS (v1.5) and IndexTTS2 inference load unchanged (IndexTTS-2.5:
-``trainer.generations.indextts25.export``, its own files and row order), with every other file of the base model folder
+``generations.indextts25.export``, its own files and row order), with every other file of the base model folder
 copied (or linked) in: ``trainer.checkpoints.export_base_files``.
 
 - ``OUT/gpt.pth``: {"model": state_dict} in the IndexTTS layout (what stock inference loads as its gpt.pth);
@@ -34,6 +34,7 @@ from data_tools.fileio import (
     sha256_file,
 )
 from data_tools.text_tokenizer import TextTokenizer
+from generations.indextts25.export import V25_BUNDLE_FILES
 from networks.gpt_config import text_tokens_of_rows
 from networks.lora import merged_state_dict
 from trainer.checkpoints.base_movement import BaseMovement, movement_for_export
@@ -49,7 +50,6 @@ from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError, checkpoint_kind, model_state_of
 from trainer.checkpoints.loading import load_checkpoint
 from trainer.checkpoints.nonfinite import nonfinite_reason, nonfinite_tensors
-from trainer.generations.indextts25.export import V25_BUNDLE_FILES
 from trainer.lora_setup import checkpoint_adapter
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -89,7 +89,7 @@ def _gpt_config(ckpt: dict[str, Any], kind: str, state: Mapping[str, torch.Tenso
 
 def _generation(gpt: Mapping[str, Any]) -> Any:
     """The registry entry of the GPT ``gpt`` describes (its export, names and config version)."""
-    from trainer.generations.registry import generation_of_config
+    from generations.registry import generation_of_config
 
     return generation_of_config(gpt)
 
@@ -259,7 +259,7 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
-    from trainer.generations.spec import Capability
+    from generations.spec import Capability
 
     generation = _generation(gpt)
     refusal = generation.refusal(Capability.EXPORT)

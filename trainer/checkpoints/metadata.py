@@ -29,7 +29,7 @@ class CheckpointMetadata:
     mtime: float
     kind: str  # studio | community | bare | unknown
     format_version: int | None = None
-    model_version: str | None = None  # the generation id (trainer.generations) of the recorded config or weights
+    model_version: str | None = None  # the generation id (generations) of the recorded config or weights
     step: int | None = None
     epoch: int | None = None
     position: int | None = None
@@ -121,7 +121,7 @@ def _metadata_of(ckpt: dict[str, Any], path: Path, size: int, mtime: float) -> C
     meta = CheckpointMetadata(path=path, size_bytes=size, mtime=mtime, kind=kind)
     meta.format_version = _int(ckpt.get("format_version"))
     if isinstance(ckpt.get("model_config"), Mapping) or state:
-        from trainer.generations.registry import generation_of_checkpoint
+        from generations.registry import generation_of_checkpoint
 
         meta.model_version = generation_of_checkpoint(ckpt, state).id
     meta.step, meta.epoch = _int(ckpt.get("step")), _int(ckpt.get("epoch"))

@@ -1,7 +1,7 @@
 """Checkpoint evaluation: intelligibility (CER, WER) and voice similarity of every save, on one fixed set.
 
     eval_set.py      the evaluation set (sentences, reference voices, seed, decoding), stored with the run
-    synthesizers.py  what the backends share (each generation's own: trainer.generations.<name>.evaluation)
+    synthesizers.py  what the backends share (each generation's own: generations.<name>.evaluation)
     scorers.py       the CTC ASR and the x-vector speaker model of data_tools, loaded once
     results.py       per-checkpoint result files beside the checkpoints, ``eval`` events, reading them back
     best.py          --best-by: which checkpoint best.pth points at, the pinned best few, the pin lock

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from generations.registry import by_id
+from generations.spec import Capability
 from trainer.evaluation.errors import EvaluationError
-from trainer.generations.registry import by_id
-from trainer.generations.spec import Capability
 
 
 def synthesis_backend(version: str, config_path: Path, tokenizer_path: Path, vocoder_path: Path | None,

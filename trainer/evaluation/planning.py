@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from generations.spec import Capability, Generation
 from trainer.evaluation.errors import EvaluationError
-from trainer.generations.spec import Capability, Generation
 from trainer.run_options import RunOptions, as_run_options
 
 

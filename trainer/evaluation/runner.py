@@ -182,7 +182,7 @@ class Evaluator:
     def real_speech(self) -> RealSpeech | None:
         """The prepared data's real clips of the set's speakers (health's measure of length and rate)."""
         if self._real is None:
-            from trainer.generations.registry import by_id
+            from generations.registry import by_id
 
             self._real = (real_speech(self.settings.real_manifests, {v.speaker for v in self.eval_set.voices},
                                       self.eval_set.language, by_id(self.settings.version).codes_per_second),)

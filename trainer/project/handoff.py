@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.config import ConfigError, load_config
-from trainer.generations.registry import by_id
+from generations.registry import by_id
 from trainer.project.layout import Project, ProjectError, inside
 from trainer.project.steps import outputs_of, run_dirs
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from data_tools.config import ConfigError, load_config
 from data_tools.fileio import atomic_write_text
-from trainer.generations.registry import by_id, generation_of_config, generation_of_folder
-from trainer.generations.spec import Generation
+from generations.registry import by_id, generation_of_config, generation_of_folder
+from generations.spec import Generation
 from trainer.project.schema import FOLDER_NAMES, FORMAT, ProjectError, read_project_file, shown
 
 PROJECTS_DIR = "projects"

@@ -146,7 +146,7 @@ def parse_project(data: object) -> ProjectFile:
     parsed: ProjectFile = _record(data, ProjectFile, "")
     if parsed.tokenizer:
         check_path_text(parsed.tokenizer, "tokenizer")
-    from trainer.generations.registry import by_id
+    from generations.registry import by_id
 
     try:
         by_id(parsed.generation)

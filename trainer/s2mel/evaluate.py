@@ -188,12 +188,12 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     """The scores and decision (also written and logged); ``scorer``: the judges (default: ModelScorer)."""
+    from generations.registry import generation_of_folder
+    from generations.spec import Capability
     from trainer.checkpoints.format import CheckpointError
     from trainer.checkpoints.loading import load_checkpoint
     from trainer.evaluation.errors import EvaluationError
     from trainer.evaluation.scorers import ModelScorer
-    from trainer.generations.registry import generation_of_folder
-    from trainer.generations.spec import Capability
     from trainer.s2mel.adapter_health import s2mel_adapter_block, s2mel_health, unchanged_reason
     from trainer.s2mel.export import S2MelExportError, build_trained_s2mel
     from trainer.s2mel.lora import S2MelLoRAError

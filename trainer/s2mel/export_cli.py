@@ -73,9 +73,9 @@ def _log(run_dir: Path, record: dict[str, Any]) -> None:
 def export_s2mel(path: Path, out: Path, model_dir: Path, *, adapter_only: bool = False, scores: Path | None = None,
                  keep: str = "auto", force: bool = False, strength: float | None = None) -> S2MelExportReport:
     from data_tools.config import load_config
+    from generations.registry import generation_of_folder
+    from generations.spec import Capability
     from trainer.checkpoints.loading import load_checkpoint
-    from trainer.generations.registry import generation_of_folder
-    from trainer.generations.spec import Capability
     from trainer.s2mel.checkpoint import is_s2mel_checkpoint
     from trainer.s2mel.export import S2MelExportError, export_adapter, export_stock_s2mel
     from trainer.s2mel.keep import decide_adapter

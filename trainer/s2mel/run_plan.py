@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.s2mel_clip import prompt_feature_path, s2mel_paths
+from generations.spec import Capability, Generation
 from trainer.errors import exception_line
-from trainer.generations.spec import Capability, Generation
 from trainer.lora_setup import dora_refusal
 from trainer.plan import RunPlan, manifest_file
 from trainer.run_options import RunOptions, as_run_options
@@ -54,7 +54,7 @@ def model_folder(opts: RunOptions) -> Path | None:
 
 def _generation(plan: S2MelPlan) -> bool:
     from data_tools.config import load_config
-    from trainer.generations.registry import generation_of_config, generation_of_folder
+    from generations.registry import generation_of_config, generation_of_folder
 
     opts = plan.plan.opts
     folder = model_folder(opts)

@@ -32,9 +32,9 @@ class ServedModel:
                  decode: Any = None) -> None:
         """``decode``: trainer.synthesis.generation.DecodeSettings (default: upstream's beam search, sampling off)."""
         from data_tools.config import ConfigError, load_config
+        from generations.registry import generation_of_config, generation_of_folder
         from trainer.evaluation.backend_choice import synthesis_backend
         from trainer.evaluation.errors import EvaluationError
-        from trainer.generations.registry import generation_of_config, generation_of_folder
 
         folder = Path(folder).expanduser().resolve()
         config_path, gpt = folder / "config.yaml", folder / "gpt.pth"

@@ -10,7 +10,7 @@ Entry points (details in each module's docstring):
   ``prepare_voice(path)``, ``synthesize(text, voice, EmotionControl(...), DecodeSettings(...), MelSettings(...))``
   -> ``S2MelSynthResult`` (segments from ``segments.split_segments`` joined with 200 ms of silence); those values
   live in ``s2mel_types``.
-- ``trainer.generations.indextts25.synthesis.SynthesizerV25`` (from its module): IndexTTS-2.5, a variant;
+- ``generations.indextts25.synthesis.SynthesizerV25`` (from its module): IndexTTS-2.5, a variant;
   ``SynthesizerV25.load(model_dir, w2v_bert=..., checkpoint=..., scheme=..., language=...)``, the same calls,
   ``MelSettings25(steps, cfg_rate, seed, duration_factor)``, ``vocalize(codes, voice, mel)``.
 - :class:`DecodeSettings`, ``generate_codes``, ``remove_long_silence`` (``generation``): KV-cached decoding.

@@ -1,6 +1,6 @@
 """The text scheme and tokenizer of an IndexTTS-2.5 export folder, whose gpt.pth records no scheme.
 
-An export (``trainer.generations.indextts25.export``) writes the table upstream reads: for the ``merges`` scheme the base
+An export (``generations.indextts25.export``) writes the table upstream reads: for the ``merges`` scheme the base
 ranks then the added ones (ranks from 58836, in merge order), for ``translit`` the stock table with
 ``amharic_translit.py`` beside it. Such a folder tells its scheme by those files, and its extended table holds the
 merges itself, so the studio speaks a moved export without the run's merges JSON.

@@ -33,7 +33,7 @@ def model_from_state(gpt_config: Mapping[str, Any], state: Mapping[str, torch.Te
     with torch.device("meta"):
         model = build_model(dict(gpt_config))
     if model.version != version:
-        from trainer.generations.registry import name_of
+        from generations.registry import name_of
 
         raise SynthesisError(f"{source} is an {name_of(model.version)} GPT: an {name_of(version)} GPT is needed here")
     kept = {k: v for k, v in state.items() if not k.startswith(INFERENCE_ONLY_PREFIXES)}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from trainer.generations.registry import DEMO_CHECKPOINTS, DEMO_RUNS, demo_folders, demo_paths
+from generations.registry import DEMO_CHECKPOINTS, DEMO_RUNS, demo_folders, demo_paths
 from webui.form_inputs import InputProblem, resolve_path
 from webui.jobs.report_jobs import JobResult, ReportJob, stdout_report_argv
 from webui.model_version import model_name as generation_name

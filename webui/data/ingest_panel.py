@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from trainer.generations.registry import DEMO_CHECKPOINTS, demo_paths
+from generations.registry import DEMO_CHECKPOINTS, demo_paths
 from webui.data.proofread_panel import ALL, DEFAULT_PAGE_SIZE, build_proofread, page_values, page_view
 from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.jobs.job_panel import job_panel, report_view, wire_job

@@ -198,7 +198,7 @@ def save_manifest(folder: str | None, workspace: Path | str, speaker: str | None
 def preparing_generations(folder: Path, workspace: Path | str) -> list[str]:
     """The names (the registry's) of the generations whose preparation takes a manifest of ingest ``folder``:
     those of the projects that import into it, else every registered generation."""
-    from trainer.generations.registry import generation_names
+    from generations.registry import generation_names
     from trainer.project import ProjectError, load_project, project_names
 
     names = generation_names()

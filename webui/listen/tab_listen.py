@@ -19,9 +19,9 @@ from typing import Any
 
 import gradio as gr
 
+from generations.registry import DEMO_RUNS, demo_folders
 from trainer.evaluation.audio_store import clips_on_disk
 from trainer.evaluation.listening import Trial, next_trial, preference_line, record_choice
-from trainer.generations.registry import DEMO_RUNS, demo_folders
 from webui.context import StudioContext
 
 MAX_GRID_MODELS = 6  # the base and the newest checkpoints

@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from trainer.generations.registry import DEMO_CHECKPOINTS, demo_paths, name_of
+from generations.registry import DEMO_CHECKPOINTS, demo_paths, name_of
 from trainer.project import (
     DONE,
     OUT_OF_DATE,

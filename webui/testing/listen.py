@@ -170,7 +170,7 @@ def synthesis_argv(python: str, spec: ModelSpec, text: str, reference: Path, out
 
 
 def _synthesis_options(version: str) -> frozenset[str]:
-    from trainer.generations.registry import by_id
+    from generations.registry import by_id
 
     try:
         return by_id(version).synthesis_options

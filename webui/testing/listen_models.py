@@ -7,7 +7,7 @@
   the tokenizer it records (``ckpt["tokenizer"]["path"]``) and the config its run was trained with; the
   base model uses the config's ``dataset.bpe_model``; the vocoder is the config's ``bigvgan_checkpoint``
   (IndexTTS-1.5). An IndexTTS2 or IndexTTS-2.5 model speaks through the download folder its config.yaml sits in
-  (S2Mel, BigVGAN v2, w2v-BERT, ...); each generation's registry entry (``trainer.generations``) says which way
+  (S2Mel, BigVGAN v2, w2v-BERT, ...); each generation's registry entry (``generations``) says which way
   it speaks.
 - S2Mel runs (``--train s2mel``) are no GPT: :mod:`webui.testing.listen_s2mel` offers their checkpoints as the decoder a
   side speaks through.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.paths import PathError, expand_text
-from trainer.generations.registry import DEMO_CHECKPOINTS, DEMO_RUNS, demo_folders, demo_paths
+from generations.registry import DEMO_CHECKPOINTS, DEMO_RUNS, demo_folders, demo_paths
 
 BASE_PREFIX = "base:"
 ADAPTER_OFF_PREFIX = "adapter-off:"  # a LoRA run's checkpoint spoken without its adapters (--no-adapter)
@@ -64,13 +64,13 @@ class ModelChoice:
     label: str
     kind: str  # base | export | latest | best | step | other
     step: int | None
-    version: str  # the generation id (trainer.generations); "?" when the config is unreadable
+    version: str  # the generation id (generations); "?" when the config is unreadable
 
 
 def test_facts(version: str) -> Any:
     """The Test tab's facts of generation ``version`` (its registry entry's); none for an unknown one."""
-    from trainer.generations.registry import by_id
-    from trainer.generations.spec import TestFacts
+    from generations.registry import by_id
+    from generations.spec import TestFacts
 
     try:
         return by_id(version).test
@@ -79,13 +79,13 @@ def test_facts(version: str) -> Any:
 
 
 def generation_name(version: str, unknown: str = "unknown version") -> str:
-    from trainer.generations.registry import name_of
+    from generations.registry import name_of
 
     return name_of(version, unknown)
 
 
 def generation_id_of(config: Mapping[str, Any]) -> str:
-    from trainer.generations.registry import generation_of_config
+    from generations.registry import generation_of_config
 
     return generation_of_config(config).id
 
@@ -255,7 +255,7 @@ def model_choices(workspace: Path | str) -> list[ModelChoice]:
 
 def default_pair(choices: Sequence[ModelChoice]) -> tuple[str | None, str | None]:
     """(A, B) to start with: a base model and the newest run's latest checkpoint of the oldest generation."""
-    from trainer.generations.registry import generation_ids
+    from generations.registry import generation_ids
 
     first = generation_ids()[0]
     speakable = [c for c in choices if c.version == first]

@@ -55,7 +55,7 @@ def s2mel_run_dirs(workspace: Path | str) -> list[Path]:
 
 def run_version(folder: Path) -> str:
     """The generation id of an S2Mel run (its download folder, from ``train_config.yaml``); "?" when unknown."""
-    from trainer.generations.registry import generation_of_folder
+    from generations.registry import generation_of_folder
 
     options = read_yaml(folder / TRAIN_CONFIG) or {}
     text = str(options.get("model_dir") or options.get("sample_model_dir") or "").strip()

@@ -78,7 +78,7 @@ def default_reference(workspace: Path | str) -> tuple[str, Path]:
 def demo_val_manifests(workspace: Path | str) -> list[Path]:
     """Every generation's demo validation manifest in ``workspace`` (the registry's demos, oldest generation first)."""
     from demo.workspace import demo_of
-    from trainer.generations.registry import GENERATIONS
+    from generations.registry import GENERATIONS
 
     demos = (demo_of(entry, Path(workspace)) for entry in reversed(GENERATIONS))
     return list(dict.fromkeys(demo.val_manifest for demo in demos if demo is not None))
@@ -86,7 +86,7 @@ def demo_val_manifests(workspace: Path | str) -> list[Path]:
 
 def _data_name(fmt: str) -> str:
     """The studio name of the generation that trains on manifests of format ``fmt``."""
-    from trainer.generations.registry import GENERATIONS
+    from generations.registry import GENERATIONS
 
     return next((entry.name for entry in GENERATIONS if entry.manifest_format == fmt), fmt)
 

@@ -51,7 +51,7 @@ def manifest_texts(path: Path, language: str | None) -> Iterator[tuple[str, str]
 @lru_cache(maxsize=4)
 def _tokenizer(table: Stamp, scheme: str, merges: Stamp | None) -> Any:
     """The run's tokenizer (opened once per version of its files: the text box asks on every keystroke)."""
-    from trainer.generations.indextts25.model import open_tokenizer
+    from generations.indextts25.model import open_tokenizer
 
     return open_tokenizer({"tokenizer": table[0], "text_scheme": scheme, "text_merges": merges[0] if merges else ""})
 

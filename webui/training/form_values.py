@@ -101,7 +101,7 @@ def initial_form(ctx: StudioContext, project_name: str | None = None,
             return values, None
     preset = tf.DEMO_PRESET
     if generation is not None and (data or picked):  # its generation's preset (the registry entry names it)
-        from trainer.generations.registry import by_id
+        from generations.registry import by_id
 
         preset = by_id(generation).form.demo_preset or tf.DEMO_PRESET
     return {**tf.apply_preset(preset, {}, preset_files(ctx, preset)), **data}, preset

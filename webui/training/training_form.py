@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 
 from data_tools.paths import PathError, expand_text, path_lines
+from generations.registry import GENERATIONS, by_id
+from generations.spec import FormFacts
 from trainer import options as trainer_options
-from trainer.generations.registry import GENERATIONS, by_id
-from trainer.generations.spec import FormFacts
 from trainer.options import OPTIONS, Option
 from trainer.run_options import parse_run_options
 from webui.jobs import launcher
@@ -122,7 +122,7 @@ def field_info(option: Option, version: str | None = None) -> str:
     return f"{option.flag}: {option.help}"
 
 
-# -- what applies to which generation (each generation's registry entry says: trainer.generations) ----------
+# -- what applies to which generation (each generation's registry entry says: generations) ----------
 def _form_facts(version: str | None) -> FormFacts | None:
     """The form facts of generation ``version`` (None: not known yet, or no such generation)."""
     try:

@@ -1,5 +1,5 @@
 """IndexTTS-2.5's part of ``python -m trainer.synthesize``: a 2.5 download folder's networks with the run's GPT,
-its text scheme, adapters, duration factor and S2Mel settings (``trainer.generations.indextts25.synthesis``)."""
+its text scheme, adapters, duration factor and S2Mel settings (``generations.indextts25.synthesis``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from trainer.synthesize import emotion_report, emotion_weights, speak_all, vars_
 
 
 def synthesize(args: argparse.Namespace, texts: list[str], settings: Any) -> int:
-    from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
+    from generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.steps import resolve_device
     from trainer.synthesis import SynthesisError
     from trainer.synthesis.s2mel_types import EmotionControl

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from trainer.generations.folders import folder_config
+from generations.folders import folder_config
 from trainer.sample_plan import SAMPLE_SEED, FolderKind, SamplePlan, folder_sample_plan
 
 

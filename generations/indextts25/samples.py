@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from trainer.generations.folders import folder_config
+from generations.folders import folder_config
 from trainer.sample_plan import SAMPLE_SEED, FolderKind, SamplePlan, folder_sample_plan
 
 
@@ -66,7 +66,7 @@ def speaker(plan: SamplePlan, model: torch.nn.Module, tokenizer: Any) -> Any:
     """text (raw or ids) -> S2MelSynthResult with the live 2.5 GPT and the download folder's other networks."""
     from dataclasses import replace
 
-    from trainer.generations.indextts25.synthesis import MelSettings25, SynthesizerV25
+    from generations.indextts25.synthesis import MelSettings25, SynthesizerV25
     from trainer.synthesis.generation import DecodeSettings
 
     device = next(model.parameters()).device

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.generations.spec import lazy
+from generations.spec import lazy
 
-KIT = "trainer.generations.sentencepiece_kit"
+KIT = "generations.sentencepiece_kit"
 SENTENCEPIECE: dict[str, Any] = {
     "tokenizer_kind": "a SentencePiece model", "tokenizer_file": "a SentencePiece model (bpe.model)",
     **{name: lazy(KIT, name) for name in ("reads_tokenizer", "open_tokenizer", "describe_tokenizer",

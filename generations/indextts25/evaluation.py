@@ -37,7 +37,7 @@ class _Speaker(S2MelSpeaker):
     name = "IndexTTS-2.5"
 
     def mel_settings(self, seed: int) -> Any:
-        from trainer.generations.indextts25.synthesis import MelSettings25
+        from generations.indextts25.synthesis import MelSettings25
 
         return MelSettings25(steps=EVAL_CFM_STEPS, seed=seed, duration_factor=EVAL_DURATION_FACTOR)
 
@@ -63,7 +63,7 @@ class Backend:
     def for_checkpoint(self, checkpoint: Path, base: bool = False, adapter: bool = True) -> CheckpointSpeaker:
         """``base`` needs nothing apart: a bare gpt.pth records no scheme and speaks with upstream's bytes.
         ``adapter=False``: a LoRA checkpoint without its adapter."""
-        from trainer.generations.indextts25.synthesis import SynthesizerV25
+        from generations.indextts25.synthesis import SynthesizerV25
         from trainer.synthesis.errors import SynthesisError
 
         del base

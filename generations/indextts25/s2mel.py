@@ -22,7 +22,7 @@ def semantic_fn(codec: nn.Module) -> SemanticFn:
 
 
 def sources(opts: dict[str, Any], folder: Path, device: torch.device) -> S2MelSources:
-    from trainer.generations.indextts25.synthesis import SynthesizerV25
+    from generations.indextts25.synthesis import SynthesizerV25
 
     w2v, local = w2v_bert_of(opts)
     synth = SynthesizerV25.load(folder, w2v_bert=w2v, checkpoint=opts.get("base_checkpoint") or None,

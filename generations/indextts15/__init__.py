@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import partial
 
 from data_tools.manifest import FORMAT_V15
+from generations.sentencepiece_fields import SENTENCEPIECE
+from generations.spec import Capability, FormFacts, Generation, lazy
 from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
-from trainer.generations.sentencepiece_fields import SENTENCEPIECE
-from trainer.generations.spec import Capability, FormFacts, Generation, lazy
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
@@ -34,7 +34,7 @@ INDEXTTS15 = Generation(
                    demo_preset="Demo (CPU, tiny)"),
     training_prompt=lazy("trainer.memory_facts", "mel_prompt"),
     # upstream's IndexTTS-1.5 inference loads its BigVGAN from the model folder (its DVAE is not loaded)
-    model_folder_files=partial(lazy("trainer.generations.folders", "config_named_files"), ("bigvgan_checkpoint",)),
+    model_folder_files=partial(lazy("generations.folders", "config_named_files"), ("bigvgan_checkpoint",)),
     missing={Capability.TRAIN_S2MEL: "it has no S2Mel decoder (its BigVGAN speaks the GPT's latent directly); "
                                      "train an IndexTTS2 or IndexTTS-2.5 S2Mel"},
 )

@@ -6,15 +6,15 @@ from __future__ import annotations
 from functools import partial
 
 from data_tools.manifest import FORMAT_V2
+from generations.sentencepiece_fields import SENTENCEPIECE
+from generations.spec import FormFacts, Generation, TestFacts, lazy
 from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
-from trainer.generations.sentencepiece_fields import SENTENCEPIECE
-from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
 
-FOLDER = "trainer.generations.folders"
+FOLDER = "generations.folders"
 W2V_BERT_PLACES = ("w2v-bert-2.0",)  # where its folder may hold w2v-BERT
 
 INDEXTTS2 = Generation(

@@ -8,8 +8,8 @@ from functools import partial
 from typing import Any
 
 from data_tools.manifest import FORMAT_V25
+from generations.spec import FormFacts, Generation, TestFacts, lazy
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
-from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
@@ -19,7 +19,7 @@ NAME = "IndexTTS-2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
 TABLE_SUFFIX = ".tiktoken"
 MODEL = f"{PACKAGE}.model"
-FOLDER = "trainer.generations.folders"
+FOLDER = "generations.folders"
 W2V_BERT_PLACES = ("w2v-bert-2.0", "hf_cache/w2v-bert-2.0")  # where its folder may hold w2v-BERT
 
 

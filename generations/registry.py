@@ -1,6 +1,6 @@
 """The one list of IndexTTS generations, and the one function that answers "which generation is this?".
 
-``GENERATIONS`` holds an entry (``trainer.generations.spec.Generation``) per generation, most specific first;
+``GENERATIONS`` holds an entry (``generations.spec.Generation``) per generation, most specific first;
 ``generation_of_config`` / ``generation_of_checkpoint`` / ``generation_of_folder`` ask each entry's
 recogniser in that order (the shipped recognisers are ``networks.generation_rule``'s). ``register`` adds an
 entry in front (tests register a toy generation this way); ``unregister`` takes it away again.
@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainer.generations.indextts2 import INDEXTTS2
-from trainer.generations.indextts15 import INDEXTTS15
-from trainer.generations.indextts25 import INDEXTTS25
-from trainer.generations.spec import Capability, Generation
+from generations.indextts2 import INDEXTTS2
+from generations.indextts15 import INDEXTTS15
+from generations.indextts25 import INDEXTTS25
+from generations.spec import Capability, Generation
 
 GENERATIONS: list[Generation] = [INDEXTTS25, INDEXTTS2, INDEXTTS15]
 CAPABILITIES: tuple[Capability, ...] = tuple(Capability)
