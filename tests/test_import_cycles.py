@@ -2,8 +2,9 @@
 
 Python resolves a cycle at run time only when the import order happens to be right, and a function-level import
 hides one until that function runs. This reads every ``import`` statement (module level and inside functions) of
-app.py, demo/, trainer/, data_tools/, webui/ and networks/ and fails on any strongly connected group of modules, naming
-it. A ``from package import name`` inside the package counts as an edge to the package's ``__init__``.
+app.py, demo/, trainer/, data_tools/, webui/, networks/ and generations/ and fails on any strongly connected group
+of modules, naming it. A ``from package import name`` inside the package counts as an edge to the package's
+``__init__``.
 
 It also holds the layers to their order (app.py -> webui/ -> demo/ -> trainer/ -> data_tools/ -> networks/):
 networks/ imports nothing of the layers above it, data_tools/ nothing of trainer/ or webui/, trainer/ nothing of
@@ -24,9 +25,10 @@ from typing import Any
 
 from trainer.generations.registry import GENERATIONS
 from trainer.generations.spec import Generation, LazyFunction, lazy
+from trainer.generations.ui_facts import UiFacts
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("trainer", "data_tools", "webui", "networks", "demo")
+PACKAGES = ("trainer", "data_tools", "webui", "networks", "demo", "generations")
 # Each layer and the packages above it, which it must never import (a function-level import counts too).
 FORBIDDEN_ABOVE = {
     "networks": ("trainer", "data_tools", "webui", "app", "demo"),
@@ -200,18 +202,35 @@ def lazy_targets(value: Any) -> Iterator[LazyFunction]:
             yield from lazy_targets(inner)
 
 
+UI_FACET = "ui"  # the entry's web-UI facet: its targets are the web UI's own pieces
+
+
+def _folder_above(module_name: str, in_ui_facet: bool) -> str | None:
+    """The folder above the registry's layer that ``module_name`` sits in (None: the registry's layer or below).
+    A generation's ui/ folder (``generations.<gen>.ui``) is in the web UI's layer; the ``ui`` facet may point there
+    and into webui/."""
+    parts = module_name.split(".")
+    in_generation_ui = parts[0] == "generations" and parts[2:3] == ["ui"]
+    if in_ui_facet and (in_generation_ui or parts[0] == "webui"):
+        return None
+    if in_generation_ui:
+        return "/".join(parts[:3])
+    return parts[0] if parts[0] in FORBIDDEN_ABOVE[REGISTRY_LAYER] else None
+
+
 def registry_target_problems(entries: Iterable[Generation]) -> list[str]:
     """'<entry>: <module>.<name> <what is wrong>' for each lazy target (and ``prepare`` module) of ``entries`` that
-    points above the registry's layer, does not import, or lacks the name."""
-    above = FORBIDDEN_ABOVE[REGISTRY_LAYER]
+    points above the registry's layer (the ``ui`` facet: above the web UI's), does not import, or lacks the name."""
     found: list[str] = []
     for entry in entries:
-        targets = [(target.module, target.name) for target in lazy_targets(entry)]
-        targets += [(entry.prepare, "main")] if entry.prepare else []
-        for module_name, name in dict.fromkeys(targets):
+        targets = [(target.module, target.name, item.name == UI_FACET) for item in dataclasses.fields(entry)
+                   for target in lazy_targets(getattr(entry, item.name))]
+        targets += [(entry.prepare, "main", False)] if entry.prepare else []
+        for module_name, name, in_ui_facet in dict.fromkeys(targets):
             where = f"{entry.name}: {module_name}.{name}"
-            if module_name.split(".")[0] in above:
-                found.append(f"{where} is in a layer above the registry's ({module_name.split('.')[0]}/)")
+            folder = _folder_above(module_name, in_ui_facet)
+            if folder is not None:
+                found.append(f"{where} is in a layer above the registry's ({folder}/)")
                 continue
             try:
                 module = importlib.import_module(module_name)
@@ -234,10 +253,17 @@ def test_the_target_check_finds_each_kind_of_problem():
     planted = shipped.renamed(name="planted", sample_plan=lazy("demo.v2", "DemoV2Paths"),
                               synthesize=functools.partial(lazy("trainer.no_such_module", "run"), 1),
                               test=dataclasses.replace(shipped.test, folder_problem=lazy("trainer.options", "nothing")),
-                              prepare="webui.app")
+                              prepare="webui.app",
+                              sample_speaker=lazy("generations.indextts25.ui.text_coverage", "untrained_marks"),
+                              ui=UiFacts(prepare_section=lazy("generations.indextts2.ui.prepare_section", "section"),
+                                         tokenizer_panel=lazy("webui.tokenizer.tab_tokenizer", "build"),
+                                         coverage_marks=lazy("demo.v25", "DemoV25Paths")))
     assert sorted(registry_target_problems([planted])) == sorted([
         "planted: demo.v2.DemoV2Paths is in a layer above the registry's (demo/)",
         "planted: trainer.no_such_module.run does not import (No module named 'trainer.no_such_module')",
         "planted: trainer.options.nothing is not there",
         "planted: webui.app.main is in a layer above the registry's (webui/)",
+        "planted: generations.indextts25.ui.text_coverage.untrained_marks is in a layer above the registry's "
+        "(generations/indextts25/ui/)",
+        "planted: demo.v25.DemoV25Paths is in a layer above the registry's (demo/)",
     ])

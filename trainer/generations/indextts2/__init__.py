@@ -9,12 +9,14 @@ from data_tools.manifest import FORMAT_V2
 from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
 from trainer.generations.sentencepiece_fields import SENTENCEPIECE
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
+from trainer.generations.ui_facts import UiFacts
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
 
 FOLDER = "trainer.generations.folders"
+UI = "generations.indextts2.ui"  # its web-UI pieces (the webui layer), named lazily
 W2V_BERT_PLACES = ("w2v-bert-2.0",)  # where its folder may hold w2v-BERT
 
 INDEXTTS2 = Generation(
@@ -42,4 +44,5 @@ INDEXTTS2 = Generation(
                    w2v_bert_places=W2V_BERT_PLACES),
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"), s2mel_gpt_latent=True,
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2", W2V_BERT_PLACES),
+    ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section")),
 )
