@@ -47,7 +47,7 @@ def test_the_data_tab_lists_each_generations_own_section_oldest_first(toy) -> No
     assert [section.prefix for section in prepare_sections()] == ["prep2", "prep25", "preptoy"]
 
 
-def test_the_test_tab_marks_a_run_with_the_rule_of_the_generation_reading_its_tokenizer(toy, tmp_path: Path) -> None:
+def test_the_test_tab_marks_a_run_with_the_rule_of_the_generation_reading_its_tokenizer(toy, tmp_path: Path):
     table = tmp_path / f"words{TABLE_SUFFIX}"
     table.write_text("toy table", encoding="utf-8")
     manifest = tmp_path / "train.jsonl"

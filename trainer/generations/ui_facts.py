@@ -17,7 +17,7 @@ from typing import Any
 class UiFacts:
     """What the web UI shows for one generation beyond the shared tabs (None: nothing of that kind)."""
 
-    prepare_section: Callable[[], Any] | None = None  # () -> its Data-tab webui.data.prepare_section.PrepareSection
+    prepare_section: Callable[[], Any] | None = None  # () -> its Data tab's PrepareSection (webui.data)
     tokenizer_panel: Callable[[], None] | None = None  # lays out its own panel inside the Tokenizer tab
     # (run options, tokenizer stamp, base vocabulary size, manifest stamps, text) -> (chunks, marked positions,
     # names) or None: how the Test tab marks the untrained text of its runs (None: the SentencePiece rule)

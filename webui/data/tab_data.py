@@ -1,7 +1,7 @@
 """The Data tab: recordings -> proofread clips (``webui.data.ingest_panel``), check manifests, split a manifest into
-train/val, and prepare audio (IndexTTS-1.5: codes manifest; every other generation whose registry entry gives a
-``ui.prepare_section``, oldest first: its own section from its folder, ``generations/<name>/ui/prepare_section.py``,
-laid out and run by ``webui.data.prepare_section``).
+train/val, and prepare audio (IndexTTS-1.5: codes manifest; every other generation whose registry entry gives
+a ``ui.prepare_section``, oldest first: its own section from its folder,
+``generations/<name>/ui/prepare_section.py``, laid out and run by ``webui.data.prepare_section``).
 
 Every generation's training format is checked and split: IndexTTS-1.5 codes manifests, IndexTTS2 and IndexTTS-2.5
 paired manifests (for the paired ones the check also finds batch-padded ``target_code_len`` values, and "Write

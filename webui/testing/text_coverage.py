@@ -5,9 +5,9 @@ encodes to keeps its initial value, and the model speaks noise where a text need
 (its folder holds ``train_config.yaml``), the run's manifests say which rows trained and the checkpoint's
 ``base_vocab_size`` which rows are appended (``data_tools.tokenizer.coverage``, as the Tokenizer tab's verify).
 That is the SentencePiece rule, the default; a generation whose registry entry reads the run's tokenizer file
-(``reads_tokenizer``) and gives ``ui.coverage_marks`` marks its runs itself (IndexTTS-2.5: the merges its table
-appended that never trained, and the letters its data never had). The rules are ``data_tools.tokenizer.coverage``'s,
-as the pre-flight's count. A base model or an export is not marked: nothing says what it trained on.
+(``reads_tokenizer``) and gives ``ui.coverage_marks`` marks its runs itself (IndexTTS-2.5: the merges its
+table appended that never trained, and the letters its data never had). The rules are
+``data_tools.tokenizer.coverage``'s, as the pre-flight's count. A base model or an export is not marked: nothing says what it trained on.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 The sample box tokenizes one sentence in-process (``webui.tokenizer.sample_compare``). Training, extending
 and verifying read whole corpora and manifests, so each runs as a supervised job
 (``python -m data_tools.tokenizer train|extend|verify``, see ``webui.jobs.report_jobs``) with progress, log
-and Stop; the tab shows the JSON report it writes. A generation's own panel (its registry entry's
-``ui.tokenizer_panel``, e.g. IndexTTS-2.5's text schemes) follows the shared sections. The argv builders and report readers
+and Stop; the tab shows the JSON report it writes. The argv builders and report readers
 (``webui.tokenizer.tokenizer_jobs``) are plain functions tests call directly; ``build(ctx)`` only lays out
-and wires them, section by section.
+and wires them, section by section. A generation's own panel (its registry entry's ``ui.tokenizer_panel``,
+e.g. IndexTTS-2.5's text schemes) follows the shared sections.
 """
 
 from __future__ import annotations
