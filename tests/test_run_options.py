@@ -87,7 +87,7 @@ def test_a_stored_config_leaves_out_names_the_table_no_longer_declares():
 
 
 # --- the product code reads only declared options -------------------------------------------------------------
-PRODUCT = ("trainer", "webui", "data_tools")
+PRODUCT = ("trainer", "webui", "data_tools", "generations")
 # Names under which code holds trainer options (a RunOptions or a plain dict of them).
 OPTION_HOLDERS = {"opts", "options", "values", "run_options"}
 # Keys read on such names that are not trainer options, because the dict mixes them in or is another thing:
