@@ -20,6 +20,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from generations.ui_facts import UiFacts
+
 
 class LazyFunction:
     """``module.name``, imported when first called; ``module`` and ``name`` say what it points at (the import-layer
@@ -132,6 +134,7 @@ class Generation:
     # base model folder -> the files and folders inside it that a complete inference folder (an export) carries
     # beside the GPT, its config and its text table; ValueError (one line) naming what is missing
     model_folder_files: Callable[[Path], list[Path]] | None = None
+    ui: UiFacts | None = None  # its own Data-tab section, Tokenizer-tab panel and Test-tab coverage rule
 
     def can(self, capability: Capability) -> bool:
         return capability not in self.missing

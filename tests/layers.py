@@ -5,7 +5,7 @@ and the ones below. A top-level package is one layer, but generations/ spans the
 one folder), so a module there takes its layer from its path:
 
 - the registry (``generations/__init__.py``, ``spec.py``, ``registry.py``, the shared entry fields
-  ``sentencepiece_fields.py``) and each generation's entry ``generations/<gen>/__init__.py``: the data_tools layer,
+  ``sentencepiece_fields.py``, the entry's facets ``*_facts.py``) and each generation's entry ``generations/<gen>/__init__.py``: the data_tools layer,
   so data tools may ask the registry;
 - ``generations/<gen>/data/``: the data_tools layer (a ``<gen>/data.py`` is the trainer's dataset: trainer layer);
 - ``generations/<gen>/demo/``: the demo layer; ``generations/<gen>/ui/``: the webui layer;
@@ -36,7 +36,7 @@ def path_layer(path: str) -> str:
     if parts[0] != GENERATIONS:
         return parts[0]
     if len(parts) == 2:
-        return REGISTRY_LAYER if parts[1] in REGISTRY_MODULES else "trainer"
+        return REGISTRY_LAYER if parts[1] in REGISTRY_MODULES or parts[1].endswith("_facts.py") else "trainer"
     if len(parts) == 3 and parts[2] == "__init__.py":
         return REGISTRY_LAYER
     if len(parts) > 3 and parts[2] in SUBFOLDER_LAYERS:

@@ -61,16 +61,16 @@ def test_split_of_a_paired_manifest(tmp_path: Path) -> None:
 def test_prepare_v2_runs_supervised_into_pairs(demo_workspace, tmp_path: Path) -> None:
     from dataclasses import replace
 
+    from generations.indextts2.ui import prepare_section as section
     from webui.context import StudioContext
-    from webui.data import prepare_v2_section as section
     from webui.jobs.process_tools import wait_until
 
     ctx = StudioContext.create(tmp_path)
     form = replace(section.default_form(demo_workspace.root), out_dir="prepared", batch_seconds=6)
-    message, view = section.start_prepare_v2(ctx, form)
+    message, view = section.start(ctx, form)
     assert "STARTED" in message, message
-    assert wait_until(lambda: not section.poll_prepare_v2(ctx).running, 240, interval_s=0.2)
-    view = section.poll_prepare_v2(ctx)
+    assert wait_until(lambda: not section.poll(ctx).running, 240, interval_s=0.2)
+    view = section.poll(ctx)
     assert "FINISHED" in view.status, view.log
     assert 'data-done="12" data-total="12"' in view.progress
     assert "data_tools.prepare_v2" in view.log and "pairs:" in view.log
@@ -81,8 +81,8 @@ def test_prepare_v2_runs_supervised_into_pairs(demo_workspace, tmp_path: Path) -
 def test_prepare_v2_bad_form_starts_nothing(demo_workspace, tmp_path: Path) -> None:
     from dataclasses import replace
 
+    from generations.indextts2.ui import prepare_section as section
     from webui.context import StudioContext
-    from webui.data import prepare_v2_section as section
 
     ctx = StudioContext.create(tmp_path)
     form = replace(section.default_form(demo_workspace.root), out_dir=str(tmp_path / "out"))
@@ -90,7 +90,7 @@ def test_prepare_v2_bad_form_starts_nothing(demo_workspace, tmp_path: Path) -> N
                              ({"input": "no/such"}, "input not found"),
                              ({"w2v_bert": "./nowhere"}, "w2v-BERT folder not found"),
                              ({"pairs_per_target": 0}, "pairs per target")):
-        message, view = section.start_prepare_v2(ctx, replace(form, **change))
+        message, view = section.start(ctx, replace(form, **change))
         assert expected in message and not view.running
     assert not (tmp_path / "jobs" / "prepare_v2" / "run.json").exists()
     argv = replace(form, w2v_bert="facebook/w2v-bert-2.0").argv("python", tmp_path)
@@ -100,7 +100,7 @@ def test_prepare_v2_bad_form_starts_nothing(demo_workspace, tmp_path: Path) -> N
 def test_prepare_v2_on_several_processes_runs_under_torchrun(demo_workspace, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from webui.data import prepare_v2_section as section
+    from generations.indextts2.ui import prepare_section as section
     from webui.form_inputs import InputProblem
 
     form = replace(section.default_form(demo_workspace.root), out_dir=str(tmp_path / "out"))

@@ -130,8 +130,8 @@ def test_the_test_tab_marks_a_letter_the_25_run_never_had(ws):
     """Token coverage through the real model resolution: a demo 2.5 run's checkpoint, its train_config.yaml, its
     manifests (tests/test_text_coverage_v25.py covers the rules)."""
     from data_tools.text import script_letters
+    from generations.indextts25.ui.text_coverage import manifest_texts
     from webui.testing.text_coverage import coverage_html
-    from webui.testing.text_coverage_v25 import manifest_texts
 
     tuned = str(ws.output_dir / "latest.pth")
     texts = "".join(text for text, _ in manifest_texts(ws.train_manifest.parent / "listen_train.jsonl", "am"))

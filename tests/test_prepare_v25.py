@@ -248,8 +248,8 @@ def test_items_without_a_language_are_flagged(kit, audio, tmp_path):
 
 
 def test_data_tab_runs_the_preparation_supervised_and_refuses_bad_forms(kit, audio, tmp_path):
+    from generations.indextts25.ui import prepare_section as section
     from webui.context import StudioContext
-    from webui.data import prepare_v25_section as section
     from webui.jobs.process_tools import wait_until
 
     ctx = StudioContext.create(tmp_path)
@@ -259,14 +259,14 @@ def test_data_tab_runs_the_preparation_supervised_and_refuses_bad_forms(kit, aud
                              ({"input": "no/such"}, "input not found"),
                              ({"language": "any"}, "IndexTTS-2.5 needs the language"),
                              ({"text_scheme": "bpe"}, "text scheme must be one of")):
-        message, view = section.start_prepare_v25(ctx, replace(form, **change))
+        message, view = section.start(ctx, replace(form, **change))
         assert expected in message and not view.running
     assert not (tmp_path / "jobs" / "prepare_v25" / "run.json").exists()
 
-    message, view = section.start_prepare_v25(ctx, form)
+    message, view = section.start(ctx, form)
     assert "STARTED" in message and "IndexTTS-2.5" in message, message
-    assert wait_until(lambda: not section.poll_prepare_v25(ctx).running, 240, interval_s=0.2)
-    view = section.poll_prepare_v25(ctx)
+    assert wait_until(lambda: not section.poll(ctx).running, 240, interval_s=0.2)
+    view = section.poll(ctx)
     assert "FINISHED" in view.status, view.log
     assert 'data-done="12" data-total="12"' in view.progress
     assert "data_tools.prepare_v25" in view.log and "pairs:" in view.log

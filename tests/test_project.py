@@ -166,16 +166,17 @@ def test_the_hand_off_fills_forms_from_the_project_and_its_model_folder(v2_proje
 
 
 def test_the_paired_preparation_forms_follow_the_project(v2_project, demo_workspace, tmp_path):
-    from webui.data import prepare_v2_section, prepare_v25_section
+    from generations.indextts2.ui import prepare_section as paired_section
+    from generations.indextts25.ui import prepare_section as table_section
 
     manifest, _, _ = _walk_to_training(v2_project)
     project = load_project(tmp_path, "amharic-voice")
-    form = prepare_v2_section.default_form(tmp_path, project)
+    form = paired_section.default_form(tmp_path, project)
     assert form.input == str(manifest) and form.out_dir == str(project.dir("prepared"))
     assert form.codec.endswith("semantic_codec/model.safetensors") and Path(form.w2v_bert).is_dir()
-    untouched = prepare_v25_section.default_form(tmp_path, project)  # another generation's form keeps its values
+    untouched = table_section.default_form(tmp_path, project)  # another generation's form keeps its values
     assert untouched.input == "" and untouched.config == ""
-    demo25 = prepare_v25_section.default_form(demo_workspace.root)  # opens filled, offline, on the demo
+    demo25 = table_section.default_form(demo_workspace.root)  # opens filled, offline, on the demo
     assert demo25.config == str(demo_workspace.root / "v25" / "checkpoints" / "config.yaml")
     assert Path(demo25.w2v_bert).is_dir() and Path(demo25.input).is_dir()
 
@@ -210,7 +211,10 @@ def test_a_record_another_process_wrote_meanwhile_is_kept(v2_project, tmp_path):
 
 
 def test_the_paired_sections_name_their_generation_by_its_registry_id():
-    from networks.generation_rule import ID_2, ID_25
-    from webui.data import prepare_v2_section, prepare_v25_section
+    from generations.registry import GENERATIONS
+    from webui.data.tab_data import prepare_sections
 
-    assert prepare_v2_section.SECTION.generation_id == ID_2 and prepare_v25_section.SECTION.generation_id == ID_25
+    owned = {entry.id: entry.ui.prepare_section() for entry in GENERATIONS
+             if entry.ui is not None and entry.ui.prepare_section is not None}
+    assert owned and all(section.generation_id == ident for ident, section in owned.items())
+    assert [section.prefix for section in prepare_sections()] == ["prep2", "prep25"]  # the Data tab's order

@@ -24,11 +24,11 @@ from data_tools.tokenizer.coverage import appended_ids, byte_chunks
 from data_tools.tokenizer.ethiopic_merges import FORMAT
 from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, BASE_VOCAB_SIZE
 from demo.v25 import DemoV25Paths
+from generations.indextts25.ui.text_coverage import manifest_texts
 from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight
 from webui.testing import text_coverage
 from webui.testing.model_spec import ModelSpec
-from webui.testing.text_coverage_v25 import manifest_texts
 
 LETTERS = script_letters("ethiopic")
 

@@ -8,6 +8,7 @@ from functools import partial
 from data_tools.manifest import FORMAT_V2
 from generations.sentencepiece_fields import SENTENCEPIECE
 from generations.spec import FormFacts, Generation, TestFacts, lazy
+from generations.ui_facts import UiFacts
 from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
@@ -15,6 +16,7 @@ EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
 
 FOLDER = "generations.folders"
+UI = "generations.indextts2.ui"  # its web-UI pieces (the webui layer), named lazily
 W2V_BERT_PLACES = ("w2v-bert-2.0",)  # where its folder may hold w2v-BERT
 
 INDEXTTS2 = Generation(
@@ -42,4 +44,5 @@ INDEXTTS2 = Generation(
                    w2v_bert_places=W2V_BERT_PLACES),
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"), s2mel_gpt_latent=True,
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2", W2V_BERT_PLACES),
+    ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section")),
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 from data_tools.manifest import FORMAT_V25
 from generations.spec import FormFacts, Generation, TestFacts, lazy
+from generations.ui_facts import UiFacts
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
@@ -20,6 +21,7 @@ TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a downlo
 TABLE_SUFFIX = ".tiktoken"
 MODEL = f"{PACKAGE}.model"
 FOLDER = "generations.folders"
+UI = "generations.indextts25.ui"  # its web-UI pieces (the webui layer), named lazily
 W2V_BERT_PLACES = ("w2v-bert-2.0", "hf_cache/w2v-bert-2.0")  # where its folder may hold w2v-BERT
 
 
@@ -68,4 +70,7 @@ INDEXTTS25 = Generation(
     training_prompt=lazy("trainer.memory_facts", "speaker_vector_prompt"),
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"),
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25", W2V_BERT_PLACES),
+    ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section"),
+               tokenizer_panel=lazy(f"{UI}.tokenizer_panel", "build_panel"),
+               coverage_marks=lazy(f"{UI}.text_coverage", "untrained_marks")),
 )

@@ -1,7 +1,7 @@
 """The Data tab: recordings -> proofread clips (``webui.data.ingest_panel``), check manifests, split a manifest into
-train/val, and prepare audio (IndexTTS-1.5: codes manifest; IndexTTS2: features and a paired manifest,
-``webui.data.prepare_v2_section``; IndexTTS-2.5: codes, CAM++ / emotion vectors and a 2.5 paired manifest,
-``webui.data.prepare_v25_section``; both laid out and run by ``webui.data.prepare_section``).
+train/val, and prepare audio (IndexTTS-1.5: codes manifest; every other generation whose registry entry gives
+a ``ui.prepare_section``, oldest first: its own section from its folder,
+``generations/<name>/ui/prepare_section.py``, laid out and run by ``webui.data.prepare_section``).
 
 Every generation's training format is checked and split: IndexTTS-1.5 codes manifests, IndexTTS2 and IndexTTS-2.5
 paired manifests (for the paired ones the check also finds batch-padded ``target_code_len`` values, and "Write
@@ -26,10 +26,10 @@ import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
-from webui.data import prepare_v2_section, prepare_v25_section
+from generations.registry import GENERATIONS
 from webui.data.check_section import NO_LANGUAGE, CheckForm, check_section, project_check_values
 from webui.data.ingest_panel import build_ingest
-from webui.data.prepare_section import job_controls, poll_job, stop_job, view_of
+from webui.data.prepare_section import PrepareSection, job_controls, poll_job, stop_job, view_of
 from webui.form_inputs import InputProblem, existing_file, resolve_path
 from webui.jobs.job_view import JobView
 from webui.plots import (
@@ -263,8 +263,14 @@ def data_form_values(ctx: StudioContext, name: str | None) -> list[Any]:
     return [*shown, prepared["input"], prepared["out_dir"], prepared["config"] or gr.skip()]
 
 
+def prepare_sections() -> list[PrepareSection]:
+    """Each generation's own preparation section, oldest generation first (its registry entry's ``ui`` facet)."""
+    return [entry.ui.prepare_section() for entry in reversed(GENERATIONS)
+            if entry.ui is not None and entry.ui.prepare_section is not None]
+
+
 def _project_handoff(ctx: StudioContext, refill: Any, check: CheckForm, preprocess: list[Any],
-                     paired: list[dict[str, Any]]) -> None:
+                     sections: list[PrepareSection], paired: list[dict[str, Any]]) -> None:
     """The session's project (the page loaded, another picked, a step finished: ``webui.project.follow``) and
     the button fill the checker with its prepared data and every preparation with its saved manifest and
     model files."""
@@ -275,7 +281,7 @@ def _project_handoff(ctx: StudioContext, refill: Any, check: CheckForm, preproce
     outputs = [check.train, check.val, check.tokenizer, check.config, *preprocess[:3]]
     refill.click(lambda name: data_form_values(ctx, name), inputs=ctx.project_state, outputs=outputs)
     follow.follow(ctx, lambda stamp: data_form_values(ctx, follow.stamp_name(stamp)), outputs)
-    for section, fields in zip((prepare_v2_section.SECTION, prepare_v25_section.SECTION), paired, strict=True):
+    for section, fields in zip(sections, paired, strict=True):
         names = list(fields)
         refill.click(lambda name, s=section, n=names: s.project_values(ctx, name, n), inputs=ctx.project_state,
                      outputs=list(fields.values()))
@@ -294,8 +300,9 @@ def build(ctx: StudioContext) -> None:
     form = check_section(ctx, languages, project)
     _split_section(ctx, form.train, form.val)
     preprocess = _preprocess_section(ctx, languages, project)
-    paired = [section.build(ctx, languages) for section in (prepare_v2_section.SECTION, prepare_v25_section.SECTION)]
+    sections = prepare_sections()
+    paired = [section.build(ctx, languages) for section in sections]
     inputs = [preprocess[0], *(fields["input"] for fields in paired)]
     # the saved manifest is the input of every generation's preparation: the one prepared is the user's choice
     ingest.use_manifest.click(lambda path: [path or gr.skip()] * len(inputs), inputs=ingest.manifest, outputs=inputs)
-    _project_handoff(ctx, refill, form, preprocess, paired)
+    _project_handoff(ctx, refill, form, preprocess, sections, paired)

@@ -4,41 +4,30 @@ An extended tokenizer's appended pieces are new rows of the GPT's text embedding
 encodes to keeps its initial value, and the model speaks noise where a text needs it. For a checkpoint of a run
 (its folder holds ``train_config.yaml``), the run's manifests say which rows trained and the checkpoint's
 ``base_vocab_size`` which rows are appended (``data_tools.tokenizer.coverage``, as the Tokenizer tab's verify).
-IndexTTS-2.5 runs (a byte-level ``.tiktoken`` table) are marked by ``text_coverage_v25``: the merges they appended
-that never trained, and the letters their data never had. The rules are ``data_tools.tokenizer.coverage``'s, as the
-pre-flight's count. A base model or an export is not marked: nothing says what it trained on.
+That is the SentencePiece rule, the default; a generation whose registry entry reads the run's tokenizer file
+(``reads_tokenizer``) and gives ``ui.coverage_marks`` marks its runs itself (IndexTTS-2.5: the merges its
+table appended that never trained, and the letters its data never had). The rules are
+``data_tools.tokenizer.coverage``'s, as the pre-flight's count. A base model or an export is not marked: nothing says what it trained on.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 
 from data_tools.manifest import parse_manifest_spec
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from data_tools.tokenizer.coverage import appended_ids, marked_chunks, trained_appended
+from generations.registry import GENERATIONS
 from webui.plots import badge_html
+from webui.testing.file_stamp import Stamp, stamp_of
 from webui.testing.listen import ListenError, resolve_model
 from webui.testing.listen_models import BASE_PREFIX, TRAIN_CONFIG, read_yaml
-from webui.testing.text_coverage_v25 import Stamp, untrained_marks_v25
-
-V25_TABLE_SUFFIX = ".tiktoken"  # an IndexTTS-2.5 run's --tokenizer
 
 SHOWN = 12  # marked pieces listed by name
-
-
-def is_v25_table(path: str) -> bool:
-    return path.endswith(V25_TABLE_SUFFIX)
-
-
-def _stamp(path: Path) -> Stamp | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return str(path), info.st_mtime_ns, info.st_size
+Marks = tuple[list[str], list[int], list[str]]  # (the text's chunks, the marked ones' positions, their names)
 
 
 @lru_cache(maxsize=16)
@@ -93,20 +82,21 @@ def _trained(tokenizer: Stamp, manifests: tuple[tuple[Stamp, str | None], ...]) 
 
 
 def untrained_marks(checkpoint: Path, tokenizer: Path | None, text: str) -> tuple[str, list[str]] | None:
-    """(the text as the model reads it, with the untrained pieces (and, for IndexTTS-2.5, the letters its data never
-    had) in <mark>; their names), or None when the model's run says nothing (not a run's checkpoint, no base size)
-    or nothing is marked."""
+    """(the text as the model reads it, with the untrained pieces (and, where its generation's rule says so, the
+    letters its data never had) in <mark>; their names), or None when the model's run says nothing (not a run's
+    checkpoint, no base size) or nothing is marked."""
     run = checkpoint.parent
     options = read_yaml(run / TRAIN_CONFIG) if (run / TRAIN_CONFIG).is_file() else None
     manifests = _manifests(run) if options is not None else None
-    checkpoint_stamp, tokenizer_stamp = _stamp(checkpoint), _stamp(tokenizer) if tokenizer else None
+    checkpoint_stamp, tokenizer_stamp = stamp_of(checkpoint), stamp_of(tokenizer) if tokenizer else None
     if not manifests or checkpoint_stamp is None or tokenizer_stamp is None or not text.strip():
         return None
     base_size = _base_size(checkpoint_stamp)
-    stamps = tuple((stamp, language) for stamp, language in ((_stamp(p), lang) for p, lang in manifests) if stamp)
+    stamps = tuple((stamp, language) for stamp, language in ((stamp_of(p), lang) for p, lang in manifests) if stamp)
     if base_size is None or not stamps:
         return None
-    found = (_marks_v25(options or {}, tokenizer_stamp, base_size, stamps, text) if is_v25_table(tokenizer_stamp[0])
+    own_marks = _coverage_marks(tokenizer_stamp[0])
+    found = (own_marks(options or {}, tokenizer_stamp, base_size, stamps, text) if own_marks is not None
              else _marks_sentencepiece(tokenizer_stamp, base_size, stamps, text))
     if found is None:
         return None
@@ -116,8 +106,14 @@ def untrained_marks(checkpoint: Path, tokenizer: Path | None, text: str) -> tupl
     return shown.strip(), names
 
 
+def _coverage_marks(tokenizer: str) -> Callable[..., Marks | None] | None:
+    """The coverage rule of the generation that reads this tokenizer file (None: the SentencePiece default)."""
+    owner = next((entry for entry in GENERATIONS if entry.reads_tokenizer(tokenizer)), None)
+    return owner.ui.coverage_marks if owner is not None and owner.ui is not None else None
+
+
 def _marks_sentencepiece(tokenizer: Stamp, base_size: int, manifests: tuple[tuple[Stamp, str | None], ...],
-                         text: str) -> tuple[list[str], list[int], list[str]] | None:
+                         text: str) -> Marks | None:
     try:
         model = _tokenizer(tokenizer)
         trained = _trained(tokenizer, manifests)
@@ -129,15 +125,6 @@ def _marks_sentencepiece(tokenizer: Stamp, base_size: int, manifests: tuple[tupl
     marked = marked_chunks([(piece, [i]) for piece, i in zip(pieces, ids)], appended_ids(base_size, model.vocab_size),
                            trained)
     return (pieces, marked, [pieces[index].replace("\u2581", "") for index in marked]) if marked else None
-
-
-def _marks_v25(options: dict, table: Stamp, base_size: int, manifests: tuple[tuple[Stamp, str | None], ...],
-               text: str) -> tuple[list[str], list[int], list[str]] | None:
-    merges_path = str(options.get("text_merges") or "").strip()
-    merges = _stamp(Path(merges_path)) if merges_path else None
-    if merges_path and merges is None:
-        return None
-    return untrained_marks_v25(options, {"table": table, "merges": merges}, base_size, manifests, text)
 
 
 def coverage_html(workspace: Path, picks: dict[str, str | None], vocoder: str | None, text: str) -> str:

@@ -5,7 +5,8 @@ and verifying read whole corpora and manifests, so each runs as a supervised job
 (``python -m data_tools.tokenizer train|extend|verify``, see ``webui.jobs.report_jobs``) with progress, log
 and Stop; the tab shows the JSON report it writes. The argv builders and report readers
 (``webui.tokenizer.tokenizer_jobs``) are plain functions tests call directly; ``build(ctx)`` only lays out
-and wires them, section by section.
+and wires them, section by section. A generation's own panel (its registry entry's ``ui.tokenizer_panel``,
+e.g. IndexTTS-2.5's text schemes) follows the shared sections.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from generations.registry import GENERATIONS
 from webui.form_inputs import InputProblem
 from webui.jobs.job_panel import job_panel, wire_job
 from webui.jobs.report_jobs import JobResult
@@ -41,7 +43,6 @@ from webui.tokenizer.tokenizer_jobs import (
     verify_argv,
     verify_view_of,
 )
-from webui.tokenizer.tokenizer_v25_panel import build_panel as build_v25_panel
 
 if TYPE_CHECKING:
     from webui.context import StudioContext
@@ -195,5 +196,7 @@ def build(ctx: StudioContext) -> None:
     trained = _train_section(ctx, languages, fields)
     extended = _extend_section(ctx, trained, fields)
     _verify_section(ctx, languages, extended, fields)
-    build_v25_panel()
+    for entry in reversed(GENERATIONS):  # each generation's own panel, oldest first
+        if entry.ui is not None and entry.ui.tokenizer_panel is not None:
+            entry.ui.tokenizer_panel()
     follow_project(ctx, fields)

@@ -14,7 +14,7 @@ import pandas as pd
 from data_tools.text_tokenizer_v25 import DEFAULT_SCHEME, TEXT_SCHEMES, TextTokenizerV25
 from data_tools.tokenizer.tiktoken25 import TableError
 
-SAMPLE_V25 = "ሰላም ለዓለም። ኢትዮጵያ ውብ ሀገር ናት።"
+SAMPLE_TEXT = "ሰላም ለዓለም። ኢትዮጵያ ውብ ሀገር ናት።"
 COLUMNS = ["scheme", "tokens", "characters", "tokens per character", "ids with prefix", "text rows"]
 
 
@@ -49,9 +49,9 @@ def build_panel() -> None:
 
     gr.Markdown("### IndexTTS-2.5: tokens per character of each text scheme")
     with gr.Row():
-        text = gr.Textbox(value=SAMPLE_V25, label="Sample text for the IndexTTS-2.5 schemes", lines=2, elem_id="tok25-text", scale=4)
+        text = gr.Textbox(value=SAMPLE_TEXT, label="Sample text for the IndexTTS-2.5 schemes", lines=2, elem_id="tok25-text", scale=4)
         language = gr.Textbox(value="am", label="Language code", elem_id="tok25-language", scale=0, min_width=120)
-    table, message = measure_schemes(SAMPLE_V25, "am")
+    table, message = measure_schemes(SAMPLE_TEXT, "am")
     note = gr.Markdown(value=message, elem_id="tok25-message")
     result = gr.Dataframe(value=table, interactive=False, label="Schemes", elem_id="tok25-table")
     gr.on([text.submit, text.change, language.submit], measure_schemes, inputs=[text, language],

@@ -3,7 +3,8 @@ ids and a 2.5 paired manifest, as a job.
 
 The facts of the section (its form, model fields and command) for ``webui.data.prepare_section``, which lays it
 out and runs ``python -m data_tools.prepare_v25`` under the studio's supervisor in
-``<workspace>/jobs/prepare_v25/``. The form starts filled from the session's IndexTTS-2.5 project (its saved
+``<workspace>/jobs/prepare_v25/``; the Data tab finds it through the registry entry's ``ui`` facet
+(``section``). The form starts filled from the session's IndexTTS-2.5 project (its saved
 manifest, its prepared folder, its model folder's config and local w2v-BERT), else from the demo's 2.5 folder
 when the workspace has one; empty model fields mean the files beside the config.yaml.
 """
@@ -14,22 +15,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from networks.generation_rule import ID_25
 from webui.data import prepare_section
 from webui.data.prepare_section import Field, PairedPrepareForm, PrepareSection
 from webui.form_inputs import InputProblem
 
-# the registry id (networks.generation_rule.ID_25), not imported: the Data tab builds without torch
-GENERATION_ID = "2.5"
-
 if TYPE_CHECKING:
     from trainer.project import Project
 
-PREPARE_V25_JOB = "prepare_v25"
+JOB = "prepare_v25"  # its folder under <workspace>/jobs/
 TEXT_SCHEMES = ("merges", "bytes", "translit")
 
 
 @dataclass(frozen=True)
-class PrepareV25Form(PairedPrepareForm):
+class PrepareForm(PairedPrepareForm):
     """IndexTTS-2.5's form: only the config is required (the rest defaults to its download folder's files);
     the language is required and the text scheme is the 2.5 text table's."""
 
@@ -50,22 +49,21 @@ class PrepareV25Form(PairedPrepareForm):
         return ["--text-scheme", self.text_scheme, "--language", self.language]
 
 
-def default_form(workspace: Path, project: Project | None = None) -> PrepareV25Form:
+def default_form(workspace: Path, project: Project | None = None) -> PrepareForm:
     """The form filled from ``project`` when it is an IndexTTS-2.5 project (``project_form``) over the demo's
     2.5 folder (its config, its local w2v-BERT, the demo audio) when the workspace has one, else empty model
     fields (a 2.5 download folder's config names the rest) and the real w2v-BERT id."""
-    return prepare_section.project_form(_base_form(Path(workspace)), project, GENERATION_ID)
+    return prepare_section.project_form(_base_form(Path(workspace)), project, ID_25)
 
 
-def _base_form(workspace: Path) -> PrepareV25Form:
+def _base_form(workspace: Path) -> PrepareForm:
     from demo.v2 import DemoV2Paths
     from demo.v25 import DemoV25Paths
 
     demo = DemoV25Paths.under(workspace)
-    form = PrepareV25Form(input="", out_dir=str(workspace / "data" / "prepared_v25"), config="", gpt="", codec="",
-                          campplus="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
-                          text_scheme="merges",
-                          **prepare_section.DEFAULT_OPTIONS)
+    form = PrepareForm(input="", out_dir=str(workspace / "data" / "prepared_v25"), config="", gpt="", codec="",
+                       campplus="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
+                       text_scheme="merges", **prepare_section.DEFAULT_OPTIONS)
     if not demo.config.is_file():
         return form
     w2v = demo.config.parent / "w2v-bert-2.0"
@@ -75,7 +73,7 @@ def _base_form(workspace: Path) -> PrepareV25Form:
 
 
 SECTION = PrepareSection(
-    generation="IndexTTS-2.5", prefix="prep25", job=PREPARE_V25_JOB,
+    generation="IndexTTS-2.5", prefix="prep25", job=JOB,
     heading="### Prepare audio for IndexTTS-2.5: 25 Hz codes, CAM++ and emotion vectors, text ids and pairs\n"
             "Writes `text_ids/`, `codes/`, `spk_vec/`, `emo_vec/`, `utterances.jsonl` and `pairs.jsonl` (the "
             "2.5 paired manifest the trainer reads) into the output folder. Empty model fields: the files of "
@@ -89,11 +87,16 @@ SECTION = PrepareSection(
          Field("text_scheme", "text scheme (as training's)", "scheme", "choice", TEXT_SCHEMES)),
     ),
     default_form=default_form,
-    generation_id=GENERATION_ID,
+    generation_id=ID_25,
 )
 
 
+def section() -> PrepareSection:
+    """The section (the entry's ``ui.prepare_section``)."""
+    return SECTION
+
+
 # The job's controls (tests and scripts): validate and launch, the job as it stands, graceful stop (SIGINT).
-start_prepare_v25 = SECTION.start
-poll_prepare_v25 = SECTION.poll
-stop_prepare_v25 = SECTION.stop
+start = SECTION.start
+poll = SECTION.poll
+stop = SECTION.stop

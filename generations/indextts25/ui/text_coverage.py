@@ -1,4 +1,5 @@
-"""The Test tab's token coverage for IndexTTS-2.5 runs (byte-level tiktoken table, ``--text-scheme``).
+"""The Test tab's token coverage for IndexTTS-2.5 runs (byte-level tiktoken table, ``--text-scheme``): the entry's
+``ui.coverage_marks``, which ``webui.testing.text_coverage`` calls for a run whose tokenizer this generation reads.
 
 The run's own tokenizer (its ``train_config.yaml``: table, scheme, merges, opened as the trainer opens it) encodes
 the run's training texts (a paired manifest's ``target_text``, or ``text``) and the text to speak, as a 2.5 model
@@ -25,8 +26,7 @@ from data_tools.tokenizer.coverage import (
     trained_appended,
     unseen_letters,
 )
-
-Stamp = tuple[str, int, int]  # (path, mtime_ns, size): a file as it is now
+from webui.testing.file_stamp import Stamp, stamp_of
 
 
 def manifest_texts(path: Path, language: str | None) -> Iterator[tuple[str, str]]:
@@ -69,21 +69,26 @@ def _coverage(table: Stamp, scheme: str, merges: Stamp | None, base_size: int,
     return appended, trained, seen
 
 
-def untrained_marks_v25(options: dict[str, Any], stamps: dict[str, Any], base_size: int,
-                        manifests: tuple[tuple[Stamp, str | None], ...], text: str
-                        ) -> tuple[list[str], list[int], list[str]] | None:
+def untrained_marks(options: dict[str, Any], table: Stamp, base_size: int,
+                    manifests: tuple[tuple[Stamp, str | None], ...], text: str
+                    ) -> tuple[list[str], list[int], list[str]] | None:
     """(the text's chunks, the marked ones' positions, their names) or None when nothing is marked or the run's
-    tokenizer cannot be opened. ``stamps``: the table's and the merges file's."""
+    tokenizer cannot be opened. ``options``: the run's ``train_config.yaml`` (its scheme and merges file);
+    ``table``: its text table."""
     from data_tools.tokenizer.tiktoken25 import TableError
     from trainer.errors import UsageError
 
+    merges_path = str(options.get("text_merges") or "").strip()
+    merges = stamp_of(Path(merges_path)) if merges_path else None
+    if merges_path and merges is None:
+        return None
     language = detect_language(text)
     if language is None:
         return None
     scheme = str(options.get("text_scheme") or "merges")
     try:
-        tokenizer = _tokenizer(stamps["table"], scheme, stamps.get("merges"))
-        appended, trained, seen = _coverage(stamps["table"], scheme, stamps.get("merges"), base_size, manifests)
+        tokenizer = _tokenizer(table, scheme, merges)
+        appended, trained, seen = _coverage(table, scheme, merges, base_size, manifests)
     except (UsageError, TableError, OSError, ValueError):
         return None
     encoded = tokenizer.tokenizer.encode_for_language(tokenizer.model_text(text, language), language)

@@ -2,7 +2,8 @@
 
 The facts of the section (its form, model fields and command) for ``webui.data.prepare_section``, which lays it
 out and runs ``python -m data_tools.prepare_v2`` under the studio's supervisor in
-``<workspace>/jobs/prepare_v2/``. The form starts filled from the session's IndexTTS2 project (its saved
+``<workspace>/jobs/prepare_v2/``; the Data tab finds it through the registry entry's ``ui`` facet
+(``section``). The form starts filled from the session's IndexTTS2 project (its saved
 manifest, its prepared folder, its model folder's files), else with the demo workspace's IndexTTS2 files when
 they are there.
 """
@@ -13,20 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from networks.generation_rule import ID_2
 from webui.data import prepare_section
 from webui.data.prepare_section import Field, PairedPrepareForm, PrepareSection
-
-# the registry id (networks.generation_rule.ID_2), not imported: the Data tab builds without torch
-GENERATION_ID = "2"
 
 if TYPE_CHECKING:
     from trainer.project import Project
 
-PREPARE_V2_JOB = "prepare_v2"
+JOB = "prepare_v2"  # its folder under <workspace>/jobs/
 
 
 @dataclass(frozen=True)
-class PrepareV2Form(PairedPrepareForm):
+class PrepareForm(PairedPrepareForm):
     """IndexTTS2's form: the config and the semantic codec are required."""
 
     MODULE = "data_tools.prepare_v2"
@@ -35,10 +34,10 @@ class PrepareV2Form(PairedPrepareForm):
                       ("--tokenizer", "tokenizer", "tokenizer"))
 
 
-def default_form(workspace: Path, project: Project | None = None) -> PrepareV2Form:
+def default_form(workspace: Path, project: Project | None = None) -> PrepareForm:
     """The form filled from ``project`` when it is an IndexTTS2 project (``project_form``) over the demo's
     IndexTTS2 files when the workspace has them, else empty fields and the real w2v-BERT id."""
-    return prepare_section.project_form(_base_form(workspace), project, GENERATION_ID, _project_codec)
+    return prepare_section.project_form(_base_form(workspace), project, ID_2, _project_codec)
 
 
 def _project_codec(project: Project) -> dict[str, str]:
@@ -48,22 +47,22 @@ def _project_codec(project: Project) -> dict[str, str]:
     return {"codec": str(codec) if codec.is_file() else ""}
 
 
-def _base_form(workspace: Path) -> PrepareV2Form:
+def _base_form(workspace: Path) -> PrepareForm:
     from demo.v2 import DemoV2Paths
 
     demo = DemoV2Paths.under(workspace)
     if demo.kit.exists() and demo.config.is_file():
-        return PrepareV2Form(input=str(demo.audio), out_dir=str(demo.root / "data" / "prepared"),
-                             config=str(demo.config), gpt="", codec=str(demo.kit.codec),
-                             w2v_bert=str(demo.kit.w2v_bert), w2v_stats="", tokenizer=str(demo.extended_tokenizer),
-                             **prepare_section.DEFAULT_OPTIONS)
-    return PrepareV2Form(input="", out_dir=str(Path(workspace) / "data" / "prepared_v2"), config="", gpt="",
-                         codec="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
-                         **prepare_section.DEFAULT_OPTIONS)
+        return PrepareForm(input=str(demo.audio), out_dir=str(demo.root / "data" / "prepared"),
+                           config=str(demo.config), gpt="", codec=str(demo.kit.codec),
+                           w2v_bert=str(demo.kit.w2v_bert), w2v_stats="", tokenizer=str(demo.extended_tokenizer),
+                           **prepare_section.DEFAULT_OPTIONS)
+    return PrepareForm(input="", out_dir=str(Path(workspace) / "data" / "prepared_v2"), config="", gpt="",
+                       codec="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
+                       **prepare_section.DEFAULT_OPTIONS)
 
 
 SECTION = PrepareSection(
-    generation="IndexTTS2", prefix="prep2", job=PREPARE_V2_JOB,
+    generation="IndexTTS2", prefix="prep2", job=JOB,
     heading="### Prepare audio for IndexTTS2: w2v-BERT features, semantic codes, conditioning and pairs\n"
             "Writes `text_ids/`, `codes/`, `condition/`, `emo_vec/`, `utterances.jsonl` and `pairs.jsonl` "
             "(the community layout) into the output folder. Runs as its own process on the GPU when there "
@@ -75,12 +74,17 @@ SECTION = PrepareSection(
          Field("tokenizer", "tokenizer (empty: the config's bpe_model)", "tokenizer")),
     ),
     default_form=default_form,
-    generation_id=GENERATION_ID,
+    generation_id=ID_2,
     project_extra=_project_codec,
 )
 
 
+def section() -> PrepareSection:
+    """The section (the entry's ``ui.prepare_section``)."""
+    return SECTION
+
+
 # The job's controls (tests and scripts): validate and launch, the job as it stands, graceful stop (SIGINT).
-start_prepare_v2 = SECTION.start
-poll_prepare_v2 = SECTION.poll
-stop_prepare_v2 = SECTION.stop
+start = SECTION.start
+poll = SECTION.poll
+stop = SECTION.stop
