@@ -21,7 +21,8 @@ from typing import IO
 import numpy as np
 
 from data_tools.fileio import UnusableFile, open_regular
-from data_tools.shard_reader import packed_bytes
+from data_tools.shard_index import ArrayHead
+from data_tools.shard_reader import packed_bytes, packed_head
 
 MAGIC = b"\x93NUMPY"
 MAX_HEADER_BYTES = 64 * 1024
@@ -109,7 +110,12 @@ def _read_header(handle: IO[bytes], path: Path | str, file_size: int) -> NpyHead
     except UnicodeDecodeError:
         raise NpyError(f"{path}: .npy header is not valid UTF-8") from None
     shape, dtype, fortran = _parse_header(text, path)
-    header = NpyHeader(shape, dtype, fortran, 8 + size_bytes + header_len, file_size)
+    return _checked(NpyHeader(shape, dtype, fortran, 8 + size_bytes + header_len, file_size), path)
+
+
+def _checked(header: NpyHeader, path: Path | str) -> NpyHeader:
+    """``header`` once its array fits in its file: a truncated or corrupt file is named in one line."""
+    shape, dtype, file_size = header.shape, header.dtype, header.file_size
     available = file_size - header.data_offset
     if header.nbytes > available:
         raise NpyError(f"{path}: header claims shape {list(shape)} {dtype} ({header.nbytes:,} bytes) but the file "
@@ -117,8 +123,25 @@ def _read_header(handle: IO[bytes], path: Path | str, file_size: int) -> NpyHead
     return header
 
 
+def _indexed_header(head: ArrayHead, where: str, size: int) -> NpyHeader:
+    """The header a shard index keeps for a packed member, held to the same rules as one read from the file."""
+    try:
+        dtype = np.dtype(head.descr)
+    except (TypeError, ValueError):
+        raise NpyError(f"{where}: the shard index names an unknown dtype {head.descr!r}") from None
+    if dtype.kind not in NUMERIC_KINDS:
+        raise NpyError(f"{where}: holds {dtype} values; only numeric arrays are accepted")
+    if len(head.shape) > MAX_DIMS or head.data_offset > size:
+        raise NpyError(f"{where}: the shard index gives an impossible header (shape {list(head.shape)})")
+    return _checked(NpyHeader(head.shape, dtype, head.fortran_order, head.data_offset, size), where)
+
+
 def read_npy_header(path: str | Path) -> NpyHeader:
-    """Shape and dtype from the header, checked against the file size; nothing of the data is read."""
+    """Shape and dtype from the header, checked against the file size; nothing of the data is read (for a packed
+    member whose shard index keeps its header, not even the header)."""
+    indexed = packed_head(path)
+    if indexed is not None:
+        return _indexed_header(*indexed)
     packed = packed_bytes(path, head=HEAD_BYTES)
     if packed is not None and len(packed.data) < packed.size:
         try:
@@ -127,6 +150,11 @@ def read_npy_header(path: str | Path) -> NpyHeader:
             packed = packed_bytes(path)
     if packed is not None:
         return _read_header(io.BytesIO(packed.data), packed.where, packed.size)
+    return read_file_header(path)
+
+
+def read_file_header(path: str | Path) -> NpyHeader:
+    """``read_npy_header`` of a file on disk, never looked up in shards (what the packer reads)."""
     path = Path(path)
     try:
         with open_regular(path) as handle:

@@ -2,8 +2,10 @@
 
 A sharded prepared folder keeps its manifests as they are (``codes/<id>.npy`` ...); its feature files live in
 WebDataset tar shards under ``<prepared>/shards/`` and ``shards/index.json`` maps each file's path relative to
-the folder to ``(shard, data offset, size)``. The index is built from the tars' own headers (stdlib
-``tarfile``), written atomically after the tars, so a folder is sharded exactly when its index exists.
+the folder to ``(shard, data offset, size)`` and, for a ``.npy`` member, its array header (dtype, shape, order,
+data offset), so a reader learns every item's length without a read per file (over ``--shard-url``, a request
+per file). The index is built from the tars' own headers (stdlib ``tarfile``), written atomically after the
+tars, so a folder is sharded exactly when its index exists. Version 1 indexes (no array headers) still read.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from data_tools.fileio import UnusableFile, atomic_write_text, regular_file_size
 SHARDS_DIR = "shards"
 INDEX_NAME = "index.json"
 FORMAT = "webdataset-tar"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: no array headers (a header read then takes a member's first bytes)
 MAX_INDEX_BYTES = 1 << 30
 
 
@@ -31,10 +34,21 @@ class ShardError(UnusableFile):
 
 
 @dataclass(frozen=True, slots=True)
+class ArrayHead:
+    """A packed ``.npy`` member's header as the packer read it (``data_tools.npy`` checks it again on use)."""
+
+    descr: str  # numpy's dtype string, e.g. "<i2"
+    shape: tuple[int, ...]
+    fortran_order: bool
+    data_offset: int  # where the array's bytes start inside the member
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     shard: int  # position in ShardIndex.shards
     offset: int  # first data byte in the tar
     size: int
+    head: ArrayHead | None = None  # None: not an array, or an index of version 1
 
 
 @dataclass(frozen=True)
@@ -72,14 +86,17 @@ def scan_shard(tar_path: Path, names: dict[str, str]) -> dict[str, tuple[int, in
     return found
 
 
-def write_index(prepared: Path, shards: list[Path], names: dict[str, str]) -> ShardIndex:
-    """Scan ``shards`` (in order) and write ``shards/index.json`` atomically; every name must be found once."""
+def write_index(prepared: Path, shards: list[Path], names: dict[str, str],
+                heads: dict[str, ArrayHead] | None = None) -> ShardIndex:
+    """Scan ``shards`` (in order) and write ``shards/index.json`` atomically; every name must be found once.
+    ``heads``: relative path -> the array header of each ``.npy`` member (kept in the index)."""
+    heads = heads or {}
     members: dict[str, Member] = {}
     for number, shard in enumerate(shards):
         for rel, (offset, size) in scan_shard(shard, names).items():
             if rel in members:
                 raise ShardError(f"shard {shard.name} repeats member {rel}")
-            members[rel] = Member(number, offset, size)
+            members[rel] = Member(number, offset, size, heads.get(rel))
     missing = sorted(set(names.values()) - set(members))
     if missing:
         raise ShardError(f"shards lack {len(missing)} packed files (first: {missing[0]})")
@@ -87,9 +104,27 @@ def write_index(prepared: Path, shards: list[Path], names: dict[str, str]) -> Sh
                        members)
     body = {"format": FORMAT, "version": VERSION,
             "shards": [{"name": n, "size": s} for n, s in zip(index.shards, index.sizes, strict=True)],
-            "members": {rel: [m.shard, m.offset, m.size] for rel, m in sorted(members.items())}}
+            "members": {rel: _member_row(m) for rel, m in sorted(members.items())}}
     atomic_write_text(index_path(prepared), json.dumps(body, separators=(",", ":")))
     return index
+
+
+def _member_row(member: Member) -> list:
+    row: list = [member.shard, member.offset, member.size]
+    if member.head is not None:
+        head = member.head
+        row += [head.descr, list(head.shape), int(head.fortran_order), head.data_offset]
+    return row
+
+
+def _head_of(row: list) -> ArrayHead | None:
+    """The array header of an index row's tail (``[descr, shape, fortran 0/1, data offset]``); None if malformed."""
+    descr, shape, fortran, data_offset = row
+    if not (isinstance(descr, str) and len(descr) <= 8 and isinstance(shape, list) and len(shape) <= 32
+            and all(type(n) is int and n >= 0 for n in shape) and fortran in (0, 1)
+            and type(data_offset) is int and data_offset > 0):
+        return None
+    return ArrayHead(descr, tuple(shape), bool(fortran), data_offset)
 
 
 def _bad(path: Path, what: str) -> ShardError:
@@ -104,8 +139,8 @@ def read_index(path: Path) -> ShardIndex:
         body = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise _bad(path, str(exc).splitlines()[0]) from None
-    if not isinstance(body, dict) or body.get("format") != FORMAT or body.get("version") != VERSION:
-        raise _bad(path, f"not a {FORMAT} index of version {VERSION}")
+    if not isinstance(body, dict) or body.get("format") != FORMAT or body.get("version") not in READABLE_VERSIONS:
+        raise _bad(path, f"not a {FORMAT} index of version {' or '.join(map(str, READABLE_VERSIONS))}")
     shards, members = body.get("shards"), body.get("members")
     if not isinstance(shards, list) or not isinstance(members, dict):
         raise _bad(path, "needs a 'shards' list and a 'members' table")
@@ -120,8 +155,12 @@ def read_index(path: Path) -> ShardIndex:
         sizes.append(size)
     table: dict[str, Member] = {}
     for rel, value in members.items():
-        if not (isinstance(value, list) and len(value) == 3 and all(type(v) is int and v >= 0 for v in value)
-                and value[0] < len(names) and value[1] + value[2] <= sizes[value[0]]):
+        place = value[:3] if isinstance(value, list) and len(value) in (3, 7) else None
+        if not (place and all(type(v) is int and v >= 0 for v in place)
+                and place[0] < len(names) and place[1] + place[2] <= sizes[place[0]]):
             raise _bad(path, f"bad member entry {rel!r}")
-        table[rel] = Member(*value)
+        head = _head_of(value[3:]) if len(value) == 7 else None
+        if len(value) == 7 and head is None:
+            raise _bad(path, f"bad array header of member {rel!r}")
+        table[rel] = Member(*place, head)
     return ShardIndex(path.parent.parent, tuple(names), tuple(sizes), table)

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import IO
 
 from data_tools.fileio import UnusableFile, open_regular
-from data_tools.shard_index import INDEX_NAME, SHARDS_DIR, ShardError, ShardIndex, read_index
+from data_tools.shard_index import (
+    INDEX_NAME,
+    SHARDS_DIR,
+    ArrayHead,
+    Member,
+    ShardError,
+    ShardIndex,
+    read_index,
+)
 
 SHARD_URL_ENV = "STUDIO_SHARD_URL"
 URL_TIMEOUT_S = 60.0
@@ -87,9 +95,8 @@ def _forget_handles(shards_dir: str) -> None:
         _handles.pop(shard).close()
 
 
-def packed_bytes(path: str | Path, head: int | None = None) -> Packed | None:
-    """The bytes of ``path`` from its folder's shards (its first ``head`` bytes at most: a header read over a URL
-    fetches no array), or None when no shard index lists it."""
+def _listed(path: str | Path) -> tuple[ShardIndex, str, Member] | None:
+    """(index, path relative to its folder, member) of a file its folder's shard index lists; None otherwise."""
     full = os.path.abspath(path)
     index = _index_of_folder(os.path.dirname(full))
     if index is None:
@@ -99,8 +106,27 @@ def packed_bytes(path: str | Path, head: int | None = None) -> Packed | None:
         return None
     rel = full[len(root) + 1:].replace(os.sep, "/")
     member = index.members.get(rel)
-    if member is None:
+    return None if member is None else (index, rel, member)
+
+
+def packed_head(path: str | Path) -> tuple[ArrayHead, str, int] | None:
+    """(array header, where, member size) of a packed ``.npy`` whose index keeps its header: nothing is read
+    from the shard (over a URL, no request). None: not packed, or an index without headers."""
+    listed = _listed(path)
+    if listed is None or listed[2].head is None:
         return None
+    index, rel, member = listed
+    return member.head, f"{SHARDS_DIR}/{index.shards[member.shard]}:{rel} under {index.folder}", member.size
+
+
+def packed_bytes(path: str | Path, head: int | None = None) -> Packed | None:
+    """The bytes of ``path`` from its folder's shards (its first ``head`` bytes at most: a header read over a URL
+    fetches no array), or None when no shard index lists it."""
+    listed = _listed(path)
+    if listed is None:
+        return None
+    index, rel, member = listed
+    root = str(index.folder)
     name = index.shards[member.shard]
     where = f"{SHARDS_DIR}/{name}:{rel} under {root}"
     url = os.environ.get(SHARD_URL_ENV, "")

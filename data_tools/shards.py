@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 
 from data_tools.cli import OneLineErrorParser, run_refusing
+from data_tools.fileio import UnusableFile
+from data_tools.npy import read_file_header
 from data_tools.shard_index import (
     SHARDS_DIR,
+    ArrayHead,
     ShardError,
     ShardIndex,
     index_path,
@@ -88,8 +91,19 @@ def pack(prepared: Path, *, items: int | None = None, shard_bytes: int = DEFAULT
         for key, rows in itertools.groupby(files, key=lambda row: row[0]):
             writer.write({"__key__": key, **{f"{field}.npy": path.read_bytes() for _key, field, path in rows}})
     shards = sorted(out.glob("shard-*.tar"))
-    index = write_index(prepared, shards, names)
+    index = write_index(prepared, shards, names, {path.relative_to(prepared).as_posix(): head
+                                                   for _key, _field, path in files if (head := _array_head(path))})
     return index if keep_files else _remove_packed(index)
+
+
+def _array_head(path: Path) -> ArrayHead | None:
+    """The array header the index keeps for ``path`` (None for a file that is not a usable array: it is packed
+    as it is, and reading it names the shard and member)."""
+    try:
+        header = read_file_header(path)
+    except UnusableFile:
+        return None
+    return ArrayHead(header.dtype.str, header.shape, header.fortran_order, header.data_offset)
 
 
 def _remove_packed(index: ShardIndex) -> ShardIndex:

@@ -88,23 +88,68 @@ def test_webdatasets_own_reader_iterates_the_shards_as_samples(packed: Path) -> 
     assert list(samples[2]["codes.npy"]) == list(np.arange(6) + 2)
 
 
-def test_shards_are_read_by_byte_ranges_from_a_url(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _serve_shards_apart(packed: Path) -> Path:
+    """Move the shards to ``bucket/`` beside the folder (served over HTTP); only the index stays local."""
     remote = packed.parent / "bucket"
-    (packed / "shards").rename(remote)  # only the index stays local
+    (packed / "shards").rename(remote)
     (packed / "shards").mkdir()
     (remote / "index.json").rename(packed / "shards" / "index.json")
+    return remote
+
+
+def test_shards_are_read_by_byte_ranges_from_a_url(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote = _serve_shards_apart(packed)
     monkeypatch.delenv(shard_reader.SHARD_URL_ENV, raising=False)
     with serving(remote) as server:
         shard_reader.set_shard_url(server.url)
         try:
-            codes = item_files.load_codes(packed / "codes" / "utt004.npy", DataLimits())
+            # every item's length comes from the index's array headers: no request per file at start-up
+            assert [item_files.codes_count(packed / "codes" / f"utt{k:03d}.npy") for k in range(ITEMS)] == \
+                [4 + k for k in range(ITEMS)]
             assert item_files.cond_mel_header_frames(packed / "cond_mels" / "utt004.npy") == 13
-            first, last = (int(n) for n in server.ranges[-1].removeprefix("bytes=").split("-"))
-            assert last - first + 1 == 4096  # a header read fetches the member's head, not its 5 KB array
+            assert server.ranges == []
+            codes = item_files.load_codes(packed / "codes" / "utt004.npy", DataLimits())
         finally:
             shard_reader.set_shard_url("")
     assert list(codes) == list(np.arange(8) + 4)
-    assert server.ranges and all(r.startswith("bytes=") for r in server.ranges)
+    assert len(server.ranges) == 1 and server.ranges[0].startswith("bytes=")
+
+
+def test_an_index_without_array_headers_still_reads_a_header_by_its_first_bytes(packed: Path) -> None:
+    index_file = packed / "shards" / "index.json"
+    body = json.loads(index_file.read_text(encoding="utf-8"))
+    body["version"] = 1  # written before the index kept array headers
+    body["members"] = {rel: row[:3] for rel, row in body["members"].items()}
+    index_file.write_text(json.dumps(body), encoding="utf-8")
+    remote = _serve_shards_apart(packed)
+    with serving(remote) as server:
+        shard_reader.set_shard_url(server.url)
+        try:
+            assert item_files.cond_mel_header_frames(packed / "cond_mels" / "utt004.npy") == 13
+        finally:
+            shard_reader.set_shard_url("")
+    first, last = (int(n) for n in server.ranges[-1].removeprefix("bytes=").split("-"))
+    assert len(server.ranges) == 1 and last - first + 1 == 4096  # the member's head, not its 5 KB array
+
+
+def test_an_index_with_a_damaged_array_header_is_refused_in_one_line(packed: Path) -> None:
+    index_file = packed / "shards" / "index.json"
+    body = json.loads(index_file.read_text(encoding="utf-8"))
+    body["members"]["codes/utt000.npy"][4] = [-1]
+    index_file.write_text(json.dumps(body), encoding="utf-8")
+    with pytest.raises(RuleError) as exc:
+        item_files.codes_count(packed / "codes" / "utt000.npy")
+    assert "bad array header of member 'codes/utt000.npy'" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_an_array_header_claiming_more_than_its_member_holds_is_named(packed: Path) -> None:
+    index_file = packed / "shards" / "index.json"
+    body = json.loads(index_file.read_text(encoding="utf-8"))
+    body["members"]["codes/utt000.npy"][4] = [10**6]
+    index_file.write_text(json.dumps(body), encoding="utf-8")
+    with pytest.raises(RuleError) as exc:
+        item_files.codes_count(packed / "codes" / "utt000.npy")
+    assert "codes/utt000.npy" in str(exc.value) and "truncated or corrupt" in str(exc.value)
 
 
 def test_a_url_that_answers_without_the_range_is_refused_in_one_line(packed: Path) -> None:
@@ -133,13 +178,13 @@ def test_a_truncated_shard_is_named_with_its_member_in_one_line(packed: Path, ca
 
 def test_a_member_that_is_not_an_array_is_named_by_shard_and_member(packed: Path) -> None:
     index = json.loads((packed / "shards" / "index.json").read_text(encoding="utf-8"))
-    shard_no, offset, _size = index["members"]["codes/utt000.npy"]
+    shard_no, offset, _size, *_head = index["members"]["codes/utt000.npy"]
     shard = packed / "shards" / index["shards"][shard_no]["name"]
     data = bytearray(shard.read_bytes())
     data[offset:offset + 6] = b"NOTNPY"
     shard.write_bytes(bytes(data))
-    with pytest.raises(RuleError) as exc:
-        item_files.codes_count(packed / "codes" / "utt000.npy")
+    with pytest.raises(RuleError) as exc:  # reading the array parses the member's own header
+        item_files.load_codes(packed / "codes" / "utt000.npy", DataLimits())
     assert f"{shard.name}:codes/utt000.npy" in str(exc.value) and "\n" not in str(exc.value)
 
 
@@ -204,7 +249,7 @@ def test_a_shard_swapped_for_a_fifo_is_refused_without_waiting(packed: Path) -> 
     first.unlink()
     os.mkfifo(first)
     with pytest.raises(RuleError) as exc:
-        item_files.codes_count(packed / "codes" / "utt000.npy")
+        item_files.load_codes(packed / "codes" / "utt000.npy", DataLimits())
     assert first.name in str(exc.value) and "FIFO" in str(exc.value) and "\n" not in str(exc.value)
 
 
