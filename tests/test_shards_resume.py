@@ -75,9 +75,12 @@ def test_killed_on_2_ranks_resumed_on_1_equals_an_uninterrupted_run(demo_workspa
     assert sorted(resumed) == sorted(uninterrupted) == list(range(1, STEPS + 1))
     for step in uninterrupted:
         assert resumed[step] == pytest.approx(uninterrupted[step], abs=1e-5), step
+    # The weights within a tenth of one optimizer step (lr 1e-3 at step 1): Adam scales a near-zero gradient's
+    # float noise (a 2-rank all-reduce against one process's batch sum, summed in another order on another CPU)
+    # up to a step of its own, so 1e-5 held on one machine and not on the next (2.1e-5 on an AMD EPYC).
     a, b = load(killed / "latest.pth")["model"], load(whole / "latest.pth")["model"]
     for key in b:
-        assert torch.allclose(a[key].float(), b[key].float(), atol=1e-5), key
+        assert torch.allclose(a[key].float(), b[key].float(), atol=1e-4), key
 
     # Epoch 1 across the kill: step 1 on the two ranks, step 2 on the resumed process: every item once.
     per_step: dict[int, list[str]] = {}
