@@ -4,12 +4,12 @@ tells generations apart by the tokenizer's type, nor spells a generation's demo 
 ``workspace / "v25"``: ask ``registry.demo_folders``). As tests/test_import_cycles.py guards the layers, this reads
 every module of networks/, data_tools/, trainer/, webui/ and app.py (AST) and names each offence by path:line.
 
-A generation is one folder (issue 37): under trainer/, no file outside trainer/generations/ is named for a
+A generation is one folder (issue 37): under trainer/ and demo/, no file outside trainer/generations/ is named for a
 generation (``v25.py``, ``data_v25.py``, ``pipeline_v2.py``...) and no function or class defined there is
 (``sample_plan_v15``, ``V2Backend``, ``SynthesizerV25``, ``indextts2_folder``...): a generation's code lives in
-its package, trainer/generations/<name>/, under plain names; shared engines keep neutral ones. This naming rule
-covers trainer/ only for now: data_tools/, webui/ and demo/ still carry generation-named modules (later steps of
-issue 37), and networks/ keeps its network modules by design.
+its package (trainer/generations/<name>/, its demo in generations/<name>/demo/) under plain names; shared engines
+keep neutral ones. This naming rule covers trainer/ and demo/ only for now: data_tools/ and webui/ still carry
+generation-named modules (later steps of issue 37), and networks/ keeps its network modules by design.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _spells_demo_folder(node: ast.AST) -> bool:
 # word (``MelSettings25``, ``gpt25``), or the generation's name (``indextts2``, ``IndexTTS25``).
 GENERATION_MARKER = re.compile(r"(?:^|_)[vV](?:15|2|25)(?:_|$)|V(?:15|2|25)(?=[A-Z_]|$)|(?<=[a-z])(?:15|25)(?=[A-Z_]|$)"
                                r"|(?i:indextts_?(?:15|2|25))")
-NAMING_SCOPE = "trainer/"
+NAMING_SCOPE = ("trainer/", "demo/")
 GENERATION_PACKAGES = "trainer/generations/"
 
 
@@ -116,8 +116,9 @@ also_fine = ("v2", workspace / "runs", "v2.5/x")
 
 
 def generation_named(files: dict[str, str]) -> list[str]:
-    """Each file under trainer/ outside trainer/generations/ named for a generation ('path'), and each function
-    or class defined in one whose name is ('path:line: name'); ``files``: repository path -> source."""
+    """Each file under the naming scope (trainer/, demo/) outside trainer/generations/ named for a generation
+    ('path'), and each function or class defined in one whose name is ('path:line: name'); ``files``: repository
+    path -> source."""
     found: list[str] = []
     for where, source in sorted(files.items()):
         if not where.startswith(NAMING_SCOPE) or where.startswith(GENERATION_PACKAGES):
@@ -131,13 +132,15 @@ def generation_named(files: dict[str, str]) -> list[str]:
     return found
 
 
-def test_no_trainer_file_or_definition_outside_the_generation_packages_is_named_for_one():
+def test_no_trainer_or_demo_file_or_definition_outside_the_generation_packages_is_named_for_one():
     files = {path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
-             for path in sorted((REPO / "trainer").rglob("*.py"))}
+             for scope in NAMING_SCOPE for path in sorted((REPO / scope).rglob("*.py"))}
     assert len(files) > 100 and (REPO / GENERATION_PACKAGES).is_dir()  # trainer/ was read
+    assert sum(where.startswith("demo/") for where in files) > 5  # demo/ was read
     found = generation_named(files)
-    assert found == [], ("move it into its generation's package (trainer/generations/<name>/) under a plain name, "
-                         "or give a shared engine a neutral one:\n" + "\n".join(found))
+    assert found == [], ("move it into its generation's package (trainer/generations/<name>/, its demo code into "
+                         "generations/<name>/demo/) under a plain name, or give a shared engine a neutral one:\n"
+                         + "\n".join(found))
 
 
 def test_the_naming_guard_finds_each_kind_of_generation_name():
@@ -166,10 +169,15 @@ def top_k_of(): pass
 """,
         "trainer/synthesis/s2mel_pipeline.py": "class Fine: pass",
         "trainer/generations/indextts25/model.py": "def is_v25_table(): pass",  # inside its package: allowed
+        "demo/v25_synthesis.py": "def synthesis_ready_v25(): pass\nclass DemoV2Paths: pass\ndef build_demo(): pass",
+        "demo/paired_paths.py": "class PairedDemoPaths: pass",
         "webui/data/prepare_v25_section.py": "def build_v25(): pass",  # outside the rule's scope for now
     }
     found = generation_named(planted)
     assert found == [
+        "demo/v25_synthesis.py: a file named for a generation",
+        "demo/v25_synthesis.py:1: synthesis_ready_v25 is named for a generation",
+        "demo/v25_synthesis.py:2: DemoV2Paths is named for a generation",
         "trainer/data_v25.py: a file named for a generation",
         "trainer/indextts2_kit.py: a file named for a generation",
         "trainer/samples.py:2: sample_plan_v15 is named for a generation",

@@ -9,7 +9,8 @@ It also holds the layers to their order (app.py -> webui/ -> demo/ -> trainer/ -
 networks/ imports nothing of the layers above it, data_tools/ nothing of trainer/ or webui/, trainer/ nothing of
 demo/ or webui/; a failure names module:line. The generation registry names its code by module-name strings
 (``lazy(module, name)``, ``prepare``) that no import statement shows: each entry's targets must import, have the name,
-and sit in the registry's layer or below.
+and sit in the registry's layer or below; its demo facet's targets may sit in the demo layer (demo/ and each
+generation's ``generations/<name>/demo/``), as the demo builds on the trainer.
 """
 
 from __future__ import annotations
@@ -174,11 +175,21 @@ def test_the_layer_check_names_module_and_line():
 def test_trainer_imports_no_demo_builder():
     violations = [v for v in layer_violations(import_edges()) if v.startswith("trainer/")]
     assert violations == [], "trainer/ must import nothing of demo/ or webui/: " + "; ".join(violations)
-    assert layer_violations([("trainer.run", "trainer/run.py:5", "demo.v2")]) == ["trainer/run.py:5 imports demo.v2"]
+    assert layer_violations([("trainer.run", "trainer/run.py:5", "demo.workspace")]) == [
+        "trainer/run.py:5 imports demo.workspace"]
 
 
 # ----- the registry's lazy targets ----------------------------------------------------------------------------
 REGISTRY_LAYER = "trainer"
+DEMO_FACET = "demo"  # the entry field whose targets are the demo layer's (python -m demo builds through them)
+DEMO_LAYER_ABOVE = ("webui", "app")
+
+
+def layer_of(module_name: str) -> str:
+    """The layer a module sits in: its top package, but a generation's demo package (``generations.<name>.demo``)
+    is the demo layer."""
+    parts = module_name.split(".")
+    return "demo" if parts[0] == "generations" and parts[2:3] == ["demo"] else parts[0]
 
 
 def lazy_targets(value: Any) -> Iterator[LazyFunction]:
@@ -203,15 +214,17 @@ def lazy_targets(value: Any) -> Iterator[LazyFunction]:
 def registry_target_problems(entries: Iterable[Generation]) -> list[str]:
     """'<entry>: <module>.<name> <what is wrong>' for each lazy target (and ``prepare`` module) of ``entries`` that
     points above the registry's layer, does not import, or lacks the name."""
-    above = FORBIDDEN_ABOVE[REGISTRY_LAYER]
     found: list[str] = []
     for entry in entries:
-        targets = [(target.module, target.name) for target in lazy_targets(entry)]
-        targets += [(entry.prepare, "main")] if entry.prepare else []
-        for module_name, name in dict.fromkeys(targets):
+        above = FORBIDDEN_ABOVE[REGISTRY_LAYER]
+        targets = [(target.module, target.name, above)
+                   for target in lazy_targets(dataclasses.replace(entry, **{DEMO_FACET: None}))]
+        targets += [(target.module, target.name, DEMO_LAYER_ABOVE) for target in lazy_targets(entry.demo)]
+        targets += [(entry.prepare, "main", above)] if entry.prepare else []
+        for module_name, name, ceiling in dict.fromkeys(targets):
             where = f"{entry.name}: {module_name}.{name}"
-            if module_name.split(".")[0] in above:
-                found.append(f"{where} is in a layer above the registry's ({module_name.split('.')[0]}/)")
+            if layer_of(module_name) in ceiling:
+                found.append(f"{where} is in a layer above the registry's ({layer_of(module_name)}/)")
                 continue
             try:
                 module = importlib.import_module(module_name)
@@ -231,13 +244,19 @@ def test_every_registry_target_imports_and_sits_below_the_registry():
 
 def test_the_target_check_finds_each_kind_of_problem():
     shipped = GENERATIONS[-1]
-    planted = shipped.renamed(name="planted", sample_plan=lazy("demo.v2", "DemoV2Paths"),
+    assert shipped.demo is not None
+    planted = shipped.renamed(name="planted", sample_plan=lazy("demo.workspace", "demo_of"),
+                              evaluation_backend=lazy("generations.indextts2.demo.build", "build_demo"),
                               synthesize=functools.partial(lazy("trainer.no_such_module", "run"), 1),
                               test=dataclasses.replace(shipped.test, folder_problem=lazy("trainer.options", "nothing")),
-                              prepare="webui.app")
+                              prepare="webui.app",
+                              demo=dataclasses.replace(shipped.demo, paths=lazy("webui.context", "is_demo_project"),
+                                                       ensure=lazy("demo.workspace", "build_demo")))
     assert sorted(registry_target_problems([planted])) == sorted([
-        "planted: demo.v2.DemoV2Paths is in a layer above the registry's (demo/)",
+        "planted: demo.workspace.demo_of is in a layer above the registry's (demo/)",
+        "planted: generations.indextts2.demo.build.build_demo is in a layer above the registry's (demo/)",
         "planted: trainer.no_such_module.run does not import (No module named 'trainer.no_such_module')",
         "planted: trainer.options.nothing is not there",
         "planted: webui.app.main is in a layer above the registry's (webui/)",
+        "planted: webui.context.is_demo_project is in a layer above the registry's (webui/)",
     ])

@@ -20,6 +20,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from trainer.generations.demo_facts import DemoFacts
+
 
 class LazyFunction:
     """``module.name``, imported when first called; ``module`` and ``name`` say what it points at (the import-layer
@@ -132,6 +134,7 @@ class Generation:
     # base model folder -> the files and folders inside it that a complete inference folder (an export) carries
     # beside the GPT, its config and its text table; ValueError (one line) naming what is missing
     model_folder_files: Callable[[Path], list[Path]] | None = None
+    demo: DemoFacts | None = None  # how its demo is built and what the studio takes from it (None: no demo)
 
     def can(self, capability: Capability) -> bool:
         return capability not in self.missing

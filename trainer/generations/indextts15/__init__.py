@@ -6,12 +6,14 @@ from functools import partial
 
 from data_tools.manifest import FORMAT_V15
 from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
+from trainer.generations.demo_facts import DemoFacts
 from trainer.generations.sentencepiece_fields import SENTENCEPIECE
 from trainer.generations.spec import Capability, FormFacts, Generation, lazy
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
+DEMO = "generations.indextts15.demo.build"  # its demo (the demo layer), named lazily
 
 INDEXTTS15 = Generation(
     id=ID_15, name="IndexTTS-1.5",
@@ -37,4 +39,6 @@ INDEXTTS15 = Generation(
     model_folder_files=partial(lazy("trainer.generations.folders", "config_named_files"), ("bigvgan_checkpoint",)),
     missing={Capability.TRAIN_S2MEL: "it has no S2Mel decoder (its BigVGAN speaks the GPT's latent directly); "
                                      "train an IndexTTS2 or IndexTTS-2.5 S2Mel"},
+    demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts-1.5",
+                   project_files=lazy(DEMO, "project_files")),
 )

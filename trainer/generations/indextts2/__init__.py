@@ -7,12 +7,14 @@ from functools import partial
 
 from data_tools.manifest import FORMAT_V2
 from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
+from trainer.generations.demo_facts import DemoFacts
 from trainer.generations.sentencepiece_fields import SENTENCEPIECE
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
+DEMO = "generations.indextts2.demo.build"  # its demo (the demo layer), named lazily
 
 FOLDER = "trainer.generations.folders"
 W2V_BERT_PLACES = ("w2v-bert-2.0",)  # where its folder may hold w2v-BERT
@@ -42,4 +44,6 @@ INDEXTTS2 = Generation(
                    w2v_bert_places=W2V_BERT_PLACES),
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"), s2mel_gpt_latent=True,
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2", W2V_BERT_PLACES),
+    demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts2",
+                   project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
 )

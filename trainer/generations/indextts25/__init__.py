@@ -9,11 +9,13 @@ from typing import Any
 
 from data_tools.manifest import FORMAT_V25
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
+from trainer.generations.demo_facts import DemoFacts
 from trainer.generations.spec import FormFacts, Generation, TestFacts, lazy
 
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
+DEMO = "generations.indextts25.demo.build"  # its demo (the demo layer), named lazily
 
 NAME = "IndexTTS-2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
@@ -68,4 +70,6 @@ INDEXTTS25 = Generation(
     training_prompt=lazy("trainer.memory_facts", "speaker_vector_prompt"),
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"),
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25", W2V_BERT_PLACES),
+    demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts-2.5",
+                   project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
 )
