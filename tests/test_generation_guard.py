@@ -42,6 +42,9 @@ def _spells_demo_folder(node: ast.AST) -> bool:
 GENERATION_MARKER = re.compile(r"(?:^|_)[vV](?:15|2|25)(?:_|$)|V(?:15|2|25)(?=[A-Z_]|$)|(?<=[a-z])(?:15|25)(?=[A-Z_]|$)"
                                r"|(?i:indextts_?(?:15|2|25))")
 NAMING_SCOPE = ("trainer/", "demo/")
+# TEMPORARY (issue 37 step B): shims webui/data/ still imports until its prepare sections move; the lead deletes
+# both files and this allowance at merge.
+NAMING_SHIMS = ("demo/v2.py", "demo/v25.py")
 GENERATION_PACKAGES = "trainer/generations/"
 
 
@@ -121,7 +124,7 @@ def generation_named(files: dict[str, str]) -> list[str]:
     path -> source."""
     found: list[str] = []
     for where, source in sorted(files.items()):
-        if not where.startswith(NAMING_SCOPE) or where.startswith(GENERATION_PACKAGES):
+        if not where.startswith(NAMING_SCOPE) or where.startswith(GENERATION_PACKAGES) or where in NAMING_SHIMS:
             continue
         if GENERATION_MARKER.search(Path(where).stem):
             found.append(f"{where}: a file named for a generation")

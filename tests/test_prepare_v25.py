@@ -46,7 +46,7 @@ def sentences() -> list[str]:
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory) -> PrepKit:
     return write_prep_kit(tmp_path_factory.mktemp("kit25"), seed=0, max_text_tokens=MAX_TEXT_TOKENS,
-                            max_mel_tokens=MAX_CODES)
+                          max_mel_tokens=MAX_CODES)
 
 
 @pytest.fixture(scope="module")
