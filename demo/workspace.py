@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from data_tools.cli import OneLineErrorParser
 from data_tools.fileio import atomic_write_text
@@ -33,7 +33,20 @@ from trainer.generations.spec import Capability, Generation
 README_FILE = "README.txt"
 
 
-def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False) -> Any:
+class DemoFiles(Protocol):
+    """What every generation's demo files have (its package's ``DemoPaths``; each adds its own)."""
+
+    root: Path
+    config: Path
+    base_checkpoint: Path
+    train_manifest: Path
+    val_manifest: Path
+    output_dir: Path
+
+    def train_argv(self, max_steps: int = 200) -> list[str]: ...
+
+
+def build_demo(out: Path, *, n_val: int = 24, seed: int = 0, force: bool = False) -> DemoFiles:
     """Create the demo workspace under ``out``: every demo that is missing (all of them with ``force``), the
     recordings, the voice projects. Idempotent: an existing complete workspace is kept. Returns the files of the
     demo at the workspace's root (``workspace_demo``)."""
@@ -94,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def demo_of(generation: Generation, workspace: Path) -> Any:
+def demo_of(generation: Generation, workspace: Path) -> DemoFiles | None:
     """The files of ``generation``'s demo in demo workspace ``workspace`` (its entry's demo facet: ``root``,
     ``config``, ``train_argv()``, ...); None where this studio builds it none."""
     if generation.demo is None or generation.demo_folder is None:
@@ -102,11 +115,11 @@ def demo_of(generation: Generation, workspace: Path) -> Any:
     return generation.demo.paths(Path(workspace))
 
 
-def workspace_demo(workspace: Path) -> Any:
+def workspace_demo(workspace: Path) -> DemoFiles:
     """The files of the demo that is the workspace itself (its entry's ``demo_folder`` is ""): the one whose
     checkpoints/, tokenizers/ and data/ the studio's workspace layout names."""
-    entry = next(entry for entry in GENERATIONS if entry.demo is not None and entry.demo_folder == "")
-    return demo_of(entry, workspace)
+    facet = next(entry.demo for entry in GENERATIONS if entry.demo is not None and entry.demo_folder == "")
+    return facet.paths(Path(workspace))
 
 
 if __name__ == "__main__":
