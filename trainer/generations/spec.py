@@ -115,7 +115,7 @@ class Generation:
     export_name: str  # the model's name in exported cards and notices
     exported_version: float  # config.yaml ``version:`` of an export
     demo_folder: str | None  # its demo's folder under a demo workspace ("": the workspace itself; None: it has no
-    # demo). python -m demo builds every demo in one workspace; demo/ keeps the builders, keyed by this folder
+    # demo). python -m demo builds every demo in one workspace, each through its entry's ``demo`` facet
     prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
     form: FormFacts
     config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule
