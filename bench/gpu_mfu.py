@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from demo.workspace import demo_config  # noqa: E402
+from generations.indextts15.demo.build import demo_config  # noqa: E402
 from networks.unified_voice import build_model  # noqa: E402
 from trainer import steps  # noqa: E402
 

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from demo.workspace import demo_config  # noqa: E402
+from generations.indextts15.demo.build import demo_config  # noqa: E402
 from networks.conformer import use_eager_attention  # noqa: E402
 from networks.unified_voice import UnifiedVoice, build_model  # noqa: E402
 from trainer import steps  # noqa: E402

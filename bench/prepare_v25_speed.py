@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/prepare_v25_speed.py [--utterances 48] [--width 256] [--device auto] [--repeats 2]
 
-Builds random 2.5 preparation networks in a temp folder (``demo.v25_audio``: a w2v-BERT of
+Builds random 2.5 preparation networks in a temp folder (``generations.indextts25.demo.prep_kit``: a w2v-BERT of
 ``--width`` channels and 17 layers, its stats, the 2.5 codec, a small CAM++ and a 2.5 GPT reading that width)
 and ``--utterances`` synthetic utterances of 1 to ``--max-seconds`` seconds, then times, in turn:
 
@@ -38,14 +38,14 @@ from data_tools.paired_prep import resolve_device
 from data_tools.prepare_v25 import prepare_v25
 from data_tools.prepare_v25_models import load_v25_models
 from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
-from demo.v2_audio import synthetic_voice
-from demo.v25_audio import write_prep25_kit
+from demo.voices import synthetic_voice
+from generations.indextts25.demo.prep_kit import write_prep_kit
 
 WORDS = ("ሰላም", "ኢትዮጵያ", "አዲስ", "አበባ", "ቋንቋ", "መጽሐፍ", "ትምህርት", "ቤት", "ውሃ", "ዛሬ", "ነገ", "ጥሩ")
 
 
 def build(root: Path, utterances: int, width: int, max_seconds: float) -> tuple[object, Path]:
-    kit = write_prep25_kit(root / "models", seed=0, width=width, max_mel_tokens=int(max_seconds * 25) + 10)
+    kit = write_prep_kit(root / "models", seed=0, width=width, max_mel_tokens=int(max_seconds * 25) + 10)
     rng = np.random.default_rng(0)
     audio = root / "audio"
     for k in range(utterances):

@@ -43,8 +43,9 @@ from data_tools.prepare_v2 import V2Preparer, prepare_v2
 from data_tools.prepare_v2_models import load_v2_models, run_models
 from data_tools.preprocess_inputs import read_inputs
 from data_tools.tokenizer import train_tokenizer
-from demo.v2 import demo_config_v2
-from demo.v2_audio import synthetic_voice, write_prep_kit
+from demo.feature_kit import write_feature_kit
+from demo.voices import synthetic_voice
+from generations.indextts2.demo.build import demo_config as demo_config_v2
 from networks import indextts2
 
 WORDS = ("ሰላም", "ኢትዮጵያ", "አዲስ", "አበባ", "ቋንቋ", "መጽሐፍ", "ትምህርት", "ቤት", "ውሃ", "ዛሬ", "ነገ", "ጥሩ")
@@ -55,7 +56,7 @@ def build(root: Path, utterances: int, width: int, max_seconds: float) -> dict[s
     rng = np.random.default_rng(0)
     corpus.write_text("\n".join(" ".join(rng.choice(WORDS, size=6)) for _ in range(400)) + "\n", encoding="utf-8")
     tokenizer = train_tokenizer([corpus], root / "tok", vocab_size=90, model_type="bpe", language="am")
-    kit = write_prep_kit(root / "models", seed=0, semantic_dim=width)
+    kit = write_feature_kit(root / "models", seed=0, semantic_dim=width)
     config = demo_config_v2(number_text_tokens=90)
     config["gpt"].update(semantic_dim=width, emo_perceiver_dim=width, max_mel_tokens=int(max_seconds * 50) + 10)
     config["semantic_codec"]["hidden_size"] = width

@@ -4,7 +4,7 @@
 
 Each (size, mode) runs in its own process (so peak memory is its own): the S2Mel trainer's real step
 (split regulation, flow-matching loss, backward, AdamW) on synthetic clips of ``--seconds`` seconds, batch
-``--batch-size``. "demo" is the demo download's S2Mel (``demo.v2_synthesis.s2mel_section``); "real" is
+``--batch-size``. "demo" is the demo download's S2Mel (``demo.s2mel_kit.s2mel_section``); "real" is
 IndexTTS2's released size (DiT 512 x 13, WaveNet 8 layers, regulator 1024 -> 512). Printed per run: steps/s
 after one warm-up step (the real size on CPU: the single step, cold), peak resident memory of the process
 (CPU) or peak CUDA memory, and the trainable parameter count; then LoRA / full ratios.
@@ -32,7 +32,7 @@ BENCH = "s2mel_train"
 def one_run(size: str, mode: str, steps: int, batch: int, seconds: float, device: str) -> dict:
     import torch
 
-    from demo.v2_synthesis import s2mel_section
+    from demo.s2mel_kit import s2mel_section
     from networks.s2mel import S2Mel, S2MelConfig
     from trainer.s2mel.batches import S2MelClip
     from trainer.s2mel.loop import S2MelTrainer

@@ -85,7 +85,8 @@ def main() -> int:
 
     import torch
 
-    from demo.workspace import DemoPaths, build_demo
+    from demo.workspace import build_demo
+    from generations.indextts15.demo.build import DemoPaths
     from trainer.serving.model import ServedModel
     from trainer.synthesis.generation import DecodeSettings
     from trainer.synthesis.segments import sentences

@@ -37,9 +37,9 @@ SAVE_WAIT_S = 600.0
 
 def demo_command(workspace: Path, generation: str, out: Path, samples: bool) -> list[str]:
     """The demo's training argv for ``generation`` into ``out``, with or without samples at saves."""
-    from demo.v2 import DemoV2Paths
-    from demo.v25 import DemoV25Paths
-    from demo.workspace import DemoPaths
+    from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+    from generations.indextts15.demo.build import DemoPaths
+    from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 
     if generation == "1.5":
         paths = DemoPaths.under(workspace)

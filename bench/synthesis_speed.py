@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
-from demo.workspace import demo_config  # noqa: E402
+from generations.indextts15.demo.build import demo_config  # noqa: E402
 from networks.unified_voice import build_model  # noqa: E402
 from trainer.synthesis import DecodeSettings, Synthesizer, generate_codes  # noqa: E402
 from trainer.synthesis.demo_vocoder import build_demo_vocoder, demo_bigvgan_config  # noqa: E402

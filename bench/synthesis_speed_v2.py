@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.report import headline  # noqa: E402
 from bench.synthesis_speed import sync, threads_text, timed  # noqa: E402
-from demo.v2 import demo_config_v2  # noqa: E402
+from generations.indextts2.demo.build import demo_config as demo_config_v2  # noqa: E402
 from networks import indextts2  # noqa: E402
 from trainer.synthesis import DecodeSettings, generate_codes  # noqa: E402
 
@@ -119,8 +119,8 @@ class StageClock:
 
 
 def bench_rtf(args: argparse.Namespace, device: torch.device) -> None:
-    from demo.v2 import DemoV2Paths
     from demo.workspace import build_demo
+    from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
     from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
     from trainer.synthesis.s2mel_types import MelSettings
 

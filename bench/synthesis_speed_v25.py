@@ -3,7 +3,7 @@
     python bench/synthesis_speed_v25.py [--codes 64] [--steps 10] [--repeats 3] [--device cpu] [--threads 1]
 
 Both pipelines run at the same demo size: IndexTTS-2.5 is the demo workspace's tiny 2.5 download folder
-(``demo.v25``, loaded by ``networks.indextts25.load_indextts25``); IndexTTS2 is built from the same
+(``generations.indextts25.demo.build``, loaded by ``networks.indextts25.load_indextts25``); IndexTTS2 is built from the same
 networks where the two generations share them (w2v-BERT + stats, CAMPPlus, BigVGAN v2: the same objects), an
 S2Mel of the same section with its ``gpt_layer``, a RepCodec of the same width and a v2 GPT of the 2.5 GPT's
 sizes (width, layers, heads, conformers). Each GPT's stop logit is pushed down, so both make exactly
@@ -100,7 +100,7 @@ def build_v25(folder: Path, device: torch.device) -> Any:
 
 def build_v2(nets25: Any, seed: int, device: torch.device) -> Any:
     """IndexTTS2 at the 2.5 demo's sizes, sharing the networks both generations have."""
-    from demo.v2 import demo_config_v2
+    from generations.indextts2.demo.build import demo_config as demo_config_v2
     from networks.indextts2 import IndexTTS2Networks
     from networks.s2mel import S2Mel
     from networks.semantic_codec import SemanticCodec, SemanticCodecConfig
@@ -182,8 +182,8 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     threads = f"{torch.get_num_threads()} thread(s)"
 
-    from demo.v25 import build_demo_v25
-    from demo.workspace import ASSETS
+    from demo.data import ASSETS
+    from generations.indextts25.demo.build import build_demo as build_demo_v25
 
     sentences = [s for s in (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-v25-") as scratch:

@@ -39,7 +39,8 @@ sys.path.insert(0, str(REPO))
 from bench.report import headline  # noqa: E402
 from data_tools.config import load_config  # noqa: E402
 from data_tools.text_tokenizer import TextTokenizer  # noqa: E402
-from demo.workspace import DemoPaths, build_demo  # noqa: E402
+from demo.workspace import build_demo  # noqa: E402
+from generations.indextts15.demo.build import DemoPaths  # noqa: E402
 from networks.unified_voice import build_model, load_gpt_state_dict  # noqa: E402
 from trainer import steps  # noqa: E402
 from trainer.data import load_items, make_dataset, train_sampler  # noqa: E402

@@ -12,6 +12,7 @@ import numpy as np
 from data_tools.text import normalize_text
 from generations.spec import Generation
 
+ASSETS = Path(__file__).resolve().parent / "assets"  # the demo's text (nothing here reads ../shared)
 SPEAKERS = ("spk_abebe", "spk_selam", "spk_tigist")
 DEMO_CODE_RANGE = 256  # the demo's "speech" only uses the first 256 codes, which keeps it learnable
 CODES_PER_CHAR = 2

@@ -1,61 +1,45 @@
-"""The demo's voice projects: one per generation, each pointing at the demo's own folders.
+"""The demo's voice projects: one per generation with a demo, each pointing at that demo's own folders.
 
-``demo-indextts-1.5``, ``demo-indextts2`` and ``demo-indextts-2.5`` fine-tune the demo's model folders
-(``checkpoints/``, ``v2/checkpoints/``, ``v25/checkpoints/``). They share the demo recordings and ingest folder,
-prepare into each demo's ``data/prepared`` and train into each demo's ``runs/``, so every path the demo had keeps
-working; the demo's ready-made training data is recorded as each project's prepared data.
+Each generation's demo facet names its project (``demo-indextts-1.5``, ``demo-indextts2``, ``demo-indextts-2.5``)
+and its files: the demo's model folder (``checkpoints/``, ``v2/checkpoints/``, ``v25/checkpoints/``), tokenizer
+and ready-made data. The projects share the demo recordings and ingest folder, prepare into each demo's
+``data/prepared`` and train into each demo's ``runs/``, so every path the demo had keeps working; the demo's
+ready-made training data is recorded as each project's prepared data.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
+from generations.registry import demo_facets
 from trainer.project import ProjectError, create_project, record_step, refresh
 from trainer.project.layout import projects_root
 
-DEMO_PROJECTS = ("demo-indextts-1.5", "demo-indextts2", "demo-indextts-2.5")
-DEFAULT_DEMO_PROJECT = "demo-indextts2"
+DEFAULT_DEMO_PROJECT = "demo-indextts2"  # the project a new page opens on when the user has none of their own
 DEMO_NOTE = "the demo's ready-made data (python -m demo)"
 
 
-class DemoV15Files(Protocol):
-    """What the projects need of ``demo.workspace.DemoPaths`` (passed in: demo.workspace imports this module)."""
-
-    config: Path
-    extended_tokenizer: Path
-    train_manifest: Path
-    val_manifest: Path
+def demo_projects() -> tuple[str, ...]:
+    """The demo projects' names, oldest generation first (each generation's demo facet names one)."""
+    return tuple(dict.fromkeys(facet.project for facet in demo_facets()))
 
 
-def _demo_facts(root: Path, v15: DemoV15Files) -> dict[str, tuple[Path, Path | None, Path, list[Path]]]:
-    """name -> (model folder, tokenizer or None, the demo's own folder, its prepared manifests)."""
-    from demo.v2 import DemoV2Paths
-    from demo.v25 import DemoV25Paths
-
-    v2, v25 = DemoV2Paths.under(root), DemoV25Paths.under(root)
-    return {"demo-indextts-1.5": (v15.config.parent.resolve(), v15.extended_tokenizer.resolve(), root,
-                                  [v15.train_manifest.resolve(), v15.val_manifest.resolve()]),
-            "demo-indextts2": (v2.config.parent, v2.extended_tokenizer, v2.root, [v2.train_manifest, v2.val_manifest]),
-            "demo-indextts-2.5": (v25.config.parent, None, v25.root, [v25.train_manifest, v25.val_manifest])}
-
-
-def ensure_demo_projects(root: Path, v15: DemoV15Files) -> list[str]:
-    """Create the demo's projects that are missing (an existing one is left as it is); their names. ``v15``: the
-    IndexTTS-1.5 demo's files (``demo.workspace.DemoPaths``)."""
+def ensure_demo_projects(root: Path) -> list[str]:
+    """Create the demo's projects that are missing (an existing one is left as it is); their names."""
     root = Path(root).resolve()
-    for name, (model_dir, tokenizer, own, prepared) in _demo_facts(root, v15).items():
+    for facet in demo_facets():
+        name = facet.project
         if (projects_root(root) / name / "project.json").is_file():
             continue
+        files = facet.project_files(facet.paths(root))
         folders = {"recordings": root / "recordings", "ingest": root / "ingest",
-                   "manifests": root / "ingest" / "manifests", "prepared": own / "data" / "prepared",
-                   "runs": own / "runs"}
+                   "manifests": root / "ingest" / "manifests", "prepared": files.folder / "data" / "prepared",
+                   "runs": files.folder / "runs"}
         try:
-            project = create_project(root, name, model_dir, tokenizer=tokenizer, folders=folders)
+            project = create_project(root, name, files.model_dir, tokenizer=files.tokenizer, folders=folders)
         except ProjectError:
             continue  # a demo part that is not built (an old workspace): no project for it
         refresh(project)  # the demo recordings are the first step's output
-        if all(path.is_file() for path in prepared):
-            record_step(project, "prepare", prepared, note=DEMO_NOTE, source="demo")
-    return [name for name in DEMO_PROJECTS if (projects_root(root) / name / "project.json").is_file()]
-
+        if all(path.is_file() for path in files.prepared):
+            record_step(project, "prepare", list(files.prepared), note=DEMO_NOTE, source="demo")
+    return [name for name in demo_projects() if (projects_root(root) / name / "project.json").is_file()]

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from generations.demo_facts import DemoFacts
 from generations.indextts2 import INDEXTTS2
 from generations.indextts15 import INDEXTTS15
 from generations.indextts25 import INDEXTTS25
@@ -84,6 +85,13 @@ def demo_folders(leaf: str = "") -> tuple[str, ...]:
 def demo_paths(workspace: str | Path, leaf: str = "") -> list[Path]:
     """``demo_folders(leaf)`` under ``workspace``."""
     return [Path(workspace) / folder for folder in demo_folders(leaf)]
+
+
+def demo_facets() -> list[DemoFacts]:
+    """Each generation's demo facet (those with a demo folder), oldest generation first, each once (a renamed copy
+    of an entry shares its demo)."""
+    facets = (entry.demo for entry in reversed(GENERATIONS) if entry.demo is not None and entry.demo_folder is not None)
+    return list(dict.fromkeys(facets))
 
 
 def register(entry: Generation) -> None:

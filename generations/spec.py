@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from generations.demo_facts import DemoFacts
 from generations.ui_facts import UiFacts
 
 
@@ -115,7 +116,7 @@ class Generation:
     export_name: str  # the model's name in exported cards and notices
     exported_version: float  # config.yaml ``version:`` of an export
     demo_folder: str | None  # its demo's folder under a demo workspace ("": the workspace itself; None: it has no
-    # demo). python -m demo builds every demo in one workspace; demo/ keeps the builders, keyed by this folder
+    # demo). python -m demo builds every demo in one workspace, each through its entry's ``demo`` facet
     prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
     form: FormFacts
     config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule
@@ -135,6 +136,7 @@ class Generation:
     # beside the GPT, its config and its text table; ValueError (one line) naming what is missing
     model_folder_files: Callable[[Path], list[Path]] | None = None
     ui: UiFacts | None = None  # its own Data-tab section, Tokenizer-tab panel and Test-tab coverage rule
+    demo: DemoFacts | None = None  # how its demo is built and what the studio takes from it (None: no demo)
 
     def can(self, capability: Capability) -> bool:
         return capability not in self.missing

@@ -105,7 +105,8 @@ def demo_workspace(tmp_path_factory: pytest.TempPathFactory, worker_id: str):
     worker."""
     from filelock import FileLock
 
-    from demo.workspace import DemoPaths, build_demo
+    from demo.workspace import build_demo
+    from generations.indextts15.demo.build import DemoPaths
 
     target = tmp_path_factory.mktemp("demo")
     if worker_id == "master":

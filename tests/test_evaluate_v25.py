@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.speech_model_factory import judge_models
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import events, run_main

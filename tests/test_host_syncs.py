@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from demo.v2 import DemoV2Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 from networks.unified_voice import build_model
 from trainer import steps
 from trainer.data import load_items, make_dataset

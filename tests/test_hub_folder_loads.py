@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.v2 import DemoV2Paths
-from demo.v25 import DemoV25Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.hub_server import FakeHub, serve
 from tests.trainer_helpers import events, run_main
 from trainer.checkpoints import export_checkpoint

@@ -174,7 +174,8 @@ def test_the_layer_check_names_module_and_line():
 def test_trainer_imports_no_demo_builder():
     violations = _violations_in("trainer/")
     assert violations == [], "trainer/ must import nothing of demo/ or webui/: " + "; ".join(violations)
-    assert layer_violations([("trainer.run", "trainer/run.py:5", "demo.v2")]) == ["trainer/run.py:5 imports demo.v2"]
+    assert layer_violations([("trainer.run", "trainer/run.py:5", "demo.workspace")]) == [
+        "trainer/run.py:5 imports demo.workspace"]
 
 
 def test_demo_and_webui_import_no_layer_above():
@@ -273,20 +274,28 @@ def test_each_field_reaches_its_layer():
 
 def test_the_target_check_finds_each_kind_of_problem():
     shipped = GENERATIONS[-1]
-    planted = shipped.renamed(name="planted", sample_plan=lazy("demo.v2", "DemoV2Paths"),
+    assert shipped.demo is not None
+    planted = shipped.renamed(name="planted", sample_plan=lazy("demo.workspace", "demo_of"),
+                              evaluation_backend=lazy("generations.indextts2.demo.build", "build_demo"),
                               synthesize=functools.partial(lazy("trainer.no_such_module", "run"), 1),
                               test=dataclasses.replace(shipped.test, folder_problem=lazy("trainer.options", "nothing"),
                                                        w2v_bert_places=(lazy("webui.dataclass_json", "from_json"),
                                                                         lazy("app", "main"))),
                               export=lazy("generations.indextts25.ui.no_such_panel", "build"),
-                              prepare="webui.app")
+                              prepare="webui.app",
+                              demo=dataclasses.replace(shipped.demo, paths=lazy("webui.context", "is_demo_project"),
+                                                       ensure=lazy("demo.workspace", "build_demo")))
     assert sorted(registry_target_problems([planted])) == sorted([
-        "planted: demo.v2.DemoV2Paths is in the demo layer, above what sample_plan may name (the trainer layer and "
-        "below)",
+        "planted: demo.workspace.demo_of is in the demo layer, above what sample_plan may name (the trainer layer "
+        "and below)",
+        "planted: generations.indextts2.demo.build.build_demo is in the demo layer, above what evaluation_backend may "
+        "name (the trainer layer and below)",
         "planted: trainer.no_such_module.run does not import (No module named 'trainer.no_such_module')",
         "planted: trainer.options.nothing is not there",
         "planted: app.main is in the app layer, above what test may name (the webui layer and below)",
         "planted: generations.indextts25.ui.no_such_panel.build is in the webui layer, above what export may name "
         "(the trainer layer and below)",
         "planted: webui.app.main is in the webui layer, above what prepare may name (the trainer layer and below)",
-    ])  # the test facet may name the web UI: webui.dataclass_json.from_json is no problem
+        "planted: webui.context.is_demo_project is in the webui layer, above what demo may name (the demo layer and "
+        "below)",
+    ])  # the test facet may name the web UI, the demo facet the demo layer (demo.workspace.build_demo): no problem

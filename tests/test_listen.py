@@ -16,9 +16,9 @@ import gradio as gr
 import pytest
 import soundfile
 
-from demo.v2 import DemoV2Paths
-from demo.v25 import DemoV25Paths
-from demo.workspace import DemoPaths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+from generations.indextts15.demo.build import DemoPaths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from generations.registry import demo_folders
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args
 from webui.context import StudioContext

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from demo.v2 import DemoV2Paths
-from demo.v25 import DemoV25Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.s2mel_demo_run import make_s2mel_run
 from webui.context import StudioContext
 from webui.jobs.process_tools import wait_until

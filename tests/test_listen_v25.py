@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import run_main
 from webui.context import StudioContext

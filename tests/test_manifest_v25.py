@@ -17,7 +17,7 @@ from data_tools.check_data import check_manifests
 from data_tools.manifest import FORMAT_V25, ManifestError, manifest_format
 from data_tools.pairs_manifest_v25 import parse_pair_line_v25
 from data_tools.text_tokenizer_v25 import TextTokenizerV25
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from generations.indextts25.ui.tokenizer_panel import measure_schemes
 from trainer.data import load_items
 

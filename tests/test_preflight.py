@@ -19,8 +19,8 @@ import yaml
 
 from data_tools.config import load_config
 from data_tools.text_tokenizer import TextTokenizer
-from demo.v2 import DemoV2Paths
-from demo.v25 import DemoV25Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.checkpoint_factory import make_checkpoint, trained_state
 from tests.conftest import shared_file
 from tests.test_train_cli import refusal

@@ -26,7 +26,7 @@ from data_tools.paired_prep import features_of, pad_features
 from data_tools.prepare_v2 import V2Preparer, build_pairs, prepare_v2
 from data_tools.prepare_v2_models import load_community_audio, load_v2_models, run_models
 from data_tools.preprocess_inputs import SourceItem
-from demo.v2 import DemoV2Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 from networks.frontends.resample import sinc_resample
 from networks.w2v_bert import load_w2v_bert_state
 from tests.conftest import require_tool, shared_file
@@ -348,7 +348,7 @@ def test_espeak_speech_prepares_into_pairs_checked_clean_and_trains(v2_ws, tmp_p
 
 def test_layers_after_17_are_dropped_with_bitwise_equal_features(v2_ws, tmp_path):
     from data_tools.config import load_config
-    from demo.v2_audio import W2V_BERT_SETTINGS
+    from demo.feature_kit import W2V_BERT_SETTINGS
     from networks.frontends.seamless_features import build_feature_extractor
     from networks.w2v_bert import SemanticFeatureModel, SemanticStats, build_w2v_bert
 

@@ -29,8 +29,8 @@ from data_tools.prepare_v25_models import load_audio_16k, load_v25_models
 from data_tools.preprocess_inputs import SourceItem
 from data_tools.shape_rules import DataLimits
 from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, DEFAULT_TABLE, TextTokenizerV25
-from demo.v2_audio import SAMPLE_RATE, synthetic_voice, write_demo_audio
-from demo.v25_audio import Prep25Kit, write_prep25_kit
+from demo.voices import SAMPLE_RATE, synthetic_voice, write_demo_audio
+from generations.indextts25.demo.prep_kit import PrepKit, write_prep_kit
 from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,9 +44,9 @@ def sentences() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def kit(tmp_path_factory) -> Prep25Kit:
-    return write_prep25_kit(tmp_path_factory.mktemp("kit25"), seed=0, max_text_tokens=MAX_TEXT_TOKENS,
-                            max_mel_tokens=MAX_CODES)
+def kit(tmp_path_factory) -> PrepKit:
+    return write_prep_kit(tmp_path_factory.mktemp("kit25"), seed=0, max_text_tokens=MAX_TEXT_TOKENS,
+                          max_mel_tokens=MAX_CODES)
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +57,12 @@ def audio(tmp_path_factory) -> Path:
     return folder
 
 
-def prepare_argv(kit: Prep25Kit, source: Path, out: Path, *extra: str) -> list[str]:
+def prepare_argv(kit: PrepKit, source: Path, out: Path, *extra: str) -> list[str]:
     return ["--input", str(source), "--out-dir", str(out), "--config", str(kit.config), "--w2v-bert",
             str(kit.w2v_bert), "--language", "am", "--device", "cpu", "--quiet", *extra]
 
 
-def run_prepare(kit: Prep25Kit, source: Path, out: Path, **options):
+def run_prepare(kit: PrepKit, source: Path, out: Path, **options):
     return prepare_v25(source, out, kit.config, w2v_bert=str(kit.w2v_bert), language="am", device="cpu", **options)
 
 

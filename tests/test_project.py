@@ -182,11 +182,11 @@ def test_the_paired_preparation_forms_follow_the_project(v2_project, demo_worksp
 
 
 def test_the_demo_has_a_project_per_generation_over_its_own_folders(demo_workspace):
-    from demo.projects import DEMO_PROJECTS
+    from demo.projects import demo_projects
     from webui.context import StudioContext
 
     root = demo_workspace.root
-    assert set(DEMO_PROJECTS) <= set(project_names(root))
+    assert set(demo_projects()) <= set(project_names(root))
     project = load_project(root, "demo-indextts2")
     assert project.dir("runs") == (root / "v2" / "runs").resolve()
     assert project.dir("prepared") == (root / "v2" / "data" / "prepared").resolve()

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.s2mel_demo_run import make_s2mel_run
 from tests.speech_model_factory import build_ctc_model, build_xvector_model
 from trainer.checkpoints.__main__ import main as checkpoints_main

@@ -17,9 +17,9 @@ import torch
 import yaml
 
 from data_tools.s2mel_clip import add_missing_s2mel_files
-from demo.v2 import DemoV2Paths
-from demo.v25 import DemoV25Paths
 from demo.workspace import demo_of
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from generations.registry import by_id
 from generations.spec import Capability
 from networks.frontends.s2mel_mel import S2MelMelSettings

@@ -12,10 +12,10 @@ import torch
 
 from data_tools.s2mel_clip import add_missing_s2mel_files
 from data_tools.text_tokenizer import TextTokenizer
-from demo.v2 import DemoV2Paths
-from demo.v25 import DemoV25Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 from generations.indextts2.s2mel import latent_fn as v2_latent_fn
 from generations.indextts2.s2mel import semantic_fn as v2_semantic_fn
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from generations.indextts25.s2mel import semantic_fn as v25_semantic_fn
 from networks.frontends.s2mel_mel import S2MelMelSettings
 from networks.indextts2 import build_gpt, load_gpt, load_indextts2

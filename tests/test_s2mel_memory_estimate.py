@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from data_tools.config import load_config
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from networks.s2mel import load_s2mel
 from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight

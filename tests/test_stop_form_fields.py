@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from demo.v2 import DemoV2Paths
-from demo.v25 import DemoV25Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from trainer.options import option_by_name
 from webui.training import training_form as tf
 from webui.training.tab_training import VERSIONED, _component, version_view

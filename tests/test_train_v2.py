@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from data_tools.tokenizer import train_tokenizer
-from demo.v2 import DemoV2Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 from tests.conftest import shared_file
 from tests.trainer_helpers import assert_same_training_state, events, load, run_cli, run_main, step_losses
 from trainer.checkpoints import export_checkpoint

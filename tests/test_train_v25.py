@@ -21,7 +21,7 @@ import yaml
 
 from data_tools.text_tokenizer_v25 import TextTokenizerV25
 from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, TABLE_NAME, Tiktoken25
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from networks.gpt_build import build_any_gpt
 from networks.gpt_v25 import load_gpt_v25_file
 from tests.conftest import shared_file
@@ -240,7 +240,7 @@ def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_s
 
 def test_export_of_v2_is_unchanged_by_the_25_branch(demo_workspace, tmp_path):
     """A v2 bundle still holds bpe.model and version 2.0 (the 2.5 branch is taken on the model config only)."""
-    from demo.v2 import DemoV2Paths
+    from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 
     ws = DemoV2Paths.under(demo_workspace.root)
     out = tmp_path / "run"

@@ -138,11 +138,12 @@ def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
 
 
 def test_indextts2_demo_preset_matches_the_v2_demo_workspace(demo_workspace) -> None:
-    from demo.v2 import DemoV2Paths
+    from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 
     assert tf.PRESETS[:2] == (tf.DEMO_PRESET, tf.DEMO_V2_PRESET)  # offered next to the IndexTTS-1.5 demo
     v2 = DemoV2Paths.under(demo_workspace.root)
-    values = tf.apply_preset(tf.DEMO_V2_PRESET, {"resume": "auto"}, tf.demo_v2_files(demo_workspace.root))
+    files = tf.demo_preset_files(demo_workspace.root, tf.DEMO_V2_PRESET)
+    values = tf.apply_preset(tf.DEMO_V2_PRESET, {"resume": "auto"}, files)
     demo = parse_argv(v2.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "max_steps", "learning_rate", "batch_size", "warmup_steps", "log_interval", "val_interval",
@@ -341,18 +342,19 @@ def test_preflight_plans_for_every_process_start_would_launch(tmp_path: Path) ->
 
 def test_indextts25_presets_and_fields(demo_workspace) -> None:
     """The 2.5 demo preset is the 2.5 demo's command; the text-scheme fields apply to 2.5 runs only."""
-    from demo.v25 import DemoV25Paths
+    from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 
     assert {tf.DEMO_V25_PRESET, tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET} <= set(tf.PRESETS)
     ws = DemoV25Paths.under(demo_workspace.root)
-    values = tf.apply_preset(tf.DEMO_V25_PRESET, {"resume": "auto"}, tf.demo_v25_files(demo_workspace.root))
+    files = tf.demo_preset_files(demo_workspace.root, tf.DEMO_V25_PRESET)
+    values = tf.apply_preset(tf.DEMO_V25_PRESET, {"resume": "auto"}, files)
     demo = parse_argv(ws.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "max_steps", "learning_rate", "batch_size", "device", "amp", "text_scheme"):
         assert values[name] == demo[name], name
     assert values["resume"] == "" and round_trip(values) == values
     for preset in (tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET):
-        assert tf.apply_preset(preset, values, tf.demo_v25_files(demo_workspace.root))["text_scheme"] == "merges"
+        assert tf.apply_preset(preset, values, files)["text_scheme"] == "merges"
     option = trainer_options.option_by_name
     for name in ("text_scheme", "text_merges"):
         assert tf.applies(option(name), "2.5") and tf.applies(option(name), None)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from demo.v2 import DemoV2Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 from tests.test_train_v2 import pair_subset, v2_args
 from tests.trainer_helpers import assert_same_training_state, events, load, run_main
 from trainer.options_parser import parse_argv

@@ -13,7 +13,7 @@ import pytest
 import soundfile
 import torch
 
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.test_train_v25 import pair_subset, v25_args
 from tests.trainer_helpers import assert_same_training_state, events, load, run_main
 from trainer.options_parser import parse_argv

@@ -168,7 +168,7 @@ def test_resume_dropdown_lists_checkpoints_newest_first(tmp_path: Path) -> None:
 def test_resume_choices_name_each_checkpoints_model_from_its_metadata(demo_workspace, tmp_path: Path) -> None:
     import shutil
 
-    from demo.v2 import DemoV2Paths
+    from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
     from webui.training.checkpoint_labels import checkpoint_choices
 
     out = tmp_path / "run"
@@ -181,7 +181,7 @@ def test_resume_choices_name_each_checkpoints_model_from_its_metadata(demo_works
 
 
 def test_the_config_decides_the_version_badge_and_the_fields(demo_workspace, tmp_path: Path) -> None:
-    from demo.v2 import DemoV2Paths
+    from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
     from webui.training.tab_training import VERSIONED, version_view
 
     badge, *updates = version_view(str(DemoV2Paths.under(demo_workspace.root).config))

@@ -221,8 +221,8 @@ def test_the_data_tab_builds_without_torch(tmp_path: Path):
 
 def test_demo_recordings_need_no_espeak(tmp_path: Path):
     from data_tools.ingest.subtitles import read_cues
+    from demo.data import ASSETS
     from demo.recordings import demo_recordings_exist, write_demo_recordings
-    from demo.workspace import ASSETS
 
     sentences = (ASSETS / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines()
     folder = write_demo_recordings(tmp_path, sentences) / "spk_abebe"

@@ -493,7 +493,7 @@ def test_repair_an_indextts2_community_checkpoint_into_a_new_file_beside_it(demo
 
     from data_tools.config import load_config
     from data_tools.text_tokenizer import TextTokenizer
-    from demo.v2 import DemoV2Paths
+    from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
     from tests.checkpoint_factory import community_checkpoint, trained_state
     from webui.checkpoints import rows as ck_rows
     from webui.checkpoints import tools as ck_tools

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from trainer.options import options_to_argv
 from trainer.options_parser import parse_argv
 from trainer.preflight import run_preflight

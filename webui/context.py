@@ -137,6 +137,6 @@ class StudioContext:
 
 def is_demo_project(name: str) -> bool:
     """Whether ``name`` is one of the demo's projects (their forms open on the demo's presets)."""
-    from demo.projects import DEMO_PROJECTS
+    from demo.projects import demo_projects
 
-    return name in DEMO_PROJECTS
+    return name in demo_projects()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from data_tools.manifest import FORMAT_V15
+from generations.demo_facts import DemoFacts
 from generations.sentencepiece_fields import SENTENCEPIECE
 from generations.spec import Capability, FormFacts, Generation, lazy
 from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
@@ -12,6 +13,7 @@ from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
+DEMO = "generations.indextts15.demo.build"  # its demo (the demo layer), named lazily
 
 INDEXTTS15 = Generation(
     id=ID_15, name="IndexTTS-1.5",
@@ -37,4 +39,6 @@ INDEXTTS15 = Generation(
     model_folder_files=partial(lazy("generations.folders", "config_named_files"), ("bigvgan_checkpoint",)),
     missing={Capability.TRAIN_S2MEL: "it has no S2Mel decoder (its BigVGAN speaks the GPT's latent directly); "
                                      "train an IndexTTS2 or IndexTTS-2.5 S2Mel"},
+    demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts-1.5",
+                   project_files=lazy(DEMO, "project_files")),
 )

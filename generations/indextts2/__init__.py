@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 from data_tools.manifest import FORMAT_V2
+from generations.demo_facts import DemoFacts
 from generations.sentencepiece_fields import SENTENCEPIECE
 from generations.spec import FormFacts, Generation, TestFacts, lazy
 from generations.ui_facts import UiFacts
@@ -14,6 +15,7 @@ from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
+DEMO = "generations.indextts2.demo.build"  # its demo (the demo layer), named lazily
 
 FOLDER = "generations.folders"
 UI = "generations.indextts2.ui"  # its web-UI pieces (the webui layer), named lazily
@@ -45,4 +47,6 @@ INDEXTTS2 = Generation(
     s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"), s2mel_gpt_latent=True,
     model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2", W2V_BERT_PLACES),
     ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section")),
+    demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts2",
+                   project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
 )

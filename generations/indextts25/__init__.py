@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 from data_tools.manifest import FORMAT_V25
+from generations.demo_facts import DemoFacts
 from generations.spec import FormFacts, Generation, TestFacts, lazy
 from generations.ui_facts import UiFacts
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
@@ -15,6 +16,7 @@ from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
 PACKAGE = __name__  # its code: modules of this package, named lazily
 EVALUATION = f"{PACKAGE}.evaluation"
 SAMPLES = f"{PACKAGE}.samples"
+DEMO = "generations.indextts25.demo.build"  # its demo (the demo layer), named lazily
 
 NAME = "IndexTTS-2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
@@ -73,4 +75,6 @@ INDEXTTS25 = Generation(
     ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section"),
                tokenizer_panel=lazy(f"{UI}.tokenizer_panel", "build_panel"),
                coverage_marks=lazy(f"{UI}.text_coverage", "untrained_marks")),
+    demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts-2.5",
+                   project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
 )

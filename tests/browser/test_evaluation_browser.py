@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from demo.workspace import DemoPaths
+from generations.indextts15.demo.build import DemoPaths
 from tests.speech_model_factory import build_ctc_model, build_xvector_model
 from tests.studio_process import StudioProcess
 from tests.trainer_helpers import events, run_main, subset_manifest, tiny_args

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.workspace import DemoPaths
+from generations.indextts15.demo.build import DemoPaths
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess
 from tests.trainer_helpers import run_main, subset_manifest, tiny_args

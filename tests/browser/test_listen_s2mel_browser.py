@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.browser.sections import check_kept, fill_kept, open_settled
 from tests.browser.served_audio import served_audio
 from tests.s2mel_demo_run import make_s2mel_run

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.v25 import DemoV25Paths
+from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from tests.browser.sections import check_kept, fill_kept, open_settled
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.v2 import DemoV2Paths
+from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 from tests.browser.sections import check_kept, fill_kept, open_settled
 from tests.browser.served_audio import served_audio
 from tests.studio_process import StudioProcess

@@ -108,7 +108,6 @@ def initial_form(ctx: StudioContext, project_name: str | None = None,
 
 
 def preset_files(ctx: StudioContext, name: str) -> tf.WorkspaceFiles:
-    """The files a preset fills in: the IndexTTS2 / IndexTTS-2.5 demo's for theirs, else the workspace's demo files."""
-    if name == tf.DEMO_V25_PRESET:
-        return tf.demo_v25_files(ctx.workspace)
-    return tf.demo_v2_files(ctx.workspace) if name == tf.DEMO_V2_PRESET else workspace_files(ctx)
+    """The files a preset fills in: a generation's demo preset, its demo's (its registry entry says); else the
+    workspace's own files."""
+    return tf.demo_preset_files(ctx.workspace, name) or workspace_files(ctx)

@@ -281,25 +281,14 @@ def workspace_values(files: WorkspaceFiles) -> dict[str, Any]:
     return values
 
 
-def demo_v2_files(workspace: Path) -> WorkspaceFiles:
-    """The IndexTTS2 half of the demo workspace (``demo.v2.DemoV2Paths``) as preset files."""
-    from demo.v2 import DemoV2Paths
-
-    demo = DemoV2Paths.under(workspace)
-    return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest,
-                          tokenizer=demo.extended_tokenizer, config=demo.config, base_checkpoint=demo.base_checkpoint,
-                          output_dir=demo.output_dir,
-                          sample_model_dir=demo.config.parent if demo.synthesis_ready() else None)
-
-
-def demo_v25_files(workspace: Path) -> WorkspaceFiles:
-    """The IndexTTS-2.5 part of the demo workspace (``demo.v25.DemoV25Paths``) as preset files."""
-    from demo.v25 import DemoV25Paths
-
-    demo = DemoV25Paths.under(workspace)
-    return WorkspaceFiles(train_manifest=demo.train_manifest, val_manifest=demo.val_manifest, tokenizer=demo.tokenizer,
-                          config=demo.config, base_checkpoint=demo.base_checkpoint, output_dir=demo.output_dir,
-                          sample_model_dir=demo.config.parent if demo.synthesis_ready() else None)
+def demo_preset_files(workspace: Path, preset: str) -> WorkspaceFiles | None:
+    """The files demo preset ``preset`` fills in: those of the demo (in ``workspace``) of the generation whose entry
+    names that preset; None where its entry's demo takes the workspace's own files (or no entry names it)."""
+    for entry in GENERATIONS:
+        demo = entry.demo
+        if entry.form.demo_preset == preset and demo is not None and demo.form_files is not None:
+            return WorkspaceFiles(**demo.form_files(demo.paths(Path(workspace))))
+    return None
 
 
 def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:

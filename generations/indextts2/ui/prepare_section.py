@@ -48,9 +48,9 @@ def _project_codec(project: Project) -> dict[str, str]:
 
 
 def _base_form(workspace: Path) -> PrepareForm:
-    from demo.v2 import DemoV2Paths
+    from generations.indextts2.demo.build import DemoPaths
 
-    demo = DemoV2Paths.under(workspace)
+    demo = DemoPaths.under(workspace)
     if demo.kit.exists() and demo.config.is_file():
         return PrepareForm(input=str(demo.audio), out_dir=str(demo.root / "data" / "prepared"),
                            config=str(demo.config), gpt="", codec=str(demo.kit.codec),

@@ -57,17 +57,19 @@ def default_form(workspace: Path, project: Project | None = None) -> PrepareForm
 
 
 def _base_form(workspace: Path) -> PrepareForm:
-    from demo.v2 import DemoV2Paths
-    from demo.v25 import DemoV25Paths
+    from generations.indextts2.demo.build import (
+        DemoPaths as SharedAudio,  # the demo recordings live in the v2 demo
+    )
+    from generations.indextts25.demo.build import DemoPaths
 
-    demo = DemoV25Paths.under(workspace)
+    demo = DemoPaths.under(workspace)
     form = PrepareForm(input="", out_dir=str(workspace / "data" / "prepared_v25"), config="", gpt="", codec="",
                        campplus="", w2v_bert=prepare_section.DEFAULT_W2V_BERT, w2v_stats="", tokenizer="",
                        text_scheme="merges", **prepare_section.DEFAULT_OPTIONS)
     if not demo.config.is_file():
         return form
     w2v = demo.config.parent / "w2v-bert-2.0"
-    audio = DemoV2Paths.under(workspace).audio
+    audio = SharedAudio.under(workspace).audio
     return replace(form, input=str(audio) if audio.is_dir() else "", out_dir=str(demo.root / "data" / "prepared"),
                    config=str(demo.config), w2v_bert=str(w2v) if (w2v / "config.json").is_file() else form.w2v_bert)
 

@@ -1,17 +1,9 @@
-"""The rest of a tiny IndexTTS2 download folder in the demo workspace, so IndexTTS2 speaks on a CPU at once.
+"""The tiny random networks every S2Mel demo folder holds (IndexTTS2 and 2.5 speak through them on a CPU).
 
-``demo.v2_audio`` writes the w2v-BERT folder, its stats and the semantic codec (data preparation needs
-them too); this module adds what only synthesis needs, all random and tiny, under the real file names
-(``networks.indextts2``), built in well under a second:
-
-- ``s2mel.pth`` (``{"net": ...}``: CFM/DiT, length regulator, gpt_layer) from ``S2MEL_SECTION``;
-- ``campplus_cn_common.bin`` (CAMPPlus of ``CAMPPLUS_SIZES``), ``feat1.pt`` / ``feat2.pt`` (speaker and emotion
-  matrices, ``sum(EMO_NUM)`` rows);
-- ``bigvgan/config.json`` + ``bigvgan/bigvgan_generator.pt``: a BigVGAN v2 of 32 initial channels and one
-  resblock kernel (3 upsampling stages of 8 x 8 x 4 = 256 samples per frame at 22050 Hz), the cheap part.
-
-``synthesis_sections(gpt_dim)`` gives the config.yaml keys that name and size them. ``networks.indextts2.
-load_indextts2(<workspace>/v2/checkpoints)`` then loads the whole folder; it speaks noise through the real path.
+An S2Mel section of upstream's layout (22050 Hz, 80 mels, hop 256), a CAMPPlus of few channels and a BigVGAN v2
+of 32 initial channels and one resblock kernel (3 upsampling stages of 8 x 8 x 4 = 256 samples per frame at
+22050 Hz), under the real file names (``networks.indextts2``); each generation's demo sizes and writes its own
+folder from these (``generations/<name>/demo/synthesis.py``).
 """
 
 from __future__ import annotations
@@ -21,17 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from data_tools.fileio import atomic_write_text, atomic_write_with
-from demo.v2_audio import DEMO_SEMANTIC_DIM
+from demo.feature_kit import DEMO_SEMANTIC_DIM
 
-if TYPE_CHECKING:  # torch is imported where weights are made: the studio page reads this module's paths
+if TYPE_CHECKING:  # torch is imported where weights are made: the studio page reads the demos' paths without it
     import torch
 
 CAMPPLUS_SIZES = {"embedding_size": 24, "growth_rate": 8, "bn_size": 2, "init_channels": 16}
-EMO_NUM = [2, 3, 1, 2, 1, 2, 2, 3]  # rows per emotion in feat1/feat2 (upstream: 3, 17, 2, 8, 4, 5, 10, 24)
 S2MEL_FILE = "s2mel.pth"
 CAMPPLUS_FILE = "campplus_cn_common.bin"
-SPK_MATRIX_FILE = "feat1.pt"
-EMO_MATRIX_FILE = "feat2.pt"
 BIGVGAN_DIR = "bigvgan"
 VOCODER_POST_GAIN = 1e-3
 BIGVGAN_CONFIG = {
@@ -64,20 +53,14 @@ def s2mel_section() -> dict[str, Any]:
     }
 
 
-def synthesis_sections() -> dict[str, Any]:
-    """The config.yaml keys of the synthesis networks (file names relative to the config's folder)."""
-    return {"s2mel": s2mel_section(), "campplus": dict(CAMPPLUS_SIZES), "emo_num": list(EMO_NUM),
-            "s2mel_checkpoint": S2MEL_FILE, "spk_matrix": SPK_MATRIX_FILE, "emo_matrix": EMO_MATRIX_FILE}
-
-
-def _save(path: Path, payload: Any) -> None:
+def save_weights(path: Path, payload: Any) -> None:
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_with(path, lambda handle: torch.save(payload, handle))
 
 
-def _plain(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+def plain_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {key: value.detach().clone().contiguous() for key, value in module.state_dict().items()}
 
 
@@ -97,24 +80,10 @@ def audible(vocoder: torch.nn.Module, post_gain: float = VOCODER_POST_GAIN) -> t
     return vocoder
 
 
-def write_synthesis_kit(checkpoints: Path, gpt_dim: int, seed: int) -> list[Path]:
-    """Random S2Mel, CAMPPlus, emotion matrices and BigVGAN v2 into ``checkpoints`` (the download folder)."""
-    import torch
-
+def write_bigvgan(checkpoints: Path) -> None:
+    """A random, audible BigVGAN v2 of ``BIGVGAN_CONFIG`` as ``bigvgan/`` (from torch's current random state)."""
     from networks.bigvgan_v2 import BigVGANV2Spec, build_bigvgan_v2
-    from networks.campplus import CAMPPlus
-    from networks.s2mel import S2Mel
 
-    torch.manual_seed(seed)
-    s2mel = S2Mel.from_config(s2mel_section(), gpt_dim=gpt_dim)
-    _save(checkpoints / S2MEL_FILE, {"net": {part: _plain(getattr(s2mel, part)) for part in s2mel.net_parts}})
-    _save(checkpoints / CAMPPLUS_FILE, _plain(CAMPPlus(**CAMPPLUS_SIZES)))
-    rows = sum(EMO_NUM)
-    generator = torch.Generator().manual_seed(seed + 2)
-    _save(checkpoints / SPK_MATRIX_FILE, torch.randn(rows, CAMPPLUS_SIZES["embedding_size"], generator=generator))
-    _save(checkpoints / EMO_MATRIX_FILE, 0.1 * torch.randn(rows, gpt_dim, generator=generator))
     vocoder = audible(build_bigvgan_v2(BigVGANV2Spec.from_config(BIGVGAN_CONFIG, "demo bigvgan config")))
-    bigvgan = checkpoints / BIGVGAN_DIR
-    _save(bigvgan / "bigvgan_generator.pt", {"generator": _plain(vocoder)})
-    atomic_write_text(bigvgan / "config.json", json.dumps(BIGVGAN_CONFIG, indent=2) + "\n")
-    return [checkpoints / name for name in (S2MEL_FILE, CAMPPLUS_FILE, SPK_MATRIX_FILE, EMO_MATRIX_FILE, BIGVGAN_DIR)]
+    save_weights(checkpoints / BIGVGAN_DIR / "bigvgan_generator.pt", {"generator": plain_state(vocoder)})
+    atomic_write_text(checkpoints / BIGVGAN_DIR / "config.json", json.dumps(BIGVGAN_CONFIG, indent=2) + "\n")
