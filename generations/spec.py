@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from generations.demo_facts import DemoFacts
+from generations.preset_facts import PresetFacts
 from generations.ui_facts import UiFacts
 
 
@@ -137,6 +138,9 @@ class Generation:
     model_folder_files: Callable[[Path], list[Path]] | None = None
     ui: UiFacts | None = None  # its own Data-tab section, Tokenizer-tab panel and Test-tab coverage rule
     demo: DemoFacts | None = None  # how its demo is built and what the studio takes from it (None: no demo)
+    presets: PresetFacts | None = None  # the form's GPU presets for it (None: its demo preset only)
+    # () -> its trainer.models.catalog.ModelSet: what it needs from the Hugging Face Hub (None: nothing listed)
+    model_set: Callable[[], Any] | None = None
 
     def can(self, capability: Capability) -> bool:
         return capability not in self.missing

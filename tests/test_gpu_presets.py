@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from generations.indextts2 import presets as indextts2_presets
+from generations.indextts25 import presets as indextts25_presets
+from generations.registry import by_id
 from tests.conftest import shared_file
 from trainer.memory_estimate import (
     GIB,
@@ -34,17 +37,17 @@ def _files() -> tf.WorkspaceFiles:
 
 def test_released_gpts_are_the_reference_ones():
     v2 = json.loads((Path(__file__).parent / "fixtures" / "indextts2_gpt_state_dict_shapes.json").read_text())
-    assert v2["config"] == presets.RELEASED_V2_GPT
+    assert v2["config"] == indextts2_presets.RELEASED_GPT == by_id("2").presets.released_gpt()
     v25 = json.loads(shared_file("reference", "indextts25", "indextts25_gpt_state_dict_shapes.json").read_text())
-    assert {**v25["gpt_config"], "spk_cond_mode": v25["spk_cond_mode"]} == presets.RELEASED_V25_GPT
+    assert {**v25["gpt_config"], "spk_cond_mode": v25["spk_cond_mode"]} == indextts25_presets.RELEASED_GPT
 
 
 def test_every_gpu_preset_of_the_form_is_what_the_estimate_computes():
-    offered = [name for name in tf.PRESETS if name not in tf.DEMO_PRESETS
+    offered = [name for name in tf.preset_names() if name not in tf.demo_presets()
                and tf.apply_preset(name, {}, _files())["train"] == "gpt"]
-    assert offered and set(offered) == set(presets.GPU_PRESETS)  # no GPT preset written by hand
+    assert offered and set(offered) == set(presets.gpu_presets())  # no GPT preset written by hand
     for name in offered:
-        preset = presets.GPU_PRESETS[name]
+        preset = presets.gpu_presets()[name]
         values = tf.apply_preset(name, {}, _files())
         computed = next(p for p in gpu_presets(preset.facts(), lora=preset.lora) if p.gpu_gb == preset.gpu_gb)
         assert computed.estimate is not None, name
@@ -56,7 +59,7 @@ def test_every_gpu_preset_of_the_form_is_what_the_estimate_computes():
 
 
 def test_the_lora_preset_stays_lora_and_the_s2mel_presets_are_kept():
-    assert tf.apply_preset(tf.LORA24_V25_PRESET, {}, _files())["lora"] is True
+    assert tf.apply_preset(indextts25_presets.LORA24, {}, _files())["lora"] is True
     lora = tf.apply_preset(tf.S2MEL_LORA12_PRESET, {}, _files())
     assert (lora["train"], lora["lora"], lora["batch_size"], lora["amp"]) == ("s2mel", True, 8, "off")
     with pytest.raises(KeyError, match="no preset named"):

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
+from generations.indextts2.hub import MODEL_SET as INDEXTTS_2
 from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
+from generations.indextts25.hub import MODEL_SET as INDEXTTS_25
 from tests.hub_server import FakeHub, serve
 from tests.trainer_helpers import events, run_main
 from trainer.checkpoints import export_checkpoint
-from trainer.models.catalog import INDEXTTS_2, INDEXTTS_25, ModelSet
+from trainer.models.catalog import ModelSet
 from trainer.models.fetch import fetch_set
 from trainer.models.publish import publish_export
 from trainer.models.record import downloaded_model_dirs, read_record
@@ -97,8 +99,8 @@ def test_downloaded_indextts25_folder_loads_strictly_from_its_hf_cache(hub_env, 
 def test_downloaded_indextts15_folder_loads_its_dvae_strictly_and_trains(hub_env, demo_workspace, tmp_path):
     import yaml
 
+    from generations.indextts15.hub import MODEL_SET as INDEXTTS_15
     from networks.indextts15 import load_dvae
-    from trainer.models.catalog import INDEXTTS_15
 
     folder = tmp_path / INDEXTTS_15.folder
     with serve(hub_serving(demo_workspace.config.parent, INDEXTTS_15)) as url:

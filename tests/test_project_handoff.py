@@ -7,6 +7,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from generations.registry import by_id
 from trainer.project import create_project, record_step
 from webui.training import training_form as tf
 
@@ -51,11 +52,11 @@ def test_a_preset_changes_hyper_parameters_and_keeps_the_projects_data(voice, tm
 
     _, train, _ = voice
     ctx = _ctx(tmp_path)
-    for preset in tf.PRESETS:
+    for preset in tf.preset_names():
         values, message = preset_values(ctx, preset, "voice", tf.default_values())
         assert values["train_manifest"] == [str(train)], preset
         assert "kept" in message
-    without, message = preset_values(ctx, tf.DEMO_V2_PRESET, None, tf.default_values())
+    without, message = preset_values(ctx, by_id("2").form.demo_preset, None, tf.default_values())
     assert without["train_manifest"] != [str(train)] and "kept" not in message  # no project: the demo's data
 
 
@@ -83,7 +84,7 @@ def test_run_lists_include_the_projects_runs(voice, tmp_path):
 def test_each_generation_names_a_preset_the_form_has():
     from generations.registry import GENERATIONS
 
-    assert {generation.form.demo_preset for generation in GENERATIONS} <= set(tf.PRESETS)
+    assert {generation.form.demo_preset for generation in GENERATIONS} <= set(tf.preset_names())
 
 
 def test_the_gpt_pickers_leave_s2mel_runs_out(voice, tmp_path):

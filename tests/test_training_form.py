@@ -14,6 +14,11 @@ from trainer.options_parser import parse_argv
 from webui.jobs import launcher
 from webui.training import training_form as tf
 
+DEMO_V2_PRESET = by_id("2").form.demo_preset
+DEMO_V25_PRESET = by_id("2.5").form.demo_preset
+GPU24_PRESET = by_id("2").presets.names[0]
+GPU80_V25_PRESET, LORA24_V25_PRESET = by_id("2.5").presets.names
+
 
 def unusual_value(option: trainer_options.Option) -> Any:
     """A valid value different from the default, with spaces and dashes where a path could have them."""
@@ -100,12 +105,12 @@ def _files(root: Path) -> tf.WorkspaceFiles:
                              base_checkpoint=root / "checkpoints/gpt.pth", output_dir=root / "runs/demo")
 
 
-@pytest.mark.parametrize("preset", tf.PRESETS)
+@pytest.mark.parametrize("preset", tf.preset_names())
 def test_presets_make_commands_the_trainer_accepts(preset: str) -> None:
     current = {**tf.workspace_values(_files(Path("/mine"))), "output_dir": "/mine/runs/big"}
     values = tf.apply_preset(preset, current, _files(Path("/ws")))
     assert round_trip(values) == values
-    if preset in tf.DEMO_PRESETS:
+    if preset in tf.demo_presets():
         assert values["output_dir"] == "/ws/runs/demo" and values["device"] == "cpu"
     elif values["train"] == "s2mel":  # the S2Mel trainer takes no --amp: its presets show fp32
         assert values["output_dir"] == "/mine/runs/big" and values["amp"] == "off" and values["device"] == "cuda"
@@ -120,7 +125,7 @@ def test_s2mel_presets_train_the_decoder_and_a_gpt_preset_trains_the_gpt_again()
     assert (parsed["train"], parsed["lora"], parsed["lora_rank"], parsed["batch_size"]) == ("s2mel", True, 16, 8)
     full = tf.apply_preset(tf.S2MEL_FULL24_PRESET, lora, _files(Path("/ws")))
     assert full["train"] == "s2mel" and full["lora"] is False
-    for preset in (tf.GPU24_PRESET, tf.LORA24_V25_PRESET, tf.DEMO_V2_PRESET):
+    for preset in (GPU24_PRESET, LORA24_V25_PRESET, DEMO_V2_PRESET):
         assert tf.apply_preset(preset, full, _files(Path("/ws")))["train"] == "gpt"
 
 
@@ -140,10 +145,10 @@ def test_demo_preset_matches_the_demo_workspace(demo_workspace) -> None:
 def test_indextts2_demo_preset_matches_the_v2_demo_workspace(demo_workspace) -> None:
     from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 
-    assert tf.PRESETS[:2] == (tf.DEMO_PRESET, tf.DEMO_V2_PRESET)  # offered next to the IndexTTS-1.5 demo
+    assert tf.preset_names()[:2] == (tf.DEMO_PRESET, DEMO_V2_PRESET)  # offered next to the IndexTTS-1.5 demo
     v2 = DemoV2Paths.under(demo_workspace.root)
-    files = tf.demo_preset_files(demo_workspace.root, tf.DEMO_V2_PRESET)
-    values = tf.apply_preset(tf.DEMO_V2_PRESET, {"resume": "auto"}, files)
+    files = tf.demo_preset_files(demo_workspace.root, DEMO_V2_PRESET)
+    values = tf.apply_preset(DEMO_V2_PRESET, {"resume": "auto"}, files)
     demo = parse_argv(v2.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "max_steps", "learning_rate", "batch_size", "warmup_steps", "log_interval", "val_interval",
@@ -323,7 +328,7 @@ def test_saved_form_presets_and_recorded_commands_keep_the_launcher_fields() -> 
     assert tf.values_from_yaml("launcher:\n  nproc_per_node: 2\n  gpus: 3\n")[1] == ["ignored unknown launcher field 'gpus'"]
     with pytest.raises(tf.FormError, match=r"^--rdzv-endpoint: 2 nodes need"):
         tf.values_from_yaml("launcher:\n  nnodes: 2\n")
-    for preset in tf.PRESETS:
+    for preset in tf.preset_names():
         kept = tf.apply_preset(preset, values, _files(Path("/ws")))
         assert {key: kept[key] for key in launcher.LAUNCH_KEYS} == launcher.values_of(launcher.launch_of(values))
     assert tf.values_from_trainer_argv(tf.run_argv(values, python="/py")) == values  # a reload shows it again
@@ -344,16 +349,16 @@ def test_indextts25_presets_and_fields(demo_workspace) -> None:
     """The 2.5 demo preset is the 2.5 demo's command; the text-scheme fields apply to 2.5 runs only."""
     from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 
-    assert {tf.DEMO_V25_PRESET, tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET} <= set(tf.PRESETS)
+    assert {DEMO_V25_PRESET, GPU80_V25_PRESET, LORA24_V25_PRESET} <= set(tf.preset_names())
     ws = DemoV25Paths.under(demo_workspace.root)
-    files = tf.demo_preset_files(demo_workspace.root, tf.DEMO_V25_PRESET)
-    values = tf.apply_preset(tf.DEMO_V25_PRESET, {"resume": "auto"}, files)
+    files = tf.demo_preset_files(demo_workspace.root, DEMO_V25_PRESET)
+    values = tf.apply_preset(DEMO_V25_PRESET, {"resume": "auto"}, files)
     demo = parse_argv(ws.train_argv())
     for name in ("train_manifest", "val_manifest", "tokenizer", "config", "base_checkpoint", "output_dir",
                  "max_steps", "learning_rate", "batch_size", "device", "amp", "text_scheme"):
         assert values[name] == demo[name], name
     assert values["resume"] == "" and round_trip(values) == values
-    for preset in (tf.GPU80_V25_PRESET, tf.LORA24_V25_PRESET):
+    for preset in (GPU80_V25_PRESET, LORA24_V25_PRESET):
         assert tf.apply_preset(preset, values, files)["text_scheme"] == "merges"
     option = trainer_options.option_by_name
     for name in ("text_scheme", "text_merges"):

@@ -299,7 +299,7 @@ def preset_for(facts: ModelFacts, gpu_gb: int, text_tokens: int = PRESET_TEXT_TO
 def gpu_presets(facts: ModelFacts, text_tokens: int = PRESET_TEXT_TOKENS, codes: int = PRESET_CODES,
                 lora: bool | None = None, sizes: Sequence[int] = GPU_PRESETS_GB) -> list[Preset]:
     """The preset of each card size (GB): the one source of the training form's GPU presets
-    (``webui.training.presets``)."""
+    (``trainer.gpu_preset``)."""
     return [preset_for(facts, size, text_tokens, codes, lora) for size in sizes]
 
 

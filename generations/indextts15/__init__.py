@@ -41,4 +41,5 @@ INDEXTTS15 = Generation(
                                      "train an IndexTTS2 or IndexTTS-2.5 S2Mel"},
     demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts-1.5",
                    project_files=lazy(DEMO, "project_files")),
+    model_set=lazy(f"{PACKAGE}.hub", "model_set"),
 )

@@ -7,6 +7,7 @@ from functools import partial
 
 from data_tools.manifest import FORMAT_V2
 from generations.demo_facts import DemoFacts
+from generations.preset_facts import PresetFacts
 from generations.sentencepiece_fields import SENTENCEPIECE
 from generations.spec import FormFacts, Generation, TestFacts, lazy
 from generations.ui_facts import UiFacts
@@ -20,6 +21,9 @@ DEMO = "generations.indextts2.demo.build"  # its demo (the demo layer), named la
 FOLDER = "generations.folders"
 UI = "generations.indextts2.ui"  # its web-UI pieces (the webui layer), named lazily
 W2V_BERT_PLACES = ("w2v-bert-2.0",)  # where its folder may hold w2v-BERT
+
+# The form's GPU presets for it, in the form's order (generations/<name>/presets.py sizes them).
+GPU_PRESET_NAMES = ("Amharic on one 24 GB GPU", "Amharic on 80 GB GPU")
 
 INDEXTTS2 = Generation(
     id=ID_2, name="IndexTTS2",
@@ -49,4 +53,8 @@ INDEXTTS2 = Generation(
     ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section")),
     demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts2",
                    project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
+    presets=PresetFacts(names=GPU_PRESET_NAMES,
+                        gpu_presets=lazy(f"{PACKAGE}.presets", "gpu_presets"),
+                        released_gpt=lazy(f"{PACKAGE}.presets", "released_gpt")),
+    model_set=lazy(f"{PACKAGE}.hub", "model_set"),
 )

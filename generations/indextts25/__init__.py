@@ -9,6 +9,7 @@ from typing import Any
 
 from data_tools.manifest import FORMAT_V25
 from generations.demo_facts import DemoFacts
+from generations.preset_facts import PresetFacts
 from generations.spec import FormFacts, Generation, TestFacts, lazy
 from generations.ui_facts import UiFacts
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
@@ -38,6 +39,9 @@ def reads_tokenizer(path: str) -> bool:
     """A ``--tokenizer`` that is a 2.5 ``.tiktoken`` table (rather than a SentencePiece model)."""
     return str(path).endswith(TABLE_SUFFIX)
 
+
+# The form's GPU presets for it, in the form's order (generations/<name>/presets.py sizes them).
+GPU_PRESET_NAMES = (f"{NAME} full fine-tune (80 GB)", f"{NAME} LoRA (24 GB)")
 
 INDEXTTS25 = Generation(
     id=ID_25, name=NAME,
@@ -77,4 +81,9 @@ INDEXTTS25 = Generation(
                coverage_marks=lazy(f"{UI}.text_coverage", "untrained_marks")),
     demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts-2.5",
                    project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
+    presets=PresetFacts(names=GPU_PRESET_NAMES,
+                        gpu_presets=lazy(f"{PACKAGE}.presets", "gpu_presets"),
+                        released_gpt=lazy(f"{PACKAGE}.presets", "released_gpt"),
+                        demo_settings=lazy(f"{PACKAGE}.presets", "demo_settings")),
+    model_set=lazy(f"{PACKAGE}.hub", "model_set"),
 )

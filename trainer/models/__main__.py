@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.fileio import atomic_write_text
-from trainer.models.catalog import ALL_SETS, ModelSet, UnknownSet, model_set
+from trainer.models.catalog import ModelSet, UnknownSet, all_sets, model_set
 from trainer.models.fetch import DigestMismatch, DownloadInterrupted, fetch_set
 from trainer.models.hub import HubProblem, HubUnreachable, offline_mode, resolve_source
 from trainer.models.integrity import verify_folder
@@ -48,14 +48,15 @@ def human_size(size: int | None) -> str:
     return f"{value:.1f} GB"
 
 
-def catalogue_rows(workspace: Path, sets: tuple[ModelSet, ...] = ALL_SETS, hub: bool = False,
+def catalogue_rows(workspace: Path, sets: tuple[ModelSet, ...] | None = None, hub: bool = False,
                    token: str | None = None) -> list[dict[str, Any]]:
-    """One row per source of each set: repository, files, size, licence, and what the workspace holds.
+    """One row per source of each set (None: the whole catalogue): repository, files, size, licence, and what the
+    workspace holds.
 
     ``hub``: ask the Hub for real sizes and licence tags (else the catalogue's rough sizes)."""
     rows = []
     unreachable: str | None = None  # once the Hub did not answer, the other rows are not asked (each would wait)
-    for entry in sets:
+    for entry in all_sets() if sets is None else sets:
         folder = set_folder(workspace, entry)
         for source in entry.sources:
             files = [source.local_path(name) for name in source.files]
@@ -84,7 +85,7 @@ def catalogue_rows(workspace: Path, sets: tuple[ModelSet, ...] = ALL_SETS, hub: 
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    sets = tuple(model_set(name) for name in args.set) if args.set else ALL_SETS
+    sets = tuple(model_set(name) for name in args.set) if args.set else all_sets()
     rows = catalogue_rows(args.workspace, sets, hub=args.hub and not offline_mode(), token=args.token)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -146,7 +147,7 @@ class UsageProblem(ValueError):
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m trainer.models", description=__doc__.split("\n\n")[0])
     sub = top.add_subparsers(dest="command", required=True)
-    names = ", ".join(entry.name for entry in ALL_SETS)
+    names = ", ".join(entry.name for entry in all_sets())
 
     listing = sub.add_parser("list", help="what each generation and speech model needs, and what is present")
     listing.add_argument("set", nargs="*", help=f"sets to list (default all): {names}")

@@ -1,9 +1,10 @@
 """What each model generation (and each suggested speech model) needs from the Hugging Face Hub, as data.
 
 One :class:`ModelSet` per generation: the Hub repositories it draws on, the files of each, where they land
-inside the ``--model-dir`` folder (upstream's own layout, the one ``networks.indextts15`` / ``indextts2`` /
-``indextts25`` read), and each repository's licence. The generation registry points at these constants;
-nothing here downloads anything (``trainer.models.fetch`` does).
+inside the ``--model-dir`` folder (upstream's own layout, the one its ``networks`` module reads), and each
+repository's licence. Each generation's set sits in its folder (``generations/<name>/hub.py``) and its registry
+entry names it (``model_set``); this module keeps the engine, the sources several generations share, and the
+suggested speech models' sets. Nothing here downloads anything (``trainer.models.fetch`` does).
 
 Sizes here are rough ("about", from the reference state-dict shapes in fp32 where known, else None): the
 real size and checksum of every file come from the Hub when a set is listed or downloaded. Licences are as
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from data_tools.asr import SUGGESTED_AMHARIC_MODELS
 from data_tools.speaker_similarity import SUGGESTED_SPEAKER_MODEL
+from generations.registry import GENERATIONS
 
 MB = 1_000_000
 INDEXTTS_LICENCE = "bilibili IndexTTS model licence (the model page's LICENSE; read it before use)"
@@ -61,37 +63,6 @@ CAMPPLUS = HubSource("funasr/campplus", ("campplus_cn_common.bin",), licence="Ap
 BIGVGAN_V2 = HubSource("nvidia/bigvgan_v2_22khz_80band_256x", ("config.json", "bigvgan_generator.pt"),
                        subfolder="bigvgan", licence="MIT", about_bytes=449 * MB)
 
-INDEXTTS_15 = ModelSet(
-    "indextts-1.5", "IndexTTS-1.5", "IndexTTS-1.5", "generation",
-    (HubSource("IndexTeam/IndexTTS-1.5", ("config.yaml", "gpt.pth", "dvae.pth", "bigvgan_generator.pth", "bpe.model"),
-               licence=INDEXTTS_LICENCE, about_bytes=3_300 * MB),),
-    note="GPT, DVAE (data preparation) and the 1.5 BigVGAN vocoder; --config/--base-checkpoint/--dvae/--vocoder "
-         "point into this folder.")
-
-INDEXTTS_2 = ModelSet(
-    "indextts-2", "IndexTTS2", "IndexTTS-2", "generation",
-    (HubSource("IndexTeam/IndexTTS-2", ("config.yaml", "gpt.pth", "s2mel.pth", "feat1.pt", "feat2.pt",
-                                        "wav2vec2bert_stats.pt", "bpe.model"),
-               licence=INDEXTTS_LICENCE, about_bytes=4_700 * MB),
-     SEMANTIC_CODEC, CAMPPLUS, BIGVGAN_V2, W2V_BERT),
-    note="An IndexTTS2 --model-dir / --sample-model-dir: semantic_codec/, campplus_cn_common.bin, bigvgan/ and "
-         "w2v-bert-2.0/ inside it.")
-
-INDEXTTS_25 = ModelSet(
-    "indextts-2.5", "IndexTTS-2.5", "IndexTTS-2.5", "generation",
-    (HubSource("IndexTeam/IndexTTS-2.5", ("config.yaml", "gpt.pth", "codec.pth", "s2mel.pth", "wav2vec2bert_stats.pt",
-                                          "multilingual_zh_ja_yue_char_del.tiktoken"),
-               optional=("feat1.pt", "feat2.pt"), licence=INDEXTTS_LICENCE, about_bytes=None),
-     HubSource(CAMPPLUS.repo_id, CAMPPLUS.files, "hf_cache", CAMPPLUS.licence, about_bytes=CAMPPLUS.about_bytes),
-     HubSource(BIGVGAN_V2.repo_id, BIGVGAN_V2.files, "hf_cache/bigvgan", BIGVGAN_V2.licence,
-               about_bytes=BIGVGAN_V2.about_bytes),
-     HubSource(W2V_BERT.repo_id, W2V_BERT.files, "hf_cache/w2v-bert-2.0", W2V_BERT.licence,
-               about_bytes=W2V_BERT.about_bytes)),
-    note="An IndexTTS-2.5 --model-dir: what upstream fetches at run time goes under hf_cache/, as upstream keeps "
-         "it (2.5 never reads the MaskGCT codec, so it is not fetched).")
-
-GENERATION_SETS: tuple[ModelSet, ...] = (INDEXTTS_25, INDEXTTS_2, INDEXTTS_15)
-
 # transformers model folders: what from_pretrained reads (tokenizer/feature-extractor files where the model has them)
 _TRANSFORMERS_FILES = ("config.json",)
 _TRANSFORMERS_OPTIONAL = ("preprocessor_config.json", "tokenizer_config.json", "vocab.json",
@@ -122,7 +93,16 @@ SPEECH_SETS: tuple[ModelSet, ...] = (*_asr_sets(), ModelSet(
                optional=_TRANSFORMERS_OPTIONAL, weights=_TRANSFORMERS_WEIGHTS, about_bytes=380 * MB),),
     note="Speaker similarity for checkpoint scoring (x-vector head)."))
 
-ALL_SETS: tuple[ModelSet, ...] = GENERATION_SETS + SPEECH_SETS
+
+
+def generation_sets() -> tuple[ModelSet, ...]:
+    """Each generation's set, as its registry entry names it (``model_set``), in the registry's order."""
+    return tuple(entry.model_set() for entry in GENERATIONS if entry.model_set is not None)
+
+
+def all_sets() -> tuple[ModelSet, ...]:
+    """The catalogue: the generations' sets, then the suggested speech models'."""
+    return generation_sets() + SPEECH_SETS
 
 
 class UnknownSet(ValueError):
@@ -131,7 +111,8 @@ class UnknownSet(ValueError):
 
 def model_set(name: str) -> ModelSet:
     """The set named ``name`` (a generation such as indextts-2, or a speech model id)."""
-    for entry in ALL_SETS:
+    known = all_sets()
+    for entry in known:
         if entry.name == name:
             return entry
-    raise UnknownSet(f"unknown model set {name!r}: expected one of {', '.join(s.name for s in ALL_SETS)}")
+    raise UnknownSet(f"unknown model set {name!r}: expected one of {', '.join(s.name for s in known)}")

@@ -18,7 +18,7 @@ import gradio as gr
 import pandas as pd
 
 from trainer.models.__main__ import catalogue_rows, human_size
-from trainer.models.catalog import ALL_SETS
+from trainer.models.catalog import all_sets
 from trainer.models.record import DownloadedModel, downloaded_model_dirs
 from webui.form_inputs import InputProblem, resolve_path
 from webui.jobs.job_panel import job_panel, report_view, wire_job
@@ -33,8 +33,12 @@ NEEDS_COLUMNS = ["set", "repository", "size", "licence", "present", "files", "fo
 FILE_COLUMNS = ["file", "repository", "size", "digest", "action"]
 DOWNLOAD_JOB = ReportJob("models_download")
 PUBLISH_JOB = ReportJob("models_publish")
-SET_CHOICES = [(f"{entry.title} ({entry.kind})" if entry.kind != "generation" else entry.title, entry.name)
-               for entry in ALL_SETS]
+
+
+def set_choices() -> list[tuple[str, str]]:
+    """(label, set name) of every set of the catalogue, for the download dropdown."""
+    return [(f"{entry.title} ({entry.kind})" if entry.kind != "generation" else entry.title, entry.name)
+            for entry in all_sets()]
 
 
 def needs_frame(workspace: Path) -> pd.DataFrame:
@@ -63,7 +67,7 @@ def _state(model: DownloadedModel) -> str:
 
 
 def download_argv(python: str, set_name: str, offline: bool, workspace: Path, report: Path) -> list[str]:
-    names = {entry.name for entry in ALL_SETS}
+    names = {entry.name for entry in all_sets()}
     if set_name not in names:
         raise InputProblem(f"choose what to download (one of {', '.join(sorted(names))})")
     argv = [python, "-m", MODELS_CLI, "download", set_name, "--workspace", str(workspace), "--json", str(report)]
@@ -150,7 +154,8 @@ def build(ctx: StudioContext) -> Any:
                          label="What each set needs, and what is here")
     present = gr.Markdown(downloaded_note(ctx.workspace), elem_id="models-present")
     with gr.Row(equal_height=True):
-        choice = gr.Dropdown(choices=SET_CHOICES, value=SET_CHOICES[0][1], label="Download", scale=3,
+        choices = set_choices()
+        choice = gr.Dropdown(choices=choices, value=choices[0][1], label="Download", scale=3,
                              elem_id="models-set")
         token = gr.Textbox(type="password", label="Hub token (gated models; empty: HF_TOKEN or your login)",
                            scale=3, elem_id="models-token")

@@ -1,4 +1,4 @@
-"""What one GPU can train: the released IndexTTS2 and IndexTTS-2.5 GPTs, full fine-tune and LoRA.
+"""What one GPU can train: each released GPT the form has GPU presets for, full fine-tune and LoRA.
 
 The answer is the training form's own memory estimate (``trainer.memory_estimate.preset_for``, what the GPU
 presets and the pre-flight use): the fastest settings that fit the card, or "does not fit". The notebook and the
@@ -14,18 +14,17 @@ import argparse
 import sys
 from dataclasses import dataclass
 
+from generations.registry import GENERATIONS
+from trainer.gpu_preset import LORA_SETTINGS, GpuPreset
 from trainer.memory_estimate import GIB, Preset, gb
-from webui.training.presets import (
-    GPU_PRESETS,
-    LORA24_V25_PRESET,
-    RELEASED_V2_GPT,
-    RELEASED_V25_GPT,
-    GpuPreset,
-)
 
 # The GPUs free notebooks lend (Colab and Kaggle: a T4 with 15 GB; Kaggle also a P100 with 16 GB).
 FREE_CARDS: tuple[tuple[str, int], ...] = (("T4 (Colab, Kaggle)", 15), ("P100 (Kaggle)", 16))
-MODELS: tuple[tuple[str, dict], ...] = (("IndexTTS-2.5", RELEASED_V25_GPT), ("IndexTTS2", RELEASED_V2_GPT))
+
+
+def released_models() -> list[tuple[str, dict]]:
+    """(name, gpt: section) of each released GPT a generation's GPU presets are sized for, newest first."""
+    return [(entry.name, entry.presets.released_gpt()) for entry in GENERATIONS if entry.presets is not None]
 
 
 @dataclass(frozen=True)
@@ -36,11 +35,10 @@ class CardFit:
 
 
 def card_fits(gpu_gb: int) -> list[CardFit]:
-    lora_settings = GPU_PRESETS[LORA24_V25_PRESET].lora_settings
     fits = []
-    for name, gpt in MODELS:
+    for name, gpt in released_models():
         full = GpuPreset(gpt, gpu_gb, {}, lora=False).computed()
-        lora = GpuPreset(gpt, gpu_gb, {}, lora=True, lora_settings=lora_settings).computed()
+        lora = GpuPreset(gpt, gpu_gb, {}, lora=True, lora_settings=LORA_SETTINGS).computed()
         fits.append(CardFit(name, full, lora))
     return fits
 

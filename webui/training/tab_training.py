@@ -130,7 +130,7 @@ def _form_column(values: dict[str, Any], preset_name: str) -> FormColumn:
     shown = mark_view.initial_view(values, preset_name)
     marks, counts = shown[mark_view.SHOWN_KEY], shown[mark_view.COUNTS_KEY]
     with gr.Row(equal_height=True):
-        preset = gr.Dropdown(list(tf.PRESETS), value=preset_name, label="Preset", elem_id="train-preset", scale=3)
+        preset = gr.Dropdown(list(tf.preset_names()), value=preset_name, label="Preset", elem_id="train-preset", scale=3)
         apply_preset = gr.Button("Apply preset", elem_id="train-apply-preset", scale=1)
     with gr.Accordion("Save or load the form (YAML)", open=False, elem_id="train-yaml-section"):
         save_yaml = gr.Button("Save form as YAML", elem_id="train-save-yaml")

@@ -26,16 +26,10 @@ from webui.jobs import launcher
 from webui.jobs.launcher import LAUNCH_KEYS, LAUNCH_OPTIONS, TRAINER_MODULE, LaunchError
 from webui.training.field_titles import title_of
 from webui.training.presets import DEMO_PRESET as DEMO_PRESET
-from webui.training.presets import DEMO_PRESETS, preset_settings
-from webui.training.presets import DEMO_V2_PRESET as DEMO_V2_PRESET
-from webui.training.presets import DEMO_V25_PRESET as DEMO_V25_PRESET
-from webui.training.presets import GPU24_PRESET as GPU24_PRESET
-from webui.training.presets import GPU80_PRESET as GPU80_PRESET
-from webui.training.presets import GPU80_V25_PRESET as GPU80_V25_PRESET
-from webui.training.presets import LORA24_V25_PRESET as LORA24_V25_PRESET
-from webui.training.presets import PRESETS as PRESETS
 from webui.training.presets import S2MEL_FULL24_PRESET as S2MEL_FULL24_PRESET
 from webui.training.presets import S2MEL_LORA12_PRESET as S2MEL_LORA12_PRESET
+from webui.training.presets import demo_presets, preset_settings
+from webui.training.presets import preset_names as preset_names
 
 RESUME = "resume"
 RESUME_AUTO = "auto"
@@ -293,9 +287,9 @@ def demo_preset_files(workspace: Path, preset: str) -> WorkspaceFiles | None:
 
 def apply_preset(name: str, current: dict[str, Any], files: WorkspaceFiles) -> dict[str, Any]:
     """A demo preset resets the trainer's options to ``files`` (that demo's); GPU presets (their memory settings
-    from the memory estimate, ``webui.training.presets``) keep the form's paths. Every preset keeps the launcher fields: they describe the machines, not the recipe."""
+    from the memory estimate, ``trainer.gpu_preset``) keep the form's paths. Every preset keeps the launcher fields: they describe the machines, not the recipe."""
     settings = preset_settings(name)
-    demo = name in DEMO_PRESETS
+    demo = name in demo_presets()
     base = workspace_values(files) if demo else {**default_values(), **current}
     base.update({key: current[key] for key in LAUNCH_KEYS if key in current})
     base.update(settings)
