@@ -1,7 +1,7 @@
 """A generation's demo is its entry's demo facet (issue 37): a generation registered from the tests alone, with a
 demo of its own, gets it built by ``python -m demo``, gets its demo voice project, and its demo preset's files (the
-training form's) are its demo's; no file of demo/ or webui/ names it. (A preset's hyper-parameters are
-webui.training.presets' table: a new generation's demo preset is added there.)"""
+training form's) are its demo's, and the form offers that preset (the shared tiny CPU run, as its entry's
+presets facet names none of its own); no file of demo/ or webui/ names it."""
 
 from __future__ import annotations
 
@@ -103,6 +103,8 @@ def test_a_registered_generation_gets_its_demo_project_and_preset(toy, demo_work
     assert files is not None and files.train_manifest == demo.train_manifest and files.sample_model_dir is None
     assert (files.config, files.output_dir) == (demo.config, workspace / "toy" / "runs" / "demo")
     assert tf.demo_preset_files(workspace, tf.DEMO_PRESET) is None  # the root demo's preset: the workspace's files
+    assert TOY_PRESET in tf.preset_names() and TOY_PRESET in tf.demo_presets()
+    assert tf.apply_preset(TOY_PRESET, {}, files)["train_manifest"] == [str(demo.train_manifest)]
 
 
 def test_a_generation_without_a_demo_folder_has_no_demo(toy, tmp_path):
