@@ -30,8 +30,6 @@ import numpy as np
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
-from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
-from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
 from demo.data import codes_for_text, demo_folder_of, demo_train_argv, paired_gpt_section, stable_int
 from demo.paired_paths import PairedDemoPaths, save_base_gpt, write_demo_utterances, write_pair_manifests
 from demo.v2_audio import write_demo_wavs
@@ -42,6 +40,8 @@ from demo.v25_synthesis import (
     write_synthesis_kit_v25,
 )
 from generations.indextts25 import INDEXTTS25
+from generations.indextts25.data.text_table import DEFAULT_TABLE
+from generations.indextts25.data.tiktoken_table import BASE_VOCAB_SIZE, TABLE_NAME
 
 FOLDER = demo_folder_of(INDEXTTS25)  # <workspace>/FOLDER/: its registry entry's demo folder
 V25_MODEL_DIM = 32

@@ -7,12 +7,12 @@ path:line; generations/ itself may name its generations.
 
 A generation is one folder (issue 37): generations/<name>/ holds its entry (``__init__.py``) and all of its code,
 whatever the layer (tests/layers.py: ``data/`` the data tools' layer, ``demo/`` the demo's, ``ui/`` the web UI's,
-the rest the trainer's), as torchtitan keeps ``models/<name>/``. In the trainer layer outside generations/ (that
-is, trainer/), no file is named for a generation (``v25.py``, ``data_v25.py``, ``pipeline_v2.py``...) and no
+the rest the trainer's), as torchtitan keeps ``models/<name>/``. In the folders of ``NAMING_SCOPE`` (trainer/,
+data_tools/), no file is named for a generation (``v25.py``, ``data_v25.py``, ``pipeline_v2.py``...) and no
 function or class defined there is (``sample_plan_v15``, ``V2Backend``, ``SynthesizerV25``,
 ``indextts2_folder``...): a generation's code lives in its folder under plain names; shared engines keep neutral
-ones. This naming rule covers trainer/ only for now: data_tools/, demo/ and webui/ still carry generation-named
-modules (later steps of issue 37 move them into generations/<name>/data|demo|ui/), and networks/ keeps its
+ones. The one allowance is ``USER_COMMANDS``: files whose name is a command users type. demo/ and webui/ join the
+scope as their generation-named modules move into generations/<name>/demo|ui/ (issue 37), and networks/ keeps its
 network modules by design.
 """
 
@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from generations.registry import GENERATIONS
-from tests.layers import REPO, path_layer
+from tests.layers import REPO
 
 PACKAGES = ("networks", "data_tools", "trainer", "webui", "generations")
 # The registry and the one recognition rule: the only places that may name a generation's version.
@@ -45,7 +45,11 @@ def _spells_demo_folder(node: ast.AST) -> bool:
 # word (``MelSettings25``, ``gpt25``), or the generation's name (``indextts2``, ``IndexTTS25``).
 GENERATION_MARKER = re.compile(r"(?:^|_)[vV](?:15|2|25)(?:_|$)|V(?:15|2|25)(?=[A-Z_]|$)|(?<=[a-z])(?:15|25)(?=[A-Z_]|$)"
                                r"|(?i:indextts_?(?:15|2|25))")
-NAMING_SCOPE = "trainer"  # the layer the naming rule covers (outside generations/), for now
+NAMING_SCOPE = ("trainer/", "data_tools/")  # the folders the naming rule covers (generations/ is outside them)
+# Commands README documents and users type, each a few lines handing over to its generation's folder
+# (``python -m data_tools.prepare_v2`` runs generations/indextts2/data/prepare.py): their file names keep the
+# generation's marker so no user's command line breaks; what they define is still held to the rule.
+USER_COMMANDS = frozenset({"data_tools/prepare_v2.py", "data_tools/prepare_v25.py"})
 GENERATION_PACKAGES = "generations/"
 
 
@@ -120,13 +124,13 @@ also_fine = ("v2", workspace / "runs", "v2.5/x")
 
 
 def generation_named(files: dict[str, str]) -> list[str]:
-    """Each file of the trainer layer outside generations/ (trainer/) named for a generation ('path'), and each
+    """Each file in ``NAMING_SCOPE`` named for a generation ('path'; ``USER_COMMANDS`` excepted), and each
     function or class defined in one whose name is ('path:line: name'); ``files``: repository path -> source."""
     found: list[str] = []
     for where, source in sorted(files.items()):
-        if path_layer(where) != NAMING_SCOPE or where.startswith(GENERATION_PACKAGES):
+        if not where.startswith(NAMING_SCOPE) or where.startswith(GENERATION_PACKAGES):
             continue
-        if GENERATION_MARKER.search(Path(where).stem):
+        if GENERATION_MARKER.search(Path(where).stem) and where not in USER_COMMANDS:
             found.append(f"{where}: a file named for a generation")
         for node in ast.walk(ast.parse(source, where)):
             if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -135,10 +139,12 @@ def generation_named(files: dict[str, str]) -> list[str]:
     return found
 
 
-def test_no_trainer_file_or_definition_outside_the_generation_packages_is_named_for_one():
+def test_no_file_or_definition_in_the_naming_scope_is_named_for_a_generation():
     files = {path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
-             for path in sorted((REPO / "trainer").rglob("*.py"))}
-    assert len(files) > 100 and (REPO / GENERATION_PACKAGES).is_dir()  # trainer/ was read
+             for folder in NAMING_SCOPE for path in sorted((REPO / folder).rglob("*.py"))}
+    for folder in NAMING_SCOPE:  # each folder was read
+        assert sum(where.startswith(folder) for where in files) > 50, folder
+    assert (REPO / GENERATION_PACKAGES).is_dir() and all((REPO / command).is_file() for command in USER_COMMANDS)
     found = generation_named(files)
     assert found == [], ("move it into its generation's folder (generations/<name>/) under a plain name, "
                          "or give a shared engine a neutral one:\n" + "\n".join(found))
@@ -172,9 +178,21 @@ def top_k_of(): pass
         "generations/indextts25/model.py": "def is_v25_table(): pass",  # inside its package: allowed
         "generations/indextts25/ui/section_v25.py": "def build_v25(): pass",  # its web UI, in its folder: allowed
         "webui/data/prepare_v25_section.py": "def build_v25(): pass",  # outside the rule's scope for now
+        "data_tools/check_pairs_v25.py": "",
+        "data_tools/tokenizer/tiktoken25.py": "class Tiktoken25: pass",
+        "data_tools/item_files.py": "class PairFactsV25: pass\ndef inspect_pair(): pass",
+        "data_tools/prepare_v2.py": "from generations.indextts2.data.prepare import main",  # a user's command
+        "data_tools/prepare_v25.py": "def prepare_v25(): pass",  # a user's command, but its definitions are held
+        "data_tools/prepare_v15.py": "",  # not one of the commands
     }
     found = generation_named(planted)
     assert found == [
+        "data_tools/check_pairs_v25.py: a file named for a generation",
+        "data_tools/item_files.py:1: PairFactsV25 is named for a generation",
+        "data_tools/prepare_v15.py: a file named for a generation",
+        "data_tools/prepare_v25.py:1: prepare_v25 is named for a generation",
+        "data_tools/tokenizer/tiktoken25.py: a file named for a generation",
+        "data_tools/tokenizer/tiktoken25.py:1: Tiktoken25 is named for a generation",
         "trainer/data_v25.py: a file named for a generation",
         "trainer/indextts2_kit.py: a file named for a generation",
         "trainer/samples.py:2: sample_plan_v15 is named for a generation",

@@ -74,7 +74,7 @@ def untrained_marks_v25(options: dict[str, Any], stamps: dict[str, Any], base_si
                         ) -> tuple[list[str], list[int], list[str]] | None:
     """(the text's chunks, the marked ones' positions, their names) or None when nothing is marked or the run's
     tokenizer cannot be opened. ``stamps``: the table's and the merges file's."""
-    from data_tools.tokenizer.tiktoken25 import TableError
+    from generations.indextts25.data.tiktoken_table import TableError
     from trainer.errors import UsageError
 
     language = detect_language(text)

@@ -11,8 +11,9 @@ from functools import lru_cache
 
 import pandas as pd
 
-from data_tools.text_tokenizer_v25 import DEFAULT_SCHEME, TEXT_SCHEMES, TextTokenizerV25
-from data_tools.tokenizer.tiktoken25 import TableError
+from generations.indextts25.data.text_table import DEFAULT_SCHEME, TEXT_SCHEMES
+from generations.indextts25.data.text_table import TextTable as TextTokenizerV25
+from generations.indextts25.data.tiktoken_table import TableError
 
 SAMPLE_V25 = "ሰላም ለዓለም። ኢትዮጵያ ውብ ሀገር ናት።"
 COLUMNS = ["scheme", "tokens", "characters", "tokens per character", "ids with prefix", "text rows"]
