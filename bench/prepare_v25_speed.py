@@ -73,14 +73,14 @@ def main() -> int:
         kit, audio = build(root, args.utterances, args.width, args.max_seconds)
         start = time.perf_counter()
         load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                        w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                        text_scheme="merges", text_merges=None, device=device)
+                    w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                    text_scheme="merges", text_merges=None, device=device)
         load_s = time.perf_counter() - start
         rates: dict[str, list[float]] = {"bare": [], "prepare": []}
         batches = 0
         for k in range(max(1, args.repeats)):
             report = prepare(audio, root / f"out{k}", kit.config, w2v_bert=str(kit.w2v_bert), language="am",
-                                 device=str(device), batch_seconds=args.batch_seconds, max_batch_items=64)
+                             device=str(device), batch_seconds=args.batch_seconds, max_batch_items=64)
             assert report.new == args.utterances and not report.skipped, report.summary()
             rates["prepare"].append(report.utterances_per_s)
             rates["bare"].append(report.new / report.model_s)

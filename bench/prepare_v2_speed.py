@@ -96,8 +96,8 @@ def main() -> int:
                    "device": str(device), "batch_seconds": args.batch_seconds, "max_batch_items": 64}
         start = time.perf_counter()
         models = load_models(load_config(files["config"]), gpt=files["gpt"], codec=files["codec"],
-                                w2v_bert=str(files["w2v"]), w2v_stats=files["stats"], tokenizer=files["tokenizer"],
-                                device=device)
+                             w2v_bert=str(files["w2v"]), w2v_stats=files["stats"], tokenizer=files["tokenizer"],
+                             device=device)
         load_s = time.perf_counter() - start
         preparer = ItemPreparer(models=models, fingerprint="bench", min_duration=0.0, max_duration=1e9)
         items, _ = read_inputs(files["audio"])

@@ -118,8 +118,8 @@ def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     return finish_pair_chunk(result, result.ids, entry_lines, durations)
 
 
-def check_drop(result: ChunkResult, settings: CheckSettings, entry: PairEntry | indextts25_manifest.PairEntry, lineno: int,
-               text_len: int, code_len: int, text_limit_note: str = "") -> None:
+def check_drop(result: ChunkResult, settings: CheckSettings, entry: PairEntry | indextts25_manifest.PairEntry,
+               lineno: int, text_len: int, code_len: int, text_limit_note: str = "") -> None:
     """An error when the trainer would drop the pair (``drop_reason``); ``text_limit_note`` says how text counts."""
     reason = drop_reason(text_len, code_len, 0, settings.limits())
     if reason is not None:

@@ -33,7 +33,8 @@ PROMPT_FIELDS = ("prompt_id", "prompt_audio_path", "prompt_condition_path", "pro
                  "prompt_emo_vec_path", "prompt_duration", "prompt_spk_vec_path")
 
 
-def _read_pairs(manifest: Path, v25: bool = False) -> tuple[list[PairEntry | indextts25_manifest.PairEntry], list[dict]]:
+def _read_pairs(manifest: Path, v25: bool = False
+                ) -> tuple[list[PairEntry | indextts25_manifest.PairEntry], list[dict]]:
     from data_tools.manifest import iter_lines
 
     parse = indextts25_manifest.parse_pair_object if v25 else parse_pair_object

@@ -57,9 +57,9 @@ def fixture_models(tmp_path_factory, demo_workspace):
 
     save_config(config, folder / "config.yaml")
     return load_models(load_config(folder / "config.yaml"), gpt=shared_file(*FIXTURES, "tiny_gpt_v2_audio.pth"),
-                          codec=shared_file(*FIXTURES, "tiny_semantic_codec.pth"), w2v_bert=str(folder / "w2v"),
-                          w2v_stats=shared_file(*FIXTURES, "tiny_w2v_stats.pt"),
-                          tokenizer=Path(demo_workspace.extended_tokenizer), device=torch.device("cpu"))
+                       codec=shared_file(*FIXTURES, "tiny_semantic_codec.pth"), w2v_bert=str(folder / "w2v"),
+                       w2v_stats=shared_file(*FIXTURES, "tiny_w2v_stats.pt"),
+                       tokenizer=Path(demo_workspace.extended_tokenizer), device=torch.device("cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_compute_writes_true_lengths_never_the_batch_padding(fixture_models, dat
     from dataclasses import replace
 
     preparer = ItemPreparer(models=replace(fixture_models, max_codes=75), fingerprint="x", min_duration=0.0,
-                          max_duration=10.0)
+                            max_duration=10.0)
     loaded = []
     for index, utt in enumerate(dataprep["per_utt"]):
         features, frames = features_of(fixture_models.extractor, utt["wav_16k"].numpy())
@@ -144,7 +144,7 @@ def test_every_prepared_value_is_the_same_whatever_the_batch_companions(fixture_
     from generations.indextts2.data.prepare import LoadedItem
 
     preparer = ItemPreparer(models=replace(fixture_models, max_codes=1000), fingerprint="x", min_duration=0.0,
-                          max_duration=10.0)
+                            max_duration=10.0)
     loaded = []
     for index, utt in enumerate(dataprep["per_utt"]):
         features, frames = features_of(fixture_models.extractor, utt["wav_16k"].numpy())
@@ -210,7 +210,7 @@ def prepare_argv(ws: DemoV2Paths, source: Path, out: Path, *extra: str) -> list[
 
 def run_prepare(ws: DemoV2Paths, source: Path, out: Path, **options):
     return prepare(source, out, ws.config, codec=ws.kit.codec, w2v_bert=str(ws.kit.w2v_bert),
-                      tokenizer=ws.extended_tokenizer, language="am", device="cpu", **options)
+                   tokenizer=ws.extended_tokenizer, language="am", device="cpu", **options)
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
@@ -248,7 +248,7 @@ def test_killed_mid_batch_then_rerun_gives_the_files_of_an_uninterrupted_run(v2_
     other_codec = tmp_path / f"codec_copy{v2_ws.kit.codec.suffix}"
     shutil.copy(v2_ws.kit.codec, other_codec)  # another file: the finished items are not trusted for it
     changed = prepare(v2_ws.audio, out, v2_ws.config, codec=other_codec, w2v_bert=str(v2_ws.kit.w2v_bert),
-                         tokenizer=v2_ws.extended_tokenizer, language="am", device="cpu", batch_seconds=4.0)
+                      tokenizer=v2_ws.extended_tokenizer, language="am", device="cpu", batch_seconds=4.0)
     assert changed.redone == 12 and changed.new == 12 and changed.resumed == 0
     assert "12 item(s) prepared earlier with other models or settings" in changed.summary()
 
@@ -357,8 +357,8 @@ def test_layers_after_17_are_dropped_with_bitwise_equal_features(v2_ws, tmp_path
     full.save_pretrained(tmp_path / "w2v24")
     build_feature_extractor().save_pretrained(tmp_path / "w2v24")
     models = load_models(load_config(v2_ws.config), gpt=v2_ws.base_checkpoint, codec=v2_ws.kit.codec,
-                            w2v_bert=str(tmp_path / "w2v24"), w2v_stats=v2_ws.kit.w2v_stats,
-                            tokenizer=v2_ws.extended_tokenizer, device=torch.device("cpu"))
+                         w2v_bert=str(tmp_path / "w2v24"), w2v_stats=v2_ws.kit.w2v_stats,
+                         tokenizer=v2_ws.extended_tokenizer, device=torch.device("cpu"))
     assert len(models.semantic.model.encoder.layers) == 17
     wave = load_community_audio(sorted(v2_ws.audio.rglob("*.wav"))[0])[1]
     features, mask = pad_features(models.extractor, [features_of(models.extractor, wave)])

@@ -211,8 +211,8 @@ def test_clips_over_the_text_or_code_limits_are_flagged(kit, audio, tmp_path):
 
     # the exact code count, after the models: the same shared rule on the codes the clip gives
     models = load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+                         w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                         text_scheme="merges", text_merges=None, device=torch.device("cpu"))
     wave = load_audio_16k(wav)
     features, frames = features_of(models.extractor, wave)
     loaded = LoadedItem(audio_16k=wave, features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))
@@ -242,7 +242,7 @@ def test_refuses_a_codec_that_does_not_fit_in_one_line(kit, audio, tmp_path):
 def test_items_without_a_language_are_flagged(kit, audio, tmp_path):
     skipped = []
     report = prepare(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
-                         on_skip=skipped.append)
+                     on_skip=skipped.append)
     assert report.utterances == 0 and len(skipped) == 12
     assert all(s.reason.startswith("no language: IndexTTS-2.5 needs each item's language") for s in skipped)
 
@@ -279,8 +279,8 @@ def test_an_item_alone_gives_what_the_2_5_inference_steps_give(kit, audio):
     from networks.prep25 import load_speaker_prompt, prepare_audio
 
     models = load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+                         w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                         text_scheme="merges", text_merges=None, device=torch.device("cpu"))
     preparer = ItemPreparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
     wav = sorted(audio.rglob("*.wav"))[3]
     item = SourceItem("x", "x", wav, wav.with_suffix(".txt").read_text(encoding="utf-8").strip(), "s", "am", "l:1")
@@ -295,8 +295,8 @@ def test_an_item_alone_gives_what_the_2_5_inference_steps_give(kit, audio):
 def test_every_prepared_value_is_the_same_whatever_the_batch_companions(kit, audio):
     """Batches of 1, 2 and 64 (all 12 clips in one) give equal outputs: codes exactly, vectors within 1e-5."""
     models = load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+                         w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                         text_scheme="merges", text_merges=None, device=torch.device("cpu"))
     preparer = ItemPreparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
     loaded = []
     for index, wav in enumerate(sorted(audio.rglob("*.wav"))):
@@ -344,7 +344,7 @@ def test_one_clip_per_speaker_writes_no_empty_pairs_and_a_rerun_sweeps_temp_file
 def test_items_in_an_unknown_language_are_flagged(kit, audio, tmp_path):
     skipped = []
     report = prepare(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
-                         language="amh", on_skip=skipped.append)
+                     language="amh", on_skip=skipped.append)
     assert report.utterances == 0 and len(skipped) == 12
     assert all(s.reason.startswith("unknown language: language 'amh' is not a code") for s in skipped), skipped[0]
 

@@ -93,7 +93,7 @@ def config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes
 
 
 def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: TextTable, dtype: str,
-                   source: Path, movement: BaseMovement | None, language: str) -> str:
+               source: Path, movement: BaseMovement | None, language: str) -> str:
     lines = [
         "# IndexTTS-2.5 GPT fine-tune",
         "",

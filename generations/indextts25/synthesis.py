@@ -245,7 +245,7 @@ class SynthesizerV25(S2MelSynthesizer):
             tokenizer = exported_tokenizer(table) if chosen == "merges" and merges is None else None
             if tokenizer is None:
                 tokenizer = TextTable(table, scheme=chosen,
-                                             merges=(merges or DEFAULT_MERGES) if chosen == "merges" else None)
+                                      merges=(merges or DEFAULT_MERGES) if chosen == "merges" else None)
         except (TableError, OSError) as exc:
             raise SynthesisError(" ".join(str(exc).split())) from None
         if recorded is None:  # an export's or a bare gpt.pth: upstream's row order

@@ -122,8 +122,8 @@ class ItemPreparer(paired_prep.PairedPreparer):
                 continue
             out = run_models(self.models, *paired_prep.pad_features(self.models.extractor, [(loaded.features, frames)]))
             results.append(ItemResult(text_ids=loaded.text_ids, codes=out.codes[0, :frames].numpy().astype(np.int32),
-                                    condition=out.conditioning[0].numpy().astype(np.float32),
-                                    emo_vec=out.emo_vec[0].numpy().astype(np.float32)))
+                                      condition=out.conditioning[0].numpy().astype(np.float32),
+                                      emo_vec=out.emo_vec[0].numpy().astype(np.float32)))
         return results
 
     def write(self, out_dir: Path, item: SourceItem, result: ItemResult) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, 
                 ) -> tuple[list[dict[str, Any]], list[str]]:
     """IndexTTS2 paired lines (``data_tools.pairs_manifest``): the prompt's conditioning latents with the target."""
     return paired_lines.pair_lines(utterances, pairs_per_target, seed,
-                                  prompt_fields=("condition_path", "condition_len"))
+                                   prompt_fields=("condition_path", "condition_len"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def add_s2mel_files(out: Path, cfg: Mapping[str, Any], config_path: Path, audio_
 
 
 def prepare(input_path: str | Path, out_dir: str | Path, config: str | Path, *, codec: str | Path,
-               gpt: str | Path | None = None, tokenizer: str | Path | None = None, **options: Any) -> PrepareReport:
+            gpt: str | Path | None = None, tokenizer: str | Path | None = None, **options: Any) -> PrepareReport:
     """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs.
     ``options``: the shared ones (``paired_prep.RunOptions``: w2v_bert, language, device, progress...)."""
     started = time.perf_counter()
@@ -200,10 +200,10 @@ def prepare(input_path: str | Path, out_dir: str | Path, config: str | Path, *, 
     items, skipped = paired_prep.read_items(input_path, opts)
     torch_device = paired_prep.resolve_device(opts.device)
     models = load_models(cfg, gpt=gpt_path, codec=codec_path, w2v_bert=opts.w2v_bert, w2v_stats=stats_path,
-                            tokenizer=tokenizer_path, device=torch_device)
+                         tokenizer=tokenizer_path, device=torch_device)
     preparer = ItemPreparer(models=models, **opts.durations(longest_seconds(models.max_codes, ID_2)),
-                          fingerprint=settings_fingerprint(cfg, gpt_path, codec_path, opts.w2v_bert, stats_path,
-                                                           tokenizer_path))
+                            fingerprint=settings_fingerprint(cfg, gpt_path, codec_path, opts.w2v_bert, stats_path,
+                                                             tokenizer_path))
     manifests = paired_prep.Manifests(utterance_entry=utterance_entry, build_pairs=build_pairs,
                                       add_s2mel_files=lambda out, audio: add_s2mel_files(out, cfg, config_path, audio))
     return paired_prep.run_paired(items, skipped, preparer, Path(out_dir).absolute(), manifests, opts,

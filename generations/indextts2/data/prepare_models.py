@@ -86,7 +86,7 @@ def gpt_state_dict(path: Path) -> Mapping[str, Any]:
 
 
 def load_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_bert: str, w2v_stats: Path,
-                   tokenizer: Path, device: Any) -> PreparationModels:
+                tokenizer: Path, device: Any) -> PreparationModels:
     """Load every network strictly (a wrong file is refused in one line naming the first bad key)."""
     import torch
 
@@ -119,8 +119,9 @@ def load_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_bert: 
         for module in (semantic, codec_model, gpt_model):
             module.to(device).eval()
     return PreparationModels(extractor=extractor, semantic=semantic, codec=codec_model, gpt=gpt_model,
-                    tokenizer=text_tokenizer, device=device, max_text_tokens=int(config["gpt"]["max_text_tokens"]),
-                    max_codes=int(config["gpt"]["max_mel_tokens"]))
+                             tokenizer=text_tokenizer, device=device,
+                             max_text_tokens=int(config["gpt"]["max_text_tokens"]),
+                             max_codes=int(config["gpt"]["max_mel_tokens"]))
 
 
 @dataclass

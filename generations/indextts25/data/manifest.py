@@ -31,7 +31,7 @@ from data_tools.shape_rules import DataLimits
 from generations.indextts25.data.tiktoken_table import unknown_language
 
 PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
-                   "target_codes_path", "target_audio_path", "prompt_audio_path")
+               "target_codes_path", "target_audio_path", "prompt_audio_path")
 TEXT_SCHEMES = ("bytes", "merges", "translit")  # generations.indextts25.data.text_table's (kept free of its imports)
 
 
@@ -47,7 +47,7 @@ class PairEntry(pair_fields.PairLine):
 
 
 def parse_pair_object(obj: dict, manifest: Path, lineno: int,
-                          default_language: str | None = None) -> PairEntry:
+                      default_language: str | None = None) -> PairEntry:
     """One 2.5 paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
     if detect_format(obj) != FORMAT_V25:
         raise ManifestError(manifest, lineno, "not an IndexTTS-2.5 paired line (no 'prompt_spk_vec_path')")
@@ -93,7 +93,7 @@ def parse_pair_object(obj: dict, manifest: Path, lineno: int,
 
 
 def parse_pair_line(raw: str, manifest: Path, lineno: int,
-                        default_language: str | None = None) -> PairEntry | None:
+                    default_language: str | None = None) -> PairEntry | None:
     if not raw.strip():
         return None
     return parse_pair_object(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)

@@ -164,8 +164,8 @@ class ItemPreparer(paired_prep.PairedPreparer):
                 results.append(problem)
                 continue
             results.append(ItemResult(text_ids=loaded.text_ids, codes=out.codes[row, :count].numpy().astype(np.int32),
-                                     spk_vec=out.spk_vec[row].numpy().astype(np.float32),
-                                     emo_vec=out.emo_vec[row].numpy().astype(np.float32)))
+                                      spk_vec=out.spk_vec[row].numpy().astype(np.float32),
+                                      emo_vec=out.emo_vec[row].numpy().astype(np.float32)))
         return results
 
     def write(self, out_dir: Path, item: SourceItem, result: ItemResult) -> dict[str, Any]:
@@ -186,8 +186,9 @@ def utterance_entry(item: SourceItem, record: Mapping[str, Any], text_scheme: st
 
 
 def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
-                    ) -> tuple[list[dict[str, Any]], list[str]]:
-    """2.5 paired lines (``generations.indextts25.data.manifest``): the prompt's CAM++ vector, the target's text scheme."""
+                ) -> tuple[list[dict[str, Any]], list[str]]:
+    """2.5 paired lines (``generations.indextts25.data.manifest``): the prompt's CAM++ vector, the target's text
+    scheme."""
     return paired_lines.pair_lines(utterances, pairs_per_target, seed, prompt_fields=("spk_vec_path",),
                       target_fields={"text_scheme": "text_scheme"})
 
@@ -212,8 +213,8 @@ def _hub_file(folder: Path, name: str) -> Path:
 
 
 def prepare(input_path: str | Path, out_dir: str | Path, config: str | Path, *, codec: str | Path | None = None,
-                gpt: str | Path | None = None, campplus: str | Path | None = None, tokenizer: str | Path | None = None,
-                text_scheme: str = "merges", text_merges: str | Path | None = None, **options: Any) -> PrepareReport:
+            gpt: str | Path | None = None, campplus: str | Path | None = None, tokenizer: str | Path | None = None,
+            text_scheme: str = "merges", text_merges: str | Path | None = None, **options: Any) -> PrepareReport:
     """Prepare ``input_path`` into ``out_dir`` (see the module docstring); raises PrepareError on bad inputs.
     ``options``: the shared ones (``paired_prep.RunOptions``: w2v_bert, language, device, progress...)."""
     from generations.indextts25.data.text_table import DEFAULT_TABLE
@@ -242,10 +243,10 @@ def prepare(input_path: str | Path, out_dir: str | Path, config: str | Path, *, 
     items, skipped = paired_prep.read_items(input_path, opts)
     torch_device = paired_prep.resolve_device(opts.device)
     models = load_models(cfg, gpt=files["gpt"], codec=files["codec"], campplus=files["campplus"],
-                             w2v_bert=opts.w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
-                             text_scheme=text_scheme, text_merges=files.get("text_merges"), device=torch_device)
+                         w2v_bert=opts.w2v_bert, w2v_stats=files["w2v_stats"], table=files["tokenizer"],
+                         text_scheme=text_scheme, text_merges=files.get("text_merges"), device=torch_device)
     preparer = ItemPreparer(models=models, **opts.durations(longest_seconds(int(models.limits.max_codes or 0), ID_25)),
-                           fingerprint=settings_fingerprint(cfg, files, opts.w2v_bert, models.tokenizer))
+                            fingerprint=settings_fingerprint(cfg, files, opts.w2v_bert, models.tokenizer))
     scheme = models.tokenizer.scheme
 
     def add_s2mel(out: Path, audio_of_stem: Mapping[str, Path]) -> None:

@@ -48,8 +48,8 @@ class PreparationModels:
 
 
 def load_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, campplus: Path, w2v_bert: str,
-                    w2v_stats: Path, table: Path, text_scheme: str, text_merges: Path | None,
-                    device: Any) -> PreparationModels:
+                w2v_stats: Path, table: Path, text_scheme: str, text_merges: Path | None,
+                device: Any) -> PreparationModels:
     """Load every network strictly (a wrong file is refused in one line naming the first bad key)."""
     import torch
 
@@ -88,7 +88,7 @@ def load_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, campplus: 
     limits = DataLimits(max_text_tokens=int(config["gpt"]["max_text_tokens"]),
                         max_codes=int(config["gpt"]["max_mel_tokens"]))
     return PreparationModels(extractor=extractor, semantic=semantic, codec=codec_model, campplus=style, gpt=gpt_model,
-                     tokenizer=tokenizer, device=device, limits=limits)
+                             tokenizer=tokenizer, device=device, limits=limits)
 
 
 @dataclass
