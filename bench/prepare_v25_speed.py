@@ -35,10 +35,10 @@ import torch
 from bench.report import headline
 from data_tools.config import load_config
 from data_tools.paired_prep import resolve_device
-from data_tools.prepare_v25 import prepare_v25
-from data_tools.prepare_v25_models import load_v25_models
-from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
 from demo.voices import synthetic_voice
+from generations.indextts25.data.prepare import prepare
+from generations.indextts25.data.prepare_models import load_models
+from generations.indextts25.data.text_table import DEFAULT_TABLE
 from generations.indextts25.demo.prep_kit import write_prep_kit
 
 WORDS = ("ሰላም", "ኢትዮጵያ", "አዲስ", "አበባ", "ቋንቋ", "መጽሐፍ", "ትምህርት", "ቤት", "ውሃ", "ዛሬ", "ነገ", "ጥሩ")
@@ -72,15 +72,15 @@ def main() -> int:
         root = Path(tmp)
         kit, audio = build(root, args.utterances, args.width, args.max_seconds)
         start = time.perf_counter()
-        load_v25_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                        w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                        text_scheme="merges", text_merges=None, device=device)
+        load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
+                    w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                    text_scheme="merges", text_merges=None, device=device)
         load_s = time.perf_counter() - start
         rates: dict[str, list[float]] = {"bare": [], "prepare": []}
         batches = 0
         for k in range(max(1, args.repeats)):
-            report = prepare_v25(audio, root / f"out{k}", kit.config, w2v_bert=str(kit.w2v_bert), language="am",
-                                 device=str(device), batch_seconds=args.batch_seconds, max_batch_items=64)
+            report = prepare(audio, root / f"out{k}", kit.config, w2v_bert=str(kit.w2v_bert), language="am",
+                             device=str(device), batch_seconds=args.batch_seconds, max_batch_items=64)
             assert report.new == args.utterances and not report.skipped, report.summary()
             rates["prepare"].append(report.utterances_per_s)
             rates["bare"].append(report.new / report.model_s)

@@ -39,12 +39,12 @@ from bench.report import headline
 from data_tools.batch_prep import Planned, plan_batches
 from data_tools.config import load_config, save_config
 from data_tools.paired_prep import pad_features, resolve_device
-from data_tools.prepare_v2 import V2Preparer, prepare_v2
-from data_tools.prepare_v2_models import load_v2_models, run_models
 from data_tools.preprocess_inputs import read_inputs
 from data_tools.tokenizer import train_tokenizer
 from demo.feature_kit import write_feature_kit
 from demo.voices import synthetic_voice
+from generations.indextts2.data.prepare import ItemPreparer, prepare
+from generations.indextts2.data.prepare_models import load_models, run_models
 from generations.indextts2.demo.build import demo_config as demo_config_v2
 from networks import indextts2
 
@@ -96,11 +96,11 @@ def main() -> int:
                    "w2v_stats": files["stats"], "tokenizer": files["tokenizer"], "language": "am",
                    "device": str(device), "batch_seconds": args.batch_seconds, "max_batch_items": 64}
         start = time.perf_counter()
-        models = load_v2_models(load_config(files["config"]), gpt=files["gpt"], codec=files["codec"],
-                                w2v_bert=str(files["w2v"]), w2v_stats=files["stats"], tokenizer=files["tokenizer"],
-                                device=device)
+        models = load_models(load_config(files["config"]), gpt=files["gpt"], codec=files["codec"],
+                             w2v_bert=str(files["w2v"]), w2v_stats=files["stats"], tokenizer=files["tokenizer"],
+                             device=device)
         load_s = time.perf_counter() - start
-        preparer = V2Preparer(models=models, fingerprint="bench", min_duration=0.0, max_duration=1e9)
+        preparer = ItemPreparer(models=models, fingerprint="bench", min_duration=0.0, max_duration=1e9)
         items, _ = read_inputs(files["audio"])
         loaded = {item.stem: preparer.load(item) for item in items}
         planned = [Planned(item, soundfile.info(str(item.audio)).duration) for item in items]
@@ -121,7 +121,7 @@ def main() -> int:
         for k in range(max(1, args.repeats)):
             if args.separate_loop:
                 rates["separate loop"].append(bare())
-            report = prepare_v2(files["audio"], root / f"out{k}", files["config"], **options)
+            report = prepare(files["audio"], root / f"out{k}", files["config"], **options)
             assert report.new == len(items) and not report.skipped, report.summary()
             rates["prepare"].append(report.utterances_per_s)
             rates["bare"].append(report.new / report.model_s)

@@ -4,7 +4,7 @@
 
 The corpus (default: ``../shared/corpora/amharic_libreoffice_ui.txt``, else the demo's Amharic corpus) is
 split by line number: every ``--heldout-every``-th line is held out. Side by side, through the one front-end
-(``data_tools.text_tokenizer_v25``: studio normalisation, scheme, inference's character map, ``<|am|>``):
+(``generations.indextts25.data.text_table``: studio normalisation, scheme, inference's character map, ``<|am|>``):
 
 - ``bytes``: the stock 2.5 table (Amharic as UTF-8 bytes);
 - ``merges``: Ethiopic merges learned on the other lines (for each ``--merges`` size), counted on the held-out
@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.report import headline
 from data_tools.text import language_normalize
-from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, DEFAULT_TABLE, TextTokenizerV25
 from data_tools.tokenizer.ethiopic_merges import learn_merges, save_merges
-from data_tools.tokenizer.tiktoken25 import Tiktoken25
+from generations.indextts25.data.text_table import DEFAULT_MERGES, DEFAULT_TABLE, TextTable
+from generations.indextts25.data.tiktoken_table import TiktokenTable
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpora" / "amharic_libreoffice_ui.txt"
@@ -56,13 +56,13 @@ def main() -> int:
           f"held out {len(heldout)} lines")
 
     rows: list[tuple[str, str, float]] = []
-    bytes_scheme = TextTokenizerV25(DEFAULT_TABLE, "bytes")
-    translit = TextTokenizerV25(DEFAULT_TABLE, "translit")
+    bytes_scheme = TextTable(DEFAULT_TABLE, "bytes")
+    translit = TextTable(DEFAULT_TABLE, "translit")
     for name, texts in (("all", lines), ("held-out", heldout)):
         rows.append(("bytes", name, bytes_scheme.tokens_per_char(texts)))
         rows.append(("translit", name, translit.tokens_per_char(texts)))
 
-    base = Tiktoken25.load(DEFAULT_TABLE)
+    base = TiktokenTable.load(DEFAULT_TABLE)
     start = time.perf_counter()
     learned = learn_merges(base, [language_normalize(line, "am") for line in training], max(args.merges))
     learn_s = time.perf_counter() - start
@@ -72,12 +72,12 @@ def main() -> int:
             path = Path(tmp) / f"merges_{size}.json"
             learned_prefix = type(learned)(learned.tokens[:size], learned.base_sha256, learned.counts[:size])
             save_merges(learned_prefix, base, path)
-            scheme = TextTokenizerV25(DEFAULT_TABLE, "merges", path)
+            scheme = TextTable(DEFAULT_TABLE, "merges", path)
             by_size[size] = scheme.tokens_per_char(heldout)
             rows.append((f"merges {len(learned_prefix.tokens)} (learned on the rest)", "held-out", by_size[size]))
             if size == max(args.merges):
                 english_same = _english_unchanged(args.english, bytes_scheme, scheme)
-    default = TextTokenizerV25(DEFAULT_TABLE, "merges", DEFAULT_MERGES)
+    default = TextTable(DEFAULT_TABLE, "merges", DEFAULT_MERGES)
     rows.append((f"merges {default.added_tokens} (committed default)", "all", default.tokens_per_char(lines)))
 
     width = max(len(row[0]) for row in rows)
@@ -102,7 +102,7 @@ def main() -> int:
     return 0 if english_same else 1
 
 
-def _english_unchanged(path: Path, stock: TextTokenizerV25, extended: TextTokenizerV25) -> bool | str:
+def _english_unchanged(path: Path, stock: TextTable, extended: TextTable) -> bool | str:
     if not path.is_file():
         return "not checked (no English corpus)"
     return all(stock.encode(line, "en") == extended.encode(line, "en") for line in read_lines(path))

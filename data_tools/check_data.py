@@ -215,7 +215,7 @@ def _settings(tokenizer: str | Path | None, config: str | Path | None, language:
         raise CheckUsageError(f"--language {language}: no script known for it (known: {known})")
     values: dict = {}
     if tokenizer is not None and str(tokenizer).endswith(".tiktoken"):  # IndexTTS-2.5's table: with a scheme
-        values.update(_settings_v25(tokenizer, text_scheme, text_merges))
+        values.update(_table_settings(tokenizer, text_scheme, text_merges))
     elif tokenizer is not None:
         from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 
@@ -246,12 +246,12 @@ def _settings(tokenizer: str | Path | None, config: str | Path | None, language:
                          tokenizer=str(tokenizer) if tokenizer is not None else None, **values)
 
 
-def _settings_v25(table: str | Path, scheme: str, merges: str | Path | None) -> dict:
-    from data_tools.check_pairs_v25 import tokenizer_v25
-    from data_tools.tokenizer.tiktoken25 import TableError
+def _table_settings(table: str | Path, scheme: str, merges: str | Path | None) -> dict:
+    from generations.indextts25.data.check import text_table_of
+    from generations.indextts25.data.tiktoken_table import TableError
 
     try:
-        loaded = tokenizer_v25(str(table), scheme, str(merges) if merges else None)
+        loaded = text_table_of(str(table), scheme, str(merges) if merges else None)
     except TableError as exc:
         raise CheckUsageError(f"--tokenizer {table}: {exc}") from None
     return {"text_vocab": loaded.vocab_size, "unk_id": None, "text_scheme": scheme,

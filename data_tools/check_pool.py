@@ -13,10 +13,10 @@ from pathlib import Path
 
 from data_tools.check_chunks import check_codes_chunk
 from data_tools.check_pairs import check_pair_chunk
-from data_tools.check_pairs_v25 import check_pair_chunk_v25
 from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
 from data_tools.manifest import FORMAT_V2, FORMAT_V25
 from data_tools.workers import pool_results
+from generations.indextts25.data import check as indextts25_check
 
 CHUNK_TIMEOUT_S = 900.0
 
@@ -26,7 +26,7 @@ def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     if task.format == FORMAT_V2:
         return check_pair_chunk(task, settings)
     if task.format == FORMAT_V25:
-        return check_pair_chunk_v25(task, settings)
+        return indextts25_check.check_pair_chunk(task, settings)
     return check_codes_chunk(task, settings)
 
 

@@ -1,7 +1,8 @@
 """What a data-checker worker is given and what it gives back: settings, one chunk's byte range, its result.
 
-Shared by the per-line checkers (``data_tools.check_chunks``, ``check_pairs``, ``check_pairs_v25``) and the
-merge (``data_tools.check_merge``); plain values so they pickle cheaply between processes.
+Shared by the per-line checkers (``data_tools.check_chunks``, ``check_pairs``,
+``generations.indextts25.data.check``) and the merge (``data_tools.check_merge``); plain values so they pickle
+cheaply between processes.
 """
 
 from __future__ import annotations

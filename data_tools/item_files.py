@@ -169,26 +169,6 @@ def load_emo_vec(path: Path, limits: DataLimits) -> np.ndarray:
     return np.ascontiguousarray(emo, dtype=np.float32)
 
 
-# ----- IndexTTS-2.5 paired manifest ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PairFactsV25:
-    num_codes: int  # target_code_len (or the array's size)
-    codes_size: int
-
-
-def inspect_pair_v25(codes: Path, code_len: int | None, spk_vec: Path, emo_vec: Path,
-                     limits: DataLimits) -> PairFactsV25:
-    """What loading a 2.5 pair needs before training, from the headers: codes count, vector shapes."""
-    num_codes, codes_size = declared_codes_count(codes, code_len)
-    spk = header(spk_vec, "spk vec")
-    check_spk_vec(spk.shape, spk.dtype, spk_vec)
-    emo = header(emo_vec, "emo vec")
-    check_emo_vec(emo.shape, emo.dtype, emo_vec, limits)
-    return PairFactsV25(num_codes, codes_size)
-
-
 def load_spk_vec(path: Path) -> np.ndarray:
     vec = array(path, "spk vec")
     check_spk_vec(vec.shape, vec.dtype, path)

@@ -2,7 +2,7 @@
 speaker prompt.
 
 A manifest is a v1.5 codes manifest (``data_tools.manifest``), an IndexTTS2 paired manifest
-(``data_tools.pairs_manifest``) or an IndexTTS-2.5 paired one (``data_tools.pairs_manifest_v25``);
+(``data_tools.pairs_manifest``) or an IndexTTS-2.5 paired one (``generations.indextts25.data.manifest``);
 ``manifest_format`` tells them apart. A codes entry's prompt is itself (``cond_audio``, when it is audio), a pair's
 is its prompt utterance (``prompt_id``, ``prompt_audio_path``).
 """
@@ -26,11 +26,11 @@ from data_tools.manifest import (
 )
 from data_tools.pair_fields import PairLine
 from data_tools.pairs_manifest import parse_pair_line
-from data_tools.pairs_manifest_v25 import parse_pair_line_v25
+from generations.indextts25.data import manifest as indextts25_manifest
 
 LineParser = Callable[[str, Path, int], ManifestLine | None]  # (raw line, manifest, line number) -> entry or None
 LINE_PARSERS: dict[str, LineParser] = {FORMAT_V15: parse_manifest_line, FORMAT_V2: parse_pair_line,
-                                       FORMAT_V25: parse_pair_line_v25}
+                                       FORMAT_V25: indextts25_manifest.parse_pair_line}
 
 
 def iter_entries(path: str | Path, fmt: str | None = None) -> Iterator[ManifestLine | ManifestError]:

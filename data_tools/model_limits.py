@@ -110,10 +110,10 @@ def _default_tokenizer(config: Path, cfg: dict[str, Any], generation: str) -> Pa
 def load_text_tokenizer(path: str | Path, generation: str, language: str | None) -> Any:
     """The tokenizer that counts a text's tokens for ``generation`` (``encode(text, language)``), torch-free."""
     if generation == ID_25:
-        from data_tools.text_tokenizer_v25 import TextTokenizerV25
+        from generations.indextts25.data.text_table import TextTable
 
         try:
-            return TextTokenizerV25(path)
+            return TextTable(path)
         except (OSError, ValueError) as exc:
             raise LimitsError(f"tokenizer {path}: {exc}") from None
     from data_tools.text_tokenizer import TextTokenizer, TokenizerError

@@ -1,5 +1,5 @@
 """What every generation's paired manifest line has alike (IndexTTS2's ``data_tools.pairs_manifest``,
-IndexTTS-2.5's ``data_tools.pairs_manifest_v25``): the pair's identity, the target's text, audio and
+IndexTTS-2.5's ``generations.indextts25.data.manifest``): the pair's identity, the target's text, audio and
 duration, and how those fields are read and bounded. Each format adds the arrays its trainer reads."""
 
 from __future__ import annotations

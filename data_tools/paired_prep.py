@@ -69,8 +69,8 @@ def resolve_device(name: str) -> Any:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The options every paired generation's preparation takes (keyword arguments of ``prepare_v2`` and
-    ``prepare_v25``; their CLIs' shared flags, ``data_tools.prepare_cli``)."""
+    """The options every paired generation's preparation takes (keyword arguments of the generations'
+    ``data.prepare.prepare``; their CLIs' shared flags, ``data_tools.prepare_cli``)."""
 
     w2v_bert: str = DEFAULT_W2V_BERT
     w2v_stats: str | Path | None = None

@@ -52,10 +52,10 @@ from data_tools.manifest import (
     parse_manifest_line,
 )
 from data_tools.pairs_manifest import PAIR_PATH_FIELDS
-from data_tools.pairs_manifest_v25 import V25_PATH_FIELDS
 from data_tools.split_pairs import split_pairs
 from data_tools.split_plan import SplitError, SplitItem, leak_keys, plan_split, recording_source
 from data_tools.text_keys import text_key
+from generations.indextts25.data import manifest as indextts25_manifest
 
 PATH_FIELDS = ("codes", "cond_mel", "cond_audio", "audio")
 TEST_FILE = "test.jsonl"
@@ -234,7 +234,7 @@ def _outside_test(items: list[SplitItem], test_items: list[SplitItem], manifest:
 def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path, val_fraction: float, seed: int,
                  held_out_speakers: int, v25: bool = False, by_speaker: bool = False) -> SplitResult:
     split = split_pairs(manifest, val_fraction, seed, held_out_speakers, v25, by_speaker)
-    fields = V25_PATH_FIELDS if v25 else PAIR_PATH_FIELDS
+    fields = indextts25_manifest.PATH_FIELDS if v25 else PAIR_PATH_FIELDS
     for path, rows in ((train_path, split.train_rows), (val_path, split.val_rows)):
         atomic_write_text(path, "".join(json.dumps(_rebase(obj, manifest.parent, out_dir, fields), ensure_ascii=False)
                                         + "\n" for obj in rows))

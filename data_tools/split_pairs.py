@@ -14,8 +14,8 @@ from pathlib import Path
 
 from data_tools.manifest import ManifestError, load_json_object
 from data_tools.pairs_manifest import PairEntry, parse_pair_object
-from data_tools.pairs_manifest_v25 import PairEntryV25, parse_pair_object_v25
 from data_tools.split_plan import SplitError, SplitItem, SplitPlan, plan_split, recording_source
+from generations.indextts25.data import manifest as indextts25_manifest
 
 
 @dataclass
@@ -33,11 +33,12 @@ PROMPT_FIELDS = ("prompt_id", "prompt_audio_path", "prompt_condition_path", "pro
                  "prompt_emo_vec_path", "prompt_duration", "prompt_spk_vec_path")
 
 
-def _read_pairs(manifest: Path, v25: bool = False) -> tuple[list[PairEntry | PairEntryV25], list[dict]]:
+def _read_pairs(manifest: Path, v25: bool = False
+                ) -> tuple[list[PairEntry | indextts25_manifest.PairEntry], list[dict]]:
     from data_tools.manifest import iter_lines
 
-    parse = parse_pair_object_v25 if v25 else parse_pair_object
-    entries: list[PairEntry | PairEntryV25] = []
+    parse = indextts25_manifest.parse_pair_object if v25 else parse_pair_object
+    entries: list[PairEntry | indextts25_manifest.PairEntry] = []
     objects: list[dict] = []
     try:
         for lineno, raw in iter_lines(manifest):
@@ -53,11 +54,11 @@ def _read_pairs(manifest: Path, v25: bool = False) -> tuple[list[PairEntry | Pai
     return entries, objects
 
 
-def _utterance(entry: PairEntry | PairEntryV25, role: str) -> str:
+def _utterance(entry: PairEntry | indextts25_manifest.PairEntry, role: str) -> str:
     """A pair's target or prompt utterance (its id, else its feature file)."""
     if role == "target":
         return entry.target_id or os.path.normpath(entry.codes)
-    prompt_file = entry.spk_vec if isinstance(entry, PairEntryV25) else entry.condition
+    prompt_file = entry.spk_vec if isinstance(entry, indextts25_manifest.PairEntry) else entry.condition
     return entry.prompt_id or os.path.normpath(prompt_file)
 
 

@@ -7,7 +7,7 @@ one folder), so a module there takes its layer from its path:
 - the registry (``generations/__init__.py``, ``spec.py``, ``registry.py``, the shared entry fields
   ``sentencepiece_fields.py``, the entry's facets ``*_facts.py``) and each generation's entry ``generations/<gen>/__init__.py``: the data_tools layer,
   so data tools may ask the registry;
-- ``generations/<gen>/data/``: the data_tools layer (a ``<gen>/data.py`` is the trainer's dataset: trainer layer);
+- ``generations/<gen>/data/``: the data_tools layer (a ``<gen>/dataset.py`` is the trainer's: trainer layer);
 - ``generations/<gen>/demo/``: the demo layer; ``generations/<gen>/ui/``: the webui layer;
 - every other module under generations/: the trainer layer.
 """

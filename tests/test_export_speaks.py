@@ -166,11 +166,11 @@ def test_a_moved_v25_export_speaks_without_its_base_folder(tmp_path, capsys):
 def test_an_exported_merges_table_speaks_as_the_runs_tokenizer(tmp_path):
     """A moved 2.5 merges export has no merges JSON beside it: its extended table (upstream's layout) gives the
     same ids as the run's tokenizer (base table + merges), and the folder says its scheme."""
-    from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, DEFAULT_TABLE, TextTokenizerV25
     from data_tools.tokenizer.ethiopic_merges import write_upstream_table
+    from generations.indextts25.data.text_table import DEFAULT_MERGES, DEFAULT_TABLE, TextTable
     from trainer.synthesis.exported_table import exported_tokenizer, folder_scheme
 
-    runs = TextTokenizerV25(DEFAULT_TABLE, scheme="merges", merges=DEFAULT_MERGES)
+    runs = TextTable(DEFAULT_TABLE, scheme="merges", merges=DEFAULT_MERGES)
     table = tmp_path / DEFAULT_TABLE.name
     write_upstream_table(runs.tokenizer, table)
     exported = exported_tokenizer(table)

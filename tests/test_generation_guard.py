@@ -8,10 +8,11 @@ path:line; generations/ itself may name its generations.
 A generation is one folder (issue 37): generations/<name>/ holds its entry (``__init__.py``) and all of its code,
 whatever the layer (tests/layers.py: ``data/`` the data tools' layer, ``demo/`` the demo's, ``ui/`` the web UI's,
 the rest the trainer's), as torchtitan keeps ``models/<name>/``. In the layers the naming rule covers (outside
-generations/), no file is named for a generation (``v25.py``, ``data_v25.py``, ``pipeline_v2.py``,
-``prepare_v2_section.py``...) and no function or class defined there is (``sample_plan_v15``, ``V2Backend``,
-``SynthesizerV25``, ``indextts2_folder``...): a generation's code lives in its folder under plain names; shared
-engines keep neutral ones. networks/ keeps its network modules by design.
+generations/: trainer/, webui/, demo/, data_tools/), no file is named for a generation (``v25.py``, ``data_v25.py``,
+``pipeline_v2.py``, ``prepare_v2_section.py``...) and no function or class defined there is (``sample_plan_v15``,
+``V2Backend``, ``SynthesizerV25``, ``indextts2_folder``...): a generation's code lives in its folder under plain
+names; shared engines keep neutral ones. The one allowance is ``USER_COMMANDS``: files whose name is a command users
+type. networks/ keeps its network modules by design.
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ def _spells_demo_folder(node: ast.AST) -> bool:
 # word (``MelSettings25``, ``gpt25``), or the generation's name (``indextts2``, ``IndexTTS25``).
 GENERATION_MARKER = re.compile(r"(?:^|_)[vV](?:15|2|25)(?:_|$)|V(?:15|2|25)(?=[A-Z_]|$)|(?<=[a-z])(?:15|25)(?=[A-Z_]|$)"
                                r"|(?i:indextts_?(?:15|2|25))")
-NAMING_SCOPE = ("trainer", "webui", "demo")  # the layers the naming rule covers (outside generations/)
+NAMING_SCOPE = ("trainer", "webui", "demo", "data_tools")  # the layers the naming rule covers (outside generations/)
+# Commands README documents and users type, each a few lines handing over to its generation's folder
+# (``python -m data_tools.prepare_v2`` runs generations/indextts2/data/prepare.py): their file names keep the
+# generation's marker so no user's command line breaks; what they define is still held to the rule.
+USER_COMMANDS = frozenset({"data_tools/prepare_v2.py", "data_tools/prepare_v25.py"})
 GENERATION_PACKAGES = "generations/"
 
 
@@ -118,13 +123,14 @@ also_fine = ("v2", workspace / "runs", "v2.5/x")
 
 
 def generation_named(files: dict[str, str]) -> list[str]:
-    """Each file of a layer the rule covers, outside generations/, named for a generation ('path'), and each
-    function or class defined in one whose name is ('path:line: name'); ``files``: repository path -> source."""
+    """Each file of a layer the rule covers, outside generations/, named for a generation ('path';
+    ``USER_COMMANDS`` excepted), and each function or class defined in one whose name is ('path:line: name');
+    ``files``: repository path -> source."""
     found: list[str] = []
     for where, source in sorted(files.items()):
         if path_layer(where) not in NAMING_SCOPE or where.startswith(GENERATION_PACKAGES):
             continue
-        if GENERATION_MARKER.search(Path(where).stem):
+        if GENERATION_MARKER.search(Path(where).stem) and where not in USER_COMMANDS:
             found.append(f"{where}: a file named for a generation")
         for node in ast.walk(ast.parse(source, where)):
             if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -137,7 +143,7 @@ def test_no_file_or_definition_outside_the_generation_packages_is_named_for_one(
     files = {path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
              for scope in NAMING_SCOPE for path in sorted((REPO / scope).rglob("*.py"))}
     assert all(sum(where.startswith(f"{scope}/") for where in files) > 5 for scope in NAMING_SCOPE)  # each was read
-    assert (REPO / GENERATION_PACKAGES).is_dir()
+    assert (REPO / GENERATION_PACKAGES).is_dir() and all((REPO / command).is_file() for command in USER_COMMANDS)
     found = generation_named(files)
     assert found == [], ("move it into its generation's package (generations/<name>/: web-UI pieces in ui/, demo "
                          "code in demo/) under a plain name, or give a shared engine a neutral one:\n"
@@ -175,10 +181,21 @@ def top_k_of(): pass
         "demo/paired_paths.py": "class PairedDemoPaths: pass",
         "webui/data/prepare_v25_section.py": "def build_v25(): pass",
         "webui/testing/text_coverage.py": "def is_v25_table(): pass\ndef untrained_marks(): pass",
-        "data_tools/prepare_v25.py": "",  # outside the rule's scope for now
+        "data_tools/check_pairs_v25.py": "",
+        "data_tools/tokenizer/tiktoken25.py": "class Tiktoken25: pass",
+        "data_tools/item_files.py": "class PairFactsV25: pass\ndef inspect_pair(): pass",
+        "data_tools/prepare_v2.py": "from generations.indextts2.data.prepare import main",  # a user's command
+        "data_tools/prepare_v25.py": "def prepare_v25(): pass",  # a user's command, but its definitions are held
+        "data_tools/prepare_v15.py": "",  # not one of the commands
     }
     found = generation_named(planted)
     assert found == [
+        "data_tools/check_pairs_v25.py: a file named for a generation",
+        "data_tools/item_files.py:1: PairFactsV25 is named for a generation",
+        "data_tools/prepare_v15.py: a file named for a generation",
+        "data_tools/prepare_v25.py:1: prepare_v25 is named for a generation",
+        "data_tools/tokenizer/tiktoken25.py: a file named for a generation",
+        "data_tools/tokenizer/tiktoken25.py:1: Tiktoken25 is named for a generation",
         "demo/v25_synthesis.py: a file named for a generation",
         "demo/v25_synthesis.py:1: synthesis_ready_v25 is named for a generation",
         "demo/v25_synthesis.py:2: DemoV2Paths is named for a generation",

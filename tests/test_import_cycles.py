@@ -195,7 +195,7 @@ def test_a_generations_module_has_the_layer_of_its_place():
         "generations/__init__.py", "generations/spec.py", "generations/registry.py",
         "generations/sentencepiece_fields.py", "generations/indextts25/__init__.py",
         "generations/indextts25/data/pairs.py", "generations/indextts25/demo/build.py",
-        "generations/indextts25/ui/section.py", "generations/indextts25/data.py", "generations/indextts25/model.py",
+        "generations/indextts25/ui/section.py", "generations/indextts25/dataset.py", "generations/indextts25/model.py",
         "generations/folders.py", "generations/sentencepiece_kit.py", "trainer/run.py", "app.py",
     )] == ["data_tools"] * 6 + ["demo", "webui", "trainer", "trainer", "trainer", "trainer", "trainer", "app"]
     assert module_layer("generations.indextts2") == "data_tools"  # a package: its __init__.py, the entry

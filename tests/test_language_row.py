@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from data_tools.tokenizer.tiktoken25 import language_index
+from generations.indextts25.data.tiktoken_table import language_index
 from generations.registry import by_id
 from networks.gpt_v25 import build_gpt_v25
 from tests.test_gpt_v25 import tiny_batch, tiny_gpt

@@ -17,7 +17,7 @@ from data_tools.ingest.pipeline import IngestSettings, run_ingest
 from data_tools.ingest.store import IngestStore
 from data_tools.job_summary import last_summary
 from data_tools.model_limits import clip_limits
-from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
+from generations.indextts25.data.text_table import DEFAULT_TABLE
 from tests.ingest_factory import EnergyVad, FakeAsr, tone_recording, tone_speech, write_srt
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

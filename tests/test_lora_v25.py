@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from data_tools.tokenizer.tiktoken25 import language_index
+from generations.indextts25.data.tiktoken_table import language_index
 from tests.test_train_v25 import pair_subset, v25_args, v25_data, v25_ws  # noqa: F401 (fixtures)
 from tests.trainer_helpers import load, run_main
 from trainer.checkpoints import export_checkpoint

@@ -15,8 +15,8 @@ import yaml
 
 from data_tools.check_data import check_manifests
 from data_tools.manifest import FORMAT_V25, ManifestError, manifest_format
-from data_tools.pairs_manifest_v25 import parse_pair_line_v25
-from data_tools.text_tokenizer_v25 import TextTokenizerV25
+from generations.indextts25.data.manifest import parse_pair_line
+from generations.indextts25.data.text_table import TextTable
 from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from generations.indextts25.ui.tokenizer_panel import measure_schemes
 from trainer.data import load_items
@@ -53,14 +53,14 @@ def test_line_fields_are_refused_by_name(ws, tmp_path, change, message):
     row = {**rows_of(ws, 1)[0], **change}
     raw = json.dumps({k: v for k, v in row.items() if v is not None}, ensure_ascii=False)
     with pytest.raises(ManifestError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        parse_pair_line_v25(raw, tmp_path / "m.jsonl", 1)
+        parse_pair_line(raw, tmp_path / "m.jsonl", 1)
 
 
 def test_format_is_told_by_the_speaker_vector_and_the_manifest_language_fills_in(ws, tmp_path):
     assert manifest_format(ws.train_manifest) == FORMAT_V25
     row = rows_of(ws, 1)[0]
     del row["language"]
-    entry = parse_pair_line_v25(json.dumps(row, ensure_ascii=False), tmp_path / "m.jsonl", 1, "am")
+    entry = parse_pair_line(json.dumps(row, ensure_ascii=False), tmp_path / "m.jsonl", 1, "am")
     assert entry.language == "am" and entry.text_ids is None and entry.spk_vec.name.endswith(".npy")
 
 
@@ -98,7 +98,7 @@ def test_checker_finds_each_broken_item(ws, tmp_path):
 
 def test_the_trainer_refuses_what_the_checker_finds(ws, tmp_path):
     manifest, config = _broken(ws, tmp_path)
-    tokenizer = TextTokenizerV25(ws.tokenizer)
+    tokenizer = TextTable(ws.tokenizer)
     gpt = yaml.safe_load(config.read_text())["gpt"]
     rows = manifest.read_text(encoding="utf-8").splitlines()
     expectations = {2: "spk vec must be [192] (CAM++)", 5: "were made with the 'bytes' text scheme, this run uses"}
@@ -130,7 +130,7 @@ def test_split_keeps_2_5_pairs_trainable(ws, tmp_path):
 
     result = split_manifest(ws.train_manifest, tmp_path / "split", val_fraction=0.1, seed=0)
     assert result.train_count > 0 and result.val_count > 0
-    tokenizer = TextTokenizerV25(ws.tokenizer)
+    tokenizer = TextTable(ws.tokenizer)
     gpt = yaml.safe_load(ws.config.read_text())["gpt"]
     train, _ = load_items([result.train_path], tokenizer, gpt["max_text_tokens"], gpt["max_mel_tokens"], gpt=gpt)
     val, _ = load_items([result.val_path], tokenizer, gpt["max_text_tokens"], gpt["max_mel_tokens"], gpt=gpt)
@@ -150,7 +150,7 @@ def test_an_unknown_language_code_is_refused_not_trained_as_common(ws, tmp_path,
     assert f"language '{code}' is not a code of the IndexTTS-2.5 language table" in report.errors[0].message
     gpt = yaml.safe_load(ws.config.read_text())["gpt"]
     with pytest.raises(ManifestError, match=f"{manifest}:2: language '{code}' is not a code"):
-        load_items([manifest], TextTokenizerV25(ws.tokenizer), gpt["max_text_tokens"], gpt["max_mel_tokens"], gpt=gpt)
+        load_items([manifest], TextTable(ws.tokenizer), gpt["max_text_tokens"], gpt["max_mel_tokens"], gpt=gpt)
     row = {k: v for k, v in rows[0].items() if k != "language"}
     with pytest.raises(ManifestError, match="language 'xx' is not a code"):  # a manifest's ::xx alike
-        parse_pair_line_v25(json.dumps(row, ensure_ascii=False), tmp_path / "n.jsonl", 1, "xx")
+        parse_pair_line(json.dumps(row, ensure_ascii=False), tmp_path / "n.jsonl", 1, "xx")

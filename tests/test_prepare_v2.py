@@ -23,9 +23,9 @@ import yaml
 
 from data_tools.batch_prep import Planned, plan_batches
 from data_tools.paired_prep import features_of, pad_features
-from data_tools.prepare_v2 import V2Preparer, build_pairs, prepare_v2
-from data_tools.prepare_v2_models import load_community_audio, load_v2_models, run_models
 from data_tools.preprocess_inputs import SourceItem
+from generations.indextts2.data.prepare import ItemPreparer, build_pairs, prepare
+from generations.indextts2.data.prepare_models import load_community_audio, load_models, run_models
 from generations.indextts2.demo.build import DemoPaths as DemoV2Paths
 from networks.frontends.resample import sinc_resample
 from networks.w2v_bert import load_w2v_bert_state
@@ -56,10 +56,10 @@ def fixture_models(tmp_path_factory, demo_workspace):
     from data_tools.config import load_config, save_config
 
     save_config(config, folder / "config.yaml")
-    return load_v2_models(load_config(folder / "config.yaml"), gpt=shared_file(*FIXTURES, "tiny_gpt_v2_audio.pth"),
-                          codec=shared_file(*FIXTURES, "tiny_semantic_codec.pth"), w2v_bert=str(folder / "w2v"),
-                          w2v_stats=shared_file(*FIXTURES, "tiny_w2v_stats.pt"),
-                          tokenizer=Path(demo_workspace.extended_tokenizer), device=torch.device("cpu"))
+    return load_models(load_config(folder / "config.yaml"), gpt=shared_file(*FIXTURES, "tiny_gpt_v2_audio.pth"),
+                       codec=shared_file(*FIXTURES, "tiny_semantic_codec.pth"), w2v_bert=str(folder / "w2v"),
+                       w2v_stats=shared_file(*FIXTURES, "tiny_w2v_stats.pt"),
+                       tokenizer=Path(demo_workspace.extended_tokenizer), device=torch.device("cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -117,15 +117,15 @@ def test_conditioning_and_emotion_as_the_padded_batch(fixture_models, dataprep):
 def test_compute_writes_true_lengths_never_the_batch_padding(fixture_models, dataprep):
     from dataclasses import replace
 
-    preparer = V2Preparer(models=replace(fixture_models, max_codes=75), fingerprint="x", min_duration=0.0,
-                          max_duration=10.0)
+    preparer = ItemPreparer(models=replace(fixture_models, max_codes=75), fingerprint="x", min_duration=0.0,
+                            max_duration=10.0)
     loaded = []
     for index, utt in enumerate(dataprep["per_utt"]):
         features, frames = features_of(fixture_models.extractor, utt["wav_16k"].numpy())
         item = SourceItem(f"u{index}", f"u{index}", Path(f"u{index}.wav"), "x", "s", None, f"list:{index + 1}")
-        from data_tools.prepare_v2 import LoadedV2
+        from generations.indextts2.data.prepare import LoadedItem
 
-        loaded.append((item, LoadedV2(features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))))
+        loaded.append((item, LoadedItem(features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))))
     results = preparer.compute(loaded)
     assert dataprep["batch"]["cond_lengths"].tolist() == [79, 64, 74, 59]
     assert results[0].reason == "too long: 79 codes > gpt.max_mel_tokens 75"
@@ -141,15 +141,15 @@ def test_every_prepared_value_is_the_same_whatever_the_batch_companions(fixture_
     """Batches of 1, 2 and 64 (all four clips in one) give equal outputs: codes exactly, vectors within 1e-5."""
     from dataclasses import replace
 
-    from data_tools.prepare_v2 import LoadedV2
+    from generations.indextts2.data.prepare import LoadedItem
 
-    preparer = V2Preparer(models=replace(fixture_models, max_codes=1000), fingerprint="x", min_duration=0.0,
-                          max_duration=10.0)
+    preparer = ItemPreparer(models=replace(fixture_models, max_codes=1000), fingerprint="x", min_duration=0.0,
+                            max_duration=10.0)
     loaded = []
     for index, utt in enumerate(dataprep["per_utt"]):
         features, frames = features_of(fixture_models.extractor, utt["wav_16k"].numpy())
         item = SourceItem(f"u{index}", f"u{index}", Path(f"u{index}.wav"), "x", "s", None, f"list:{index + 1}")
-        loaded.append((item, LoadedV2(features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))))
+        loaded.append((item, LoadedItem(features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))))
     by_size = {size: [result for start in range(0, len(loaded), size)
                       for result in preparer.compute(loaded[start:start + size])] for size in (1, 2, 64)}
     alone = by_size.pop(1)
@@ -209,8 +209,8 @@ def prepare_argv(ws: DemoV2Paths, source: Path, out: Path, *extra: str) -> list[
 
 
 def run_prepare(ws: DemoV2Paths, source: Path, out: Path, **options):
-    return prepare_v2(source, out, ws.config, codec=ws.kit.codec, w2v_bert=str(ws.kit.w2v_bert),
-                      tokenizer=ws.extended_tokenizer, language="am", device="cpu", **options)
+    return prepare(source, out, ws.config, codec=ws.kit.codec, w2v_bert=str(ws.kit.w2v_bert),
+                   tokenizer=ws.extended_tokenizer, language="am", device="cpu", **options)
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
@@ -247,8 +247,8 @@ def test_killed_mid_batch_then_rerun_gives_the_files_of_an_uninterrupted_run(v2_
     assert again.new == 0 and again.resumed == 12 and again.batches == 0
     other_codec = tmp_path / f"codec_copy{v2_ws.kit.codec.suffix}"
     shutil.copy(v2_ws.kit.codec, other_codec)  # another file: the finished items are not trusted for it
-    changed = prepare_v2(v2_ws.audio, out, v2_ws.config, codec=other_codec, w2v_bert=str(v2_ws.kit.w2v_bert),
-                         tokenizer=v2_ws.extended_tokenizer, language="am", device="cpu", batch_seconds=4.0)
+    changed = prepare(v2_ws.audio, out, v2_ws.config, codec=other_codec, w2v_bert=str(v2_ws.kit.w2v_bert),
+                      tokenizer=v2_ws.extended_tokenizer, language="am", device="cpu", batch_seconds=4.0)
     assert changed.redone == 12 and changed.new == 12 and changed.resumed == 0
     assert "12 item(s) prepared earlier with other models or settings" in changed.summary()
 
@@ -356,9 +356,9 @@ def test_layers_after_17_are_dropped_with_bitwise_equal_features(v2_ws, tmp_path
     full = build_w2v_bert({**W2V_BERT_SETTINGS, "num_hidden_layers": 24})  # w2v-BERT 2.0's depth
     full.save_pretrained(tmp_path / "w2v24")
     build_feature_extractor().save_pretrained(tmp_path / "w2v24")
-    models = load_v2_models(load_config(v2_ws.config), gpt=v2_ws.base_checkpoint, codec=v2_ws.kit.codec,
-                            w2v_bert=str(tmp_path / "w2v24"), w2v_stats=v2_ws.kit.w2v_stats,
-                            tokenizer=v2_ws.extended_tokenizer, device=torch.device("cpu"))
+    models = load_models(load_config(v2_ws.config), gpt=v2_ws.base_checkpoint, codec=v2_ws.kit.codec,
+                         w2v_bert=str(tmp_path / "w2v24"), w2v_stats=v2_ws.kit.w2v_stats,
+                         tokenizer=v2_ws.extended_tokenizer, device=torch.device("cpu"))
     assert len(models.semantic.model.encoder.layers) == 17
     wave = load_community_audio(sorted(v2_ws.audio.rglob("*.wav"))[0])[1]
     features, mask = pad_features(models.extractor, [features_of(models.extractor, wave)])

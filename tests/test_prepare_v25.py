@@ -24,12 +24,12 @@ import torch
 
 from data_tools.config import load_config
 from data_tools.paired_prep import features_of
-from data_tools.prepare_v25 import LoadedV25, V25Preparer, prepare_v25
-from data_tools.prepare_v25_models import load_audio_16k, load_v25_models
 from data_tools.preprocess_inputs import SourceItem
 from data_tools.shape_rules import DataLimits
-from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, DEFAULT_TABLE, TextTokenizerV25
 from demo.voices import SAMPLE_RATE, synthetic_voice, write_demo_audio
+from generations.indextts25.data.prepare import ItemPreparer, LoadedItem, prepare
+from generations.indextts25.data.prepare_models import load_audio_16k, load_models
+from generations.indextts25.data.text_table import DEFAULT_MERGES, DEFAULT_TABLE, TextTable
 from generations.indextts25.demo.prep_kit import PrepKit, write_prep_kit
 from tests.conftest import require_tool
 
@@ -63,7 +63,7 @@ def prepare_argv(kit: PrepKit, source: Path, out: Path, *extra: str) -> list[str
 
 
 def run_prepare(kit: PrepKit, source: Path, out: Path, **options):
-    return prepare_v25(source, out, kit.config, w2v_bert=str(kit.w2v_bert), language="am", device="cpu", **options)
+    return prepare(source, out, kit.config, w2v_bert=str(kit.w2v_bert), language="am", device="cpu", **options)
 
 
 def cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
@@ -99,7 +99,7 @@ def test_espeak_speech_prepares_into_a_manifest_checked_clean_that_trains(kit, t
     report = run_prepare(kit, listing, out, pairs_per_target=2, seed=3, batch_seconds=6.0)
     assert report.utterances == 12 and not report.skipped, report.summary()
     assert report.pairs == 24 and report.batches >= 3
-    tokenizer = TextTokenizerV25(DEFAULT_TABLE, scheme="merges", merges=DEFAULT_MERGES)
+    tokenizer = TextTable(DEFAULT_TABLE, scheme="merges", merges=DEFAULT_MERGES)
     for utt in read_jsonl(out / "utterances.jsonl"):
         codes = np.load(out / utt["codes_path"])
         # 25 codes per second of the true length (the fbank window's edge aside), never a batch neighbour's
@@ -189,7 +189,7 @@ def test_bad_audio_is_reported_by_name_and_the_rest_prepared(kit, audio, tmp_pat
 
 
 def test_clips_over_the_text_or_code_limits_are_flagged(kit, audio, tmp_path):
-    tokenizer = TextTokenizerV25(DEFAULT_TABLE, scheme="merges", merges=DEFAULT_MERGES)
+    tokenizer = TextTable(DEFAULT_TABLE, scheme="merges", merges=DEFAULT_MERGES)
     wav = sorted(audio.rglob("*.wav"))[0]
     long_text = " ".join(sentences()[:12])
     tokens = len(tokenizer.encode(long_text, "am"))
@@ -210,19 +210,19 @@ def test_clips_over_the_text_or_code_limits_are_flagged(kit, audio, tmp_path):
     assert reasons["lengthy"] == f"too long: 10.50 s > 10.00 s (gpt.max_mel_tokens {MAX_CODES} codes at 25 Hz)"
 
     # the exact code count, after the models: the same shared rule on the codes the clip gives
-    models = load_v25_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+    models = load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
+                         w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                         text_scheme="merges", text_merges=None, device=torch.device("cpu"))
     wave = load_audio_16k(wav)
     features, frames = features_of(models.extractor, wave)
-    loaded = LoadedV25(audio_16k=wave, features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))
+    loaded = LoadedItem(audio_16k=wave, features=features, frames=frames, text_ids=np.arange(3, dtype=np.int32))
     item = SourceItem("x", "x", wav, "ሰላም", "s", "am", "list:1")
     codes = -(-features.shape[0] // 2)  # every feature row the item has, as inference codes it
     tight = replace(models, limits=DataLimits(max_text_tokens=MAX_TEXT_TOKENS, max_codes=codes - 1))
-    preparer = V25Preparer(models=tight, fingerprint="x", min_duration=0.0, max_duration=100.0)
+    preparer = ItemPreparer(models=tight, fingerprint="x", min_duration=0.0, max_duration=100.0)
     (result,) = preparer.compute([(item, loaded)])
     assert result.reason == f"too long: {codes} codes > gpt.max_mel_tokens {codes - 1}"
-    (fits,) = V25Preparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0).compute(
+    (fits,) = ItemPreparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0).compute(
         [(item, loaded)])
     assert fits.codes.size == codes and fits.spk_vec.shape == (192,)
 
@@ -241,8 +241,8 @@ def test_refuses_a_codec_that_does_not_fit_in_one_line(kit, audio, tmp_path):
 
 def test_items_without_a_language_are_flagged(kit, audio, tmp_path):
     skipped = []
-    report = prepare_v25(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
-                         on_skip=skipped.append)
+    report = prepare(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
+                     on_skip=skipped.append)
     assert report.utterances == 0 and len(skipped) == 12
     assert all(s.reason.startswith("no language: IndexTTS-2.5 needs each item's language") for s in skipped)
 
@@ -278,10 +278,10 @@ def test_an_item_alone_gives_what_the_2_5_inference_steps_give(kit, audio):
     """A batch of one = networks.prep25.prepare_audio of the clip as inference loads its speaker prompt."""
     from networks.prep25 import load_speaker_prompt, prepare_audio
 
-    models = load_v25_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
-    preparer = V25Preparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
+    models = load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
+                         w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                         text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+    preparer = ItemPreparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
     wav = sorted(audio.rglob("*.wav"))[3]
     item = SourceItem("x", "x", wav, wav.with_suffix(".txt").read_text(encoding="utf-8").strip(), "s", "am", "l:1")
     (result,) = preparer.compute([(item, preparer.load(item))])
@@ -294,10 +294,10 @@ def test_an_item_alone_gives_what_the_2_5_inference_steps_give(kit, audio):
 
 def test_every_prepared_value_is_the_same_whatever_the_batch_companions(kit, audio):
     """Batches of 1, 2 and 64 (all 12 clips in one) give equal outputs: codes exactly, vectors within 1e-5."""
-    models = load_v25_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
-                             w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
-                             text_scheme="merges", text_merges=None, device=torch.device("cpu"))
-    preparer = V25Preparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
+    models = load_models(load_config(kit.config), gpt=kit.gpt, codec=kit.codec, campplus=kit.campplus,
+                         w2v_bert=str(kit.w2v_bert), w2v_stats=kit.w2v_stats, table=DEFAULT_TABLE,
+                         text_scheme="merges", text_merges=None, device=torch.device("cpu"))
+    preparer = ItemPreparer(models=models, fingerprint="x", min_duration=0.0, max_duration=100.0)
     loaded = []
     for index, wav in enumerate(sorted(audio.rglob("*.wav"))):
         item = SourceItem(f"u{index}", f"u{index}", wav, wav.with_suffix(".txt").read_text(encoding="utf-8").strip(),
@@ -315,7 +315,7 @@ def test_every_prepared_value_is_the_same_whatever_the_batch_companions(kit, aud
 
 
 def test_one_clip_per_speaker_writes_no_empty_pairs_and_a_rerun_sweeps_temp_files(kit, audio, tmp_path, capsys):
-    from data_tools.prepare_v25 import main
+    from generations.indextts25.data.prepare import main
 
     first = sorted(audio.rglob("*.wav"))
     lonely = [next(w for w in first if w.parent.name == name) for name in ("spk_a", "spk_b")]
@@ -343,8 +343,8 @@ def test_one_clip_per_speaker_writes_no_empty_pairs_and_a_rerun_sweeps_temp_file
 
 def test_items_in_an_unknown_language_are_flagged(kit, audio, tmp_path):
     skipped = []
-    report = prepare_v25(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
-                         language="amh", on_skip=skipped.append)
+    report = prepare(audio, tmp_path / "out", kit.config, w2v_bert=str(kit.w2v_bert), device="cpu",
+                     language="amh", on_skip=skipped.append)
     assert report.utterances == 0 and len(skipped) == 12
     assert all(s.reason.startswith("unknown language: language 'amh' is not a code") for s in skipped), skipped[0]
 
@@ -361,7 +361,7 @@ def test_prepared_clips_carry_the_s2mel_files_and_a_rerun_adds_only_missing_ones
     out = tmp_path / "prep"
 
     def run_prepare(kit, source, out):
-        return prepare_v25(source, out, with_s2mel, w2v_bert=str(kit.w2v_bert), language="am", device="cpu")
+        return prepare(source, out, with_s2mel, w2v_bert=str(kit.w2v_bert), language="am", device="cpu")
 
     run_prepare(kit, audio, out)
     mels = sorted((out / "s2mel_mel").glob("*.npy"))

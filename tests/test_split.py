@@ -191,8 +191,8 @@ def test_paired_manifest_split_keeps_each_recording_on_one_side(tmp_path: Path) 
 
 
 def test_preparation_carries_each_clips_recording_into_its_lines(tmp_path: Path) -> None:
-    from data_tools.prepare_v2 import build_pairs, utterance_entry
     from data_tools.preprocess_inputs import SourceItem
+    from generations.indextts2.data.prepare import build_pairs, utterance_entry
 
     record = {"seconds": 1.0, "text_len": 3, "code_len": 5, "condition_len": 32}
     utterances = [utterance_entry(SourceItem(f"c{k}", f"c{k}", tmp_path / f"c{k}.wav", "hi", "spk", "am", "x",

@@ -247,9 +247,9 @@ def test_a_v2_gpt_checkpoint_is_refused_by_name(folder, tmp_path):
 def test_a_merges_export_is_read_back_in_the_studio_row_order(folder, tmp_path):
     """An export's gpt.pth (no scheme recorded) holds its text rows in upstream's order; ours records its scheme
     and keeps the studio's order. Both speak with the same rows."""
-    from data_tools.text_tokenizer_v25 import TextTokenizerV25
+    from generations.indextts25.data.text_table import TextTable
 
-    tokenizer = TextTokenizerV25(folder / "multilingual_zh_ja_yue_char_del.tiktoken", scheme="merges")
+    tokenizer = TextTable(folder / "multilingual_zh_ja_yue_char_del.tiktoken", scheme="merges")
     state = torch.load(folder / "gpt.pth", weights_only=True)
     state = dict(state.get("model", state))
     added = tokenizer.added_tokens

@@ -19,10 +19,10 @@ import torch
 import yaml
 
 from data_tools.text import script_letters
-from data_tools.text_tokenizer_v25 import TextTokenizerV25
 from data_tools.tokenizer.coverage import appended_ids, byte_chunks
 from data_tools.tokenizer.ethiopic_merges import FORMAT
-from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, BASE_VOCAB_SIZE
+from generations.indextts25.data.text_table import TextTable
+from generations.indextts25.data.tiktoken_table import BASE_TEXT_ROWS, BASE_VOCAB_SIZE
 from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from generations.indextts25.ui.text_coverage import manifest_texts
 from trainer.options_parser import parse_argv
@@ -64,7 +64,7 @@ def test_a_25_table_appends_after_its_spare_row_and_shows_whole_letters():
 
 def test_the_preflight_counts_the_merges_the_demo_data_reaches(ws, merges, tmp_path):
     path, _unused, _used = merges
-    tokenizer = TextTokenizerV25(ws.tokenizer, scheme="merges", merges=path)
+    tokenizer = TextTable(ws.tokenizer, scheme="merges", merges=path)
     appended = range(BASE_TEXT_ROWS, tokenizer.vocab_size)
     reached = {i for text, language in manifest_texts(ws.train_manifest, "am")
                for i in tokenizer.encode(text, language) if i in appended}

@@ -13,15 +13,6 @@ from tiktoken.load import load_tiktoken_bpe
 
 from data_tools.languages.amharic_translit import TransliterationError, from_latin, to_latin
 from data_tools.text import language_normalize
-from data_tools.text_tokenizer_v25 import (
-    DEFAULT_MERGES,
-    DEFAULT_TABLE,
-    TEXT_SCHEMES,
-    TextTokenizerV25,
-    encode_text,
-    stock_inference_notes,
-    tokens_per_char,
-)
 from data_tools.tokenizer.__main__ import main as tokenizer_cli
 from data_tools.tokenizer.ethiopic_merges import (
     added_token_base_ids,
@@ -33,13 +24,22 @@ from data_tools.tokenizer.ethiopic_merges import (
     save_merges,
     write_upstream_table,
 )
-from data_tools.tokenizer.tiktoken25 import (
+from generations.indextts25.data.text_table import (
+    DEFAULT_MERGES,
+    DEFAULT_TABLE,
+    TEXT_SCHEMES,
+    TextTable,
+    encode_text,
+    stock_inference_notes,
+    tokens_per_char,
+)
+from generations.indextts25.data.tiktoken_table import (
     BASE_RANK_COUNT,
     BASE_TEXT_ROWS,
     BASE_VOCAB_SIZE,
     SPLIT_PATTERN,
     TableError,
-    Tiktoken25,
+    TiktokenTable,
     inference_text,
     language_index,
     language_prefix,
@@ -60,13 +60,13 @@ def lines_of(path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def base() -> Tiktoken25:
-    return Tiktoken25.load(DEFAULT_TABLE)
+def base() -> TiktokenTable:
+    return TiktokenTable.load(DEFAULT_TABLE)
 
 
 @pytest.fixture(scope="module")
-def schemes() -> dict[str, TextTokenizerV25]:
-    return {scheme: TextTokenizerV25(scheme=scheme) for scheme in TEXT_SCHEMES}
+def schemes() -> dict[str, TextTable]:
+    return {scheme: TextTable(scheme=scheme) for scheme in TEXT_SCHEMES}
 
 
 # --- the table and the tokenizer ---------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_bad_tables_are_refused_in_one_line(tmp_path):
     small = tmp_path / "small.tiktoken"
     small.write_text("IQ== 0\nIg== 1\n")
     with pytest.raises(TableError, match=r"2 ranks, a 2\.5 table has 58836"):
-        Tiktoken25.load(small)
+        TiktokenTable.load(small)
     with pytest.raises(TableError, match="cannot read"):
         read_table(tmp_path / "missing.tiktoken")
 
@@ -215,7 +215,7 @@ def test_learned_merges_are_ethiopic_and_counted_as_tiktoken_encodes(base, small
     assert len(merges.tokens) == 300 == len(set(merges.tokens))
     assert all(is_ethiopic_token(token) for token in merges.tokens)
     assert len(merges.counts) == 300 and min(merges.counts) >= 2
-    extended = Tiktoken25.load(DEFAULT_TABLE, merges.tokens)
+    extended = TiktokenTable.load(DEFAULT_TABLE, merges.tokens)
     # What learning counted is what tiktoken produces with the extended table, word for word.
     words = ethiopic_words(lines)
     encoded = sum(len(extended.encoding.encode_ordinary(word)) * count for word, count in words.items())
@@ -226,7 +226,7 @@ def test_learned_merges_are_ethiopic_and_counted_as_tiktoken_encodes(base, small
 
 def test_merges_keep_every_base_id_and_leave_other_text_alone(base, small_merges):
     _lines, merges = small_merges
-    extended = Tiktoken25.load(DEFAULT_TABLE, merges.tokens)
+    extended = TiktokenTable.load(DEFAULT_TABLE, merges.tokens)
     assert extended.first_added_id == BASE_TEXT_ROWS == 60510
     assert extended.vocab_size == BASE_TEXT_ROWS + 300
     assert extended.specials == base.specials
@@ -243,7 +243,7 @@ def test_merges_keep_every_base_id_and_leave_other_text_alone(base, small_merges
 
 def test_added_tokens_decompose_into_base_ids_of_their_bytes(small_merges):
     _lines, merges = small_merges
-    extended = Tiktoken25.load(DEFAULT_TABLE, merges.tokens)
+    extended = TiktokenTable.load(DEFAULT_TABLE, merges.tokens)
     table = added_token_base_ids(extended)
     assert sorted(table) == list(range(BASE_TEXT_ROWS, BASE_TEXT_ROWS + 300))
     for token_id, base_ids in table.items():
@@ -271,7 +271,7 @@ def test_upstream_table_gives_upstream_ids_in_the_reordered_rows(tmp_path, small
     """Stock inference reads the written table as tiktoken does (specials after the ranks); the ids it gets
     are this tokenizer's ids through ``upstream_id_order``."""
     _lines, merges = small_merges
-    extended = Tiktoken25.load(DEFAULT_TABLE, merges.tokens)
+    extended = TiktokenTable.load(DEFAULT_TABLE, merges.tokens)
     path = tmp_path / "multilingual_zh_ja_yue_char_del.tiktoken"
     write_upstream_table(extended, path)
     ranks = load_tiktoken_bpe(str(path))
@@ -292,7 +292,7 @@ def test_each_scheme_encodes_through_one_front_end(schemes):
     text = "ሰላም ለዓለም። 2 ሰዓት"
     model_text = language_normalize(text, "am")
     assert "ሁለት" in model_text  # the studio's Amharic normaliser ran (numbers as words)
-    assert schemes["bytes"].encode(text, "am") == Tiktoken25.load(DEFAULT_TABLE).encode("<|am|> " + model_text)
+    assert schemes["bytes"].encode(text, "am") == TiktokenTable.load(DEFAULT_TABLE).encode("<|am|> " + model_text)
     translit_ids = schemes["translit"].encode(text, "am")
     assert translit_ids[0] == 58913
     assert from_latin(schemes["translit"].decode(translit_ids[1:])[1:]) == model_text
@@ -323,16 +323,16 @@ def test_measure_reports_tokens_per_char_and_the_longest_text(schemes):
 def test_default_merges_file_is_committed_and_matches_the_table():
     tokenizer = load_extended(DEFAULT_TABLE, DEFAULT_MERGES)
     assert len(tokenizer.added) == 2000
-    assert TextTokenizerV25().scheme == "merges"
+    assert TextTable().scheme == "merges"
 
 
 def test_unknown_scheme_and_missing_files_are_one_line_errors(tmp_path):
     with pytest.raises(TableError, match="unknown text scheme 'bpe'"):
-        TextTokenizerV25(scheme="bpe")
+        TextTable(scheme="bpe")
     with pytest.raises(TableError, match="needs a merges file"):
-        TextTokenizerV25(scheme="merges", merges=tmp_path / "none.json")
+        TextTable(scheme="merges", merges=tmp_path / "none.json")
     with pytest.raises(TableError, match="table not found"):
-        TextTokenizerV25(tmp_path / "none.tiktoken", scheme="bytes")
+        TextTable(tmp_path / "none.tiktoken", scheme="bytes")
 
 
 def test_model_card_notes_say_what_stock_inference_needs(schemes):

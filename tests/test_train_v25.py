@@ -19,8 +19,8 @@ import pytest
 import torch
 import yaml
 
-from data_tools.text_tokenizer_v25 import TextTokenizerV25
-from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, TABLE_NAME, Tiktoken25
+from generations.indextts25.data.text_table import TextTable
+from generations.indextts25.data.tiktoken_table import BASE_TEXT_ROWS, TABLE_NAME, TiktokenTable
 from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from networks.gpt_build import build_any_gpt
 from networks.gpt_v25 import load_gpt_v25_file
@@ -158,7 +158,7 @@ def test_v25_merges_base_rows_stay_frozen_through_weight_decay_and_resume(v25_ws
     assert run_main(argv) == 0
     base = load(v25_ws.base_checkpoint)["model"]
     final = load(out / "latest.pth")
-    tokenizer = TextTokenizerV25(v25_ws.tokenizer)
+    tokenizer = TextTable(v25_ws.tokenizer)
     rows = tokenizer.number_text_tokens + 1
     assert final["step"] == 10 and final["base_vocab_size"] == BASE_TEXT_ROWS - 1
     assert final["model_config"]["number_text_tokens"] == tokenizer.number_text_tokens
@@ -204,7 +204,7 @@ def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_s
     assert "'merges' text scheme" in report.notes[0]
     config = yaml.safe_load((bundle / "config.yaml").read_text(encoding="utf-8"))
     assert config["version"] == 2.5 and "spk_cond_mode" not in config["gpt"]
-    tokenizer = TextTokenizerV25(v25_ws.tokenizer)
+    tokenizer = TextTable(v25_ws.tokenizer)
     assert config["gpt"]["number_text_tokens"] == tokenizer.number_text_tokens
     exported = load_gpt_v25_file(config, bundle / "gpt.pth").eval()  # strict, 2.5 keys required by name
 
@@ -212,7 +212,7 @@ def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_s
     ours.load_state_dict(ckpt["model"], strict=True)
     ours.eval()
     # The exported table is upstream's layout: its ids for a text are the studio's ids mapped by upstream order.
-    upstream = Tiktoken25.load(v25_ws.tokenizer, tokenizer.tokenizer.added)
+    upstream = TiktokenTable.load(v25_ws.tokenizer, tokenizer.tokenizer.added)
     order = tokenizer.tokenizer.upstream_id_order()
     to_upstream = {ours_id: up_id for up_id, ours_id in enumerate(order)}
     texts = ["ሰላም ለዓለም", "ኢትዮጵያ"]

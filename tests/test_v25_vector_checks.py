@@ -1,6 +1,6 @@
 """IndexTTS-2.5 paired manifests with a broken speaker or emotion vector (issue 36): the pre-flight refuses exactly
 when the trainer would, with the same one line, because both check the vectors with one function
-(``data_tools.pairs_manifest_v25.pair_vectors_v25``); the data checker reports the same problem."""
+(``generations.indextts25.data.manifest.pair_vectors_v25``); the data checker reports the same problem."""
 
 from __future__ import annotations
 

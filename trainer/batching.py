@@ -1,5 +1,5 @@
 """Padding a list of loaded items into batch tensors: shared by every format's collator (``trainer.data``,
-``generations.indextts25.data``)."""
+``generations.indextts25.dataset``)."""
 
 from __future__ import annotations
 

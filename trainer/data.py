@@ -5,7 +5,7 @@ Three formats, told apart by their fields (``data_tools.manifest.manifest_format
 - the v1.5 codes manifest (text tokenized here with the run's tokenizer, DVAE codes, a prompt mel or audio);
 - the IndexTTS2 community paired manifest (precomputed text ids, semantic codes, condition and emo vec),
   read as it is: lengths from its ``*_len`` fields, paths relative to its folder;
-- the IndexTTS-2.5 paired manifest (``generations.indextts25.data``: text tokenised with the run's text scheme, 25 Hz
+- the IndexTTS-2.5 paired manifest (``generations.indextts25.dataset``: text tokenised with the run's text scheme, 25 Hz
   codes, the prompt's CAM++ and emotion vectors, the language row).
 
 - ``load_items`` reads the manifests (``file:line`` errors; a ``path::lang`` argument sets that manifest's
@@ -47,7 +47,6 @@ from data_tools.manifest import (
 )
 from data_tools.npy import read_npy  # noqa: F401 (the trainer's readers are data_tools'; re-exported for callers)
 from data_tools.pairs_manifest import PairEntry, parse_pair_line
-from data_tools.pairs_manifest_v25 import parse_pair_line_v25
 from data_tools.shape_rules import (
     DROP_REASONS,
     MAX_COND_FRAMES,  # noqa: F401 (re-exported)
@@ -57,7 +56,8 @@ from data_tools.shape_rules import (
     drop_reason,
 )
 from data_tools.text_tokenizer import TextTokenizer
-from generations.indextts25.data import PairCollatorV25, PairDatasetV25, PairItemV25, load_pair_v25
+from generations.indextts25.data import manifest as indextts25_manifest
+from generations.indextts25.dataset import PairCollatorV25, PairDatasetV25, PairItemV25, load_pair_v25
 from trainer.batching import lengths as _lengths
 from trainer.batching import padded_sequences as _sequences
 from trainer.replay import SamplingGroup
@@ -161,7 +161,7 @@ def split_format(specs: Sequence[ManifestSpec]) -> str:
 
 
 def _read_entries(spec: ManifestSpec, fmt: str) -> list[ManifestEntry | PairEntry]:
-    parse = {FORMAT_V2: parse_pair_line, FORMAT_V25: parse_pair_line_v25}.get(fmt, parse_manifest_line)
+    parse = {FORMAT_V2: parse_pair_line, FORMAT_V25: indextts25_manifest.parse_pair_line}.get(fmt, parse_manifest_line)
     entries = []
     for lineno, raw in iter_lines(spec.path):
         if isinstance(raw, ManifestError):

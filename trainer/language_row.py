@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from data_tools.manifest import parse_manifest_spec
-from data_tools.tokenizer.tiktoken25 import LANGUAGE_CODES, language_index
+from generations.indextts25.data.tiktoken_table import LANGUAGE_CODES, language_index
 from trainer.run_options import RunOptions, as_run_options
 from trainer.vocab import BaseRowFreezer
 

@@ -27,7 +27,7 @@ from data_tools.config import ConfigError, load_config
 from data_tools.manifest import FORMAT_NAMES, ManifestError, parse_manifest_spec
 from data_tools.shard_reader import set_shard_url
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
-from data_tools.tokenizer.tiktoken25 import TableError
+from generations.indextts25.data.tiktoken_table import TableError
 from generations.registry import GENERATIONS, config_refusal, generation_of_config
 from generations.spec import Capability, Generation
 from trainer.checkpoints import Expectation, ResumeChoice, expected_state_shapes

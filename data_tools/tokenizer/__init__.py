@@ -1,7 +1,8 @@
 """Tokenizer tools: train new-language pieces, extend a base model without moving its ids, verify.
 
 CLI: ``python -m data_tools.tokenizer train | extend | verify | extend25`` (``--help`` on each).
-IndexTTS-2.5's tiktoken table: ``tiktoken25`` (the tokenizer) and ``ethiopic_merges`` (``extend25``).
+IndexTTS-2.5's tiktoken table: ``generations.indextts25.data.tiktoken_table`` (the tokenizer) and ``ethiopic_merges``
+(``extend25``).
 """
 
 from __future__ import annotations

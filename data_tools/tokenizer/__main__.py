@@ -142,17 +142,17 @@ def _run_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _run_extend25(args: argparse.Namespace) -> int:
+def _run_extend_table(args: argparse.Namespace) -> int:
     from data_tools.text import language_normalize
     from data_tools.tokenizer.ethiopic_merges import learn_merges, save_merges, write_upstream_table
-    from data_tools.tokenizer.tiktoken25 import Tiktoken25
     from data_tools.tokenizer.verify import read_samples
+    from generations.indextts25.data.tiktoken_table import TiktokenTable
 
     if args.merges < 1:
         raise TokenizerToolError("--merges must be at least 1")
     if args.upstream_table is not None and args.upstream_table.resolve() == args.base.resolve():
         raise TokenizerToolError(f"--upstream-table would overwrite the base table {args.base}")
-    base = Tiktoken25.load(args.base)
+    base = TiktokenTable.load(args.base)
     lines = [language_normalize(line, args.language) for path in args.corpus for line in read_samples(path)]
     if not lines:
         raise TokenizerToolError("the corpus has no text lines")
@@ -163,7 +163,7 @@ def _run_extend25(args: argparse.Namespace) -> int:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
     save_merges(merges, base, args.out)
-    extended = Tiktoken25.load(args.base, merges.tokens)
+    extended = TiktokenTable.load(args.base, merges.tokens)
     before = sum(len(base.encode_for_language(line, args.language).ids) - 1 for line in lines)
     after = sum(len(extended.encode_for_language(line, args.language).ids) - 1 for line in lines)
     chars = sum(len(line) for line in lines) or 1
@@ -178,9 +178,9 @@ def _run_extend25(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from data_tools.tokenizer.tiktoken25 import TableError
+    from generations.indextts25.data.tiktoken_table import TableError
 
-    runners = {"train": _run_train, "extend": _run_extend, "verify": _run_verify, "extend25": _run_extend25}
+    runners = {"train": _run_train, "extend": _run_extend, "verify": _run_verify, "extend25": _run_extend_table}
     try:
         return run_refusing(lambda: runners[args.command](args), (TokenizerToolError, TableError))
     except KeyboardInterrupt:

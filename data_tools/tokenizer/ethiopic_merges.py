@@ -34,12 +34,12 @@ from pathlib import Path
 import regex
 
 from data_tools.fileio import atomic_write_bytes, atomic_write_text, sha256_file
-from data_tools.tokenizer.tiktoken25 import (
+from generations.indextts25.data.tiktoken_table import (
     BASE_RANK_COUNT,
     BASE_TEXT_ROWS,
     SPLIT_PATTERN,
     TableError,
-    Tiktoken25,
+    TiktokenTable,
     base_bpe,
     inference_text,
     merge_parts,
@@ -65,7 +65,7 @@ class Merges:
     corpus: str = ""
     corpus_tokens: int = 0  # tokens of the Ethiopic words of the corpus after the last merge (a self-check)
 
-    def to_json(self, tokenizer: Tiktoken25) -> dict:
+    def to_json(self, tokenizer: TiktokenTable) -> dict:
         added = []
         for i, token in enumerate(self.tokens):
             try:
@@ -81,7 +81,7 @@ class Merges:
                 "added": added}
 
 
-def learn_merges(tokenizer: Tiktoken25, lines: Iterable[str], n_merges: int, *, language: str = "am",
+def learn_merges(tokenizer: TiktokenTable, lines: Iterable[str], n_merges: int, *, language: str = "am",
                  min_count: int = 2, log: Callable[[str], None] | None = None) -> Merges:
     """Learn up to ``n_merges`` Ethiopic merges from ``lines`` (raw text, one utterance each)."""
     if tokenizer.added:
@@ -156,7 +156,7 @@ def ethiopic_words(lines: Iterable[str], language: str = "am") -> Counter[str]:
     return words
 
 
-def added_token_base_ids(tokenizer: Tiktoken25) -> dict[int, list[int]]:
+def added_token_base_ids(tokenizer: TiktokenTable) -> dict[int, list[int]]:
     """For each added token id, the base ids of the same bytes: the rows a new embedding row starts from."""
     return {tokenizer.first_added_id + i: tokenizer.base_ids_of(token) for i, token in enumerate(tokenizer.added)}
 
@@ -166,7 +166,7 @@ def _merge_on(seq: list[int], ranks: dict[bytes, int], token_of: dict[int, bytes
     return merge_parts([token_of[i] for i in seq], ranks)
 
 
-def save_merges(merges: Merges, tokenizer: Tiktoken25, path: str | Path) -> None:
+def save_merges(merges: Merges, tokenizer: TiktokenTable, path: str | Path) -> None:
     data = merges.to_json(tokenizer)
     added = data.pop("added")
     head = json.dumps(data, ensure_ascii=False, indent=1)[:-2]  # without the closing "\n}"
@@ -200,17 +200,17 @@ def load_merges(path: str | Path, base_table: str | Path | None = None) -> list[
     return tokens
 
 
-def load_extended(base_table: str | Path, merges_json: str | Path | None) -> Tiktoken25:
+def load_extended(base_table: str | Path, merges_json: str | Path | None) -> TiktokenTable:
     """The 2.5 tokenizer, with the merges of ``merges_json`` when given."""
     added = load_merges(merges_json, base_table) if merges_json is not None else []
-    return Tiktoken25.load(base_table, added)
+    return TiktokenTable.load(base_table, added)
 
 
-def write_upstream_table(tokenizer: Tiktoken25, path: str | Path) -> None:
+def write_upstream_table(tokenizer: TiktokenTable, path: str | Path) -> None:
     """The ``.tiktoken`` file stock inference reads: base lines unchanged, then the added ranks from 58836.
 
     Upstream numbers the special tokens after the file's ranks, so they move up by the number of added
-    tokens; the GPT's text rows must be re-ordered to match (``Tiktoken25.upstream_id_order``).
+    tokens; the GPT's text rows must be re-ordered to match (``TiktokenTable.upstream_id_order``).
     """
     if tokenizer.source is None:
         raise TableError("the base table's file is needed to write an upstream table")

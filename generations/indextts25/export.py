@@ -2,7 +2,7 @@
 
 - ``OUT/gpt.pth`` ({"model": state_dict}): for the ``merges`` scheme the text rows (``text_embedding``,
   ``text_head.weight``, ``text_head.bias``) re-ordered from the studio's ids (added tokens after the spare row)
-  to upstream's id order (``Tiktoken25.upstream_id_order``: ranks, added ranks, specials, spare row);
+  to upstream's id order (``TiktokenTable.upstream_id_order``: ranks, added ranks, specials, spare row);
   ``OUT/gpt.safetensors`` (optional): the same tensors;
 - ``OUT/config.yaml``: ``version: 2.5`` at the top level, the gpt section of the trained model (its
   ``number_text_tokens``) without the studio's ``spk_cond_mode`` marker (upstream passes that beside it);
@@ -24,9 +24,9 @@ import yaml
 
 from data_tools.fileio import atomic_write_bytes, atomic_write_text, sha256_file
 from data_tools.languages import amharic_translit
-from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25, stock_inference_notes
 from data_tools.tokenizer.ethiopic_merges import write_upstream_table
-from data_tools.tokenizer.tiktoken25 import TABLE_NAME, TableError
+from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable, stock_inference_notes
+from generations.indextts25.data.tiktoken_table import TABLE_NAME, TableError
 from trainer.checkpoints.base_movement import BaseMovement
 from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, training_lines
 from trainer.checkpoints.export_weights import write_gpt_weights
@@ -38,7 +38,7 @@ TEXT_ROW_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias
 SPK_COND_MODE_KEY = "spk_cond_mode"
 
 
-def tokenizer_of(ckpt: Mapping[str, Any], table: str | Path | None) -> TextTokenizerV25:
+def tokenizer_of(ckpt: Mapping[str, Any], table: str | Path | None) -> TextTable:
     """The run's 2.5 tokenizer from the checkpoint's record (``table``: the .tiktoken to use instead)."""
     record = ckpt.get("tokenizer") if isinstance(ckpt.get("tokenizer"), Mapping) else {}
     scheme_record = record.get("text_scheme") if isinstance(record.get("text_scheme"), Mapping) else None
@@ -54,7 +54,7 @@ def tokenizer_of(ckpt: Mapping[str, Any], table: str | Path | None) -> TextToken
     scheme = str(scheme_record.get("scheme"))
     merges = Path(str(record.get("merges_path") or DEFAULT_MERGES))
     try:
-        tokenizer = TextTokenizerV25(path, scheme=scheme, merges=merges if scheme == "merges" else None)
+        tokenizer = TextTable(path, scheme=scheme, merges=merges if scheme == "merges" else None)
     except TableError as exc:
         raise CheckpointError(f"the run's 2.5 tokenizer cannot be rebuilt: {' '.join(str(exc).split())}") from None
     if tokenizer.merges_sha256 != (scheme_record.get("merges_sha256") or ""):
@@ -62,7 +62,7 @@ def tokenizer_of(ckpt: Mapping[str, Any], table: str | Path | None) -> TextToken
     return tokenizer
 
 
-def upstream_rows(weights: dict[str, torch.Tensor], tokenizer: TextTokenizerV25) -> dict[str, torch.Tensor]:
+def upstream_rows(weights: dict[str, torch.Tensor], tokenizer: TextTable) -> dict[str, torch.Tensor]:
     """The text tensors in upstream's id order (a no-op for schemes without added tokens)."""
     if not tokenizer.added_tokens:
         return weights
@@ -92,8 +92,8 @@ def config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes
     return data
 
 
-def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: TextTokenizerV25, dtype: str,
-                   source: Path, movement: BaseMovement | None, language: str) -> str:
+def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer: TextTable, dtype: str,
+               source: Path, movement: BaseMovement | None, language: str) -> str:
     lines = [
         "# IndexTTS-2.5 GPT fine-tune",
         "",

@@ -1,7 +1,7 @@
 """What an IndexTTS-2.5 run needs beyond the IndexTTS-1.5/IndexTTS2 path: its tokenizer, its model source.
 
 - The text: ``--tokenizer`` is the 2.5 ``.tiktoken`` table, ``--text-scheme`` the scheme (``merges`` by
-  default, with ``--text-merges`` or the studio's Ethiopic merges), one ``TextTokenizerV25`` for the run.
+  default, with ``--text-merges`` or the studio's Ethiopic merges), one ``TextTable`` for the run.
   Its ``describe()`` goes into the checkpoint's tokenizer record, so a resume with another scheme is refused
   (``trainer.checkpoints.validate``).
 - The weights: a 2.5 ``gpt.pth`` (refused by name when it lacks a 2.5-only key), its text table grown for
@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
 from data_tools.tokenizer.ethiopic_merges import added_token_base_ids
-from data_tools.tokenizer.tiktoken25 import BASE_TEXT_ROWS, BASE_VOCAB_SIZE, TableError
+from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable
+from generations.indextts25.data.tiktoken_table import BASE_TEXT_ROWS, BASE_VOCAB_SIZE, TableError
 from networks.gpt_config import effective_gpt_config, text_rows
 from networks.gpt_v25 import SPK_COND_MODE, V25_ONLY_KEYS, UnifiedVoiceV25
 from trainer.checkpoints import checkpoint_kind, tokenizer_record
@@ -38,22 +38,22 @@ def is_v25_table(path: str | Path) -> bool:
     return str(path).endswith(TABLE_SUFFIX)
 
 
-def open_tokenizer(opts: dict[str, Any]) -> TextTokenizerV25:
+def open_tokenizer(opts: dict[str, Any]) -> TextTable:
     """The run's 2.5 tokenizer from ``--tokenizer``, ``--text-scheme`` and ``--text-merges``; UsageError."""
     merges = str(opts.get("text_merges") or "").strip() or DEFAULT_MERGES
     try:
-        return TextTokenizerV25(opts["tokenizer"], scheme=str(opts.get("text_scheme") or "merges"), merges=merges)
+        return TextTable(opts["tokenizer"], scheme=str(opts.get("text_scheme") or "merges"), merges=merges)
     except (TableError, OSError) as exc:
         raise UsageError(f"--tokenizer {opts['tokenizer']}: {' '.join(str(exc).split())}") from None
 
 
-def describe_tokenizer(path: str, tokenizer: TextTokenizerV25) -> str:
+def describe_tokenizer(path: str, tokenizer: TextTable) -> str:
     merges = f" ({tokenizer.added_tokens:,} Ethiopic merges)" if tokenizer.scheme == "merges" else ""
     return (f"{path}: IndexTTS-2.5 table, '{tokenizer.scheme}' text scheme{merges}, "
             f"{tokenizer.number_text_tokens + 1:,} text rows, sha256 {tokenizer.sha256[:12]}…")
 
 
-def run_tokenizer_record(opts: dict[str, Any], tokenizer: TextTokenizerV25) -> dict[str, Any]:
+def run_tokenizer_record(opts: dict[str, Any], tokenizer: TextTable) -> dict[str, Any]:
     """The checkpoint's tokenizer record: the table's, plus the scheme (``describe()``)."""
     record = tokenizer_record(opts["tokenizer"], tokenizer.sha256, tokenizer.vocab_size)
     record["text_scheme"] = tokenizer.describe()
@@ -62,7 +62,7 @@ def run_tokenizer_record(opts: dict[str, Any], tokenizer: TextTokenizerV25) -> d
     return record
 
 
-def target_gpt_config(config_gpt: dict[str, Any], tokenizer: TextTokenizerV25) -> dict[str, Any]:
+def target_gpt_config(config_gpt: dict[str, Any], tokenizer: TextTable) -> dict[str, Any]:
     """The 2.5 model this run trains: the config's gpt section marked campplus, text rows of the scheme."""
     gpt = effective_gpt_config(copy.deepcopy(config_gpt))
     gpt["spk_cond_mode"] = SPK_COND_MODE
@@ -70,7 +70,7 @@ def target_gpt_config(config_gpt: dict[str, Any], tokenizer: TextTokenizerV25) -
     return gpt
 
 
-def rows_refusal(rows: int, tokenizer: TextTokenizerV25, where: str) -> str:
+def rows_refusal(rows: int, tokenizer: TextTable, where: str) -> str:
     return (f"{where} has {rows:,} text rows but the '{tokenizer.scheme}' text scheme's table needs "
             f"{tokenizer.number_text_tokens + 1:,}"
             + (f" (or the base table's {BASE_TEXT_ROWS:,}, which the merges scheme grows)"
@@ -78,7 +78,7 @@ def rows_refusal(rows: int, tokenizer: TextTokenizerV25, where: str) -> str:
             + ": use the --text-scheme the weights were trained with")
 
 
-def grow_text_rows(state: dict[str, torch.Tensor], tokenizer: TextTokenizerV25) -> tuple[dict[str, torch.Tensor], list[str]]:
+def grow_text_rows(state: dict[str, torch.Tensor], tokenizer: TextTable) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The base 2.5 text tensors (60510 rows) grown by the scheme's added tokens; other tensors shared."""
     added = added_token_base_ids(tokenizer.tokenizer)
     total = tokenizer.number_text_tokens + 1
@@ -108,7 +108,7 @@ def weights_refusal(state_keys: Any, where: str) -> str | None:
             "gpt.pth, or the config.yaml of the checkpoint's own version")
 
 
-def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
+def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTable,
                          mmap: bool = False, what: str = "--base-checkpoint") -> ModelStart:
     """A fresh 2.5 run on a 2.5 ``gpt.pth`` (bare or ours), its text table grown for the merges scheme."""
     _, state = load_weights(path, what, mmap, weights_refusal)
@@ -131,7 +131,7 @@ def from_base_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
                                                    "(merges scheme)", lines)
 
 
-def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
+def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Path, tokenizer: TextTable,
                          mmap: bool = False) -> ModelStart:
     """``--init-from``: a studio 2.5 checkpoint's weights with its model config, or a bare 2.5 gpt.pth."""
     ckpt, state = load_weights(path, "--init-from", mmap, weights_refusal)
@@ -145,12 +145,12 @@ def from_init_checkpoint(path: Path, config_gpt: dict[str, Any], config_path: Pa
     return ModelStart(gpt, state, ckpt.get("base_vocab_size"), f"--init-from {path} (step {ckpt.get('step')})")
 
 
-def random_init(config_gpt: dict[str, Any], tokenizer: TextTokenizerV25) -> ModelStart:
+def random_init(config_gpt: dict[str, Any], tokenizer: TextTable) -> ModelStart:
     return ModelStart(target_gpt_config(config_gpt, tokenizer), None, None,
                       "random initialisation (no --base-checkpoint)")
 
 
-def start(opts: dict[str, Any], config: dict[str, Any], config_path: Path, tokenizer: TextTokenizerV25,
+def start(opts: dict[str, Any], config: dict[str, Any], config_path: Path, tokenizer: TextTable,
           mmap: bool) -> ModelStart:
     """Where a 2.5 run's weights come from: --init-from, the base checkpoint, or a random initialisation."""
     if opts.get("init_from"):
@@ -160,12 +160,12 @@ def start(opts: dict[str, Any], config: dict[str, Any], config_path: Path, token
     return random_init(config["gpt"], tokenizer)
 
 
-def run_rows_refusal(tokens: int, tokenizer: TextTokenizerV25, where: str) -> str | None:
+def run_rows_refusal(tokens: int, tokenizer: TextTable, where: str) -> str | None:
     """Why a model of ``tokens`` text tokens cannot take the run's text scheme (None: it can)."""
     return None if tokenizer.number_text_tokens == tokens else rows_refusal(tokens + 1, tokenizer, where)
 
 
-def tokens_per_char_line(items: list[Any], tokenizer: TextTokenizerV25, limit: int = 2000) -> str:
+def tokens_per_char_line(items: list[Any], tokenizer: TextTable, limit: int = 2000) -> str:
     """Tokens per character of the items' raw texts under the run's scheme (per language; prefix excluded)."""
     by_language: dict[str, list[str]] = {}
     for item in items:

@@ -6,7 +6,7 @@ joins and int16 rule, and the same generation loop (``generation.generate_codes`
 reference README_audio.md section 5), each in one override here:
 
 - conditioning: CAM++ ``style`` -> ``spk_emb_proj`` (one vector) + emotion vector, the 3-row block;
-- text: ``TextTokenizerV25`` (the checkpoint's scheme: ``bytes`` for a bare upstream gpt.pth, ``merges`` or
+- text: ``TextTable`` (the checkpoint's scheme: ``bytes`` for a bare upstream gpt.pth, ``merges`` or
   ``translit``) with the ``"<|code|> "`` prefix, and the language row (``langs``) on every text position;
   segments of at most ``min(120, max_text_tokens)`` tokens, the prefix included, cut at sentence, clause and
   word boundaries (Ethiopic ``።`` ``፣`` ``፤`` among them; upstream cuts Amharic mid-word);
@@ -158,7 +158,7 @@ def rows_from_upstream_order(model: Any, tokenizer: Any) -> bool:
 
 
 class SynthesizerV25(S2MelSynthesizer):
-    """IndexTTS-2.5 inference over loaded networks (``IndexTTS25Networks``) and a ``TextTokenizerV25``."""
+    """IndexTTS-2.5 inference over loaded networks (``IndexTTS25Networks``) and a ``TextTable``."""
 
     MEL_SETTINGS = MelSettings25
 
@@ -234,8 +234,8 @@ class SynthesizerV25(S2MelSynthesizer):
         """``nets`` with the tokenizer of ``scheme``, else of the scheme its GPT records (``recorded``), else of the
         one an export folder's files say (``trainer.synthesis.exported_table``: an extended table holds its merges),
         else ``bytes``; a GPT recording none has its text rows in upstream's order, put back in the tokenizer's."""
-        from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
-        from data_tools.tokenizer.tiktoken25 import TableError
+        from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable
+        from generations.indextts25.data.tiktoken_table import TableError
         from trainer.synthesis.exported_table import exported_tokenizer, folder_scheme
 
         table = nets.files.table
@@ -244,8 +244,8 @@ class SynthesizerV25(S2MelSynthesizer):
         try:
             tokenizer = exported_tokenizer(table) if chosen == "merges" and merges is None else None
             if tokenizer is None:
-                tokenizer = TextTokenizerV25(table, scheme=chosen,
-                                             merges=(merges or DEFAULT_MERGES) if chosen == "merges" else None)
+                tokenizer = TextTable(table, scheme=chosen,
+                                      merges=(merges or DEFAULT_MERGES) if chosen == "merges" else None)
         except (TableError, OSError) as exc:
             raise SynthesisError(" ".join(str(exc).split())) from None
         if recorded is None:  # an export's or a bare gpt.pth: upstream's row order
@@ -292,7 +292,7 @@ class SynthesizerV25(S2MelSynthesizer):
                        mel: MelSettings | None = None, *, noise: NoiseSource | None = None,
                        text: str = "", trace: list[dict[str, Any]] | None = None,
                        emotion_vector: Tensor | None = None, language: str | None = None) -> S2MelSynthResult:
-        """Token ids per segment (prefix included, as ``TextTokenizerV25.encode`` gives them) in ``language``
+        """Token ids per segment (prefix included, as ``TextTable.encode`` gives them) in ``language``
         (default: the synthesizer's). ``trace`` receives each segment's intermediates (see ``vocalize``)."""
         language = language or self.language_of(text)
         found = [LanguageSegment(text, [int(i) for i in ids], language) for ids in segments]
@@ -345,7 +345,7 @@ class SynthesizerV25(S2MelSynthesizer):
                  settings: DecodeSettings, mel: MelSettings, noise: NoiseSource,
                  generator: torch.Generator | None,
                  trace: dict[str, Any] | None = None) -> tuple[np.ndarray, SegmentInfo]:
-        from data_tools.tokenizer.tiktoken25 import language_index
+        from generations.indextts25.data.tiktoken_table import language_index
 
         model, device = self.model, self.device
         language = segment.language if isinstance(segment, LanguageSegment) and segment.language else self.language_of()

@@ -176,9 +176,9 @@ def _val_entries(manifests: list[str]) -> list[_ValItem]:
         parse_manifest_spec,
     )
     from data_tools.pairs_manifest import parse_pair_line
-    from data_tools.pairs_manifest_v25 import parse_pair_line_v25
+    from generations.indextts25.data import manifest as indextts25_manifest
 
-    parsers = {FORMAT_V2: parse_pair_line, FORMAT_V25: parse_pair_line_v25}
+    parsers = {FORMAT_V2: parse_pair_line, FORMAT_V25: indextts25_manifest.parse_pair_line}
     items: list[_ValItem] = []
     for spec_text in manifests:
         spec = parse_manifest_spec(spec_text)

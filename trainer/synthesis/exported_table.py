@@ -16,7 +16,7 @@ TRANSLIT_MODULE = "amharic_translit.py"  # what a translit export carries beside
 
 def extended_ranks(table: Path) -> tuple[dict[bytes, int], list[bytes]] | None:
     """(base ranks, added tokens in rank order) of an exported extended table; None for a base-sized table."""
-    from data_tools.tokenizer.tiktoken25 import BASE_RANK_COUNT, read_table
+    from generations.indextts25.data.tiktoken_table import BASE_RANK_COUNT, read_table
 
     ranks = read_table(table)
     if len(ranks) <= BASE_RANK_COUNT:
@@ -29,7 +29,7 @@ def extended_ranks(table: Path) -> tuple[dict[bytes, int], list[bytes]] | None:
 def folder_scheme(folder: Path, table: Path) -> str | None:
     """The scheme an export folder's files say (``merges``: an extended table; ``translit``: the transliteration
     module beside the table); None when they say none."""
-    from data_tools.tokenizer.tiktoken25 import TableError
+    from generations.indextts25.data.tiktoken_table import TableError
 
     try:
         if extended_ranks(table) is not None:
@@ -42,13 +42,13 @@ def folder_scheme(folder: Path, table: Path) -> str | None:
 def exported_tokenizer(table: Path) -> Any | None:
     """The ``merges`` tokenizer an extended exported table holds (its added ranks are the merges, in order);
     None for a base-sized table."""
-    from data_tools.text_tokenizer_v25 import TextTokenizerV25
-    from data_tools.tokenizer.tiktoken25 import Tiktoken25
+    from generations.indextts25.data.text_table import TextTable
+    from generations.indextts25.data.tiktoken_table import TiktokenTable
 
     found = extended_ranks(table)
     if found is None:
         return None
-    tokenizer = object.__new__(TextTokenizerV25)  # its constructor reads a base table and a merges JSON
+    tokenizer = object.__new__(TextTable)  # its constructor reads a base table and a merges JSON
     tokenizer.scheme, tokenizer.table, tokenizer.merges, tokenizer.normalize = "merges", Path(table), None, True
-    tokenizer.tokenizer = Tiktoken25(found[0], found[1], source=Path(table))
+    tokenizer.tokenizer = TiktokenTable(found[0], found[1], source=Path(table))
     return tokenizer

@@ -30,13 +30,13 @@ import numpy as np
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_with
 from data_tools.shape_rules import SPEAKER_VECTOR_DIM, V25_CODES_PER_SECOND
-from data_tools.text_tokenizer_v25 import DEFAULT_TABLE
-from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE, TABLE_NAME
 from demo.data import codes_for_text, demo_folder_of, demo_train_argv, paired_gpt_section, stable_int
 from demo.paired_paths import PairedDemoPaths, save_base_gpt, write_demo_utterances, write_pair_manifests
 from demo.voices import write_demo_wavs
 from generations.demo_facts import DemoProject
 from generations.indextts25 import INDEXTTS25
+from generations.indextts25.data.text_table import DEFAULT_TABLE
+from generations.indextts25.data.tiktoken_table import BASE_VOCAB_SIZE, TABLE_NAME
 from generations.indextts25.demo.synthesis import (
     gpt_widths,
     synthesis_ready,

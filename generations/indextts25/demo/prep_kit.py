@@ -16,9 +16,9 @@ import torch
 
 from data_tools.config import save_config
 from data_tools.fileio import atomic_write_with
-from data_tools.tokenizer.tiktoken25 import BASE_VOCAB_SIZE
 from demo.data import paired_gpt_section
 from demo.feature_kit import CODEC_SECTION, DEMO_SEMANTIC_DIM, FeatureKit, write_feature_kit
+from generations.indextts25.data.tiktoken_table import BASE_VOCAB_SIZE
 
 CAMPPLUS_SECTION = {"growth_rate": 8, "bn_size": 2, "init_channels": 16}
 

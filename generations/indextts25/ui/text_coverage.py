@@ -75,7 +75,7 @@ def untrained_marks(options: dict[str, Any], table: Stamp, base_size: int,
     """(the text's chunks, the marked ones' positions, their names) or None when nothing is marked or the run's
     tokenizer cannot be opened. ``options``: the run's ``train_config.yaml`` (its scheme and merges file);
     ``table``: its text table."""
-    from data_tools.tokenizer.tiktoken25 import TableError
+    from generations.indextts25.data.tiktoken_table import TableError
     from trainer.errors import UsageError
 
     merges_path = str(options.get("text_merges") or "").strip()

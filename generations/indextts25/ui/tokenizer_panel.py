@@ -11,16 +11,16 @@ from functools import lru_cache
 
 import pandas as pd
 
-from data_tools.text_tokenizer_v25 import DEFAULT_SCHEME, TEXT_SCHEMES, TextTokenizerV25
-from data_tools.tokenizer.tiktoken25 import TableError
+from generations.indextts25.data.text_table import DEFAULT_SCHEME, TEXT_SCHEMES, TextTable
+from generations.indextts25.data.tiktoken_table import TableError
 
 SAMPLE_TEXT = "ሰላም ለዓለም። ኢትዮጵያ ውብ ሀገር ናት።"
 COLUMNS = ["scheme", "tokens", "characters", "tokens per character", "ids with prefix", "text rows"]
 
 
 @lru_cache(maxsize=4)
-def _tokenizer(scheme: str) -> TextTokenizerV25:
-    return TextTokenizerV25(scheme=scheme)
+def _tokenizer(scheme: str) -> TextTable:
+    return TextTable(scheme=scheme)
 
 
 def measure_schemes(text: str, language: str = "am") -> tuple[pd.DataFrame, str]:

@@ -28,7 +28,7 @@ PROMPT_SECONDS = 15  # inference cuts its prompts to 15 s
 
 
 @dataclass
-class V25Models:
+class PreparationModels:
     """Everything 2.5 preparation runs, loaded once (strictly) on one device."""
 
     extractor: Any  # SeamlessM4TFeatureExtractor
@@ -36,7 +36,7 @@ class V25Models:
     codec: Any  # networks.codec25.Codec25
     campplus: Any  # networks.campplus.CAMPPlus
     gpt: Any  # networks.gpt_v25.UnifiedVoiceV25 (its emotion path)
-    tokenizer: Any  # data_tools.text_tokenizer_v25.TextTokenizerV25
+    tokenizer: Any  # generations.indextts25.data.text_table.TextTable
     device: Any
     limits: DataLimits  # max_text_tokens, max_codes
 
@@ -47,13 +47,13 @@ class V25Models:
                               campplus=self.campplus, gpt=self.gpt)
 
 
-def load_v25_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, campplus: Path, w2v_bert: str,
-                    w2v_stats: Path, table: Path, text_scheme: str, text_merges: Path | None,
-                    device: Any) -> V25Models:
+def load_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, campplus: Path, w2v_bert: str,
+                w2v_stats: Path, table: Path, text_scheme: str, text_merges: Path | None,
+                device: Any) -> PreparationModels:
     """Load every network strictly (a wrong file is refused in one line naming the first bad key)."""
     import torch
 
-    from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
+    from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable
     from networks.campplus import load_campplus
     from networks.codec25 import load_codec25
     from networks.gpt_config import ConfigError
@@ -79,7 +79,7 @@ def load_v25_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, camppl
     extractor, semantic = paired_prep.load_semantic_features(w2v_bert, w2v_stats)
     paired_prep.check_semantic_widths(semantic, codec_model, gpt_model)
     try:
-        tokenizer = TextTokenizerV25(table, scheme=text_scheme, merges=text_merges or DEFAULT_MERGES)
+        tokenizer = TextTable(table, scheme=text_scheme, merges=text_merges or DEFAULT_MERGES)
     except (OSError, ValueError) as exc:
         raise paired_prep.refuse(f"tokenizer {table}", exc) from None
     with torch.no_grad():
@@ -87,12 +87,12 @@ def load_v25_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, camppl
             module.to(device).eval()
     limits = DataLimits(max_text_tokens=int(config["gpt"]["max_text_tokens"]),
                         max_codes=int(config["gpt"]["max_mel_tokens"]))
-    return V25Models(extractor=extractor, semantic=semantic, codec=codec_model, campplus=style, gpt=gpt_model,
-                     tokenizer=tokenizer, device=device, limits=limits)
+    return PreparationModels(extractor=extractor, semantic=semantic, codec=codec_model, campplus=style, gpt=gpt_model,
+                             tokenizer=tokenizer, device=device, limits=limits)
 
 
 @dataclass
-class BatchOutputs25:
+class BatchOutputs:
     """The model outputs of one padded batch (on the CPU), for tests and the benchmark."""
 
     codes: Any  # (B, ceil(T / 2)) int64
@@ -127,8 +127,8 @@ def code_count(width: int) -> int:
     return -(-width // 2)
 
 
-def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int],
-               audio_16k: Sequence[np.ndarray]) -> BatchOutputs25:
+def run_models(models: PreparationModels, features: Any, mask: Any, widths: Sequence[int],
+               audio_16k: Sequence[np.ndarray]) -> BatchOutputs:
     """One padded batch through w2v-BERT + stats, the codec and the GPT's emotion path; CAM++ per item.
 
     An item's own width (its feature rows alone: the extractor pads an odd frame count by a masked row) is
@@ -159,4 +159,4 @@ def run_models(models: V25Models, features: Any, mask: Any, widths: Sequence[int
         spk_vec = torch.cat([speaker_style(models.campplus, torch.from_numpy(wave[:prompt])[None])
                              for wave in audio_16k])
         codes, lengths, emo_vec, spk_vec = (t.cpu() for t in (codes, lengths, emo_vec, spk_vec))
-    return BatchOutputs25(codes=codes, widths=lengths, emo_vec=emo_vec, spk_vec=spk_vec)
+    return BatchOutputs(codes=codes, widths=lengths, emo_vec=emo_vec, spk_vec=spk_vec)

@@ -1,12 +1,12 @@
 """IndexTTS-2.5's text front-end: (text, language, scheme) -> token ids, one function for every caller.
 
-Training, samples, the Test tab, the data checker, pre-flight and export all call ``TextTokenizerV25.encode``
+Training, samples, the Test tab, the data checker, pre-flight and export all call ``TextTable.encode``
 (or ``encode_text``), so a choice of scheme applies to all of them identically. The steps:
 
 1. the studio's language normalisation (``data_tools.text.language_normalize``: NFC, whitespace, the
    language's own hook, e.g. Amharic numbers as words; no upper-casing, 2.5 does not use it);
 2. ``translit`` scheme and Amharic only: ``amharic_translit.to_latin``;
-3. inference's own step (``tiktoken25.inference_text``: character map, case rule) and the ``"<|am|> "``
+3. inference's own step (``tiktoken_table.inference_text``: character map, case rule) and the ``"<|am|> "``
    prefix, then the 2.5 tiktoken table, extended with Ethiopic merges for the ``merges`` scheme.
 
 Schemes ("Amharic without the byte tax", measured by ``bench/tokens_per_char_v25.py``):
@@ -32,14 +32,14 @@ from data_tools.fileio import sha256_file
 from data_tools.languages.amharic_translit import to_latin
 from data_tools.text import language_normalize
 from data_tools.tokenizer.ethiopic_merges import load_extended
-from data_tools.tokenizer.tiktoken25 import (
+from generations.indextts25.data.tiktoken_table import (
     BASE_RANK_COUNT,
     BASE_TEXT_ROWS,
     BASE_VOCAB_SIZE,
     LANGUAGE_ROWS,
     TABLE_NAME,
     TableError,
-    Tiktoken25,
+    TiktokenTable,
     language_index,
     language_prefix,
 )
@@ -49,7 +49,7 @@ TEXT_SCHEMES: tuple[str, ...] = get_args(TextScheme)
 DEFAULT_SCHEME: TextScheme = "merges"
 TRANSLITERATED_LANGUAGES = frozenset({"am"})
 
-TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "tokenizers" / "indextts25"
+TOKENIZER_DIR = Path(__file__).resolve().parents[3] / "tokenizers" / "indextts25"
 DEFAULT_TABLE = TOKENIZER_DIR / TABLE_NAME
 DEFAULT_MERGES = TOKENIZER_DIR / "ethiopic_merges_am.json"
 
@@ -60,7 +60,7 @@ def check_scheme(scheme: str) -> TextScheme:
     return scheme  # type: ignore[return-value]
 
 
-class TextTokenizerV25:
+class TextTable:
     """The 2.5 table (``table``) with a scheme; ``merges`` (a merges JSON) is used by the ``merges`` scheme."""
 
     def __init__(self, table: str | Path = DEFAULT_TABLE, scheme: str = DEFAULT_SCHEME,
@@ -74,7 +74,7 @@ class TextTokenizerV25:
             raise TableError(f"the merges scheme needs a merges file (python -m data_tools.tokenizer extend25): "
                              f"{self.merges or 'none given'}")
         self.normalize = normalize
-        self.tokenizer: Tiktoken25 = load_extended(self.table, self.merges)
+        self.tokenizer: TiktokenTable = load_extended(self.table, self.merges)
 
     @property
     def vocab_size(self) -> int:
@@ -167,21 +167,21 @@ class TextCost:
 
 
 def encode_text(text: str, language: str, scheme: str = DEFAULT_SCHEME,
-                tokenizer: TextTokenizerV25 | None = None) -> list[int]:
-    """``TextTokenizerV25(scheme=scheme).encode(text, language)`` (pass ``tokenizer`` to reuse one)."""
-    tokenizer = tokenizer or TextTokenizerV25(scheme=scheme)
+                tokenizer: TextTable | None = None) -> list[int]:
+    """``TextTable(scheme=scheme).encode(text, language)`` (pass ``tokenizer`` to reuse one)."""
+    tokenizer = tokenizer or TextTable(scheme=scheme)
     if tokenizer.scheme != scheme:
         raise TableError(f"tokenizer uses the {tokenizer.scheme!r} scheme, not {scheme!r}")
     return tokenizer.encode(text, language)
 
 
 def tokens_per_char(texts: Iterable[str], scheme: str = DEFAULT_SCHEME, language: str = "am",
-                    tokenizer: TextTokenizerV25 | None = None) -> float:
-    tokenizer = tokenizer or TextTokenizerV25(scheme=scheme)
+                    tokenizer: TextTable | None = None) -> float:
+    tokenizer = tokenizer or TextTable(scheme=scheme)
     return tokenizer.tokens_per_char(texts, language)
 
 
-def stock_inference_notes(tokenizer: TextTokenizerV25, language: str = "am") -> str:
+def stock_inference_notes(tokenizer: TextTable, language: str = "am") -> str:
     """Markdown for an export's model card: exactly what stock IndexTTS-2.5 inference needs for these ids."""
     code = language.strip().lower()
     prefix_id = tokenizer.tokenizer.specials.get(language_prefix(code).strip())

@@ -175,7 +175,7 @@ class Encoded:
     prefix_length: int  # ids of the language prefix at the front
 
 
-class Tiktoken25:
+class TiktokenTable:
     """The 2.5 tokenizer. ``added`` (Ethiopic merges, in merge order) extend the base table.
 
     Ids: base ranks 0..58835 and the specials 58836..60508 keep their ids; added tokens get ids from
@@ -201,7 +201,7 @@ class Tiktoken25:
                                           mergeable_ranks=mergeable, special_tokens=self.specials)
 
     @classmethod
-    def load(cls, path: str | Path, added: list[bytes] | tuple[bytes, ...] = ()) -> Tiktoken25:
+    def load(cls, path: str | Path, added: list[bytes] | tuple[bytes, ...] = ()) -> TiktokenTable:
         return cls(read_table(path), added, source=Path(path))
 
     @cached_property

@@ -1,7 +1,7 @@
-"""The data checker's per-line half for IndexTTS-2.5 paired manifests (``data_tools.pairs_manifest_v25``).
+"""The data checker's per-line half for IndexTTS-2.5 paired manifests (``generations.indextts25.data.manifest``).
 
 Per line: the fields, the prompt is not the target, the text tokenised with the run's scheme
-(``TextTokenizerV25``: ``"<|lang|> "`` prefix included, checked against ``max_text_tokens`` by the shared
+(``TextTable``: ``"<|lang|> "`` prefix included, checked against ``max_text_tokens`` by the shared
 ``drop_reason``) or precomputed ids made with that scheme; with file checks the arrays through
 ``data_tools.item_files`` (the trainer's reading code): codes in [0, 8192), CAM++ vector [192] and emotion
 vector [model_dim], finite. Tokens per character (prefix excluded) are summed for the report.
@@ -15,27 +15,27 @@ from data_tools import item_files
 from data_tools.check_chunks import _hash64
 from data_tools.check_pairs import check_drop, finish_pair_chunk, start_pair_chunk
 from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
-from data_tools.pairs_manifest_v25 import PairEntryV25, pair_facts_v25, parse_pair_object_v25
 from data_tools.shape_rules import RuleError
+from generations.indextts25.data.manifest import PairEntry, pair_facts, parse_pair_object
 
 _TOKENIZERS: dict[tuple[str, str, str], object] = {}
 
 
-def tokenizer_v25(table: str, scheme: str, merges: str | None):
-    """One ``TextTokenizerV25`` per process and (table, scheme, merges)."""
-    from data_tools.text_tokenizer_v25 import DEFAULT_MERGES, TextTokenizerV25
+def text_table_of(table: str, scheme: str, merges: str | None):
+    """One ``TextTable`` per process and (table, scheme, merges)."""
+    from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable
 
     key = (table, scheme, merges or "")
     if key not in _TOKENIZERS:
-        _TOKENIZERS[key] = TextTokenizerV25(table, scheme=scheme, merges=merges or DEFAULT_MERGES)
+        _TOKENIZERS[key] = TextTable(table, scheme=scheme, merges=merges or DEFAULT_MERGES)
     return _TOKENIZERS[key]
 
 
-def check_pair_chunk_v25(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
-    result, entries, entry_lines, durations = start_pair_chunk(task, settings, parse_pair_object_v25)
+def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
+    result, entries, entry_lines, durations = start_pair_chunk(task, settings, parse_pair_object)
     n = len(entries)
     result.text_tokens = np.full(n, -1, dtype=np.int64)
-    tokenizer = (tokenizer_v25(settings.tokenizer, settings.text_scheme or "merges", settings.text_merges)
+    tokenizer = (text_table_of(settings.tokenizer, settings.text_scheme or "merges", settings.text_merges)
                  if settings.tokenizer else None)
     if tokenizer is not None:
         for i, entry in enumerate(entries):
@@ -52,7 +52,7 @@ def check_pair_chunk_v25(task: ChunkTask, settings: CheckSettings) -> ChunkResul
     return finish_pair_chunk(result, result.ids, entry_lines, durations)
 
 
-def _check_text(result: ChunkResult, settings: CheckSettings, tokenizer, entry: PairEntryV25, i: int) -> None:
+def _check_text(result: ChunkResult, settings: CheckSettings, tokenizer, entry: PairEntry, i: int) -> None:
     lineno = int(result.lines[i])
     if entry.text_ids is not None:
         if entry.text_scheme != tokenizer.scheme:
@@ -77,11 +77,11 @@ def _check_text(result: ChunkResult, settings: CheckSettings, tokenizer, entry: 
     result.body_chars += cost.chars
 
 
-def _check_files(result: ChunkResult, settings: CheckSettings, entry: PairEntryV25, i: int) -> None:
+def _check_files(result: ChunkResult, settings: CheckSettings, entry: PairEntry, i: int) -> None:
     lineno = int(result.lines[i])
     limits = settings.limits()
     try:
-        facts = pair_facts_v25(entry, limits)  # the trainer's own check of the vectors
+        facts = pair_facts(entry, limits)  # the trainer's own check of the vectors
         codes = item_files.load_codes(entry.codes, limits, facts.num_codes)
     except RuleError as exc:
         result.problems.append(("error", exc.code, lineno, f"{exc} (id {entry.id})"))

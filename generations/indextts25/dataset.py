@@ -1,6 +1,6 @@
-"""IndexTTS-2.5 training items: the 2.5 paired manifest (``data_tools.pairs_manifest_v25``) -> batches.
+"""IndexTTS-2.5 training items: the 2.5 paired manifest (``generations.indextts25.data.manifest``) -> batches.
 
-An item is the target's text ids (tokenised here with the run's ``TextTokenizerV25``, i.e. its
+An item is the target's text ids (tokenised here with the run's ``TextTable``, i.e. its
 ``--text-scheme``, ``"<|lang|> "`` prefix included, or the manifest's precomputed ids when their recorded
 scheme is the run's), its 25 Hz codes, the prompt's CAM++ vector and emotion vector, and the language's
 ``lang_embedding`` row. A batch adds ``spk_vec`` (B, 192), ``emo_vec`` (B, D) and ``langs`` (B,) int64 to
@@ -19,8 +19,8 @@ import torch
 
 from data_tools import item_files
 from data_tools.manifest import FORMAT_V25
-from data_tools.pairs_manifest_v25 import PairEntryV25, pair_facts_v25, pair_vectors_v25
 from data_tools.shape_rules import DataLimits, RuleError
+from generations.indextts25.data.manifest import PairEntry, pair_facts, pair_vectors
 from trainer.batching import padded_sequences
 
 
@@ -43,7 +43,7 @@ class PairItemV25:
         return int(self.text_ids.size) + self.num_codes
 
 
-def text_ids_of(entry: PairEntryV25, tokenizer: Any, limits: DataLimits) -> np.ndarray:
+def text_ids_of(entry: PairEntry, tokenizer: Any, limits: DataLimits) -> np.ndarray:
     """The entry's ids under the run's scheme: its precomputed ids (same scheme only) or its text, tokenised."""
     if entry.text_ids is not None:
         if entry.text_scheme != tokenizer.scheme:
@@ -54,9 +54,9 @@ def text_ids_of(entry: PairEntryV25, tokenizer: Any, limits: DataLimits) -> np.n
     return np.asarray(tokenizer.encode(entry.target_text or "", entry.language or ""), dtype=np.int32)
 
 
-def load_pair_v25(entry: PairEntryV25, tokenizer: Any, limits: DataLimits) -> tuple[PairItemV25, int]:
+def load_pair_v25(entry: PairEntry, tokenizer: Any, limits: DataLimits) -> tuple[PairItemV25, int]:
     ids = text_ids_of(entry, tokenizer, limits)
-    facts = pair_facts_v25(entry, limits)
+    facts = pair_facts(entry, limits)
     return PairItemV25(id=entry.id, where=entry.where, text_ids=ids, codes=entry.codes, num_codes=facts.num_codes,
                        spk_vec=entry.spk_vec, emo_vec=entry.emo_vec,
                        lang=tokenizer.language_index(entry.language or ""), language=entry.language or "",
@@ -102,7 +102,7 @@ class PairDatasetV25(torch.utils.data.Dataset):
         item = self.items[index]
         try:
             codes = item_files.load_codes(item.codes, self.limits, item.num_codes)
-            spk_vec, emo_vec = pair_vectors_v25(item.spk_vec, item.emo_vec, self.limits)
+            spk_vec, emo_vec = pair_vectors(item.spk_vec, item.emo_vec, self.limits)
         except _ITEM_ERRORS as exc:
             return {"error": f"{item.where} (id {item.id}): {exc}"}
         return {"id": item.id, "text_ids": item.text_ids, "codes": codes, "spk_vec": spk_vec, "emo_vec": emo_vec,

@@ -28,15 +28,15 @@ import numpy as np
 from data_tools import item_files, pair_fields
 from data_tools.manifest import FORMAT_V25, ManifestError, detect_format, load_json_object, resolve_path
 from data_tools.shape_rules import DataLimits
-from data_tools.tokenizer.tiktoken25 import unknown_language
+from generations.indextts25.data.tiktoken_table import unknown_language
 
-V25_PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
-                   "target_codes_path", "target_audio_path", "prompt_audio_path")
-TEXT_SCHEMES = ("bytes", "merges", "translit")  # data_tools.text_tokenizer_v25's (kept free of its imports)
+PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
+               "target_codes_path", "target_audio_path", "prompt_audio_path")
+TEXT_SCHEMES = ("bytes", "merges", "translit")  # generations.indextts25.data.text_table's (kept free of its imports)
 
 
 @dataclass(frozen=True, kw_only=True)
-class PairEntryV25(pair_fields.PairLine):
+class PairEntry(pair_fields.PairLine):
     spk_vec: Path
     emo_vec: Path
     codes: Path
@@ -46,13 +46,13 @@ class PairEntryV25(pair_fields.PairLine):
     text_scheme: str | None
 
 
-def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
-                          default_language: str | None = None) -> PairEntryV25:
+def parse_pair_object(obj: dict, manifest: Path, lineno: int,
+                      default_language: str | None = None) -> PairEntry:
     """One 2.5 paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
     if detect_format(obj) != FORMAT_V25:
         raise ManifestError(manifest, lineno, "not an IndexTTS-2.5 paired line (no 'prompt_spk_vec_path')")
     uid = pair_fields.pair_id(obj, manifest, lineno)
-    strings = pair_fields.pair_strings(obj, manifest, lineno, ("text_scheme", *V25_PATH_FIELDS))
+    strings = pair_fields.pair_strings(obj, manifest, lineno, ("text_scheme", *PATH_FIELDS))
     for key in ("prompt_spk_vec_path", "target_codes_path"):
         if not strings[key]:
             raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")
@@ -81,7 +81,7 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
 
     spk_vec, emo_vec, codes = path("prompt_spk_vec_path"), path(emo_field), path("target_codes_path")
     assert spk_vec is not None and emo_vec is not None and codes is not None
-    return PairEntryV25(
+    return PairEntry(
         id=uid, speaker=strings["speaker"], language=language, prompt_id=strings["prompt_id"],
         target_id=strings["target_id"], target_text=strings["target_text"], spk_vec=spk_vec, emo_vec=emo_vec,
         codes=codes, code_len=pair_fields.length_field(obj, "target_code_len", manifest, lineno),
@@ -92,14 +92,20 @@ def parse_pair_object_v25(obj: dict, manifest: Path, lineno: int,
     )
 
 
-def parse_pair_line_v25(raw: str, manifest: Path, lineno: int,
-                        default_language: str | None = None) -> PairEntryV25 | None:
+def parse_pair_line(raw: str, manifest: Path, lineno: int,
+                    default_language: str | None = None) -> PairEntry | None:
     if not raw.strip():
         return None
-    return parse_pair_object_v25(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)
+    return parse_pair_object(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)
 
 
-def pair_vectors_v25(spk_vec: Path, emo_vec: Path, limits: DataLimits) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class PairFacts:
+    num_codes: int  # target_code_len (or the array's size)
+    codes_size: int
+
+
+def pair_vectors(spk_vec: Path, emo_vec: Path, limits: DataLimits) -> tuple[np.ndarray, np.ndarray]:
     """The prompt's speaker and emotion vectors, read whole and checked (file, dtype, shape, finite values), as
     float32; RuleError (one line naming the file) otherwise.
 
@@ -109,9 +115,9 @@ def pair_vectors_v25(spk_vec: Path, emo_vec: Path, limits: DataLimits) -> tuple[
     return item_files.load_spk_vec(spk_vec), item_files.load_emo_vec(emo_vec, limits)
 
 
-def pair_facts_v25(entry: PairEntryV25, limits: DataLimits) -> item_files.PairFactsV25:
+def pair_facts(entry: PairEntry, limits: DataLimits) -> PairFacts:
     """What loading a 2.5 pair needs before training: the codes count from their header, the vectors checked by
-    :func:`pair_vectors_v25`."""
+    :func:`pair_vectors`."""
     num_codes, codes_size = item_files.declared_codes_count(entry.codes, entry.code_len)
-    pair_vectors_v25(entry.spk_vec, entry.emo_vec, limits)
-    return item_files.PairFactsV25(num_codes, codes_size)
+    pair_vectors(entry.spk_vec, entry.emo_vec, limits)
+    return PairFacts(num_codes, codes_size)

@@ -55,7 +55,7 @@ def load_community_audio(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass
-class V2Models:
+class PreparationModels:
     """Everything the per-batch computation needs, loaded once (strictly) on one device."""
 
     extractor: Any  # SeamlessM4TFeatureExtractor
@@ -85,8 +85,8 @@ def gpt_state_dict(path: Path) -> Mapping[str, Any]:
     return payload
 
 
-def load_v2_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_bert: str, w2v_stats: Path,
-                   tokenizer: Path, device: Any) -> V2Models:
+def load_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_bert: str, w2v_stats: Path,
+                tokenizer: Path, device: Any) -> PreparationModels:
     """Load every network strictly (a wrong file is refused in one line naming the first bad key)."""
     import torch
 
@@ -118,9 +118,10 @@ def load_v2_models(config: Mapping[str, Any], *, gpt: Path, codec: Path, w2v_ber
     with torch.no_grad():
         for module in (semantic, codec_model, gpt_model):
             module.to(device).eval()
-    return V2Models(extractor=extractor, semantic=semantic, codec=codec_model, gpt=gpt_model,
-                    tokenizer=text_tokenizer, device=device, max_text_tokens=int(config["gpt"]["max_text_tokens"]),
-                    max_codes=int(config["gpt"]["max_mel_tokens"]))
+    return PreparationModels(extractor=extractor, semantic=semantic, codec=codec_model, gpt=gpt_model,
+                             tokenizer=text_tokenizer, device=device,
+                             max_text_tokens=int(config["gpt"]["max_text_tokens"]),
+                             max_codes=int(config["gpt"]["max_mel_tokens"]))
 
 
 @dataclass
@@ -136,7 +137,7 @@ class BatchOutputs:
     emo_vec: Any  # (B, D)
 
 
-def run_models(models: V2Models, features: Any, mask: Any) -> BatchOutputs:
+def run_models(models: PreparationModels, features: Any, mask: Any) -> BatchOutputs:
     """One padded batch through w2v-BERT, the stats, the codec and the base GPT's conditioning (community recipe)."""
     import torch
 
