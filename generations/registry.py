@@ -22,14 +22,19 @@ GENERATIONS: list[Generation] = [INDEXTTS25, INDEXTTS2, INDEXTTS15]
 CAPABILITIES: tuple[Capability, ...] = tuple(Capability)
 
 
+def oldest_first() -> list[Generation]:
+    """The registry's entries, oldest generation first: the order every list the studio shows follows."""
+    return list(reversed(GENERATIONS))
+
+
 def generation_ids() -> tuple[str, ...]:
     """The choice list of generations (ids, oldest first), e.g. for the form and the Test tab."""
-    return tuple(entry.id for entry in reversed(GENERATIONS))
+    return tuple(entry.id for entry in oldest_first())
 
 
 def generation_names() -> dict[str, str]:
     """id -> the name the studio shows."""
-    return {entry.id: entry.name for entry in reversed(GENERATIONS)}
+    return {entry.id: entry.name for entry in oldest_first()}
 
 
 def by_id(ident: str) -> Generation:
@@ -78,7 +83,7 @@ DEMO_RUNS = "runs"  # under a demo's folder: its training output folders
 def demo_folders(leaf: str = "") -> tuple[str, ...]:
     """Each generation's demo folder in a demo workspace, oldest generation first, with ``leaf`` joined on, as
     relative POSIX paths ("" is the workspace itself): ``demo_folders(DEMO_RUNS)`` -> ``("runs", "v2/runs", ...)``."""
-    folders = (entry.demo_folder for entry in reversed(GENERATIONS) if entry.demo_folder is not None)
+    folders = (entry.demo_folder for entry in oldest_first() if entry.demo_folder is not None)
     return tuple(dict.fromkeys("/".join(part for part in (folder, leaf) if part) for folder in folders))
 
 
@@ -90,7 +95,7 @@ def demo_paths(workspace: str | Path, leaf: str = "") -> list[Path]:
 def demo_facets() -> list[DemoFacts]:
     """Each generation's demo facet (those with a demo folder), oldest generation first, each once (a renamed copy
     of an entry shares its demo)."""
-    facets = (entry.demo for entry in reversed(GENERATIONS) if entry.demo is not None and entry.demo_folder is not None)
+    facets = (entry.demo for entry in oldest_first() if entry.demo is not None and entry.demo_folder is not None)
     return list(dict.fromkeys(facets))
 
 
@@ -117,7 +122,7 @@ def config_refusal(config: Mapping[str, Any], generation: Generation, where: str
     if own:
         return own
     if declared and not any(declared.startswith(ident) for ident in generation_ids()):
-        names = ", ".join(entry.name for entry in reversed(GENERATIONS))
+        names = ", ".join(entry.name for entry in oldest_first())
         return f"{where} declares 'version: {declared}'; this studio trains {names} GPTs only"
     if str(gpt.get("condition_type", SUPPORTED_CONDITION_TYPE)) != SUPPORTED_CONDITION_TYPE:
         return (f"{where} uses gpt.condition_type '{gpt.get('condition_type')}'; this studio supports "

@@ -26,7 +26,7 @@ import gradio as gr
 import pandas as pd
 
 from data_tools.text import registered_languages
-from generations.registry import GENERATIONS
+from generations.registry import oldest_first
 from webui.data.check_section import NO_LANGUAGE, CheckForm, check_section, project_check_values
 from webui.data.ingest_panel import build_ingest
 from webui.data.prepare_section import PrepareSection, job_controls, poll_job, stop_job, view_of
@@ -265,7 +265,7 @@ def data_form_values(ctx: StudioContext, name: str | None) -> list[Any]:
 
 def prepare_sections() -> list[PrepareSection]:
     """Each generation's own preparation section, oldest generation first (its registry entry's ``ui`` facet)."""
-    return [entry.ui.prepare_section() for entry in reversed(GENERATIONS)
+    return [entry.ui.prepare_section() for entry in oldest_first()
             if entry.ui is not None and entry.ui.prepare_section is not None]
 
 

@@ -78,9 +78,9 @@ def default_reference(workspace: Path | str) -> tuple[str, Path]:
 def demo_val_manifests(workspace: Path | str) -> list[Path]:
     """Every generation's demo validation manifest in ``workspace`` (the registry's demos, oldest generation first)."""
     from demo.workspace import demo_of
-    from generations.registry import GENERATIONS
+    from generations.registry import oldest_first
 
-    demos = (demo_of(entry, Path(workspace)) for entry in reversed(GENERATIONS))
+    demos = (demo_of(entry, Path(workspace)) for entry in oldest_first())
     return list(dict.fromkeys(demo.val_manifest for demo in demos if demo is not None))
 
 

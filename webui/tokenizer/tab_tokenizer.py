@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from generations.registry import GENERATIONS
+from generations.registry import oldest_first
 from webui.form_inputs import InputProblem
 from webui.jobs.job_panel import job_panel, wire_job
 from webui.jobs.report_jobs import JobResult
@@ -196,7 +196,7 @@ def build(ctx: StudioContext) -> None:
     trained = _train_section(ctx, languages, fields)
     extended = _extend_section(ctx, trained, fields)
     _verify_section(ctx, languages, extended, fields)
-    for entry in reversed(GENERATIONS):  # each generation's own panel, oldest first
+    for entry in oldest_first():  # each generation's own panel, oldest first
         if entry.ui is not None and entry.ui.tokenizer_panel is not None:
             entry.ui.tokenizer_panel()
     follow_project(ctx, fields)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generations.registry import GENERATIONS
-from generations.spec import Generation
+from generations.registry import oldest_first
 from trainer.gpu_preset import DEMO_SETTINGS, GpuPreset
 
 S2MEL_LORA12_PRESET = "S2Mel LoRA (12 GB GPU)"
@@ -37,24 +36,20 @@ S2MEL_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def _oldest_first() -> list[Generation]:
-    return list(reversed(GENERATIONS))
-
-
 def demo_presets() -> tuple[str, ...]:
     """Each generation's demo preset, oldest first: these reset the whole form to a demo's files."""
-    return tuple(dict.fromkeys(entry.form.demo_preset for entry in _oldest_first() if entry.form.demo_preset))
+    return tuple(dict.fromkeys(entry.form.demo_preset for entry in oldest_first() if entry.form.demo_preset))
 
 
 def workspace_demo_preset() -> str:
     """The demo preset of the demo at the workspace's root (the form's first preset without a project)."""
-    return next(entry.form.demo_preset for entry in _oldest_first() if entry.demo_folder == "")
+    return next(entry.form.demo_preset for entry in oldest_first() if entry.demo_folder == "")
 
 
 def preset_names() -> tuple[str, ...]:
     """Every preset, in the order the form offers them."""
     names: list[str] = []
-    for entry in _oldest_first():
+    for entry in oldest_first():
         names += [entry.form.demo_preset] if entry.form.demo_preset else []
         names += list(entry.presets.names) if entry.presets is not None else []
     return tuple(dict.fromkeys([*names, *S2MEL_SETTINGS]))
@@ -63,7 +58,7 @@ def preset_names() -> tuple[str, ...]:
 def gpu_presets() -> dict[str, GpuPreset]:
     """Every generation's GPU presets, by name, in the form's order."""
     found: dict[str, GpuPreset] = {}
-    for entry in _oldest_first():
+    for entry in oldest_first():
         if entry.presets is not None:
             found.update(entry.presets.gpu_presets())
     return found
@@ -73,7 +68,7 @@ def preset_settings(name: str) -> dict[str, Any]:
     """The option values preset ``name`` sets (KeyError: no such preset)."""
     if name in S2MEL_SETTINGS:
         return dict(S2MEL_SETTINGS[name])
-    for entry in _oldest_first():
+    for entry in oldest_first():
         facet = entry.presets
         if name == entry.form.demo_preset:
             own = facet.demo_settings if facet is not None else None

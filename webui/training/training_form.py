@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from data_tools.paths import PathError, expand_text, path_lines
-from generations.registry import GENERATIONS, by_id
+from generations.registry import GENERATIONS, by_id, oldest_first
 from generations.spec import FormFacts
 from trainer import options as trainer_options
 from trainer.options import OPTIONS, Option
@@ -135,7 +135,7 @@ def not_for(option: Option, version: str | None) -> str:
     """Why ``option`` does nothing for generation ``version`` (one line)."""
     facts = _form_facts(version)
     if option.name in GENERATION_OPTIONS or facts is None:
-        users = " and ".join(entry.name for entry in reversed(GENERATIONS) if option.name in entry.form.options)
+        users = " and ".join(entry.name for entry in oldest_first() if option.name in entry.form.options)
         return f"not used for this model: {option.flag} applies to {users or 'no'} runs only"
     return facts.not_for
 
