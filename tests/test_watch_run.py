@@ -58,6 +58,9 @@ def test_a_run_started_elsewhere_shows_its_log_curves_and_progress_and_follows_a
     assert first.metrics_changed and set(watch.metrics.loss_frame()["step"]) == {1, 2}
 
     assert poll_watch(watch).log is None  # nothing new: nothing sent
+    written = (elsewhere / "metrics.jsonl").stat().st_mtime
+    assert poll_watch(watch, now=written + 1).status is None  # seconds passing alone change nothing on the page
+    assert poll_watch(watch, now=written + 59).status is None
 
     # A node was lost: the group's end event, torchrun's next attempt, the resume at the last checkpoint.
     append_events(elsewhere, {"event": "end", "step": 2, "status": "failed", "error": "rank 1 died"},

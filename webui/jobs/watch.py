@@ -77,9 +77,10 @@ def run_state(folder: Path, now: float | None = None) -> tuple[str, str]:
     event = last_lifecycle_event(folder)
     holder = lock_holder(folder)
     try:
-        age = (time.time() if now is None else now) - (folder / METRICS_FILE).stat().st_mtime
+        written = (folder / METRICS_FILE).stat().st_mtime
     except OSError:
-        age = None
+        written = None
+    age = None if written is None else (time.time() if now is None else now) - written
     if event is not None and event.get("event") == "end":
         status = str(event.get("status") or "")
         state = {"completed": "finished", "stopped": "stopped"}.get(status, "failed")
@@ -93,9 +94,14 @@ def run_state(folder: Path, now: float | None = None) -> tuple[str, str]:
     if event is None:
         return "waiting", "no training event yet"
     if age is not None and age < QUIET_S:
-        return "running", f"metrics written {age:.0f} s ago (by a trainer on another machine, or this one)"
-    return "quiet", (f"no end event and nothing written for {age / 60:.0f} min: still starting, stalled, or ended "
-                     "without a word (a killed job)" if age is not None else "no metrics file")
+        # A clock time, not "N s ago": the line then changes only when the run writes, so a tick sends nothing.
+        return "running", f"metrics last written at {_clock(written)} (by a trainer on another machine, or this one)"
+    return "quiet", (f"no end event and nothing written since {_clock(written)}: still starting, stalled, or ended "
+                     "without a word (a killed job)" if written is not None else "no metrics file")
+
+
+def _clock(stamp: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(stamp))
 
 
 def status_html(folder: Path, state: str, line: str) -> str:
