@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
 from networks.unified_voice import load_gpt_state_dict
 from trainer import parallel, steps
@@ -106,7 +105,7 @@ class TrainingRun:
         random.seed(opts.seed)
         np.random.seed(opts.seed)
         torch.manual_seed(opts.seed)
-        self.model = build_any_gpt(start.gpt_config)
+        self.model = plan.generation.model.build(start.gpt_config)  # its GPT class, as its entry says
         if start.state_dict is not None:
             try:
                 dropped = load_gpt_state_dict(self.model, start.state_dict)
