@@ -127,6 +127,14 @@ def test_the_form_offers_the_toy_and_its_demo_preset(toy, toy_demo):
     assert tf.demo_preset_files(toy_demo.root.parent, by_id("1.5").form.demo_preset) is None  # 1.5's stays the root's
 
 
+def test_the_checker_checks_its_manifest(toy, toy_demo, data):
+    from data_tools.check_data import check_manifests
+
+    report = check_manifests([data["train"]], [data["val"]], tokenizer=toy_demo.extended_tokenizer,
+                             config=toy_demo.config, workers=1)
+    assert report.errors == [] and report.verdict in ("clean", "warnings")
+
+
 def test_the_toy_plans_trains_its_own_gpt_and_resumes(toy, trained):
     plan = trained["plan"]
     assert plan.ok, plan.lines()
