@@ -32,6 +32,9 @@ class ModelFacts:
     # its GPT -> the gpt section its checkpoints record as ``model_config``; recognition reads it back, so it
     # carries whatever marks the generation (2.5's spk_cond_mode, a subclass's own key)
     saved_config: Callable[[Any], dict[str, Any]] = recorded_gpt_config
+    # a grown text table's added rows come after the base table's spare row, so nothing moves (IndexTTS-2.5);
+    # False: they come before the extra row, which moves to the new end (trainer.vocab.grow_text_vocab)
+    appends_text_rows: bool = False
 
     def gpt_type(self) -> type:
         """Its GPT class (its module imported now)."""

@@ -137,7 +137,8 @@ class TrainingRun:
     def _freeze_base_rows(self) -> None:
         start, choice = self.start, self.plan.resume
         if start.grown and self.opts.freeze_base_rows:
-            base_rows, extra_row = frozen_text_rows(start.gpt_config, int(start.base_vocab_size))
+            base_rows, extra_row = frozen_text_rows(start.gpt_config, int(start.base_vocab_size),
+                                                    self.plan.generation.model.appends_text_rows)
             self.freezer = BaseRowFreezer(self.model, base_rows=base_rows, extra_row=extra_row)
             extra = f" and the extra row {extra_row}" if extra_row is not None else " (the spare row included)"
             self.say(f"frozen: {self.freezer.num_frozen_params:,} parameters (base rows 0..{base_rows - 1}{extra} "
