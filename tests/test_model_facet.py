@@ -65,6 +65,20 @@ def test_only_the_s2mel_generations_speak_through_an_s2mel():
         "1.5": "BigVGAN", "2": "S2Mel", "2.5": "S2Mel"}
 
 
+def test_the_s2mel_pipeline_refuses_a_bigvgan_gpt_by_its_entry():
+    from types import SimpleNamespace
+
+    from trainer.synthesis.errors import SynthesisError
+    from trainer.synthesis.s2mel_pipeline import S2MelSynthesizer
+
+    with torch.device("meta"):
+        model = build_gpt(tiny_section("1.5"))
+    with pytest.raises(SynthesisError, match=r"an IndexTTS-1\.5 GPT's are spoken by BigVGAN"):
+        S2MelSynthesizer(SimpleNamespace(gpt=model))  # type: ignore[arg-type]
+    with pytest.raises(SynthesisError, match="needs an IndexTTS GPT, got NoneType"):
+        S2MelSynthesizer(SimpleNamespace(gpt=None))  # type: ignore[arg-type]
+
+
 def test_frozen_rows_follow_the_entry():
     gpt = {"number_text_tokens": 120}
     assert frozen_text_rows(gpt, 100, by_id("1.5").model.appends_text_rows) == (100, 120)

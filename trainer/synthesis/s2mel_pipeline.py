@@ -95,7 +95,10 @@ class S2MelSynthesizer(GptTextInputs):
     def __init__(self, nets: IndexTTS2Networks, tokenizer: Any | None = None, *, language: str | None = None,
                  max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> None:
         model = nets.gpt
-        held = generation_of_model(model)
+        try:
+            held = generation_of_model(model)
+        except LookupError:
+            raise SynthesisError(f"IndexTTS2 synthesis needs an IndexTTS GPT, got {type(model).__name__}") from None
         if held.model.latent_decoder != S2MEL:  # its entry says what speaks its latents
             raise SynthesisError(f"IndexTTS2 synthesis needs a GPT whose latents an S2Mel decodes; an {held.name} "
                                  f"GPT's are spoken by {held.model.latent_decoder}")
