@@ -76,7 +76,7 @@ def shape_of(args: argparse.Namespace, lora: bool, device_type: str) -> RunShape
 def train_row(generation: str, lora: bool, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from networks.gpt_build import build_any_gpt
+    from generations.registry import build_gpt
     from trainer import steps
     from trainer.lora_setup import adapt_model
 
@@ -86,7 +86,7 @@ def train_row(generation: str, lora: bool, args: argparse.Namespace, device: tor
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     with device:  # weights (and adapters) made on the GPU
-        model = build_any_gpt(gpt).train()
+        model = build_gpt(gpt).train()
         if lora:
             adapt_model(model, {"lora": True})
     optimizer = steps.build_optimizer(model, 1e-5, 0.01, device)

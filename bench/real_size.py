@@ -196,12 +196,12 @@ def training_batch(model: Any, batch: int, text: int, codes: int, prompt: int) -
 
 def _train_steps(gpt: dict[str, Any], args: argparse.Namespace, count: int) -> float:
     """Build the GPT and take ``count`` training steps as the trainer does; seconds of the last step."""
-    from networks.gpt_build import build_any_gpt
+    from generations.registry import build_gpt
     from trainer import steps
     from trainer.lora_setup import adapt_model
 
     device = torch.device("cpu")
-    model = build_any_gpt(gpt).train()
+    model = build_gpt(gpt).train()
     if args.lora:
         adapt_model(model, {"lora": True})
     if args.grad_checkpointing:

@@ -23,9 +23,9 @@ EMO_NUM = (3, 17, 2, 8, 4, 5, 10, 24)  # rows per emotion in feat1 / feat2 (upst
 
 def _gpt(generation: str, device: torch.device) -> Any:
     from bench.real_size import real_gpt_config
-    from networks.gpt_build import build_any_gpt
+    from generations.registry import build_gpt
 
-    return build_any_gpt(real_gpt_config(generation)[0]).to(device).eval()
+    return build_gpt(real_gpt_config(generation)[0]).to(device).eval()
 
 
 def _v15(codes: int, device: torch.device) -> tuple[Any, Any]:

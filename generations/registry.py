@@ -17,6 +17,7 @@ from generations.indextts2 import INDEXTTS2
 from generations.indextts15 import INDEXTTS15
 from generations.indextts25 import INDEXTTS25
 from generations.spec import Capability, Generation
+from networks.generation_rule import gpt_section
 
 GENERATIONS: list[Generation] = [INDEXTTS25, INDEXTTS2, INDEXTTS15]
 CAPABILITIES: tuple[Capability, ...] = tuple(Capability)
@@ -66,6 +67,25 @@ def generation_of_checkpoint(ckpt: Mapping[str, Any], state: Mapping[str, Any] |
     """The generation of a checkpoint: its recorded model config where it has one, and its weights' keys."""
     config = ckpt.get("model_config") if isinstance(ckpt.get("model_config"), Mapping) else None
     return generation_of_config(config, list(state or {}))
+
+
+def generation_of_model(model: Any) -> Generation:
+    """The generation whose GPT class ``model`` is (entries asked most specific first, as for configs)."""
+    for entry in GENERATIONS:
+        if entry.model.owns(model):
+            return entry
+    raise LookupError(f"no generation builds a {type(model).__name__}")
+
+
+def build_gpt(config: Mapping[str, Any]) -> Any:
+    """The GPT a config (whole, or its gpt section) describes, built by its generation, freshly initialised
+    (under ``torch.device("meta")``: shapes and names only)."""
+    return generation_of_config(config).model.build(gpt_section(config))
+
+
+def saved_model_config(model: Any) -> dict[str, Any]:
+    """The gpt section a checkpoint records for ``model``, as its generation says."""
+    return generation_of_model(model).model.saved_config(model)
 
 
 def generation_of_folder(folder: str | Path) -> Generation | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from generations.demo_facts import DemoFacts
+from generations.model_facts import ModelFacts
 from generations.preset_facts import PresetFacts
 from generations.ui_facts import UiFacts
 
@@ -120,6 +121,7 @@ class Generation:
     # demo). python -m demo builds every demo in one workspace, each through its entry's ``demo`` facet
     prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
     form: FormFacts
+    model: ModelFacts  # its GPT class, how it is built, the model config a save records
     config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule
     ddp_unused_parameters: bool = False  # DDP must look for parameters a step leaves unused (its prompt paths)
     test: TestFacts = field(default_factory=TestFacts)

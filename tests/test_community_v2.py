@@ -177,7 +177,7 @@ def test_repair_v2_model_step_carries_weights_moments_and_schedule_by_name(tmp_p
     out = tmp_path / "repaired.pth"
     report = repair_checkpoint(source, out, config=V2_CONFIG, tokenizer=tokenizers[0])
     text = "\n".join(report.lines())
-    assert "IndexTTS2 (v2) layout" in text and "AdamW moments of 37 of 151 parameters" in text
+    assert "IndexTTS2 layout" in text and "AdamW moments of 37 of 151 parameters" in text
     assert "data position" in text and "RNG state missing: resume will not be bit-exact" in text
     assert report.verify.verdict == PARTIAL
     assert {c.name for c in report.verify.components if c.status != "ok"} == {"RNG", "sampler position"}

@@ -58,9 +58,9 @@ def test_real_v2_counts_on_meta(real_v2) -> None:
     assert facts.parameters == table["num_parameters"] == 865_980_639
     # IndexTTS2 trains from precomputed conditioning: the speaker and emotion encoders get no gradient.
     with torch.device("meta"):
-        from networks.gpt_build import build_any_gpt
+        from generations.registry import build_gpt
 
-        model = build_any_gpt(table["config"])
+        model = build_gpt(table["config"])
     unused = ("conditioning_encoder.", "perceiver_encoder.", "emo_conditioning_encoder.", "emo_perceiver_encoder.",
               "emovec_layer.", "emo_layer.")
     expected = sum(p.numel() for name, p in model.named_parameters() if not name.startswith(unused))
@@ -179,7 +179,7 @@ def test_estimate_within_a_quarter_of_a_measured_cpu_peak(gpt: dict) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_estimate_within_a_quarter_of_cuda_max_memory_allocated(checkpointing: bool) -> None:
-    from networks.gpt_build import build_any_gpt
+    from generations.registry import build_gpt
     from trainer import steps
 
     sys.path.insert(0, str(REPO))
@@ -188,7 +188,7 @@ def test_estimate_within_a_quarter_of_cuda_max_memory_allocated(checkpointing: b
     device = torch.device("cuda")
     shape = RunShape(batch_size=8, text_tokens=100, codes=300, amp="bf16", grad_checkpointing=checkpointing)
     facts = model_facts(SMALL_GPT_V2)
-    model = build_any_gpt(SMALL_GPT_V2).to(device).train()
+    model = build_gpt(SMALL_GPT_V2).to(device).train()
     model.set_gradient_checkpointing(checkpointing)
     optimizer = steps.build_optimizer(model, 1e-5, 0.01, device)
     batch = training_batch(model, 8, 100, 300, 150)

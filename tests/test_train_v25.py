@@ -22,7 +22,7 @@ import yaml
 from generations.indextts25.data.text_table import TextTable
 from generations.indextts25.data.tiktoken_table import BASE_TEXT_ROWS, TABLE_NAME, TiktokenTable
 from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
-from networks.gpt_build import build_any_gpt
+from generations.registry import build_gpt
 from networks.gpt_v25 import load_gpt_v25_file
 from tests.conftest import shared_file
 from tests.trainer_helpers import assert_same_training_state, events, load, run_cli, run_main, step_losses
@@ -208,7 +208,7 @@ def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_s
     assert config["gpt"]["number_text_tokens"] == tokenizer.number_text_tokens
     exported = load_gpt_v25_file(config, bundle / "gpt.pth").eval()  # strict, 2.5 keys required by name
 
-    ours = build_any_gpt(ckpt["model_config"])
+    ours = build_gpt(ckpt["model_config"])
     ours.load_state_dict(ckpt["model"], strict=True)
     ours.eval()
     # The exported table is upstream's layout: its ids for a text are the studio's ids mapped by upstream order.

@@ -23,7 +23,6 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from generations.indextts25.model import saved_model_config
 from trainer.checkpoints import optimizer_param_names
 from trainer.state import Optimisation, Weights
 
@@ -70,7 +69,9 @@ class ShardedWeights(Weights):
     def state_dict(self) -> dict[str, Any]:
         assert self._full is not None, "gather() on every rank before a save"
         full, self._full = self._full, None
-        return {"model_state": full, "model_config": saved_model_config(self.run.model),
+        generation = self.run.plan.generation
+        assert generation is not None  # the plan that built the run named it
+        return {"model_state": full, "model_config": generation.model.saved_config(self.run.model),
                 "base_vocab_size": self.run.start.base_vocab_size}
 
 

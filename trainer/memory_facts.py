@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from generations.registry import generation_of_config
-from networks.gpt_build import build_any_gpt
 from networks.gpt_config import effective_gpt_config, text_rows
 from networks.lora import LoRAError
 
@@ -91,12 +90,10 @@ def model_facts(gpt_config: Mapping[str, Any], opts: Mapping[str, Any] | None = 
     """Count the GPT of ``gpt_config`` on the meta device; LoRA as ``opts`` set it (default rank when absent)."""
     from trainer.lora_setup import adapt_model  # the trainer's own freezing rules
 
-    gpt = effective_gpt_config(dict(gpt_config))
-    if "spk_cond_mode" in gpt_config:
-        gpt["spk_cond_mode"] = gpt_config["spk_cond_mode"]
-    with torch.device("meta"):
-        model = build_any_gpt(gpt)
+    gpt = effective_gpt_config(dict(gpt_config))  # keeps the keys that mark a generation (2.5's spk_cond_mode)
     generation = generation_of_config(gpt)
+    with torch.device("meta"):
+        model = generation.model.build(gpt)
     if generation.training_prompt is None:
         raise ValueError(f"{generation.name} does not say what its training step feeds: no memory estimate")
     version = generation.id

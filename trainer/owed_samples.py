@@ -92,7 +92,6 @@ def _planned(run: Path, opts: RunOptions, step: int) -> Any:
 
 
 def _model(plan: Any) -> Any:
-    from networks.gpt_build import build_any_gpt
     from networks.unified_voice import load_gpt_state_dict
     from trainer.lora_setup import checkpoint_adapter, merge_checkpoint_adapter
 
@@ -100,7 +99,7 @@ def _model(plan: Any) -> Any:
     state = start.state_dict
     if state is not None and checkpoint_adapter(plan.resume.checkpoint) is not None:
         state = merge_checkpoint_adapter(plan.resume.checkpoint, state)  # the adapted model, as it spoke in training
-    model = build_any_gpt(start.gpt_config)
+    model = plan.generation.model.build(start.gpt_config)
     if state is not None:
         load_gpt_state_dict(model, state)
     return model.to(plan.device)

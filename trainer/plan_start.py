@@ -18,9 +18,8 @@ import torch
 
 from data_tools.manifest import parse_manifest_spec
 from data_tools.shape_rules import seconds_of_codes
-from generations.registry import config_refusal, generation_of_config
+from generations.registry import build_gpt, config_refusal, generation_of_config
 from generations.spec import Capability, Generation
-from networks.gpt_build import build_any_gpt
 from networks.loading import state_dict_mismatches
 from networks.lora import LoRAError
 from networks.unified_voice import INFERENCE_ONLY_PREFIXES
@@ -119,7 +118,7 @@ def check_resume(plan: Any, mmap: bool) -> bool:
 def _meta_model(gpt_config: dict[str, Any]) -> torch.nn.Module:
     """The model of ``gpt_config`` without memory (shapes and names only)."""
     with torch.device("meta"):
-        return build_any_gpt(gpt_config)
+        return build_gpt(gpt_config)
 
 
 def model_optimizer_names(model: torch.nn.Module, lr_mults: dict[str, float] | None = None) -> list[list[str]]:

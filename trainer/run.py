@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from networks.gpt_build import build_any_gpt
 from networks.loading import StateDictMismatchError
 from networks.unified_voice import load_gpt_state_dict
 from trainer import parallel, steps
@@ -106,7 +105,7 @@ class TrainingRun:
         random.seed(opts.seed)
         np.random.seed(opts.seed)
         torch.manual_seed(opts.seed)
-        self.model = build_any_gpt(start.gpt_config)
+        self.model = plan.generation.model.build(start.gpt_config)  # its GPT class, as its entry says
         if start.state_dict is not None:
             try:
                 dropped = load_gpt_state_dict(self.model, start.state_dict)
@@ -138,7 +137,8 @@ class TrainingRun:
     def _freeze_base_rows(self) -> None:
         start, choice = self.start, self.plan.resume
         if start.grown and self.opts.freeze_base_rows:
-            base_rows, extra_row = frozen_text_rows(start.gpt_config, int(start.base_vocab_size))
+            base_rows, extra_row = frozen_text_rows(start.gpt_config, int(start.base_vocab_size),
+                                                    self.plan.generation.model.appends_text_rows)
             self.freezer = BaseRowFreezer(self.model, base_rows=base_rows, extra_row=extra_row)
             extra = f" and the extra row {extra_row}" if extra_row is not None else " (the spare row included)"
             self.say(f"frozen: {self.freezer.num_frozen_params:,} parameters (base rows 0..{base_rows - 1}{extra} "

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from generations.indextts25.model import saved_model_config
 from networks.lora import base_state_dict
 from trainer.checkpoints import capture_rng_state, optimizer_param_names, restore_rng_state
 from trainer.errors import UsageError
@@ -69,7 +68,9 @@ class Weights:
     def state_dict(self) -> dict[str, Any]:
         run = self.run
         # The stock layout: LoRA factors (if any) are the ``lora adapters`` component's (trainer.lora_setup).
-        return {"model_state": base_state_dict(run.model), "model_config": saved_model_config(run.model),
+        generation = run.plan.generation
+        assert generation is not None  # the plan that built the run named it
+        return {"model_state": base_state_dict(run.model), "model_config": generation.model.saved_config(run.model),
                 "base_vocab_size": run.start.base_vocab_size}
 
     def load_state_dict(self, ckpt: dict[str, Any], notes: list[str]) -> None:

@@ -223,14 +223,16 @@ def _grow_tensor(tensor: torch.Tensor, base_n: int, new_n: int, plan: list[tuple
     return grown
 
 
-def frozen_text_rows(gpt_config: Mapping[str, Any], base_vocab_size: int) -> tuple[int, int | None]:
+def frozen_text_rows(gpt_config: Mapping[str, Any], base_vocab_size: int, appends_text_rows: bool
+                     ) -> tuple[int, int | None]:
     """(rows ``0..n-1``, extra row) a ``BaseRowFreezer`` keeps for a model grown from ``base_vocab_size``.
 
     IndexTTS-1.5/IndexTTS2 (``grow_text_vocab``): the base pieces' rows and the extra row, moved to the new
     ``number_text_tokens``. IndexTTS-2.5 (``generations.indextts25.model``): added rows come after the base table's spare row,
-    so the base rows are ``0..base_vocab_size`` with the spare one included, and nothing moved.
+    so the base rows are ``0..base_vocab_size`` with the spare one included, and nothing moved. Which of the two
+    a generation does, its entry says (``model.appends_text_rows``).
     """
-    if gpt_config.get("spk_cond_mode") == "campplus":
+    if appends_text_rows:
         return base_vocab_size + 1, None
     return base_vocab_size, int(gpt_config["number_text_tokens"])
 

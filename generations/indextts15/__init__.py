@@ -6,6 +6,7 @@ from functools import partial
 
 from data_tools.manifest import FORMAT_V15
 from generations.demo_facts import DemoFacts
+from generations.model_facts import BIGVGAN, ModelFacts
 from generations.sentencepiece_fields import SENTENCEPIECE
 from generations.spec import Capability, FormFacts, Generation, lazy
 from networks.generation_rule import CODES_PER_SECOND, ID_15, recogniser_of
@@ -30,6 +31,7 @@ INDEXTTS15 = Generation(
     export_name="IndexTTS 1.5",
     exported_version=1.5,
     demo_folder="", prepare="data_tools.preprocess",
+    model=ModelFacts(gpt_class=lazy("networks.unified_voice", "UnifiedVoice"), latent_decoder=BIGVGAN),
     form=FormFacts(manifest_kind="IndexTTS-1.5 codes manifest",
                    not_for="not used for IndexTTS-1.5: its samples at saves speak through --vocoder (BigVGAN)",
                    sample_options=frozenset({"vocoder"}),

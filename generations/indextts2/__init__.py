@@ -7,6 +7,7 @@ from functools import partial
 
 from data_tools.manifest import FORMAT_V2
 from generations.demo_facts import DemoFacts
+from generations.model_facts import S2MEL, ModelFacts
 from generations.preset_facts import PresetFacts
 from generations.sentencepiece_fields import SENTENCEPIECE
 from generations.spec import FormFacts, Generation, TestFacts, lazy
@@ -39,6 +40,7 @@ INDEXTTS2 = Generation(
     synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"), synthesis_options=frozenset({"s2mel", "s2mel_strength"}),
     export_name="IndexTTS2", exported_version=2.0,
     demo_folder="v2", prepare="data_tools.prepare_v2",
+    model=ModelFacts(gpt_class=lazy("networks.unified_voice", "UnifiedVoiceV2"), latent_decoder=S2MEL),
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
                    not_for="not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a "
                            "download folder)",

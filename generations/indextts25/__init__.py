@@ -9,6 +9,7 @@ from typing import Any
 
 from data_tools.manifest import FORMAT_V25
 from generations.demo_facts import DemoFacts
+from generations.model_facts import S2MEL, ModelFacts
 from generations.preset_facts import PresetFacts
 from generations.spec import FormFacts, Generation, TestFacts, lazy
 from generations.ui_facts import UiFacts
@@ -64,6 +65,8 @@ INDEXTTS25 = Generation(
     synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel", "s2mel_strength"}),
     export=lazy(f"{PACKAGE}.export", "export"), export_name=NAME, exported_version=2.5,
     demo_folder="v25", prepare="data_tools.prepare_v25",
+    model=ModelFacts(gpt_class=lazy("networks.gpt_v25", "UnifiedVoiceV25"), latent_decoder=S2MEL,
+                     saved_config=lazy(MODEL, "saved_model_config"), appends_text_rows=True),
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
                    not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "
                            "download folder)",

@@ -24,7 +24,7 @@ from data_tools.tokenizer.ethiopic_merges import added_token_base_ids
 from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable
 from generations.indextts25.data.tiktoken_table import BASE_TEXT_ROWS, BASE_VOCAB_SIZE, TableError
 from networks.gpt_config import effective_gpt_config, text_rows
-from networks.gpt_v25 import SPK_COND_MODE, V25_ONLY_KEYS, UnifiedVoiceV25
+from networks.gpt_v25 import SPK_COND_MODE, V25_ONLY_KEYS
 from trainer.checkpoints import checkpoint_kind, tokenizer_record
 from trainer.errors import UsageError
 from trainer.model_source import ModelStart, load_weights
@@ -179,9 +179,7 @@ def tokens_per_char_line(items: list[Any], tokenizer: TextTable, limit: int = 20
 
 
 def saved_model_config(model: torch.nn.Module) -> dict[str, Any]:
-    """The gpt config a checkpoint records for ``model``: a 2.5 GPT keeps ``spk_cond_mode`` out of its own
-    ``gpt_config`` (upstream passes it beside), so it is added back here; resume and export read it."""
-    config = dict(model.gpt_config)  # type: ignore[arg-type]
-    if isinstance(model, UnifiedVoiceV25):
-        config["spk_cond_mode"] = SPK_COND_MODE
-    return config
+    """The gpt config a checkpoint records for a 2.5 GPT (its entry's ``model.saved_config``): it keeps
+    ``spk_cond_mode`` out of its own ``gpt_config`` (upstream passes it beside), so it is added back here;
+    recognition, resume and export read it."""
+    return {**model.gpt_config, "spk_cond_mode": SPK_COND_MODE}  # type: ignore[dict-item]

@@ -15,10 +15,10 @@ import torch
 
 
 def _meta_model(cfg: Mapping[str, Any]) -> torch.nn.Module:
-    from networks.gpt_build import build_any_gpt
+    from generations.registry import build_gpt
 
     with torch.device("meta"):
-        return build_any_gpt(dict(cfg))
+        return build_gpt(dict(cfg))
 
 
 def trainer_param_names(cfg: Mapping[str, Any], weight_decay: float = 0.01) -> list[list[str]]:

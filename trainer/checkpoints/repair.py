@@ -264,7 +264,9 @@ def _upgrade_community(old: dict[str, Any], report: RepairReport, *, tokenizer: 
     old_keys = [str(k) for k in old["model"]]
     state = _clean_state(old["model"])
     gpt, config_tokens = _community_config(state, config, report)
-    version = "IndexTTS2 (v2)" if "emo_condition_module" in gpt else "IndexTTS v1.5"
+    from generations.registry import generation_of_config
+
+    version = generation_of_config(gpt).name
     report.kept.append(f"model weights ({len(state)} tensors, {version} layout; channels_last convs stored "
                        "contiguous)")
     tokens = int(gpt["number_text_tokens"])

@@ -59,10 +59,10 @@ class Expectation:
 
 def expected_state_shapes(gpt_config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """Keys and shapes of the model a gpt config builds (built on the meta device: no memory, fast)."""
-    from networks.gpt_build import build_any_gpt
+    from generations.registry import build_gpt
 
     with torch.device("meta"):
-        model = build_any_gpt(dict(gpt_config))
+        model = build_gpt(dict(gpt_config))
     return {name: tuple(t.shape) for name, t in model.state_dict().items()}
 
 

@@ -94,10 +94,10 @@ def _param_names_from_model(cfg: Mapping[str, Any] | None) -> list[list[str]] | 
     """Parameter order of a single-group optimizer over model.parameters() (the community trainers' layout)."""
     if cfg is None:
         return None
-    from networks.gpt_build import build_any_gpt
+    from generations.registry import build_gpt
 
     with torch.device("meta"):
-        model = build_any_gpt(dict(cfg))
+        model = build_gpt(dict(cfg))
     return [[name for name, _ in model.named_parameters()]]
 
 

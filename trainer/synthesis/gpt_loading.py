@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
+from generations.registry import build_gpt
 from networks.loading import state_dict_mismatches
-from networks.unified_voice import INFERENCE_ONLY_PREFIXES, UnifiedVoice, build_model
+from networks.unified_voice import INFERENCE_ONLY_PREFIXES, UnifiedVoice
 from trainer.synthesis.errors import SynthesisError
 
 
@@ -29,9 +30,10 @@ def gpt_config_for(ckpt: dict[str, Any], state: Mapping[str, torch.Tensor], conf
 
 def model_from_state(gpt_config: Mapping[str, Any], state: Mapping[str, torch.Tensor], source: str,
                      device: torch.device | str = "cpu", version: str = "1.5") -> UnifiedVoice:
-    """Build the ``version`` GPT from ``gpt_config`` and load ``state`` strictly (inference aliases dropped)."""
+    """Build the GPT of ``gpt_config`` (its generation's class, as its entry builds it), check it is a ``version``
+    network, and load ``state`` strictly (inference aliases dropped)."""
     with torch.device("meta"):
-        model = build_model(dict(gpt_config))
+        model = build_gpt(dict(gpt_config))
     if model.version != version:
         from generations.registry import name_of
 

@@ -49,6 +49,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from generations.model_facts import S2MEL
+from generations.registry import generation_of_model
 from networks.emotion_matrix import (
     mix_with_emotion_matrix,
     scale_emotion_weights,
@@ -59,7 +61,6 @@ from networks.frontends.s2mel_mel import S2MelMelSettings, s2mel_log_mel
 from networks.frontends.seamless_features import extract_features
 from networks.indextts2 import IndexTTS2Networks
 from networks.s2mel import target_mel_frames
-from networks.unified_voice import UnifiedVoiceV2
 from trainer.synthesis.errors import SynthesisError
 from trainer.synthesis.eval_mode import EvalMode
 from trainer.synthesis.generation import DecodeSettings, generate_codes, max_codes_for
@@ -94,8 +95,13 @@ class S2MelSynthesizer(GptTextInputs):
     def __init__(self, nets: IndexTTS2Networks, tokenizer: Any | None = None, *, language: str | None = None,
                  max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> None:
         model = nets.gpt
-        if not isinstance(model, UnifiedVoiceV2):
-            raise SynthesisError("IndexTTS2 synthesis needs an IndexTTS2 GPT")
+        try:
+            held = generation_of_model(model)
+        except LookupError:
+            raise SynthesisError(f"IndexTTS2 synthesis needs an IndexTTS GPT, got {type(model).__name__}") from None
+        if held.model.latent_decoder != S2MEL:  # its entry says what speaks its latents
+            raise SynthesisError(f"IndexTTS2 synthesis needs a GPT whose latents an S2Mel decodes; an {held.name} "
+                                 f"GPT's are spoken by {held.model.latent_decoder}")
         width = nets.s2mel.config.gpt_dim
         if width != model.model_dim:
             raise SynthesisError(f"the S2Mel gpt_layer takes GPT latents of width {width} but the GPT's model_dim "
