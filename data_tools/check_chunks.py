@@ -149,7 +149,11 @@ def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     lines, nbytes = read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)
-    entries, entry_lines = parse_lines(lines, Path(task.manifest), result.problems)
+    from data_tools.manifest import line_parser
+    from generations.registry import default_format, format_of
+
+    found = format_of(task.format) if task.format else default_format()
+    entries, entry_lines = parse_lines(lines, Path(task.manifest), result.problems, line_parser(found))
     n = len(entries)
     ids = [e[0] for e in entries]
     texts = [e[1] for e in entries]

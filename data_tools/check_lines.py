@@ -8,11 +8,15 @@ definition of a valid manifest line, which names the problem.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from data_tools.chunk_lines import IO_ERROR, MARKERS
 from data_tools.manifest import MAX_LINE_BYTES, ManifestError, parse_manifest_line
 from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
+
+LineParser = Callable[[str, Path, int], Any]  # (raw line, manifest, line number) -> a codes entry or None
 
 
 def problem_code(err: ManifestError) -> str:
@@ -65,20 +69,17 @@ def _quick_entry(obj: object) -> tuple | None:
     return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
 
 
-def _entry_fields(raw: str, manifest: Path, lineno: int) -> tuple:
-    """Fields of a line the quick check refused; raises ManifestError naming the problem."""
-    from data_tools.fileio import expand_path
-
-    entry = parse_manifest_line(raw, manifest, lineno)
+def _entry_fields(raw: str, manifest: Path, lineno: int, parse: LineParser = parse_manifest_line) -> tuple:
+    """Fields of a line the quick check refused, as ``parse`` (its format's line parser) reads it; raises
+    ManifestError naming the problem."""
+    entry = parse(raw, manifest, lineno)
     if entry is None:
         raise ManifestError(manifest, lineno, "blank line")  # unreachable: blanks are skipped earlier
-    obj = json.loads(raw)
 
-    def path(key: str) -> str | None:  # relative paths stay relative (the chunk joins its folder); ~ expanded
-        value = obj.get(key) or None
-        return str(expand_path(value)) if value else None
+    def path(value: Path | None) -> str | None:  # resolved against the manifest's folder, as the chunk's are
+        return str(value) if value is not None else None
 
-    return (entry.id, entry.text, path("codes"), path("cond_mel"), path("cond_audio"), entry.speaker,
+    return (entry.id, entry.text, path(entry.codes), path(entry.cond_mel), path(entry.cond_audio), entry.speaker,
             entry.language, entry.duration)
 
 
@@ -91,8 +92,10 @@ def unreadable_line_problem(raw: str | None, lineno: int) -> tuple[str, str, int
     return ("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes")
 
 
-def parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tuple[list[tuple], list[int]]:
-    """The lean parse loop: fields of every valid line, a problem for every invalid one."""
+def parse_lines(lines: list[str | None], manifest: Path, problems: list, parse: LineParser = parse_manifest_line
+                ) -> tuple[list[tuple], list[int]]:
+    """The lean parse loop: fields of every valid line, a problem for every invalid one (a line the quick check
+    refuses is read by ``parse``, its format's line parser)."""
     loads = json.loads
     scan = _SCAN_ONCE
     quick = _quick_entry
@@ -125,7 +128,7 @@ def parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tupl
             if raw.isspace():
                 continue
             try:
-                fields = _entry_fields(raw, manifest, lineno)
+                fields = _entry_fields(raw, manifest, lineno, parse)
             except ManifestError as err:
                 problems.append(("error", problem_code(err), lineno, err.message))
                 continue

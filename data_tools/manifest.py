@@ -13,8 +13,9 @@ Fields (README "Codes manifest" documents them for users):
 Relative paths are resolved against the manifest's folder (``~`` expanded). Errors carry ``file:line``.
 A manifest argument may end in ``::lang`` (``train.jsonl::am``): that manifest's default language.
 
-The IndexTTS2 paired manifest (``data_tools.pairs_manifest``) is told apart by its fields
-(``prompt_condition_path`` / ``target_codes_path``); ``manifest_format`` says which one a file is. Lines
+Each generation's manifest format (``generations/<gen>/data/format.py``: this one is IndexTTS-1.5's, the paired
+ones IndexTTS2's and IndexTTS-2.5's) is told apart by its fields (``generations.registry.format_of_line``);
+``manifest_format`` says which one a file is. Lines
 are read as bytes and decoded one by one (a bad byte is reported at its own line), at most
 ``MAX_LINE_BYTES`` each, from regular files only.
 """
@@ -24,9 +25,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from generations.format_facts import ManifestFormat
 
 REQUIRED_STR_FIELDS = ("id", "text", "codes")
 OPTIONAL_STR_FIELDS = ("cond_mel", "cond_audio", "speaker", "language")
@@ -69,14 +74,7 @@ class ManifestEntry(ManifestLine):
 
 MAX_LINE_BYTES = 1 << 20  # a longer line is refused (and skipped) without reading it into memory
 MAX_FIELD_CHARS = 100_000
-V2_MARK_FIELDS = ("prompt_condition_path", "target_codes_path")
 UTTERANCE_FEATURE_FIELDS = ("codes_path", "condition_path")
-FORMAT_V15 = "v1.5"
-FORMAT_V2 = "v2"
-FORMAT_V25 = "v2.5"
-V25_MARK_FIELDS = ("prompt_spk_vec_path",)  # the CAM++ vector: only an IndexTTS-2.5 paired line has it
-FORMAT_NAMES = {FORMAT_V15: "a v1.5 codes manifest", FORMAT_V2: "an IndexTTS2 paired manifest",
-                FORMAT_V25: "an IndexTTS-2.5 paired manifest"}
 _LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})?")
 
 
@@ -143,15 +141,19 @@ def load_json_object(raw: str, manifest: Path, lineno: int) -> dict:
     return obj
 
 
-def detect_format(obj: dict) -> str | None:
-    """FORMAT_V25 / FORMAT_V2 for a 2.5 / IndexTTS2 paired line, FORMAT_V15 for a codes line, None for neither."""
-    if any(key in obj for key in V25_MARK_FIELDS):
-        return FORMAT_V25
-    if any(key in obj for key in V2_MARK_FIELDS):
-        return FORMAT_V2
-    if "codes" in obj:
-        return FORMAT_V15
-    return None
+def line_parser(fmt: ManifestFormat) -> Callable[..., Any]:
+    """The line parser of manifest format ``fmt``: (raw line, manifest, line number, default language) -> its entry,
+    None for a blank line, ManifestError for a bad one (the format's object parser imported once, for a loop)."""
+    from generations.spec import resolved
+
+    parse_object = resolved(fmt.parse_object)
+
+    def parse(raw: str, manifest: Path, lineno: int, default_language: str | None = None) -> Any:
+        if not raw.strip():
+            return None
+        return parse_object(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)
+
+    return parse
 
 
 def string_field(obj: dict, key: str, manifest: Path, lineno: int, required: bool = False,
@@ -171,13 +173,20 @@ def string_field(obj: dict, key: str, manifest: Path, lineno: int, required: boo
 def parse_manifest_line(raw: str, manifest: Path, lineno: int, default_language: str | None = None
                         ) -> ManifestEntry | None:
     """Parse one v1.5 line; ``None`` for a blank line; raises ManifestError saying what is wrong."""
-    from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
-
     if not raw.strip():
         return None
-    obj = load_json_object(raw, manifest, lineno)
-    if detect_format(obj) in (FORMAT_V2, FORMAT_V25):
-        raise ManifestError(manifest, lineno, f"{FORMAT_NAMES[detect_format(obj)]} line in a v1.5 codes manifest")
+    return parse_codes_object(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)
+
+
+def parse_codes_object(obj: dict, manifest: Path, lineno: int, default_language: str | None = None
+                       ) -> ManifestEntry:
+    """One codes line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
+    from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
+    from generations.registry import format_of_line
+
+    found = format_of_line(obj)
+    if found is not None and found.pairs:
+        raise ManifestError(manifest, lineno, f"{found.name} line in a v1.5 codes manifest")
     for key in REQUIRED_STR_FIELDS:
         string_field(obj, key, manifest, lineno, required=True)
     for key in OPTIONAL_STR_FIELDS:
@@ -290,13 +299,16 @@ def manifest_format_refusal(path: str | Path) -> ManifestError | None:
 
 
 def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
-    """The format of a manifest, from its first line that is a JSON object with known fields.
+    """The format of a manifest (the id of its ``generations.registry.format_of``), from its first line that is a
+    JSON object with a field that marks a format (``generations.registry.format_of_line``).
 
     Raises ManifestError for a file that is no JSON-lines manifest at all (``manifest_sniff``: empty,
     compressed, UTF-16, binary, a JSON array, pretty-printed, ...), for the community's per-utterance feature
     manifest (the trainer needs pairs) and for one whose JSON objects have none of any format's fields.
     Lines that are not JSON objects are left to the line parsers (they report each at its line).
     """
+    from generations.registry import default_format, format_of_line
+
     path = Path(path)
     refusal = manifest_format_refusal(path)
     if refusal is not None:
@@ -314,9 +326,9 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
         except ManifestError:
             continue
         first_object = first_object or (lineno, obj)
-        found = detect_format(obj)
+        found = format_of_line(obj)
         if found is not None:
-            return found
+            return found.id
         if all(key in obj for key in UTTERANCE_FEATURE_FIELDS):
             raise ManifestError(path, lineno, "a per-utterance feature manifest (codes_path/condition_path): the "
                                               "trainer needs the paired manifest (prompt_*/target_* fields) built "
@@ -326,7 +338,7 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
         fields = ", ".join(sorted(map(str, obj))[:8]) or "none"
         raise ManifestError(path, lineno, f"no line is a training manifest entry (fields here: {fields}); a codes "
                                           "manifest has id/text/codes, a paired one prompt_*/target_* paths")
-    return FORMAT_V15
+    return default_format().id
 
 
 

@@ -25,6 +25,16 @@ class PairLine(ManifestLine):
     prompt_audio: Path | None
     duration: float | None  # the target's seconds, when the line says
 
+    @property
+    def target_features(self) -> Path:
+        """The target's codes file (what names the target utterance when the line gives no target_id)."""
+        return self.codes  # type: ignore[attr-defined]  # every paired format's entry has its target's codes
+
+    @property
+    def prompt_features(self) -> Path:
+        """The prompt's feature file (what names the prompt utterance when the line gives no prompt_id)."""
+        raise NotImplementedError
+
 
 def pair_strings(obj: dict, manifest: Path, lineno: int, keys: tuple[str, ...]) -> dict[str, str | None]:
     """The shared string fields and ``keys``, each a string or None (a ManifestError names a wrong type)."""
