@@ -22,15 +22,15 @@ from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
 from data_tools.chunk_lines import MARKERS, read_lines
 from data_tools.code_lengths import padded_length, target_duration
 from data_tools.manifest import ManifestError, load_json_object
+from data_tools.pair_fields import PairLine
 from data_tools.pairs_manifest import PairEntry, parse_pair_object
 from data_tools.shape_rules import V2_CODES_PER_SECOND, RuleError, drop_reason
 from data_tools.text_keys import TextBatch
-from generations.indextts25.data import manifest as indextts25_manifest
 
 DROP_CODES = {"empty_text": "empty-text", "empty_codes": "codes-empty", "too_many_text_tokens": "text-too-long",
               "too_many_codes": "codes-too-long"}
 
-Pair = TypeVar("Pair", PairEntry, indextts25_manifest.PairEntry)
+Pair = TypeVar("Pair", bound=PairLine)  # one paired format's entry
 
 
 def parse_pair_lines(lines: list[str | None], manifest: Path, problems: list, language: str | None,
@@ -118,7 +118,7 @@ def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     return finish_pair_chunk(result, result.ids, entry_lines, durations)
 
 
-def check_drop(result: ChunkResult, settings: CheckSettings, entry: PairEntry | indextts25_manifest.PairEntry,
+def check_drop(result: ChunkResult, settings: CheckSettings, entry: PairLine,
                lineno: int, text_len: int, code_len: int, text_limit_note: str = "") -> None:
     """An error when the trainer would drop the pair (``drop_reason``); ``text_limit_note`` says how text counts."""
     reason = drop_reason(text_len, code_len, 0, settings.limits())

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from generations.registry import default_format, format_of_line
+
 if TYPE_CHECKING:
     from generations.format_facts import ManifestFormat
 
@@ -182,7 +184,6 @@ def parse_codes_object(obj: dict, manifest: Path, lineno: int, default_language:
                        ) -> ManifestEntry:
     """One codes line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
     from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
-    from generations.registry import format_of_line
 
     found = format_of_line(obj)
     if found is not None and found.pairs:
@@ -307,8 +308,6 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
     manifest (the trainer needs pairs) and for one whose JSON objects have none of any format's fields.
     Lines that are not JSON objects are left to the line parsers (they report each at its line).
     """
-    from generations.registry import default_format, format_of_line
-
     path = Path(path)
     refusal = manifest_format_refusal(path)
     if refusal is not None:

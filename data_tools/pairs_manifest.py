@@ -22,6 +22,7 @@ from pathlib import Path
 from data_tools import pair_fields
 from data_tools.manifest import ManifestError, load_json_object, resolve_path
 from generations.indextts2.data.format import PATH_FIELDS
+from generations.registry import format_of_line
 
 PAIR_PATH_FIELDS = PATH_FIELDS
 
@@ -42,8 +43,6 @@ class PairEntry(pair_fields.PairLine):
 
 def parse_pair_object(obj: dict, manifest: Path, lineno: int, default_language: str | None = None) -> PairEntry:
     """One paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
-    from generations.registry import format_of_line
-
     found = format_of_line(obj)
     if found is not None and not found.pairs:
         raise ManifestError(manifest, lineno, "a v1.5 codes line in an IndexTTS2 paired manifest")

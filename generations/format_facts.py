@@ -50,7 +50,7 @@ class ManifestFormat:
 
     def recognises(self, obj: Mapping[str, Any]) -> bool:
         """Whether a line's JSON object has a field that marks this format."""
-        return any(key in obj for key in self.marks)
+        return not obj.keys().isdisjoint(self.marks)
 
     def renamed(self, **changes: Any) -> ManifestFormat:
         """A copy with other facts (tests register a toy format this way)."""

@@ -93,7 +93,10 @@ def format_of(ident: str) -> ManifestFormat:
 def format_of_line(obj: Mapping[str, Any]) -> ManifestFormat | None:
     """The format one manifest line (its JSON object) is of: the first format, newest generation first, whose
     marking fields it has; None when it has none (the one recognition rule for lines)."""
-    return next((found for found in formats() if found.recognises(obj)), None)
+    for entry in GENERATIONS:  # per line: no list built, no facet hashed
+        if entry.manifest_format.recognises(obj):
+            return entry.manifest_format
+    return None
 
 
 def default_format() -> ManifestFormat:
