@@ -40,7 +40,14 @@ def problem_code(err: ManifestError) -> str:
 _SCAN_ONCE = json.JSONDecoder().scan_once  # json.loads' own scanner (the C one), without its Python layers
 
 
-def _quick_entry(obj: object) -> tuple | None:
+def paired_marks() -> frozenset[str]:
+    """The fields that mark a line of a paired format (``generations.registry``): a codes line has none of them."""
+    from generations.registry import formats
+
+    return frozenset(mark for found in formats() if found.pairs for mark in found.marks)
+
+
+def _quick_entry(obj: object, pair_marks: frozenset[str] = frozenset()) -> tuple | None:
     """The fields of a line that is certainly valid, else None (then the manifest parser decides)."""
     if type(obj) is not dict:
         return None
@@ -64,7 +71,7 @@ def _quick_entry(obj: object) -> tuple | None:
     for value in (codes, cond_mel, cond_audio):
         if value and (value[0] == "~" or "\x00" in value or len(value) > 4096 or value.isspace()):
             return None  # the manifest parser expands or refuses it
-    if "prompt_condition_path" in obj or "target_codes_path" in obj:
+    if not obj.keys().isdisjoint(pair_marks):
         return None
     return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
 
@@ -99,6 +106,7 @@ def parse_lines(lines: list[str | None], manifest: Path, problems: list, parse: 
     loads = json.loads
     scan = _SCAN_ONCE
     quick = _quick_entry
+    pair_marks = paired_marks()
     entries: list[tuple] = []
     entry_lines: list[int] = []
     append_entry, append_line = entries.append, entry_lines.append
@@ -113,13 +121,13 @@ def parse_lines(lines: list[str | None], manifest: Path, problems: list, parse: 
         except (StopIteration, ValueError, RecursionError):
             end = -1
         if end == len(raw):
-            fields = quick(obj)
+            fields = quick(obj, pair_marks)
             if fields is not None:
                 append_entry(fields)
                 append_line(lineno)
                 continue
         try:
-            fields = quick(loads(raw))
+            fields = quick(loads(raw), pair_marks)
         except (ValueError, RecursionError):
             if not raw or raw.isspace():
                 continue
