@@ -1,8 +1,9 @@
 """Parsing one chunk's lines for the v1.5 data checker: the fields of each valid line, a problem for each other.
 
 The parse loop is lean on purpose: a line that passes a quick type check is taken as it is, and
-only a line that fails it goes through ``data_tools.manifest.parse_manifest_line``, the single
-definition of a valid manifest line, which names the problem.
+only a line that fails it goes through its format's line parser (IndexTTS-1.5's
+``generations.indextts15.data.manifest.parse_manifest_line`` for a codes manifest), the single definition of a valid
+line, which names the problem.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from data_tools.chunk_lines import IO_ERROR, MARKERS
-from data_tools.manifest import MAX_LINE_BYTES, ManifestError, parse_manifest_line
+from data_tools.manifest import MAX_LINE_BYTES, ManifestError, line_parser
 from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
 
 LineParser = Callable[[str, Path, int], Any]  # (raw line, manifest, line number) -> a codes entry or None
@@ -76,7 +77,7 @@ def _quick_entry(obj: object, pair_marks: frozenset[str] = frozenset()) -> tuple
     return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
 
 
-def _entry_fields(raw: str, manifest: Path, lineno: int, parse: LineParser = parse_manifest_line) -> tuple:
+def _entry_fields(raw: str, manifest: Path, lineno: int, parse: LineParser) -> tuple:
     """Fields of a line the quick check refused, as ``parse`` (its format's line parser) reads it; raises
     ManifestError naming the problem."""
     entry = parse(raw, manifest, lineno)
@@ -99,10 +100,14 @@ def unreadable_line_problem(raw: str | None, lineno: int) -> tuple[str, str, int
     return ("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes")
 
 
-def parse_lines(lines: list[str | None], manifest: Path, problems: list, parse: LineParser = parse_manifest_line
+def parse_lines(lines: list[str | None], manifest: Path, problems: list, parse: LineParser | None = None
                 ) -> tuple[list[tuple], list[int]]:
     """The lean parse loop: fields of every valid line, a problem for every invalid one (a line the quick check
     refuses is read by ``parse``, its format's line parser)."""
+    if parse is None:  # the default format's (a codes manifest's)
+        from generations.registry import default_format
+
+        parse = line_parser(default_format())
     loads = json.loads
     scan = _SCAN_ONCE
     quick = _quick_entry

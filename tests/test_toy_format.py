@@ -17,10 +17,11 @@ import pytest
 import yaml
 
 from data_tools.check_data import check_manifests
-from data_tools.manifest import ManifestEntry, ManifestError, manifest_format, resolve_path, string_field
+from data_tools.manifest import ManifestError, manifest_format, resolve_path, string_field
 from data_tools.manifest_entries import iter_entries, prompt_of
 from data_tools.split import split_manifest
 from generations.format_facts import ManifestFormat
+from generations.indextts15.data.manifest import ManifestEntry
 from generations.registry import (
     by_id,
     format_of,

@@ -1,4 +1,4 @@
-"""IndexTTS-1.5's training items: the codes manifest (``data_tools.manifest``) -> items -> padded batches.
+"""IndexTTS-1.5's training items: the codes manifest (``generations.indextts15.data.manifest``) -> items -> padded batches.
 
 An item is the text tokenised with the run's tokenizer, the DVAE codes file and the prompt (a mel file, or audio
 whose mel is computed when the item loads). ``generations.indextts15.data.format`` names ``load_item`` and
@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from data_tools import item_files
-from data_tools.manifest import ManifestEntry
 from data_tools.shape_rules import MEL_BANDS, DataLimits
 from data_tools.text_tokenizer import TextTokenizer
+from generations.indextts15.data.manifest import ManifestEntry
 from trainer.batching import ITEM_ERRORS, ItemDataset, lengths, load_audio_mel, padded_sequences
 
 

@@ -1,4 +1,4 @@
-"""IndexTTS-1.5's manifest format: the v1.5 codes manifest (``data_tools.manifest`` reads its lines; README
+"""IndexTTS-1.5's manifest format: the v1.5 codes manifest (``.manifest`` reads its lines; README
 "Codes manifest"). Its items and dataset are ``generations.indextts15.dataset``'s."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def prompt(entry: Any) -> Prompt:
 
 CODES = ManifestFormat(
     id="v1.5", name="a v1.5 codes manifest", marks=MARKS,
-    parse_object=lazy("data_tools.manifest", "parse_codes_object"), prompt=prompt, pairs=False,
+    parse_object=lazy("generations.indextts15.data.manifest", "parse_codes_object"), prompt=prompt, pairs=False,
     path_fields=PATH_FIELDS, table="a SentencePiece model (.model)",
     check_chunk=lazy("data_tools.check_chunks", "check_codes_chunk"),
     load_item=lazy(DATASET, "load_item"), dataset=lazy(DATASET, "dataset"),
