@@ -144,7 +144,7 @@ def check_cond_audio_file(path: str) -> list[tuple[str, str, str]]:
 def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines of a v1.5 codes manifest; line numbers are 1-based within the chunk.
 
-    ``data_tools.check_pool.check_chunk`` picks this or ``check_pairs.check_pair_chunk`` by the format.
+    ``data_tools.check_pool.check_chunk`` picks the checker of the manifest's format (``ManifestFormat.check_chunk``).
     """
     lines, nbytes = read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),

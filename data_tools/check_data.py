@@ -1,6 +1,7 @@
 """Check manifests before a long training run: structure, files, lengths, language, speakers,
-durations, duplicates and train/val leakage. Both formats the trainer reads: the v1.5 codes manifest and
-the IndexTTS2 paired manifest (``data_tools.check_pairs``); a manifest argument may end in ``::lang``.
+durations, duplicates and train/val leakage. Every format the trainer reads, each line checked by its format's
+checker (``ManifestFormat.check_chunk``: the codes manifest's ``data_tools.check_chunks``, the paired ones'
+``generations/<gen>/data/check.py``); a manifest argument may end in ``::lang``.
 
 Library: ``check_manifests(train, val, tokenizer, config, language, workers) -> DataReport`` (the web
 UI calls it and shows the report's tables); ``write_code_len_fixes(report)`` writes corrected paired

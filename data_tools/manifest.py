@@ -4,7 +4,7 @@
 manifest argument may end in ``::lang`` (``train.jsonl::am``): that manifest's default language.
 
 Each generation's manifest format lives in its folder (``generations/<gen>/data/format.py``: IndexTTS-1.5's codes
-manifest, ``generations.indextts15.data.manifest``; the paired ones, ``data_tools.pairs_manifest`` and
+manifest, ``generations.indextts15.data.manifest``; the paired ones, ``generations.indextts2.data.manifest`` and
 ``generations.indextts25.data.manifest``), told apart by its fields (``generations.registry.format_of_line``);
 ``manifest_format`` says which one a file is and ``line_parser`` reads its lines.
 """

@@ -1,4 +1,4 @@
-"""What every generation's paired manifest line has alike (IndexTTS2's ``data_tools.pairs_manifest``,
+"""What every generation's paired manifest line has alike (IndexTTS2's ``generations.indextts2.data.manifest``,
 IndexTTS-2.5's ``generations.indextts25.data.manifest``): the pair's identity, the target's text, audio and
 duration, and how those fields are read and bounded. Each format adds the arrays its trainer reads."""
 

@@ -1,4 +1,4 @@
-"""IndexTTS2's training items: the community paired manifest (``data_tools.pairs_manifest``) -> items -> batches,
+"""IndexTTS2's training items: the community paired manifest (``generations.indextts2.data.manifest``) -> items -> batches,
 read as it is: lengths from its ``*_len`` fields, paths relative to its folder. ``generations.indextts2.data.format``
 names ``load_item`` and ``dataset`` for the trainer (``trainer.data``).
 """
@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from data_tools import item_files
-from data_tools.pairs_manifest import PairEntry
 from data_tools.shape_rules import DataLimits
 from data_tools.text_tokenizer import TextTokenizer
+from generations.indextts2.data.manifest import PairEntry
 from trainer.batching import ITEM_ERRORS, ItemDataset, padded_sequences
 
 

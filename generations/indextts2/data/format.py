@@ -1,4 +1,5 @@
-"""IndexTTS2's manifest format: the community's paired manifest (``data_tools.pairs_manifest`` reads its lines).
+"""IndexTTS2's manifest format: the community's paired manifest (``.manifest`` reads its lines,
+``.check`` checks them).
 Its items and dataset are ``generations.indextts2.dataset``'s."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ MARKS = ("prompt_condition_path", "target_codes_path")
 PATH_FIELDS = ("prompt_condition_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
                "target_codes_path", "target_audio_path", "prompt_audio_path")
 DATASET = "generations.indextts2.dataset"
+DATA = "generations.indextts2.data"
 
 
 def prompt(entry: Any) -> Prompt:
@@ -21,8 +23,8 @@ def prompt(entry: Any) -> Prompt:
 
 PAIRED = ManifestFormat(
     id="v2", name="an IndexTTS2 paired manifest", marks=MARKS,
-    parse_object=lazy("data_tools.pairs_manifest", "parse_pair_object"), prompt=prompt, pairs=True,
+    parse_object=lazy(f"{DATA}.manifest", "parse_pair_object"), prompt=prompt, pairs=True,
     path_fields=PATH_FIELDS, table="a SentencePiece model (.model)",
-    check_chunk=lazy("data_tools.check_pairs", "check_pair_chunk"),
+    check_chunk=lazy(f"{DATA}.check", "check_pair_chunk"),
     load_item=lazy(DATASET, "load_item"), dataset=lazy(DATASET, "dataset"),
 )

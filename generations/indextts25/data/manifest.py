@@ -1,6 +1,6 @@
 """The IndexTTS-2.5 paired manifest: one JSON object a line, pairing two utterances of one speaker.
 
-Modelled on the IndexTTS2 paired manifest (``data_tools.pairs_manifest``): the PROMPT gives the precomputed
+Modelled on the IndexTTS2 paired manifest (``generations.indextts2.data.manifest``): the PROMPT gives the precomputed
 conditioning, the TARGET the text and the codes. Paths are relative to the manifest's folder (``~`` expanded).
 
 - ``prompt_spk_vec_path`` (required; marks the format): float32 [192], the prompt's CAM++ speaker vector.

@@ -24,8 +24,6 @@ from data_tools.manifest import ManifestError, load_json_object, resolve_path
 from generations.indextts2.data.format import PATH_FIELDS
 from generations.registry import format_of_line
 
-PAIR_PATH_FIELDS = PATH_FIELDS
-
 
 @dataclass(frozen=True, kw_only=True)
 class PairEntry(pair_fields.PairLine):
@@ -47,7 +45,7 @@ def parse_pair_object(obj: dict, manifest: Path, lineno: int, default_language: 
     if found is not None and not found.pairs:
         raise ManifestError(manifest, lineno, "a v1.5 codes line in an IndexTTS2 paired manifest")
     uid = pair_fields.pair_id(obj, manifest, lineno)
-    strings = pair_fields.pair_strings(obj, manifest, lineno, PAIR_PATH_FIELDS)
+    strings = pair_fields.pair_strings(obj, manifest, lineno, PATH_FIELDS)
     for key in ("prompt_condition_path", "target_text_ids_path", "target_codes_path"):
         if not strings[key]:
             raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")
