@@ -41,7 +41,7 @@ from data_tools.shape_rules import (
     drop_reason,
 )
 from data_tools.text_tokenizer import TextTokenizer
-from generations.registry import default_format, format_of
+from generations.registry import default_format, format_of, formats
 from trainer.replay import SamplingGroup
 from trainer.sampler import BucketBatchSampler
 
@@ -199,5 +199,9 @@ def make_dataset(items: Sequence[Item], gpt: dict[str, Any], text_vocab: int | N
 
 
 def item_format(items: Sequence[Item]) -> str:
-    """The format the items were loaded from (``load_items`` records it on each item's class as ``format``)."""
-    return next((found for item in items[:1] if (found := _ITEM_FORMATS.get(type(item)))), default_format().id)
+    """The format items of this class were last loaded from (``load_items`` records it per item class), while it is
+    registered; else the default format. The trainer passes its split's format to ``make_dataset`` instead."""
+    found = _ITEM_FORMATS.get(type(items[0])) if items else None
+    if found is not None and any(known.id == found for known in formats()):
+        return found
+    return default_format().id
