@@ -144,12 +144,16 @@ def check_cond_audio_file(path: str) -> list[tuple[str, str, str]]:
 def check_codes_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines of a v1.5 codes manifest; line numbers are 1-based within the chunk.
 
-    ``data_tools.check_pool.check_chunk`` picks this or ``check_pairs.check_pair_chunk`` by the format.
+    ``data_tools.check_pool.check_chunk`` picks the checker of the manifest's format (``ManifestFormat.check_chunk``).
     """
     lines, nbytes = read_lines(task)
     result = ChunkResult(manifest_index=task.manifest_index, start=task.start, line_count=len(lines),
                          bytes_read=nbytes)
-    entries, entry_lines = parse_lines(lines, Path(task.manifest), result.problems)
+    from data_tools.manifest import line_parser
+    from generations.registry import default_format, format_of
+
+    found = format_of(task.format) if task.format else default_format()
+    entries, entry_lines = parse_lines(lines, Path(task.manifest), result.problems, line_parser(found))
     n = len(entries)
     ids = [e[0] for e in entries]
     texts = [e[1] for e in entries]

@@ -1,6 +1,7 @@
 """Check manifests before a long training run: structure, files, lengths, language, speakers,
-durations, duplicates and train/val leakage. Both formats the trainer reads: the v1.5 codes manifest and
-the IndexTTS2 paired manifest (``data_tools.check_pairs``); a manifest argument may end in ``::lang``.
+durations, duplicates and train/val leakage. Every format the trainer reads, each line checked by its format's
+checker (``ManifestFormat.check_chunk``: the codes manifest's ``data_tools.check_chunks``, the paired ones'
+``generations/<gen>/data/check.py``); a manifest argument may end in ``::lang``.
 
 Library: ``check_manifests(train, val, tokenizer, config, language, workers) -> DataReport`` (the web
 UI calls it and shows the report's tables); ``write_code_len_fixes(report)`` writes corrected paired
@@ -48,13 +49,9 @@ from data_tools.check_report import DataReport
 from data_tools.cli import OneLineErrorParser, progress_bar, run_refusing, usage_error
 from data_tools.code_lengths import CodeLenFix, fix_manifest
 from data_tools.fileio import UnusableFile, regular_file_size
-from data_tools.manifest import (
-    FORMAT_NAMES,
-    FORMAT_V25,
-    ManifestError,
-    manifest_format,
-    parse_manifest_spec,
-)
+from data_tools.manifest import ManifestError, manifest_format, parse_manifest_spec
+from generations.format_facts import ManifestFormat
+from generations.registry import GENERATIONS, format_of, generation_of_format
 
 MAX_LISTED_PER_CODE = 1000
 MIN_CHUNK_BYTES = 256 * 1024
@@ -173,23 +170,28 @@ def _formats(specs: list, problems: ProblemList) -> list[str | None]:
             first = (spec.path, fmt)
         elif fmt != first[1]:
             problems.add("error", "mixed-formats", str(spec.path),
-                         f"{spec.path} is {FORMAT_NAMES[fmt]} but {first[0]} is {FORMAT_NAMES[first[1]]}: one run "
+                         f"{spec.path} is {format_of(fmt).name} but {first[0]} is {format_of(first[1]).name}: one run "
                          "trains one format")
         formats.append(fmt)
     return formats
 
 
 def _refuse_tokenizer_mismatch(tokenizer: str | Path | None, specs: list, formats: list[str | None]) -> None:
-    """The 2.5 table (.tiktoken) tokenises 2.5 manifests only, a SentencePiece model the others (usage error)."""
+    """Each format is tokenised by its generation's kind of table (the entry's ``reads_tokenizer``: a SentencePiece
+    model, IndexTTS-2.5's .tiktoken table, ...); another kind is a usage error."""
     if tokenizer is None:
         return
-    table_25 = str(tokenizer).endswith(".tiktoken")
     for spec, fmt in zip(specs, formats):
-        if fmt is None or (fmt == FORMAT_V25) == table_25:
+        if fmt is None or generation_of_format(fmt).reads_tokenizer(str(tokenizer)):
             continue
-        need = "the IndexTTS-2.5 table (.tiktoken)" if fmt == FORMAT_V25 else "a SentencePiece model (.model)"
-        raise CheckUsageError(f"--tokenizer {tokenizer} cannot tokenise {spec.path}: it is {FORMAT_NAMES[fmt]}, "
-                              f"which needs {need}")
+        raise CheckUsageError(f"--tokenizer {tokenizer} cannot tokenise {spec.path}: it is {format_of(fmt).name}, "
+                              f"which needs {format_of(fmt).table}")
+
+
+def _table_format(tokenizer: str | Path) -> ManifestFormat | None:
+    """The format whose own kind of table (not a SentencePiece model) ``tokenizer`` is; None: a SentencePiece model."""
+    return next((entry.manifest_format for entry in GENERATIONS
+                 if entry.manifest_format.table_settings is not None and entry.reads_tokenizer(str(tokenizer))), None)
 
 
 def write_code_len_fixes(report: DataReport | Sequence[dict]) -> list[Path]:
@@ -214,8 +216,9 @@ def _settings(tokenizer: str | Path | None, config: str | Path | None, language:
         known = ", ".join(sorted(LANGUAGE_SCRIPTS))
         raise CheckUsageError(f"--language {language}: no script known for it (known: {known})")
     values: dict = {}
-    if tokenizer is not None and str(tokenizer).endswith(".tiktoken"):  # IndexTTS-2.5's table: with a scheme
-        values.update(_table_settings(tokenizer, text_scheme, text_merges))
+    table_format = _table_format(tokenizer) if tokenizer is not None else None
+    if tokenizer is not None and table_format is not None:  # a generation's own table (read with a text scheme)
+        values.update(_table_settings(table_format, tokenizer, text_scheme, text_merges))
     elif tokenizer is not None:
         from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 
@@ -246,16 +249,12 @@ def _settings(tokenizer: str | Path | None, config: str | Path | None, language:
                          tokenizer=str(tokenizer) if tokenizer is not None else None, **values)
 
 
-def _table_settings(table: str | Path, scheme: str, merges: str | Path | None) -> dict:
-    from generations.indextts25.data.check import text_table_of
-    from generations.indextts25.data.tiktoken_table import TableError
-
+def _table_settings(table_format: ManifestFormat, table: str | Path, scheme: str, merges: str | Path | None) -> dict:
+    assert table_format.table_settings is not None
     try:
-        loaded = text_table_of(str(table), scheme, str(merges) if merges else None)
-    except TableError as exc:
+        return dict(table_format.table_settings(str(table), scheme, str(merges) if merges else None))
+    except ValueError as exc:
         raise CheckUsageError(f"--tokenizer {table}: {exc}") from None
-    return {"text_vocab": loaded.vocab_size, "unk_id": None, "text_scheme": scheme,
-            "text_merges": str(merges) if merges else None}
 
 
 # ---------------------------------------------------------------------------------------------

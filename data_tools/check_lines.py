@@ -1,18 +1,23 @@
 """Parsing one chunk's lines for the v1.5 data checker: the fields of each valid line, a problem for each other.
 
 The parse loop is lean on purpose: a line that passes a quick type check is taken as it is, and
-only a line that fails it goes through ``data_tools.manifest.parse_manifest_line``, the single
-definition of a valid manifest line, which names the problem.
+only a line that fails it goes through its format's line parser (IndexTTS-1.5's
+``generations.indextts15.data.manifest.parse_manifest_line`` for a codes manifest), the single definition of a valid
+line, which names the problem.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from data_tools.chunk_lines import IO_ERROR, MARKERS
-from data_tools.manifest import MAX_LINE_BYTES, ManifestError, parse_manifest_line
+from data_tools.manifest import MAX_LINE_BYTES, ManifestError, line_parser
 from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
+
+LineParser = Callable[[str, Path, int], Any]  # (raw line, manifest, line number) -> a codes entry or None
 
 
 def problem_code(err: ManifestError) -> str:
@@ -36,7 +41,14 @@ def problem_code(err: ManifestError) -> str:
 _SCAN_ONCE = json.JSONDecoder().scan_once  # json.loads' own scanner (the C one), without its Python layers
 
 
-def _quick_entry(obj: object) -> tuple | None:
+def paired_marks() -> frozenset[str]:
+    """The fields that mark a line of a paired format (``generations.registry``): a codes line has none of them."""
+    from generations.registry import formats
+
+    return frozenset(mark for found in formats() if found.pairs for mark in found.marks)
+
+
+def _quick_entry(obj: object, pair_marks: frozenset[str] = frozenset()) -> tuple | None:
     """The fields of a line that is certainly valid, else None (then the manifest parser decides)."""
     if type(obj) is not dict:
         return None
@@ -60,25 +72,22 @@ def _quick_entry(obj: object) -> tuple | None:
     for value in (codes, cond_mel, cond_audio):
         if value and (value[0] == "~" or "\x00" in value or len(value) > 4096 or value.isspace()):
             return None  # the manifest parser expands or refuses it
-    if "prompt_condition_path" in obj or "target_codes_path" in obj:
+    if not obj.keys().isdisjoint(pair_marks):
         return None
     return uid, text, codes, cond_mel or None, cond_audio or None, speaker, language, duration
 
 
-def _entry_fields(raw: str, manifest: Path, lineno: int) -> tuple:
-    """Fields of a line the quick check refused; raises ManifestError naming the problem."""
-    from data_tools.fileio import expand_path
-
-    entry = parse_manifest_line(raw, manifest, lineno)
+def _entry_fields(raw: str, manifest: Path, lineno: int, parse: LineParser) -> tuple:
+    """Fields of a line the quick check refused, as ``parse`` (its format's line parser) reads it; raises
+    ManifestError naming the problem."""
+    entry = parse(raw, manifest, lineno)
     if entry is None:
         raise ManifestError(manifest, lineno, "blank line")  # unreachable: blanks are skipped earlier
-    obj = json.loads(raw)
 
-    def path(key: str) -> str | None:  # relative paths stay relative (the chunk joins its folder); ~ expanded
-        value = obj.get(key) or None
-        return str(expand_path(value)) if value else None
+    def path(value: Path | None) -> str | None:  # resolved against the manifest's folder, as the chunk's are
+        return str(value) if value is not None else None
 
-    return (entry.id, entry.text, path("codes"), path("cond_mel"), path("cond_audio"), entry.speaker,
+    return (entry.id, entry.text, path(entry.codes), path(entry.cond_mel), path(entry.cond_audio), entry.speaker,
             entry.language, entry.duration)
 
 
@@ -91,11 +100,18 @@ def unreadable_line_problem(raw: str | None, lineno: int) -> tuple[str, str, int
     return ("error", "invalid-entry", lineno, f"line longer than {MAX_LINE_BYTES} bytes")
 
 
-def parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tuple[list[tuple], list[int]]:
-    """The lean parse loop: fields of every valid line, a problem for every invalid one."""
+def parse_lines(lines: list[str | None], manifest: Path, problems: list, parse: LineParser | None = None
+                ) -> tuple[list[tuple], list[int]]:
+    """The lean parse loop: fields of every valid line, a problem for every invalid one (a line the quick check
+    refuses is read by ``parse``, its format's line parser)."""
+    if parse is None:  # the default format's (a codes manifest's)
+        from generations.registry import default_format
+
+        parse = line_parser(default_format())
     loads = json.loads
     scan = _SCAN_ONCE
     quick = _quick_entry
+    pair_marks = paired_marks()
     entries: list[tuple] = []
     entry_lines: list[int] = []
     append_entry, append_line = entries.append, entry_lines.append
@@ -110,13 +126,13 @@ def parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tupl
         except (StopIteration, ValueError, RecursionError):
             end = -1
         if end == len(raw):
-            fields = quick(obj)
+            fields = quick(obj, pair_marks)
             if fields is not None:
                 append_entry(fields)
                 append_line(lineno)
                 continue
         try:
-            fields = quick(loads(raw))
+            fields = quick(loads(raw), pair_marks)
         except (ValueError, RecursionError):
             if not raw or raw.isspace():
                 continue
@@ -125,7 +141,7 @@ def parse_lines(lines: list[str | None], manifest: Path, problems: list) -> tupl
             if raw.isspace():
                 continue
             try:
-                fields = _entry_fields(raw, manifest, lineno)
+                fields = _entry_fields(raw, manifest, lineno, parse)
             except ManifestError as err:
                 problems.append(("error", problem_code(err), lineno, err.message))
                 continue

@@ -11,23 +11,17 @@ import os
 import threading
 from pathlib import Path
 
-from data_tools.check_chunks import check_codes_chunk
-from data_tools.check_pairs import check_pair_chunk
 from data_tools.check_records import CheckSettings, ChunkResult, ChunkTask
-from data_tools.manifest import FORMAT_V2, FORMAT_V25
 from data_tools.workers import pool_results
-from generations.indextts25.data import check as indextts25_check
+from generations.registry import default_format, format_of
 
 CHUNK_TIMEOUT_S = 900.0
 
 
 def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines with the checker of its manifest's format."""
-    if task.format == FORMAT_V2:
-        return check_pair_chunk(task, settings)
-    if task.format == FORMAT_V25:
-        return indextts25_check.check_pair_chunk(task, settings)
-    return check_codes_chunk(task, settings)
+    found = format_of(task.format) if task.format else default_format()
+    return found.check_chunk(task, settings)
 
 
 def cpu_count() -> int:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from data_tools.manifest import FORMAT_V15
 from data_tools.shape_rules import DataLimits
 
 
@@ -49,7 +48,7 @@ class ChunkTask:
     manifest_index: int
     start: int
     end: int
-    format: str = FORMAT_V15
+    format: str | None = None  # its manifest format's id (None: the default one, ``registry.default_format``)
     language: str | None = None  # the manifest's default language (``path::lang``)
 
 

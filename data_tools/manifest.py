@@ -1,22 +1,12 @@
-"""The codes manifest: one JSON object per line, the data the GPT trains on.
+"""Reading training manifests, whatever their format: one JSON object per line, read as bytes and decoded one by one
+(a bad byte is reported at its own line), at most ``MAX_LINE_BYTES`` each, from regular files only; errors carry
+``file:line`` (``ManifestError``). Relative paths are resolved against the manifest's folder (``~`` expanded). A
+manifest argument may end in ``::lang`` (``train.jsonl::am``): that manifest's default language.
 
-Fields (README "Codes manifest" documents them for users):
-
-- ``id`` (str, required): unique utterance id.
-- ``text`` (str, required): the transcript, raw; the text front-end normalises it.
-- ``codes`` (str, required): path to an ``.npy`` of integer DVAE codes, shape [frames].
-- ``cond_mel`` (str): path to an ``.npy`` float log-mel [100, frames] of the speaker prompt, or
-- ``cond_audio`` (str): path to an audio file of the prompt (mel computed on the fly).
-  One of the two is required.
-- ``speaker`` (str), ``language`` (str), ``duration`` (float seconds): optional.
-
-Relative paths are resolved against the manifest's folder (``~`` expanded). Errors carry ``file:line``.
-A manifest argument may end in ``::lang`` (``train.jsonl::am``): that manifest's default language.
-
-The IndexTTS2 paired manifest (``data_tools.pairs_manifest``) is told apart by its fields
-(``prompt_condition_path`` / ``target_codes_path``); ``manifest_format`` says which one a file is. Lines
-are read as bytes and decoded one by one (a bad byte is reported at its own line), at most
-``MAX_LINE_BYTES`` each, from regular files only.
+Each generation's manifest format lives in its folder (``generations/<gen>/data/format.py``: IndexTTS-1.5's codes
+manifest, ``generations.indextts15.data.manifest``; the paired ones, ``generations.indextts2.data.manifest`` and
+``generations.indextts25.data.manifest``), told apart by its fields (``generations.registry.format_of_line``);
+``manifest_format`` says which one a file is and ``line_parser`` reads its lines.
 """
 
 from __future__ import annotations
@@ -24,13 +14,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-REQUIRED_STR_FIELDS = ("id", "text", "codes")
-OPTIONAL_STR_FIELDS = ("cond_mel", "cond_audio", "speaker", "language")
+from generations.registry import default_format, format_of_line
 
+if TYPE_CHECKING:
+    from generations.format_facts import ManifestFormat
 
 class ManifestError(ValueError):
     """A problem with one manifest line (or the file): ``str(err)`` is ``file:line: what``."""
@@ -55,28 +47,10 @@ class ManifestLine:
         return f"{self.manifest}:{self.line}"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ManifestEntry(ManifestLine):
-    id: str
-    text: str
-    codes: Path
-    cond_mel: Path | None
-    cond_audio: Path | None
-    speaker: str | None
-    language: str | None
-    duration: float | None
-
-
 MAX_LINE_BYTES = 1 << 20  # a longer line is refused (and skipped) without reading it into memory
 MAX_FIELD_CHARS = 100_000
-V2_MARK_FIELDS = ("prompt_condition_path", "target_codes_path")
 UTTERANCE_FEATURE_FIELDS = ("codes_path", "condition_path")
-FORMAT_V15 = "v1.5"
-FORMAT_V2 = "v2"
-FORMAT_V25 = "v2.5"
-V25_MARK_FIELDS = ("prompt_spk_vec_path",)  # the CAM++ vector: only an IndexTTS-2.5 paired line has it
-FORMAT_NAMES = {FORMAT_V15: "a v1.5 codes manifest", FORMAT_V2: "an IndexTTS2 paired manifest",
-                FORMAT_V25: "an IndexTTS-2.5 paired manifest"}
+ENTRY_FIELDS = ("id", "text", "codes")  # a line that means to be a codes entry has one of these (the refusal's words)
 _LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})?")
 
 
@@ -127,7 +101,6 @@ def resolve_path(base: Path, value: str, manifest: Path, lineno: int, field: str
         raise ManifestError(manifest, lineno, f"field '{field}': {exc}") from None
 
 
-
 def load_json_object(raw: str, manifest: Path, lineno: int) -> dict:
     """One line's JSON object; ManifestError for malformed, absurdly nested or non-object lines."""
     try:
@@ -143,15 +116,19 @@ def load_json_object(raw: str, manifest: Path, lineno: int) -> dict:
     return obj
 
 
-def detect_format(obj: dict) -> str | None:
-    """FORMAT_V25 / FORMAT_V2 for a 2.5 / IndexTTS2 paired line, FORMAT_V15 for a codes line, None for neither."""
-    if any(key in obj for key in V25_MARK_FIELDS):
-        return FORMAT_V25
-    if any(key in obj for key in V2_MARK_FIELDS):
-        return FORMAT_V2
-    if "codes" in obj:
-        return FORMAT_V15
-    return None
+def line_parser(fmt: ManifestFormat) -> Callable[..., Any]:
+    """The line parser of manifest format ``fmt``: (raw line, manifest, line number, default language) -> its entry,
+    None for a blank line, ManifestError for a bad one (the format's object parser imported once, for a loop)."""
+    from generations.spec import resolved
+
+    parse_object = resolved(fmt.parse_object)
+
+    def parse(raw: str, manifest: Path, lineno: int, default_language: str | None = None) -> Any:
+        if not raw.strip():
+            return None
+        return parse_object(load_json_object(raw, manifest, lineno), manifest, lineno, default_language)
+
+    return parse
 
 
 def string_field(obj: dict, key: str, manifest: Path, lineno: int, required: bool = False,
@@ -166,57 +143,6 @@ def string_field(obj: dict, key: str, manifest: Path, lineno: int, required: boo
     if len(value) > limit:
         raise ManifestError(manifest, lineno, f"field '{key}' is longer than {limit} characters")
     return value
-
-
-def parse_manifest_line(raw: str, manifest: Path, lineno: int, default_language: str | None = None
-                        ) -> ManifestEntry | None:
-    """Parse one v1.5 line; ``None`` for a blank line; raises ManifestError saying what is wrong."""
-    from data_tools.shape_rules import MAX_ID_CHARS, valid_duration
-
-    if not raw.strip():
-        return None
-    obj = load_json_object(raw, manifest, lineno)
-    if detect_format(obj) in (FORMAT_V2, FORMAT_V25):
-        raise ManifestError(manifest, lineno, f"{FORMAT_NAMES[detect_format(obj)]} line in a v1.5 codes manifest")
-    for key in REQUIRED_STR_FIELDS:
-        string_field(obj, key, manifest, lineno, required=True)
-    for key in OPTIONAL_STR_FIELDS:
-        string_field(obj, key, manifest, lineno)
-    if len(obj["id"]) > MAX_ID_CHARS:
-        raise ManifestError(manifest, lineno, f"field 'id' is longer than {MAX_ID_CHARS} characters")
-    if not obj["id"].strip():
-        raise ManifestError(manifest, lineno, "empty 'id'")
-    if not obj["text"].strip():
-        raise ManifestError(manifest, lineno, f"empty 'text' (id {obj['id']})")
-    if not obj["codes"].strip():
-        raise ManifestError(manifest, lineno, f"empty 'codes' path (id {obj['id']})")
-    if not obj.get("cond_mel") and not obj.get("cond_audio"):
-        raise ManifestError(manifest, lineno, f"needs 'cond_mel' or 'cond_audio' (id {obj['id']})")
-    duration = obj.get("duration")
-    if duration is not None:
-        duration = valid_duration(duration)
-        if duration is None:
-            raise ManifestError(manifest, lineno, f"field 'duration' must be a number of seconds in [0, 86400], "
-                                                  f"got {_short(obj['duration'])}")
-    base = manifest.parent
-    return ManifestEntry(
-        id=obj["id"],
-        text=obj["text"],
-        codes=resolve_path(base, obj["codes"], manifest, lineno, "codes"),
-        cond_mel=resolve_path(base, obj["cond_mel"], manifest, lineno, "cond_mel") if obj.get("cond_mel") else None,
-        cond_audio=(resolve_path(base, obj["cond_audio"], manifest, lineno, "cond_audio")
-                    if obj.get("cond_audio") else None),
-        speaker=obj.get("speaker"),
-        language=obj.get("language") or default_language,
-        duration=duration,
-        manifest=manifest,
-        line=lineno,
-    )
-
-
-def _short(value: object, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str | ManifestError]]:
@@ -262,23 +188,6 @@ def _read_line(handle, path: Path, lineno: int, limit: int) -> bytes:
         raise ManifestError(path, lineno, f"cannot read the manifest: {exc.strerror or exc}") from None
 
 
-def iter_manifest(path: str | Path, default_language: str | None = None
-                  ) -> Iterator[ManifestEntry | ManifestError]:
-    """Yield every v1.5 entry or the error of its line, streaming (the checker collects them all)."""
-    path = Path(path)
-    for lineno, raw in iter_lines(path):
-        if isinstance(raw, ManifestError):
-            yield raw
-            continue
-        try:
-            entry = parse_manifest_line(raw, path, lineno, default_language)
-        except ManifestError as err:
-            yield err
-            continue
-        if entry is not None:
-            yield entry
-
-
 def manifest_format_refusal(path: str | Path) -> ManifestError | None:
     """Why ``path`` is no JSON-lines manifest at all (empty, compressed, UTF-16, binary, a JSON array,
     pretty-printed, ...: ``data_tools.manifest_sniff``), as one ``file:line: what``; None when it may be one."""
@@ -290,7 +199,8 @@ def manifest_format_refusal(path: str | Path) -> ManifestError | None:
 
 
 def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
-    """The format of a manifest, from its first line that is a JSON object with known fields.
+    """The format of a manifest (the id of its ``generations.registry.format_of``), from its first line that is a
+    JSON object with a field that marks a format (``generations.registry.format_of_line``).
 
     Raises ManifestError for a file that is no JSON-lines manifest at all (``manifest_sniff``: empty,
     compressed, UTF-16, binary, a JSON array, pretty-printed, ...), for the community's per-utterance feature
@@ -314,19 +224,18 @@ def manifest_format(path: str | Path, max_lines: int = 1000) -> str:
         except ManifestError:
             continue
         first_object = first_object or (lineno, obj)
-        found = detect_format(obj)
+        found = format_of_line(obj)
         if found is not None:
-            return found
+            return found.id
         if all(key in obj for key in UTTERANCE_FEATURE_FIELDS):
             raise ManifestError(path, lineno, "a per-utterance feature manifest (codes_path/condition_path): the "
                                               "trainer needs the paired manifest (prompt_*/target_* fields) built "
                                               "from it")
-    if first_object is not None and not any(key in first_object[1] for key in REQUIRED_STR_FIELDS):
+    if first_object is not None and not any(key in first_object[1] for key in ENTRY_FIELDS):
         lineno, obj = first_object
         fields = ", ".join(sorted(map(str, obj))[:8]) or "none"
         raise ManifestError(path, lineno, f"no line is a training manifest entry (fields here: {fields}); a codes "
                                           "manifest has id/text/codes, a paired one prompt_*/target_* paths")
-    return FORMAT_V15
-
+    return default_format().id
 
 

@@ -19,10 +19,7 @@ from typing import Any
 
 from data_tools.shape_rules import DataLimits, seconds_of_codes
 
-ID_25 = "2.5"  # networks.generation_rule.ID_25 (imported where needed: the networks package pulls in torch)
-
 CONFIG_NAME = "config.yaml"
-V25_TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # a 2.5 download folder's text table
 # The slicer stays this many codes under the limit: a clip written from a span rounded to milliseconds, and
 # IndexTTS-1.5's DVAE (one code more than samples / 1024 at some lengths), must still fit.
 SLICING_MARGIN_CODES = 2
@@ -97,9 +94,13 @@ def clip_limits(model: str | Path) -> ClipLimits:
 
 
 def _default_tokenizer(config: Path, cfg: dict[str, Any], generation: str) -> Path | None:
-    """What preparation reads by default: the 2.5 text table beside the config, else ``dataset.bpe_model``."""
-    if generation == ID_25:
-        table = config.parent / V25_TABLE_NAME
+    """What preparation reads by default: the generation's own text table beside the config (a download folder's,
+    e.g. IndexTTS-2.5's .tiktoken), else ``dataset.bpe_model``."""
+    from generations.registry import by_id
+
+    table_name = by_id(generation).test.folder_table
+    if table_name:
+        table = config.parent / table_name
         return table if table.is_file() else None
     dataset = cfg.get("dataset")
     bpe = dataset.get("bpe_model") if isinstance(dataset, dict) else None
@@ -109,11 +110,12 @@ def _default_tokenizer(config: Path, cfg: dict[str, Any], generation: str) -> Pa
 
 def load_text_tokenizer(path: str | Path, generation: str, language: str | None) -> Any:
     """The tokenizer that counts a text's tokens for ``generation`` (``encode(text, language)``), torch-free."""
-    if generation == ID_25:
-        from generations.indextts25.data.text_table import TextTable
+    from generations.registry import by_id
 
+    open_table = by_id(generation).manifest_format.open_table
+    if open_table is not None:  # the generation's own kind of table
         try:
-            return TextTable(path)
+            return open_table(path)
         except (OSError, ValueError) as exc:
             raise LimitsError(f"tokenizer {path}: {exc}") from None
     from data_tools.text_tokenizer import TextTokenizer, TokenizerError

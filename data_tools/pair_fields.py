@@ -1,4 +1,4 @@
-"""What every generation's paired manifest line has alike (IndexTTS2's ``data_tools.pairs_manifest``,
+"""What every generation's paired manifest line has alike (IndexTTS2's ``generations.indextts2.data.manifest``,
 IndexTTS-2.5's ``generations.indextts25.data.manifest``): the pair's identity, the target's text, audio and
 duration, and how those fields are read and bounded. Each format adds the arrays its trainer reads."""
 
@@ -24,6 +24,16 @@ class PairLine(ManifestLine):
     target_audio: Path | None
     prompt_audio: Path | None
     duration: float | None  # the target's seconds, when the line says
+
+    @property
+    def target_features(self) -> Path:
+        """The target's codes file (what names the target utterance when the line gives no target_id)."""
+        return self.codes  # type: ignore[attr-defined]  # every paired format's entry has its target's codes
+
+    @property
+    def prompt_features(self) -> Path:
+        """The prompt's feature file (what names the prompt utterance when the line gives no prompt_id)."""
+        raise NotImplementedError
 
 
 def pair_strings(obj: dict, manifest: Path, lineno: int, keys: tuple[str, ...]) -> dict[str, str | None]:

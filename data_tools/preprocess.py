@@ -180,7 +180,7 @@ def _settings(out: Path, config: Path, dvae: str | Path | None, min_duration: fl
     from data_tools.config import ConfigError, load_config
     from networks import indextts15
     from networks.dvae import DVAEError
-    from networks.generation_rule import ID_15
+    from networks.generation_rule import generation_id
 
     try:
         cfg = load_config(config)
@@ -200,7 +200,7 @@ def _settings(out: Path, config: Path, dvae: str | Path | None, min_duration: fl
     if min_duration < 0 or (max_duration is not None and max_duration <= min_duration):
         raise PreprocessError("need 0 <= --min-duration < --max-duration")
     max_codes = int(cfg["gpt"]["max_mel_tokens"])
-    model_limit = longest_seconds(max_codes, ID_15)  # the rule the ingest slicer cuts clips to
+    model_limit = longest_seconds(max_codes, generation_id(cfg))  # the rule the ingest slicer cuts clips to
     return WorkerSettings(out_dir=str(out), dvae=str(dvae), vqvae=dict(vqvae), device=device,
                           min_duration=float(min_duration),
                           max_duration=min(float(max_duration), model_limit) if max_duration else model_limit,

@@ -43,21 +43,13 @@ from pathlib import Path
 
 from data_tools.cli import OneLineErrorParser, run_refusing
 from data_tools.fileio import atomic_write_text
-from data_tools.manifest import (
-    FORMAT_V2,
-    FORMAT_V25,
-    ManifestError,
-    load_json_object,
-    manifest_format,
-    parse_manifest_line,
-)
-from data_tools.pairs_manifest import PAIR_PATH_FIELDS
+from data_tools.manifest import ManifestError, line_parser, load_json_object, manifest_format
 from data_tools.split_pairs import split_pairs
 from data_tools.split_plan import SplitError, SplitItem, leak_keys, plan_split, recording_source
 from data_tools.text_keys import text_key
-from generations.indextts25.data import manifest as indextts25_manifest
+from generations.format_facts import ManifestFormat
+from generations.registry import default_format, format_of
 
-PATH_FIELDS = ("codes", "cond_mel", "cond_audio", "audio")
 TEST_FILE = "test.jsonl"
 TEST_DIGEST_FILE = "test.digest.json"
 
@@ -90,7 +82,7 @@ class SplitResult:
         return "\n".join(lines)
 
 
-def _rebase(obj: dict, manifest_dir: Path, out_dir: Path, fields: tuple[str, ...] = PATH_FIELDS) -> dict:
+def _rebase(obj: dict, manifest_dir: Path, out_dir: Path, fields: tuple[str, ...]) -> dict:
     """Relative paths in ``obj`` rewritten so they still point at the same files from ``out_dir``."""
     out = dict(obj)
     for key in fields:
@@ -112,21 +104,21 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
     if not 0.0 <= test_fraction < 1.0:
         raise SplitError(f"--test-fraction must be in [0, 1), got {test_fraction}")
     try:
-        fmt = manifest_format(manifest)
+        fmt = format_of(manifest_format(manifest))
     except ManifestError as exc:
         raise SplitError(str(exc)) from None
-    if fmt in (FORMAT_V2, FORMAT_V25):
+    if fmt.pairs:
         if test_fraction or frozen_test_exists(out_dir):
             raise SplitError("a frozen test set is set aside from a codes manifest or an audio list (as ingest "
                              "saves it), not from a paired manifest: split those first")
         return _split_pairs(manifest, out_dir, train_path, val_path, val_fraction, seed, held_out_speakers,
-                            v25=fmt == FORMAT_V25, by_speaker=by_speaker)
-    items, objects = _read(manifest)
+                            fmt, by_speaker=by_speaker)
+    items, objects = _read(manifest, fmt)
     notes = []
     test_digest, test_count, frozen_before = None, 0, frozen_test_exists(out_dir)
     if frozen_before:
         test_digest = verify_test_set(test_path)
-        test_items, _ = _read(test_path)
+        test_items, _ = _read(test_path, fmt)
         keep = _outside_test(items, test_items, manifest, test_path, by_speaker)
         test_count = len(test_items)
         if test_fraction:
@@ -136,8 +128,8 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
         if not chosen.val:
             raise SplitError(f"--test-fraction {test_fraction}: no group of entries could be set aside (every one is "
                              "needed in train to keep its speaker seen)")
-        test_digest = _freeze_test(test_path, [_rebase(objects[i], manifest.parent, out_dir) for i in chosen.val],
-                                   manifest, seed)
+        rows = [_rebase(objects[i], manifest.parent, out_dir, fmt.path_fields) for i in chosen.val]
+        test_digest = _freeze_test(test_path, rows, manifest, seed)
         test_count, keep = len(chosen.val), chosen.train
     else:
         keep = list(range(len(items)))
@@ -151,8 +143,8 @@ def split_manifest(manifest: str | Path, out_dir: str | Path, val_fraction: floa
     if val_fraction > 0 and not plan.val:
         notes.append("val is empty: every group is needed in train to keep its speaker seen")
     for path, indices in ((train_path, plan.train), (val_path, plan.val)):
-        text = "".join(json.dumps(_rebase(objects[i], manifest.parent, out_dir), ensure_ascii=False) + "\n"
-                       for i in indices)
+        text = "".join(json.dumps(_rebase(objects[i], manifest.parent, out_dir, fmt.path_fields),
+                                  ensure_ascii=False) + "\n" for i in indices)
         atomic_write_text(path, text)
     val_speakers = {items[i].speaker for i in plan.val if items[i].speaker is not None}
     return SplitResult(train_path=train_path, val_path=val_path, train_count=len(plan.train),
@@ -232,9 +224,9 @@ def _outside_test(items: list[SplitItem], test_items: list[SplitItem], manifest:
 
 
 def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path, val_fraction: float, seed: int,
-                 held_out_speakers: int, v25: bool = False, by_speaker: bool = False) -> SplitResult:
-    split = split_pairs(manifest, val_fraction, seed, held_out_speakers, v25, by_speaker)
-    fields = indextts25_manifest.PATH_FIELDS if v25 else PAIR_PATH_FIELDS
+                 held_out_speakers: int, fmt: ManifestFormat, by_speaker: bool = False) -> SplitResult:
+    split = split_pairs(manifest, val_fraction, seed, held_out_speakers, fmt, by_speaker)
+    fields = fmt.path_fields
     for path, rows in ((train_path, split.train_rows), (val_path, split.val_rows)):
         atomic_write_text(path, "".join(json.dumps(_rebase(obj, manifest.parent, out_dir, fields), ensure_ascii=False)
                                         + "\n" for obj in rows))
@@ -243,9 +235,11 @@ def _split_pairs(manifest: Path, out_dir: Path, train_path: Path, val_path: Path
                        val_speakers=split.val_speakers, notes=split.notes)
 
 
-def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
-    """Every entry (a codes manifest's validated by the manifest parser; an audio list's by ``_audio_item``) and
+def _read(manifest: Path, fmt: ManifestFormat | None = None) -> tuple[list[SplitItem], list[dict]]:
+    """Every entry (a codes manifest's validated by its format's parser; an audio list's by ``_audio_item``) and
     its JSON object; SplitError on the first bad line."""
+    fmt = fmt or default_format()
+    parse = line_parser(fmt)
     items: list[SplitItem] = []
     objects: list[dict] = []
     try:
@@ -254,10 +248,10 @@ def _read(manifest: Path) -> tuple[list[SplitItem], list[dict]]:
                 if not raw.strip():
                     continue
                 obj = load_json_object(raw, manifest, lineno)
-                if "audio" in obj and "codes" not in obj:
+                if "audio" in obj and not fmt.recognises(obj):
                     items.append(_audio_item(obj, manifest, lineno))
                 else:
-                    entry = parse_manifest_line(raw, manifest, lineno)
+                    entry = parse(raw, manifest, lineno)
                     if entry is None:
                         continue
                     items.append(SplitItem(entry.id, entry.text, entry.speaker, os.path.normpath(entry.codes),

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_tools.manifest import ManifestError, load_json_object
-from data_tools.pairs_manifest import PairEntry, parse_pair_object
+from data_tools.pair_fields import PairLine
 from data_tools.split_plan import SplitError, SplitItem, SplitPlan, plan_split, recording_source
-from generations.indextts25.data import manifest as indextts25_manifest
+from generations.format_facts import ManifestFormat
+from generations.spec import resolved
 
 
 @dataclass
@@ -33,12 +34,11 @@ PROMPT_FIELDS = ("prompt_id", "prompt_audio_path", "prompt_condition_path", "pro
                  "prompt_emo_vec_path", "prompt_duration", "prompt_spk_vec_path")
 
 
-def _read_pairs(manifest: Path, v25: bool = False
-                ) -> tuple[list[PairEntry | indextts25_manifest.PairEntry], list[dict]]:
+def _read_pairs(manifest: Path, fmt: ManifestFormat) -> tuple[list[PairLine], list[dict]]:
     from data_tools.manifest import iter_lines
 
-    parse = indextts25_manifest.parse_pair_object if v25 else parse_pair_object
-    entries: list[PairEntry | indextts25_manifest.PairEntry] = []
+    parse = resolved(fmt.parse_object)
+    entries: list[PairLine] = []
     objects: list[dict] = []
     try:
         for lineno, raw in iter_lines(manifest):
@@ -54,18 +54,17 @@ def _read_pairs(manifest: Path, v25: bool = False
     return entries, objects
 
 
-def _utterance(entry: PairEntry | indextts25_manifest.PairEntry, role: str) -> str:
+def _utterance(entry: PairLine, role: str) -> str:
     """A pair's target or prompt utterance (its id, else its feature file)."""
     if role == "target":
-        return entry.target_id or os.path.normpath(entry.codes)
-    prompt_file = entry.spk_vec if isinstance(entry, indextts25_manifest.PairEntry) else entry.condition
-    return entry.prompt_id or os.path.normpath(prompt_file)
+        return entry.target_id or os.path.normpath(entry.target_features)
+    return entry.prompt_id or os.path.normpath(entry.prompt_features)
 
 
-def split_pairs(manifest: Path, val_fraction: float, seed: int, held_out_speakers: int, v25: bool = False,
+def split_pairs(manifest: Path, val_fraction: float, seed: int, held_out_speakers: int, fmt: ManifestFormat,
                 by_speaker: bool = False) -> PairSplit:
     """Choose each side's pairs (SplitError on bad input); nothing is written."""
-    entries, objects = _read_pairs(manifest, v25)
+    entries, objects = _read_pairs(manifest, fmt)
     targets: dict[str, int] = {}  # target utterance -> its first pair
     for i, entry in enumerate(entries):
         targets.setdefault(_utterance(entry, "target"), i)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from generations.demo_facts import DemoFacts
+from generations.format_facts import ManifestFormat, unique
 from generations.indextts2 import INDEXTTS2
 from generations.indextts15 import INDEXTTS15
 from generations.indextts25 import INDEXTTS25
@@ -94,6 +95,42 @@ def generation_of_folder(folder: str | Path) -> Generation | None:
         if entry.recognises_folder is not None and entry.recognises_folder(Path(folder)):
             return entry
     return None
+
+
+def formats() -> list[ManifestFormat]:
+    """Every generation's manifest format, newest generation first, each once."""
+    return unique(entry.manifest_format for entry in GENERATIONS)
+
+
+def format_of(ident: str) -> ManifestFormat:
+    """The manifest format ``ident`` (a ``ManifestFormat.id``); KeyError (naming the known ids) for an unknown one."""
+    for found in formats():
+        if found.id == ident:
+            return found
+    raise KeyError(f"no manifest format {ident!r} (known: {', '.join(known.id for known in formats())})")
+
+
+def format_of_line(obj: Mapping[str, Any]) -> ManifestFormat | None:
+    """The format one manifest line (its JSON object) is of: the first format, newest generation first, whose
+    marking fields it has; None when it has none (the one recognition rule for lines)."""
+    for entry in GENERATIONS:  # per line: no list built, no facet hashed
+        if entry.manifest_format.recognises(obj):
+            return entry.manifest_format
+    return None
+
+
+def default_format() -> ManifestFormat:
+    """The format a manifest is read as when no line names any format's marking field: the oldest generation's
+    (its line parser then says what each line lacks)."""
+    return oldest_first()[0].manifest_format
+
+
+def generation_of_format(ident: str) -> Generation:
+    """The (newest) generation that trains on manifests of format ``ident``; KeyError for none."""
+    for entry in GENERATIONS:
+        if entry.manifest_format.id == ident:
+            return entry
+    raise KeyError(f"no generation trains on manifest format {ident!r}")
 
 
 DEMO_CHECKPOINTS = "checkpoints"  # under a demo's folder: its base model (download) folder

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from generations.demo_facts import DemoFacts
+from generations.format_facts import ManifestFormat
 from generations.model_facts import ModelFacts
 from generations.preset_facts import PresetFacts
 from generations.ui_facts import UiFacts
@@ -45,6 +46,13 @@ class LazyFunction:
 def lazy(module: str, name: str) -> LazyFunction:
     """``module.name``, imported when first called."""
     return LazyFunction(module, name)
+
+
+def resolved(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The function a ``lazy`` reference names (imported now), or ``function`` itself: for calls in a hot loop."""
+    if isinstance(function, LazyFunction):
+        return getattr(importlib.import_module(function.module), function.name)
+    return function
 
 
 class Capability(StrEnum):
@@ -95,7 +103,7 @@ class Generation:
     recognises: Callable[..., bool]  # (config or gpt section, state keys) -> is this generation
     recognises_folder: Callable[[Path], bool] | None  # a download folder of this generation (None: none)
     codes_per_second: float  # its audio codes per second of speech
-    manifest_format: str  # data_tools.manifest FORMAT_* it trains on
+    manifest_format: ManifestFormat  # the manifests it trains on (generations/<gen>/data/format.py)
     format_hint: str  # the fields of that format, for the sentence that refuses another one
     tokenizer_kind: str  # what kind of file its --tokenizer is, e.g. "a SentencePiece model"
     tokenizer_file: str  # which file its text table is, in words

@@ -76,4 +76,7 @@ def field_layer(field_name: str) -> str:
         return "webui"
     if "demo" in field_name.split("_"):
         return "demo"
+    # every other field the trainer layer and below: so the manifest-format facet (``generations/<gen>/data/format.py``,
+    # itself in the data tools' layer) names its parsers and checker there and its item loader and dataset in the
+    # trainer (``generations/<gen>/dataset.py``), never above
     return "trainer"

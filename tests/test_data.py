@@ -14,8 +14,9 @@ import trainer.batch_loader
 import trainer.data
 from data_tools.manifest import ManifestError
 from data_tools.text_tokenizer import TextTokenizer
+from generations.indextts15.dataset import CodesDataset, Collator
 from trainer.batch_loader import make_loader
-from trainer.data import BucketBatchSampler, CodesDataset, Collator, load_items, read_npy
+from trainer.data import BucketBatchSampler, load_items, read_npy
 from trainer.sampler import resume_position
 
 

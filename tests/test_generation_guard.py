@@ -7,7 +7,10 @@ path:line; generations/ itself may name its generations.
 
 A generation is one folder (issue 37): generations/<name>/ holds its entry (``__init__.py``) and all of its code,
 whatever the layer (tests/layers.py: ``data/`` the data tools' layer, ``demo/`` the demo's, ``ui/`` the web UI's,
-the rest the trainer's), as torchtitan keeps ``models/<name>/``. In the layers the naming rule covers (outside
+the rest the trainer's), as torchtitan keeps ``models/<name>/``. Nor does a shared module tell manifest formats or
+text tables apart by a generation's constant (``FORMAT_V25``, ``ID_15``), by a class of a generation's folder
+(``isinstance(item, PairItemV25)``) or by a table's suffix (``.tiktoken``, ``.model``): it asks
+``generations.registry.format_of`` / ``format_of_line`` and the entry's ``reads_tokenizer``. In the layers the naming rule covers (outside
 generations/: trainer/, webui/, demo/, data_tools/), no file is named for a generation (``v25.py``, ``data_v25.py``,
 ``pipeline_v2.py``, ``prepare_v2_section.py``...) and no function or class defined there is (``sample_plan_v15``,
 ``V2Backend``, ``SynthesizerV25``, ``indextts2_folder``...): a generation's code lives in its folder under plain
@@ -61,13 +64,75 @@ def _names_generation(node: ast.AST) -> bool:
     return False
 
 
+# Issue 37: a name that stands for a generation (``FORMAT_V25``, ``ID_15``, ``V2_MARK_FIELDS``, ``PairItemV25``)
+# is never compared with, ``in``-tested on or a table's key outside generations/: ask the entry or the format.
+GENERATION_CONSTANT = re.compile(r"^ID_(?:15|2|25)$")
+# Table-file suffixes: telling a SentencePiece model from IndexTTS-2.5's table is the entries' ``reads_tokenizer``.
+TABLE_SUFFIXES = frozenset({".tiktoken", ".model"})
+GENERATION_FOLDERS = frozenset(path.parent.name for path in (REPO / "generations").glob("*/__init__.py"))
+
+
+def _stands_for_generation(node: ast.AST) -> bool:
+    """A name (or attribute, or a tuple/list/set of them) that stands for one generation."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_stands_for_generation(element) for element in node.elts)
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return name is not None and bool(GENERATION_CONSTANT.match(name) or GENERATION_MARKER.search(name))
+
+
+def _generation_imports(tree: ast.AST) -> set[str]:
+    """The local names a module binds to something of a generation's folder (``from generations.indextts25.dataset
+    import PairItemV25``, ``from generations.indextts25.data import manifest as m``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] == "generations" and len(parts) > 1 and parts[1] in GENERATION_FOLDERS:
+                names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if alias.asname and parts[0] == "generations" and len(parts) > 1 and parts[1] in GENERATION_FOLDERS:
+                    names.add(alias.asname)
+    return names
+
+
+def _uses(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(inner, ast.Name) and inner.id in names for inner in ast.walk(node))
+
+
+def _table_suffix(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in TABLE_SUFFIXES
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(map(_table_suffix, node.elts))
+
+
+def _tests_table_suffix(node: ast.AST) -> bool:
+    """``x.endswith(".tiktoken")``, ``path.suffix == ".model"``: a table's kind told by its suffix."""
+    if isinstance(node, ast.Compare):
+        return any(map(_table_suffix, [node.left, *node.comparators]))
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith") and bool(node.args) and _table_suffix(node.args[0]))
+
+
 def offences(source: str, where: str) -> list[str]:
     """Each generation branch of one module's source, as 'where:line: what'."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source, where)):
+    tree = ast.parse(source, where)
+    generation_names = _generation_imports(tree)
+    for node in ast.walk(tree):
         what = None
         if isinstance(node, ast.Compare) and any(map(_names_generation, [node.left, *node.comparators])):
             what = "compares against a generation's version or name"
+        elif isinstance(node, ast.Compare) and any(map(_stands_for_generation, [node.left, *node.comparators])):
+            what = "compares with a name that stands for a generation (ask the registry entry or its format)"
+        elif isinstance(node, ast.Dict) and any(key is not None and _stands_for_generation(key) for key in node.keys):
+            what = "keys a table by a name that stands for a generation (ask the registry entry or its format)"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+              and len(node.args) == 2 and _uses(node.args[1], generation_names)):
+            what = "tells generations apart by a class of a generation's folder"
+        elif _tests_table_suffix(node):
+            what = "tells text tables apart by their suffix (ask the entries' reads_tokenizer)"
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr in ("startswith", "endswith") and node.args and _names_generation(node.args[0])):
             what = "tests a string for a generation's version"
@@ -120,6 +185,29 @@ also_fine = ("v2", workspace / "runs", "v2.5/x")
     lines = [line.split(": ", 1)[0] for line in offences(planted, "planted.py")]
     assert lines == ["planted.py:2", "planted.py:4", "planted.py:5", "planted.py:6", "planted.py:7", "planted.py:8",
                      "planted.py:10", "planted.py:11"]
+
+
+def test_the_guard_finds_each_kind_of_format_branch():
+    planted = '''
+from data_tools.manifest import FORMAT_V2, FORMAT_V25
+from generations.indextts25.dataset import PairItemV25
+from generations.indextts25.data import manifest as indextts25_manifest
+from networks.generation_rule import ID_15
+if fmt in (FORMAT_V2, FORMAT_V25):
+    pass
+same = fmt == FORMAT_V25
+parsers = {FORMAT_V2: parse_pair_line, "other": parse}
+is_pair = isinstance(items[0], PairItemV25)
+is_entry = isinstance(entry, indextts25_manifest.PairEntry)
+not_15 = project.generation != ID_15
+table_25 = str(tokenizer).endswith(".tiktoken")
+sentencepiece = path.suffix == ".model"
+either = name.endswith((".model", ".bin"))
+fine = fmt == found.id and isinstance(entry, ManifestLine) and entry.format in formats() and "x".endswith(".npy")
+also_fine = {found.id: parse, "v": 1} and longest_seconds(max_codes, generation_id(cfg))
+'''
+    lines = [line.split(": ", 1)[0] for line in offences(planted, "planted.py")]
+    assert lines == [f"planted.py:{line}" for line in range(6, 16) if line != 7]
 
 
 def generation_named(files: dict[str, str]) -> list[str]:

@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from data_tools.check_data import check_manifests
-from data_tools.manifest import FORMAT_V25, ManifestError, manifest_format
+from data_tools.manifest import ManifestError, manifest_format
 from generations.indextts25.data.manifest import parse_pair_line
 from generations.indextts25.data.text_table import TextTable
 from generations.indextts25.demo.build import DemoPaths as DemoV25Paths
 from generations.indextts25.ui.tokenizer_panel import measure_schemes
+from generations.registry import by_id
 from trainer.data import load_items
 
 
@@ -57,7 +58,7 @@ def test_line_fields_are_refused_by_name(ws, tmp_path, change, message):
 
 
 def test_format_is_told_by_the_speaker_vector_and_the_manifest_language_fills_in(ws, tmp_path):
-    assert manifest_format(ws.train_manifest) == FORMAT_V25
+    assert manifest_format(ws.train_manifest) == by_id("2.5").manifest_format.id == "v2.5"
     row = rows_of(ws, 1)[0]
     del row["language"]
     entry = parse_pair_line(json.dumps(row, ensure_ascii=False), tmp_path / "m.jsonl", 1, "am")

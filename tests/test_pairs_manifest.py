@@ -12,9 +12,10 @@ import yaml
 
 from data_tools.check_data import check_manifests, main, write_code_len_fixes
 from data_tools.manifest import MAX_LINE_BYTES, ManifestError
+from generations.indextts2.dataset import PairItem
 from tests.conftest import shared_file
 from tests.pairs_factory import DIM, FakeTokenizer, PairsBuilder, gpt_config, write_config
-from trainer.data import PairItem, load_items, make_dataset
+from trainer.data import load_items, make_dataset
 
 
 def test_fixture_batch_is_reproduced_exactly() -> None:

@@ -15,9 +15,10 @@ from data_tools import item_files
 from data_tools.check_pool import check_chunk
 from data_tools.check_records import CheckSettings, ChunkTask
 from data_tools.fileio import UnusableFile, expand_path
-from data_tools.manifest import ManifestError, parse_manifest_line
+from data_tools.manifest import ManifestError
 from data_tools.npy import NpyError, read_npy, read_npy_header
 from data_tools.shape_rules import DataLimits, RuleError
+from generations.indextts15.data.manifest import parse_manifest_line
 from networks.gpt_config import text_rows, text_tokens_of_rows
 from tests.pairs_factory import DIM
 

@@ -13,9 +13,9 @@ from data_tools import item_files, shard_reader
 from data_tools.shape_rules import DataLimits, RuleError
 from data_tools.shards import main as shards_main
 from data_tools.shards import pack, verify
+from generations.indextts15.dataset import CodesDataset, DataItem
 from tests.media_server import serving
 from trainer.batch_loader import make_loader
-from trainer.data import CodesDataset, DataItem
 from trainer.sampler import BucketBatchSampler
 
 ITEMS = 13  # with 3 shards, 2 ranks x 2 workers = 4 readers: fewer shards than readers, an uneven last batch

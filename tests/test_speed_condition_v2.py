@@ -15,9 +15,9 @@ import contextlib
 import numpy as np
 import torch
 
+from generations.indextts2.dataset import PairCollator
 from networks.unified_voice import build_model
 from tests.test_model_v2 import TINY_GPT_V2
-from trainer.data import PairCollator
 from trainer.steps import LossWeights, micro_step, model_inputs
 
 

@@ -24,11 +24,11 @@ from typing import Any
 import torch
 
 from data_tools.config import ConfigError, load_config
-from data_tools.manifest import FORMAT_NAMES, ManifestError, parse_manifest_spec
+from data_tools.manifest import ManifestError, parse_manifest_spec
 from data_tools.shard_reader import set_shard_url
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
 from generations.indextts25.data.tiktoken_table import TableError
-from generations.registry import GENERATIONS, config_refusal, generation_of_config
+from generations.registry import GENERATIONS, config_refusal, format_of, generation_of_config
 from generations.spec import Capability, Generation
 from trainer.checkpoints import Expectation, ResumeChoice, expected_state_shapes
 from trainer.data import load_items, split_format, train_sampler
@@ -259,12 +259,12 @@ def _format_mismatch(plan: RunPlan) -> str | None:
     val_paths = plan.opts.val_manifest or []
     val = split_format([parse_manifest_spec(p) for p in val_paths]) if val_paths else train
     if val != train:
-        return (f"--train-manifest is {FORMAT_NAMES[train]} but --val-manifest is {FORMAT_NAMES[val]}: one run "
+        return (f"--train-manifest is {format_of(train).name} but --val-manifest is {format_of(val).name}: one run "
                 "trains one format")
-    if train == plan.generation.manifest_format:
+    if train == plan.generation.manifest_format.id:
         return None
     return (f"--config describes an {plan.generation.name} GPT, which trains on {plan.generation.format_hint}; "
-            f"--train-manifest is {FORMAT_NAMES[train]}")
+            f"--train-manifest is {format_of(train).name}")
 
 
 def _lora_and_languages(plan: RunPlan) -> bool | None:

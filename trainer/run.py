@@ -157,7 +157,7 @@ class TrainingRun:
                 self.say(line)
         gpt = self.start.gpt_config
         text_vocab = plan.tokenizer.vocab_size if plan.tokenizer is not None else None
-        self.train_set = make_dataset(plan.train.items, gpt, text_vocab)
+        self.train_set = make_dataset(plan.train.items, gpt, text_vocab, plan.train.report.format)
         self.collate = self.train_set.collate
         batches_per_epoch = len(self.sampler)
         self.steps_per_epoch = math.ceil(batches_per_epoch / opts.grad_accumulation)

@@ -74,7 +74,7 @@ class LanguageParts:
         if plan.val is None or not plan.val.items:
             return
         for language, items in items_by_language(plan.val.items, opts.val_manifest or []).items():
-            dataset = make_dataset(items, gpt, text_vocab)
+            dataset = make_dataset(items, gpt, text_vocab, plan.val.report.format)
             batches = BucketBatchSampler(dataset.lengths(), opts.batch_size, opts.seed, rank=ctx.rank,
                                          world_size=ctx.world_size).batches(0)
             if opts.max_val_batches:

@@ -25,7 +25,7 @@ def validation_loader(run: TrainingRun, gpt: dict[str, Any], text_vocab: int | N
         return run.languages.val_loaders
     if plan.val is None or not plan.val.items:
         return None
-    val_set = make_dataset(plan.val.items, gpt, text_vocab)
+    val_set = make_dataset(plan.val.items, gpt, text_vocab, plan.val.report.format)
     val_batches = BucketBatchSampler(val_set.lengths(), opts.batch_size, opts.seed,
                                      rank=ctx.rank, world_size=ctx.world_size).batches(0)
     if opts.max_val_batches:

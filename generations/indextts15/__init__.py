@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from data_tools.manifest import FORMAT_V15
 from generations.demo_facts import DemoFacts
+from generations.indextts15.data.format import CODES
 from generations.model_facts import BIGVGAN, ModelFacts
 from generations.sentencepiece_fields import SENTENCEPIECE
 from generations.spec import Capability, FormFacts, Generation, lazy
@@ -21,7 +21,7 @@ INDEXTTS15 = Generation(
     prompt="100-band log-mel of a prompt utterance (codes manifest)",
     recognises=recogniser_of(ID_15), recognises_folder=None,
     codes_per_second=CODES_PER_SECOND[ID_15],
-    manifest_format=FORMAT_V15, format_hint="codes manifests (text, codes, cond_mel)",
+    manifest_format=CODES, format_hint="codes manifests (text, codes, cond_mel)",
     **SENTENCEPIECE,
     config_hint="a config without emo_condition_module describes IndexTTS-1.5",
     sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from data_tools.manifest import FORMAT_V2
 from generations.demo_facts import DemoFacts
+from generations.indextts2.data.format import PAIRED
 from generations.model_facts import S2MEL, ModelFacts
 from generations.preset_facts import PresetFacts
 from generations.sentencepiece_fields import SENTENCEPIECE
@@ -31,7 +31,7 @@ INDEXTTS2 = Generation(
     prompt="precomputed speaker latents + emotion vector (paired manifest)",
     recognises=recogniser_of(ID_2), recognises_folder=lazy(FOLDER, "is_indextts2_folder"),
     codes_per_second=CODES_PER_SECOND[ID_2],
-    manifest_format=FORMAT_V2, format_hint="paired manifests (prompt_condition_path, target_codes_path, ...)",
+    manifest_format=PAIRED, format_hint="paired manifests (prompt_condition_path, target_codes_path, ...)",
     **SENTENCEPIECE,
     config_hint="an IndexTTS2 config has gpt.emo_condition_module",
     sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from data_tools.manifest import FORMAT_V25
 from generations.demo_facts import DemoFacts
+from generations.indextts25.data.format import PAIRED
 from generations.model_facts import S2MEL, ModelFacts
 from generations.preset_facts import PresetFacts
 from generations.spec import FormFacts, Generation, TestFacts, lazy
@@ -50,7 +50,7 @@ INDEXTTS25 = Generation(
             f"({NAME} paired manifest)"),
     recognises=recogniser_of(ID_25), recognises_folder=lazy("networks.indextts25", "is_indextts25_folder"),
     codes_per_second=CODES_PER_SECOND[ID_25],
-    manifest_format=FORMAT_V25,
+    manifest_format=PAIRED,
     format_hint=f"{NAME} paired manifests (prompt_spk_vec_path, target_codes_path, target_text, language, ...)",
     tokenizer_kind=f"an {NAME} table", tokenizer_file=f"its .tiktoken file ({TABLE_NAME})",
     config_hint="for a 2.5 model set 'version: 2.5' in its config.yaml",

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from data_tools import item_files
-from data_tools.manifest import FORMAT_V25
 from data_tools.shape_rules import DataLimits, RuleError
 from generations.indextts25.data.manifest import PairEntry, pair_facts, pair_vectors
 from trainer.batching import padded_sequences
@@ -84,8 +83,6 @@ class PairCollatorV25:
 
 
 class PairDatasetV25(torch.utils.data.Dataset):
-    format = FORMAT_V25
-
     def __init__(self, items: Sequence[PairItemV25], limits: DataLimits,
                  collate: Callable[[list[dict]], dict] | None = None) -> None:
         self.items = list(items)
@@ -107,3 +104,7 @@ class PairDatasetV25(torch.utils.data.Dataset):
             return {"error": f"{item.where} (id {item.id}): {exc}"}
         return {"id": item.id, "text_ids": item.text_ids, "codes": codes, "spk_vec": spk_vec, "emo_vec": emo_vec,
                 "lang": item.lang}
+
+
+def dataset(items: Sequence[PairItemV25], limits: DataLimits, _gpt: dict[str, Any]) -> PairDatasetV25:
+    return PairDatasetV25(items, limits, PairCollatorV25())

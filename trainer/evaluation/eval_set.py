@@ -162,43 +162,48 @@ class _ValItem:
     voice_id: str  # what names the prompt's voice (a pair's prompt utterance)
 
 
+def _pair_item(pair: Any) -> _ValItem | None:
+    """A pair speaks its target's text in its prompt's voice (prompt_audio_path)."""
+    if not (pair.target_text or "").strip():
+        return None
+    return _ValItem(pair.target_id or pair.id, pair.target_text or "", pair.speaker, pair.language,
+                    pair.prompt_audio, pair.prompt_audio, pair.prompt_id or pair.id)
+
+
+def _codes_item(entry: Any) -> _ValItem | None:
+    """A codes entry speaks its text in its own prompt's voice (cond_audio, else cond_mel)."""
+    if not entry.text.strip():
+        return None
+    return _ValItem(entry.id, entry.text, entry.speaker, entry.language, entry.cond_audio or entry.cond_mel,
+                    entry.cond_audio, entry.id)
+
+
 def _val_entries(manifests: list[str]) -> list[_ValItem]:
     """The transcribed lines of v1.5 codes manifests (cond_audio, else cond_mel, is the prompt) or IndexTTS2 /
     IndexTTS-2.5 paired manifests (target_text spoken, prompt_audio_path the prompt)."""
     from data_tools.manifest import (
-        FORMAT_V2,
-        FORMAT_V25,
-        ManifestEntry,
         ManifestError,
         iter_lines,
-        iter_manifest,
+        line_parser,
         manifest_format,
         parse_manifest_spec,
     )
-    from data_tools.pairs_manifest import parse_pair_line
-    from generations.indextts25.data import manifest as indextts25_manifest
+    from generations.registry import format_of
 
-    parsers = {FORMAT_V2: parse_pair_line, FORMAT_V25: indextts25_manifest.parse_pair_line}
     items: list[_ValItem] = []
     for spec_text in manifests:
         spec = parse_manifest_spec(spec_text)
         try:
-            parse = parsers.get(manifest_format(spec.path))
-            if parse is not None:
-                for lineno, raw in iter_lines(spec.path):
-                    try:  # a bad line is the checker's and the trainer's to report, as with codes manifests
-                        pair = parse(raw, spec.path, lineno, spec.language) if isinstance(raw, str) else None
-                    except ManifestError:
-                        continue
-                    if pair is not None and (pair.target_text or "").strip():
-                        items.append(_ValItem(pair.target_id or pair.id, pair.target_text or "", pair.speaker,
-                                              pair.language, pair.prompt_audio, pair.prompt_audio,
-                                              pair.prompt_id or pair.id))
-                continue
-            for entry in iter_manifest(spec.path, spec.language):
-                if isinstance(entry, ManifestEntry) and entry.text.strip():
-                    items.append(_ValItem(entry.id, entry.text, entry.speaker, entry.language,
-                                          entry.cond_audio or entry.cond_mel, entry.cond_audio, entry.id))
+            fmt = format_of(manifest_format(spec.path))
+            parse, spoken = line_parser(fmt), _pair_item if fmt.pairs else _codes_item
+            for lineno, raw in iter_lines(spec.path):
+                try:  # a bad line is the checker's and the trainer's to report
+                    entry = parse(raw, spec.path, lineno, spec.language) if isinstance(raw, str) else None
+                except ManifestError:
+                    continue
+                item = None if entry is None else spoken(entry)
+                if item is not None:
+                    items.append(item)
         except (ManifestError, OSError) as exc:
             raise EvaluationError(f"validation manifest {spec.path}: {' '.join(str(exc).split())}") from None
     return items

@@ -44,13 +44,14 @@ def named_voice(spec: str) -> tuple[str, Path]:
 def speaker_voices(manifest: Path) -> dict[str, Path]:
     """One voice per speaker of a manifest (a project's validation set, any generation's format): the speaker's
     first prompt whose audio is at hand, named after the speaker (characters outside the name rule become ``_``)."""
-    from data_tools.manifest import ManifestError
+    from data_tools.manifest import ManifestError, manifest_format
     from data_tools.manifest_entries import iter_entries, prompt_of
 
     found: dict[str, Path] = {}
     try:
-        for entry in iter_entries(manifest):
-            prompt = None if isinstance(entry, ManifestError) else prompt_of(entry)
+        fmt = manifest_format(manifest)
+        for entry in iter_entries(manifest, fmt):
+            prompt = None if isinstance(entry, ManifestError) else prompt_of(entry, fmt)
             if prompt is None or prompt.audio is None or not prompt.speaker or not Path(prompt.audio).is_file():
                 continue
             name = re.sub(r"[^A-Za-z0-9_.-]", "_", prompt.speaker).lstrip("_.-")[:64] or "speaker"

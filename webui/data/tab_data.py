@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 
 PREPROCESS_JOB = "preprocess"
+PREPROCESS_COMMAND = "data_tools.preprocess"  # the preparation this form runs (an entry's ``prepare``)
 
 
 def language_choices() -> list[str]:
@@ -99,7 +100,7 @@ def preprocess_argv(python: str, input_path: Path, out_dir: Path, config: Path, 
                     min_duration: float, max_duration: float | None, language: str | None, speaker: str,
                     device: str) -> list[str]:
     """The exact command the Start button runs (``python -m data_tools.preprocess ...``)."""
-    argv = [python, "-m", "data_tools.preprocess", "--input", str(input_path), "--out-dir", str(out_dir),
+    argv = [python, "-m", PREPROCESS_COMMAND, "--input", str(input_path), "--out-dir", str(out_dir),
             "--config", str(config), "--workers", str(workers), "--min-duration", f"{min_duration:g}",
             "--device", device]
     if dvae is not None:
@@ -159,11 +160,12 @@ def project_preprocess_values(project: Project | None) -> dict[str, str] | None:
     project of another generation, or none: the form keeps its values)."""
     if project is None:
         return None
-    from networks.generation_rule import ID_15
+    from generations.registry import GENERATIONS
     from trainer.project import defaults_for
     from webui.context import is_demo_project
 
-    if project.generation != ID_15:
+    prepared_here = any(entry.id == project.generation and entry.prepare == PREPROCESS_COMMAND for entry in GENERATIONS)
+    if not prepared_here:
         return None if is_demo_project(project.name) else {"input": "", "out_dir": "", "config": ""}
     handed = defaults_for(project, "prepare")
     return {"input": handed["input"], "out_dir": handed["out_dir"], "config": handed["config"]}

@@ -86,9 +86,12 @@ def demo_val_manifests(workspace: Path | str) -> list[Path]:
 
 def _data_name(fmt: str) -> str:
     """The studio name of the generation that trains on manifests of format ``fmt``."""
-    from generations.registry import GENERATIONS
+    from generations.registry import generation_of_format
 
-    return next((entry.name for entry in GENERATIONS if entry.manifest_format == fmt), fmt)
+    try:
+        return generation_of_format(fmt).name
+    except KeyError:
+        return fmt
 
 
 def _prompts(manifest: Path, limit: int, known: set[str]) -> list[tuple[str, str]]:
@@ -104,7 +107,7 @@ def _prompts(manifest: Path, limit: int, known: set[str]) -> list[tuple[str, str
         for entry in iter_entries(manifest, fmt):
             if len(found) >= limit:
                 break
-            prompt = None if isinstance(entry, ManifestError) else prompt_of(entry)
+            prompt = None if isinstance(entry, ManifestError) else prompt_of(entry, fmt)
             if prompt is None or prompt.audio is None or str(prompt.audio) in known or not prompt.audio.is_file():
                 continue
             known.add(str(prompt.audio))

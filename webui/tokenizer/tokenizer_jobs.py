@@ -70,9 +70,7 @@ def _model_prefix(out_name: str, workspace: Path | str) -> Path:
     name = (out_name or "").strip()
     if not name:
         raise InputProblem("give an output name for the tokenizer")
-    if name.endswith(".model"):
-        name = name[: -len(".model")]
-    path = user_path(name, "output name")
+    path = user_path(name.removesuffix(".model"), "output name")
     if not path.is_absolute():
         path = Path(workspace) / ("tokenizers" if len(path.parts) == 1 else "") / path
     return path

@@ -147,7 +147,7 @@ def utterance_entry(item: SourceItem, record: Mapping[str, Any]) -> dict[str, An
 
 def build_pairs(utterances: Sequence[Mapping[str, Any]], pairs_per_target: int, seed: int
                 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """IndexTTS2 paired lines (``data_tools.pairs_manifest``): the prompt's conditioning latents with the target."""
+    """IndexTTS2 paired lines (``generations.indextts2.data.manifest``): the prompt's conditioning latents with the target."""
     return paired_lines.pair_lines(utterances, pairs_per_target, seed,
                                    prompt_fields=("condition_path", "condition_len"))
 

@@ -31,6 +31,12 @@ def text_table_of(table: str, scheme: str, merges: str | None):
     return _TOKENIZERS[key]
 
 
+def table_settings(table: str, scheme: str, merges: str | None) -> dict:
+    """The data checker's settings from a .tiktoken ``table`` read with ``scheme`` (TableError, a ValueError)."""
+    loaded = text_table_of(table, scheme, merges)
+    return {"text_vocab": loaded.vocab_size, "unk_id": None, "text_scheme": scheme, "text_merges": merges}
+
+
 def check_pair_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     result, entries, entry_lines, durations = start_pair_chunk(task, settings, parse_pair_object)
     n = len(entries)

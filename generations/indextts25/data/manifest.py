@@ -1,6 +1,6 @@
 """The IndexTTS-2.5 paired manifest: one JSON object a line, pairing two utterances of one speaker.
 
-Modelled on the IndexTTS2 paired manifest (``data_tools.pairs_manifest``): the PROMPT gives the precomputed
+Modelled on the IndexTTS2 paired manifest (``generations.indextts2.data.manifest``): the PROMPT gives the precomputed
 conditioning, the TARGET the text and the codes. Paths are relative to the manifest's folder (``~`` expanded).
 
 - ``prompt_spk_vec_path`` (required; marks the format): float32 [192], the prompt's CAM++ speaker vector.
@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from data_tools import item_files, pair_fields
-from data_tools.manifest import FORMAT_V25, ManifestError, detect_format, load_json_object, resolve_path
+from data_tools.manifest import ManifestError, load_json_object, resolve_path
 from data_tools.shape_rules import DataLimits
+from generations.indextts25.data.format import MARKS
+from generations.indextts25.data.format import PATH_FIELDS as PATH_FIELDS
 from generations.indextts25.data.tiktoken_table import unknown_language
 
-PATH_FIELDS = ("prompt_spk_vec_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
-               "target_codes_path", "target_audio_path", "prompt_audio_path")
 TEXT_SCHEMES = ("bytes", "merges", "translit")  # generations.indextts25.data.text_table's (kept free of its imports)
 
 
@@ -45,11 +45,15 @@ class PairEntry(pair_fields.PairLine):
     text_len: int | None
     text_scheme: str | None
 
+    @property
+    def prompt_features(self) -> Path:
+        return self.spk_vec
+
 
 def parse_pair_object(obj: dict, manifest: Path, lineno: int,
                       default_language: str | None = None) -> PairEntry:
     """One 2.5 paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
-    if detect_format(obj) != FORMAT_V25:
+    if not any(key in obj for key in MARKS):
         raise ManifestError(manifest, lineno, "not an IndexTTS-2.5 paired line (no 'prompt_spk_vec_path')")
     uid = pair_fields.pair_id(obj, manifest, lineno)
     strings = pair_fields.pair_strings(obj, manifest, lineno, ("text_scheme", *PATH_FIELDS))

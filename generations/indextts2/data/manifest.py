@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_tools import pair_fields
-from data_tools.manifest import FORMAT_V15, ManifestError, detect_format, load_json_object, resolve_path
-
-PAIR_PATH_FIELDS = ("prompt_condition_path", "prompt_emo_vec_path", "target_emo_vec_path", "target_text_ids_path",
-                    "target_codes_path", "target_audio_path", "prompt_audio_path")
+from data_tools.manifest import ManifestError, load_json_object, resolve_path
+from generations.indextts2.data.format import PATH_FIELDS
+from generations.registry import format_of_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,13 +34,18 @@ class PairEntry(pair_fields.PairLine):
     text_len: int | None  # None: the array's size
     code_len: int | None
 
+    @property
+    def prompt_features(self) -> Path:
+        return self.condition
+
 
 def parse_pair_object(obj: dict, manifest: Path, lineno: int, default_language: str | None = None) -> PairEntry:
     """One paired line's fields, typed and bounded; raises ManifestError (``file:line: what``)."""
-    if detect_format(obj) == FORMAT_V15:
+    found = format_of_line(obj)
+    if found is not None and not found.pairs:
         raise ManifestError(manifest, lineno, "a v1.5 codes line in an IndexTTS2 paired manifest")
     uid = pair_fields.pair_id(obj, manifest, lineno)
-    strings = pair_fields.pair_strings(obj, manifest, lineno, PAIR_PATH_FIELDS)
+    strings = pair_fields.pair_strings(obj, manifest, lineno, PATH_FIELDS)
     for key in ("prompt_condition_path", "target_text_ids_path", "target_codes_path"):
         if not strings[key]:
             raise ManifestError(manifest, lineno, f"missing field '{key}' (id {uid})")

@@ -1,0 +1,1 @@
+"""IndexTTS-1.5's data: its codes manifest format (``format``)."""
