@@ -1,9 +1,11 @@
 """A fourth generation registered from the tests alone (issue 37): IndexTTS-Toy, one folder (tests/toy_generation/).
 
-Its own GPT subclass, its own demo folder, an entry built on IndexTTS-1.5's. Touching no shared file: the studio's
-form offers it (and its demo preset), the demo workspace lists its folder, the pre-flight plans it, a run trains
-it (its GPT class is what runs) and resumes, its samples at saves speak, it is evaluated and it exports; a
-capability its entry lacks is refused by the pre-flight in one line that names the generation.
+Its own manifest format (other field names), its own GPT subclass, its own demo folder, an entry built on
+IndexTTS-1.5's. Touching no shared file: the studio's form offers it (and its demo preset), the demo workspace lists
+its folder, its manifests are recognised, checked (a broken line named by path:line) and split, the pre-flight plans
+it (and refuses another generation's manifest for it), a run trains it on toy-format data (its GPT class is what
+runs) and resumes, its samples at saves speak, it is evaluated and it exports; a capability its entry lacks is
+refused by the pre-flight in one line that names the generation.
 """
 
 from __future__ import annotations
@@ -14,9 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
+from data_tools.check_data import check_manifests
+from data_tools.manifest import manifest_format
+from data_tools.manifest_entries import iter_entries, prompt_of
+from data_tools.split import split_manifest
+from generations.indextts15.data.manifest import ManifestEntry
+from generations.indextts15.demo.build import DemoPaths as Demo15
 from generations.registry import (
     DEMO_RUNS,
     GENERATIONS,
@@ -24,6 +33,9 @@ from generations.registry import (
     by_id,
     demo_facets,
     demo_folders,
+    format_of,
+    format_of_line,
+    formats,
     generation_ids,
     generation_of_config,
     register,
@@ -33,9 +45,10 @@ from generations.spec import Generation
 from networks.unified_voice import load_gpt_state_dict
 from tests.speech_model_factory import judge_models, tone_wav
 from tests.toy_generation import DEMO_PRESET, LORA_REFUSAL, TOY_CLASS, TOY_MARK, TOY_NAME, toy_entry
+from tests.toy_generation.data.format import FIELDS_HINT, FORMAT_ID, PATH_FIELDS, REQUIRED_FIELDS
 from tests.toy_generation.demo.build import ToyDemoPaths, build_demo
 from tests.toy_generation.model import ToyGPT
-from tests.trainer_helpers import events, load, run_main, subset_manifest, tiny_args
+from tests.trainer_helpers import events, load, run_main, tiny_args
 from trainer.checkpoints.metadata import read_metadata
 from trainer.options import option_by_name
 from trainer.options_parser import parse_argv
@@ -54,7 +67,7 @@ def toy() -> Iterator[Generation]:
         yield entry
     finally:
         unregister(entry.id)
-    assert "toy" not in generation_ids()
+    assert "toy" not in generation_ids() and FORMAT_ID not in [found.id for found in formats()]
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +79,22 @@ def toy_demo(demo_workspace, tmp_path_factory) -> ToyDemoPaths:
     return build_demo(workspace)
 
 
+def toy_subset(source: Path, target: Path, count: int) -> Path:
+    """The ``count`` shortest lines (by codes) of a toy manifest, its paths made absolute."""
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        row.update({key: str((source.parent / row[key]).resolve()) for key in PATH_FIELDS})
+    rows.sort(key=lambda row: (len(np.load(row["tokens_file"])), row["uid"]))
+    target.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows[:count]), encoding="utf-8")
+    return target
+
+
 @pytest.fixture(scope="module")
 def data(toy_demo, tmp_path_factory) -> dict[str, Path]:
+    """Slices of the toy demo's own manifests (toy format) and a reference voice."""
     root = tmp_path_factory.mktemp("toy_data")
-    return {"train": subset_manifest(toy_demo.train_manifest, root / "train.jsonl", 8),
-            "val": subset_manifest(toy_demo.val_manifest, root / "val.jsonl", 4), "voice": tone_wav(root / "voice.wav")}
+    return {"train": toy_subset(toy_demo.train_manifest, root / "train.jsonl", 8),
+            "val": toy_subset(toy_demo.val_manifest, root / "val.jsonl", 4), "voice": tone_wav(root / "voice.wav")}
 
 
 def _built_classes(monkeypatch: pytest.MonkeyPatch) -> list[type]:
@@ -114,6 +138,26 @@ def test_the_toy_demo_is_built_from_the_indextts15_demo(toy, toy_demo):
     config = yaml.safe_load(toy_demo.config.read_text(encoding="utf-8"))
     assert config["gpt"][TOY_MARK] == TOY_CLASS and generation_of_config(config) is toy
     assert toy.demo.paths(toy_demo.root.parent) == toy_demo  # the facet finds it under its workspace
+    source = Demo15.under(toy_demo.root.parent)
+    for toy_manifest, codes_manifest in ((toy_demo.train_manifest, source.train_manifest),
+                                         (toy_demo.val_manifest, source.val_manifest)):
+        toy_lines = [json.loads(line) for line in toy_manifest.read_text(encoding="utf-8").splitlines()]
+        codes_lines = [json.loads(line) for line in codes_manifest.read_text(encoding="utf-8").splitlines()]
+        assert [line["uid"] for line in toy_lines] == [line["id"] for line in codes_lines]  # converted line for line
+        assert all(set(REQUIRED_FIELDS) <= line.keys() and "codes" not in line for line in toy_lines)
+
+
+def test_the_toy_manifest_format_is_recognised_by_its_own_fields(toy, toy_demo):
+    line = json.loads(toy_demo.train_manifest.read_text(encoding="utf-8").splitlines()[0])
+    assert format_of_line(line) is toy.manifest_format and format_of(FORMAT_ID) is toy.manifest_format
+    assert formats()[0] is toy.manifest_format  # asked first, as its entry is
+    assert manifest_format(toy_demo.train_manifest) == FORMAT_ID
+    entries = list(iter_entries(toy_demo.train_manifest))
+    assert entries and all(isinstance(entry, ManifestEntry) and entry.codes.is_file() for entry in entries)
+    first = entries[0]
+    assert (first.id, first.text, first.speaker, first.language) == (line["uid"], line["sentence"], line["talker"],
+                                                                     line["lang"])
+    assert first.cond_mel is not None and first.cond_mel.is_file() and prompt_of(first, FORMAT_ID).id == line["uid"]
 
 
 def test_the_form_offers_the_toy_and_its_demo_preset(toy, toy_demo):
@@ -127,18 +171,52 @@ def test_the_form_offers_the_toy_and_its_demo_preset(toy, toy_demo):
     assert tf.demo_preset_files(toy_demo.root.parent, by_id("1.5").form.demo_preset) is None  # 1.5's stays the root's
 
 
-def test_the_checker_checks_its_manifest(toy, toy_demo, data):
-    from data_tools.check_data import check_manifests
-
+def test_the_checker_checks_its_manifest_and_names_a_broken_line(toy, toy_demo, data, tmp_path):
     report = check_manifests([data["train"]], [data["val"]], tokenizer=toy_demo.extended_tokenizer,
                              config=toy_demo.config, workers=1)
     assert report.errors == [] and report.verdict in ("clean", "warnings")
+    assert set(report.formats.values()) == {FORMAT_ID} and report.train.entries == 8
+
+    lines = data["train"].read_text(encoding="utf-8").splitlines()
+    broken = json.loads(lines[2])
+    del broken["sentence"]
+    lines[2] = json.dumps(broken)
+    manifest = tmp_path / "broken.jsonl"
+    manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = check_manifests([str(manifest)], workers=1)
+    assert report.formats == {str(manifest): FORMAT_ID}
+    assert report.train.entries == 7 and report.verdict == "errors"
+    assert [(problem.where, problem.message) for problem in report.errors] == [
+        (f"{manifest}:3", "missing field 'sentence'")]
+
+
+def test_split_splits_a_toy_manifest(toy, toy_demo, tmp_path):
+    result = split_manifest(toy_demo.train_manifest, tmp_path / "split", val_fraction=0.25, seed=0)
+    train = [json.loads(line) for line in result.train_path.read_text(encoding="utf-8").splitlines()]
+    val = [json.loads(line) for line in result.val_path.read_text(encoding="utf-8").splitlines()]
+    assert result.train_count == len(train) and result.val_count == len(val) and train and val
+    assert {row["uid"] for row in train}.isdisjoint({row["uid"] for row in val})
+    assert all(set(REQUIRED_FIELDS) <= row.keys() for row in train + val)
+    assert manifest_format(result.train_path) == FORMAT_ID
+    assert all(entry.codes.is_file() for entry in iter_entries(result.val_path))  # its path fields were rebased
+
+
+def test_the_pre_flight_refuses_another_generations_manifest_for_the_toy(toy, toy_demo, tmp_path):
+    codes_manifest = Demo15.under(toy_demo.root.parent).train_manifest  # IndexTTS-1.5's, beside the toy's demo
+    codes = {"train": codes_manifest, "val": codes_manifest}
+    plan = make_plan(parse_argv(tiny_args(toy_demo, codes, tmp_path / "run", config=str(toy_demo.config))))
+    failed = [c for c in plan.checks if not c.ok]
+    assert [c.name for c in failed] == ["data"]
+    assert failed[0].message == (f"--config describes an {TOY_NAME} GPT, which trains on {FIELDS_HINT}; "
+                                 "--train-manifest is a v1.5 codes manifest")
 
 
 def test_the_toy_plans_trains_its_own_gpt_and_resumes(toy, trained):
     plan = trained["plan"]
     assert plan.ok, plan.lines()
     assert plan.generation is toy and f"{TOY_NAME} GPT" in next(c for c in plan.checks if c.name == "config").message
+    assert plan.train.report.format == FORMAT_ID and plan.train.report.kept == 8  # it reads the toy's own lines
+    assert "(a toy codes manifest)" in plan.train.lines[0]
     assert trained["codes"] == (0, 0)
     assert trained["built"] == [ToyGPT, ToyGPT]  # the start and the resume both ran the toy's class
     out = trained["out"]

@@ -1,10 +1,11 @@
 """A fourth generation registered from the tests alone (issue 37): IndexTTS-Toy, built on IndexTTS-1.5's entry.
 
-Everything of it lives in this folder: its entry (here), its own GPT subclass (``model.py``, recorded in the model
-config its saves write, which is how a config or a checkpoint is recognised as the toy) and its own demo folder
-(``demo/``, built from the IndexTTS-1.5 demo's files). It keeps IndexTTS-1.5's manifest format. Registering it
-touches no shared file: the studio's form, the checker, the pre-flight, training, samples, evaluation and export
-all reach it through the registry.
+Everything of it lives in this folder: its entry (here), its own manifest format (``data/``: a codes manifest
+with other field names), its own GPT subclass (``model.py``, recorded in the model config its saves write, which is
+how a config or a checkpoint is recognised as the toy) and its own demo folder (``demo/``, built from the
+IndexTTS-1.5 demo's files, its manifests converted to the toy's format). Registering it touches no shared file:
+the studio's form, the checker, split, the pre-flight, training, samples, evaluation and export all reach it
+through the registry.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from generations.model_facts import BIGVGAN, ModelFacts
 from generations.registry import by_id
 from generations.spec import Capability, Generation, lazy
 from networks.generation_rule import gpt_section
+from tests.toy_generation.data.format import FIELDS_HINT, TOY_FORMAT
 
 TOY_ID = "toy"
 TOY_NAME = "IndexTTS-Toy"
@@ -42,11 +44,13 @@ def recognises_toy(config: Mapping[str, Any] | None, state_keys: Iterable[str] =
 
 
 def toy_entry() -> Generation:
-    """The toy's entry: IndexTTS-1.5's, with its own name, recogniser, GPT class, demo and form facts."""
+    """The toy's entry: IndexTTS-1.5's, with its own name, recogniser, manifest format, GPT class, demo and form
+    facts."""
     v15 = by_id("1.5")
     return v15.renamed(
         id=TOY_ID, name=TOY_NAME, recognises=recognises_toy,
         config_hint=f"a config whose gpt section has {TOY_MARK}: {TOY_CLASS} describes {TOY_NAME}",
+        manifest_format=TOY_FORMAT, format_hint=FIELDS_HINT,
         form=replace(v15.form, manifest_kind="toy codes manifest", demo_preset=DEMO_PRESET),
         model=ModelFacts(gpt_class=lazy(MODEL, TOY_CLASS), latent_decoder=BIGVGAN,
                          saved_config=lazy(MODEL, "saved_config")),

@@ -2,7 +2,8 @@
 
 - ``toy/checkpoints/``: the 1.5 demo's base model folder (gpt.pth, bpe.model, dvae.pth, its BigVGAN), its
   config.yaml's gpt section marked as the toy's GPT (``toy_gpt_keys``);
-- ``toy/data/``: the 1.5 demo's codes manifests with their codes and prompt mels (the toy trains on 1.5's format);
+- ``toy/data/``: the 1.5 demo's codes and prompt mels, its train and val manifests rewritten in the toy's own
+  manifest format (``tests.toy_generation.data``: the same lines under other field names);
 - the tokenizer is the workspace's Amharic-extended one (``tokenizers/amharic_extended.model``), not copied.
 
 The 1.5 demo is built first (demos are built oldest generation first, and the toy is the newest).
@@ -21,6 +22,7 @@ from demo.data import demo_train_argv
 from generations.demo_facts import DemoProject
 from generations.indextts15.demo.build import DemoPaths as Demo15
 from tests.toy_generation import TOY_FOLDER, toy_gpt_keys
+from tests.toy_generation.data.manifest import convert_codes_manifest
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,16 @@ class ToyDemoPaths:
 
 
 def build_demo(workspace: Path) -> ToyDemoPaths:
-    """Copy the IndexTTS-1.5 demo's model and data into ``workspace/toy`` and mark its config as the toy's."""
+    """Copy the IndexTTS-1.5 demo's model and data into ``workspace/toy``, mark its config as the toy's and write
+    its manifests in the toy's format."""
     source = Demo15.under(Path(workspace))
     if not source.exists():
         raise FileNotFoundError(f"the toy demo is built from the IndexTTS-1.5 demo, which {workspace} lacks")
     toy = ToyDemoPaths.under(Path(workspace))
     shutil.copytree(source.config.parent, toy.config.parent, dirs_exist_ok=True)
     shutil.copytree(source.train_manifest.parent, toy.train_manifest.parent, dirs_exist_ok=True)
+    convert_codes_manifest(source.train_manifest, toy.train_manifest)
+    convert_codes_manifest(source.val_manifest, toy.val_manifest)
     config = yaml.safe_load(source.config.read_text(encoding="utf-8"))
     config["gpt"].update(toy_gpt_keys())
     save_config(config, toy.config)
