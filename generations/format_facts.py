@@ -47,6 +47,8 @@ class ManifestFormat:
     table_settings: Callable[..., Mapping[str, Any]] | None = None
     # a torch-free text counter from such a table: path -> ``encode(text, language)`` (None: a SentencePiece model)
     open_table: Callable[..., Any] | None = None
+    text_field: str = "text"  # the line's transcript (the tokenizer trainer reads it without parsing the line)
+    language_field: str = "language"  # the line's language code, when it has one
 
     def recognises(self, obj: Mapping[str, Any]) -> bool:
         """Whether a line's JSON object has a field that marks this format."""

@@ -201,6 +201,15 @@ def test_split_splits_a_toy_manifest(toy, toy_demo, tmp_path):
     assert all(entry.codes.is_file() for entry in iter_entries(result.val_path))  # its path fields were rebased
 
 
+def test_the_tokenizer_trainer_reads_a_toy_manifests_transcripts(toy, toy_demo):
+    from data_tools.tokenizer.train import iter_corpus_lines
+
+    rows = [json.loads(line) for line in toy_demo.train_manifest.read_text(encoding="utf-8").splitlines()]
+    read = list(iter_corpus_lines(toy_demo.train_manifest))
+    assert [text for text, _language, _line in read] == [row["sentence"] for row in rows]
+    assert [language for _text, language, _line in read] == [row.get("lang") for row in rows]
+
+
 def test_the_pre_flight_refuses_another_generations_manifest_for_the_toy(toy, toy_demo, tmp_path):
     codes_manifest = Demo15.under(toy_demo.root.parent).train_manifest  # IndexTTS-1.5's, beside the toy's demo
     codes = {"train": codes_manifest, "val": codes_manifest}

@@ -20,6 +20,7 @@ import sentencepiece as spm
 from data_tools.fileio import fsync_dir
 from data_tools.text import normalize_text
 from data_tools.tokenizer.spm_model import TokenizerToolError, _one_line
+from generations.registry import format_of_line
 
 MODEL_TYPES = ("bpe", "unigram")
 MANIFEST_SUFFIXES = (".jsonl", ".json")
@@ -63,10 +64,14 @@ def iter_corpus_lines(path: Path) -> Iterator[tuple[str, str | None, int]]:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
                 raise TokenizerToolError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            if not isinstance(obj, dict):
                 raise TokenizerToolError(f"{path}:{lineno}: expected a JSON object with a string 'text' field")
-            language = obj.get("language") if isinstance(obj.get("language"), str) else None
-            yield obj["text"], language, lineno
+            fmt = format_of_line(obj)  # a training manifest's format names its fields; any other line: text/language
+            text_field, language_field = (fmt.text_field, fmt.language_field) if fmt else ("text", "language")
+            if not isinstance(obj.get(text_field), str):
+                raise TokenizerToolError(f"{path}:{lineno}: expected a JSON object with a string '{text_field}' field")
+            language = obj.get(language_field) if isinstance(obj.get(language_field), str) else None
+            yield obj[text_field], language, lineno
 
 
 def normalized_corpus(inputs: list[Path], language: str | None, max_lines: int | None = None,

@@ -26,4 +26,5 @@ FIELDS_HINT = "toy codes manifests (uid, sentence, tokens_file, voice_file)"
 TOY_FORMAT = CODES.renamed(
     id=FORMAT_ID, name="a toy codes manifest", marks=MARKS, path_fields=PATH_FIELDS,
     parse_object=lazy("tests.toy_generation.data.manifest", "parse_toy_object"),
+    text_field="sentence", language_field="lang",
 )
