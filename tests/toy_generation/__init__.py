@@ -59,5 +59,7 @@ def toy_entry() -> Generation:
         demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-toy",
                        project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
         model_set=None,
-        missing={**v15.missing, Capability.LORA: LORA_REFUSAL},
+        prepare=None,  # IndexTTS-1.5's preprocess writes 1.5 manifests, which the toy's pre-flight refuses
+        missing={**v15.missing, Capability.LORA: LORA_REFUSAL,
+                 Capability.PREPARE: "its manifests are converted from IndexTTS-1.5's prepared ones"},
     )
