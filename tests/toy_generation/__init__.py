@@ -44,13 +44,14 @@ def recognises_toy(config: Mapping[str, Any] | None, state_keys: Iterable[str] =
 def toy_entry() -> Generation:
     """The toy's entry: IndexTTS-1.5's, with its own name, recogniser, GPT class, demo and form facts."""
     v15 = by_id("1.5")
+    assert v15.export is not None
     return v15.renamed(
         id=TOY_ID, name=TOY_NAME, recognises=recognises_toy,
         config_hint=f"a config whose gpt section has {TOY_MARK}: {TOY_CLASS} describes {TOY_NAME}",
         form=replace(v15.form, manifest_kind="toy codes manifest", demo_preset=DEMO_PRESET),
         model=ModelFacts(gpt_class=lazy(MODEL, TOY_CLASS), latent_decoder=BIGVGAN,
                          saved_config=lazy(MODEL, "saved_config")),
-        export_name="IndexTTS Toy",
+        export=replace(v15.export, name="IndexTTS Toy"),
         demo_folder=TOY_FOLDER,
         demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-toy",
                        project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),
