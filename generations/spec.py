@@ -114,18 +114,12 @@ class Generation:
     # demo). python -m demo builds every demo in one workspace, each through its entry's ``demo`` facet
     prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
     form: FormFacts
-    model: ModelFacts  # its GPT class, how it is built, the model config a save records
+    model: ModelFacts  # its GPT class, how it is built and trained, the model config a save records
     speech: SpeechFacts = field(default_factory=SpeechFacts)  # its samples at saves, evaluation and synthesis
     export: ExportFacts | None = None  # how its export folder is built and named (None: it cannot export)
-    config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule
-    ddp_unused_parameters: bool = False  # DDP must look for parameters a step leaves unused (its prompt paths)
     test: TestFacts = field(default_factory=TestFacts)
-    language_table: bool = False  # its GPT has a per-language table (--lang-init-from, --lang-lr-mult apply)
     data_note: Callable[[list[Any], Any], str] | None = None  # an extra data line for the pre-flight
     missing: Mapping[Capability, str] = field(default_factory=dict)  # capability -> why this generation lacks it
-    # (model on the meta device, model dim) -> (the prompt inputs one training step feeds, conditioning positions,
-    # whether a prompt encoder runs in training): what the memory estimate counts (trainer.memory_facts)
-    training_prompt: Callable[[Any, int], tuple[dict[str, Any], int, bool]] | None = None
     s2mel: S2MelFacts | None = None  # how its S2Mel decoder trains (None: it has none)
     ui: UiFacts | None = None  # its own Data-tab section, Tokenizer-tab panel and Test-tab coverage rule
     demo: DemoFacts | None = None  # how its demo is built and what the studio takes from it (None: no demo)
