@@ -4,7 +4,7 @@ What is spoken: ``--sample-texts`` (one text per line) or, by default, the first
 validation transcripts (in the training language); with whose voice: the first validation item's prompt.
 Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves differ only by the weights.
 
-Each generation plans and speaks its own samples (its registry entry's ``sample_plan`` and ``sample_speaker``,
+Each generation plans and speaks its own samples (its registry entry's ``speech.sample_plan`` and ``.sample_speaker``,
 in ``generations.<name>.samples``); this module decides through the entry and writes what they speak.
 
 - IndexTTS-1.5 (``--vocoder bigvgan_generator.pth``): GPT + BigVGAN, 24 kHz; the voice is the first

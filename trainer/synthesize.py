@@ -139,7 +139,7 @@ def flag(name: str) -> str:
     return FLAGS_OF_DESTS.get(name) or "--" + name.replace("_", "-")
 
 
-# Options only some generations take (their registry entries' ``synthesis_options``), with their defaults.
+# Options only some generations take (their registry entries' ``speech.synthesis_options``), with their defaults.
 GENERATION_OPTIONS = {"text_scheme": None, "adapter_file": None, "duration_factor": 1.0, "s2mel": None,
                       "s2mel_strength": None}
 

@@ -1,6 +1,6 @@
 """The files an export carries over from its base model folder, so that the export is a complete inference folder.
 
-Which files a complete model folder has is the generation's answer (its registry entry's ``model_folder_files``:
+Which files a complete model folder has is the generation's answer (its registry entry's ``export.folder_files``:
 S2Mel, w2v-BERT stats, feat1/feat2, codecs, CAMPPlus, BigVGAN, a local w2v-BERT for IndexTTS2 / 2.5; the BigVGAN
 for IndexTTS-1.5). They keep their place relative to the folder, as upstream's inference and the studio's look
 for them. ``copy`` (the default) makes a folder that works when moved to another machine; ``link`` makes
