@@ -35,6 +35,12 @@ class ModelFacts:
     # a grown text table's added rows come after the base table's spare row, so nothing moves (IndexTTS-2.5);
     # False: they come before the extra row, which moves to the new end (trainer.vocab.grow_text_vocab)
     appends_text_rows: bool = False
+    config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule
+    ddp_unused_parameters: bool = False  # DDP must look for parameters a step leaves unused (its prompt paths)
+    language_table: bool = False  # its GPT has a per-language table (--lang-init-from, --lang-lr-mult apply)
+    # (model on the meta device, model dim) -> (the prompt inputs one training step feeds, conditioning positions,
+    # whether a prompt encoder runs in training): what the memory estimate counts (trainer.memory_facts)
+    training_prompt: Callable[[Any, int], tuple[dict[str, Any], int, bool]] | None = None
 
     def gpt_type(self) -> type:
         """Its GPT class (its module imported now)."""

@@ -175,7 +175,8 @@ def config_refusal(config: Mapping[str, Any], generation: Generation, where: str
     whole = isinstance(config.get("gpt"), Mapping)
     gpt = config["gpt"] if whole else config
     declared = str(config.get("version", "")).strip() if whole else ""
-    own = generation.config_refusal(gpt, where) if generation.config_refusal is not None else None
+    own_rule = generation.model.config_refusal
+    own = own_rule(gpt, where) if own_rule is not None else None
     if own:
         return own
     if declared and not any(declared.startswith(ident) for ident in generation_ids()):

@@ -12,5 +12,6 @@ SENTENCEPIECE: dict[str, Any] = {
     "tokenizer_kind": "a SentencePiece model", "tokenizer_file": "a SentencePiece model (bpe.model)",
     **{name: lazy(KIT, name) for name in ("reads_tokenizer", "open_tokenizer", "describe_tokenizer",
                                           "target_gpt_config", "tokenizer_record", "start", "rows_refusal")},
-    "export": lazy("trainer.checkpoints.export", "export_sentencepiece"),
 }
+# how an export of such a GPT is built (their ``export`` facet's ``build``)
+SENTENCEPIECE_EXPORT = lazy("trainer.checkpoints.export", "export_sentencepiece")

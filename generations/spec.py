@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from generations.demo_facts import DemoFacts
+from generations.export_facts import ExportFacts
 from generations.format_facts import ManifestFormat
 from generations.model_facts import ModelFacts
 from generations.preset_facts import PresetFacts
+from generations.s2mel_facts import S2MelFacts
+from generations.speech_facts import SpeechFacts
 from generations.ui_facts import UiFacts
 
 
@@ -115,37 +118,17 @@ class Generation:
     tokenizer_record: Callable[[dict[str, Any], Any], dict[str, Any]]
     start: Callable[..., Any]  # (opts, config, config_path, tokenizer, mmap) -> ModelStart
     rows_refusal: Callable[[int, Any, str], str | None]  # (model text tokens, tokenizer, source) -> why not
-    sample_plan: Callable[..., Any] | None  # (opts, config, val_items) -> SamplePlan
-    sample_speaker: Callable[..., Any] | None  # (plan, model, tokenizer) -> speak(text)
-    evaluation_speech: Callable[[dict[str, Any]], tuple[bool, str]] | None  # opts -> (ok, note or refusal)
-    evaluation_backend: Callable[..., Any] | None  # the evaluation's synthesis backend class
-    evaluation_needs_audio: bool  # its evaluation speaks from reference audio (not prompt mels)
-    synthesize: Callable[..., int] | None  # (args, texts, settings) -> exit code of trainer.synthesize
-    synthesis_options: frozenset[str]  # trainer.synthesize options only this generation takes
-    export: Callable[..., Any] | None  # export_model's generation part
-    export_name: str  # the model's name in exported cards and notices
-    exported_version: float  # config.yaml ``version:`` of an export
     demo_folder: str | None  # its demo's folder under a demo workspace ("": the workspace itself; None: it has no
     # demo). python -m demo builds every demo in one workspace, each through its entry's ``demo`` facet
     prepare: str | None  # the data_tools module (``python -m``) that prepares its data from audio
     form: FormFacts
-    model: ModelFacts  # its GPT class, how it is built, the model config a save records
-    config_refusal: Callable[[Mapping[str, Any], str], str | None] | None = None  # (gpt, where): its own rule
-    ddp_unused_parameters: bool = False  # DDP must look for parameters a step leaves unused (its prompt paths)
+    model: ModelFacts  # its GPT class, how it is built and trained, the model config a save records
+    speech: SpeechFacts = field(default_factory=SpeechFacts)  # its samples at saves, evaluation and synthesis
+    export: ExportFacts | None = None  # how its export folder is built and named (None: it cannot export)
     test: TestFacts = field(default_factory=TestFacts)
-    language_table: bool = False  # its GPT has a per-language table (--lang-init-from, --lang-lr-mult apply)
     data_note: Callable[[list[Any], Any], str] | None = None  # an extra data line for the pre-flight
     missing: Mapping[Capability, str] = field(default_factory=dict)  # capability -> why this generation lacks it
-    # (model on the meta device, model dim) -> (the prompt inputs one training step feeds, conditioning positions,
-    # whether a prompt encoder runs in training): what the memory estimate counts (trainer.memory_facts)
-    training_prompt: Callable[[Any, int], tuple[dict[str, Any], int, bool]] | None = None
-    # S2Mel training (trainer.s2mel.run_cli): opts, download folder, device -> s2mel.sources.S2MelSources; whether its S2Mel
-    # is fed the GPT's latent (then the prepared folder's text_ids/, condition/, emo_vec/ are read)
-    s2mel_sources: Callable[..., Any] | None = None
-    s2mel_gpt_latent: bool = False
-    # base model folder -> the files and folders inside it that a complete inference folder (an export) carries
-    # beside the GPT, its config and its text table; ValueError (one line) naming what is missing
-    model_folder_files: Callable[[Path], list[Path]] | None = None
+    s2mel: S2MelFacts | None = None  # how its S2Mel decoder trains (None: it has none)
     ui: UiFacts | None = None  # its own Data-tab section, Tokenizer-tab panel and Test-tab coverage rule
     demo: DemoFacts | None = None  # how its demo is built and what the studio takes from it (None: no demo)
     presets: PresetFacts | None = None  # the form's GPU presets for it (None: its demo preset only)

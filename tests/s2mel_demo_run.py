@@ -31,7 +31,8 @@ def make_s2mel_run(model_dir: Path, out_dir: Path, *, mode: str = "full", steps:
     config = load_config(model_dir / "config.yaml")
     generation = generation_of_folder(model_dir)
     assert generation is not None, model_dir
-    with_gpt = generation.s2mel_gpt_latent  # IndexTTS2 feeds the GPT latent, 2.5 does not
+    assert generation.s2mel is not None, model_dir
+    with_gpt = generation.s2mel.gpt_latent  # IndexTTS2 feeds the GPT latent, 2.5 does not
     kwargs = {"gpt_dim": config["gpt"]["model_dim"]} if with_gpt else {"with_gpt_layer": False}
     model = load_s2mel(model_dir / "s2mel.pth", config["s2mel"], **kwargs)
     sizes = model.config

@@ -46,7 +46,10 @@ PREFLIGHT_ROWS = {  # capability -> (the options that ask for it, the pre-flight
     Capability.EVALUATE: ({"eval_at_saves": True, "eval_asr": "facebook/mms-1b-all"}, "evaluation"),
     Capability.DEMO: ({}, "config"),
 }
-COMMAND_FIELDS = {Capability.SYNTHESIZE: "synthesize", Capability.EXPORT: "export"}
+COMMAND_CODE: dict[Capability, Callable[[Generation], Any]] = {  # capability -> the entry's code for it
+    Capability.SYNTHESIZE: lambda entry: entry.speech.synthesize,
+    Capability.EXPORT: lambda entry: entry.export.build if entry.export is not None else None,
+}
 
 
 def demo_plan(generation: Generation, root: Path, out: Path, **asked: Any) -> RunPlan:
@@ -71,7 +74,7 @@ def one_refusal(plan: RunPlan) -> tuple[str, str]:
 
 def test_the_matrix_covers_every_capability():
     s2mel = {Capability.TRAIN_S2MEL}  # its pre-flight row: tests/test_s2mel_cli.py::test_s2mel_preflight_rows
-    assert set(PREFLIGHT_ROWS) | set(COMMAND_FIELDS) | {Capability.PREPARE} | s2mel == set(CAPABILITIES)
+    assert set(PREFLIGHT_ROWS) | set(COMMAND_CODE) | {Capability.PREPARE} | s2mel == set(CAPABILITIES)
     assert [entry.id for entry in GENERATIONS][-3:] == list(reversed(SHIPPED))
 
 
@@ -100,7 +103,7 @@ def test_indextts25_evaluates_through_its_own_folder_not_a_vocoder(demo_workspac
     assert "--vocoder" not in message and "IndexTTS-1.5" not in message
 
 
-@pytest.mark.parametrize("capability", [*COMMAND_FIELDS, Capability.PREPARE], ids=str)
+@pytest.mark.parametrize("capability", [*COMMAND_CODE, Capability.PREPARE], ids=str)
 @pytest.mark.parametrize("version", SHIPPED)
 def test_command_rows(version, capability):
     generation = by_id(version)
@@ -109,19 +112,21 @@ def test_command_rows(version, capability):
         assert generation.prepare is not None and importlib.util.find_spec(generation.prepare) is not None
         assert callable(importlib.import_module(generation.prepare).main)
     else:
-        assert callable(lazy_target(getattr(generation, COMMAND_FIELDS[capability])))
+        assert callable(lazy_target(COMMAND_CODE[capability](generation)))
 
 
 @pytest.mark.parametrize("version", SHIPPED)
 def test_an_entry_without_the_code_for_a_capability_says_why(version):
     generation = by_id(version)
-    code = {Capability.SAMPLES: generation.sample_plan, Capability.EVALUATE: generation.evaluation_backend,
-            Capability.SYNTHESIZE: generation.synthesize, Capability.EXPORT: generation.export,
-            Capability.DEMO: generation.demo_folder, Capability.PREPARE: generation.prepare}
+    speech, export = generation.speech, generation.export
+    code = {Capability.SAMPLES: speech.sample_plan, Capability.EVALUATE: speech.evaluation_backend,
+            Capability.SYNTHESIZE: speech.synthesize, Capability.EXPORT: export,
+            Capability.DEMO: generation.demo_folder, Capability.PREPARE: generation.prepare,
+            Capability.TRAIN_S2MEL: generation.s2mel}
     for capability, field in code.items():
         assert (field is None) <= (not generation.can(capability)), (generation.name, capability)
-    for field in (generation.sample_plan, generation.sample_speaker, generation.evaluation_backend,
-                  generation.synthesize, generation.export, generation.start):
+    for field in (speech.sample_plan, speech.sample_speaker, speech.evaluation_backend, speech.synthesize,
+                  export and export.build, generation.start):
         assert field is None or callable(lazy_target(field))
 
 

@@ -267,28 +267,30 @@ def test_every_registry_target_imports_and_sits_where_its_field_may_reach():
 
 
 def test_each_field_reaches_its_layer():
-    assert [field_layer(name) for name in ("form", "test", "ui", "demo", "demo_builder", "build_demo", "sample_plan",
-                                           "prepare", "synthesize", "manifest_format")] == (
-        ["webui"] * 3 + ["demo"] * 3 + ["trainer"] * 4)
+    assert [field_layer(name) for name in ("form", "test", "ui", "demo", "demo_builder", "build_demo", "speech",
+                                           "export", "s2mel", "prepare", "manifest_format")] == (
+        ["webui"] * 3 + ["demo"] * 3 + ["trainer"] * 5)
 
 
 def test_the_target_check_finds_each_kind_of_problem():
     shipped = GENERATIONS[-1]
-    assert shipped.demo is not None
-    planted = shipped.renamed(name="planted", sample_plan=lazy("demo.workspace", "demo_of"),
-                              evaluation_backend=lazy("generations.indextts2.demo.build", "build_demo"),
-                              synthesize=functools.partial(lazy("trainer.no_such_module", "run"), 1),
+    assert shipped.demo is not None and shipped.export is not None
+    speech = dataclasses.replace(shipped.speech, sample_plan=lazy("demo.workspace", "demo_of"),
+                                 evaluation_backend=lazy("generations.indextts2.demo.build", "build_demo"),
+                                 synthesize=functools.partial(lazy("trainer.no_such_module", "run"), 1))
+    planted = shipped.renamed(name="planted", speech=speech,
                               test=dataclasses.replace(shipped.test, folder_problem=lazy("trainer.options", "nothing"),
                                                        w2v_bert_places=(lazy("webui.dataclass_json", "from_json"),
                                                                         lazy("app", "main"))),
-                              export=lazy("generations.indextts25.ui.no_such_panel", "build"),
+                              export=dataclasses.replace(shipped.export,
+                                                         build=lazy("generations.indextts25.ui.no_such_panel", "build")),
                               prepare="webui.app",
                               demo=dataclasses.replace(shipped.demo, paths=lazy("webui.context", "is_demo_project"),
                                                        ensure=lazy("demo.workspace", "build_demo")))
     assert sorted(registry_target_problems([planted])) == sorted([
-        "planted: demo.workspace.demo_of is in the demo layer, above what sample_plan may name (the trainer layer "
+        "planted: demo.workspace.demo_of is in the demo layer, above what speech may name (the trainer layer "
         "and below)",
-        "planted: generations.indextts2.demo.build.build_demo is in the demo layer, above what evaluation_backend may "
+        "planted: generations.indextts2.demo.build.build_demo is in the demo layer, above what speech may "
         "name (the trainer layer and below)",
         "planted: trainer.no_such_module.run does not import (No module named 'trainer.no_such_module')",
         "planted: trainer.options.nothing is not there",

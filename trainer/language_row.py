@@ -45,7 +45,7 @@ def language_row_refusal(opts: RunOptions | Mapping[str, Any], generation: Any) 
     if not code and mult == 1.0:
         return None
     what = "--lang-init-from" if code else "--lang-lr-mult"
-    if generation is None or not generation.language_table:
+    if generation is None or not generation.model.language_table:
         name = generation.name if generation is not None else "unknown"
         return (f"{what} applies to IndexTTS-2.5 GPTs (their per-language table); --config describes an "
                 f"{name} GPT")

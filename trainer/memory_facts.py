@@ -94,11 +94,11 @@ def model_facts(gpt_config: Mapping[str, Any], opts: Mapping[str, Any] | None = 
     generation = generation_of_config(gpt)
     with torch.device("meta"):
         model = generation.model.build(gpt)
-    if generation.training_prompt is None:
+    if generation.model.training_prompt is None:
         raise ValueError(f"{generation.name} does not say what its training step feeds: no memory estimate")
     version = generation.id
     dim = int(gpt["model_dim"])
-    prompt, cond_positions, encoder_runs = generation.training_prompt(model, dim)
+    prompt, cond_positions, encoder_runs = generation.model.training_prompt(model, dim)
     parameters = sum(p.numel() for p in model.parameters())
     reached_names = _reached_parameters(model, dim, prompt)
     reached = sum(p.numel() for n, p in model.named_parameters() if n in reached_names)

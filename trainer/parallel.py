@@ -18,4 +18,4 @@ def wrap_for_processes(run: Any) -> torch.nn.Module:
     # A generation that trains on precomputed conditioning leaves its conditioning encoders without a gradient.
     return torch.nn.parallel.DistributedDataParallel(
         run.model, device_ids=[device.index] if device.type == "cuda" else None,
-        find_unused_parameters=run.plan.generation.ddp_unused_parameters)
+        find_unused_parameters=run.plan.generation.model.ddp_unused_parameters)

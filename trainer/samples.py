@@ -4,7 +4,7 @@ What is spoken: ``--sample-texts`` (one text per line) or, by default, the first
 validation transcripts (in the training language); with whose voice: the first validation item's prompt.
 Decoding is deterministic (``DecodeSettings`` defaults, seeded), so two saves differ only by the weights.
 
-Each generation plans and speaks its own samples (its registry entry's ``sample_plan`` and ``sample_speaker``,
+Each generation plans and speaks its own samples (its registry entry's ``speech.sample_plan`` and ``.sample_speaker``,
 in ``generations.<name>.samples``); this module decides through the entry and writes what they speak.
 
 - IndexTTS-1.5 (``--vocoder bigvgan_generator.pth``): GPT + BigVGAN, 24 kHz; the voice is the first
@@ -55,11 +55,11 @@ def sample_plan(opts: dict[str, Any], config: dict[str, Any], generation: Any, v
     from generations.spec import Capability
 
     refusal = generation.refusal(Capability.SAMPLES)
-    if refusal is not None or generation.sample_plan is None:
+    if refusal is not None or generation.speech.sample_plan is None:
         asked = any(str(opts.get(name) or "").strip() for name in ("vocoder", "sample_model_dir"))
         message = refusal or f"{generation.name} makes no samples at saves"
         return SamplePlan(False, "", refusal=message) if asked else SamplePlan(False, f"no samples: {message}")
-    plan = generation.sample_plan(opts, config, val_items)
+    plan = generation.speech.sample_plan(opts, config, val_items)
     plan.version = generation.id
     return plan
 
@@ -122,7 +122,7 @@ def _speaker(plan: SamplePlan) -> Any:
     """The function that makes ``speak(text)`` for the plan's generation (its registry entry's)."""
     from generations.registry import by_id
 
-    speaker = by_id(plan.version).sample_speaker
+    speaker = by_id(plan.version).speech.sample_speaker
     assert speaker is not None, "a generation without a sample speaker never plans samples"
     return speaker
 

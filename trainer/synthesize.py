@@ -139,7 +139,7 @@ def flag(name: str) -> str:
     return FLAGS_OF_DESTS.get(name) or "--" + name.replace("_", "-")
 
 
-# Options only some generations take (their registry entries' ``synthesis_options``), with their defaults.
+# Options only some generations take (their registry entries' ``speech.synthesis_options``), with their defaults.
 GENERATION_OPTIONS = {"text_scheme": None, "adapter_file": None, "duration_factor": 1.0, "s2mel": None,
                       "s2mel_strength": None}
 
@@ -154,12 +154,12 @@ def check_flags(args: argparse.Namespace) -> None:
         from generations.registry import generation_of_folder
 
         generation = generation_of_folder(args.model_dir)
-    foreign = [flag(name) for name in given if generation is None or name not in generation.synthesis_options]
+    foreign = [flag(name) for name in given if generation is None or name not in generation.speech.synthesis_options]
     if foreign:
         from generations.registry import GENERATIONS
 
         takers = " or ".join(entry.name for entry in GENERATIONS
-                             if all(name in entry.synthesis_options for name in given))
+                             if all(name in entry.speech.synthesis_options for name in given))
         raise SynthesisError(f"{', '.join(foreign)} need(s) an {takers or 'other'} --model-dir (its config.yaml "
                              "says which generation it is)")
     if args.model_dir is None:
@@ -238,9 +238,9 @@ def synthesize(args: argparse.Namespace) -> int:
 
     generation = generation_of(args)
     refusal = generation.refusal(Capability.SYNTHESIZE)
-    if refusal is not None or generation.synthesize is None:
+    if refusal is not None or generation.speech.synthesize is None:
         raise SynthesisError(refusal or f"{generation.name} cannot synthesize")
-    return generation.synthesize(args, texts, settings)
+    return generation.speech.synthesize(args, texts, settings)
 
 
 def generation_of(args: argparse.Namespace) -> Any:

@@ -6,11 +6,14 @@ from __future__ import annotations
 from functools import partial
 
 from generations.demo_facts import DemoFacts
+from generations.export_facts import ExportFacts
 from generations.indextts2.data.format import PAIRED
 from generations.model_facts import S2MEL, ModelFacts
 from generations.preset_facts import PresetFacts
-from generations.sentencepiece_fields import SENTENCEPIECE
+from generations.s2mel_facts import S2MelFacts
+from generations.sentencepiece_fields import SENTENCEPIECE, SENTENCEPIECE_EXPORT
 from generations.spec import FormFacts, Generation, TestFacts, lazy
+from generations.speech_facts import SpeechFacts
 from generations.ui_facts import UiFacts
 from networks.generation_rule import CODES_PER_SECOND, ID_2, recogniser_of
 
@@ -34,24 +37,25 @@ INDEXTTS2 = Generation(
     manifest_format=PAIRED, format_hint="paired manifests (prompt_condition_path, target_codes_path, ...)",
     **SENTENCEPIECE,
     config_hint="an IndexTTS2 config has gpt.emo_condition_module",
-    sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
-    evaluation_speech=lazy(EVALUATION, "speech"),
-    evaluation_backend=lazy(EVALUATION, "Backend"), evaluation_needs_audio=True,
-    synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"), synthesis_options=frozenset({"s2mel", "s2mel_strength"}),
-    export_name="IndexTTS2", exported_version=2.0,
+    speech=SpeechFacts(sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
+                       evaluation_speech=lazy(EVALUATION, "speech"), evaluation_backend=lazy(EVALUATION, "Backend"),
+                       evaluation_needs_audio=True, synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"),
+                       synthesis_options=frozenset({"s2mel", "s2mel_strength"})),
+    export=ExportFacts(build=SENTENCEPIECE_EXPORT, name="IndexTTS2", version=2.0,
+                       folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2",
+                                            W2V_BERT_PLACES)),
     demo_folder="v2", prepare="data_tools.prepare_v2",
-    model=ModelFacts(gpt_class=lazy("networks.unified_voice", "UnifiedVoiceV2"), latent_decoder=S2MEL),
+    model=ModelFacts(gpt_class=lazy("networks.unified_voice", "UnifiedVoiceV2"), latent_decoder=S2MEL,
+                     ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_facts", "latent_prompt")),
     form=FormFacts(manifest_kind="IndexTTS2 paired manifest",
                    not_for="not used for IndexTTS2: its samples at saves speak through --sample-model-dir (a "
                            "download folder)",
                    options=frozenset({"s2mel_prompt"}),
                    sample_options=frozenset({"sample_model_dir", "sample_steps"}),
                    demo_preset="Demo (IndexTTS2)"),
-    ddp_unused_parameters=True, training_prompt=lazy("trainer.memory_facts", "latent_prompt"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts2"),
                    w2v_bert_places=W2V_BERT_PLACES),
-    s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"), s2mel_gpt_latent=True,
-    model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts2", W2V_BERT_PLACES),
+    s2mel=S2MelFacts(sources=lazy(f"{PACKAGE}.s2mel", "sources"), gpt_latent=True),
     ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section")),
     demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-indextts2",
                    project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),

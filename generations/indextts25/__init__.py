@@ -8,10 +8,13 @@ from functools import partial
 from typing import Any
 
 from generations.demo_facts import DemoFacts
+from generations.export_facts import ExportFacts
 from generations.indextts25.data.format import PAIRED
 from generations.model_facts import S2MEL, ModelFacts
 from generations.preset_facts import PresetFacts
+from generations.s2mel_facts import S2MelFacts
 from generations.spec import FormFacts, Generation, TestFacts, lazy
+from generations.speech_facts import SpeechFacts
 from generations.ui_facts import UiFacts
 from networks.generation_rule import CODES_PER_SECOND, ID_25, recogniser_of
 
@@ -58,15 +61,19 @@ INDEXTTS25 = Generation(
     describe_tokenizer=lazy(MODEL, "describe_tokenizer"), target_gpt_config=lazy(MODEL, "target_gpt_config"),
     tokenizer_record=lazy(MODEL, "run_tokenizer_record"), start=lazy(MODEL, "start"),
     rows_refusal=lazy(MODEL, "run_rows_refusal"), data_note=lazy(MODEL, "tokens_per_char_line"),
-    sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
-    evaluation_speech=lazy(EVALUATION, "speech"),
-    evaluation_backend=lazy(EVALUATION, "Backend"), evaluation_needs_audio=True,
-    synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"),
-    synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel", "s2mel_strength"}),
-    export=lazy(f"{PACKAGE}.export", "export"), export_name=NAME, exported_version=2.5,
+    speech=SpeechFacts(sample_plan=lazy(SAMPLES, "sample_plan"), sample_speaker=lazy(SAMPLES, "speaker"),
+                       evaluation_speech=lazy(EVALUATION, "speech"), evaluation_backend=lazy(EVALUATION, "Backend"),
+                       evaluation_needs_audio=True, synthesize=lazy(f"{PACKAGE}.synthesize", "synthesize"),
+                       synthesis_options=frozenset({"text_scheme", "adapter_file", "duration_factor", "s2mel",
+                                                    "s2mel_strength"})),
+    export=ExportFacts(build=lazy(f"{PACKAGE}.export", "export"), name=NAME, version=2.5,
+                       folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25",
+                                            W2V_BERT_PLACES)),
     demo_folder="v25", prepare="data_tools.prepare_v25",
     model=ModelFacts(gpt_class=lazy("networks.gpt_v25", "UnifiedVoiceV25"), latent_decoder=S2MEL,
-                     saved_config=lazy(MODEL, "saved_model_config"), appends_text_rows=True),
+                     saved_config=lazy(MODEL, "saved_model_config"), appends_text_rows=True,
+                     config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
+                     training_prompt=lazy("trainer.memory_facts", "speaker_vector_prompt")),
     form=FormFacts(manifest_kind=f"{NAME} paired manifest",
                    not_for=f"not used for {NAME}: its samples at saves speak through --sample-model-dir (a 2.5 "
                            "download folder)",
@@ -75,10 +82,7 @@ INDEXTTS25 = Generation(
                    demo_preset="IndexTTS-2.5 demo (CPU)"),
     test=TestFacts(folder_problem=partial(lazy(FOLDER, "folder_problem"), "networks.indextts25"),
                    w2v_bert_places=W2V_BERT_PLACES, folder_table=TABLE_NAME),
-    config_refusal=config_refusal, ddp_unused_parameters=True, language_table=True,
-    training_prompt=lazy("trainer.memory_facts", "speaker_vector_prompt"),
-    s2mel_sources=lazy(f"{PACKAGE}.s2mel", "sources"),
-    model_folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25", W2V_BERT_PLACES),
+    s2mel=S2MelFacts(sources=lazy(f"{PACKAGE}.s2mel", "sources")),
     ui=UiFacts(prepare_section=lazy(f"{UI}.prepare_section", "section"),
                tokenizer_panel=lazy(f"{UI}.tokenizer_panel", "build_panel"),
                coverage_marks=lazy(f"{UI}.text_coverage", "untrained_marks")),

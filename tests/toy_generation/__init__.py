@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Any
 
 from generations.demo_facts import DemoFacts
-from generations.model_facts import BIGVGAN, ModelFacts
 from generations.registry import by_id
 from generations.spec import Capability, Generation, lazy
 from networks.generation_rule import gpt_section
@@ -47,14 +46,15 @@ def toy_entry() -> Generation:
     """The toy's entry: IndexTTS-1.5's, with its own name, recogniser, manifest format, GPT class, demo and form
     facts."""
     v15 = by_id("1.5")
+    assert v15.export is not None
     return v15.renamed(
         id=TOY_ID, name=TOY_NAME, recognises=recognises_toy,
         config_hint=f"a config whose gpt section has {TOY_MARK}: {TOY_CLASS} describes {TOY_NAME}",
         manifest_format=TOY_FORMAT, format_hint=FIELDS_HINT,
         form=replace(v15.form, manifest_kind="toy codes manifest", demo_preset=DEMO_PRESET),
-        model=ModelFacts(gpt_class=lazy(MODEL, TOY_CLASS), latent_decoder=BIGVGAN,
-                         saved_config=lazy(MODEL, "saved_config")),
-        export_name="IndexTTS Toy",
+        # its own GPT class and saved config; the rest of 1.5's model facet (its BigVGAN, its training prompt)
+        model=replace(v15.model, gpt_class=lazy(MODEL, TOY_CLASS), saved_config=lazy(MODEL, "saved_config")),
+        export=replace(v15.export, name="IndexTTS Toy"),
         demo_folder=TOY_FOLDER,
         demo=DemoFacts(paths=lazy(DEMO, "paths"), ensure=lazy(DEMO, "ensure_demo"), project="demo-toy",
                        project_files=lazy(DEMO, "project_files"), form_files=lazy(DEMO, "form_files")),

@@ -94,6 +94,17 @@ def _generation(gpt: Mapping[str, Any]) -> Any:
     return generation_of_config(gpt)
 
 
+def _export_facts(generation: Any) -> Any:
+    """``generation``'s export facet (``generations.export_facts.ExportFacts``); CheckpointError, its refusal, where
+    it cannot export."""
+    from generations.spec import Capability
+
+    refusal = generation.refusal(Capability.EXPORT)
+    if refusal is not None or generation.export is None:
+        raise CheckpointError(refusal or f"{generation.name} cannot export")
+    return generation.export
+
+
 def _config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
     """The base config with its gpt section made to describe the exported weights."""
     if raw_config is None:
@@ -112,7 +123,7 @@ def _config_yaml(gpt: Mapping[str, Any], raw_config: dict[str, Any] | None, note
     dataset["bpe_model"] = "bpe.model"
     data["dataset"] = dataset
     data["gpt_checkpoint"] = "gpt.pth"
-    version = _generation(gpt).exported_version
+    version = _export_facts(_generation(gpt)).version
     if data.get("version") != version:
         if data.get("version") is not None:
             notes.append(f"config.yaml version {data['version']!r} -> {version} (the exported model's version)")
@@ -149,14 +160,15 @@ def model_card(ckpt: Mapping[str, Any], gpt: Mapping[str, Any], tokenizer_path: 
                source: Path, movement: BaseMovement | None = None, evaluation: list[str] | None = None) -> str:
     """The MODEL_CARD.md text of an export (facts from the checkpoint; "not recorded" where it has none)."""
     generation = _generation(gpt)
-    name = generation.export_name
+    export = _export_facts(generation)
+    name = export.name
     vocab = TextTokenizer(tokenizer_path).vocab_size
     base_vocab = ckpt.get("base_vocab_size")
     lines = [
         f"# {name} GPT fine-tune",
         "",
         f"- Base model: {name}, {_base_model(ckpt)}",
-        f"- Model version: {generation.id} (config.yaml `version: {generation.exported_version}`)",
+        f"- Model version: {generation.id} (config.yaml `version: {export.version}`)",
         f"- Architecture: {gpt.get('layers')} layers, model_dim {gpt.get('model_dim')}, "
         f"{gpt.get('number_text_tokens')} text tokens"
         + (f" (base vocabulary {base_vocab})" if isinstance(base_vocab, int) else ""),
@@ -259,14 +271,9 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     target = DTYPES[dtype]
     weights = {k: (v.to(target) if v.is_floating_point() else v).detach().clone().contiguous()
                for k, v in weights.items()}
-    from generations.spec import Capability
-
     generation = _generation(gpt)
-    refusal = generation.refusal(Capability.EXPORT)
-    if refusal is not None or generation.export is None:
-        raise CheckpointError(refusal or f"{generation.name} cannot export")
-    report = generation.export(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors, movement,
-                               tokenizer, report)
+    report = _export_facts(generation).build(ckpt, path, out_dir, gpt, weights, raw_config, dtype, safetensors,
+                                             movement, tokenizer, report)
     carry_base_files(generation, ckpt, out_dir, config=config, model_dir=model_dir, mode=base_files, force=force,
                      report=report)
     return report
@@ -289,15 +296,15 @@ def export_sentencepiece(ckpt: dict[str, Any], path: Path, out_dir: Path, gpt: M
     atomic_write_text(config_path, yaml.safe_dump(_config_yaml(gpt, raw_config, report.notes), sort_keys=False,
                                                   allow_unicode=True))
     report.files.append(config_path)
-    generation = _generation(gpt)
+    export = _export_facts(_generation(gpt))
     notice_path = out_dir / "LICENSE-NOTICE"
-    atomic_write_text(notice_path, LICENSE_NOTICE.format(model_name=generation.export_name, base=_base_model(ckpt)))
+    atomic_write_text(notice_path, LICENSE_NOTICE.format(model_name=export.name, base=_base_model(ckpt)))
     report.files.append(notice_path)
     card_path = out_dir / "MODEL_CARD.md"
     atomic_write_text(card_path, model_card(ckpt, gpt, tokenizer_path, dtype, path, movement,
                                             _evaluation_lines(path, ckpt)))
     report.files.append(card_path)
-    report.notes.insert(0, f"{len(weights)} tensors as {dtype}, {generation.export_name} "
-                           f"(config version {generation.exported_version}), number_text_tokens "
+    report.notes.insert(0, f"{len(weights)} tensors as {dtype}, {export.name} "
+                           f"(config version {export.version}), number_text_tokens "
                            f"{gpt['number_text_tokens']}")
     return report

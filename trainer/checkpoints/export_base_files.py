@@ -1,6 +1,6 @@
 """The files an export carries over from its base model folder, so that the export is a complete inference folder.
 
-Which files a complete model folder has is the generation's answer (its registry entry's ``model_folder_files``:
+Which files a complete model folder has is the generation's answer (its registry entry's ``export.folder_files``:
 S2Mel, w2v-BERT stats, feat1/feat2, codecs, CAMPPlus, BigVGAN, a local w2v-BERT for IndexTTS2 / 2.5; the BigVGAN
 for IndexTTS-1.5). They keep their place relative to the folder, as upstream's inference and the studio's look
 for them. ``copy`` (the default) makes a folder that works when moved to another machine; ``link`` makes
@@ -53,14 +53,15 @@ def base_files_of(generation: Any, candidates: list[Path], out_dir: Path,
                   model_dir: str | Path | None) -> tuple[Path | None, list[Path], str | None]:
     """(base folder, its files to carry, why none) for ``generation``; a given ``model_dir`` that is not a complete
     model folder is refused (CheckpointError), a recorded one is passed over."""
-    if generation.model_folder_files is None:
+    folder_files = generation.export.folder_files if generation.export is not None else None
+    if folder_files is None:
         return None, [], None
     problems: list[str] = []
     for folder in candidates:
         if folder.resolve() == out_dir.resolve():
             continue
         try:
-            return folder, generation.model_folder_files(folder), None
+            return folder, folder_files(folder), None
         except ValueError as exc:
             problem = " ".join(str(exc).split())
             if model_dir is not None and folder == Path(model_dir).expanduser():

@@ -22,7 +22,7 @@ def synthesis_backend(version: str, config_path: Path, tokenizer_path: Path, voc
         generation = by_id(str(version))
     except KeyError as exc:
         raise EvaluationError(f"no synthesis for {exc.args[0]}") from None
-    if generation.evaluation_backend is None:
+    if generation.speech.evaluation_backend is None:
         raise EvaluationError(generation.refusal(Capability.EVALUATE) or f"no synthesis for {generation.name}")
-    return generation.evaluation_backend(config_path, tokenizer_path, vocoder_path, device, language,
+    return generation.speech.evaluation_backend(config_path, tokenizer_path, vocoder_path, device, language,
                                          model_dir=model_dir, w2v_bert=w2v_bert)

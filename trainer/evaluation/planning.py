@@ -24,9 +24,9 @@ def evaluation_plan(opts: RunOptions | Mapping[str, Any], generation: Generation
         return True, (f"best.pth follows {best_by} from python -m trainer.evaluate on this run (no evaluation at "
                       "saves); until a checkpoint is measured there is no best.pth")
     refusal = generation.refusal(Capability.EVALUATE)
-    if refusal is not None or generation.evaluation_speech is None:
+    if refusal is not None or generation.speech.evaluation_speech is None:
         return False, f"--eval-at-saves: {refusal or f'{generation.name} has no evaluation'}"
-    ok, speech = generation.evaluation_speech(opts)
+    ok, speech = generation.speech.evaluation_speech(opts)
     if not ok:
         return False, speech
     if not str(opts.eval_asr or "").strip():
@@ -38,7 +38,7 @@ def evaluation_plan(opts: RunOptions | Mapping[str, Any], generation: Generation
         return False, f"--eval-at-saves: {exc}"
     speaker = str(opts.eval_speaker_model or "") or "none (no similarity)"
     no_audio = [v.id for v in eval_set.voices if v.audio is None]
-    if generation.evaluation_needs_audio and no_audio:
+    if generation.speech.evaluation_needs_audio and no_audio:
         return False, (f"--eval-at-saves: {generation.name} speaks from reference audio and the validation prompts "
                        "are mels: give --eval-reference audio files")
     note = (f"; voice(s) {', '.join(no_audio)} are prompt mels without audio: no similarity for them "

@@ -1,6 +1,6 @@
 """Speech from a checkpoint for evaluation: what every generation's backend shares. Each generation's backend
 lives in its package (``generations.<generation>.evaluation``; its registry entry's
-``evaluation_backend``, which ``trainer.evaluation.backend_choice`` picks):
+``speech.evaluation_backend``, which ``trainer.evaluation.backend_choice`` picks):
 
     backend = synthesis_backend(version, config_path, tokenizer_path, vocoder_path, device, language,
                                 model_dir=..., w2v_bert=...)
@@ -14,7 +14,7 @@ once and each checkpoint's GPT per call (``download_folder`` finds and checks th
 (``S2MelSpeaker``) prepares each reference voice once, keeps the voice's own emotion, decodes the codes as the
 eval set says (deterministic beam by default) and runs the S2Mel CFM for ``EVAL_CFM_STEPS`` Euler steps from
 noise seeded with the eval set's seed. A new generation adds a backend class with the same two methods and its
-registry entry's ``evaluation_backend`` (generations); nothing else in evaluation knows the generation.
+registry entry's ``speech.evaluation_backend`` (generations); nothing else in evaluation knows the generation.
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     from trainer.synthesis.generation import DecodeSettings
 
     generation = generation_of_folder(args.model_dir) if args.model_dir.is_dir() else None
-    if generation is None or generation.s2mel_sources is None or not (args.model_dir / "s2mel.pth").is_file():
+    if generation is None or generation.s2mel is None or not (args.model_dir / "s2mel.pth").is_file():
         raise UsageError(f"--model-dir {args.model_dir}: not an IndexTTS2 / 2.5 download folder with s2mel.pth"
                          + (f" ({generation.refusal(Capability.TRAIN_S2MEL)})" if generation is not None else ""))
     missing = [str(v) for v in [args.s2mel, *args.voices] if not Path(v).is_file()]
@@ -216,7 +216,7 @@ def evaluate(args: argparse.Namespace, scorer: Any = None) -> dict[str, Any]:
     try:
         stored = load_checkpoint(args.s2mel, mmap=True)
         step = stored.get("step")
-        sources = generation.s2mel_sources(opts, args.model_dir, device)
+        sources = generation.s2mel.sources(opts, args.model_dir, device)
         synth = sources.synthesizer
         trained = build_trained_s2mel(args.s2mel, args.model_dir / "s2mel.pth", sources.config["s2mel"],
                                       **sources.model_kwargs)

@@ -42,7 +42,8 @@ class S2MelExportReport:
 
 def s2mel_model_kwargs(generation: Any, config: dict[str, Any]) -> dict[str, Any]:
     """load_s2mel's arguments beyond the config section for this generation's S2Mel."""
-    return {"gpt_dim": config["gpt"]["model_dim"]} if generation.s2mel_gpt_latent else {"with_gpt_layer": False}
+    with_gpt = generation.s2mel is not None and generation.s2mel.gpt_latent
+    return {"gpt_dim": config["gpt"]["model_dim"]} if with_gpt else {"with_gpt_layer": False}
 
 
 def _scores(path: Path) -> tuple[list[Any], list[Any], Any, float | None, str | None]:

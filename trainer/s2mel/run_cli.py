@@ -112,7 +112,7 @@ def _train(opts: dict[str, Any], ctx: Any) -> int:
     if not found.plan.ok:
         raise UsageError(found.plan.refusal)
     assert found.generation is not None and found.model_dir is not None and found.data_dir is not None
-    assert found.settings is not None and found.generation.s2mel_sources is not None
+    assert found.settings is not None and found.generation.s2mel is not None
     out_dir = Path(opts["output_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = OutputDirLock(out_dir).acquire() if ctx.is_main else None  # rank 0 holds it for the job
@@ -126,7 +126,7 @@ def _train(opts: dict[str, Any], ctx: Any) -> int:
         for line in active_test_hooks():
             say(line, flush=True)
         device = resolve_device(opts["device"])
-        sources = found.generation.s2mel_sources(opts, found.model_dir, device)
+        sources = found.generation.s2mel.sources(opts, found.model_dir, device)
         _check_text_rows(opts, found, sources)
         latent = sources.latent_for(found.data_dir) if sources.latent_for is not None else None
         clips = PreparedClips(found.data_dir, found.stems, sources.semantic, latent,

@@ -71,7 +71,7 @@ def _generation(plan: S2MelPlan) -> bool:
                                              "s2mel.pth, ...)")
     refusal = generation.refusal(Capability.TRAIN_S2MEL) or (
         generation.refusal(Capability.LORA) if opts.lora else None)
-    if refusal or generation.s2mel_sources is None:
+    if refusal or generation.s2mel is None:
         return plan.plan.add("model", False, refusal or f"{generation.name} cannot train the S2Mel decoder")
     if folder is None or not (folder / "s2mel.pth").is_file():
         return plan.plan.add("model", False, f"{generation.name}: no s2mel.pth in {folder} (give --model-dir, "
@@ -109,7 +109,7 @@ def _data(plan: S2MelPlan) -> bool:
 def missing_files(folder: Path, stems: list[str], generation: Generation | None) -> list[tuple[str, str]]:
     """(stem, file) of every file an S2Mel run reads for these clips that the prepared folder lacks."""
     needed = ["codes/{}.npy", *(str(p).replace("STEM", "{}") for p in s2mel_paths("STEM"))]
-    if generation is not None and generation.s2mel_gpt_latent:
+    if generation is not None and generation.s2mel is not None and generation.s2mel.gpt_latent:
         needed += [f"{sub}/{{}}.npy" for sub in GPT_LATENT_FOLDERS]
     return [(stem, pattern.format(stem)) for stem in stems for pattern in needed
             if not (folder / pattern.format(stem)).is_file()]
@@ -120,7 +120,7 @@ def _text_rows(plan: S2MelPlan) -> bool:
     from trainer.errors import UsageError
     from trainer.s2mel.text_rows import gpt_source, planned_text_rows, text_ids_refusal
 
-    if plan.generation is None or not plan.generation.s2mel_gpt_latent:
+    if plan.generation is None or plan.generation.s2mel is None or not plan.generation.s2mel.gpt_latent:
         return True
     assert plan.model_dir is not None and plan.data_dir is not None
     opts = plan.plan.opts
@@ -254,8 +254,8 @@ def _memory(plan: S2MelPlan) -> bool:
         return True
     try:
         _path, config = read_config(folder)
-        kwargs = ({"gpt_dim": int(config["gpt"]["model_dim"])} if generation.s2mel_gpt_latent
-                  else {"with_gpt_layer": False})
+        kwargs = ({"gpt_dim": int(config["gpt"]["model_dim"])}
+                  if generation.s2mel is not None and generation.s2mel.gpt_latent else {"with_gpt_layer": False})
         facts = s2mel_facts(config["s2mel"], kwargs, settings.lora if settings.mode == "lora" else None)
     except (ValueError, KeyError, TypeError) as exc:
         return plan.plan.add("memory", True, f"not estimated ({exception_line(exc)})")

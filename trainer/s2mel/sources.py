@@ -1,6 +1,6 @@
 """What a generation gives an S2Mel run (``S2MelSources``: its synthesizer, its semantic input, the GPT latent
 where its S2Mel reads one), and the audio of a prepared folder. Each generation makes its sources in its package
-(``generations.<name>.s2mel``; its registry entry's ``s2mel_sources``).
+(``generations.<name>.s2mel``; its registry entry's ``s2mel.sources``).
 """
 
 from __future__ import annotations

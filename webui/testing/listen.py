@@ -173,7 +173,7 @@ def _synthesis_options(version: str) -> frozenset[str]:
     from generations.registry import by_id
 
     try:
-        return by_id(version).synthesis_options
+        return by_id(version).speech.synthesis_options
     except KeyError:
         return frozenset()
 
