@@ -185,13 +185,13 @@ def _refuse_tokenizer_mismatch(tokenizer: str | Path | None, specs: list, format
         if fmt is None or generation_of_format(fmt).reads_tokenizer(str(tokenizer)):
             continue
         raise CheckUsageError(f"--tokenizer {tokenizer} cannot tokenise {spec.path}: it is {format_of(fmt).name}, "
-                              f"which needs {format_of(fmt).table}")
+                              f"which needs {format_of(fmt).checker.table}")
 
 
 def _table_format(tokenizer: str | Path) -> ManifestFormat | None:
     """The format whose own kind of table (not a SentencePiece model) ``tokenizer`` is; None: a SentencePiece model."""
     return next((entry.manifest_format for entry in GENERATIONS
-                 if entry.manifest_format.table_settings is not None and entry.reads_tokenizer(str(tokenizer))), None)
+                 if entry.manifest_format.checker.table_settings is not None and entry.reads_tokenizer(str(tokenizer))), None)
 
 
 def write_code_len_fixes(report: DataReport | Sequence[dict]) -> list[Path]:
@@ -250,9 +250,9 @@ def _settings(tokenizer: str | Path | None, config: str | Path | None, language:
 
 
 def _table_settings(table_format: ManifestFormat, table: str | Path, scheme: str, merges: str | Path | None) -> dict:
-    assert table_format.table_settings is not None
+    assert table_format.checker.table_settings is not None
     try:
-        return dict(table_format.table_settings(str(table), scheme, str(merges) if merges else None))
+        return dict(table_format.checker.table_settings(str(table), scheme, str(merges) if merges else None))
     except ValueError as exc:
         raise CheckUsageError(f"--tokenizer {table}: {exc}") from None
 

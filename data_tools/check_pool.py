@@ -21,7 +21,7 @@ CHUNK_TIMEOUT_S = 900.0
 def check_chunk(task: ChunkTask, settings: CheckSettings) -> ChunkResult:
     """Check one chunk of whole lines with the checker of its manifest's format."""
     found = format_of(task.format) if task.format else default_format()
-    return found.check_chunk(task, settings)
+    return found.checker.check_chunk(task, settings)
 
 
 def cpu_count() -> int:

@@ -112,7 +112,7 @@ def load_text_tokenizer(path: str | Path, generation: str, language: str | None)
     """The tokenizer that counts a text's tokens for ``generation`` (``encode(text, language)``), torch-free."""
     from generations.registry import by_id
 
-    open_table = by_id(generation).manifest_format.open_table
+    open_table = by_id(generation).manifest_format.checker.open_table
     if open_table is not None:  # the generation's own kind of table
         try:
             return open_table(path)

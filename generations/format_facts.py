@@ -26,8 +26,29 @@ class Prompt:
 
 
 @dataclass(frozen=True)
+class FormatChecker:
+    """What the data checker needs of a format: its kind of --tokenizer table and its per-chunk checker."""
+
+    table: str  # the --tokenizer it needs, in the checker's words, e.g. "a SentencePiece model (.model)"
+    check_chunk: Callable[..., Any]  # (data_tools.check_records.ChunkTask, CheckSettings) -> ChunkResult
+    # the checker's settings from a --tokenizer table of this format's own kind: (table, scheme, merges) -> the
+    # CheckSettings values (ValueError: one line); None: the table is a SentencePiece model
+    table_settings: Callable[..., Mapping[str, Any]] | None = None
+    # a torch-free text counter from such a table: path -> ``encode(text, language)`` (None: a SentencePiece model)
+    open_table: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True)
+class FormatItems:
+    """What the trainer reads a format's entries into (both in the trainer layer, named lazily)."""
+
+    load_item: Callable[..., Any]  # (entry, tokenizer, DataLimits) -> (item, prompt frames); RuleError
+    dataset: Callable[..., Any]  # (items, DataLimits, gpt config) -> its dataset (``.collate`` pads)
+
+
+@dataclass(frozen=True)
 class ManifestFormat:
-    """One manifest format: how a line of it is recognised and read, and what reads its entries."""
+    """One manifest format: how a line of it is recognised and read, and what checks and loads its entries."""
 
     id: str  # stored in reports, eval sets and check chunks ("v1.5", "v2", "v2.5"); a key, never compared outside
     name: str  # in sentences: "an IndexTTS2 paired manifest"
@@ -38,15 +59,8 @@ class ManifestFormat:
     prompt: Callable[[Any], Prompt]  # entry -> the speaker prompt it names
     pairs: bool  # its lines pair a prompt with a target (split plans the targets and keeps each pair whole)
     path_fields: tuple[str, ...]  # the line's fields that are paths (rewritten when split moves the manifest)
-    table: str  # the --tokenizer it needs, in the checker's words, e.g. "a SentencePiece model (.model)"
-    check_chunk: Callable[..., Any]  # (data_tools.check_records.ChunkTask, CheckSettings) -> ChunkResult
-    load_item: Callable[..., Any]  # trainer: (entry, tokenizer, DataLimits) -> (item, prompt frames); RuleError
-    dataset: Callable[..., Any]  # trainer: (items, DataLimits, gpt config) -> its dataset (``.collate`` pads)
-    # the checker's settings from a --tokenizer table of this format's own kind: (table, scheme, merges) -> the
-    # CheckSettings values (ValueError: one line); None: the table is a SentencePiece model
-    table_settings: Callable[..., Mapping[str, Any]] | None = None
-    # a torch-free text counter from such a table: path -> ``encode(text, language)`` (None: a SentencePiece model)
-    open_table: Callable[..., Any] | None = None
+    checker: FormatChecker
+    items: FormatItems
     text_field: str = "text"  # the line's transcript (the tokenizer trainer reads it without parsing the line)
     language_field: str = "language"  # the line's language code, when it has one
 

@@ -20,7 +20,7 @@ from tests.toy_generation import toy_entry
 
 # Issue 37 aims at about 30; the data facet (the manifest format's fields) takes the entry there.
 MAX_ENTRY_FIELDS = 32
-MAX_FACET_FIELDS = 10
+MAX_FACET_FIELDS = 11
 MOVED = ("sample_plan", "sample_speaker", "evaluation_speech", "evaluation_backend", "evaluation_needs_audio",
          "synthesize", "synthesis_options", "export_name", "exported_version", "model_folder_files", "s2mel_sources",
          "s2mel_gpt_latent", "config_refusal", "ddp_unused_parameters", "language_table", "training_prompt")

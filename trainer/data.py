@@ -160,7 +160,7 @@ def load_items(
         languages = sorted({e.language for e in mine if e.language})
         report.manifests.append(ManifestRecord(str(spec.path), len(mine), languages))
         entries += mine
-    load = format_of(fmt).load_item
+    load = format_of(fmt).items.load_item
     items = []
     unk = getattr(tokenizer, "unk_id", -1)  # the IndexTTS-2.5 tokenizer is byte-level: it has none
     for entry in _progress(entries, f"reading {name} data"):
@@ -195,7 +195,7 @@ def make_dataset(items: Sequence[Item], gpt: dict[str, Any], text_vocab: int | N
     """The dataset for ``items`` of format ``fmt`` (default: the format their loader recorded, ``item_format``),
     checking against the run's gpt config; ``.collate`` pads."""
     limits = DataLimits.from_gpt(gpt, text_vocab)
-    return format_of(fmt or item_format(items)).dataset(items, limits, gpt)
+    return format_of(fmt or item_format(items)).items.dataset(items, limits, gpt)
 
 
 def item_format(items: Sequence[Item]) -> str:

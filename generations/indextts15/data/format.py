@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generations.format_facts import ManifestFormat, Prompt
+from generations.format_facts import FormatChecker, FormatItems, ManifestFormat, Prompt
 from generations.spec import lazy
 
 MARKS = ("codes",)  # a codes line names its DVAE codes file
@@ -21,7 +21,8 @@ def prompt(entry: Any) -> Prompt:
 CODES = ManifestFormat(
     id="v1.5", name="a v1.5 codes manifest", marks=MARKS,
     parse_object=lazy("generations.indextts15.data.manifest", "parse_codes_object"), prompt=prompt, pairs=False,
-    path_fields=PATH_FIELDS, table="a SentencePiece model (.model)",
-    check_chunk=lazy("data_tools.check_chunks", "check_codes_chunk"),
-    load_item=lazy(DATASET, "load_item"), dataset=lazy(DATASET, "dataset"),
+    path_fields=PATH_FIELDS,
+    checker=FormatChecker(table="a SentencePiece model (.model)",
+                          check_chunk=lazy("data_tools.check_chunks", "check_codes_chunk")),
+    items=FormatItems(load_item=lazy(DATASET, "load_item"), dataset=lazy(DATASET, "dataset")),
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generations.format_facts import ManifestFormat, Prompt
+from generations.format_facts import FormatChecker, FormatItems, ManifestFormat, Prompt
 from generations.spec import lazy
 
 MARKS = ("prompt_condition_path", "target_codes_path")
@@ -24,7 +24,7 @@ def prompt(entry: Any) -> Prompt:
 PAIRED = ManifestFormat(
     id="v2", name="an IndexTTS2 paired manifest", marks=MARKS,
     parse_object=lazy(f"{DATA}.manifest", "parse_pair_object"), prompt=prompt, pairs=True,
-    path_fields=PATH_FIELDS, table="a SentencePiece model (.model)",
-    check_chunk=lazy(f"{DATA}.check", "check_pair_chunk"),
-    load_item=lazy(DATASET, "load_item"), dataset=lazy(DATASET, "dataset"),
+    path_fields=PATH_FIELDS,
+    checker=FormatChecker(table="a SentencePiece model (.model)", check_chunk=lazy(f"{DATA}.check", "check_pair_chunk")),
+    items=FormatItems(load_item=lazy(DATASET, "load_item"), dataset=lazy(DATASET, "dataset")),
 )

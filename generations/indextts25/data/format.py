@@ -3,7 +3,7 @@ lines), checked by ``.check`` with its .tiktoken table; its items and dataset ar
 
 from __future__ import annotations
 
-from generations.format_facts import ManifestFormat
+from generations.format_facts import FormatChecker, FormatItems, ManifestFormat
 from generations.indextts2.data.format import prompt
 from generations.spec import lazy
 
@@ -15,9 +15,10 @@ PACKAGE = "generations.indextts25"
 PAIRED = ManifestFormat(
     id="v2.5", name="an IndexTTS-2.5 paired manifest", marks=MARKS,
     parse_object=lazy(f"{PACKAGE}.data.manifest", "parse_pair_object"), prompt=prompt, pairs=True,
-    path_fields=PATH_FIELDS, table="the IndexTTS-2.5 table (.tiktoken)",
-    check_chunk=lazy(f"{PACKAGE}.data.check", "check_pair_chunk"),
-    load_item=lazy(f"{PACKAGE}.dataset", "load_pair_v25"), dataset=lazy(f"{PACKAGE}.dataset", "dataset"),
-    table_settings=lazy(f"{PACKAGE}.data.check", "table_settings"),
-    open_table=lazy(f"{PACKAGE}.data.text_table", "TextTable"),
+    path_fields=PATH_FIELDS,
+    checker=FormatChecker(table="the IndexTTS-2.5 table (.tiktoken)",
+                          check_chunk=lazy(f"{PACKAGE}.data.check", "check_pair_chunk"),
+                          table_settings=lazy(f"{PACKAGE}.data.check", "table_settings"),
+                          open_table=lazy(f"{PACKAGE}.data.text_table", "TextTable")),
+    items=FormatItems(load_item=lazy(f"{PACKAGE}.dataset", "load_pair_v25"), dataset=lazy(f"{PACKAGE}.dataset", "dataset")),
 )
