@@ -168,7 +168,7 @@ def test_an_exported_merges_table_speaks_as_the_runs_tokenizer(tmp_path):
     same ids as the run's tokenizer (base table + merges), and the folder says its scheme."""
     from data_tools.tokenizer.ethiopic_merges import write_upstream_table
     from generations.indextts25.data.text_table import DEFAULT_MERGES, DEFAULT_TABLE, TextTable
-    from trainer.synthesis.exported_table import exported_tokenizer, folder_scheme
+    from generations.indextts25.exported_table import exported_tokenizer, folder_scheme
 
     runs = TextTable(DEFAULT_TABLE, scheme="merges", merges=DEFAULT_MERGES)
     table = tmp_path / DEFAULT_TABLE.name

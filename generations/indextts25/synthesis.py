@@ -232,11 +232,11 @@ class SynthesizerV25(S2MelSynthesizer):
                  merges: str | Path | None = None, language: str | None = None,
                  max_segment_tokens: int = DEFAULT_MAX_SEGMENT_TOKENS) -> SynthesizerV25:
         """``nets`` with the tokenizer of ``scheme``, else of the scheme its GPT records (``recorded``), else of the
-        one an export folder's files say (``trainer.synthesis.exported_table``: an extended table holds its merges),
+        one an export folder's files say (``generations.indextts25.exported_table``: an extended table holds its merges),
         else ``bytes``; a GPT recording none has its text rows in upstream's order, put back in the tokenizer's."""
         from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable
         from generations.indextts25.data.tiktoken_table import TableError
-        from trainer.synthesis.exported_table import exported_tokenizer, folder_scheme
+        from generations.indextts25.exported_table import exported_tokenizer, folder_scheme
 
         table = nets.files.table
         exported = folder_scheme(nets.files.folder, table) if recorded is None else None  # an export's own files
