@@ -344,7 +344,8 @@ def _project_shows_train_and_export_done(page) -> None:
         page.locator(f'#project-steps tr[data-step="{step}"][data-state="done"]').wait_for(timeout=UI_TIMEOUT_MS)
 
 
-# The longest test: alone 4.5 minutes on a 2-core machine that other work kept busy; in the full suite, beside two
+# The longest test: alone 4.5 to 7.5 minutes on a 2-core machine that other work kept busy (its slowest parts: the
+# Test tab speaking, five number fields typed into the Training form, Evaluate); in the full suite, beside two
 # workers training and evaluating, one run took 566 s to reach its export (every step ~8x slower).
 @pytest.mark.timeout(900)
 def test_a_new_project_walks_from_recordings_to_a_scored_export(page, studio: StudioProcess, walk_workspace: Path,
