@@ -26,3 +26,5 @@ class ExportFacts:
     # base model folder -> the files and folders inside it that a complete inference folder carries beside the
     # GPT, its config and its text table; ValueError (one line) naming what is missing. None: nothing else
     folder_files: Callable[[Path], list[Path]] | None = None
+    # the files an export writes beyond the shared bundle (an --out folder holding one is refused without --force)
+    bundle_files: tuple[str, ...] = ()

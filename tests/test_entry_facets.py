@@ -98,3 +98,19 @@ def test_the_model_facet_holds_how_the_gpt_trains():
     assert [e.model.language_table for e in (v15, v2, v25)] == [False, False, True]
     assert all(e.model.training_prompt is not None for e in (v15, v2, v25, toy_entry()))
     assert v25.model.config_refusal is not None and v15.model.config_refusal is None
+
+
+def test_a_folder_holding_a_file_any_generation_exports_is_refused_without_force(tmp_path):
+    """The export's overwrite check lists every entry's own export files (2.5's table, its translit module), not
+    a constant of one generation imported by the shared exporter."""
+    from trainer.checkpoints.export import export_checkpoint
+    from trainer.checkpoints.format import CheckpointError
+
+    own = [name for entry in GENERATIONS if entry.export is not None for name in entry.export.bundle_files]
+    assert "amharic_translit.py" in own
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "amharic_translit.py").write_text("# a user's file\n", encoding="utf-8")
+    with pytest.raises(CheckpointError, match=r"already holds amharic_translit\.py"):
+        export_checkpoint(tmp_path / "missing.pth", out)
+    assert (out / "amharic_translit.py").read_text(encoding="utf-8") == "# a user's file\n"

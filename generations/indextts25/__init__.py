@@ -25,6 +25,9 @@ DEMO = "generations.indextts25.demo.build"  # its demo (the demo layer), named l
 
 NAME = "IndexTTS-2.5"
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"  # its table in a download folder (networks.indextts25)
+# what its export writes: the weights, config, table (with its licence), the translit module, notice and card
+EXPORT_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", TABLE_NAME, TABLE_NAME + ".LICENSE",
+                "amharic_translit.py", "LICENSE-NOTICE", "MODEL_CARD.md")
 TABLE_SUFFIX = ".tiktoken"
 MODEL = f"{PACKAGE}.model"
 FOLDER = "generations.folders"
@@ -68,7 +71,8 @@ INDEXTTS25 = Generation(
                                                     "s2mel_strength"})),
     export=ExportFacts(build=lazy(f"{PACKAGE}.export", "export"), name=NAME, version=2.5,
                        folder_files=partial(lazy(FOLDER, "model_folder_files"), "networks.indextts25",
-                                            W2V_BERT_PLACES)),
+                                            W2V_BERT_PLACES),
+                       bundle_files=EXPORT_FILES),
     demo_folder="v25", prepare="data_tools.prepare_v25",
     model=ModelFacts(gpt_class=lazy("networks.gpt_v25", "UnifiedVoiceV25"), latent_decoder=S2MEL,
                      saved_config=lazy(MODEL, "saved_model_config"), appends_text_rows=True,

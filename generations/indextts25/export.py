@@ -32,8 +32,6 @@ from trainer.checkpoints.card_facts import LICENSE_NOTICE, _base_model, training
 from trainer.checkpoints.export_weights import write_gpt_weights
 from trainer.checkpoints.format import CheckpointError
 
-V25_BUNDLE_FILES = ("gpt.pth", "gpt.safetensors", "config.yaml", TABLE_NAME, TABLE_NAME + ".LICENSE",
-                    "amharic_translit.py", "LICENSE-NOTICE", "MODEL_CARD.md")
 TEXT_ROW_TENSORS = ("text_embedding.weight", "text_head.weight", "text_head.bias")
 SPK_COND_MODE_KEY = "spk_cond_mode"
 

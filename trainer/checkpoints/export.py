@@ -34,7 +34,6 @@ from data_tools.fileio import (
     sha256_file,
 )
 from data_tools.text_tokenizer import TextTokenizer
-from generations.indextts25.export import V25_BUNDLE_FILES
 from networks.gpt_config import text_tokens_of_rows
 from networks.lora import merged_state_dict
 from trainer.checkpoints.base_movement import BaseMovement, movement_for_export
@@ -224,6 +223,7 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     """Write the inference folder of checkpoint ``path`` into ``out_dir`` (see the module docstring); a LoRA
     checkpoint's adapters are merged into ``gpt.pth``, or written alone with ``adapter_only``. The base model
     folder's other files are copied in (``base_files="link"``: linked; ``trainer.checkpoints.export_base_files``)."""
+    from generations.registry import GENERATIONS
     from networks.unified_voice import INFERENCE_ONLY_PREFIXES
     from trainer.checkpoints.validate import expected_state_shapes, shape_differences
 
@@ -232,7 +232,8 @@ def export_checkpoint(path: str | Path, out_dir: str | Path, dtype: str = "fp32"
     if base_files not in BASE_FILE_MODES:
         raise CheckpointError(f"--base-files must be one of {', '.join(BASE_FILE_MODES)}, got {base_files!r}")
     path, out_dir = Path(path), Path(out_dir)
-    existing = [name for name in dict.fromkeys((*BUNDLE_FILES, *V25_BUNDLE_FILES)) if (out_dir / name).exists()]
+    written = (name for entry in GENERATIONS if entry.export is not None for name in entry.export.bundle_files)
+    existing = [name for name in dict.fromkeys((*BUNDLE_FILES, *written)) if (out_dir / name).exists()]
     if existing and not force:
         raise CheckpointError(f"{out_dir} already holds {', '.join(existing)}: choose an empty --out folder "
                               "(or pass --force to replace an earlier export)")
