@@ -27,7 +27,6 @@ from data_tools.config import ConfigError, load_config
 from data_tools.manifest import ManifestError, parse_manifest_spec
 from data_tools.shard_reader import set_shard_url
 from data_tools.text_tokenizer import TextTokenizer, TokenizerError
-from generations.indextts25.data.tiktoken_table import TableError
 from generations.registry import GENERATIONS, config_refusal, format_of, generation_of_config
 from generations.spec import Capability, Generation
 from trainer.checkpoints import Expectation, ResumeChoice, expected_state_shapes
@@ -159,7 +158,7 @@ def _tokenizer(plan: RunPlan) -> bool:
     owner = tokenizer_owner(path)
     try:
         plan.tokenizer = owner.open_tokenizer(plan.opts)
-    except (UsageError, TokenizerError, TableError, OSError, RuntimeError) as exc:
+    except (UsageError, TokenizerError, OSError, RuntimeError) as exc:  # each table's errors are TokenizerErrors
         plan.tokenizer = None
         return plan.add("tokenizer", False, exception_line(exc))
     return plan.add("tokenizer", True, owner.describe_tokenizer(path, plan.tokenizer))

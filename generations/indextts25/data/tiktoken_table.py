@@ -29,6 +29,7 @@ from pathlib import Path
 import tiktoken
 
 from data_tools.fileio import sha256_file
+from data_tools.text_tokenizer import TokenizerError
 
 TABLE_NAME = "multilingual_zh_ja_yue_char_del.tiktoken"
 BASE_RANK_COUNT = 58_836
@@ -138,8 +139,8 @@ def inference_text(text: str, language: str) -> str:
     return _TAG.sub(lambda match: match.group().upper(), text)
 
 
-class TableError(ValueError):
-    pass
+class TableError(TokenizerError):
+    """A .tiktoken table that cannot be read or used; a TokenizerError, so hubs catch every text table's alike."""
 
 
 def read_table(path: str | Path) -> dict[bytes, int]:
