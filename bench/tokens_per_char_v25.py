@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.report import headline
 from data_tools.text import language_normalize
-from data_tools.tokenizer.ethiopic_merges import learn_merges, save_merges
+from generations.indextts25.data.ethiopic_merges import learn_merges, save_merges
 from generations.indextts25.data.text_table import DEFAULT_MERGES, DEFAULT_TABLE, TextTable
 from generations.indextts25.data.tiktoken_table import TiktokenTable
 

@@ -166,7 +166,7 @@ def test_a_moved_v25_export_speaks_without_its_base_folder(tmp_path, capsys):
 def test_an_exported_merges_table_speaks_as_the_runs_tokenizer(tmp_path):
     """A moved 2.5 merges export has no merges JSON beside it: its extended table (upstream's layout) gives the
     same ids as the run's tokenizer (base table + merges), and the folder says its scheme."""
-    from data_tools.tokenizer.ethiopic_merges import write_upstream_table
+    from generations.indextts25.data.ethiopic_merges import write_upstream_table
     from generations.indextts25.data.text_table import DEFAULT_MERGES, DEFAULT_TABLE, TextTable
     from generations.indextts25.exported_table import exported_tokenizer, folder_scheme
 

@@ -20,7 +20,7 @@ import yaml
 
 from data_tools.text import script_letters
 from data_tools.tokenizer.coverage import appended_ids, byte_chunks
-from data_tools.tokenizer.ethiopic_merges import FORMAT
+from generations.indextts25.data.ethiopic_merges import FORMAT
 from generations.indextts25.data.text_table import TextTable
 from generations.indextts25.data.tiktoken_table import BASE_TEXT_ROWS, BASE_VOCAB_SIZE
 from generations.indextts25.demo.build import DemoPaths as DemoV25Paths

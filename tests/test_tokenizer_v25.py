@@ -14,7 +14,7 @@ from tiktoken.load import load_tiktoken_bpe
 from data_tools.languages.amharic_translit import TransliterationError, from_latin, to_latin
 from data_tools.text import language_normalize
 from data_tools.tokenizer.__main__ import main as tokenizer_cli
-from data_tools.tokenizer.ethiopic_merges import (
+from generations.indextts25.data.ethiopic_merges import (
     added_token_base_ids,
     ethiopic_words,
     is_ethiopic_token,

@@ -169,7 +169,7 @@ def test_v25_merges_base_rows_stay_frozen_through_weight_decay_and_resume(v25_ws
     texts = [json.loads(line)["target_text"] for line in v25_data["train"].read_text(encoding="utf-8").splitlines()]
     used = sorted({i for text in texts for i in tokenizer.encode(text, "am") if i >= BASE_TEXT_ROWS})
     assert used
-    from data_tools.tokenizer.ethiopic_merges import added_token_base_ids
+    from generations.indextts25.data.ethiopic_merges import added_token_base_ids
 
     start = {i: base["text_embedding.weight"][ids].double().mean(dim=0).float()
              for i, ids in added_token_base_ids(tokenizer.tokenizer).items() if i in used}
@@ -220,7 +220,7 @@ def test_export_loads_into_the_plain_25_model_with_the_same_logits(v25_ws, v25_s
     width = max(map(len, ids))
     studio_ids = torch.tensor([row + [0] * (width - len(row)) for row in ids])
     upstream_ids = torch.tensor([[to_upstream[i] for i in row] + [0] * (width - len(row)) for row in ids])
-    from data_tools.tokenizer.ethiopic_merges import check_upstream_table
+    from generations.indextts25.data.ethiopic_merges import check_upstream_table
 
     assert check_upstream_table(bundle / TABLE_NAME) == tokenizer.added_tokens
     assert upstream.vocab_size == tokenizer.vocab_size

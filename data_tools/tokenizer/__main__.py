@@ -144,8 +144,8 @@ def _run_verify(args: argparse.Namespace) -> int:
 
 def _run_extend_table(args: argparse.Namespace) -> int:
     from data_tools.text import language_normalize
-    from data_tools.tokenizer.ethiopic_merges import learn_merges, save_merges, write_upstream_table
     from data_tools.tokenizer.verify import read_samples
+    from generations.indextts25.data.ethiopic_merges import learn_merges, save_merges, write_upstream_table
     from generations.indextts25.data.tiktoken_table import TiktokenTable
 
     if args.merges < 1:

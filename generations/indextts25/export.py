@@ -24,7 +24,7 @@ import yaml
 
 from data_tools.fileio import atomic_write_bytes, atomic_write_text, sha256_file
 from data_tools.languages import amharic_translit
-from data_tools.tokenizer.ethiopic_merges import write_upstream_table
+from generations.indextts25.data.ethiopic_merges import write_upstream_table
 from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable, stock_inference_notes
 from generations.indextts25.data.tiktoken_table import TABLE_NAME, TableError
 from trainer.checkpoints.base_movement import BaseMovement

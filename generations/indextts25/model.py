@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from data_tools.tokenizer.ethiopic_merges import added_token_base_ids
+from generations.indextts25.data.ethiopic_merges import added_token_base_ids
 from generations.indextts25.data.text_table import DEFAULT_MERGES, TextTable
 from generations.indextts25.data.tiktoken_table import BASE_TEXT_ROWS, BASE_VOCAB_SIZE, TableError
 from networks.gpt_config import effective_gpt_config, text_rows

@@ -31,7 +31,7 @@ from typing import Literal, get_args
 from data_tools.fileio import sha256_file
 from data_tools.languages.amharic_translit import to_latin
 from data_tools.text import language_normalize
-from data_tools.tokenizer.ethiopic_merges import load_extended
+from generations.indextts25.data.ethiopic_merges import load_extended
 from generations.indextts25.data.tiktoken_table import (
     BASE_RANK_COUNT,
     BASE_TEXT_ROWS,
