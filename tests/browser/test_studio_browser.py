@@ -195,6 +195,7 @@ def exercise_presets_and_yaml(page, scratch: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 450 s on a quiet 2-core machine; 580 s seen beside busy workers
 def test_train_stop_resume_reload_and_restart(page, studio_workspace: Path, artifacts: Path,
                                               tmp_path: Path) -> None:
     _started[0] = time.monotonic()
