@@ -8,7 +8,7 @@ shows up to ``MAX_PLAYERS`` players with their step. A step picker goes back thr
 Use (inside a tab's layout)::
 
     panel = samples_view.build("train-samples")
-    panel.wire(output_dir_textbox, [status, progress])  # refresh on load, a new output dir, a step pick, a change
+    panel.wire(output_dir_textbox, timer)  # refresh on load, a new output dir, a step pick, each timer tick
 
 ``panel.update(output_dir, step, shown)`` is the plain function behind it (tests call it directly).
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,19 +95,16 @@ class SamplesPanel:
             audio += [gr.Audio(value=None, label="", visible=False)] * (len(self.players) - len(players))
         return (picker, note_html(gallery, len(gallery.players) - len(players)), *audio, key)
 
-    def wire(self, output_dir: Any, follow: Sequence[Any] = ()) -> None:
+    def wire(self, output_dir: Any, timer: gr.Timer | None = None) -> None:
         """Refresh on page load, a new output directory (back to the latest save), the button, a step pick,
-        and (quietly) whenever one of ``follow`` changes (the run's progress and status: a save is a step).
-        Not on every timer tick: an idle page then sends no event, and each event costs the browser a walk of
-        the whole page."""
+        and (quietly) on every tick of ``timer``."""
         inputs = [output_dir, self.step, self.shown]
         gr.on(triggers=None, fn=lambda folder: self.update(folder, LATEST, None), inputs=output_dir,
               outputs=self.outputs, show_progress="hidden")
         self.refresh.click(self.update, inputs=inputs, outputs=self.outputs)
         self.step.input(self.update, inputs=inputs, outputs=self.outputs)
-        if follow:
-            gr.on([component.change for component in follow], self.update, inputs=inputs, outputs=self.outputs,
-                  show_progress="hidden", trigger_mode="always_last")
+        if timer is not None:
+            timer.tick(self.update, inputs=inputs, outputs=self.outputs, show_progress="hidden")
 
 
 def build(elem_prefix: str = "samples", label: str = "Samples at each save") -> SamplesPanel:

@@ -323,14 +323,14 @@ def build(ctx: StudioContext) -> Any:
     timer = gr.Timer(POLL_S)
     _wire_form(ctx, form, run, io, preflight_for)
     _wire_actions(ctx, run, io, output_dir, preflight_for, timer)
-    samples.wire(output_dir, [run.status, run.progress])
+    samples.wire(output_dir, timer)
 
     tick_outputs = [view, run.status, run.progress, run.log, loss_plot, top1_plot, lr_plot, run.resume_from, timer,
                     run.resume, run.preflight_report, preflight_for, run.log_source, eval_plot]
     timer.tick(lambda v, out, ticked, source: poll_view(ctx, v, out, ticked, source),
                inputs=[view, output_dir, run.resume, run.log_source],
-               outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last")
-    run.log.change(None, js=FOLLOW_LOG_JS)  # only when the log grew: an idle tick sends no second event
+               outputs=tick_outputs, show_progress="hidden", queue=False, trigger_mode="always_last").then(
+        None, js=FOLLOW_LOG_JS)
 
     def on_load(baseline: str | None, shown: Any, project_name: str | None = None) -> list[Any]:
         # The last (or running) training run's options, so a reload or a restarted UI shows it again.
